@@ -1,0 +1,4 @@
+//! # workspace-tests
+//!
+//! Cross-crate integration tests live in `tests/tests/`; shared helpers for them live here.
+//! Test data (pcaps made from real spead2 traffic) lives in `tests/data/`.

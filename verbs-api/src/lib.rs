@@ -1,0 +1,1 @@
+//! verbs-api (being written).
