@@ -1,0 +1,177 @@
+//! A pool of heap payload buffers, so steady-state reception allocates nothing.
+//!
+//! Buffers are handed out as [`PoolBuffer`]s that return themselves on drop. Returned
+//! buffers keep their initialised length, so reuse costs no memset. The pool keeps at
+//! most `max_free` idle buffers; extra ones are released to the allocator.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Memory pool statistics (a counter set spead2 users have asked for).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Buffers freshly allocated because no idle buffer was big enough.
+    pub allocated: u64,
+    /// Requests served from an idle buffer.
+    pub reused: u64,
+    /// Buffers grown in place (heaps without HEAP_LENGTH).
+    pub grown: u64,
+    /// Buffers returned to the idle list.
+    pub returned: u64,
+    /// Buffers released to the allocator because the idle list was full.
+    pub released: u64,
+    /// Idle buffers held now.
+    pub idle_buffers: u64,
+    /// Bytes held by idle buffers now.
+    pub idle_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    free: Vec<Vec<u8>>,
+    max_free: usize,
+    stats: PoolStats,
+}
+
+/// A shared pool of payload buffers.
+#[derive(Debug, Clone)]
+pub struct MemoryPool {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Default for MemoryPool {
+    fn default() -> Self {
+        Self::new(16)
+    }
+}
+
+impl MemoryPool {
+    /// A pool keeping at most `max_free` idle buffers.
+    pub fn new(max_free: usize) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Inner {
+                free: Vec::with_capacity(max_free),
+                max_free,
+                stats: PoolStats::default(),
+            })),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A buffer of at least `len` initialised bytes (contents unspecified).
+    pub fn acquire(&self, len: usize) -> PoolBuffer {
+        let mut inner = self.lock();
+        let pos = inner.free.iter().rposition(|b| b.len() >= len);
+        let buf = match pos {
+            Some(i) => {
+                let b = inner.free.swap_remove(i);
+                inner.stats.reused += 1;
+                inner.stats.idle_buffers -= 1;
+                inner.stats.idle_bytes -= b.len() as u64;
+                b
+            }
+            None => {
+                inner.stats.allocated += 1;
+                drop(inner);
+                vec![0u8; len]
+            }
+        };
+        PoolBuffer {
+            buf,
+            pool: Some(self.clone()),
+        }
+    }
+
+    /// Current statistics.
+    pub fn stats(&self) -> PoolStats {
+        self.lock().stats
+    }
+
+    fn give_back(&self, buf: Vec<u8>) {
+        let mut inner = self.lock();
+        if inner.free.len() < inner.max_free && !buf.is_empty() {
+            inner.stats.returned += 1;
+            inner.stats.idle_buffers += 1;
+            inner.stats.idle_bytes += buf.len() as u64;
+            inner.free.push(buf);
+        } else {
+            inner.stats.released += 1;
+        }
+    }
+
+    fn note_grow(&self) {
+        self.lock().stats.grown += 1;
+    }
+}
+
+/// A payload buffer that goes back to its pool when dropped.
+#[derive(Debug, Default)]
+pub struct PoolBuffer {
+    buf: Vec<u8>,
+    pool: Option<MemoryPool>,
+}
+
+impl PoolBuffer {
+    /// Grows the buffer to at least `len` bytes, keeping its contents.
+    pub fn grow(&mut self, len: usize) {
+        if len > self.buf.len() {
+            self.buf.resize(len, 0);
+            if let Some(p) = &self.pool {
+                p.note_grow();
+            }
+        }
+    }
+
+    /// The whole buffer (may be longer than the heap).
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The whole buffer, mutably.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
+    /// Buffer length.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// True for an empty buffer.
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+impl Drop for PoolBuffer {
+    fn drop(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.give_back(std::mem::take(&mut self.buf));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reuses_returned_buffers() {
+        let pool = MemoryPool::new(2);
+        let a = pool.acquire(100);
+        drop(a);
+        let b = pool.acquire(50);
+        assert!(b.len() >= 100);
+        let c = pool.acquire(100);
+        let d = pool.acquire(10);
+        drop((b, c, d));
+        let s = pool.stats();
+        assert_eq!(s.allocated, 3);
+        assert_eq!(s.reused, 1);
+        assert_eq!(s.returned, 3);
+        assert_eq!(s.released, 1);
+        assert_eq!(s.idle_buffers, 2);
+    }
+}

@@ -1,0 +1,270 @@
+//! Heap assembly tests; expected counters were observed from spead2 4.5.1.
+
+use super::*;
+use crate::send::{heap_to_bytes, Heap as SendHeap};
+use crate::wire::{decode_packet, Flavour};
+
+fn hex(s: &str) -> Vec<u8> {
+    let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+/// Packets of a heap with one 200-byte (or `len`) item, split at 200-byte packets.
+fn packets(len: usize, cnt: u64) -> Vec<Vec<u8>> {
+    let mut h = SendHeap::new(Flavour::SPEAD_64_48);
+    h.add_item(0x1000, vec![cnt as u8; len], false);
+    split(&heap_to_bytes(&h, cnt, 200).unwrap())
+}
+
+fn split(mut b: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while !b.is_empty() {
+        let n = decode_packet(b).unwrap().size();
+        out.push(b[..n].to_vec());
+        b = &b[n..];
+    }
+    out
+}
+
+fn run(pkts: &[&Vec<u8>], config: StreamConfig) -> (Vec<u64>, Stats) {
+    let mut s = Stream::new(config);
+    for p in pkts {
+        let _ = s.add_datagram(p);
+    }
+    s.stop();
+    let mut cnts = Vec::new();
+    while let Some(h) = s.pop_heap() {
+        cnts.push(h.cnt);
+    }
+    (cnts, s.stats())
+}
+
+fn mh(n: usize) -> StreamConfig {
+    StreamConfig {
+        max_heaps: n,
+        ..StreamConfig::default()
+    }
+}
+
+#[test]
+fn ring_eviction_matches_spead2() {
+    let (a, b, c) = (packets(200, 1), packets(200, 2), packets(200, 3));
+    let (got, st) = run(&[&a[0], &b[0], &b[1], &c[0], &a[1], &c[1]], mh(2));
+    assert_eq!(got, vec![2, 3]);
+    assert_eq!(
+        (
+            st.heaps,
+            st.incomplete_heaps_evicted,
+            st.packets,
+            st.search_dist
+        ),
+        (3, 1, 6, 6)
+    );
+    assert_eq!(st.packets_dropped_in_order, 1);
+}
+
+#[test]
+fn single_packet_heap_takes_a_slot() {
+    let (a, b, c) = (packets(200, 1), packets(20, 2), packets(200, 3));
+    assert_eq!(b.len(), 1);
+    let (got, st) = run(&[&a[0], &c[0], &b[0], &a[1], &c[1]], mh(2));
+    assert_eq!(got, vec![2, 3]);
+    assert_eq!(
+        (
+            st.heaps,
+            st.incomplete_heaps_evicted,
+            st.single_packet_heaps,
+            st.search_dist
+        ),
+        (3, 1, 1, 4)
+    );
+    let (got, st) = run(&[&a[0], &b[0], &a[1]], mh(4));
+    assert_eq!(got, vec![2, 1]);
+    assert_eq!(st.search_dist, 2);
+}
+
+#[test]
+fn in_order_drops_and_flushes() {
+    let a = packets(200, 1);
+    let (got, st) = run(&[&a[1], &a[0]], mh(4));
+    assert!(got.is_empty());
+    assert_eq!(
+        (
+            st.heaps,
+            st.incomplete_heaps_flushed,
+            st.packets,
+            st.search_dist
+        ),
+        (1, 1, 2, 2)
+    );
+    assert_eq!(st.packets_dropped_in_order, 1);
+    assert_eq!(st.incomplete_heaps_dropped, 1);
+}
+
+#[test]
+fn out_of_order_vector_from_spead_md() {
+    let second = hex(
+        "5304020600000006 8001000000000001 8003000000000020 8004000000000020
+         8002000000000040 9600000000003039 5000000000000000",
+    );
+    let first =
+        hex("5304020600000004 8001000000000001 8003000000000000 8004000000000020 8002000000000040");
+    let mut p2 = second.clone();
+    p2.extend(0x20u8..0x40);
+    let mut p1 = first.clone();
+    p1.extend(0u8..0x20);
+    let mut s = Stream::new(StreamConfig {
+        allow_out_of_order: true,
+        ..StreamConfig::default()
+    });
+    s.add_datagram(&p2).unwrap();
+    assert_eq!(s.add_datagram(&p2), Err(Reject::Duplicate));
+    s.add_datagram(&p1).unwrap();
+    let h = s.pop_heap().unwrap();
+    assert!(h.complete);
+    let items = h.items();
+    assert_eq!(items.len(), 2);
+    assert_eq!(items[0].id, 0x5000);
+    assert_eq!(items[0].bytes(), &(0u8..0x40).collect::<Vec<_>>()[..]);
+    assert_eq!(items[1].id, 0x1600);
+    assert_eq!(items[1].immediate, Some(12345));
+    assert_eq!(items[1].bytes(), &[0, 0, 0, 0, 0x30, 0x39]);
+    // In order, the same arrival loses the heap.
+    let mut s = Stream::new(StreamConfig::default());
+    assert_eq!(s.add_datagram(&p2), Err(Reject::OutOfOrder));
+    s.add_datagram(&p1).unwrap();
+    s.stop();
+    assert!(s.pop_heap().is_none());
+}
+
+#[test]
+fn incomplete_heaps_delivered_with_ranges() {
+    let a = packets(400, 1);
+    assert_eq!(a.len(), 3);
+    let (mut s, cfg) = (
+        None,
+        StreamConfig {
+            allow_out_of_order: true,
+            deliver_incomplete: true,
+            ..StreamConfig::default()
+        },
+    );
+    let stream = s.get_or_insert_with(|| Stream::new(cfg));
+    stream.add_datagram(&a[0]).unwrap();
+    stream.add_datagram(&a[2]).unwrap();
+    stream.stop();
+    let h = stream.pop_heap().unwrap();
+    assert!(!h.complete);
+    assert_eq!(h.heap_length, Some(400));
+    assert_eq!(h.received_length, 152 + 88);
+    assert_eq!(h.payload_ranges, vec![(0, 152), (312, 400)]);
+    assert!(h.items().is_empty());
+    assert_eq!(stream.stats().incomplete_heaps_flushed, 1);
+}
+
+#[test]
+fn unsized_heaps_delivered_when_contiguous() {
+    let a = packets(300, 5);
+    let strip = |p: &Vec<u8>| {
+        // Turn HEAP_LENGTH (third pointer) into a NULL immediate the receiver ignores.
+        let mut q = p.clone();
+        q[16] = 0x80;
+        q[17] = 0x00;
+        q
+    };
+    let (p0, p1) = (strip(&a[0]), strip(&a[1]));
+    let (got, st) = run(&[&p0, &p1], mh(4));
+    assert_eq!(got, vec![5]);
+    assert_eq!(st.incomplete_heaps_flushed, 1);
+    let (got, _) = run(
+        &[&p1],
+        StreamConfig {
+            allow_out_of_order: true,
+            ..mh(4)
+        },
+    );
+    assert!(got.is_empty());
+}
+
+#[test]
+fn stop_flushes_and_is_not_delivered() {
+    let a = packets(400, 1);
+    let mut stop = SendHeap::new(Flavour::SPEAD_64_48);
+    stop.add_end();
+    let stop = heap_to_bytes(&stop, 2, 1472).unwrap();
+    let b = packets(20, 3);
+    let mut s = Stream::new(StreamConfig {
+        deliver_incomplete: true,
+        ..StreamConfig::default()
+    });
+    s.add_datagram(&a[0]).unwrap();
+    s.add_datagram(&stop).unwrap();
+    assert!(s.is_stopped());
+    assert_eq!(s.add_datagram(&b[0]), Err(Reject::Stopped));
+    let h = s.pop_heap().unwrap();
+    assert_eq!(h.cnt, 1);
+    assert!(!h.complete);
+    assert!(s.pop_heap().is_none());
+    let st = s.stats();
+    assert_eq!((st.incomplete_heaps_flushed, st.packets_after_stop), (1, 1));
+}
+
+#[test]
+fn inconsistent_and_oversized_packets_are_counted() {
+    let a = packets(400, 1);
+    let mut s = Stream::new(StreamConfig {
+        max_heap_size: 300,
+        ..StreamConfig::default()
+    });
+    assert_eq!(s.add_datagram(&a[0]), Err(Reject::TooLarge));
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&a[0]).unwrap();
+    let mut bad = a[1].clone();
+    bad[23] = 0xff; // HEAP_LENGTH differs
+    assert_eq!(s.add_datagram(&bad), Err(Reject::HeapLengthMismatch));
+    let mut other = a[1].clone();
+    other[2] = 3;
+    other[3] = 5; // 64-40 now
+    assert!(s.add_datagram(&other).is_err());
+    assert_eq!(
+        s.add_datagram(&[1, 2, 3]),
+        Err(Reject::Malformed(crate::wire::WireError::Truncated {
+            needed: 8,
+            available: 3
+        }))
+    );
+    let st = s.stats();
+    // Re-read as 64-40 the pointers no longer hold a HEAP_CNT, so it is malformed.
+    assert_eq!(st.packets_inconsistent, 1);
+    assert_eq!(st.packets_malformed, 2);
+}
+
+#[test]
+fn substreams_have_their_own_rings() {
+    let (a, b) = (packets(200, 1), packets(200, 2));
+    let cfg = StreamConfig {
+        max_heaps: 1,
+        substreams: 2,
+        ..StreamConfig::default()
+    };
+    let (got, st) = run(&[&a[0], &b[0], &a[1], &b[1]], cfg);
+    assert_eq!(got, vec![1, 2]);
+    assert_eq!(st.incomplete_heaps_evicted, 0);
+}
+
+#[test]
+fn pool_buffers_are_reused() {
+    let mut s = Stream::new(StreamConfig::default());
+    for cnt in 1..=10 {
+        for p in packets(1000, cnt) {
+            s.add_datagram(&p).unwrap();
+        }
+        drop(s.pop_heap().unwrap());
+    }
+    let pool = s.stats().pool;
+    assert_eq!(pool.allocated, 1);
+    assert_eq!(pool.reused, 9);
+}

@@ -1,0 +1,293 @@
+//! The packetizer: a heap becomes packets written into caller buffers.
+//!
+//! Its output is byte-identical to spead2's `packet_generator` (4.5.1): every packet
+//! starts with HEAP_CNT, HEAP_LENGTH, PAYLOAD_OFFSET, PAYLOAD_LENGTH; the heap's
+//! pointers fill the earliest packets (or all of them when repeated); addressed items
+//! are laid out back to back in the order added; and when the payload is too small to
+//! give every packet a payload byte, a NULL pointer and zero padding are added.
+
+use super::heap::{Heap, ItemValue};
+use crate::wire::{
+    Flavour, HEADER_SIZE, HEAP_CNT_ID, HEAP_LENGTH_ID, NULL_ID, PAYLOAD_LENGTH_ID,
+    PAYLOAD_OFFSET_ID, POINTER_SIZE,
+};
+use thiserror::Error;
+
+/// Header plus the four mandatory pointers.
+pub const PREFIX_SIZE: usize = HEADER_SIZE + 4 * POINTER_SIZE;
+
+/// Why a heap cannot be packetized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SendError {
+    /// `max_packet_size` (rounded down to a multiple of 8) is below 56 bytes.
+    #[error("packet size {0} is too small")]
+    PacketTooSmall(usize),
+    /// Repeated pointers do not fit in one packet.
+    #[error("packet size is too small to repeat item pointers")]
+    RepeatPointersTooMany,
+    /// The heap counter does not fit in the flavour's address bits.
+    #[error("heap cnt {0} does not fit the flavour")]
+    CntTooLarge(u64),
+    /// The heap payload does not fit in the flavour's address bits.
+    #[error("heap payload of {0} bytes does not fit the flavour")]
+    HeapTooLarge(u64),
+    /// An item ID does not fit the flavour.
+    #[error("item id {0:#x} does not fit the flavour")]
+    IdTooLarge(u64),
+    /// A caller buffer is shorter than the maximum packet size.
+    #[error("buffer of {0} bytes is shorter than the maximum packet size")]
+    BufferTooSmall(usize),
+}
+
+/// Turns one heap into packets, one call per packet.
+#[derive(Debug, Clone)]
+pub struct Packetizer<'h> {
+    heap: &'h Heap,
+    flavour: Flavour,
+    cnt: u64,
+    max_packet_size: usize,
+    payload_size: u64,
+    max_item_pointers: usize,
+    need_null_item: bool,
+    payload_offset: u64,
+    next_item_pointer: usize,
+    next_address: u64,
+    next_item: usize,
+    next_item_offset: usize,
+}
+
+impl<'h> Packetizer<'h> {
+    /// Prepares to send `heap` with heap counter `cnt` in packets of at most
+    /// `max_packet_size` bytes (rounded down to a multiple of 8).
+    ///
+    /// # Errors
+    /// [`SendError`] when the heap cannot be sent with these parameters.
+    pub fn new(heap: &'h Heap, cnt: u64, max_packet_size: usize) -> Result<Self, SendError> {
+        let flavour = heap.flavour;
+        let max_packet_size = max_packet_size & !7;
+        if max_packet_size < PREFIX_SIZE + 2 * POINTER_SIZE {
+            return Err(SendError::PacketTooSmall(max_packet_size));
+        }
+        if cnt > flavour.value_mask() {
+            return Err(SendError::CntTooLarge(cnt));
+        }
+        if let Some(item) = heap.items.iter().find(|i| i.id > flavour.max_id()) {
+            return Err(SendError::IdTooLarge(item.id));
+        }
+        let mut payload_size = heap.payload_size();
+        if payload_size > flavour.value_mask() {
+            return Err(SendError::HeapTooLarge(payload_size));
+        }
+        let max_item_pointers = (max_packet_size - (PREFIX_SIZE + POINTER_SIZE)) / POINTER_SIZE;
+        let item_packets = heap.items.len() / max_item_pointers + 1;
+        if heap.repeat_pointers && item_packets > 1 {
+            return Err(SendError::RepeatPointersTooMany);
+        }
+        let min_payload_size = (item_packets as u64 - 1) * POINTER_SIZE as u64 + 1;
+        let mut need_null_item = false;
+        if payload_size < min_payload_size {
+            payload_size = min_payload_size;
+            need_null_item = true;
+        }
+        Ok(Self {
+            heap,
+            flavour,
+            cnt,
+            max_packet_size,
+            payload_size,
+            max_item_pointers,
+            need_null_item,
+            payload_offset: 0,
+            next_item_pointer: 0,
+            next_address: 0,
+            next_item: 0,
+            next_item_offset: 0,
+        })
+    }
+
+    /// The maximum packet size in use (rounded).
+    pub fn max_packet_size(&self) -> usize {
+        self.max_packet_size
+    }
+
+    /// HEAP_LENGTH as sent (including padding).
+    pub fn heap_length(&self) -> u64 {
+        self.payload_size
+    }
+
+    /// True while packets remain.
+    pub fn has_next(&self) -> bool {
+        self.payload_offset < self.payload_size
+    }
+
+    /// Writes the next packet into `buf` and returns its length, or `Ok(None)` when
+    /// the heap is done.
+    ///
+    /// # Errors
+    /// [`SendError::BufferTooSmall`] if `buf` is shorter than the maximum packet size.
+    pub fn next_packet(&mut self, buf: &mut [u8]) -> Result<Option<usize>, SendError> {
+        if !self.has_next() {
+            return Ok(None);
+        }
+        if buf.len() < self.max_packet_size {
+            return Err(SendError::BufferTooSmall(buf.len()));
+        }
+        let heap = self.heap;
+        let flavour = self.flavour;
+        if heap.repeat_pointers {
+            self.next_item_pointer = 0;
+            self.next_address = 0;
+        }
+        let n_items = heap.items.len() + usize::from(self.need_null_item);
+        let n_pointers = self.max_item_pointers.min(n_items - self.next_item_pointer);
+        let mut payload_len = (self.payload_size - self.payload_offset)
+            .min((self.max_packet_size - n_pointers * POINTER_SIZE - PREFIX_SIZE) as u64)
+            as usize;
+        buf[..8].copy_from_slice(&flavour.header((n_pointers + 4) as u16));
+        let mut pos = 8;
+        let mut put = |pos: &mut usize, word: [u8; 8]| {
+            buf[*pos..*pos + 8].copy_from_slice(&word);
+            *pos += 8;
+        };
+        for word in [
+            flavour.immediate(HEAP_CNT_ID, self.cnt),
+            flavour.immediate(HEAP_LENGTH_ID, self.payload_size),
+            flavour.immediate(PAYLOAD_OFFSET_ID, self.payload_offset),
+            flavour.immediate(PAYLOAD_LENGTH_ID, payload_len as u64),
+        ] {
+            put(&mut pos, word.to_be_bytes());
+        }
+        let imm_bytes = flavour.immediate_bytes();
+        for _ in 0..n_pointers {
+            let word = match heap.items.get(self.next_item_pointer) {
+                None => flavour.address(NULL_ID, self.next_address).to_be_bytes(),
+                Some(item) => match &item.value {
+                    ItemValue::Inline(v) => flavour.immediate(item.id, *v).to_be_bytes(),
+                    ItemValue::Bytes {
+                        data,
+                        allow_immediate,
+                    } if *allow_immediate && data.len() <= imm_bytes => {
+                        let mut w = flavour.immediate(item.id, 0).to_be_bytes();
+                        w[8 - data.len()..].copy_from_slice(data);
+                        w
+                    }
+                    ItemValue::Bytes { data, .. } => {
+                        let w = flavour.address(item.id, self.next_address).to_be_bytes();
+                        self.next_address += data.len() as u64;
+                        w
+                    }
+                },
+            };
+            put(&mut pos, word);
+            self.next_item_pointer += 1;
+        }
+        self.payload_offset += payload_len as u64;
+        while payload_len > 0 {
+            match heap.items.get(self.next_item) {
+                None => {
+                    buf[pos..pos + payload_len].fill(0);
+                    pos += payload_len;
+                    payload_len = 0;
+                }
+                Some(item) => match &item.value {
+                    ItemValue::Bytes { data, .. } if !item.is_immediate(flavour) => {
+                        let n = (data.len() - self.next_item_offset).min(payload_len);
+                        buf[pos..pos + n].copy_from_slice(
+                            &data[self.next_item_offset..self.next_item_offset + n],
+                        );
+                        pos += n;
+                        self.next_item_offset += n;
+                        if self.next_item_offset == data.len() {
+                            self.next_item += 1;
+                            self.next_item_offset = 0;
+                        }
+                        payload_len -= n;
+                    }
+                    _ => {
+                        self.next_item += 1;
+                        self.next_item_offset = 0;
+                    }
+                },
+            }
+        }
+        Ok(Some(pos))
+    }
+
+    /// All remaining packets, appended back to back to `out` (as spead2's BytesStream).
+    pub fn write_all(&mut self, out: &mut Vec<u8>) {
+        let mut buf = vec![0u8; self.max_packet_size];
+        while let Ok(Some(n)) = self.next_packet(&mut buf) {
+            out.extend_from_slice(&buf[..n]);
+        }
+    }
+}
+
+/// Packetizes a heap into one buffer of back-to-back packets.
+///
+/// # Errors
+/// As [`Packetizer::new`].
+pub fn heap_to_bytes(heap: &Heap, cnt: u64, max_packet_size: usize) -> Result<Vec<u8>, SendError> {
+    let mut p = Packetizer::new(heap, cnt, max_packet_size)?;
+    let mut out = Vec::new();
+    p.write_all(&mut out);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(b: &[u8]) -> String {
+        b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    #[test]
+    fn test_vectors() {
+        let f = Flavour::SPEAD_64_48;
+        let h = Heap::new(f);
+        assert_eq!(
+            hex(&heap_to_bytes(&h, 0x123456, 1472).unwrap()),
+            "53040206000000058001000000123456800200000000000180030000000000008004000000000001000000000000000000"
+        );
+        let mut h = Heap::new(f);
+        h.add_item(0x2345, vec![0x76, 0x54], true);
+        assert_eq!(
+            hex(&heap_to_bytes(&h, 0x123456, 1472).unwrap()),
+            "53040206000000068001000000123456800200000000000180030000000000008004000000000001a345000000007654000000000000000000"
+        );
+        let mut h = Heap::new(f);
+        h.add_end();
+        assert_eq!(
+            hex(&heap_to_bytes(&h, 0x123456, 1472).unwrap()),
+            "530402060000000680010000001234568002000000000001800300000000000080040000000000018006000000000002000000000000000000"
+        );
+    }
+
+    #[test]
+    fn splits_like_spead2() {
+        let mut h = Heap::new(Flavour::SPEAD_64_48);
+        h.add_item(0x1000, (0u8..100).collect::<Vec<_>>(), false);
+        let b = heap_to_bytes(&h, 1, 83).unwrap();
+        assert_eq!(b.len(), 228);
+        assert_eq!(&hex(&b[..48]), "530402060000000580010000000000018002000000000064800300000000000080040000000000201000000000000000");
+    }
+
+    #[test]
+    fn rejects_bad_parameters() {
+        let h = Heap::new(Flavour::SPEAD_64_40);
+        assert_eq!(
+            Packetizer::new(&h, 1, 55).unwrap_err(),
+            SendError::PacketTooSmall(48)
+        );
+        assert!(Packetizer::new(&h, 1 << 40, 1472).is_err());
+        let mut h = Heap::new(Flavour::SPEAD_64_40);
+        h.repeat_pointers = true;
+        for i in 0..10 {
+            h.add_immediate(0x1000 + i, i);
+        }
+        assert_eq!(
+            Packetizer::new(&h, 1, 64).unwrap_err(),
+            SendError::RepeatPointersTooMany
+        );
+    }
+}

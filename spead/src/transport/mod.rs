@@ -1,0 +1,12 @@
+//! Transports: kernel UDP (recvmmsg/sendmmsg, multicast), TCP, memory and files.
+//!
+//! They only move bytes; all SPEAD logic lives in the sans-IO [`crate::recv`] and
+//! [`crate::send`] cores, so later transports (verbs) reuse those unchanged.
+
+mod byte_stream;
+mod endpoint;
+mod udp;
+
+pub use byte_stream::{ByteStreamReader, PacketWriter};
+pub use endpoint::{Endpoint, EndpointError};
+pub use udp::{UdpReceiver, UdpRecvConfig, UdpSendConfig, UdpSender};
