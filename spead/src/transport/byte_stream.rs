@@ -128,6 +128,14 @@ impl<W: Write> PacketWriter<W> {
         self.writer.write_all(packet)
     }
 
+    /// Flushes the writer.
+    ///
+    /// # Errors
+    /// I/O errors of the flush.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+
     /// Flushes and returns the writer.
     ///
     /// # Errors

@@ -5,8 +5,10 @@
 
 mod byte_stream;
 mod endpoint;
+mod sender;
 mod udp;
 
 pub use byte_stream::{ByteStreamReader, PacketWriter};
 pub use endpoint::{Endpoint, EndpointError};
+pub use sender::{PacketSink, SendIoError, Sender};
 pub use udp::{UdpReceiver, UdpRecvConfig, UdpSendConfig, UdpSender};

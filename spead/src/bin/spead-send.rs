@@ -1,0 +1,247 @@
+//! `spead-send DEST...`: send SPEAD heaps (like spead2's `spead2_send`).
+//!
+//! Destinations: `udp:HOST:PORT` (several make substreams), `tcp:HOST:PORT`,
+//! `file:PATH`. Either generates `--heaps` heaps of `--heap-size` bytes, or with
+//! `--json FILE|-` sends the heaps of a `spead-recv --json` capture. A stop heap
+//! ends the stream unless `--no-stop`.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+
+use clap::Parser;
+use spead::descriptor::Descriptor;
+use spead::json::{send_heap, HeapJson};
+use spead::send::{
+    CntSequence, GroupMode, Heap, HeapReference, RateLimiter, DEFAULT_BURST_RATE_RATIO,
+};
+use spead::transport::{
+    Endpoint, PacketSink, PacketWriter, SendIoError, Sender, UdpSendConfig, UdpSender,
+};
+use spead::wire::Flavour;
+
+#[derive(Parser, Debug)]
+#[command(about = "Send SPEAD heaps (spead2-compatible)")]
+struct Args {
+    /// Destinations: udp:HOST:PORT (one per substream), tcp:HOST:PORT or file:PATH.
+    #[arg(required = true)]
+    dests: Vec<String>,
+    /// Send the heaps of a JSON capture (file, or - for stdin).
+    #[arg(long)]
+    json: Option<String>,
+    /// Maximum packet size.
+    #[arg(long, default_value_t = 1472)]
+    packet: usize,
+    /// Payload bytes per generated heap.
+    #[arg(long = "heap-size", default_value_t = 4 << 20)]
+    heap_size: usize,
+    /// Number of generated heaps.
+    #[arg(long, default_value_t = 100)]
+    heaps: u64,
+    /// Items per generated heap.
+    #[arg(long, default_value_t = 1)]
+    items: usize,
+    /// Rate limit in Gb/s (0 = unlimited), as spead2_send.
+    #[arg(long, default_value_t = 0.0)]
+    rate: f64,
+    /// Burst size in bytes.
+    #[arg(long, default_value_t = 65536)]
+    burst: usize,
+    /// Heaps interleaved at once.
+    #[arg(long = "max-heaps", default_value_t = 1)]
+    max_heaps: usize,
+    /// Interleave serially instead of round robin.
+    #[arg(long)]
+    serial: bool,
+    /// Substreams (heap i goes to destination i % substreams).
+    #[arg(long, default_value_t = 1)]
+    substreams: usize,
+    /// Interface address (multicast) to send from.
+    #[arg(long)]
+    bind: Option<Ipv4Addr>,
+    /// Socket send buffer in bytes.
+    #[arg(long, default_value_t = 512 << 10)]
+    buffer: usize,
+    /// TTL for multicast.
+    #[arg(long)]
+    ttl: Option<u32>,
+    /// Heap address bits (40 or 48).
+    #[arg(long = "addr-bits", default_value_t = 40)]
+    addr_bits: u8,
+    /// First heap counter.
+    #[arg(long = "heap-cnt-start", default_value_t = 1)]
+    cnt_start: u64,
+    /// Do not send a stop heap at the end.
+    #[arg(long = "no-stop")]
+    no_stop: bool,
+    /// Do not send descriptors in the first generated heap.
+    #[arg(long = "no-descriptors")]
+    no_descriptors: bool,
+}
+
+enum AnySink {
+    Udp(UdpSender),
+    Stream(PacketWriter<BufWriter<Box<dyn io::Write>>>),
+}
+
+impl PacketSink for AnySink {
+    fn send_packets(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
+        match self {
+            Self::Udp(s) => s.send_packets(packets),
+            Self::Stream(s) => s.send_packets(packets),
+        }
+    }
+
+    fn flush_packets(&mut self) -> io::Result<()> {
+        match self {
+            Self::Udp(s) => s.flush_packets(),
+            Self::Stream(s) => s.flush_packets(),
+        }
+    }
+}
+
+fn open_sink(args: &Args) -> Result<AnySink, Box<dyn std::error::Error>> {
+    let eps: Vec<Endpoint> = args
+        .dests
+        .iter()
+        .map(|d| d.parse())
+        .collect::<Result<_, _>>()?;
+    if eps.iter().all(|e| matches!(e, Endpoint::Udp(_))) {
+        let dests: Vec<SocketAddr> = eps
+            .iter()
+            .filter_map(|e| match e {
+                Endpoint::Udp(a) => Some(*a),
+                _ => None,
+            })
+            .collect();
+        let mut cfg = UdpSendConfig::new(dests);
+        cfg.buffer_size = args.buffer;
+        cfg.ttl = args.ttl;
+        cfg.interface = args.bind;
+        return Ok(AnySink::Udp(UdpSender::new(&cfg)?));
+    }
+    let writer: Box<dyn io::Write> = match eps.as_slice() {
+        [Endpoint::Tcp(a)] => Box::new(TcpStream::connect(a)?),
+        [Endpoint::File(p)] => Box::new(File::create(p)?),
+        _ => return Err("give several udp: destinations, or one tcp: or file:".into()),
+    };
+    Ok(AnySink::Stream(PacketWriter::new(
+        BufWriter::with_capacity(1 << 20, writer),
+    )))
+}
+
+fn generated_heaps(args: &Args, flavour: Flavour) -> (Heap, Heap) {
+    let per_item = args.heap_size / args.items.max(1);
+    let mut first = Heap::new(flavour);
+    let mut plain = Heap::new(flavour);
+    for i in 0..args.items.max(1) {
+        let id = 0x1000 + i as u64;
+        let data: Vec<u8> = (0..per_item)
+            .map(|b| (b as u8).wrapping_add(i as u8))
+            .collect();
+        if !args.no_descriptors {
+            first.add_descriptor(&Descriptor {
+                id,
+                name: format!("item{i}").into_bytes(),
+                description: b"generated by spead-send".to_vec(),
+                format: vec![(b'u', 8)],
+                shape: vec![Some(per_item as u64)],
+                dtype: None,
+            });
+        }
+        first.add_item(id, data.clone(), false);
+        plain.add_item(id, data, false);
+    }
+    (first, plain)
+}
+
+fn run(args: &Args) -> Result<(), Box<dyn std::error::Error>> {
+    let flavour = Flavour::new(args.addr_bits).ok_or("--addr-bits must be 40 or 48")?;
+    let rate = args.rate * 1e9 / 8.0;
+    let limiter = RateLimiter::new(rate, args.burst, DEFAULT_BURST_RATE_RATIO);
+    let mode = if args.serial {
+        GroupMode::Serial
+    } else {
+        GroupMode::RoundRobin
+    };
+    let mut sender = Sender::new(open_sink(args)?, args.packet, limiter, mode);
+    let subs = args.substreams.max(1);
+    let mut last_cnt = args.cnt_start;
+    let mut last_flavour = flavour;
+    if let Some(src) = &args.json {
+        let reader: Box<dyn BufRead> = if src == "-" {
+            Box::new(BufReader::new(io::stdin()))
+        } else {
+            Box::new(BufReader::new(File::open(src)?))
+        };
+        for line in reader.lines() {
+            let line = line?;
+            let value: serde_json::Value = match serde_json::from_str(&line) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            if value.get("stats").is_some() || value.get("cnt").is_none() {
+                continue;
+            }
+            let hj: HeapJson = serde_json::from_value(value)?;
+            let heap = send_heap(&hj)?;
+            sender.send_heaps(&[HeapReference {
+                heap: &heap,
+                cnt: hj.cnt,
+                substream: (hj.cnt as usize) % subs,
+            }])?;
+            last_cnt = hj.cnt + 1;
+            last_flavour = heap.flavour;
+        }
+    } else {
+        let (first, plain) = generated_heaps(args, flavour);
+        let mut cnts = CntSequence::new(args.cnt_start, 1);
+        let mut sent = 0u64;
+        let group = args.max_heaps.max(1) as u64;
+        while sent < args.heaps {
+            let n = group.min(args.heaps - sent);
+            let refs: Vec<HeapReference<'_>> = (0..n)
+                .map(|k| {
+                    let cnt = cnts.next_cnt();
+                    HeapReference {
+                        heap: if sent + k == 0 { &first } else { &plain },
+                        cnt,
+                        substream: (cnt as usize) % subs,
+                    }
+                })
+                .collect();
+            sender.send_heaps(&refs)?;
+            sent += n;
+            last_cnt = cnts.next_cnt();
+            cnts = CntSequence::new(last_cnt, 1);
+        }
+    }
+    if !args.no_stop {
+        let mut stop = Heap::new(last_flavour);
+        stop.add_end();
+        for s in 0..subs {
+            sender.send_heaps(&[HeapReference {
+                heap: &stop,
+                cnt: last_cnt,
+                substream: s,
+            }])?;
+        }
+    }
+    eprintln!(
+        "spead-send: {} packets, {} bytes",
+        sender.packets, sender.bytes
+    );
+    Ok(())
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(&args) {
+        if let Some(SendIoError::Io(io)) = e.downcast_ref::<SendIoError>() {
+            eprintln!("spead-send: I/O error: {io}");
+        } else {
+            eprintln!("spead-send: {e}");
+        }
+        std::process::exit(1);
+    }
+}
