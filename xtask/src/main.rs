@@ -15,7 +15,10 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask", about = "Project automation for the verbs/SPEAD workspace")]
+#[command(
+    name = "cargo xtask",
+    about = "Project automation for the verbs/SPEAD workspace"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -53,8 +56,16 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Test { backend: Backend::Sim, rest, .. } => cmd::test_sim(&rest),
-        Command::Test { backend: Backend::Hw, vm, rest } => cmd::test_hw(vm, &rest),
+        Command::Test {
+            backend: Backend::Sim,
+            rest,
+            ..
+        } => cmd::test_sim(&rest),
+        Command::Test {
+            backend: Backend::Hw,
+            vm,
+            rest,
+        } => cmd::test_hw(vm, &rest),
         Command::Ci => cmd::ci(),
         Command::Demo => cmd::demo(),
     };

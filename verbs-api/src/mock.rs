@@ -1,0 +1,55 @@
+//! mockall mocks of every trait (feature `mock`), for interaction tests: "after polling a
+//! receive completion, the code reposts that slot", "the code arms the CQ before waiting".
+//!
+//! [`FakeMr`] stands in for a memory region: it owns real memory (the pool layer reads
+//! slots through it) and hands out keys the test chooses.
+
+use std::cell::UnsafeCell;
+
+use crate::{AccessFlags, MemoryRegion};
+
+pub use crate::traits::{
+    MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow,
+    MockProtectionDomain, MockQueuePair, MockSharedReceiveQueue, MockVerbs,
+};
+
+/// A memory region backed by owned, zeroed memory, with chosen keys.
+#[derive(Debug)]
+pub struct FakeMr {
+    mem: Box<[UnsafeCell<u8>]>,
+    lkey: u32,
+    rkey: u32,
+    access: AccessFlags,
+}
+
+impl FakeMr {
+    /// `len` zeroed bytes with keys `lkey` and `rkey`.
+    pub fn new(len: usize, lkey: u32, rkey: u32, access: AccessFlags) -> Self {
+        FakeMr {
+            mem: (0..len).map(|_| UnsafeCell::new(0)).collect(),
+            lkey,
+            rkey,
+            access,
+        }
+    }
+}
+
+// SAFETY: the memory is owned by the box and lives as long as the FakeMr; nothing but
+// callers through `as_ptr` (as a device would) ever writes it.
+unsafe impl MemoryRegion for FakeMr {
+    fn as_ptr(&self) -> *mut u8 {
+        UnsafeCell::raw_get(self.mem.as_ptr())
+    }
+    fn len(&self) -> usize {
+        self.mem.len()
+    }
+    fn lkey(&self) -> u32 {
+        self.lkey
+    }
+    fn rkey(&self) -> u32 {
+        self.rkey
+    }
+    fn access(&self) -> AccessFlags {
+        self.access
+    }
+}
