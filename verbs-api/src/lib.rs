@@ -50,6 +50,8 @@
 //! }
 //! ```
 
+#![warn(missing_docs)]
+
 mod access;
 mod device;
 mod error;
