@@ -2,3 +2,5 @@
 //!
 //! Cross-crate integration tests live in `tests/tests/`; shared helpers for them live here.
 //! Test data (pcaps made from real spead2 traffic) lives in `tests/data/`.
+
+pub mod spead2;

@@ -47,6 +47,7 @@ pub struct Packetizer<'h> {
     cnt: u64,
     max_packet_size: usize,
     payload_size: u64,
+    real_payload_size: u64,
     max_item_pointers: usize,
     need_null_item: bool,
     payload_offset: u64,
@@ -74,7 +75,8 @@ impl<'h> Packetizer<'h> {
         if let Some(item) = heap.items.iter().find(|i| i.id > flavour.max_id()) {
             return Err(SendError::IdTooLarge(item.id));
         }
-        let mut payload_size = heap.payload_size();
+        let real_payload_size = heap.payload_size();
+        let mut payload_size = real_payload_size;
         if payload_size > flavour.value_mask() {
             return Err(SendError::HeapTooLarge(payload_size));
         }
@@ -95,6 +97,7 @@ impl<'h> Packetizer<'h> {
             cnt,
             max_packet_size,
             payload_size,
+            real_payload_size,
             max_item_pointers,
             need_null_item,
             payload_offset: 0,
@@ -181,7 +184,18 @@ impl<'h> Packetizer<'h> {
             put(&mut pos, word);
             self.next_item_pointer += 1;
         }
-        self.payload_offset += payload_len as u64;
+        // spead2 places a packet's padding (beyond the real payload) straight after
+        // the item pointers, before that packet's item bytes. Receivers then see the
+        // bytes shifted when real data and padding share a packet, but byte equality
+        // with spead2 is the contract, so we do the same.
+        let real_end = self.real_payload_size.max(self.payload_offset);
+        let real =
+            (real_end.min(self.payload_offset + payload_len as u64) - self.payload_offset) as usize;
+        let padding = payload_len - real;
+        buf[pos..pos + padding].fill(0);
+        pos += padding;
+        payload_len = real;
+        self.payload_offset += (real + padding) as u64;
         while payload_len > 0 {
             match heap.items.get(self.next_item) {
                 None => {

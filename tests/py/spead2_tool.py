@@ -1,0 +1,187 @@
+"""spead2 side of the interoperability tests (driven by tests/src/spead2.rs).
+
+Subcommands (JSON on stdin, JSON lines on stdout):
+  packetize            heaps spec list -> hex of spead2's BytesStream output per heap
+  recv-bytes           raw packets on stdin -> received heaps
+  recv-udp MAXHEAPS    bind 127.0.0.1:0, print {"port": P}, receive until stop
+  send-udp PORT RATE   heaps spec list -> sent to 127.0.0.1:PORT at RATE bytes/s
+  bench-mem REPEATS    raw packets on stdin -> assembly rate
+  bench-udp-recv       bind, print port, count heaps/packets until stop, print rate
+"""
+
+import json
+import socket
+import sys
+import time
+
+import numpy as np
+import spead2
+import spead2.recv
+import spead2.send
+
+
+class RawItem:
+    """Duck-typed item: spead2.send.Heap.add_item only needs these members."""
+
+    def __init__(self, id, data, allow_immediate):
+        self.id = id
+        self._data = np.frombuffer(data, dtype=np.uint8)
+        self._imm = allow_immediate
+
+    def to_buffer(self):
+        return self._data
+
+    def allow_immediate(self):
+        return self._imm
+
+
+def make_descriptor(d, flavour):
+    shape = tuple(d["shape"])
+    if d.get("dtype"):
+        return spead2.Descriptor(d["id"], d["name"], d["description"], shape, dtype=d["dtype"])
+    fmt = [(c, b) for c, b in d["format"]]
+    return spead2.Descriptor(d["id"], d["name"], d["description"], shape, format=fmt)
+
+
+def make_heap(spec):
+    flavour = spead2.Flavour(4, 64, spec["flavour"], 0)
+    heap = spead2.send.Heap(flavour)
+    heap.repeat_pointers = spec.get("repeat_pointers", False)
+    for op in spec["ops"]:
+        kind = op["kind"]
+        if kind == "item":
+            heap.add_item(RawItem(op["id"], bytes.fromhex(op["hex"]), op["allow_immediate"]))
+        elif kind == "descriptor":
+            heap.add_descriptor(make_descriptor(op, flavour))
+        elif kind == "start":
+            heap.add_start()
+        elif kind == "end":
+            heap.add_end()
+        else:
+            raise ValueError(kind)
+    return heap
+
+
+def packetize(specs):
+    pool = spead2.ThreadPool()
+    for spec in specs:
+        cfg = spead2.send.StreamConfig(max_packet_size=spec["packet_size"])
+        stream = spead2.send.BytesStream(pool, cfg)
+        stream.send_heap(make_heap(spec), spec["cnt"])
+        print(json.dumps({"cnt": spec["cnt"], "hex": stream.getvalue().hex()}))
+
+
+def heap_json(heap):
+    out = {"cnt": heap.cnt, "complete": isinstance(heap, spead2.recv.Heap), "items": []}
+    if not out["complete"]:
+        return out
+    for item in heap.get_items():
+        entry = {"id": item.id, "hex": bytes(memoryview(item)).hex()}
+        if item.is_immediate:
+            entry["immediate"] = item.immediate_value
+        out["items"].append(entry)
+    out["descriptors"] = [
+        {"id": d.id, "name": d.name.decode() if isinstance(d.name, bytes) else d.name}
+        for d in heap.get_descriptors()
+    ]
+    return out
+
+
+def print_stats(stream):
+    st = stream.stats
+    keys = ["heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets",
+            "batches", "max_batch", "single_packet_heaps", "search_dist", "worker_blocked"]
+    print(json.dumps({"stats": {k: getattr(st, k) for k in keys}}))
+
+
+def recv_bytes(data, max_heaps, ooo):
+    cfg = spead2.recv.StreamConfig(max_heaps=max_heaps, allow_out_of_order=ooo)
+    ring = spead2.recv.RingStreamConfig(heaps=64)
+    stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
+    stream.add_buffer_reader(data)
+    for heap in stream:
+        print(json.dumps(heap_json(heap)))
+    print_stats(stream)
+
+
+def recv_udp(max_heaps):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 << 20)
+    sock.bind(("127.0.0.1", 0))
+    cfg = spead2.recv.StreamConfig(max_heaps=max_heaps)
+    ring = spead2.recv.RingStreamConfig(heaps=256)
+    stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
+    stream.add_udp_reader(sock)
+    print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
+    for heap in stream:
+        print(json.dumps(heap_json(heap)), flush=True)
+    print_stats(stream)
+
+
+def send_udp(specs, port, rate):
+    cfg = spead2.send.StreamConfig(max_packet_size=specs[0]["packet_size"], rate=rate)
+    stream = spead2.send.UdpStream(spead2.ThreadPool(), [("127.0.0.1", port)], cfg,
+                                   buffer_size=1 << 20)
+    for spec in specs:
+        stream.send_heap(make_heap(spec), spec["cnt"])
+
+
+def bench_mem(data, repeats, max_heaps):
+    best = None
+    for _ in range(repeats):
+        cfg = spead2.recv.StreamConfig(max_heaps=max_heaps)
+        ring = spead2.recv.RingStreamConfig(heaps=16)
+        stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
+        start = time.perf_counter()
+        stream.add_buffer_reader(data)
+        heaps = 0
+        for heap in stream:
+            heaps += 1
+        elapsed = time.perf_counter() - start
+        packets = stream.stats.packets
+        if best is None or elapsed < best[0]:
+            best = (elapsed, heaps, packets)
+    elapsed, heaps, packets = best
+    print(json.dumps({"seconds": elapsed, "heaps": heaps, "packets": packets}))
+
+
+def bench_udp_recv(max_heaps):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    sock.bind(("127.0.0.1", 0))
+    cfg = spead2.recv.StreamConfig(max_heaps=max_heaps)
+    ring = spead2.recv.RingStreamConfig(heaps=64)
+    stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
+    stream.add_udp_reader(sock, max_size=9200)
+    print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
+    start = None
+    heaps = 0
+    for heap in stream:
+        if start is None:
+            start = time.perf_counter()
+        heaps += 1
+    elapsed = time.perf_counter() - (start or time.perf_counter())
+    st = stream.stats
+    print(json.dumps({"seconds": elapsed, "heaps": heaps, "packets": st.packets}), flush=True)
+
+
+def main():
+    cmd = sys.argv[1]
+    if cmd == "packetize":
+        packetize(json.load(sys.stdin))
+    elif cmd == "recv-bytes":
+        recv_bytes(sys.stdin.buffer.read(), int(sys.argv[2]), sys.argv[3] == "1")
+    elif cmd == "recv-udp":
+        recv_udp(int(sys.argv[2]))
+    elif cmd == "send-udp":
+        send_udp(json.load(sys.stdin), int(sys.argv[2]), float(sys.argv[3]))
+    elif cmd == "bench-mem":
+        bench_mem(sys.stdin.buffer.read(), int(sys.argv[2]), int(sys.argv[3]))
+    elif cmd == "bench-udp-recv":
+        bench_udp_recv(int(sys.argv[2]))
+    else:
+        raise SystemExit("unknown command " + cmd)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,442 @@
+//! Helpers for spead2 interoperability tests.
+//!
+//! spead2 (4.5.1, from PyPI) is installed on first use into a virtual environment at
+//! `target/spead2-venv`; `tests/py/spead2_tool.py` drives it. Heaps are described once
+//! as [`HeapSpec`]s, which both our packetizer and spead2's turn into packets.
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use serde::Serialize;
+use spead::descriptor::Descriptor;
+use spead::json::{heap_json, HeapJson};
+use spead::recv::{Stream, StreamConfig};
+use spead::send::{heap_to_bytes, Heap};
+use spead::wire::Flavour;
+
+/// The spead2 version the tests are written against.
+pub const SPEAD2_VERSION: &str = "4.5.1";
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
+/// The helper script.
+pub fn tool_script() -> PathBuf {
+    workspace_root().join("tests/py/spead2_tool.py")
+}
+
+fn has_spead2(python: &Path) -> bool {
+    Command::new(python)
+        .args(["-c", "import spead2, numpy; assert spead2.__version__"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn install(venv: &Path, python: &Path) {
+    let run = |cmd: &mut Command| {
+        let out = cmd.output().expect("spawn installer");
+        assert!(
+            out.status.success(),
+            "installing spead2 failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    if !python.exists() {
+        run(Command::new("python3").arg("-m").arg("venv").arg(venv));
+    }
+    run(Command::new(python).args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        &format!("spead2=={SPEAD2_VERSION}"),
+        "numpy",
+    ]));
+}
+
+/// Python of the venv with spead2, creating it on first use. Test binaries running at
+/// once serialise the installation through a lock file.
+pub fn python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let venv = target_dir().join("spead2-venv");
+            let python = venv.join("bin/python");
+            if has_spead2(&python) {
+                return python;
+            }
+            std::fs::create_dir_all(target_dir()).expect("target dir");
+            let lock = target_dir().join("spead2-venv.lock");
+            let mut waited = 0;
+            loop {
+                match OpenOptions::new().write(true).create_new(true).open(&lock) {
+                    Ok(_) => break,
+                    Err(_) if waited < 600 => {
+                        std::thread::sleep(Duration::from_secs(1));
+                        waited += 1;
+                        if has_spead2(&python) {
+                            return python;
+                        }
+                    }
+                    Err(_) => {
+                        // A stale lock from a killed run: take over.
+                        break;
+                    }
+                }
+            }
+            if !has_spead2(&python) {
+                install(&venv, &python);
+            }
+            let _ = std::fs::remove_file(&lock);
+            python
+        })
+        .clone()
+}
+
+/// Runs the tool with `args`, feeding `stdin`; returns stdout, panicking on failure.
+pub fn run_tool(args: &[&str], stdin: &[u8]) -> String {
+    let mut child = spawn_tool(args);
+    {
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(stdin).expect("write stdin");
+    }
+    let out: Output = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "spead2_tool {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf8")
+}
+
+/// Starts the tool with piped stdin/stdout.
+pub fn spawn_tool(args: &[&str]) -> Child {
+    Command::new(python())
+        .arg(tool_script())
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn spead2_tool")
+}
+
+/// One step in building a heap, in order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Op {
+    /// An item from bytes.
+    Item {
+        /// ID.
+        id: u64,
+        /// Bytes (hex).
+        hex: String,
+        /// May be sent as an immediate.
+        allow_immediate: bool,
+    },
+    /// A descriptor.
+    Descriptor {
+        /// Described ID.
+        id: u64,
+        /// Name.
+        name: String,
+        /// Description.
+        description: String,
+        /// Format (code, bits); empty when `dtype` is set.
+        format: Vec<(String, u64)>,
+        /// Shape.
+        shape: Vec<Option<u64>>,
+        /// numpy dtype string (e.g. `<u2`), or empty.
+        dtype: String,
+    },
+    /// STREAM_CTRL start.
+    Start,
+    /// STREAM_CTRL stop.
+    End,
+}
+
+/// A heap described for both packetizers.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeapSpec {
+    /// Heap address bits.
+    pub flavour: u8,
+    /// HEAP_CNT.
+    pub cnt: u64,
+    /// Maximum packet size.
+    pub packet_size: usize,
+    /// Repeat pointers in every packet.
+    pub repeat_pointers: bool,
+    /// Steps.
+    pub ops: Vec<Op>,
+}
+
+/// Python's `repr` of a tuple of ints, as spead2 writes it into numpy headers.
+fn py_tuple(shape: &[Option<u64>]) -> String {
+    let dims: Vec<String> = shape
+        .iter()
+        .map(|d| d.map_or("None".to_string(), |n| n.to_string()))
+        .collect();
+    match dims.len() {
+        1 => format!("({},)", dims[0]),
+        _ => format!("({})", dims.join(", ")),
+    }
+}
+
+impl HeapSpec {
+    /// The flavour.
+    pub fn flavour(&self) -> Flavour {
+        Flavour::new(self.flavour).expect("flavour")
+    }
+
+    /// Our heap for this spec.
+    pub fn to_heap(&self) -> Heap {
+        let mut heap = Heap::new(self.flavour());
+        heap.repeat_pointers = self.repeat_pointers;
+        for op in &self.ops {
+            match op {
+                Op::Item {
+                    id,
+                    hex,
+                    allow_immediate,
+                } => heap.add_item(
+                    *id,
+                    spead::json::from_hex(hex).expect("hex"),
+                    *allow_immediate,
+                ),
+                Op::Descriptor {
+                    id,
+                    name,
+                    description,
+                    format,
+                    shape,
+                    dtype,
+                } => {
+                    let header = (!dtype.is_empty()).then(|| {
+                        format!(
+                            "{{'descr': '{dtype}', 'fortran_order': False, 'shape': {}}}",
+                            py_tuple(shape)
+                        )
+                        .into_bytes()
+                    });
+                    heap.add_descriptor(&Descriptor {
+                        id: *id,
+                        name: name.clone().into_bytes(),
+                        description: description.clone().into_bytes(),
+                        format: format.iter().map(|(c, b)| (c.as_bytes()[0], *b)).collect(),
+                        shape: shape.clone(),
+                        dtype: header,
+                    });
+                }
+                Op::Start => heap.add_start(),
+                Op::End => heap.add_end(),
+            }
+        }
+        heap
+    }
+
+    /// Our packet bytes for this spec.
+    pub fn our_bytes(&self) -> Vec<u8> {
+        heap_to_bytes(&self.to_heap(), self.cnt, self.packet_size).expect("packetize")
+    }
+}
+
+/// A small deterministic PRNG (xorshift64*), so generated heaps are reproducible.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded generator.
+    pub fn new(seed: u64) -> Self {
+        Self(seed.max(1))
+    }
+
+    /// Next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Value below `n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// One of `items`.
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len() as u64) as usize]
+    }
+}
+
+fn bytes_hex(rng: &mut Rng, len: usize) -> String {
+    let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+    spead::json::to_hex(&data)
+}
+
+/// `n` varied heaps: both flavours, many packet sizes, immediates, arrays,
+/// descriptors, repeated pointers, empty heaps, start and stop heaps.
+pub fn generate_specs(seed: u64, n: usize, packet_sizes: &[usize]) -> Vec<HeapSpec> {
+    let mut rng = Rng::new(seed);
+    let sizes = [
+        0usize, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 100, 1000, 1500, 5000, 20000,
+    ];
+    (0..n)
+        .map(|i| {
+            let flavour = if i % 2 == 0 { 48 } else { 40 };
+            let packet_size = rng.pick(packet_sizes);
+            let mut ops = Vec::new();
+            match i % 16 {
+                0 => {} // empty heap
+                1 => ops.push(Op::Start),
+                2 => ops.push(Op::End),
+                _ => {
+                    for _ in 0..rng.below(7) {
+                        let id = 0x1000 + rng.below(0x800);
+                        match rng.below(10) {
+                            0 => ops.push(Op::Descriptor {
+                                id,
+                                name: format!("item_{id:x}"),
+                                description: "generated".to_string(),
+                                format: {
+                                    let (code, bits) = rng.pick(&[
+                                        ("u", 8u64),
+                                        ("u", 40),
+                                        ("i", 16),
+                                        ("i", 64),
+                                        ("f", 32),
+                                        ("f", 64),
+                                        ("b", 8),
+                                        ("c", 8),
+                                    ]);
+                                    vec![(code.to_string(), bits)]
+                                },
+                                shape: vec![Some(rng.below(10)), None],
+                                dtype: String::new(),
+                            }),
+                            1 => ops.push(Op::Descriptor {
+                                id,
+                                name: format!("arr_{id:x}"),
+                                description: String::new(),
+                                format: vec![],
+                                shape: (0..rng.below(3)).map(|_| Some(1 + rng.below(5))).collect(),
+                                dtype: rng.pick(&["<u2", ">f4", "<c8", "|u1"]).to_string(),
+                            }),
+                            _ => {
+                                let len = rng.pick(&sizes);
+                                ops.push(Op::Item {
+                                    id,
+                                    hex: bytes_hex(&mut rng, len),
+                                    allow_immediate: rng.below(2) == 0,
+                                });
+                            }
+                        }
+                    }
+                    if rng.below(8) == 0 {
+                        ops.push(Op::Start);
+                    }
+                }
+            }
+            let max_pointers = ((packet_size & !7) - 48) / 8;
+            let repeat_pointers = rng.below(3) == 0 && ops.len() < max_pointers;
+            HeapSpec {
+                flavour,
+                cnt: 1 + rng.below(1 << 39),
+                packet_size,
+                repeat_pointers,
+                ops,
+            }
+        })
+        .collect()
+}
+
+/// spead2's BytesStream output for each spec.
+pub fn spead2_bytes(specs: &[HeapSpec]) -> Vec<Vec<u8>> {
+    let input = serde_json::to_vec(specs).expect("json");
+    run_tool(&["packetize"], &input)
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).expect("json line");
+            spead::json::from_hex(v["hex"].as_str().expect("hex")).expect("hex")
+        })
+        .collect()
+}
+
+/// Heaps (as JSON) that our receiver assembles from back-to-back packets.
+pub fn our_receive(bytes: &[u8], config: StreamConfig) -> (Vec<HeapJson>, spead::recv::Stats) {
+    let mut stream = Stream::new(config);
+    stream.add_buffer(bytes);
+    stream.stop();
+    let mut out = Vec::new();
+    while let Some(h) = stream.pop_heap() {
+        out.push(heap_json(&h));
+    }
+    (out, stream.stats())
+}
+
+/// The comparable part of a heap: cnt and (id, hex, immediate) of each item.
+pub type HeapSummary = (u64, Vec<(u64, String, Option<u64>)>);
+
+/// Summaries of our JSON heaps.
+pub fn summarize(heaps: &[HeapJson]) -> Vec<HeapSummary> {
+    heaps
+        .iter()
+        .map(|h| {
+            (
+                h.cnt,
+                h.items
+                    .iter()
+                    .map(|i| (i.id, i.hex.clone(), i.immediate))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+/// Summaries of the tool's JSON lines (skipping counters and markers).
+pub fn summarize_tool_output(text: &str) -> (Vec<HeapSummary>, Option<serde_json::Value>) {
+    let mut heaps = Vec::new();
+    let mut stats = None;
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("json line");
+        if let Some(s) = v.get("stats") {
+            stats = Some(s.clone());
+            continue;
+        }
+        let Some(cnt) = v.get("cnt").and_then(|c| c.as_u64()) else {
+            continue;
+        };
+        let items = v["items"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|i| {
+                        (
+                            i["id"].as_u64().unwrap_or(0),
+                            i["hex"].as_str().unwrap_or("").to_string(),
+                            i.get("immediate").and_then(|x| x.as_u64()),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        heaps.push((cnt, items));
+    }
+    (heaps, stats)
+}
