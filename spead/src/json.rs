@@ -165,14 +165,28 @@ pub fn heap_json(heap: &Heap) -> HeapJson {
     }
 }
 
-/// A heap to send from its JSON form: immediates go back as immediates, addressed
-/// items (descriptors included) as addressed items, in the listed order.
+/// A heap to send from its JSON form: descriptors first (re-encoded as spead2 does),
+/// then items in the listed order, immediates as immediates.
 ///
 /// # Errors
 /// [`JsonError`] for bad hex or flavours.
 pub fn send_heap(h: &HeapJson) -> Result<send::Heap, JsonError> {
     let flavour = Flavour::new(h.flavour).ok_or(JsonError::Flavour(h.flavour))?;
     let mut heap = send::Heap::new(flavour);
+    for d in &h.descriptors {
+        heap.add_descriptor(&Descriptor {
+            id: d.id,
+            name: d.name.clone().into_bytes(),
+            description: d.description.clone().into_bytes(),
+            format: d
+                .format
+                .iter()
+                .map(|(c, b)| (c.bytes().next().unwrap_or(b'u'), *b))
+                .collect(),
+            shape: d.shape.clone(),
+            dtype: d.numpy_header.clone().map(String::into_bytes),
+        });
+    }
     for item in &h.items {
         let bytes = from_hex(&item.hex).ok_or(JsonError::Hex(item.id))?;
         match item.immediate {
@@ -233,13 +247,21 @@ mod tests {
             shape: vec![Some(3)],
             ..Descriptor::default()
         });
+        h.add_descriptor(&Descriptor {
+            id: 0x1002,
+            name: b"y".to_vec(),
+            shape: vec![Some(2)],
+            dtype: Some(b"{'descr': '<u2', 'fortran_order': False, 'shape': (2,)}".to_vec()),
+            ..Descriptor::default()
+        });
         h.add_item(0x1000, vec![1, 2, 3], false);
         h.add_immediate(0x1001, 77);
         let bytes = heap_to_bytes(&h, 9, 1472).unwrap();
         let mut s = Stream::new(StreamConfig::default());
         s.add_buffer(&bytes);
         let got = heap_json(&s.pop_heap().unwrap());
-        assert_eq!(got.descriptors.len(), 1);
+        assert_eq!(got.descriptors.len(), 2);
+        assert_eq!(got.items.len(), 2);
         assert_eq!(got.descriptors[0].dtype.as_deref(), Some(">u1"));
         let text = serde_json::to_string(&got).unwrap();
         let back: HeapJson = serde_json::from_str(&text).unwrap();

@@ -440,3 +440,29 @@ pub fn summarize_tool_output(text: &str) -> (Vec<HeapSummary>, Option<serde_json
     }
     (heaps, stats)
 }
+
+/// Generated heaps safe to stream before a final stop heap: no stop items inside, and
+/// few enough items that spead2 never mixes padding with item bytes in a packet.
+pub fn stream_specs(seed: u64, n: usize, packet_size: usize) -> Vec<HeapSpec> {
+    let mut specs: Vec<HeapSpec> = generate_specs(seed, n, &[packet_size])
+        .into_iter()
+        .filter(|s| !s.ops.iter().any(|o| matches!(o, Op::End)))
+        .collect();
+    for (i, s) in specs.iter_mut().enumerate() {
+        s.cnt = i as u64 + 1;
+    }
+    let last = specs.len() as u64 + 1;
+    specs.push(HeapSpec {
+        flavour: 48,
+        cnt: last,
+        packet_size,
+        repeat_pointers: false,
+        ops: vec![Op::End],
+    });
+    specs
+}
+
+/// A fresh path in the temporary directory.
+pub fn temp_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("spead-test-{}-{name}", std::process::id()))
+}

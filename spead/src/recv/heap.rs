@@ -77,9 +77,16 @@ impl Heap {
             .any(|&(s, e)| s <= start && end <= e)
     }
 
-    /// The heap's items, in spead2's order. For incomplete heaps, only items whose
-    /// bytes all arrived.
+    /// The heap's items in spead2's order, without descriptors (as spead2's
+    /// `get_items`). For incomplete heaps, only items whose bytes all arrived.
     pub fn items(&self) -> Vec<Item<'_>> {
+        let mut items = self.raw_items();
+        items.retain(|i| !(i.id == DESCRIPTOR_ID && i.immediate.is_none()));
+        items
+    }
+
+    /// All items, descriptor items (0x05) included.
+    pub fn raw_items(&self) -> Vec<Item<'_>> {
         let mut raw: Vec<RawItem> = Vec::new();
         extract_items(self.flavour, &self.pointers, self.payload_end(), &mut raw);
         let hab_bytes = self.flavour.immediate_bytes();
@@ -106,7 +113,7 @@ impl Heap {
 
     /// The descriptors this heap carries, each decoded or its error.
     pub fn descriptors(&self) -> Vec<Result<Descriptor, DescriptorError>> {
-        self.items()
+        self.raw_items()
             .iter()
             .filter(|i| i.id == DESCRIPTOR_ID && i.immediate.is_none())
             .map(|i| Descriptor::decode(i.bytes()))
