@@ -17,3 +17,6 @@ pub mod recv;
 pub mod send;
 pub mod transport;
 pub mod wire;
+
+#[cfg(test)]
+mod proptests;

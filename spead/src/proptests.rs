@@ -1,0 +1,192 @@
+//! Properties: any heap round-trips through packetizer and receiver, and no input
+//! makes the receiver panic or grow without bound.
+
+use proptest::prelude::*;
+
+use crate::descriptor::Descriptor;
+use crate::recv::{Stream, StreamConfig};
+use crate::send::{heap_to_bytes, Heap, ItemValue};
+use crate::wire::{decode_packet, Flavour, DESCRIPTOR_ID, NULL_ID};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Bytes(u64, Vec<u8>, bool),
+    Inline(u64, u64),
+    Descriptor(u64, String),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0x1000u64..0x2000, proptest::collection::vec(any::<u8>(), 0..3000), any::<bool>())
+            .prop_map(|(id, d, imm)| Op::Bytes(id, d, imm)),
+        1 => (0x7u64..0x2000, any::<u64>()).prop_map(|(id, v)| Op::Inline(id, v)),
+        1 => (0x1000u64..0x2000, "[a-z]{0,12}").prop_map(|(id, n)| Op::Descriptor(id, n)),
+    ]
+}
+
+fn heap_strategy() -> impl Strategy<Value = (Heap, u64, usize, bool)> {
+    (
+        any::<bool>(),
+        proptest::collection::vec(op(), 0..8),
+        1u64..(1 << 39),
+        prop_oneof![Just(64usize), Just(200), 56usize..9000],
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(wide, ops, cnt, packet, repeat, ooo)| {
+            let flavour = if wide {
+                Flavour::SPEAD_64_48
+            } else {
+                Flavour::SPEAD_64_40
+            };
+            let mut heap = Heap::new(flavour);
+            // Distinct IDs, so items are identifiable after assembly.
+            let mut used = std::collections::HashSet::new();
+            for op in ops {
+                match op {
+                    Op::Bytes(id, d, imm) if used.insert(id) => heap.add_item(id, d, imm),
+                    Op::Inline(id, v) if used.insert(id) => {
+                        heap.add_immediate(id, v & flavour.value_mask())
+                    }
+                    Op::Descriptor(id, name) => heap.add_descriptor(&Descriptor {
+                        id,
+                        name: name.into_bytes(),
+                        format: vec![(b'u', 8)],
+                        shape: vec![Some(3), None],
+                        ..Descriptor::default()
+                    }),
+                    _ => {}
+                }
+            }
+            let max_pointers = ((packet & !7) - 48) / 8;
+            heap.repeat_pointers = repeat && heap.items.len() < max_pointers;
+            (heap, cnt, packet, ooo)
+        })
+}
+
+/// What a receiver should report for a heap: (id, bytes) of its non-descriptor items,
+/// and its descriptors. Only valid when spead2's padding never shares a packet with
+/// item bytes (few items per packet); see the packetizer.
+fn expected(heap: &Heap) -> (Vec<(u64, Vec<u8>)>, Vec<Vec<u8>>) {
+    let f = heap.flavour;
+    let mut items = Vec::new();
+    let mut descriptors = Vec::new();
+    for item in &heap.items {
+        match &item.value {
+            ItemValue::Inline(v) => {
+                items.push((item.id, v.to_be_bytes()[8 - f.immediate_bytes()..].to_vec()))
+            }
+            ItemValue::Bytes { data, .. } if item.is_immediate(f) => {
+                let mut b = vec![0u8; f.immediate_bytes() - data.len()];
+                b.extend_from_slice(data);
+                items.push((item.id, b));
+            }
+            ItemValue::Bytes { data, .. } if item.id == DESCRIPTOR_ID => {
+                descriptors.push(data.clone())
+            }
+            ItemValue::Bytes { data, .. } if !data.is_empty() => {
+                items.push((item.id, data.clone()))
+            }
+            ItemValue::Bytes { .. } => {}
+        }
+    }
+    items.sort();
+    (items, descriptors)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn any_heap_round_trips((heap, cnt, packet, ooo) in heap_strategy()) {
+        let bytes = heap_to_bytes(&heap, cnt, packet).unwrap();
+        // Every packet is well formed and within the size limit.
+        let mut rest = &bytes[..];
+        let mut packets = Vec::new();
+        while !rest.is_empty() {
+            let p = decode_packet(rest).unwrap();
+            prop_assert!(p.size() <= packet & !7);
+            prop_assert!(!p.payload.is_empty());
+            packets.push(&rest[..p.size()]);
+            rest = &rest[p.size()..];
+        }
+        if ooo {
+            packets.reverse();
+        }
+        let mut stream = Stream::new(StreamConfig { allow_out_of_order: ooo, ..StreamConfig::default() });
+        for p in &packets {
+            prop_assert!(stream.add_datagram(p).is_ok());
+        }
+        let max_pointers = ((packet & !7) - 48) / 8;
+        let got = stream.pop_heap().unwrap();
+        prop_assert!(got.complete);
+        prop_assert_eq!(got.cnt, cnt);
+        if heap.items.len() < max_pointers {
+            let (want_items, want_desc) = expected(&heap);
+            let mut items: Vec<(u64, Vec<u8>)> = got
+                .items()
+                .iter()
+                .filter(|i| i.id != NULL_ID)
+                .map(|i| (i.id, i.bytes().to_vec()))
+                .collect();
+            items.sort();
+            prop_assert_eq!(items, want_items);
+            let desc: Vec<Vec<u8>> = got
+                .raw_items()
+                .iter()
+                .filter(|i| i.id == DESCRIPTOR_ID)
+                .map(|i| i.bytes().to_vec())
+                .collect();
+            prop_assert_eq!(&desc, &want_desc);
+            for (raw, decoded) in desc.iter().zip(got.descriptors()) {
+                let d = decoded.unwrap();
+                prop_assert_eq!(&d.encode(heap.flavour), raw);
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..2000), ooo in any::<bool>()) {
+        let mut stream = Stream::new(StreamConfig {
+            allow_out_of_order: ooo,
+            max_heap_size: 1 << 20,
+            ..StreamConfig::default()
+        });
+        let _ = stream.add_datagram(&data);
+        stream.add_buffer(&data);
+        stream.stop();
+        while let Some(h) = stream.pop_heap() {
+            let _ = h.items();
+            let _ = h.descriptors();
+        }
+    }
+
+    #[test]
+    fn mutated_packets_never_panic(
+        (heap, cnt, packet, ooo) in heap_strategy(),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+    ) {
+        let mut bytes = heap_to_bytes(&heap, cnt, packet).unwrap();
+        for (i, v) in flips {
+            let i = i.index(bytes.len());
+            bytes[i] = v;
+        }
+        let mut stream = Stream::new(StreamConfig {
+            allow_out_of_order: ooo,
+            deliver_incomplete: true,
+            max_heap_size: 1 << 20,
+            max_heaps: 2,
+            ..StreamConfig::default()
+        });
+        stream.add_buffer(&bytes);
+        stream.stop();
+        let stats = stream.stats();
+        prop_assert!(stats.heaps >= stats.incomplete_heaps_evicted + stats.incomplete_heaps_flushed);
+        while let Some(h) = stream.pop_heap() {
+            for item in h.items() {
+                prop_assert!(item.bytes().len() as u64 <= h.payload_end().max(8));
+            }
+            let _ = h.descriptors();
+        }
+    }
+}
