@@ -4,3 +4,5 @@
 //! Test data (pcaps made from real spead2 traffic) lives in `tests/data/`.
 
 pub mod spead2;
+
+pub mod conformance;
