@@ -5,10 +5,16 @@
 //!   package needed).
 //! - `cargo xtask test --backend hw [--vm]`: the hardware suite (real device, or Soft-RoCE
 //!   in a VM).
+//! - `cargo xtask vm [--timeout SECS] -- CMD ARGS...`: boot Debian's kernel in a QEMU VM
+//!   (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD inside it in the host's file
+//!   system view and current directory, print its output and exit with its exit code.
+//!   Everything the VM needs is installed (as root, with apt-get) or downloaded from
+//!   Debian's packages and cached under `target/softroce/`; see the [`vm`] module.
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`, docs,
-//!   and the test suite of every backend that can run here.
+//!   and the test suite of every backend that can run here (not the VM yet).
 
 mod cmd;
+mod vm;
 
 use std::process::ExitCode;
 
@@ -43,6 +49,9 @@ enum Command {
         /// With `--backend hw`: boot Soft-RoCE in a QEMU VM and run the suite inside it.
         #[arg(long)]
         vm: bool,
+        /// With `--vm`: kill the VM and fail after this many seconds (per test binary).
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
         /// Extra arguments passed to the test binaries (after `--`).
         #[arg(last = true)]
         rest: Vec<String>,
@@ -51,6 +60,32 @@ enum Command {
     Ci,
     /// Run the default scenario on the simulator (one sender, four receivers, lossy fabric).
     Demo,
+    /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0).
+    ///
+    /// Prepares (and caches under target/softroce/) Debian's kernel, busybox and an
+    /// initramfs, installs missing Debian packages when run as root, boots with TCG, sets up
+    /// rxe0 and runs CMD chrooted into the host's file system (shared read-only, the
+    /// workspace writable) in the current directory. Exits with CMD's exit code.
+    Vm {
+        /// Kill the VM and fail after this many seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
+        /// Extra environment for CMD, as KEY=VALUE (repeatable).
+        #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+        env: Vec<String>,
+        /// Guest memory in MiB.
+        #[arg(long, default_value_t = 2048)]
+        memory: u32,
+        /// Print the guest's setup log, the QEMU command and timings.
+        #[arg(long, short = 'v')]
+        verbose: bool,
+        /// Keep the job folder (scripts, console log, outputs) under target/softroce/jobs/.
+        #[arg(long)]
+        keep: bool,
+        /// The command to run in the VM, and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -64,10 +99,31 @@ fn main() -> ExitCode {
         Command::Test {
             backend: Backend::Hw,
             vm,
+            timeout,
             rest,
-        } => cmd::test_hw(vm, &rest),
+        } => cmd::test_hw(vm, timeout, &rest),
         Command::Ci => cmd::ci(),
         Command::Demo => cmd::demo(),
+        Command::Vm {
+            timeout,
+            env,
+            memory,
+            verbose,
+            keep,
+            cmd,
+        } => {
+            let opts = cmd::VmArgs {
+                timeout,
+                env,
+                memory,
+                verbose,
+                keep,
+            };
+            match cmd::vm(&cmd, &opts) {
+                Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
+                Err(e) => Err(e),
+            }
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,561 @@
+//! The Soft-RoCE VM: a real kernel verbs stack (the `rdma_rxe` driver) on a machine whose
+//! own kernel has no RDMA support, in a throwaway QEMU VM (see `shared/SOFT-ROCE.md`).
+//!
+//! `cargo xtask vm [--timeout SECS] -- CMD ARGS...` runs CMD inside the VM and returns its
+//! exit code, printing its stdout and stderr on the host. [`run_in_vm`] is the same as a
+//! function (used by `cargo xtask test --backend hw --vm`).
+//!
+//! How it works:
+//! - [`packages`]: the host needs qemu-system-x86, kmod, iproute2, rdma-core,
+//!   ibverbs-providers, ibverbs-utils, libibverbs-dev, rdmacm-utils and perftest; missing
+//!   ones are installed with apt-get when running as root (and the exact command is
+//!   printed otherwise). Debian's kernel (`linux-image-6.1.0-*-amd64`, whatever
+//!   `linux-image-amd64` points at) and `busybox-static` are downloaded with
+//!   `apt-get download` and unpacked with `dpkg -x` under `target/softroce/` (never
+//!   installed); `depmod -b` indexes the modules. All of it is cached there.
+//! - [`initramfs`]: a tiny newc archive with busybox, the virtio and 9p modules and a
+//!   generic `/init` that mounts the per-run job share and runs its `stage1.sh`.
+//! - [`qemu`]: `qemu-system-x86_64 -accel tcg` (never KVM), no disk and no network
+//!   device; the host root is shared read-only over virtio-9p, the job folder and the
+//!   workspace (plus the current directory when it is under `/tmp` or `/run`, which the
+//!   guest covers with tmpfs) writable, mounted at the same absolute paths.
+//! - In the guest, `stage1.sh` (busybox) mounts the host root, proc, sys, devtmpfs, tmpfs
+//!   on /tmp and /run and the shares, then chroots into the host's view to run
+//!   `stage2.sh`, which loads the modules with the host's modprobe (`-d` the unpacked
+//!   kernel), makes veth0/veth1 (10.77.0.1/24 on veth0, route 224.0.0.0/4 for multicast),
+//!   loads `crc32_generic` and runs `rdma link add rxe0 type rxe netdev veth0`, then runs
+//!   CMD in the current directory with its output in files on the job share, which the
+//!   host streams while the VM runs. Nothing leaves the VM: it has no network device.
+//! - A timeout (default 300 s) kills QEMU and fails with the end of the console log.
+
+pub mod initramfs;
+pub mod packages;
+pub mod qemu;
+
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The name of the rxe device the guest creates.
+pub const RXE_DEVICE: &str = "rxe0";
+
+/// Options of one VM run.
+#[derive(Debug, Clone)]
+pub struct VmOptions {
+    /// Kill QEMU and fail after this long.
+    pub timeout: Duration,
+    /// The working directory of CMD inside the guest (same absolute path as on the host).
+    pub cwd: PathBuf,
+    /// Extra environment of CMD (on top of PATH, HOME, TERM, LANG, RUST_BACKTRACE, ...).
+    pub env: Vec<(String, String)>,
+    /// Host folders shared writable into the guest at the same absolute path, on top of
+    /// the workspace (and the current directory when the guest's tmpfs would hide it).
+    pub shares: Vec<PathBuf>,
+    /// Guest memory in MiB.
+    pub memory_mib: u32,
+    /// Guest CPUs.
+    pub cpus: u32,
+    /// Print CMD's stdout/stderr on the host while it runs.
+    pub echo: bool,
+    /// Print the VM's setup log and timings.
+    pub verbose: bool,
+    /// Keep the job folder (scripts, logs, outputs) under `target/softroce/jobs/`.
+    pub keep_job: bool,
+}
+
+impl Default for VmOptions {
+    fn default() -> Self {
+        VmOptions {
+            timeout: Duration::from_secs(300),
+            cwd: std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+            env: Vec::new(),
+            shares: Vec::new(),
+            memory_mib: 2048,
+            cpus: 2,
+            echo: true,
+            verbose: false,
+            keep_job: false,
+        }
+    }
+}
+
+/// What a VM run produced.
+#[derive(Debug, Clone)]
+// A library-style result: not every caller in xtask reads every field.
+#[allow(dead_code)]
+pub struct VmOutput {
+    /// CMD's exit code (128 + N when killed by signal N, as the shell reports it).
+    pub exit_code: i32,
+    /// CMD's standard output.
+    pub stdout: Vec<u8>,
+    /// CMD's standard error.
+    pub stderr: Vec<u8>,
+    /// The log of the guest's setup (modules, veth, rxe0).
+    pub setup_log: String,
+    /// From starting QEMU until CMD started (boot and setup).
+    pub boot_time: Option<Duration>,
+    /// From starting QEMU until it exited.
+    pub total_time: Duration,
+}
+
+impl VmOutput {
+    /// Whether CMD exited with 0.
+    pub fn success(&self) -> bool {
+        self.exit_code == 0
+    }
+}
+
+/// The workspace root (the parent of the xtask crate).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+/// `target/softroce/` (under `CARGO_TARGET_DIR` when that is set).
+pub fn cache_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .map(|t| {
+            if t.is_absolute() {
+                t
+            } else {
+                workspace_root().join(t)
+            }
+        })
+        .unwrap_or_else(|| workspace_root().join("target"));
+    target.join("softroce")
+}
+
+/// Everything the VM boots from, prepared under [`cache_dir`].
+#[derive(Debug, Clone)]
+pub struct Assets {
+    /// The kernel version (`uname -r` in the guest).
+    pub version: String,
+    /// The guest kernel image.
+    pub kernel: PathBuf,
+    /// The initramfs.
+    pub initramfs: PathBuf,
+    /// The folder to pass to `modprobe -d` (it holds `lib/modules/VERSION`).
+    pub module_base: PathBuf,
+}
+
+fn io_err(what: &str, p: &Path, e: std::io::Error) -> String {
+    format!("{what} {}: {e}", p.display())
+}
+
+/// The unpacked kernel in `dir`: (version, vmlinuz, module base).
+fn kernel_layout(dir: &Path) -> Option<(String, PathBuf, PathBuf)> {
+    let boot = dir.join("boot");
+    let vmlinuz = std::fs::read_dir(&boot)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("vmlinuz-"))
+        })?;
+    let version = vmlinuz
+        .file_name()?
+        .to_str()?
+        .trim_start_matches("vmlinuz-")
+        .to_owned();
+    let base = [dir.to_path_buf(), dir.join("usr")]
+        .into_iter()
+        .find(|b| b.join("lib/modules").join(&version).is_dir())?;
+    Some((version, vmlinuz, base))
+}
+
+/// Installs the host packages and prepares (or reuses) the kernel, modules, busybox and
+/// initramfs under [`cache_dir`].
+pub fn prepare() -> Result<Assets, String> {
+    packages::ensure_installed(&[packages::VM_PACKAGES])?;
+    let cache = cache_dir();
+    let kernels = cache.join("kernel");
+    let debs = cache.join("debs");
+    std::fs::create_dir_all(&kernels).map_err(|e| io_err("cannot create", &kernels, e))?;
+
+    // A kernel unpacked and indexed by an earlier run (newest name first), else download.
+    let mut ready: Vec<PathBuf> = std::fs::read_dir(&kernels)
+        .map_err(|e| io_err("cannot read", &kernels, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join(".ready").exists())
+        .collect();
+    ready.sort();
+    let kdir = match ready.pop() {
+        Some(k) => k,
+        None => {
+            let name = packages::kernel_package_name()?;
+            let kdir = kernels.join(&name);
+            if kdir.exists() {
+                std::fs::remove_dir_all(&kdir).map_err(|e| io_err("cannot remove", &kdir, e))?;
+            }
+            packages::download_and_unpack(&name, &debs, &kdir)?;
+            let (version, _, base) = kernel_layout(&kdir).ok_or_else(|| {
+                format!(
+                    "{name} unpacked in {} has no vmlinuz or modules",
+                    kdir.display()
+                )
+            })?;
+            let mut c = Command::new("depmod");
+            c.arg("-b").arg(&base).arg(&version);
+            eprintln!("xtask vm: indexing the guest kernel's modules: {c:?}");
+            let st = c.status().map_err(|e| format!("cannot run depmod: {e}"))?;
+            if !st.success() {
+                return Err(format!("depmod failed ({st}): {c:?}"));
+            }
+            std::fs::write(kdir.join(".ready"), name.as_bytes())
+                .map_err(|e| io_err("cannot write in", &kdir, e))?;
+            kdir
+        }
+    };
+    let (version, kernel, module_base) = kernel_layout(&kdir)
+        .ok_or_else(|| format!("{} has no vmlinuz or modules", kdir.display()))?;
+
+    let bbdir = cache.join("busybox");
+    if !bbdir.join("bin/busybox").exists() {
+        if bbdir.exists() {
+            std::fs::remove_dir_all(&bbdir).map_err(|e| io_err("cannot remove", &bbdir, e))?;
+        }
+        packages::download_and_unpack("busybox-static", &debs, &bbdir)?;
+    }
+
+    let initramfs = cache.join(format!("initramfs-{version}.cpio"));
+    initramfs::build(
+        &module_base.join("lib/modules").join(&version),
+        &bbdir.join("bin/busybox"),
+        &initramfs,
+    )?;
+    Ok(Assets {
+        version,
+        kernel,
+        initramfs,
+        module_base,
+    })
+}
+
+/// Single-quotes `s` for sh.
+fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Whether the guest's tmpfs mounts hide `p`.
+fn hidden_in_guest(p: &Path) -> bool {
+    p.starts_with("/tmp") || p.starts_with("/run") || p.starts_with("/dev/shm")
+}
+
+/// The writable shares: (tag, path), outermost first, none inside another.
+fn shares(opts: &VmOptions, cmd0: &str) -> Vec<(String, PathBuf)> {
+    let mut want: Vec<PathBuf> = vec![workspace_root(), cache_dir()];
+    want.extend(opts.shares.iter().cloned());
+    for p in [
+        Some(opts.cwd.clone()),
+        Path::new(cmd0).parent().map(Path::to_path_buf),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if p.is_absolute() && hidden_in_guest(&p) {
+            want.push(p);
+        }
+    }
+    let mut want: Vec<PathBuf> = want
+        .into_iter()
+        .filter_map(|p| p.canonicalize().ok())
+        .filter(|p| p.is_dir() && p != Path::new("/"))
+        .collect();
+    want.sort();
+    want.dedup();
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in want {
+        if !out.iter().any(|o| p.starts_with(o)) {
+            out.push(p);
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(i, p)| (format!("xtask_share{i}"), p))
+        .collect()
+}
+
+/// The guest-side path of the job share (inside the chroot).
+const GUEST_JOB: &str = "/run/xtask-job";
+
+fn stage1(shares: &[(String, PathBuf)]) -> String {
+    let mut s = String::from(
+        r#"# Generated by cargo xtask vm: runs in the initramfs (busybox sh).
+R=/mnt/root
+O=trans=virtio,version=9p2000.L,msize=262144
+mount -t 9p -o $O,ro hostroot $R || { echo "xtask-vm: cannot mount the host root"; return; }
+mount -t proc proc $R/proc
+mount -t sysfs sysfs $R/sys
+mount -t devtmpfs devtmpfs $R/dev
+mkdir -p $R/dev/pts $R/dev/shm
+mount -t devpts devpts $R/dev/pts
+mount -t tmpfs tmpfs $R/dev/shm
+mount -t tmpfs tmpfs $R/tmp
+mount -t tmpfs tmpfs $R/run
+mkdir -p $R/run/xtask-job
+mount -o bind /job $R/run/xtask-job
+"#,
+    );
+    for (tag, path) in shares {
+        let p = sh_quote(&path.to_string_lossy());
+        s.push_str(&format!(
+            "mkdir -p $R{p} 2>/dev/null\nmount -t 9p -o $O {tag} $R{p} || echo \"xtask-vm: cannot mount {tag}\"\n"
+        ));
+    }
+    s.push_str(
+        r#"# The kernel's own module requests (request_module) run from the initramfs root.
+printf '#!/bin/busybox sh\nexec /bin/busybox chroot /mnt/root /bin/sh /run/xtask-job/modprobe "$@"\n' > /bin/modprobe-chroot
+chmod 755 /bin/modprobe-chroot
+echo /bin/modprobe-chroot > /proc/sys/kernel/modprobe
+chroot $R /bin/sh /run/xtask-job/stage2.sh
+"#,
+    );
+    s
+}
+
+/// The environment CMD gets: a few of the host's variables, then `opts.env`.
+fn guest_env(opts: &VmOptions) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let mut path: Vec<&str> = path.split(':').filter(|p| !p.is_empty()).collect();
+    for p in [
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ] {
+        if !path.contains(&p) {
+            path.push(p);
+        }
+    }
+    env.push(("PATH".into(), path.join(":")));
+    for k in [
+        "HOME",
+        "USER",
+        "TERM",
+        "LANG",
+        "RUST_BACKTRACE",
+        "RUST_LOG",
+        "RUST_TEST_THREADS",
+        "CARGO_HOME",
+        "RUSTUP_HOME",
+    ] {
+        if let Ok(v) = std::env::var(k) {
+            env.push((k.into(), v));
+        }
+    }
+    for (k, v) in &opts.env {
+        env.retain(|(k2, _)| k2 != k);
+        env.push((k.clone(), v.clone()));
+    }
+    env
+}
+
+fn stage2(cmd: &[String], opts: &VmOptions, assets: &Assets) -> String {
+    let base = sh_quote(&assets.module_base.to_string_lossy());
+    let mut s = format!(
+        r#"# Generated by cargo xtask vm: runs in the guest, chrooted into the host's file system.
+J={GUEST_JOB}
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+printf '#!/bin/sh\nexec modprobe -d %s "$@"\n' {base} > $J/modprobe
+chmod 755 $J/modprobe
+if ! (
+    set -ex
+    uname -r
+    modprobe -d {base} -a veth crc32_generic rdma_rxe ib_uverbs rdma_ucm
+    ip link set lo up
+    ip link add veth0 type veth peer name veth1
+    ip addr add 10.77.0.1/24 dev veth0
+    ip link set veth0 up
+    ip link set veth1 up
+    ip route add 224.0.0.0/4 dev veth0
+    rdma link add {RXE_DEVICE} type rxe netdev veth0
+    rdma link show
+) > $J/setup.log 2>&1; then
+    echo failed > $J/setup-failed
+    exit 0
+fi
+"#
+    );
+    let cwd = sh_quote(&opts.cwd.to_string_lossy());
+    s.push_str(&format!(
+        "cd {cwd} || {{ echo \"cannot cd to \"{cwd} >> $J/setup.log; echo failed > $J/setup-failed; exit 0; }}\n"
+    ));
+    s.push_str(": > $J/started\nenv -i");
+    for (k, v) in guest_env(opts) {
+        s.push_str(&format!(" {}", sh_quote(&format!("{k}={v}"))));
+    }
+    for a in cmd {
+        s.push(' ');
+        s.push_str(&sh_quote(a));
+    }
+    s.push_str(" > $J/stdout 2> $J/stderr < /dev/null\necho $? > $J/exit-code\nsync\n");
+    s
+}
+
+/// Copies whatever `path` gained since `*pos` to `out` (when echoing) and `acc`.
+fn pump(path: &Path, pos: &mut u64, acc: &mut Vec<u8>, out: Option<&mut dyn Write>) {
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return;
+    };
+    if f.seek(SeekFrom::Start(*pos)).is_err() {
+        return;
+    }
+    let mut buf = Vec::new();
+    if f.read_to_end(&mut buf).is_ok() && !buf.is_empty() {
+        *pos += buf.len() as u64;
+        if let Some(out) = out {
+            let _ = out.write_all(&buf);
+            let _ = out.flush();
+        }
+        acc.extend_from_slice(&buf);
+    }
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Boots the Soft-RoCE VM, runs `cmd` in it (see the module docs) and returns its exit
+/// code and output. `Err` means the VM itself failed (packages, boot, setup, timeout),
+/// not CMD: CMD's failure is a non-zero [`VmOutput::exit_code`].
+pub fn run_in_vm(cmd: &[String], opts: &VmOptions) -> Result<VmOutput, String> {
+    if cmd.is_empty() {
+        return Err("no command to run in the VM".into());
+    }
+    let assets = prepare()?;
+    let jobs = cache_dir().join("jobs");
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let job = jobs.join(format!("job-{}-{stamp}", std::process::id()));
+    std::fs::create_dir_all(&job).map_err(|e| io_err("cannot create", &job, e))?;
+    let result = run_job(cmd, opts, &assets, &job);
+    if !opts.keep_job && result.is_ok() {
+        let _ = std::fs::remove_dir_all(&job);
+    } else {
+        eprintln!("xtask vm: job folder kept: {}", job.display());
+    }
+    result
+}
+
+fn run_job(
+    cmd: &[String],
+    opts: &VmOptions,
+    assets: &Assets,
+    job: &Path,
+) -> Result<VmOutput, String> {
+    let shares = shares(opts, &cmd[0]);
+    let write = |name: &str, text: String| {
+        let p = job.join(name);
+        std::fs::write(&p, text).map_err(|e| io_err("cannot write", &p, e))
+    };
+    write("stage1.sh", stage1(&shares))?;
+    write("stage2.sh", stage2(cmd, opts, assets))?;
+
+    let cfg = qemu::QemuConfig {
+        kernel: &assets.kernel,
+        initrd: &assets.initramfs,
+        job_dir: job,
+        shares: &shares,
+        memory_mib: opts.memory_mib,
+        cpus: opts.cpus,
+    };
+    if opts.verbose {
+        eprintln!(
+            "xtask vm: booting {} (TCG): {:?}",
+            assets.version,
+            qemu::command(&cfg)
+        );
+    }
+    let start = Instant::now();
+    let mut child = qemu::spawn(&cfg)?;
+    let (mut out_pos, mut err_pos) = (0u64, 0u64);
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let mut boot_time = None;
+    let status = loop {
+        let exited = child
+            .try_wait()
+            .map_err(|e| format!("cannot wait for qemu: {e}"))?;
+        if boot_time.is_none() && job.join("started").exists() {
+            boot_time = Some(start.elapsed());
+        }
+        let mut so = std::io::stdout();
+        let mut se = std::io::stderr();
+        pump(
+            &job.join("stdout"),
+            &mut out_pos,
+            &mut stdout,
+            opts.echo.then_some(&mut so as &mut dyn Write),
+        );
+        pump(
+            &job.join("stderr"),
+            &mut err_pos,
+            &mut stderr,
+            opts.echo.then_some(&mut se as &mut dyn Write),
+        );
+        if let Some(status) = exited {
+            break status;
+        }
+        if start.elapsed() > opts.timeout {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "the VM did not finish within {} s and was killed (--timeout SECS raises the \
+                 limit). {}. Last console lines:\n{}",
+                opts.timeout.as_secs(),
+                if boot_time.is_some() {
+                    "The command had started"
+                } else {
+                    "The command had not started yet (boot or setup hung)"
+                },
+                tail(&job.join("console.log"), 30)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let total_time = start.elapsed();
+    let setup_log = std::fs::read_to_string(job.join("setup.log")).unwrap_or_default();
+    if opts.verbose {
+        eprintln!("xtask vm: guest setup log:\n{setup_log}");
+    }
+    if job.join("setup-failed").exists() {
+        return Err(format!(
+            "setting up Soft-RoCE in the VM failed; its log:\n{setup_log}\nLast console lines:\n{}",
+            tail(&job.join("console.log"), 20)
+        ));
+    }
+    let code = std::fs::read_to_string(job.join("exit-code")).ok();
+    let Some(exit_code) = code.and_then(|c| c.trim().parse::<i32>().ok()) else {
+        return Err(format!(
+            "the VM stopped ({status}) without running the command to its end. QEMU said:\n{}\n\
+             Last console lines:\n{}\nSetup log:\n{setup_log}",
+            tail(&job.join("qemu.log"), 10),
+            tail(&job.join("console.log"), 30)
+        ));
+    };
+    if opts.verbose {
+        eprintln!(
+            "xtask vm: boot+setup {:.1} s, total {:.1} s, exit code {exit_code}",
+            boot_time.unwrap_or_default().as_secs_f64(),
+            total_time.as_secs_f64()
+        );
+    }
+    Ok(VmOutput {
+        exit_code,
+        stdout,
+        stderr,
+        setup_log,
+        boot_time,
+        total_time,
+    })
+}
