@@ -10,13 +10,14 @@ use crate::events::{EventKind, EventQueue};
 use crate::fault::{Direction, DropReason, FaultPlan, LinkFaults};
 use crate::frame::eth::{Mac, ETHERTYPE_IPV4};
 use crate::frame::{check_integrity, Integrity};
+use crate::hash::FastSet as HashSet;
 use crate::ids::{HostId, PortId};
 use crate::link::{LinkConfig, LinkDir, Verdict};
 use crate::pcap::{to_ethernet, Converted, PcapError, PcapFile, PcapWriter};
 use crate::rng::SimRng;
 use crate::switch::{Route, Switch};
 use crate::trace::{tag, TraceHash};
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::io::{self, Write};
 use std::net::Ipv4Addr;
 
@@ -316,7 +317,7 @@ impl Fabric {
             ports: Vec::new(),
             switch: Switch::default(),
             plan: FaultPlan::default(),
-            drop_set: HashSet::new(),
+            drop_set: HashSet::default(),
             stats: FabricStats::default(),
             capture: None,
             replays: Vec::new(),

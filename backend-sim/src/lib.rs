@@ -15,6 +15,7 @@ mod events;
 pub mod fabric;
 pub mod fault;
 pub mod frame;
+mod hash;
 pub mod ids;
 pub mod link;
 pub mod pcap;
@@ -30,3 +31,5 @@ pub use fabric::{
 pub use fault::{Direction, DropReason, FaultPlan, LinkFaultRule, LinkFaults, Partition};
 pub use ids::{HostId, PortId};
 pub use link::LinkConfig;
+pub mod verbs;
+pub use verbs::{Personality, Sim, SimVerbs};

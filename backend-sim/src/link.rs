@@ -33,8 +33,11 @@ impl LinkConfig {
         if self.bandwidth_bps == 0 {
             return 0;
         }
-        let bits = (bytes as u128 + 24) * 8;
-        ((bits * 1_000_000_000).div_ceil(u128::from(self.bandwidth_bps))) as Nanos
+        // u64 is enough: (9238 + 24) * 8e9 is far below 2^64 for any frame the fabric takes.
+        let bits = (bytes as u64)
+            .saturating_add(24)
+            .saturating_mul(8_000_000_000);
+        bits.div_ceil(self.bandwidth_bps)
     }
 }
 

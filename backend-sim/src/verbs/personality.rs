@@ -1,0 +1,134 @@
+//! Driver personalities: where rxe (Soft-RoCE) and mlx5 (ConnectX) behave differently, the
+//! device's personality picks the behaviour (see SOFT-ROCE.md for the rxe divergences).
+
+use verbs_api::{AtomicCap, DeviceAttr, DeviceCapFlags, Mtu, RawPacketCaps};
+
+/// Which driver a simulated device behaves like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Personality {
+    /// Soft-RoCE: no RAW_PACKET QPs and no flow steering; a CQ overrun raises
+    /// IBV_EVENT_CQ_ERR but the CQ stays usable; a UD send above the path MTU completes
+    /// successfully and sends nothing; a UD message larger than the posted buffer is
+    /// dropped silently; error completions are never flagged solicited.
+    Rxe,
+    /// ConnectX (mlx5): RAW_PACKET QPs, managed flow steering and IP checksum offload; a
+    /// CQ overrun breaks the CQ; oversized UD messages complete in error.
+    Mlx5,
+}
+
+impl Personality {
+    /// The device name prefix (`rxe0`, `mlx5_0`).
+    #[must_use]
+    pub fn name(self, index: usize) -> String {
+        match self {
+            Personality::Rxe => format!("rxe{index}"),
+            Personality::Mlx5 => format!("mlx5_{index}"),
+        }
+    }
+
+    /// Whether RAW_PACKET QPs and flow steering exist.
+    #[must_use]
+    pub fn raw_packet(self) -> bool {
+        matches!(self, Personality::Mlx5)
+    }
+
+    /// The port's active MTU (rxe on a 1500-byte netdev: 1024; mlx5 with jumbo frames: 4096).
+    #[must_use]
+    pub fn active_mtu(self) -> Mtu {
+        match self {
+            Personality::Rxe => Mtu::Mtu1024,
+            Personality::Mlx5 => Mtu::Mtu4096,
+        }
+    }
+
+    /// Largest inline send.
+    #[must_use]
+    pub fn max_inline(self) -> u32 {
+        match self {
+            Personality::Rxe => 400,
+            Personality::Mlx5 => 512,
+        }
+    }
+
+    /// What `ibv_query_device_ex` reports.
+    #[must_use]
+    pub fn device_attr(self, guid: u64) -> DeviceAttr {
+        let common = DeviceAttr {
+            fw_ver: "backend-sim".into(),
+            node_guid: guid,
+            sys_image_guid: guid,
+            max_mr_size: u64::MAX,
+            page_size_cap: 0xffff_f000,
+            max_sge_rd: 30,
+            max_cq: 1 << 16,
+            max_mr: 1 << 20,
+            max_pd: 1 << 16,
+            max_qp_rd_atom: 128,
+            max_res_rd_atom: 1 << 20,
+            max_qp_init_rd_atom: 128,
+            atomic_cap: AtomicCap::Hca,
+            max_mcast_grp: 8192,
+            max_mcast_qp_attach: 56,
+            max_total_mcast_qp_attach: 8192 * 56,
+            max_ah: 1 << 20,
+            max_srq: 1 << 16,
+            max_pkeys: 64,
+            local_ca_ack_delay: 15,
+            phys_port_cnt: 1,
+            num_comp_vectors: 4,
+            max_inline_data: self.max_inline(),
+            ..DeviceAttr::default()
+        };
+        match self {
+            Personality::Rxe => DeviceAttr {
+                vendor_id: 0x00ff_ffff,
+                max_qp: 1 << 16,
+                max_qp_wr: 0x4000,
+                max_sge: 32,
+                max_cqe: 32767,
+                max_srq_wr: 0x4000,
+                max_srq_sge: 27,
+                device_cap_flags: DeviceCapFlags::BAD_PKEY_CNTR
+                    | DeviceCapFlags::BAD_QKEY_CNTR
+                    | DeviceCapFlags::AUTO_PATH_MIG
+                    | DeviceCapFlags::CHANGE_PHY_PORT
+                    | DeviceCapFlags::UD_AV_PORT_ENFORCE
+                    | DeviceCapFlags::PORT_ACTIVE_EVENT
+                    | DeviceCapFlags::SYS_IMAGE_GUID
+                    | DeviceCapFlags::RC_RNR_NAK_GEN
+                    | DeviceCapFlags::SRQ_RESIZE
+                    | DeviceCapFlags::MEM_MGT_EXTENSIONS,
+                max_raw_ethy_qp: 0,
+                raw_packet_caps: RawPacketCaps::empty(),
+                ..common
+            },
+            Personality::Mlx5 => DeviceAttr {
+                vendor_id: 0x02c9,
+                vendor_part_id: 4123,
+                max_qp: 1 << 18,
+                max_qp_wr: 32768,
+                max_sge: 30,
+                max_cqe: (1 << 22) - 1,
+                max_srq_wr: 32767,
+                max_srq_sge: 31,
+                device_cap_flags: DeviceCapFlags::BAD_PKEY_CNTR
+                    | DeviceCapFlags::BAD_QKEY_CNTR
+                    | DeviceCapFlags::CHANGE_PHY_PORT
+                    | DeviceCapFlags::PORT_ACTIVE_EVENT
+                    | DeviceCapFlags::SYS_IMAGE_GUID
+                    | DeviceCapFlags::RC_RNR_NAK_GEN
+                    | DeviceCapFlags::UD_IP_CSUM
+                    | DeviceCapFlags::XRC
+                    | DeviceCapFlags::MEM_MGT_EXTENSIONS
+                    | DeviceCapFlags::RAW_IP_CSUM
+                    | DeviceCapFlags::MANAGED_FLOW_STEERING,
+                max_raw_ethy_qp: 1 << 18,
+                raw_packet_caps: RawPacketCaps::CVLAN_STRIPPING
+                    | RawPacketCaps::SCATTER_FCS
+                    | RawPacketCaps::IP_CSUM
+                    | RawPacketCaps::DELAY_DROP,
+                ..common
+            },
+        }
+    }
+}

@@ -1,0 +1,1019 @@
+//! The simulated NICs of every host, over one [`Fabric`]: the object tables (contexts,
+//! PDs, MRs, CQs, channels, SRQs, QPs, flow rules) and what a NIC does with them when a
+//! work request is posted or a frame arrives. Everything runs under one lock, driven by
+//! the application's calls: time moves only in [`World::advance`].
+
+use super::memory::{self, MrTable};
+use super::personality::Personality;
+use super::rc::RcState;
+use crate::clock::Nanos;
+use crate::fabric::{Fabric, Output};
+use crate::frame::eth::Mac;
+use crate::frame::roce::{self, build_roce_frame, opcode, Bth, Deth, RoceHeaders, RoceRoute};
+use crate::frame::{offload_checksums, FrameView};
+use crate::hash::FastMap as HashMap;
+use crate::ids::{HostId, PortId};
+use crate::trace::tag;
+use std::collections::{BTreeMap, VecDeque};
+use std::net::Ipv4Addr;
+use verbs_api::{
+    AhAttr, AsyncEvent, Completion, EventElement, EventType, FlowAttr, FlowRuleType, QpAttr, QpCap,
+    QpState, QpType, SendFlags, SendOpcode, Sge, SrqAttr, WcFlags, WcOpcode, WcStatus,
+};
+
+/// Trace tags of the verbs layer.
+pub(crate) mod vtag {
+    use super::tag::USER;
+    pub const POST_SEND: u8 = USER;
+    pub const POST_RECV: u8 = USER + 1;
+    pub const COMPLETION: u8 = USER + 2;
+    pub const ASYNC: u8 = USER + 3;
+    pub const MODIFY: u8 = USER + 4;
+    pub const RX_DROP: u8 = USER + 5;
+}
+
+/// Counters of why a NIC dropped a frame it received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NicStats {
+    /// Frames for a QP with no receive posted (RAW, UD; the receive-buffer overrun).
+    pub rx_no_wqe: u64,
+    /// UD frames whose Q_Key did not match.
+    pub rx_qkey_violation: u64,
+    /// Frames no QP or rule wanted.
+    pub rx_unclaimed: u64,
+    /// UD messages dropped because the receive buffer was too small (rxe).
+    pub rx_too_long: u64,
+    /// Frames that did not parse.
+    pub rx_malformed: u64,
+    /// RC/UC packets dropped as out of sequence or duplicate.
+    pub rx_out_of_sequence: u64,
+}
+
+#[derive(Debug)]
+pub(crate) struct Device {
+    pub host: HostId,
+    pub name: String,
+    pub personality: Personality,
+    pub port: PortId,
+    pub mac: Mac,
+    pub ip: Ipv4Addr,
+    pub guid: u64,
+    /// Multicast group -> attached UD QPs, sorted.
+    pub mcast: BTreeMap<Ipv4Addr, Vec<u32>>,
+    /// Flow rule ids on the port, sorted by (priority, id).
+    pub flows: Vec<u32>,
+    pub stats: NicStats,
+}
+
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub device: usize,
+    pub events: VecDeque<AsyncEvent>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arm {
+    None,
+    Next,
+    Solicited,
+}
+
+#[derive(Debug)]
+pub(crate) struct Cq {
+    pub ctx: u32,
+    pub personality: Personality,
+    pub cqe: u32,
+    pub entries: VecDeque<Completion>,
+    pub channel: Option<u32>,
+    pub arm: Arm,
+    pub unacked: u32,
+    pub broken: bool,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Channel {
+    pub events: VecDeque<u32>,
+}
+
+/// Scatter-gather lists of posted receives, inline for the common short case.
+#[derive(Debug, Clone)]
+pub(crate) enum SgeList {
+    Inline([Sge; 2], u8),
+    Heap(Box<[Sge]>),
+}
+
+impl SgeList {
+    pub fn new(s: &[Sge]) -> Self {
+        if s.len() <= 2 {
+            let mut a = [Sge::default(); 2];
+            a[..s.len()].copy_from_slice(s);
+            SgeList::Inline(a, s.len() as u8)
+        } else {
+            SgeList::Heap(s.into())
+        }
+    }
+    pub fn as_slice(&self) -> &[Sge] {
+        match self {
+            SgeList::Inline(a, n) => &a[..usize::from(*n)],
+            SgeList::Heap(b) => b,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct RecvWqe {
+    pub wr_id: u64,
+    pub sges: SgeList,
+}
+
+#[derive(Debug)]
+pub(crate) struct Srq {
+    pub ctx: u32,
+    pub pd: u32,
+    pub attr: SrqAttr,
+    pub queue: VecDeque<RecvWqe>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Qp {
+    pub qpn: u32,
+    pub ctx: u32,
+    pub dev: usize,
+    pub qp_type: QpType,
+    pub pd: u32,
+    pub send_cq: u32,
+    pub recv_cq: u32,
+    pub srq: Option<u32>,
+    pub cap: QpCap,
+    pub sq_sig_all: bool,
+    pub state: QpState,
+    pub attr: QpAttr,
+    pub rq: VecDeque<RecvWqe>,
+    pub groups: Vec<Ipv4Addr>,
+    /// Next PSN of UD sends.
+    pub ud_psn: u32,
+    /// RC/UC protocol state.
+    pub rc: Option<Box<RcState>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct FlowRule {
+    pub qpn: u32,
+    pub dev: usize,
+    pub attr: FlowAttr,
+    pub groups: Vec<Ipv4Addr>,
+}
+
+/// Result of handling a send WR at once (RAW, UD).
+pub(crate) struct Posted {
+    pub status: WcStatus,
+    pub byte_len: u32,
+}
+
+/// Everything simulated.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub(crate) fabric: Fabric,
+    pub(crate) devices: Vec<Device>,
+    pub(crate) port_owner: Vec<Option<usize>>,
+    pub(crate) ctxs: HashMap<u32, Ctx>,
+    pub(crate) pds: HashMap<u32, usize>,
+    pub(crate) mrs: MrTable,
+    pub(crate) cqs: HashMap<u32, Cq>,
+    pub(crate) channels: HashMap<u32, Channel>,
+    pub(crate) srqs: HashMap<u32, Srq>,
+    pub(crate) qps: HashMap<u32, Qp>,
+    pub(crate) flows: HashMap<u32, FlowRule>,
+    next_handle: u32,
+    next_qpn: u32,
+    scratch: Vec<u8>,
+    steer_scratch: Vec<u32>,
+    free_frames: Vec<Vec<u8>>,
+}
+
+/// True for an untagged IPv4/UDP frame to port 4791, read without a full parse.
+fn is_roce(f: &[u8]) -> bool {
+    if f.len() < 14 + 20 + 8 || f[12] != 0x08 || f[13] != 0x00 || f[23] != 17 {
+        return false;
+    }
+    let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
+    f.len() >= l4 + 4 && u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]) == roce::ROCEV2_UDP_PORT
+}
+
+pub(crate) fn completion(wr_id: u64, status: WcStatus, opcode: WcOpcode, qpn: u32) -> Completion {
+    Completion {
+        wr_id,
+        status,
+        opcode,
+        qp_num: qpn,
+        ..Completion::default()
+    }
+}
+
+impl World {
+    pub fn new(seed: u64) -> Self {
+        World {
+            fabric: Fabric::new(seed),
+            devices: Vec::new(),
+            port_owner: Vec::new(),
+            ctxs: HashMap::default(),
+            pds: HashMap::default(),
+            mrs: MrTable::default(),
+            cqs: HashMap::default(),
+            channels: HashMap::default(),
+            srqs: HashMap::default(),
+            qps: HashMap::default(),
+            flows: HashMap::default(),
+            next_handle: 0,
+            next_qpn: 0x10,
+            scratch: Vec::new(),
+            steer_scratch: Vec::new(),
+            free_frames: Vec::new(),
+        }
+    }
+
+    pub fn handle(&mut self) -> u32 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+
+    pub fn qpn(&mut self) -> u32 {
+        self.next_qpn += 1;
+        self.next_qpn & 0x00ff_ffff
+    }
+
+    pub fn add_device(&mut self, host: HostId, personality: Personality, port: PortId) -> usize {
+        let cfg = self
+            .fabric
+            .port_config(port)
+            .map_or((Mac::default(), Ipv4Addr::UNSPECIFIED), |c| (c.mac, c.ipv4));
+        let index = self
+            .devices
+            .iter()
+            .filter(|d| d.host == host && d.personality == personality)
+            .count();
+        let m = cfg.0 .0;
+        let guid = u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+        self.devices.push(Device {
+            host,
+            name: personality.name(index),
+            personality,
+            port,
+            mac: cfg.0,
+            ip: cfg.1,
+            guid,
+            mcast: BTreeMap::new(),
+            flows: Vec::new(),
+            stats: NicStats::default(),
+        });
+        if self.port_owner.len() <= port.0 as usize {
+            self.port_owner.resize(port.0 as usize + 1, None);
+        }
+        self.port_owner[port.0 as usize] = Some(self.devices.len() - 1);
+        self.devices.len() - 1
+    }
+
+    pub fn frame_buffer(&mut self) -> Vec<u8> {
+        let mut v = self.free_frames.pop().unwrap_or_default();
+        v.clear();
+        v
+    }
+
+    pub fn recycle(&mut self, v: Vec<u8>) {
+        if self.free_frames.len() < 1024 && v.capacity() <= 16384 {
+            self.free_frames.push(v);
+        }
+    }
+
+    // ---- time ----
+
+    /// Takes the next event (at most `deadline`) and lets the NICs handle it. False when
+    /// nothing was due by then (the clock then stands at `deadline`, unless it is MAX).
+    pub fn advance(&mut self, deadline: Nanos) -> bool {
+        match self.fabric.step_until(deadline) {
+            Some(Output::Frame { port, frame, .. }) => {
+                self.on_frame(port, frame);
+                true
+            }
+            Some(Output::Timer { token }) => {
+                self.on_timer(token);
+                true
+            }
+            None => false,
+        }
+    }
+
+    // ---- completions and events ----
+
+    pub fn async_event(&mut self, ctx: u32, event_type: EventType, element: EventElement) {
+        let el = match element {
+            EventElement::Cq(h) | EventElement::Qp(h) | EventElement::Srq(h) => u64::from(h),
+            EventElement::Port(p) => u64::from(p),
+            EventElement::Device => 0,
+        };
+        self.fabric.trace_event(
+            vtag::ASYNC,
+            &[self.fabric.now(), u64::from(event_type.as_raw()), el],
+        );
+        if let Some(c) = self.ctxs.get_mut(&ctx) {
+            c.events.push_back(AsyncEvent {
+                event_type,
+                element,
+            });
+        }
+    }
+
+    /// Adds a completion to `cq`, with overrun and notification handling.
+    pub fn complete(&mut self, cq: u32, wc: Completion, solicited: bool) {
+        self.fabric.trace_event(
+            vtag::COMPLETION,
+            &[
+                self.fabric.now(),
+                u64::from(cq),
+                wc.wr_id,
+                u64::from(wc.status.as_raw()),
+                u64::from(wc.byte_len),
+                u64::from(wc.qp_num),
+            ],
+        );
+        let Some(c) = self.cqs.get_mut(&cq) else {
+            return;
+        };
+        if c.broken {
+            return;
+        }
+        if c.entries.len() >= c.cqe as usize {
+            // Overrun: the completion is lost and the consumer told. mlx5 breaks the CQ;
+            // rxe keeps it usable.
+            if c.personality == Personality::Mlx5 {
+                c.broken = true;
+            }
+            let ctx = c.ctx;
+            self.async_event(ctx, EventType::CqErr, EventElement::Cq(cq));
+            return;
+        }
+        let error_solicits = !wc.status.is_success() && c.personality == Personality::Mlx5;
+        c.entries.push_back(wc);
+        let fire = match c.arm {
+            Arm::None => false,
+            Arm::Next => true,
+            Arm::Solicited => solicited || error_solicits,
+        };
+        if fire {
+            c.arm = Arm::None;
+            c.unacked += 1;
+            if let Some(ch) = c.channel.and_then(|h| self.channels.get_mut(&h)) {
+                ch.events.push_back(cq);
+            }
+        }
+    }
+
+    // ---- QP state ----
+
+    /// Moves a QP to ERR and flushes every outstanding WR (signaled or not) with
+    /// WR_FLUSH_ERR, as the verbs man pages specify.
+    pub fn enter_error(&mut self, qpn: u32) {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if qp.state == QpState::Err {
+            return;
+        }
+        qp.state = QpState::Err;
+        let rq: Vec<RecvWqe> = qp.rq.drain(..).collect();
+        let recv_cq = qp.recv_cq;
+        let send_cq = qp.send_cq;
+        let pending = qp
+            .rc
+            .as_mut()
+            .map(|rc| rc.take_outstanding())
+            .unwrap_or_default();
+        for w in rq {
+            self.complete(
+                recv_cq,
+                completion(w.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, qpn),
+                false,
+            );
+        }
+        for (wr_id, op) in pending {
+            self.complete(
+                send_cq,
+                completion(wr_id, WcStatus::WrFlushErr, op, qpn),
+                false,
+            );
+        }
+    }
+
+    /// Applies a modify the state table accepted.
+    pub fn modify(
+        &mut self,
+        qpn: u32,
+        attr: &QpAttr,
+        mask: verbs_api::QpAttrMask,
+    ) -> Result<(), verbs_api::Error> {
+        use verbs_api::QpAttrMask as M;
+        const OP: &str = "ibv_modify_qp";
+        let inval = |m: &str| {
+            Err(
+                verbs_api::Error::new(verbs_api::ErrorKind::InvalidArgument, OP, m.to_string())
+                    .with_errno(22),
+            )
+        };
+        if mask.contains(M::PORT) && attr.port_num != 1 {
+            return inval("the simulated device has one port, number 1");
+        }
+        if mask.contains(M::AV) && attr.ah_attr.grh.dgid.to_ipv4().is_none() {
+            return inval("RoCE address vector needs an IPv4-mapped destination GID");
+        }
+        let now = self.fabric.now();
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return inval("no such QP");
+        };
+        let a = &mut qp.attr;
+        macro_rules! take {
+            ($flag:ident, $($f:ident),+) => { if mask.contains(M::$flag) { $(a.$f = attr.$f;)+ } };
+        }
+        take!(PKEY_INDEX, pkey_index);
+        take!(PORT, port_num);
+        take!(QKEY, qkey);
+        take!(ACCESS_FLAGS, qp_access_flags);
+        take!(AV, ah_attr);
+        take!(PATH_MTU, path_mtu);
+        take!(TIMEOUT, timeout);
+        take!(RETRY_CNT, retry_cnt);
+        take!(RNR_RETRY, rnr_retry);
+        take!(RQ_PSN, rq_psn);
+        take!(SQ_PSN, sq_psn);
+        take!(MAX_QP_RD_ATOMIC, max_rd_atomic);
+        take!(MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+        take!(MIN_RNR_TIMER, min_rnr_timer);
+        take!(DEST_QPN, dest_qp_num);
+        take!(EN_SQD_ASYNC_NOTIFY, en_sqd_async_notify);
+        let old = qp.state;
+        let new = if mask.contains(M::STATE) {
+            attr.qp_state
+        } else {
+            old
+        };
+        self.fabric.trace_event(
+            vtag::MODIFY,
+            &[
+                now,
+                u64::from(qpn),
+                u64::from(old.as_raw()),
+                u64::from(new.as_raw()),
+                u64::from(mask.bits()),
+            ],
+        );
+        if new == QpState::Err {
+            self.enter_error(qpn);
+            return Ok(());
+        }
+        let qp = self.qps.get_mut(&qpn).expect("checked above");
+        qp.state = new;
+        match new {
+            QpState::Reset => {
+                qp.rq.clear();
+                qp.ud_psn = 0;
+                if let Some(rc) = qp.rc.as_mut() {
+                    rc.reset();
+                }
+            }
+            QpState::Rtr if old != QpState::Rtr => {
+                let rq_psn = qp.attr.rq_psn;
+                if let Some(rc) = qp.rc.as_mut() {
+                    rc.set_rq_psn(rq_psn);
+                }
+            }
+            QpState::Rts if old == QpState::Rtr => {
+                let sq_psn = qp.attr.sq_psn;
+                qp.ud_psn = sq_psn;
+                if let Some(rc) = qp.rc.as_mut() {
+                    rc.set_sq_psn(sq_psn);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    // ---- receive queues ----
+
+    /// Takes the next receive WQE for `qpn` (its RQ or its SRQ, raising the SRQ limit
+    /// event when the SRQ drops below its armed limit).
+    pub fn take_recv(&mut self, qpn: u32) -> Option<(RecvWqe, u32)> {
+        let qp = self.qps.get_mut(&qpn)?;
+        let pd = qp.pd;
+        match qp.srq {
+            None => qp.rq.pop_front().map(|w| (w, pd)),
+            Some(h) => {
+                let srq = self.srqs.get_mut(&h)?;
+                let w = srq.queue.pop_front()?;
+                let pd = srq.pd;
+                if srq.attr.srq_limit > 0 && (srq.queue.len() as u32) < srq.attr.srq_limit {
+                    srq.attr.srq_limit = 0; // one shot: the consumer re-arms
+                    let ctx = srq.ctx;
+                    self.async_event(ctx, EventType::SrqLimitReached, EventElement::Srq(h));
+                }
+                Some((w, pd))
+            }
+        }
+    }
+
+    /// Puts a WQE back at the head (a receive that could not be used, e.g. rxe's silent
+    /// drop of an oversized UD message).
+    pub fn untake_recv(&mut self, qpn: u32, w: RecvWqe) {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        match qp.srq {
+            None => qp.rq.push_front(w),
+            Some(h) => {
+                if let Some(s) = self.srqs.get_mut(&h) {
+                    s.queue.push_front(w);
+                }
+            }
+        }
+    }
+
+    /// Delivers `pieces` into the next receive of `qpn` and completes it. False when no
+    /// receive was posted (the frame is dropped, as hardware drops it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn deliver(
+        &mut self,
+        qpn: u32,
+        pieces: &[&[u8]],
+        opcode: WcOpcode,
+        src_qp: u32,
+        imm: Option<u32>,
+        flags: WcFlags,
+        solicited: bool,
+    ) -> bool {
+        let Some((w, pd)) = self.take_recv(qpn) else {
+            let dev = self.qps.get(&qpn).map_or(0, |q| q.dev);
+            if let Some(d) = self.devices.get_mut(dev) {
+                d.stats.rx_no_wqe += 1;
+            }
+            self.fabric
+                .trace_event(vtag::RX_DROP, &[self.fabric.now(), u64::from(qpn), 1]);
+            return false;
+        };
+        let qp = &self.qps[&qpn];
+        let (recv_cq, qp_type) = (qp.recv_cq, qp.qp_type);
+        let need: usize = pieces.iter().map(|p| p.len()).sum();
+        let rxe = self.devices[qp.dev].personality == Personality::Rxe;
+        let room: u64 = w.sges.as_slice().iter().map(|s| u64::from(s.length)).sum();
+        if qp_type == QpType::Ud && rxe && need as u64 > room {
+            // rxe drops an oversized UD message silently and keeps the WQE.
+            self.devices[qp.dev].stats.rx_too_long += 1;
+            self.untake_recv(qpn, w);
+            return false;
+        }
+        let res = self
+            .mrs
+            .check_local(pd, w.sges.as_slice(), true)
+            // SAFETY: the SGEs passed the key table check with LOCAL_WRITE just above.
+            .and_then(|_| unsafe { memory::scatter(w.sges.as_slice(), pieces) });
+        let mut wc = completion(w.wr_id, WcStatus::Success, opcode, qpn);
+        match res {
+            Ok(n) => {
+                wc.byte_len = n as u32;
+                wc.src_qp = src_qp;
+                wc.wc_flags = flags;
+                if let Some(i) = imm {
+                    wc.imm_data = i;
+                    wc.wc_flags |= WcFlags::WITH_IMM;
+                }
+                self.complete(recv_cq, wc, solicited);
+            }
+            Err(status) => {
+                wc.status = status;
+                self.complete(recv_cq, wc, false);
+                self.enter_error(qpn);
+            }
+        }
+        true
+    }
+
+    // ---- transmit side ----
+
+    /// Executes a RAW_PACKET or UD send at once; RC/UC go to the RC engine.
+    pub fn send_now(&mut self, qpn: u32, wr: &WrCopy) -> Posted {
+        let qp = &self.qps[&qpn];
+        let dev = qp.dev;
+        let pd = qp.pd;
+        let qp_type = qp.qp_type;
+        if !wr.flags.contains(SendFlags::INLINE) {
+            if let Err(s) = self.mrs.check_local(pd, wr.sges.as_slice(), false) {
+                return Posted {
+                    status: s,
+                    byte_len: 0,
+                };
+            }
+        }
+        // RAW frames are gathered straight into the frame buffer, UD payloads into scratch.
+        let mut payload = if qp_type == QpType::RawPacket {
+            self.frame_buffer()
+        } else {
+            std::mem::take(&mut self.scratch)
+        };
+        payload.clear();
+        // SAFETY: the SGEs were checked against the key table just above, or are inline data
+        // whose memory the poster vouched for in the unsafe post_send contract.
+        unsafe { memory::gather(wr.sges.as_slice(), &mut payload) };
+        let len = payload.len() as u32;
+        let port = self.devices[dev].port;
+        let status = match qp_type {
+            QpType::RawPacket => {
+                let mut frame = payload;
+                payload = Vec::new();
+                if wr.flags.contains(SendFlags::IP_CSUM) {
+                    offload_checksums(&mut frame);
+                }
+                self.sniff(dev, &frame);
+                match self.fabric.transmit(port, frame) {
+                    Ok(_) => WcStatus::Success,
+                    Err(_) => WcStatus::LocLenErr,
+                }
+            }
+            QpType::Ud => self.ud_send(qpn, wr, &payload),
+            _ => WcStatus::LocQpOpErr,
+        };
+        if payload.capacity() > 0 {
+            self.scratch = payload;
+        }
+        Posted {
+            status,
+            byte_len: len,
+        }
+    }
+
+    fn ud_send(&mut self, qpn: u32, wr: &WrCopy, payload: &[u8]) -> WcStatus {
+        let Some(ud) = wr.ud else {
+            return WcStatus::LocQpOpErr;
+        };
+        let qp = self.qps.get_mut(&qpn).expect("caller checked");
+        let d = &self.devices[qp.dev];
+        // A UD message is one packet: it must fit the port's active MTU.
+        let mtu = d.personality.active_mtu().bytes() as usize;
+        if payload.len() > mtu {
+            return match d.personality {
+                // rxe completes it and sends nothing.
+                Personality::Rxe => WcStatus::Success,
+                Personality::Mlx5 => WcStatus::LocLenErr,
+            };
+        }
+        let Some(dst_ip) = ud.ah.grh.dgid.to_ipv4() else {
+            return WcStatus::LocQpOpErr;
+        };
+        let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
+            qp.attr.qkey
+        } else {
+            ud.remote_qkey
+        };
+        let psn = qp.ud_psn;
+        qp.ud_psn = (psn + 1) & 0x00ff_ffff;
+        let (src_mac, src_ip, port) = (d.mac, d.ip, d.port);
+        let dst_mac = if dst_ip.is_multicast() {
+            Mac::for_ipv4_multicast(dst_ip)
+        } else {
+            self.fabric.mac_of_ip(dst_ip).unwrap_or_default()
+        };
+        let opc = if wr.opcode == SendOpcode::SendWithImm {
+            opcode::SEND_ONLY_IMM
+        } else {
+            opcode::SEND_ONLY
+        };
+        let h = RoceHeaders {
+            bth: Bth {
+                opcode: opcode::UD | opc,
+                solicited: wr.flags.contains(SendFlags::SOLICITED),
+                pkey: roce::DEFAULT_PKEY,
+                dest_qp: if dst_ip.is_multicast() {
+                    roce::MULTICAST_QPN
+                } else {
+                    ud.remote_qpn
+                },
+                psn,
+                ..Bth::default()
+            },
+            deth: Some(Deth { qkey, src_qp: qpn }),
+            imm: (wr.opcode == SendOpcode::SendWithImm).then_some(wr.imm),
+            ..RoceHeaders::default()
+        };
+        let route = RoceRoute {
+            src_mac,
+            dst_mac,
+            src_ip,
+            dst_ip,
+            src_port: 0xc000 | (qpn as u16 & 0x3fff),
+            tos: ud.ah.grh.traffic_class,
+            ttl: if ud.ah.grh.hop_limit == 0 {
+                64
+            } else {
+                ud.ah.grh.hop_limit
+            },
+            ip_id: psn as u16,
+        };
+        let frame = build_roce_frame(&route, &h, payload);
+        match self.fabric.transmit(port, frame) {
+            Ok(_) => WcStatus::Success,
+            Err(_) => WcStatus::LocLenErr,
+        }
+    }
+
+    /// Copies a frame a port sends to its sniffer QPs (mlx5 sniffer rules see both ways).
+    fn sniff(&mut self, dev: usize, frame: &[u8]) {
+        if self.devices[dev].flows.is_empty() {
+            return;
+        }
+        let sniffers: Vec<u32> = self.devices[dev]
+            .flows
+            .iter()
+            .filter_map(|id| self.flows.get(id))
+            .filter(|r| r.attr.rule_type == FlowRuleType::Sniffer)
+            .map(|r| r.qpn)
+            .collect();
+        for q in sniffers {
+            self.raw_deliver(q, frame);
+        }
+    }
+
+    // ---- receive side ----
+
+    fn on_frame(&mut self, port: PortId, frame: Vec<u8>) {
+        let Some(dev) = self.port_owner.get(port.0 as usize).copied().flatten() else {
+            return;
+        };
+        if is_roce(&frame) {
+            let Ok(view) = FrameView::parse(&frame) else {
+                self.devices[dev].stats.rx_malformed += 1;
+                return;
+            };
+            self.sniff(dev, &frame);
+            self.roce_rx(dev, &frame, &view);
+        } else if self.devices[dev].personality.raw_packet() {
+            self.steer(dev, &frame);
+        } else {
+            // rxe: the kernel's network stack takes it; no verbs consumer sees it.
+            self.devices[dev].stats.rx_unclaimed += 1;
+        }
+        self.recycle(frame);
+    }
+
+    /// Managed flow steering: sniffers get a copy; then the matching normal rules of the
+    /// best (lowest) priority, each of their QPs once; failing that the multicast default
+    /// (for group frames) and then the all-default rules.
+    fn steer(&mut self, dev: usize, frame: &[u8]) {
+        let d = &self.devices[dev];
+        if d.flows.is_empty() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        }
+        let multicast = frame[0] & 1 != 0;
+        let mut targets = std::mem::take(&mut self.steer_scratch);
+        targets.clear();
+        let mut best: Option<u16> = None;
+        let mut mc_default: Vec<u32> = Vec::new();
+        let mut all_default: Vec<u32> = Vec::new();
+        let mut sniffers: Vec<u32> = Vec::new();
+        for id in &d.flows {
+            let Some(r) = self.flows.get(id) else {
+                continue;
+            };
+            match r.attr.rule_type {
+                FlowRuleType::Sniffer => sniffers.push(r.qpn),
+                FlowRuleType::McDefault => mc_default.push(r.qpn),
+                FlowRuleType::AllDefault => all_default.push(r.qpn),
+                FlowRuleType::Normal => {
+                    if best.is_some_and(|b| r.attr.priority > b) {
+                        continue;
+                    }
+                    if r.attr.matches(frame) {
+                        best = Some(r.attr.priority);
+                        if !targets.contains(&r.qpn) {
+                            targets.push(r.qpn);
+                        }
+                    }
+                }
+            }
+        }
+        for q in sniffers {
+            self.raw_deliver(q, frame);
+        }
+        if targets.is_empty() {
+            targets.extend(if multicast && !mc_default.is_empty() {
+                mc_default
+            } else {
+                all_default
+            });
+        }
+        if targets.is_empty() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+        }
+        for &q in &targets {
+            self.raw_deliver(q, frame);
+        }
+        self.steer_scratch = targets;
+    }
+
+    fn raw_deliver(&mut self, qpn: u32, frame: &[u8]) {
+        let Some(qp) = self.qps.get(&qpn) else { return };
+        if !matches!(
+            qp.state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        ) {
+            return;
+        }
+        let csum_ok = frame.len() >= 34 && frame[12] == 0x08 && frame[13] == 0x00;
+        let flags = if csum_ok {
+            WcFlags::IP_CSUM_OK
+        } else {
+            WcFlags::empty()
+        };
+        self.deliver(qpn, &[frame], WcOpcode::Recv, 0, None, flags, false);
+    }
+
+    fn roce_rx(&mut self, dev: usize, frame: &[u8], view: &FrameView) {
+        let Some(range) = view.udp_payload() else {
+            return;
+        };
+        let Some((ip, ip_off)) = view.ipv4 else {
+            return;
+        };
+        let Ok(pkt) = roce::parse_roce(&frame[range]) else {
+            self.devices[dev].stats.rx_malformed += 1;
+            return;
+        };
+        if ip.dst != self.devices[dev].ip && !ip.dst.is_multicast() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        }
+        let bth = pkt.headers.bth;
+        if bth.opcode & 0xe0 == opcode::UD {
+            let ip_hdr = &frame[ip_off..ip_off + 20];
+            let targets: Vec<u32> = if bth.dest_qp == roce::MULTICAST_QPN {
+                self.devices[dev]
+                    .mcast
+                    .get(&ip.dst)
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                vec![bth.dest_qp]
+            };
+            if targets.is_empty() {
+                self.devices[dev].stats.rx_unclaimed += 1;
+            }
+            for q in targets {
+                self.ud_deliver(dev, q, &pkt, ip_hdr);
+            }
+        } else {
+            self.rc_rx(dev, ip.src, &pkt);
+        }
+    }
+
+    fn ud_deliver(&mut self, dev: usize, qpn: u32, pkt: &roce::RocePacket<'_>, ip_hdr: &[u8]) {
+        let Some(qp) = self.qps.get(&qpn) else {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        };
+        if qp.dev != dev
+            || qp.qp_type != QpType::Ud
+            || !matches!(
+                qp.state,
+                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+            )
+        {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        }
+        let deth = pkt.headers.deth.unwrap_or_default();
+        if deth.qkey != qp.attr.qkey {
+            self.devices[dev].stats.rx_qkey_violation += 1;
+            self.fabric
+                .trace_event(vtag::RX_DROP, &[self.fabric.now(), u64::from(qpn), 2]);
+            return;
+        }
+        // The 40-byte GRH area: for RoCEv2 over IPv4, 20 zero bytes then the IPv4 header.
+        let mut grh = [0u8; 40];
+        grh[20..40].copy_from_slice(&ip_hdr[..20]);
+        self.deliver(
+            qpn,
+            &[&grh, pkt.payload],
+            WcOpcode::Recv,
+            deth.src_qp,
+            pkt.headers.imm,
+            WcFlags::GRH,
+            pkt.headers.bth.solicited,
+        );
+    }
+
+    // ---- multicast and flows ----
+
+    pub fn attach(&mut self, qpn: u32, group: Ipv4Addr) {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if qp.groups.contains(&group) {
+            return;
+        }
+        qp.groups.push(group);
+        let dev = qp.dev;
+        let d = &mut self.devices[dev];
+        let v = d.mcast.entry(group).or_default();
+        if let Err(i) = v.binary_search(&qpn) {
+            v.insert(i, qpn);
+        }
+        let _ = self.fabric.join_group(d.port, group);
+    }
+
+    pub fn detach(&mut self, qpn: u32, group: Ipv4Addr) -> bool {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return false;
+        };
+        let Some(i) = qp.groups.iter().position(|g| *g == group) else {
+            return false;
+        };
+        qp.groups.remove(i);
+        let dev = qp.dev;
+        let d = &mut self.devices[dev];
+        if let Some(v) = d.mcast.get_mut(&group) {
+            v.retain(|&q| q != qpn);
+            if v.is_empty() {
+                d.mcast.remove(&group);
+            }
+        }
+        let _ = self.fabric.leave_group(d.port, group);
+        true
+    }
+
+    pub fn add_flow(&mut self, id: u32, rule: FlowRule) {
+        let dev = rule.dev;
+        let port = self.devices[dev].port;
+        for g in &rule.groups {
+            let _ = self.fabric.join_group(port, *g);
+        }
+        let prio = rule.attr.priority;
+        self.flows.insert(id, rule);
+        let flows = &self.flows;
+        let list = &mut self.devices[dev].flows;
+        let pos = list.partition_point(|f| flows.get(f).map_or(0, |r| r.attr.priority) <= prio);
+        list.insert(pos, id);
+    }
+
+    pub fn remove_flow(&mut self, id: u32) {
+        let Some(rule) = self.flows.remove(&id) else {
+            return;
+        };
+        let port = self.devices[rule.dev].port;
+        for g in &rule.groups {
+            let _ = self.fabric.leave_group(port, *g);
+        }
+        self.devices[rule.dev].flows.retain(|&f| f != id);
+    }
+
+    pub fn destroy_qp(&mut self, qpn: u32) {
+        let groups = self
+            .qps
+            .get(&qpn)
+            .map(|q| q.groups.clone())
+            .unwrap_or_default();
+        for g in groups {
+            self.detach(qpn, g);
+        }
+        let flows: Vec<u32> = self
+            .flows
+            .iter()
+            .filter(|(_, r)| r.qpn == qpn)
+            .map(|(id, _)| *id)
+            .collect();
+        let mut flows = flows;
+        flows.sort_unstable();
+        for f in flows {
+            self.remove_flow(f);
+        }
+        self.qps.remove(&qpn);
+    }
+}
+
+/// The parts of a send WR the engine keeps (the AH resolved to its attributes).
+#[derive(Debug, Clone)]
+pub(crate) struct WrCopy {
+    pub wr_id: u64,
+    pub opcode: SendOpcode,
+    pub flags: SendFlags,
+    pub imm: u32,
+    pub sges: SgeList,
+    pub rdma: Option<(u64, u32)>,
+    pub atomic: Option<(u64, u32, u64, u64)>,
+    pub ud: Option<UdDest>,
+    /// Inline data captured at post time (RC keeps it for retransmission).
+    pub inline: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UdDest {
+    pub ah: AhAttr,
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+}
