@@ -5,6 +5,8 @@ Subcommands (JSON on stdin, JSON lines on stdout):
   recv-bytes           raw packets on stdin -> received heaps
   recv-udp MAXHEAPS    bind 127.0.0.1:0, print {"port": P}, receive until stop
   send-udp PORT RATE   heaps spec list -> sent to 127.0.0.1:PORT at RATE bytes/s
+  recv-tcp MAXHEAPS    listen on 127.0.0.1:0, print {"port": P}, receive until stop
+  send-tcp PORT        heaps spec list -> sent over TCP to 127.0.0.1:PORT
   bench-mem REPEATS    raw packets on stdin -> assembly rate
   bench-udp-recv       bind, print port, count heaps/packets until stop, print rate
 """
@@ -12,6 +14,7 @@ Subcommands (JSON on stdin, JSON lines on stdout):
 import json
 import socket
 import sys
+import threading
 import time
 
 import numpy as np
@@ -118,6 +121,27 @@ def recv_udp(max_heaps):
     print_stats(stream)
 
 
+def recv_tcp(max_heaps):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    cfg = spead2.recv.StreamConfig(max_heaps=max_heaps)
+    ring = spead2.recv.RingStreamConfig(heaps=256)
+    stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
+    stream.add_tcp_reader(sock)
+    print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
+    for heap in stream:
+        print(json.dumps(heap_json(heap)), flush=True)
+    print_stats(stream)
+
+
+def send_tcp(specs, port):
+    cfg = spead2.send.StreamConfig(max_packet_size=specs[0]["packet_size"])
+    stream = spead2.send.TcpStream(spead2.ThreadPool(), [("127.0.0.1", port)], cfg)
+    for spec in specs:
+        stream.send_heap(make_heap(spec), spec["cnt"])
+
+
 def send_udp(specs, port, rate):
     cfg = spead2.send.StreamConfig(max_packet_size=specs[0]["packet_size"], rate=rate)
     stream = spead2.send.UdpStream(spead2.ThreadPool(), [("127.0.0.1", port)], cfg,
@@ -126,10 +150,12 @@ def send_udp(specs, port, rate):
         stream.send_heap(make_heap(spec), spec["cnt"])
 
 
-def bench_mem(data, repeats, max_heaps):
+def bench_mem(data, repeats, max_heaps, pool):
     best = None
     for _ in range(repeats):
         cfg = spead2.recv.StreamConfig(max_heaps=max_heaps)
+        if pool:
+            cfg.memory_allocator = spead2.MemoryPool(1 << 19, 1 << 21, 16, 16)
         ring = spead2.recv.RingStreamConfig(heaps=16)
         stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
         start = time.perf_counter()
@@ -155,12 +181,28 @@ def bench_udp_recv(max_heaps):
     stream.add_udp_reader(sock, max_size=9200)
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
     start = None
+    end = None
     heaps = 0
+    last_seen = [time.monotonic()]
+
+    def watchdog():
+        # Stop if the stop heap was lost: no heap for 3 s.
+        while True:
+            time.sleep(0.5)
+            if time.monotonic() - last_seen[0] > 3:
+                stream.stop()
+                return
+
+    threading.Thread(target=watchdog, daemon=True).start()
     for heap in stream:
+        now = time.perf_counter()
+        last_seen[0] = time.monotonic()
         if start is None:
-            start = time.perf_counter()
-        heaps += 1
-    elapsed = time.perf_counter() - (start or time.perf_counter())
+            start = now
+        end = now
+        if isinstance(heap, spead2.recv.Heap):
+            heaps += 1
+    elapsed = (end - start) if start is not None else float("nan")
     st = stream.stats
     print(json.dumps({"seconds": elapsed, "heaps": heaps, "packets": st.packets}), flush=True)
 
@@ -173,10 +215,15 @@ def main():
         recv_bytes(sys.stdin.buffer.read(), int(sys.argv[2]), sys.argv[3] == "1")
     elif cmd == "recv-udp":
         recv_udp(int(sys.argv[2]))
+    elif cmd == "recv-tcp":
+        recv_tcp(int(sys.argv[2]))
+    elif cmd == "send-tcp":
+        send_tcp(json.load(sys.stdin), int(sys.argv[2]))
     elif cmd == "send-udp":
         send_udp(json.load(sys.stdin), int(sys.argv[2]), float(sys.argv[3]))
     elif cmd == "bench-mem":
-        bench_mem(sys.stdin.buffer.read(), int(sys.argv[2]), int(sys.argv[3]))
+        bench_mem(sys.stdin.buffer.read(), int(sys.argv[2]), int(sys.argv[3]),
+                  len(sys.argv) > 4 and sys.argv[4] == "1")
     elif cmd == "bench-udp-recv":
         bench_udp_recv(int(sys.argv[2]))
     else:

@@ -2,7 +2,8 @@
 //!
 //! Buffers are handed out as [`PoolBuffer`]s that return themselves on drop. Returned
 //! buffers keep their initialised length, so reuse costs no memset. The pool keeps at
-//! most `max_free` idle buffers; extra ones are released to the allocator.
+//! most `max_free` idle buffers and `max_idle_bytes` idle bytes; extra ones are
+//! released to the allocator, so a peer announcing huge heaps cannot make it hoard.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -29,6 +30,7 @@ pub struct PoolStats {
 struct Inner {
     free: Vec<Vec<u8>>,
     max_free: usize,
+    max_idle_bytes: u64,
     stats: PoolStats,
 }
 
@@ -45,12 +47,18 @@ impl Default for MemoryPool {
 }
 
 impl MemoryPool {
-    /// A pool keeping at most `max_free` idle buffers.
+    /// A pool keeping at most `max_free` idle buffers (and at most 256 MiB idle).
     pub fn new(max_free: usize) -> Self {
+        Self::with_limits(max_free, 256 << 20)
+    }
+
+    /// A pool keeping at most `max_free` idle buffers and `max_idle_bytes` idle bytes.
+    pub fn with_limits(max_free: usize, max_idle_bytes: u64) -> Self {
         Self {
             inner: Arc::new(Mutex::new(Inner {
                 free: Vec::with_capacity(max_free),
                 max_free,
+                max_idle_bytes,
                 stats: PoolStats::default(),
             })),
         }
@@ -91,7 +99,8 @@ impl MemoryPool {
 
     fn give_back(&self, buf: Vec<u8>) {
         let mut inner = self.lock();
-        if inner.free.len() < inner.max_free && !buf.is_empty() {
+        let fits = inner.stats.idle_bytes + buf.len() as u64 <= inner.max_idle_bytes;
+        if inner.free.len() < inner.max_free && !buf.is_empty() && fits {
             inner.stats.returned += 1;
             inner.stats.idle_buffers += 1;
             inner.stats.idle_bytes += buf.len() as u64;

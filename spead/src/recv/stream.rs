@@ -416,6 +416,10 @@ impl Stream {
             }
             _ => {}
         }
+        if h.heap_length.or(p.heap_length).is_some_and(|hl| end > hl) {
+            self.stats.packets_inconsistent += 1;
+            return Err(Reject::HeapLengthMismatch);
+        }
         if self.config.allow_out_of_order {
             let pos = h.ranges.partition_point(|r| r.0 < start);
             let overlaps_prev = pos > 0 && h.ranges[pos - 1].1 > start;
