@@ -1,0 +1,194 @@
+//! proptest strategies for every part of a scenario. Sizes are kept small enough that
+//! hundreds of cases run in CI in minutes; proptest shrinks failures towards fewer hosts,
+//! heaps, bytes and faults.
+
+use std::net::Ipv4Addr;
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+
+use crate::model::{Faults, Group, Host, Nic, Partition, Receiver, Scenario, Sender, Transport};
+
+/// A host called `h{i}` at 10.0.0.(i+1).
+pub fn host(i: usize) -> impl Strategy<Value = Host> {
+    prop_oneof![4 => Just(Nic::Mlx5), 1 => Just(Nic::Rxe)].prop_map(move |nic| Host {
+        name: format!("h{i}"),
+        ip: Ipv4Addr::new(10, 0, 0, 1 + i as u8),
+        nic,
+    })
+}
+
+/// Group `i`: 239.10.0.(i+1), port 7148 + i.
+pub fn group(i: usize) -> Group {
+    Group {
+        addr: Ipv4Addr::new(239, 10, 0, 1 + i as u8),
+        port: 7148 + i as u16,
+    }
+}
+
+/// A sender on one of `hosts` hosts to one of `groups` groups.
+pub fn sender(hosts: usize, groups: usize) -> impl Strategy<Value = Sender> {
+    (
+        0..hosts,
+        0..groups,
+        1u32..12,
+        1usize..20_000,
+        1u32..4,
+        prop_oneof![
+            Just(1472usize),
+            Just(1024),
+            Just(512),
+            Just(256),
+            Just(8192)
+        ],
+        1u32..3,
+    )
+        .prop_map(
+            |(h, group, heaps, heap_size, items, packet_size, substreams)| Sender {
+                host: format!("h{h}"),
+                group,
+                heaps,
+                heap_size,
+                items,
+                packet_size,
+                rate: 0.0,
+                substreams,
+            },
+        )
+}
+
+/// A receiver on one of `hosts` hosts subscribed to a non-empty set of `groups` groups.
+/// Only simulator transports (raw, UD) are generated.
+pub fn receiver(hosts: usize, groups: usize) -> impl Strategy<Value = Receiver> {
+    (
+        0..hosts,
+        prop_oneof![Just(Transport::Raw), Just(Transport::Ud)],
+        proptest::sample::subsequence((0..groups).collect::<Vec<_>>(), 1..=groups),
+        1usize..6,
+        1u32..3,
+        prop_oneof![Just(4096usize), Just(64), Just(16)],
+        prop_oneof![3 => Just(0u64), 1 => 0u64..200_000],
+    )
+        .prop_map(
+            |(h, transport, groups, max_heaps, substreams, buffer_slots, consumer_delay_ns)| {
+                Receiver {
+                    host: format!("h{h}"),
+                    transport,
+                    groups,
+                    max_heaps,
+                    substreams,
+                    buffer_slots,
+                    consumer_delay_ns,
+                }
+            },
+        )
+}
+
+/// Faults over a run of about `packets` packets on `hosts` hosts.
+pub fn faults(packets: u64, hosts: usize) -> impl Strategy<Value = Faults> {
+    let idx = 0..packets.max(1);
+    (
+        vec(idx.clone(), 0..6),
+        vec(idx, 0..3),
+        prop_oneof![2 => Just(0.0), 1 => 0.0..0.2f64],
+        prop_oneof![3 => Just(0.0), 1 => 0.0..0.1f64],
+        prop_oneof![2 => Just(0u32), 1 => 1u32..8],
+        prop_oneof![3 => Just(0.0), 1 => 0.0..0.05f64],
+        prop_oneof![2 => Just((0u64, 0u64)), 1 => (0u64..50_000, 0u64..20_000)],
+        vec((0..hosts, 0u64..1_000_000, 0u64..500_000), 0..2),
+    )
+        .prop_map(
+            |(
+                mut drop,
+                mut duplicate,
+                loss,
+                dup,
+                reorder_window,
+                corrupt,
+                (delay_ns, jitter_ns),
+                parts,
+            )| {
+                drop.sort_unstable();
+                drop.dedup();
+                duplicate.sort_unstable();
+                duplicate.dedup();
+                Faults {
+                    drop,
+                    duplicate,
+                    loss,
+                    dup,
+                    reorder_window,
+                    corrupt,
+                    delay_ns,
+                    jitter_ns,
+                    partitions: parts
+                        .into_iter()
+                        .map(|(h, start_ns, len)| Partition {
+                            host: format!("h{h}"),
+                            start_ns,
+                            end_ns: start_ns + len,
+                        })
+                        .collect(),
+                }
+            },
+        )
+}
+
+/// A whole valid scenario for the simulator: 2-4 hosts, 1-2 groups, 1-2 senders, 1-3
+/// receivers, and any faults. Raw receivers are placed on mlx5 hosts.
+pub fn scenario() -> impl Strategy<Value = Scenario> {
+    (2usize..=4, 1usize..=2, any::<u64>())
+        .prop_flat_map(|(nh, ng, seed)| {
+            (
+                (0..nh).map(host).collect::<Vec<_>>(),
+                vec(sender(nh, ng), 1..=2),
+                vec(receiver(nh, ng), 1..=3),
+                Just(ng),
+                Just(seed),
+                Just(nh),
+            )
+        })
+        .prop_flat_map(|(mut hosts, senders, receivers, ng, seed, nh)| {
+            for r in &receivers {
+                if r.transport == Transport::Raw {
+                    let i = r.host[1..].parse::<usize>().unwrap_or(0);
+                    hosts[i].nic = Nic::Mlx5;
+                }
+            }
+            let packets: u64 = senders
+                .iter()
+                .map(|s| {
+                    u64::from(s.heaps)
+                        * (s.heap_size as u64 / (s.packet_size as u64 - 80).max(1) + 1)
+                })
+                .sum();
+            (
+                Just((hosts, senders, receivers, ng, seed)),
+                faults(packets, nh),
+            )
+        })
+        .prop_map(|((hosts, senders, receivers, ng, seed), faults)| Scenario {
+            name: format!("prop-{seed:016x}"),
+            seed,
+            hosts,
+            groups: (0..ng).map(group).collect(),
+            senders,
+            receivers,
+            faults,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+        #[test]
+        fn generated_scenarios_are_valid_and_round_trip(s in scenario()) {
+            prop_assert_eq!(s.validate(), Ok(()));
+            let back = Scenario::from_toml(&s.to_toml().unwrap()).unwrap();
+            prop_assert_eq!(back, s);
+        }
+    }
+}
