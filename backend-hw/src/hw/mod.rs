@@ -1,0 +1,582 @@
+//! The libibverbs backend: [`HwVerbs`] and [`HwContext`]; the resources are in
+//! [`resources`] and [`qp`].
+
+mod convert;
+mod qp;
+mod resources;
+
+use std::ffi::CString;
+use std::fmt;
+use std::os::raw::c_int;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+
+use verbs_api::{
+    AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceCapFlags, DeviceInfo, Error,
+    ErrorKind, EventElement, EventType, FlowAttr, FlowRuleType, Gid, LinkLayer, NodeType, PortAttr,
+    PortState, QpCap, QpInitAttr, QpType, Result, SrqInitAttr, TransportType, Verbs,
+};
+
+use crate::diagnose::{self, errno};
+use crate::ffi;
+
+pub use qp::{HwFlow, HwQp};
+pub use resources::{HwAh, HwCompChannel, HwCq, HwMr, HwPd, HwSrq};
+
+/// The environment variable naming the device [`HwVerbs::open_default`] opens (and that
+/// the device tests run on).
+pub const DEVICE_ENV: &str = "RDMA_DEVICE";
+
+/// An error from a shim call that returned `ret` (a positive errno).
+pub(crate) fn os_error(op: &'static str, ret: c_int, what: impl fmt::Display) -> Error {
+    Error::from_errno(op, ret, format!("{what}: {}", errno_name(ret)))
+}
+
+/// A short description of an errno, for messages.
+pub(crate) fn errno_name(e: c_int) -> String {
+    std::io::Error::from_raw_os_error(e).to_string()
+}
+
+pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Error {
+    Error::new(ErrorKind::InvalidArgument, op, msg)
+}
+
+pub(crate) fn limit(op: &'static str, what: &str, want: u64, max: u64, dev: &str) -> Result<()> {
+    if want > max {
+        Err(Error::new(
+            ErrorKind::LimitExceeded,
+            op,
+            format!("{what} of {want} exceeds {dev}'s limit of {max}"),
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+/// The libibverbs provider: lists and opens devices.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HwVerbs;
+
+impl HwVerbs {
+    /// A provider over the system's libibverbs.
+    pub fn new() -> Self {
+        HwVerbs
+    }
+
+    /// Opens the device named by the `RDMA_DEVICE` environment variable or, when it is
+    /// not set, the first device that has an active port.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoDevice`] naming the cause and the fix when there is no device, no
+    /// such device, or no device with an active port.
+    pub fn open_default(&self) -> Result<HwContext> {
+        if let Ok(name) = std::env::var(DEVICE_ENV) {
+            if !name.is_empty() {
+                return self.open(&name);
+            }
+        }
+        let devices = self.devices()?;
+        let mut seen = Vec::new();
+        for d in &devices {
+            let ctx = self.open(&d.name)?;
+            let ports = ctx.query_device()?.phys_port_cnt;
+            for p in 1..=ports {
+                if ctx.query_port(p)?.state == PortState::Active {
+                    return Ok(ctx);
+                }
+            }
+            seen.push(d.name.clone());
+        }
+        Err(Error::new(
+            ErrorKind::NoDevice,
+            "HwVerbs::open_default",
+            format!(
+                "no RDMA device has an active port (devices: {}); bring the link up \
+                 (`ip link set IFACE up`) or set {DEVICE_ENV}",
+                seen.join(", ")
+            ),
+        ))
+    }
+
+    fn list(&self) -> Result<Vec<ffi::shim_device_info>> {
+        let mut cap = 16usize;
+        loop {
+            // SAFETY: shim_device_info is plain data (arrays and integers); all-zero is valid.
+            let mut buf = vec![unsafe { std::mem::zeroed::<ffi::shim_device_info>() }; cap];
+            let mut n: c_int = 0;
+            let cap_c = c_int::try_from(cap).unwrap_or(c_int::MAX);
+            // SAFETY: `buf` has room for `cap` entries; the shim writes at most that many
+            // and stores the total count in `n`.
+            let ret = unsafe { ffi::shim_get_device_list(buf.as_mut_ptr(), cap_c, &mut n) };
+            if ret != 0 {
+                return Err(diagnose::device_list_failed(ret));
+            }
+            let n = usize::try_from(n).unwrap_or(0);
+            if n <= cap {
+                buf.truncate(n);
+                return Ok(buf);
+            }
+            cap = n;
+        }
+    }
+}
+
+fn c_name(raw: &[std::os::raw::c_char]) -> String {
+    let bytes: Vec<u8> = raw
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c.to_ne_bytes()[0])
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+impl Verbs for HwVerbs {
+    type Context = HwContext;
+
+    fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        let list = self.list()?;
+        if list.is_empty() {
+            return Err(diagnose::no_devices(&diagnose::sysfs_devices()));
+        }
+        Ok(list
+            .iter()
+            .map(|d| DeviceInfo {
+                name: c_name(&d.name),
+                guid: d.guid,
+                node_type: NodeType::from_raw(d.node_type).unwrap_or(NodeType::Unknown),
+                transport_type: TransportType::from_raw(d.transport_type)
+                    .unwrap_or(TransportType::Unknown),
+            })
+            .collect())
+    }
+
+    fn open(&self, name: &str) -> Result<HwContext> {
+        let cname = CString::new(name)
+            .map_err(|_| invalid("ibv_open_device", "a device name has no NUL byte"))?;
+        let mut ptr: *mut ffi::ibv_context = std::ptr::null_mut();
+        let mut info = ffi::shim_context_info::default();
+        // SAFETY: `cname` is a NUL-terminated string; `ptr` and `info` are valid outputs.
+        let ret = unsafe { ffi::shim_open_device(cname.as_ptr(), &mut ptr, &mut info) };
+        if ret == errno::ENODEV {
+            let existing: Vec<String> = self.devices()?.into_iter().map(|d| d.name).collect();
+            return Err(diagnose::unknown_device(name, &existing));
+        }
+        if ret != 0 {
+            return Err(match ret {
+                errno::ENOSYS => diagnose::device_list_failed(ret),
+                _ => diagnose::open_failed(name, ret),
+            });
+        }
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| Error::new(ErrorKind::Io, "ibv_open_device", "got a null context"))?;
+        let device = self
+            .devices()?
+            .into_iter()
+            .find(|d| d.name == name)
+            .unwrap_or(DeviceInfo {
+                name: name.to_string(),
+                guid: 0,
+                node_type: NodeType::Unknown,
+                transport_type: TransportType::Unknown,
+            });
+        Ok(HwContext {
+            inner: Arc::new(Ctx {
+                ptr,
+                device,
+                num_comp_vectors: u32::try_from(info.num_comp_vectors).unwrap_or(0),
+                attr: Mutex::new(None),
+            }),
+        })
+    }
+}
+
+/// The open device, shared by every resource made on it.
+pub(crate) struct Ctx {
+    pub(crate) ptr: NonNull<ffi::ibv_context>,
+    pub(crate) device: DeviceInfo,
+    pub(crate) num_comp_vectors: u32,
+    /// The device attributes, queried once (they do not change).
+    attr: Mutex<Option<DeviceAttr>>,
+}
+
+// SAFETY: an ibv_context is usable from any thread: libibverbs' verbs are thread-safe
+// (rdma-core documents every verb as callable concurrently), and Ctx only closes it in Drop,
+// when no other reference exists.
+unsafe impl Send for Ctx {}
+// SAFETY: as for Send; the only Rust-side state is behind a Mutex.
+unsafe impl Sync for Ctx {}
+
+impl Drop for Ctx {
+    fn drop(&mut self) {
+        // SAFETY: every resource holds an Arc<Ctx>, so none is left; the context is closed
+        // exactly once.
+        let _ = unsafe { ffi::shim_close_device(self.ptr.as_ptr()) };
+    }
+}
+
+impl fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Ctx")
+            .field("device", &self.device.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    pub(crate) fn name(&self) -> &str {
+        &self.device.name
+    }
+
+    /// The device attributes, from the cache after the first query.
+    pub(crate) fn attr(&self) -> Result<DeviceAttr> {
+        let mut cache = self.attr.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = cache.as_ref() {
+            return Ok(a.clone());
+        }
+        let mut raw = std::mem::MaybeUninit::<ffi::shim_device_attr>::zeroed();
+        // SAFETY: the context is open; `raw` is a valid output the shim fills.
+        let ret = unsafe { ffi::shim_query_device(self.ptr.as_ptr(), raw.as_mut_ptr()) };
+        if ret != 0 {
+            return Err(os_error("ibv_query_device_ex", ret, self.name()));
+        }
+        // SAFETY: zero-initialised plain data, filled by the shim.
+        let raw = unsafe { raw.assume_init() };
+        let mut a = convert::device_attr(&raw, self.num_comp_vectors);
+        a.max_inline_data = qp::probe_max_inline(self, &a);
+        *cache = Some(a.clone());
+        Ok(a)
+    }
+
+    /// Checks that `other` was made on this context.
+    pub(crate) fn same(self: &Arc<Self>, other: &Arc<Ctx>, op: &'static str) -> Result<()> {
+        if Arc::ptr_eq(self, other) {
+            Ok(())
+        } else {
+            Err(invalid(
+                op,
+                format!(
+                    "a resource of device context {} was used with another context ({})",
+                    other.name(),
+                    self.name()
+                ),
+            ))
+        }
+    }
+}
+
+/// An open device (`struct ibv_context`): the factory of every resource on it.
+#[derive(Debug, Clone)]
+pub struct HwContext {
+    pub(crate) inner: Arc<Ctx>,
+}
+
+impl HwContext {
+    /// The GID type of entry `index` of `port_num`'s table (`ibv_query_gid_ex`):
+    /// `"IB"`, `"RoCE v1"` or `"RoCE v2"`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] or [`ErrorKind::NotFound`] for an unused entry or a
+    /// bad port.
+    pub fn query_gid_type(&self, port_num: u8, index: u32) -> Result<&'static str> {
+        let mut t = 0u32;
+        // SAFETY: the context is open; `t` is a valid output.
+        let ret =
+            unsafe { ffi::shim_query_gid_type(self.inner.ptr.as_ptr(), port_num, index, &mut t) };
+        if ret != 0 {
+            return Err(os_error(
+                "ibv_query_gid_ex",
+                ret,
+                format!("port {port_num} GID index {index}"),
+            ));
+        }
+        Ok(match t {
+            0 => "IB",
+            1 => "RoCE v1",
+            2 => "RoCE v2",
+            _ => "unknown",
+        })
+    }
+}
+
+impl Context for HwContext {
+    type Pd = HwPd;
+    type Mr = HwMr;
+    type CompChannel = HwCompChannel;
+    type Cq = HwCq;
+    type Srq = HwSrq;
+    type Qp = HwQp;
+    type Ah = HwAh;
+    type Flow = HwFlow;
+
+    fn device(&self) -> DeviceInfo {
+        self.inner.device.clone()
+    }
+
+    fn query_device(&self) -> Result<DeviceAttr> {
+        self.inner.attr()
+    }
+
+    fn query_port(&self, port_num: u8) -> Result<PortAttr> {
+        let mut raw = ffi::shim_port_attr::default();
+        // SAFETY: the context is open; `raw` is a valid output.
+        let ret = unsafe { ffi::shim_query_port(self.inner.ptr.as_ptr(), port_num, &mut raw) };
+        if ret != 0 {
+            return Err(os_error(
+                "ibv_query_port",
+                ret,
+                format!("{} port {port_num}", self.inner.name()),
+            ));
+        }
+        Ok(convert::port_attr(&raw))
+    }
+
+    fn query_gid(&self, port_num: u8, index: u32) -> Result<Gid> {
+        let idx = c_int::try_from(index)
+            .map_err(|_| invalid("ibv_query_gid", format!("GID index {index} is too large")))?;
+        let mut gid = [0u8; 16];
+        // SAFETY: the context is open; `gid` has the 16 bytes the shim writes.
+        let ret = unsafe {
+            ffi::shim_query_gid(self.inner.ptr.as_ptr(), port_num, idx, gid.as_mut_ptr())
+        };
+        if ret != 0 {
+            return Err(os_error(
+                "ibv_query_gid",
+                ret,
+                format!("{} port {port_num} GID index {index}", self.inner.name()),
+            ));
+        }
+        Ok(Gid(gid))
+    }
+
+    fn alloc_pd(&self) -> Result<HwPd> {
+        HwPd::alloc(&self.inner)
+    }
+
+    fn alloc_mr(&self, pd: &HwPd, len: usize, access: AccessFlags) -> Result<HwMr> {
+        self.inner.same(pd.ctx(), "ibv_reg_mr")?;
+        HwMr::alloc(pd, len, access)
+    }
+
+    unsafe fn reg_mr(
+        &self,
+        pd: &HwPd,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<HwMr> {
+        self.inner.same(pd.ctx(), "ibv_reg_mr")?;
+        // SAFETY: the caller upholds reg_mr's contract (valid memory outliving the region).
+        unsafe { HwMr::register(pd, addr, len, access, None) }
+    }
+
+    fn create_comp_channel(&self) -> Result<HwCompChannel> {
+        HwCompChannel::create(&self.inner)
+    }
+
+    fn create_cq(
+        &self,
+        cqe: u32,
+        channel: Option<&HwCompChannel>,
+        comp_vector: u32,
+    ) -> Result<HwCq> {
+        const OP: &str = "ibv_create_cq";
+        if cqe == 0 {
+            return Err(invalid(OP, "a CQ needs at least one entry"));
+        }
+        let attr = self.inner.attr()?;
+        limit(
+            OP,
+            "CQ size",
+            cqe.into(),
+            attr.max_cqe.into(),
+            self.inner.name(),
+        )?;
+        if comp_vector >= self.inner.num_comp_vectors.max(1) {
+            return Err(invalid(
+                OP,
+                format!(
+                    "completion vector {comp_vector} does not exist ({} has {})",
+                    self.inner.name(),
+                    self.inner.num_comp_vectors
+                ),
+            ));
+        }
+        if let Some(ch) = channel {
+            self.inner.same(ch.ctx(), OP)?;
+        }
+        HwCq::create(&self.inner, cqe, channel, comp_vector)
+    }
+
+    fn create_srq(&self, pd: &HwPd, attr: &SrqInitAttr) -> Result<HwSrq> {
+        const OP: &str = "ibv_create_srq";
+        self.inner.same(pd.ctx(), OP)?;
+        let dev = self.inner.attr()?;
+        let name = self.inner.name();
+        limit(
+            OP,
+            "SRQ depth",
+            attr.attr.max_wr.into(),
+            dev.max_srq_wr.into(),
+            name,
+        )?;
+        limit(
+            OP,
+            "SRQ SGE count",
+            attr.attr.max_sge.into(),
+            dev.max_srq_sge.into(),
+            name,
+        )?;
+        HwSrq::create(pd, attr)
+    }
+
+    fn create_qp(&self, pd: &HwPd, init: &QpInitAttr<'_, HwCq, HwSrq>) -> Result<HwQp> {
+        const OP: &str = "ibv_create_qp";
+        self.inner.same(pd.ctx(), OP)?;
+        self.inner.same(init.send_cq.ctx(), OP)?;
+        self.inner.same(init.recv_cq.ctx(), OP)?;
+        if let Some(srq) = init.srq {
+            self.inner.same(srq.ctx(), OP)?;
+        }
+        let dev = self.inner.attr()?;
+        let name = self.inner.name();
+        if init.qp_type == QpType::RawPacket && !has_raw_packet(&dev) {
+            return Err(diagnose::raw_packet_unsupported(name));
+        }
+        check_cap(&init.cap, &dev, name, init.srq.is_some())?;
+        HwQp::create(pd, init)
+    }
+
+    fn create_ah(&self, pd: &HwPd, attr: &AhAttr) -> Result<HwAh> {
+        const OP: &str = "ibv_create_ah";
+        self.inner.same(pd.ctx(), OP)?;
+        if !attr.is_global {
+            let port = self.query_port(attr.port_num)?;
+            if port.link_layer == LinkLayer::Ethernet {
+                return Err(invalid(
+                    OP,
+                    format!(
+                        "port {} of {} is Ethernet (RoCE): an address handle needs a GRH \
+                         (is_global with a destination GID, e.g. AhAttr::roce)",
+                        attr.port_num,
+                        self.inner.name()
+                    ),
+                ));
+            }
+        }
+        HwAh::create(pd, attr)
+    }
+
+    fn create_flow(&self, qp: &HwQp, attr: &FlowAttr) -> Result<HwFlow> {
+        const OP: &str = "ibv_create_flow";
+        self.inner.same(qp.ctx(), OP)?;
+        let dev = self.inner.attr()?;
+        if !dev
+            .device_cap_flags
+            .contains(DeviceCapFlags::MANAGED_FLOW_STEERING)
+        {
+            return Err(diagnose::flow_unsupported(self.inner.name()));
+        }
+        if attr.rule_type == FlowRuleType::Normal && attr.specs.is_empty() {
+            return Err(invalid(OP, "a NORMAL flow rule needs at least one spec"));
+        }
+        if attr.port == 0 || attr.port > dev.phys_port_cnt {
+            return Err(invalid(
+                OP,
+                format!(
+                    "{} has {} port(s); port {} does not exist",
+                    self.inner.name(),
+                    dev.phys_port_cnt,
+                    attr.port
+                ),
+            ));
+        }
+        HwFlow::create(qp, attr)
+    }
+
+    fn poll_async_event(&self) -> Result<Option<AsyncEvent>> {
+        let mut ev = ffi::shim_async_event::default();
+        let mut got: c_int = 0;
+        // SAFETY: the context is open; `ev` and `got` are valid outputs. The shim acks the
+        // event before returning, so no libibverbs object is referenced afterwards.
+        let ret = unsafe { ffi::shim_get_async_event(self.inner.ptr.as_ptr(), &mut ev, &mut got) };
+        if ret != 0 {
+            return Err(os_error(
+                "ibv_get_async_event",
+                ret,
+                format!("{} async event", self.inner.name()),
+            ));
+        }
+        if got == 0 {
+            return Ok(None);
+        }
+        let Some(event_type) = EventType::from_raw(ev.event_type) else {
+            // An event type newer than verbs-api knows: report it as a device event would
+            // be a lie, so skip it.
+            return Ok(None);
+        };
+        let element = match ev.element_kind {
+            ffi::ELEMENT_CQ => EventElement::Cq(ev.element),
+            ffi::ELEMENT_QP => EventElement::Qp(ev.element),
+            ffi::ELEMENT_SRQ => EventElement::Srq(ev.element),
+            ffi::ELEMENT_PORT => EventElement::Port(u8::try_from(ev.element).unwrap_or(0)),
+            _ => EventElement::Device,
+        };
+        Ok(Some(AsyncEvent {
+            event_type,
+            element,
+        }))
+    }
+}
+
+/// Whether a device offers raw Ethernet QPs: rxe has none of these indications.
+fn has_raw_packet(dev: &DeviceAttr) -> bool {
+    dev.max_raw_ethy_qp > 0
+        || !dev.raw_packet_caps.is_empty()
+        || dev
+            .device_cap_flags
+            .contains(DeviceCapFlags::MANAGED_FLOW_STEERING)
+}
+
+fn check_cap(cap: &QpCap, dev: &DeviceAttr, name: &str, srq: bool) -> Result<()> {
+    const OP: &str = "ibv_create_qp";
+    limit(
+        OP,
+        "send queue depth",
+        cap.max_send_wr.into(),
+        dev.max_qp_wr.into(),
+        name,
+    )?;
+    limit(
+        OP,
+        "send SGE count",
+        cap.max_send_sge.into(),
+        dev.max_sge.into(),
+        name,
+    )?;
+    if !srq {
+        limit(
+            OP,
+            "receive queue depth",
+            cap.max_recv_wr.into(),
+            dev.max_qp_wr.into(),
+            name,
+        )?;
+        limit(
+            OP,
+            "receive SGE count",
+            cap.max_recv_sge.into(),
+            dev.max_sge.into(),
+            name,
+        )?;
+    }
+    if dev.max_inline_data > 0 {
+        limit(
+            OP,
+            "inline data size",
+            cap.max_inline_data.into(),
+            dev.max_inline_data.into(),
+            name,
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,572 @@
+//! Queue pairs and flow steering rules.
+
+use std::fmt;
+use std::os::raw::c_int;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use verbs_api::{
+    DeviceAttr, Error, ErrorKind, Flow, FlowAttr, Gid, QpAttr, QpAttrMask, QpCap, QpInitAttr,
+    QpState, QpType, QueuePair, RecvWr, Result, SendFlags, SendOpcode, SendWr, WrDetail,
+};
+
+use super::resources::{null, post_error, post_recv_chunks, Cq, Pd, Srq, CHUNK};
+use super::{convert, invalid, os_error, Ctx, HwAh, HwCq, HwPd, HwSrq};
+use crate::diagnose::{self, errno};
+use crate::ffi;
+
+pub(crate) struct Qp {
+    ptr: NonNull<ffi::ibv_qp>,
+    qp_num: u32,
+    qp_type: QpType,
+    cap: QpCap,
+    /// The state of our last successful modify (the device may since have moved the QP to
+    /// ERR or SQE by itself, never back to RESET, INIT or RTR).
+    last_set: AtomicU32,
+    /// Multicast groups attached, detached before the QP is destroyed.
+    mcast: Mutex<Vec<(Gid, u16)>>,
+    srq: Option<Arc<Srq>>,
+    _send_cq: Arc<Cq>,
+    _recv_cq: Arc<Cq>,
+    pd: Arc<Pd>,
+}
+
+// SAFETY: libibverbs QPs may be posted to, modified and queried from any thread; the
+// Rust-side state is atomic or behind a Mutex.
+unsafe impl Send for Qp {}
+// SAFETY: as for Send.
+unsafe impl Sync for Qp {}
+
+impl Drop for Qp {
+    fn drop(&mut self) {
+        let groups = std::mem::take(self.mcast.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for (gid, lid) in groups {
+            // SAFETY: the QP is alive and attached to `gid`.
+            let _ = unsafe { ffi::shim_detach_mcast(self.ptr.as_ptr(), gid.0.as_ptr(), lid) };
+        }
+        // SAFETY: every flow on this QP holds an Arc<Qp>, so none is left; the QP is
+        // destroyed once, before its CQs, SRQ and PD (whose Arcs drop after this).
+        let _ = unsafe { ffi::shim_destroy_qp(self.ptr.as_ptr()) };
+    }
+}
+
+/// A queue pair (`struct ibv_qp`).
+#[derive(Clone)]
+pub struct HwQp(pub(crate) Arc<Qp>);
+
+impl fmt::Debug for HwQp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HwQp")
+            .field("qp_num", &self.0.qp_num)
+            .field("qp_type", &self.0.qp_type)
+            .field("cap", &self.0.cap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HwQp {
+    pub(crate) fn create(pd: &HwPd, init: &QpInitAttr<'_, HwCq, HwSrq>) -> Result<Self> {
+        const OP: &str = "ibv_create_qp";
+        let mut attr = ffi::shim_qp_init_attr {
+            send_cq: init.send_cq.0.ptr.as_ptr(),
+            recv_cq: init.recv_cq.0.ptr.as_ptr(),
+            srq: init.srq.map_or(std::ptr::null_mut(), |s| s.0.ptr.as_ptr()),
+            cap: convert::cap_to_shim(&init.cap),
+            qp_type: init.qp_type.as_raw(),
+            sq_sig_all: u32::from(init.sq_sig_all),
+        };
+        let mut ptr = std::ptr::null_mut();
+        let mut qp_num = 0;
+        // SAFETY: the PD, CQs and SRQ are alive; `attr` and the outputs are valid.
+        let ret =
+            unsafe { ffi::shim_create_qp(pd.0.ptr.as_ptr(), &mut attr, &mut ptr, &mut qp_num) };
+        if ret != 0 {
+            if ret == errno::EPERM && init.qp_type == QpType::RawPacket {
+                return Err(diagnose::raw_packet_permission());
+            }
+            return Err(os_error(
+                OP,
+                ret,
+                format!(
+                    "{} QP with {:?} on {}",
+                    init.qp_type,
+                    init.cap,
+                    pd.0.ctx.name()
+                ),
+            ));
+        }
+        let ptr = NonNull::new(ptr).ok_or_else(|| null(OP))?;
+        Ok(HwQp(Arc::new(Qp {
+            ptr,
+            qp_num,
+            qp_type: init.qp_type,
+            cap: convert::cap_from_shim(&attr.cap),
+            last_set: AtomicU32::new(QpState::Reset.as_raw()),
+            mcast: Mutex::new(Vec::new()),
+            srq: init.srq.map(|s| s.0.clone()),
+            _send_cq: init.send_cq.0.clone(),
+            _recv_cq: init.recv_cq.0.clone(),
+            pd: pd.0.clone(),
+        })))
+    }
+
+    pub(crate) fn ctx(&self) -> &Arc<Ctx> {
+        &self.0.pd.ctx
+    }
+
+    /// The queue sizes the device gave the QP (at least what was asked for).
+    pub fn cap(&self) -> QpCap {
+        self.0.cap
+    }
+
+    fn last_set(&self) -> QpState {
+        QpState::from_raw(self.0.last_set.load(Ordering::Acquire)).unwrap_or(QpState::Unknown)
+    }
+
+    fn check_send(&self, i: usize, wr: &SendWr<'_, HwAh>) -> Result<()> {
+        const OP: &str = "ibv_post_send";
+        let q = &self.0;
+        let bad = |msg: String| Err(invalid(OP, msg).with_bad_wr(i));
+        if wr.sg_list.len() > q.cap.max_send_sge as usize {
+            return bad(format!(
+                "{} SGEs, the QP takes at most {}",
+                wr.sg_list.len(),
+                q.cap.max_send_sge
+            ));
+        }
+        if wr.send_flags.contains(SendFlags::INLINE)
+            && wr.total_len() > u64::from(q.cap.max_inline_data)
+        {
+            return bad(format!(
+                "{} bytes of inline data, the QP takes at most {}",
+                wr.total_len(),
+                q.cap.max_inline_data
+            ));
+        }
+        let ok_op = match q.qp_type {
+            QpType::RawPacket => wr.opcode == SendOpcode::Send,
+            QpType::Ud => matches!(wr.opcode, SendOpcode::Send | SendOpcode::SendWithImm),
+            QpType::Uc => !wr.opcode.is_atomic() && wr.opcode != SendOpcode::RdmaRead,
+            QpType::Rc => true,
+        };
+        if !ok_op {
+            return bad(format!("{} QPs do not take {}", q.qp_type, wr.opcode));
+        }
+        let ud = matches!(wr.detail, WrDetail::Ud { .. });
+        if q.qp_type == QpType::Ud && !ud {
+            return bad("a UD send needs an address handle (WrDetail::Ud)".to_string());
+        }
+        if q.qp_type != QpType::Ud && ud {
+            return bad(format!("{} QPs take no address handle", q.qp_type));
+        }
+        if (wr.opcode.is_rdma() && !matches!(wr.detail, WrDetail::Rdma { .. }))
+            || (wr.opcode.is_atomic() && !matches!(wr.detail, WrDetail::Atomic { .. }))
+        {
+            return bad(format!("{} needs its remote address and key", wr.opcode));
+        }
+        Ok(())
+    }
+}
+
+fn send_wr(wr: &SendWr<'_, HwAh>) -> ffi::shim_send_wr {
+    let mut o = ffi::shim_send_wr {
+        wr_id: wr.wr_id,
+        sg_list: wr.sg_list.as_ptr(),
+        num_sge: u32::try_from(wr.sg_list.len()).unwrap_or(u32::MAX),
+        opcode: wr.opcode.as_raw(),
+        send_flags: wr.send_flags.bits(),
+        imm_data: wr.imm_data,
+        ..ffi::shim_send_wr::default()
+    };
+    match wr.detail {
+        WrDetail::None => {}
+        WrDetail::Rdma { remote_addr, rkey } => {
+            o.remote_addr = remote_addr;
+            o.rkey = rkey;
+        }
+        WrDetail::Atomic {
+            remote_addr,
+            compare_add,
+            swap,
+            rkey,
+        } => {
+            o.remote_addr = remote_addr;
+            o.compare_add = compare_add;
+            o.swap = swap;
+            o.rkey = rkey;
+        }
+        WrDetail::Ud {
+            ah,
+            remote_qpn,
+            remote_qkey,
+        } => {
+            o.ah = ah.0.ptr.as_ptr();
+            o.remote_qpn = remote_qpn;
+            o.remote_qkey = remote_qkey;
+        }
+    }
+    o
+}
+
+impl QueuePair for HwQp {
+    type Ah = HwAh;
+
+    fn qp_num(&self) -> u32 {
+        self.0.qp_num
+    }
+
+    fn qp_type(&self) -> QpType {
+        self.0.qp_type
+    }
+
+    fn state(&self) -> Result<QpState> {
+        Ok(self.query(QpAttrMask::STATE)?.0.qp_state)
+    }
+
+    fn apply_modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        const OP: &str = "ibv_modify_qp";
+        let raw = convert::qp_attr_to_shim(attr);
+        let mask_c = c_int::try_from(mask.bits())
+            .map_err(|_| invalid(OP, format!("attribute mask {mask:?} out of range")))?;
+        // SAFETY: the QP is alive; `raw` is valid for the call.
+        let ret = unsafe { ffi::shim_modify_qp(self.0.ptr.as_ptr(), &raw, mask_c) };
+        if ret != 0 {
+            let target = if mask.contains(QpAttrMask::STATE) {
+                attr.qp_state.as_str()
+            } else {
+                "the same state"
+            };
+            return Err(os_error(
+                OP,
+                ret,
+                format!(
+                    "QP {} ({}) to {target} with {mask:?}: the device rejected an attribute \
+                     value (port, GID index, path MTU above the port's, unreachable \
+                     destination...)",
+                    self.0.qp_num, self.0.qp_type
+                ),
+            ));
+        }
+        if mask.contains(QpAttrMask::STATE) {
+            self.0
+                .last_set
+                .store(attr.qp_state.as_raw(), Ordering::Release);
+        }
+        Ok(())
+    }
+
+    fn query(&self, mask: QpAttrMask) -> Result<(QpAttr, QpCap)> {
+        let mut raw = ffi::shim_qp_attr::default();
+        let mut cap = ffi::shim_qp_cap::default();
+        let mask_c = c_int::try_from(mask.bits()).unwrap_or(0);
+        // SAFETY: the QP is alive; outputs are valid.
+        let ret = unsafe { ffi::shim_query_qp(self.0.ptr.as_ptr(), mask_c, &mut raw, &mut cap) };
+        if ret != 0 {
+            return Err(os_error(
+                "ibv_query_qp",
+                ret,
+                format!("QP {}", self.0.qp_num),
+            ));
+        }
+        Ok((
+            convert::qp_attr_from_shim(&raw),
+            convert::cap_from_shim(&cap),
+        ))
+    }
+
+    unsafe fn post_send(&self, wrs: &[SendWr<'_, HwAh>]) -> Result<()> {
+        const OP: &str = "ibv_post_send";
+        let state = self.last_set();
+        if matches!(state, QpState::Reset | QpState::Init | QpState::Rtr) && !wrs.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                OP,
+                format!("QP {} is in {state}: sends need RTS", self.0.qp_num),
+            )
+            .with_bad_wr(0));
+        }
+        let mut buf = [ffi::shim_send_wr::default(); CHUNK];
+        for (c, chunk) in wrs.chunks(CHUNK).enumerate() {
+            for (i, (dst, wr)) in buf.iter_mut().zip(chunk).enumerate() {
+                self.check_send(c * CHUNK + i, wr)?;
+                *dst = send_wr(wr);
+            }
+            let mut bad = 0usize;
+            // SAFETY: the QP is alive; `buf[..len]` is valid; the SGE lists and AHs it
+            // points to live in `wrs` for this call, and the caller vouches for the memory
+            // they name and for the AHs outliving the sends (the trait's contract).
+            let ret = unsafe {
+                ffi::shim_post_send(self.0.ptr.as_ptr(), buf.as_ptr(), chunk.len(), &mut bad)
+            };
+            if ret != 0 {
+                return Err(post_error(OP, ret).with_bad_wr(c * CHUNK + bad.min(chunk.len())));
+            }
+        }
+        Ok(())
+    }
+
+    unsafe fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
+        const OP: &str = "ibv_post_recv";
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        if self.0.srq.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                OP,
+                format!("QP {} takes its receives from an SRQ", self.0.qp_num),
+            )
+            .with_bad_wr(0));
+        }
+        if self.last_set() == QpState::Reset {
+            return Err(Error::new(
+                ErrorKind::InvalidState,
+                OP,
+                format!(
+                    "QP {} is in RESET: receives need INIT or later",
+                    self.0.qp_num
+                ),
+            )
+            .with_bad_wr(0));
+        }
+        let qp = self.0.ptr.as_ptr();
+        post_recv_chunks(
+            OP,
+            wrs,
+            self.0.cap.max_recv_sge,
+            |chunk, bad| {
+                // SAFETY: the QP is alive; `chunk` is valid for its length; the SGE lists it
+                // points to live in `wrs` for this call, and the caller vouches for the
+                // memory they name (the trait's contract).
+                unsafe { ffi::shim_post_recv(qp, chunk.as_ptr(), chunk.len(), bad) }
+            },
+            |_| None,
+        )
+    }
+
+    fn attach_mcast(&self, gid: &Gid, lid: u16) -> Result<()> {
+        const OP: &str = "ibv_attach_mcast";
+        if !gid.is_multicast() {
+            return Err(invalid(OP, format!("{gid} is not a multicast GID")));
+        }
+        if self.0.qp_type != QpType::Ud {
+            return Err(invalid(
+                OP,
+                format!("only UD QPs join multicast groups, not {}", self.0.qp_type),
+            ));
+        }
+        let mut groups = self.0.mcast.lock().unwrap_or_else(|p| p.into_inner());
+        if groups.iter().any(|(g, _)| g == gid) {
+            return Ok(());
+        }
+        // SAFETY: the QP is alive; `gid` has 16 bytes.
+        let ret = unsafe { ffi::shim_attach_mcast(self.0.ptr.as_ptr(), gid.0.as_ptr(), lid) };
+        if ret != 0 {
+            return Err(os_error(OP, ret, format!("QP {} to {gid}", self.0.qp_num)));
+        }
+        groups.push((*gid, lid));
+        Ok(())
+    }
+
+    fn detach_mcast(&self, gid: &Gid, lid: u16) -> Result<()> {
+        const OP: &str = "ibv_detach_mcast";
+        let mut groups = self.0.mcast.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(pos) = groups.iter().position(|(g, _)| g == gid) else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                OP,
+                format!("QP {} is not attached to {gid}", self.0.qp_num),
+            ));
+        };
+        // SAFETY: the QP is alive and attached to `gid`.
+        let ret = unsafe { ffi::shim_detach_mcast(self.0.ptr.as_ptr(), gid.0.as_ptr(), lid) };
+        if ret != 0 {
+            return Err(os_error(
+                OP,
+                ret,
+                format!("QP {} from {gid}", self.0.qp_num),
+            ));
+        }
+        groups.remove(pos);
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------- flow
+
+/// The most specs one rule may have (the shim's buffer).
+const MAX_FLOW_SPECS: usize = 8;
+
+/// A flow steering rule (`struct ibv_flow`); dropping it removes the rule.
+pub struct HwFlow {
+    ptr: NonNull<ffi::ibv_flow>,
+    attr: FlowAttr,
+    qp: Arc<Qp>,
+}
+
+// SAFETY: a flow is only destroyed (in Drop), which libibverbs allows from any thread.
+unsafe impl Send for HwFlow {}
+// SAFETY: as for Send; HwFlow has no interior mutability.
+unsafe impl Sync for HwFlow {}
+
+impl fmt::Debug for HwFlow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HwFlow")
+            .field("qp_num", &self.qp.qp_num)
+            .field("attr", &self.attr)
+            .finish()
+    }
+}
+
+impl HwFlow {
+    pub(crate) fn create(qp: &HwQp, attr: &FlowAttr) -> Result<Self> {
+        const OP: &str = "ibv_create_flow";
+        if attr.specs.len() > MAX_FLOW_SPECS {
+            return Err(invalid(
+                OP,
+                format!(
+                    "{} specs; a rule takes at most {MAX_FLOW_SPECS}",
+                    attr.specs.len()
+                ),
+            ));
+        }
+        let specs: Vec<ffi::shim_flow_spec> = attr.specs.iter().map(convert::flow_spec).collect();
+        let raw = ffi::shim_flow_attr {
+            type_: attr.rule_type.as_raw(),
+            flags: attr.flags.bits(),
+            priority: attr.priority,
+            port: attr.port,
+            pad: 0,
+        };
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: the QP is alive; `raw` and `specs` are valid for the call.
+        let ret = unsafe {
+            ffi::shim_create_flow(
+                qp.0.ptr.as_ptr(),
+                &raw,
+                specs.as_ptr(),
+                specs.len(),
+                &mut ptr,
+            )
+        };
+        if ret != 0 {
+            if ret == errno::EPERM {
+                return Err(Error::new(
+                    ErrorKind::PermissionDenied,
+                    OP,
+                    "flow steering rules need CAP_NET_RAW: run as root or \
+                     `setcap cap_net_raw+ep` on the binary",
+                )
+                .with_errno(ret));
+            }
+            return Err(os_error(
+                OP,
+                ret,
+                format!("{} rule on QP {}", attr.rule_type, qp.0.qp_num),
+            ));
+        }
+        let ptr = NonNull::new(ptr).ok_or_else(|| null(OP))?;
+        Ok(HwFlow {
+            ptr,
+            attr: attr.clone(),
+            qp: qp.0.clone(),
+        })
+    }
+}
+
+impl Drop for HwFlow {
+    fn drop(&mut self) {
+        // SAFETY: the flow exists and is destroyed once, before its QP (we hold an Arc).
+        let _ = unsafe { ffi::shim_destroy_flow(self.ptr.as_ptr()) };
+    }
+}
+
+impl Flow for HwFlow {
+    fn attr(&self) -> FlowAttr {
+        self.attr.clone()
+    }
+}
+
+// ---------------------------------------------------------------- max inline probe
+
+/// libibverbs does not report the largest inline send; find it by creating small RC QPs
+/// asking for more and more (providers refuse sizes above their limit). 0 when even the
+/// probe's resources cannot be made.
+pub(crate) fn probe_max_inline(ctx: &Ctx, dev: &DeviceAttr) -> u32 {
+    let ctx_ptr = ctx.ptr.as_ptr();
+    let mut pd = std::ptr::null_mut();
+    let mut handle = 0;
+    // SAFETY: the context is open; the outputs are valid.
+    if unsafe { ffi::shim_alloc_pd(ctx_ptr, &mut pd, &mut handle) } != 0 || pd.is_null() {
+        return 0;
+    }
+    let mut cq = std::ptr::null_mut();
+    let (mut h, mut n) = (0, 0);
+    // SAFETY: as above; no channel, no context pointer.
+    let ok = unsafe {
+        ffi::shim_create_cq(
+            ctx_ptr,
+            2,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+            &mut cq,
+            &mut h,
+            &mut n,
+        )
+    } == 0
+        && !cq.is_null();
+    let mut best = 0u32;
+    if ok {
+        let fits = |inline: u32| -> bool {
+            let mut attr = ffi::shim_qp_init_attr {
+                send_cq: cq,
+                recv_cq: cq,
+                srq: std::ptr::null_mut(),
+                cap: ffi::shim_qp_cap {
+                    max_send_wr: 1,
+                    max_recv_wr: 1,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: inline,
+                },
+                qp_type: QpType::Rc.as_raw(),
+                sq_sig_all: 0,
+            };
+            let mut qp = std::ptr::null_mut();
+            let mut num = 0;
+            // SAFETY: the PD and CQ are alive; the outputs are valid.
+            let ret = unsafe { ffi::shim_create_qp(pd, &mut attr, &mut qp, &mut num) };
+            if ret != 0 || qp.is_null() {
+                return false;
+            }
+            // SAFETY: the probe QP was just created and is used by nothing else.
+            unsafe { ffi::shim_destroy_qp(qp) };
+            true
+        };
+        let (mut lo, mut hi) = (
+            0u32,
+            4096u32.min(dev.max_mr_size.try_into().unwrap_or(4096)),
+        );
+        if fits(hi) {
+            best = hi;
+        } else {
+            // Invariant: fits(lo) (0 always does), !fits(hi).
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                if fits(mid) {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            best = lo;
+        }
+        // SAFETY: the probe CQ has no QP left.
+        unsafe { ffi::shim_destroy_cq(cq) };
+    }
+    // SAFETY: the probe PD has no resource left.
+    unsafe { ffi::shim_dealloc_pd(pd) };
+    best
+}
