@@ -10,9 +10,8 @@ use backend_sim::{Personality, Sim};
 use std::net::Ipv4Addr;
 use std::time::Instant;
 use verbs_api::{
-    AccessFlags, Completion, CompletionQueue, Context, FlowAttr, FlowSpec, MemoryRegion, QpCap,
-    QpInitAttr, QpModify, QpState, QpType, QueuePair, QueuePairExt, RecvWr, SendFlags, SendWr, Sge,
-    Verbs,
+    AccessFlags, Completion, CompletionQueue, Context, FlowAttr, MemoryRegion, QpCap, QpInitAttr,
+    QpModify, QpState, QpType, QueuePair, QueuePairExt, RecvWr, SendFlags, SendWr, Sge, Verbs,
 };
 
 const BATCH: usize = 64;

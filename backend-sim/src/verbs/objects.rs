@@ -131,7 +131,6 @@ impl Verbs for SimVerbs {
         w.ctxs.insert(
             id,
             Ctx {
-                device: dev,
                 events: VecDeque::new(),
             },
         );
@@ -879,12 +878,7 @@ impl Context for SimContext {
         })
     }
 
-    fn create_cq(
-        &self,
-        cqe: u32,
-        channel: Option<&SimChannel>,
-        comp_vector: u32,
-    ) -> Result<SimCq> {
+    fn create_cq(&self, cqe: u32, channel: Option<&SimChannel>, comp_vector: u32) -> Result<SimCq> {
         const OP: &str = "ibv_create_cq";
         let mut w = self.world();
         let d = &w.devices[self.dev];
@@ -1002,7 +996,6 @@ impl Context for SimContext {
         let rc =
             matches!(init.qp_type, QpType::Rc | QpType::Uc).then(|| Box::new(RcState::default()));
         let qp = Qp {
-            qpn,
             ctx,
             dev: self.dev,
             qp_type: init.qp_type,

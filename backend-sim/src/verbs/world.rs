@@ -67,7 +67,6 @@ pub(crate) struct Device {
 
 #[derive(Debug)]
 pub(crate) struct Ctx {
-    pub device: usize,
     pub events: VecDeque<AsyncEvent>,
 }
 
@@ -136,7 +135,6 @@ pub(crate) struct Srq {
 
 #[derive(Debug)]
 pub(crate) struct Qp {
-    pub qpn: u32,
     pub ctx: u32,
     pub dev: usize,
     pub qp_type: QpType,
@@ -380,6 +378,13 @@ impl World {
             return;
         }
         qp.state = QpState::Err;
+        if qp.srq.is_some() {
+            let ctx = qp.ctx;
+            self.async_event(ctx, EventType::QpLastWqeReached, EventElement::Qp(qpn));
+        }
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
         let rq: Vec<RecvWqe> = qp.rq.drain(..).collect();
         let recv_cq = qp.recv_cq;
         let send_cq = qp.send_cq;
@@ -487,9 +492,11 @@ impl World {
             }
             QpState::Rts if old == QpState::Rtr => {
                 let sq_psn = qp.attr.sq_psn;
+                let (retry, rnr) = (qp.attr.retry_cnt, qp.attr.rnr_retry);
                 qp.ud_psn = sq_psn;
                 if let Some(rc) = qp.rc.as_mut() {
                     rc.set_sq_psn(sq_psn);
+                    rc.set_retries(retry, rnr);
                 }
             }
             _ => {}
