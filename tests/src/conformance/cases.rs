@@ -805,4 +805,66 @@ pub fn cq_overrun_raises_async_event<V: Verbs>(env: &Env<V>) {
         e.event_type == EventType::CqErr
     });
     assert_eq!(ev.element, EventElement::Cq(small.handle()));
+    // rxe keeps an overrun CQ usable: what it holds can still be polled.
+    let mut buf = [Completion::default(); 64];
+    let got = small.poll(&mut buf).expect("poll after overrun");
+    assert!(
+        got >= 1 && got <= cap,
+        "{got} completions after overrun, capacity {cap}"
+    );
+    assert!(buf[..got]
+        .iter()
+        .all(|w| w.status == WcStatus::Success && w.opcode == WcOpcode::Recv));
+}
+
+/// rxe: a UD send larger than the path MTU completes successfully and sends nothing.
+pub fn ud_send_above_mtu_completes_and_sends_nothing<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let c = rig.cq(16);
+    let a = rig.ud_qp(&c.cq, QKEY);
+    let b = rig.ud_qp(&c.cq, QKEY);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).unwrap();
+    let mtu = rig.ctx.query_port(rig.port).unwrap().active_mtu.bytes() as usize;
+    let mr = rig.mr(3 * mtu + 4096, AccessFlags::empty());
+    post_recv(&b, 1, &[sge(&mr, 2 * mtu, (GRH_LEN + mtu + 512) as u32)]);
+    post_send(
+        &a,
+        SendWr::ud_send(2, &[sge(&mr, 0, (mtu + 100) as u32)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    let wcs = poll_n(&c.cq, 1);
+    expect_wc(&wcs[0], 2, WcStatus::Success, Some(WcOpcode::Send));
+    assert!(poll_quiet(&c.cq).is_empty(), "nothing is delivered");
+}
+
+/// rxe: a UD message larger than the posted receive buffer is dropped silently; the
+/// receive stays posted for the next message.
+pub fn ud_message_above_receive_buffer_is_dropped<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let c = rig.cq(16);
+    let a = rig.ud_qp(&c.cq, QKEY);
+    let b = rig.ud_qp(&c.cq, QKEY);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).unwrap();
+    let mr = rig.mr(4096, AccessFlags::empty());
+    post_recv(&b, 1, &[sge(&mr, 1024, (GRH_LEN + 50) as u32)]);
+    post_send(
+        &a,
+        SendWr::ud_send(2, &[sge(&mr, 0, 100)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    let wcs = poll_n(&c.cq, 1);
+    expect_wc(&wcs[0], 2, WcStatus::Success, Some(WcOpcode::Send));
+    assert!(
+        poll_quiet(&c.cq).is_empty(),
+        "an oversized UD message is not delivered"
+    );
+    post_send(
+        &a,
+        SendWr::ud_send(3, &[sge(&mr, 0, 50)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    let wcs = poll_n(&c.cq, 2);
+    let recv = wcs
+        .iter()
+        .find(|w| w.is_recv())
+        .expect("the receive is still posted");
+    expect_wc(recv, 1, WcStatus::Success, Some(WcOpcode::Recv));
+    assert_eq!(recv.byte_len as usize, GRH_LEN + 50);
 }

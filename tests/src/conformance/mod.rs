@@ -37,6 +37,8 @@ macro_rules! conformance_tests {
             ud_multicast_fan_out_and_detach,
             srq_shared_with_limit_event,
             cq_overrun_raises_async_event,
+            ud_send_above_mtu_completes_and_sends_nothing,
+            ud_message_above_receive_buffer_is_dropped,
         );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {
