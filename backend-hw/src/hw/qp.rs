@@ -1,18 +1,20 @@
 //! Queue pairs and flow steering rules.
 
 use std::fmt;
+use std::net::{Ipv4Addr, UdpSocket};
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use verbs_api::{
-    DeviceAttr, Error, ErrorKind, Flow, FlowAttr, Gid, QpAttr, QpAttrMask, QpCap, QpInitAttr,
-    QpState, QpType, QueuePair, RecvWr, Result, SendFlags, SendOpcode, SendWr, WrDetail,
+    Context, DeviceAttr, Error, ErrorKind, Flow, FlowAttr, Gid, LinkLayer, QpAttr, QpAttrMask,
+    QpCap, QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendFlags, SendOpcode, SendWr,
+    WrDetail,
 };
 
 use super::resources::{null, post_error, post_recv_chunks, Cq, Pd, Srq, CHUNK};
-use super::{convert, invalid, os_error, Ctx, HwAh, HwCq, HwPd, HwSrq};
+use super::{convert, invalid, os_error, Ctx, HwAh, HwContext, HwCq, HwPd, HwSrq};
 use crate::diagnose::{self, errno};
 use crate::ffi;
 
@@ -24,8 +26,9 @@ pub(crate) struct Qp {
     /// The state of our last successful modify (the device may since have moved the QP to
     /// ERR or SQE by itself, never back to RESET, INIT or RTR).
     last_set: AtomicU32,
-    /// Multicast groups attached, detached before the QP is destroyed.
-    mcast: Mutex<Vec<(Gid, u16)>>,
+    /// Multicast groups attached, detached before the QP is destroyed, each with the
+    /// socket that holds the host's IPv4 membership of the group (RoCEv2), if any.
+    mcast: Mutex<Vec<(Gid, u16, Option<UdpSocket>)>>,
     srq: Option<Arc<Srq>>,
     _send_cq: Arc<Cq>,
     _recv_cq: Arc<Cq>,
@@ -41,7 +44,7 @@ unsafe impl Sync for Qp {}
 impl Drop for Qp {
     fn drop(&mut self) {
         let groups = std::mem::take(self.mcast.get_mut().unwrap_or_else(|p| p.into_inner()));
-        for (gid, lid) in groups {
+        for (gid, lid, _membership) in groups {
             // SAFETY: the QP is alive and attached to `gid`.
             let _ = unsafe { ffi::shim_detach_mcast(self.ptr.as_ptr(), gid.0.as_ptr(), lid) };
         }
@@ -118,6 +121,53 @@ impl HwQp {
     /// The queue sizes the device gave the QP (at least what was asked for).
     pub fn cap(&self) -> QpCap {
         self.0.cap
+    }
+
+    /// For an IPv4-mapped group GID on an Ethernet (RoCEv2) port, joins the IPv4 group on
+    /// the port's interface with a UDP socket, as librdmacm's `rdma_join_multicast` does:
+    /// without the host's membership the kernel neither loops the group's packets back to
+    /// local QPs nor asks switches (IGMP) for them. `None` for other GIDs and ports.
+    fn join_ipv4_group(&self, gid: &Gid) -> Result<Option<UdpSocket>> {
+        const OP: &str = "ibv_attach_mcast";
+        let Some(group) = gid.to_ipv4() else {
+            return Ok(None);
+        };
+        let ctx = HwContext {
+            inner: self.0.pd.ctx.clone(),
+        };
+        let port = match self.query(QpAttrMask::PORT) {
+            Ok((a, _)) if a.port_num != 0 => a.port_num,
+            _ => 1,
+        };
+        let pa = ctx.query_port(port)?;
+        if pa.link_layer != LinkLayer::Ethernet {
+            return Ok(None);
+        }
+        let Some(iface) = (0..pa.gid_tbl_len).find_map(|i| {
+            let g = ctx.query_gid(port, i).ok()?;
+            g.to_ipv4()
+                .filter(|a| !a.is_unspecified() && !a.is_multicast())
+        }) else {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!(
+                    "port {port} of {} has no IPv4 address (no IPv4-mapped GID) to join {group} \
+                     on: give its network interface an IPv4 address",
+                    ctx.inner.name()
+                ),
+            ));
+        };
+        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+            .and_then(|s| s.join_multicast_v4(&group, &iface).map(|()| s))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::from_errno(e.raw_os_error().unwrap_or(errno::EIO)),
+                    OP,
+                    format!("joining IPv4 group {group} on the interface of {iface}: {e}"),
+                )
+            })?;
+        Ok(Some(sock))
     }
 
     fn last_set(&self) -> QpState {
@@ -357,22 +407,23 @@ impl QueuePair for HwQp {
             ));
         }
         let mut groups = self.0.mcast.lock().unwrap_or_else(|p| p.into_inner());
-        if groups.iter().any(|(g, _)| g == gid) {
+        if groups.iter().any(|(g, _, _)| g == gid) {
             return Ok(());
         }
+        let membership = self.join_ipv4_group(gid)?;
         // SAFETY: the QP is alive; `gid` has 16 bytes.
         let ret = unsafe { ffi::shim_attach_mcast(self.0.ptr.as_ptr(), gid.0.as_ptr(), lid) };
         if ret != 0 {
             return Err(os_error(OP, ret, format!("QP {} to {gid}", self.0.qp_num)));
         }
-        groups.push((*gid, lid));
+        groups.push((*gid, lid, membership));
         Ok(())
     }
 
     fn detach_mcast(&self, gid: &Gid, lid: u16) -> Result<()> {
         const OP: &str = "ibv_detach_mcast";
         let mut groups = self.0.mcast.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(pos) = groups.iter().position(|(g, _)| g == gid) else {
+        let Some(pos) = groups.iter().position(|(g, _, _)| g == gid) else {
             return Err(Error::new(
                 ErrorKind::NotFound,
                 OP,
