@@ -67,7 +67,10 @@ fn heap_strategy() -> impl Strategy<Value = (Heap, u64, usize, bool)> {
 /// What a receiver should report for a heap: (id, bytes) of its non-descriptor items,
 /// and its descriptors. Only valid when spead2's padding never shares a packet with
 /// item bytes (few items per packet); see the packetizer.
-fn expected(heap: &Heap) -> (Vec<(u64, Vec<u8>)>, Vec<Vec<u8>>) {
+/// (id, bytes) of items, and raw descriptor bytes.
+type Expected = (Vec<(u64, Vec<u8>)>, Vec<Vec<u8>>);
+
+fn expected(heap: &Heap) -> Expected {
     let f = heap.flavour;
     let mut items = Vec::new();
     let mut descriptors = Vec::new();

@@ -91,6 +91,7 @@ def heap_json(heap):
 
 
 def print_stats(stream):
+    stream.stop()  # merges the last batch's counters
     st = stream.stats
     keys = ["heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets",
             "batches", "max_batch", "single_packet_heaps", "search_dist", "worker_blocked"]
@@ -164,6 +165,7 @@ def bench_mem(data, repeats, max_heaps, pool):
         for heap in stream:
             heaps += 1
         elapsed = time.perf_counter() - start
+        stream.stop()  # merges the last batch's counters
         packets = stream.stats.packets
         if best is None or elapsed < best[0]:
             best = (elapsed, heaps, packets)
@@ -203,6 +205,7 @@ def bench_udp_recv(max_heaps):
         if isinstance(heap, spead2.recv.Heap):
             heaps += 1
     elapsed = (end - start) if start is not None else float("nan")
+    stream.stop()
     st = stream.stats
     print(json.dumps({"seconds": elapsed, "heaps": heaps, "packets": st.packets}), flush=True)
 

@@ -314,35 +314,40 @@ impl Stream {
             self.stats.single_packet_heaps += 1;
             self.evict_next(s);
             let mut heap = self.new_live(p);
-            self.add_payload_unchecked(&mut heap, p);
-            self.add_pointers(&mut heap, p);
-            self.after_add(s, None, heap, p.stop);
+            Self::add_payload_unchecked(&self.config, &mut heap, p);
+            Self::add_pointers(&self.config, &mut self.stats, &mut heap, p);
+            self.after_add(s, None, heap);
             return Ok(());
         }
         self.stats.search_dist += 1;
-        let n = self.config.max_heaps;
         let sub = &self.subs[s];
-        let mut found = None;
-        for i in 0..n {
-            let idx = (sub.head + n - i) % n;
-            if sub.slots[idx].as_ref().is_some_and(|h| h.cnt == p.heap_cnt) {
-                found = Some(idx);
-                break;
-            }
-        }
+        let matches = |slot: &Option<LiveHeap>| slot.as_ref().is_some_and(|h| h.cnt == p.heap_cnt);
+        let found = if matches(&sub.slots[sub.head]) {
+            Some(sub.head)
+        } else {
+            sub.slots.iter().position(matches)
+        };
         match found {
             Some(idx) => {
-                let mut heap = match self.subs[s].slots[idx].take() {
-                    Some(h) => h,
-                    None => return Ok(()),
+                // Work on the heap in place: the common path moves nothing.
+                let Self {
+                    subs,
+                    config,
+                    stats,
+                    ..
+                } = self;
+                let Some(heap) = subs[s].slots[idx].as_mut() else {
+                    return Ok(());
                 };
-                let r = self.add_to_existing(&mut heap, p);
-                if let Err(e) = r {
-                    self.subs[s].slots[idx] = Some(heap);
-                    return Err(e);
+                Self::add_to_existing(config, stats, heap, p)?;
+                Self::add_pointers(config, stats, heap, p);
+                let done = heap.heap_length == Some(heap.received)
+                    || (heap.end_of_stream && config.stop_on_stop_item);
+                if done {
+                    if let Some(heap) = subs[s].slots[idx].take() {
+                        self.after_add(s, Some(idx), heap);
+                    }
                 }
-                self.add_pointers(&mut heap, p);
-                self.after_add(s, Some(idx), heap, p.stop);
                 Ok(())
             }
             None => {
@@ -352,9 +357,9 @@ impl Stream {
                 }
                 let idx = self.evict_next(s);
                 let mut heap = self.new_live(p);
-                self.add_payload_unchecked(&mut heap, p);
-                self.add_pointers(&mut heap, p);
-                self.after_add(s, Some(idx), heap, p.stop);
+                Self::add_payload_unchecked(&self.config, &mut heap, p);
+                Self::add_pointers(&self.config, &mut self.stats, &mut heap, p);
+                self.after_add(s, Some(idx), heap);
                 Ok(())
             }
         }
@@ -395,47 +400,52 @@ impl Stream {
     }
 
     /// Checks and adds a packet to a heap that already exists.
-    fn add_to_existing(&mut self, h: &mut LiveHeap, p: &Packet<'_>) -> Result<(), Reject> {
+    fn add_to_existing(
+        config: &StreamConfig,
+        stats: &mut Stats,
+        h: &mut LiveHeap,
+        p: &Packet<'_>,
+    ) -> Result<(), Reject> {
         if p.flavour != h.flavour {
-            self.stats.packets_inconsistent += 1;
+            stats.packets_inconsistent += 1;
             return Err(Reject::FlavourMismatch);
         }
         let start = p.payload_offset;
         let end = start + p.payload.len() as u64;
         match (h.heap_length, p.heap_length) {
             (Some(a), Some(b)) if a != b => {
-                self.stats.packets_inconsistent += 1;
+                stats.packets_inconsistent += 1;
                 return Err(Reject::HeapLengthMismatch);
             }
             (None, Some(b)) => {
                 let seen = h.ranges.last().map_or(h.received, |r| r.1.max(h.received));
                 if b < seen {
-                    self.stats.packets_inconsistent += 1;
+                    stats.packets_inconsistent += 1;
                     return Err(Reject::HeapLengthMismatch);
                 }
             }
             _ => {}
         }
         if h.heap_length.or(p.heap_length).is_some_and(|hl| end > hl) {
-            self.stats.packets_inconsistent += 1;
+            stats.packets_inconsistent += 1;
             return Err(Reject::HeapLengthMismatch);
         }
-        if self.config.allow_out_of_order {
+        if config.allow_out_of_order {
             let pos = h.ranges.partition_point(|r| r.0 < start);
             let overlaps_prev = pos > 0 && h.ranges[pos - 1].1 > start;
             let overlaps_next = pos < h.ranges.len() && h.ranges[pos].0 < end;
             if start < end && (overlaps_prev || overlaps_next) {
-                self.stats.packets_duplicate += 1;
+                stats.packets_duplicate += 1;
                 return Err(Reject::Duplicate);
             }
             let merge_prev = pos > 0 && h.ranges[pos - 1].1 == start;
             let merge_next = pos < h.ranges.len() && h.ranges[pos].0 == end;
-            if !merge_prev && !merge_next && h.ranges.len() >= self.config.max_ranges_per_heap {
-                self.stats.packets_duplicate += 1;
+            if !merge_prev && !merge_next && h.ranges.len() >= config.max_ranges_per_heap {
+                stats.packets_duplicate += 1;
                 return Err(Reject::TooFragmented);
             }
         } else if start != h.received {
-            self.stats.packets_dropped_in_order += 1;
+            stats.packets_dropped_in_order += 1;
             return Err(Reject::OutOfOrder);
         }
         if h.heap_length.is_none() {
@@ -443,12 +453,12 @@ impl Stream {
                 h.heap_length = Some(b);
             }
         }
-        self.add_payload_unchecked(h, p);
+        Self::add_payload_unchecked(config, h, p);
         Ok(())
     }
 
     /// Copies the payload in and records its range (checks already done).
-    fn add_payload_unchecked(&mut self, h: &mut LiveHeap, p: &Packet<'_>) {
+    fn add_payload_unchecked(config: &StreamConfig, h: &mut LiveHeap, p: &Packet<'_>) {
         let start = p.payload_offset;
         let len = p.payload.len();
         let end = start + len as u64;
@@ -456,13 +466,13 @@ impl Stream {
         if need > h.payload.len() {
             let grown = (h.payload.len() * 2)
                 .max(need)
-                .min(self.config.max_heap_size as usize)
+                .min(config.max_heap_size as usize)
                 .max(need);
             h.payload.grow(grown);
         }
         h.payload.as_mut_slice()[start as usize..end as usize].copy_from_slice(p.payload);
         h.received += len as u64;
-        if self.config.allow_out_of_order && len > 0 {
+        if config.allow_out_of_order && len > 0 {
             let pos = h.ranges.partition_point(|r| r.0 < start);
             let merge_prev = pos > 0 && h.ranges[pos - 1].1 == start;
             let merge_next = pos < h.ranges.len() && h.ranges[pos].0 == end;
@@ -478,7 +488,7 @@ impl Stream {
         }
     }
 
-    fn add_pointers(&mut self, h: &mut LiveHeap, p: &Packet<'_>) {
+    fn add_pointers(config: &StreamConfig, stats: &mut Stats, h: &mut LiveHeap, p: &Packet<'_>) {
         let hab = p.flavour.heap_address_bits();
         let max_id = p.flavour.max_id();
         for raw in p.raw_pointers() {
@@ -489,8 +499,8 @@ impl Stream {
             if h.pointers.contains(&raw) {
                 continue;
             }
-            if h.pointers.len() >= self.config.max_pointers_per_heap {
-                self.stats.pointers_dropped += 1;
+            if h.pointers.len() >= config.max_pointers_per_heap {
+                stats.pointers_dropped += 1;
                 continue;
             }
             h.pointers.push(raw);
@@ -500,7 +510,7 @@ impl Stream {
 
     /// After a packet was added: deliver the heap if complete, handle stop, or put it
     /// back in its slot.
-    fn after_add(&mut self, s: usize, slot: Option<usize>, heap: LiveHeap, stop: bool) {
+    fn after_add(&mut self, s: usize, slot: Option<usize>, heap: LiveHeap) {
         let complete = heap.heap_length == Some(heap.received);
         let stopping = heap.end_of_stream && self.config.stop_on_stop_item;
         if stopping {
@@ -517,7 +527,6 @@ impl Stream {
             self.stop();
             return;
         }
-        let _ = stop;
         if complete {
             self.finish(heap, Exit::Complete);
         } else if let Some(idx) = slot {
