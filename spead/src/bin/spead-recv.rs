@@ -118,6 +118,7 @@ fn run_source(ep: Endpoint, args: &Args, shared: &Mutex<Shared>) -> io::Result<(
             cfg.max_packet_size = args.packet;
             cfg.interface = args.bind;
             let mut rx = UdpReceiver::bind(&cfg)?;
+            eprintln!("spead-recv: listening on udp:{}", rx.local_addr()?);
             while !lock(shared).done() {
                 let n = rx.recv_batch()?;
                 let mut g = lock(shared);
@@ -135,6 +136,7 @@ fn run_source(ep: Endpoint, args: &Args, shared: &Mutex<Shared>) -> io::Result<(
         }
         Endpoint::Tcp(addr) => {
             let listener = TcpListener::bind(addr)?;
+            eprintln!("spead-recv: listening on tcp:{}", listener.local_addr()?);
             let (conn, _) = listener.accept()?;
             let mut reader = ByteStreamReader::new(conn, args.packet);
             while !reader.is_done() && !lock(shared).done() {
