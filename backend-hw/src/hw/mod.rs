@@ -494,37 +494,39 @@ impl Context for HwContext {
     }
 
     fn poll_async_event(&self) -> Result<Option<AsyncEvent>> {
-        let mut ev = ffi::shim_async_event::default();
-        let mut got: c_int = 0;
-        // SAFETY: the context is open; `ev` and `got` are valid outputs. The shim acks the
-        // event before returning, so no libibverbs object is referenced afterwards.
-        let ret = unsafe { ffi::shim_get_async_event(self.inner.ptr.as_ptr(), &mut ev, &mut got) };
-        if ret != 0 {
-            return Err(os_error(
-                "ibv_get_async_event",
-                ret,
-                format!("{} async event", self.inner.name()),
-            ));
+        loop {
+            let mut ev = ffi::shim_async_event::default();
+            let mut got: c_int = 0;
+            // SAFETY: the context is open; `ev` and `got` are valid outputs. The shim acks
+            // the event before returning, so no libibverbs object is referenced afterwards.
+            let ret =
+                unsafe { ffi::shim_get_async_event(self.inner.ptr.as_ptr(), &mut ev, &mut got) };
+            if ret != 0 {
+                return Err(os_error(
+                    "ibv_get_async_event",
+                    ret,
+                    format!("{} async event", self.inner.name()),
+                ));
+            }
+            if got == 0 {
+                return Ok(None);
+            }
+            // An event type newer than verbs-api knows is skipped (it has no name to give).
+            let Some(event_type) = EventType::from_raw(ev.event_type) else {
+                continue;
+            };
+            let element = match ev.element_kind {
+                ffi::ELEMENT_CQ => EventElement::Cq(ev.element),
+                ffi::ELEMENT_QP => EventElement::Qp(ev.element),
+                ffi::ELEMENT_SRQ => EventElement::Srq(ev.element),
+                ffi::ELEMENT_PORT => EventElement::Port(u8::try_from(ev.element).unwrap_or(0)),
+                _ => EventElement::Device,
+            };
+            return Ok(Some(AsyncEvent {
+                event_type,
+                element,
+            }));
         }
-        if got == 0 {
-            return Ok(None);
-        }
-        let Some(event_type) = EventType::from_raw(ev.event_type) else {
-            // An event type newer than verbs-api knows: report it as a device event would
-            // be a lie, so skip it.
-            return Ok(None);
-        };
-        let element = match ev.element_kind {
-            ffi::ELEMENT_CQ => EventElement::Cq(ev.element),
-            ffi::ELEMENT_QP => EventElement::Qp(ev.element),
-            ffi::ELEMENT_SRQ => EventElement::Srq(ev.element),
-            ffi::ELEMENT_PORT => EventElement::Port(u8::try_from(ev.element).unwrap_or(0)),
-            _ => EventElement::Device,
-        };
-        Ok(Some(AsyncEvent {
-            event_type,
-            element,
-        }))
     }
 }
 
@@ -579,4 +581,47 @@ fn check_cap(cap: &QpCap, dev: &DeviceAttr, name: &str, srq: bool) -> Result<()>
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// On a machine without RDMA (ours: the kernel has none), listing and opening fail
+    /// with NoDevice and a message that names the cause and the fix; on a machine with a
+    /// device, listing works and an unknown name lists the real ones.
+    #[test]
+    fn no_device_errors_name_cause_and_fix() {
+        let verbs = HwVerbs::new();
+        match verbs.devices() {
+            Ok(list) => {
+                assert!(!list.is_empty());
+                let e = verbs.open("no_such_device_9").unwrap_err();
+                assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
+                assert!(e.message().contains(&list[0].name), "{e}");
+            }
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::NoDevice, "{e}");
+                let m = e.message();
+                assert!(
+                    m.contains("(ENOSYS)")
+                        || m.contains("apt-get install ibverbs-providers")
+                        || m.contains("rdma link add rxe0"),
+                    "{e}"
+                );
+                assert!(m.contains("--vm") || m.contains("ibverbs-providers"), "{e}");
+                let o = verbs.open("rxe0").unwrap_err();
+                assert_eq!(o.kind(), ErrorKind::NoDevice, "{o}");
+                assert_eq!(o.message(), m, "open explains the same missing support");
+                let d = verbs.open_default().unwrap_err();
+                assert_eq!(d.kind(), ErrorKind::NoDevice, "{d}");
+            }
+        }
+    }
+
+    #[test]
+    fn device_names_with_nul_are_rejected() {
+        let e = HwVerbs::new().open("rx\0e0").unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    }
 }
