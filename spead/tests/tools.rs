@@ -42,7 +42,17 @@ fn file_capture_and_replay() {
     let b_arg = format!("file:{}", b.display());
     run(
         SEND,
-        &["--heaps", "5", "--heap-size", "20000", "--items", "3", "--addr-bits", "48", &a_arg],
+        &[
+            "--heaps",
+            "5",
+            "--heap-size",
+            "20000",
+            "--items",
+            "3",
+            "--addr-bits",
+            "48",
+            &a_arg,
+        ],
     );
     let captured = run(RECV, &["--json", &a_arg]);
     let (first, stats) = heaps(&captured);
@@ -79,10 +89,22 @@ fn udp_loopback_between_the_tools() {
     let addr = line.trim().rsplit("udp:").next().unwrap().to_string();
     run(
         SEND,
-        &["--heaps", "20", "--heap-size", "100000", "--rate", "0.2", &format!("udp:{addr}")],
+        &[
+            "--heaps",
+            "20",
+            "--heap-size",
+            "100000",
+            "--rate",
+            "0.2",
+            &format!("udp:{addr}"),
+        ],
     );
     let mut out = String::new();
-    recv.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    recv.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     assert!(recv.wait().unwrap().success());
     let (got, stats) = heaps(&out);
     assert_eq!(got.len(), 20);

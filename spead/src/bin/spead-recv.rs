@@ -8,14 +8,15 @@ use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::net::{Ipv4Addr, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::Parser;
 use spead::json::{heap_json, stats_json};
 use spead::recv::{MemoryPool, Stream, StreamConfig};
-use spead::transport::{ByteStreamReader, Endpoint, UdpReceiver, UdpRecvConfig};
+use spead::transport::{ByteStreamReader, Endpoint, ThreadedReceiver, UdpReceiver, UdpRecvConfig};
 
-#[derive(Parser, Debug)]
+#[derive(Parser, Debug, Clone)]
 #[command(about = "Receive SPEAD heaps (spead2-compatible)")]
 struct Args {
     /// Sources: udp:HOST:PORT, tcp:HOST:PORT or file:PATH.
@@ -54,6 +55,9 @@ struct Args {
     /// Largest heap accepted, in bytes.
     #[arg(long = "max-heap-size", default_value_t = 256 << 20)]
     max_heap_size: u64,
+    /// Heaps queued between the receive worker and the printer.
+    #[arg(long = "ring-heaps", default_value_t = 4)]
+    ring_heaps: usize,
     /// Heap buffers kept in the memory pool.
     #[arg(long = "mem-pool", default_value_t = 16)]
     mem_pool: usize,
@@ -65,97 +69,57 @@ extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-struct Shared {
-    stream: Stream,
-    printed: u64,
-    limit: Option<u64>,
-    json: bool,
+/// One opened source.
+enum Source {
+    Udp(UdpReceiver),
+    Bytes(ByteStreamReader<Box<dyn io::Read>>),
 }
 
-impl Shared {
-    fn drain(&mut self, out: &mut impl Write) -> io::Result<()> {
-        while let Some(heap) = self.stream.pop_heap() {
-            self.printed += 1;
-            if self.json {
-                let line = serde_json::to_string(&heap_json(&heap)).map_err(io::Error::other)?;
-                writeln!(out, "{line}")?;
-            } else {
-                let items = heap.items();
-                writeln!(
-                    out,
-                    "Received heap {} ({}, {} items, {} bytes)",
-                    heap.cnt,
-                    if heap.complete {
-                        "complete"
-                    } else {
-                        "incomplete"
-                    },
-                    items.len(),
-                    heap.received_length
-                )?;
-            }
-            if self.limit.is_some_and(|l| self.printed >= l) {
-                self.stream.stop();
-            }
-        }
-        Ok(())
-    }
-
-    fn done(&self) -> bool {
-        self.stream.is_stopped() || INTERRUPTED.load(Ordering::Relaxed)
-    }
-}
-
-fn lock(s: &Mutex<Shared>) -> std::sync::MutexGuard<'_, Shared> {
-    s.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn run_source(ep: Endpoint, args: &Args, shared: &Mutex<Shared>) -> io::Result<()> {
-    match ep {
+fn open(ep: &Endpoint, args: &Args, many: bool) -> io::Result<Source> {
+    Ok(match ep {
         Endpoint::Udp(addr) => {
-            let mut cfg = UdpRecvConfig::new(addr);
+            let mut cfg = UdpRecvConfig::new(*addr);
             cfg.buffer_size = args.buffer;
             cfg.max_packet_size = args.packet;
             cfg.interface = args.bind;
-            let mut rx = UdpReceiver::bind(&cfg)?;
-            eprintln!("spead-recv: listening on udp:{}", rx.local_addr()?);
-            while !lock(shared).done() {
-                let n = rx.recv_batch()?;
-                let mut g = lock(shared);
-                for i in 0..n {
-                    match rx.datagram(i) {
-                        Some(d) => {
-                            let _ = g.stream.add_datagram(d);
-                        }
-                        None => g.stream.stats_mut().packets_malformed += 1,
-                    }
-                }
-                g.stream.note_batch(n);
-                g.drain(&mut io::stdout().lock())?;
+            if many {
+                cfg.read_timeout = Some(Duration::from_millis(5));
             }
+            let rx = UdpReceiver::bind(&cfg)?;
+            eprintln!("spead-recv: listening on udp:{}", rx.local_addr()?);
+            Source::Udp(rx)
         }
         Endpoint::Tcp(addr) => {
             let listener = TcpListener::bind(addr)?;
             eprintln!("spead-recv: listening on tcp:{}", listener.local_addr()?);
             let (conn, _) = listener.accept()?;
-            let mut reader = ByteStreamReader::new(conn, args.packet);
-            while !reader.is_done() && !lock(shared).done() {
-                let mut g = lock(shared);
-                reader.pump(&mut g.stream)?;
-                g.drain(&mut io::stdout().lock())?;
-            }
+            Source::Bytes(ByteStreamReader::new(Box::new(conn), args.packet))
         }
-        Endpoint::File(path) => {
-            let file = BufReader::new(File::open(path)?);
-            let mut reader = ByteStreamReader::new(file, args.packet);
-            while !reader.is_done() && !lock(shared).done() {
-                let mut g = lock(shared);
-                reader.pump(&mut g.stream)?;
-                g.drain(&mut io::stdout().lock())?;
-            }
-        }
+        Endpoint::File(path) => Source::Bytes(ByteStreamReader::new(
+            Box::new(BufReader::new(File::open(path)?)),
+            args.packet,
+        )),
+    })
+}
+
+fn print_heap(out: &mut impl Write, heap: &spead::recv::Heap, json: bool) -> io::Result<()> {
+    if json {
+        let line = serde_json::to_string(&heap_json(heap)).map_err(io::Error::other)?;
+        writeln!(out, "{line}")
+    } else {
+        writeln!(
+            out,
+            "Received heap {} ({}, {} items, {} bytes)",
+            heap.cnt,
+            if heap.complete {
+                "complete"
+            } else {
+                "incomplete"
+            },
+            heap.items().len(),
+            heap.received_length
+        )
     }
-    Ok(())
 }
 
 fn main() {
@@ -184,39 +148,58 @@ fn main() {
         pool: MemoryPool::new(args.mem_pool),
         ..StreamConfig::default()
     };
-    let shared = Arc::new(Mutex::new(Shared {
-        stream: Stream::new(config),
-        printed: 0,
-        limit: args.heaps,
-        json: args.json,
-    }));
-    let mut status = 0;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = endpoints
-            .into_iter()
-            .map(|ep| {
-                let shared = &shared;
-                let args = &args;
-                scope.spawn(move || run_source(ep, args, shared))
-            })
-            .collect();
-        for h in handles {
-            match h.join() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    eprintln!("spead-recv: {e}");
-                    status = 1;
-                }
-                Err(_) => status = 1,
+    let stop = Arc::new(AtomicBool::new(false));
+    let worker_stop = Arc::clone(&stop);
+    let worker_args = args.clone();
+    let receiver = ThreadedReceiver::spawn(config, args.ring_heaps, move || {
+        let many = endpoints.len() > 1;
+        let mut sources = endpoints
+            .iter()
+            .map(|ep| open(ep, &worker_args, many))
+            .collect::<io::Result<Vec<Source>>>()?;
+        Ok(move |stream: &mut Stream| -> io::Result<bool> {
+            if INTERRUPTED.load(Ordering::Relaxed) || worker_stop.load(Ordering::Relaxed) {
+                return Ok(false);
             }
-            // One source ending (EOF) ends the run once all have.
-        }
+            let mut alive = false;
+            for source in &mut sources {
+                match source {
+                    Source::Udp(rx) => {
+                        rx.pump(stream)?;
+                        alive = true;
+                    }
+                    Source::Bytes(reader) => {
+                        if !reader.is_done() {
+                            reader.pump(stream)?;
+                            alive = true;
+                        }
+                    }
+                }
+            }
+            Ok(alive)
+        })
     });
-    let mut g = lock(&shared);
-    g.stream.stop();
     let mut out = io::stdout().lock();
-    let _ = g.drain(&mut out);
-    let stats = g.stream.stats();
+    let mut printed = 0u64;
+    let mut status = 0;
+    while let Some(heap) = receiver.next_heap() {
+        if print_heap(&mut out, &heap, args.json).is_err() {
+            status = 1;
+            break;
+        }
+        printed += 1;
+        if args.heaps.is_some_and(|n| printed >= n) {
+            stop.store(true, Ordering::Relaxed);
+            break;
+        }
+    }
+    let stats = match receiver.join() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("spead-recv: {e}");
+            std::process::exit(1);
+        }
+    };
     if args.json {
         let _ = writeln!(out, "{}", stats_json(&stats));
     } else if let Some(obj) = stats_json(&stats).get("stats").and_then(|v| v.as_object()) {

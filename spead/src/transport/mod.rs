@@ -6,9 +6,11 @@
 mod byte_stream;
 mod endpoint;
 mod sender;
+mod threaded;
 mod udp;
 
 pub use byte_stream::{ByteStreamReader, PacketWriter};
 pub use endpoint::{Endpoint, EndpointError};
 pub use sender::{PacketSink, SendIoError, Sender};
+pub use threaded::ThreadedReceiver;
 pub use udp::{UdpReceiver, UdpRecvConfig, UdpSendConfig, UdpSender};
