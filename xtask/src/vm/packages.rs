@@ -3,8 +3,9 @@
 //! must not be installed (the guest kernel, busybox) into the cache.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// A Debian package the host needs, and why.
 #[derive(Debug, Clone, Copy)]
@@ -120,8 +121,35 @@ fn run_checked(mut c: Command, what: &str) -> Result<(), String> {
 
 fn apt_get() -> Command {
     let mut c = Command::new("apt-get");
-    c.env("DEBIAN_FRONTEND", "noninteractive");
+    c.env("DEBIAN_FRONTEND", "noninteractive")
+        .args(["-o", "DPkg::Lock::Timeout=600"]);
     c
+}
+
+/// Runs an apt-get command; while another apt-get or dpkg holds apt's locks (apt-get
+/// update does not wait for them by itself), waits and retries for up to 10 minutes.
+fn run_apt(make: impl Fn() -> Command, what: &str) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let mut c = make();
+        eprintln!("xtask vm: {what}: {c:?}");
+        let out = c
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|e| format!("{what}: cannot start {c:?}: {e}"))?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        if out.status.success() {
+            eprint!("{err}");
+            return Ok(());
+        }
+        if err.contains("Could not get lock") && Instant::now() < deadline {
+            eprintln!("xtask vm: another apt-get or dpkg holds apt's lock; retrying in 5 s");
+            std::thread::sleep(Duration::from_secs(5));
+            continue;
+        }
+        eprint!("{err}");
+        return Err(format!("{what} failed ({}): {c:?}", out.status));
+    }
 }
 
 /// `apt-get update`, at most once per xtask run (and only as root).
@@ -129,9 +157,14 @@ fn apt_update() -> Result<(), String> {
     if APT_UPDATED.swap(true, Ordering::SeqCst) {
         return Ok(());
     }
-    let mut c = apt_get();
-    c.args(["update", "-q"]);
-    run_checked(c, "refreshing Debian's package lists")
+    run_apt(
+        || {
+            let mut c = apt_get();
+            c.args(["update", "-q"]);
+            c
+        },
+        "refreshing Debian's package lists",
+    )
 }
 
 /// Makes sure every package of `sets` is installed, installing the missing ones with
@@ -163,10 +196,15 @@ pub fn ensure_installed(sets: &[&[Package]]) -> Result<(), String> {
         missing.len()
     );
     apt_update()?;
-    let mut c = apt_get();
-    c.args(["install", "-y", "-q", "--no-install-recommends"])
-        .args(&names);
-    run_checked(c, "installing packages")?;
+    run_apt(
+        || {
+            let mut c = apt_get();
+            c.args(["install", "-y", "-q", "--no-install-recommends"])
+                .args(&names);
+            c
+        },
+        "installing packages",
+    )?;
     let still: Vec<&str> = names.iter().copied().filter(|n| !installed(n)).collect();
     if still.is_empty() {
         Ok(())
