@@ -15,7 +15,6 @@ use verbs_api::{
 };
 
 const BATCH: usize = 64;
-const SLOT: usize = 9216;
 
 fn raw_qp<C: Context<Qp = SimQp>>(ctx: &C, pd: &C::Pd, cq: &C::Cq) -> SimQp {
     let cap = QpCap {
@@ -37,6 +36,8 @@ fn raw_qp<C: Context<Qp = SimQp>>(ctx: &C, pd: &C::Pd, cq: &C::Cq) -> SimQp {
 
 /// Sends `packets` frames of `frame_len` bytes; returns (seconds, packets received).
 fn run(frame_len: usize, packets: u64) -> (f64, u64) {
+    // Slots sized to the frame, as an application sizes them to its MTU.
+    let slot = frame_len.next_multiple_of(64);
     let sim = Sim::new(1);
     let ha = sim
         .add_host("tx", Ipv4Addr::new(10, 0, 0, 1), Personality::Mlx5)
@@ -56,8 +57,8 @@ fn run(frame_len: usize, packets: u64) -> (f64, u64) {
     );
     let access = AccessFlags::LOCAL_WRITE;
     let (ma, mb) = (
-        ca.alloc_mr(&pa, BATCH * SLOT, access).expect("mr"),
-        cb.alloc_mr(&pb, 2 * BATCH * SLOT, access).expect("mr"),
+        ca.alloc_mr(&pa, BATCH * slot, access).expect("mr"),
+        cb.alloc_mr(&pb, 2 * BATCH * slot, access).expect("mr"),
     );
     let (qa, qb) = (raw_qp(&ca, &pa, &cqa), raw_qp(&cb, &pb, &cqb));
     let dst_mac = Mac([2, 0, 10, 0, 0, 2]);
@@ -75,19 +76,19 @@ fn run(frame_len: usize, packets: u64) -> (f64, u64) {
     );
     let frame = spec.build(&vec![0xabu8; frame_len - 42]);
     for i in 0..BATCH {
-        ma.write(i * SLOT, &frame).expect("fill");
+        ma.write(i * slot, &frame).expect("fill");
     }
     let send_sges: Vec<Sge> = (0..BATCH)
         .map(|i| Sge {
-            addr: ma.addr() + (i * SLOT) as u64,
+            addr: ma.addr() + (i * slot) as u64,
             length: frame_len as u32,
             lkey: ma.lkey(),
         })
         .collect();
     let recv_sges: Vec<Sge> = (0..2 * BATCH)
         .map(|i| Sge {
-            addr: mb.addr() + (i * SLOT) as u64,
-            length: SLOT as u32,
+            addr: mb.addr() + (i * slot) as u64,
+            length: slot as u32,
             lkey: mb.lkey(),
         })
         .collect();

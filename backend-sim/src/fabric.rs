@@ -500,6 +500,26 @@ impl Fabric {
         Ok(self.switch.leave(port, group))
     }
 
+    /// Registers one membership of `port` in the Ethernet multicast group `mac` (for
+    /// frames whose group is named only by MAC).
+    ///
+    /// # Errors
+    /// [`FabricError::UnknownPort`].
+    pub fn join_mac_group(&mut self, port: PortId, mac: Mac) -> Result<(), FabricError> {
+        self.check_port(port)?;
+        self.switch.join_mac(port, mac);
+        Ok(())
+    }
+
+    /// Drops one MAC-group membership; returns whether there was one.
+    ///
+    /// # Errors
+    /// [`FabricError::UnknownPort`].
+    pub fn leave_mac_group(&mut self, port: PortId, mac: Mac) -> Result<bool, FabricError> {
+        self.check_port(port)?;
+        Ok(self.switch.leave_mac(port, mac))
+    }
+
     /// True if `port` is a member of `group`.
     #[must_use]
     pub fn is_member(&self, port: PortId, group: Ipv4Addr) -> bool {
@@ -823,8 +843,12 @@ impl Fabric {
         targets.clear();
         match self.switch.route(dst, ipv4_dst(&frame)) {
             Route::Unicast(p) if p != from => targets.push(p),
-            Route::Group(members) => {
-                targets.extend(members.iter().map(|m| m.0).filter(|&p| p != from))
+            Route::Group(a, b) => {
+                targets.extend(a.iter().chain(b).map(|m| m.0).filter(|&p| p != from));
+                if !a.is_empty() && !b.is_empty() {
+                    targets.sort_unstable();
+                    targets.dedup();
+                }
             }
             Route::Broadcast => targets.extend(
                 (0..self.ports.len() as u32)

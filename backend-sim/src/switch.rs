@@ -22,8 +22,9 @@ struct Group {
 pub(crate) enum Route<'a> {
     /// One port.
     Unicast(PortId),
-    /// These ports (minus the ingress).
-    Group(&'a [(PortId, u32)]),
+    /// The members of the IPv4 group and of the MAC group (either may be empty), minus
+    /// the ingress; a port in both gets one copy.
+    Group(&'a [(PortId, u32)], &'a [(PortId, u32)]),
     /// Every port but the ingress.
     Broadcast,
     /// Nobody has the address.
@@ -36,6 +37,28 @@ pub(crate) struct Switch {
     macs: HashMap<Mac, PortId>,
     ips: HashMap<Ipv4Addr, PortId>,
     groups: HashMap<Ipv4Addr, Group>,
+    mac_groups: HashMap<Mac, Group>,
+}
+
+fn join_group(g: &mut Group, port: PortId) {
+    match g.members.binary_search_by_key(&port, |m| m.0) {
+        Ok(i) => g.members[i].1 += 1,
+        Err(i) => g.members.insert(i, (port, 1)),
+    }
+}
+
+/// Drops one reference; returns (had one, group now empty).
+fn leave_group(g: &mut Group, port: PortId) -> (bool, bool) {
+    match g.members.binary_search_by_key(&port, |m| m.0) {
+        Ok(i) => {
+            g.members[i].1 -= 1;
+            if g.members[i].1 == 0 {
+                g.members.remove(i);
+            }
+            (true, g.members.is_empty())
+        }
+        Err(_) => (false, g.members.is_empty()),
+    }
 }
 
 impl Switch {
@@ -54,11 +77,25 @@ impl Switch {
 
     /// Adds one reference of `port` to `group`.
     pub fn join(&mut self, port: PortId, group: Ipv4Addr) {
-        let g = self.groups.entry(group).or_default();
-        match g.members.binary_search_by_key(&port, |m| m.0) {
-            Ok(i) => g.members[i].1 += 1,
-            Err(i) => g.members.insert(i, (port, 1)),
+        join_group(self.groups.entry(group).or_default(), port);
+    }
+
+    /// Adds one reference of `port` to the Ethernet multicast group `mac` (for flow rules
+    /// that name only a destination MAC).
+    pub fn join_mac(&mut self, port: PortId, mac: Mac) {
+        join_group(self.mac_groups.entry(mac).or_default(), port);
+    }
+
+    /// Drops one reference of `port` to the MAC group; returns false if it held none.
+    pub fn leave_mac(&mut self, port: PortId, mac: Mac) -> bool {
+        let Some(g) = self.mac_groups.get_mut(&mac) else {
+            return false;
+        };
+        let (had, empty) = leave_group(g, port);
+        if empty {
+            self.mac_groups.remove(&mac);
         }
+        had
     }
 
     /// Drops one reference of `port` to `group`; returns false if it held none.
@@ -66,19 +103,11 @@ impl Switch {
         let Some(g) = self.groups.get_mut(&group) else {
             return false;
         };
-        match g.members.binary_search_by_key(&port, |m| m.0) {
-            Ok(i) => {
-                g.members[i].1 -= 1;
-                if g.members[i].1 == 0 {
-                    g.members.remove(i);
-                }
-                if g.members.is_empty() {
-                    self.groups.remove(&group);
-                }
-                true
-            }
-            Err(_) => false,
+        let (had, empty) = leave_group(g, port);
+        if empty {
+            self.groups.remove(&group);
         }
+        had
     }
 
     /// True if `port` holds a reference to `group`.
@@ -95,13 +124,18 @@ impl Switch {
             return Route::Broadcast;
         }
         if dst.is_multicast() {
-            return match ipv4_dst
+            let by_ip = ipv4_dst
                 .filter(Ipv4Addr::is_multicast)
                 .and_then(|ip| self.groups.get(&ip))
-            {
-                Some(g) => Route::Group(&g.members),
-                None => Route::Nowhere,
-            };
+                .map_or(&[][..], |g| &g.members[..]);
+            let by_mac = self
+                .mac_groups
+                .get(&dst)
+                .map_or(&[][..], |g| &g.members[..]);
+            if by_ip.is_empty() && by_mac.is_empty() {
+                return Route::Nowhere;
+            }
+            return Route::Group(by_ip, by_mac);
         }
         match self.macs.get(&dst) {
             Some(&p) => Route::Unicast(p),

@@ -345,3 +345,51 @@ fn bad_lkey_and_short_buffer_give_error_completions() {
     let c = wait(&sim, &b.cq, 1);
     assert_eq!(c[0].status, WcStatus::LocLenErr);
 }
+
+#[test]
+fn a_rule_naming_only_a_multicast_mac_receives_that_group() {
+    let sim = Sim::new(1);
+    let a = node(&sim, 1, Personality::Mlx5);
+    let b = node(&sim, 2, Personality::Mlx5);
+    let (qa, qb, qmc) = (raw_qp(&a), raw_qp(&b), raw_qp(&b));
+    let g = Ipv4Addr::new(239, 3, 3, 3);
+    let gmac = Mac::for_ipv4_multicast(g);
+    let flow = b
+        .ctx
+        .create_flow(&qb, &FlowAttr::normal(1, vec![FlowSpec::eth_dst(gmac.0)]))
+        .unwrap();
+    let _mc = b
+        .ctx
+        .create_flow(
+            &qmc,
+            &FlowAttr {
+                rule_type: FlowRuleType::McDefault,
+                ..FlowAttr::normal(1, vec![])
+            },
+        )
+        .unwrap();
+    post_recvs(&b, &qb, 0..2);
+    post_recvs(&b, &qmc, 2..4);
+    send(
+        &a,
+        &qa,
+        0,
+        &frame(1, gmac, g, 1, b"by MAC"),
+        SendFlags::empty(),
+    );
+    let got = wait(&sim, &b.cq, 1);
+    assert_eq!(
+        got.iter().map(|c| c.qp_num).collect::<Vec<_>>(),
+        vec![qb.qp_num()]
+    );
+    // Without the rule the port leaves the MAC group: nothing reaches the mc-default rule.
+    drop(flow);
+    send(
+        &a,
+        &qa,
+        1,
+        &frame(1, gmac, g, 1, b"gone"),
+        SendFlags::empty(),
+    );
+    assert!(wait(&sim, &b.cq, 1).is_empty());
+}

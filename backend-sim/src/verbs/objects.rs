@@ -1096,6 +1096,18 @@ impl Context for SimContext {
                 _ => None,
             })
             .collect();
+        let mac_groups = attr
+            .specs
+            .iter()
+            .filter_map(|s| match s {
+                FlowSpec::Eth { val, mask }
+                    if val.dst_mac[0] & 1 != 0 && mask.dst_mac == [0xff; 6] =>
+                {
+                    Some(crate::frame::eth::Mac(val.dst_mac))
+                }
+                _ => None,
+            })
+            .collect();
         let mut w = self.world();
         let id = w.handle();
         w.add_flow(
@@ -1105,6 +1117,7 @@ impl Context for SimContext {
                 dev: self.dev,
                 attr: attr.clone(),
                 groups,
+                mac_groups,
             },
         );
         drop(w);

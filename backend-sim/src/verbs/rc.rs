@@ -82,7 +82,12 @@ pub(crate) struct RcState {
     next_psn: u32,
     retry_left: u8,
     rnr_left: u8,
+    /// Generation of the RNR wait timer (a newer wait or a reset makes old ones stale).
     timer_gen: u32,
+    /// When the ACK timer expires (0: disarmed). Re-arming only moves the deadline; at most
+    /// one timer event per QP is in the queue, so ACK-heavy runs do not flood it.
+    ack_deadline: u64,
+    ack_timer_pending: bool,
     epsn: u32,
     msn: u32,
     recv: Option<InRecv>,
@@ -94,6 +99,7 @@ pub(crate) struct RcState {
 impl RcState {
     pub fn take_outstanding(&mut self) -> Vec<(u64, WcOpcode)> {
         self.timer_gen = self.timer_gen.wrapping_add(1);
+        self.ack_deadline = 0;
         self.sq
             .drain(..)
             .map(|w| (w.wr.wr_id, w.completion_opcode()))
@@ -101,8 +107,10 @@ impl RcState {
     }
     pub fn reset(&mut self) {
         let gen = self.timer_gen.wrapping_add(1);
+        let pending = self.ack_timer_pending;
         *self = RcState {
             timer_gen: gen,
+            ack_timer_pending: pending,
             ..RcState::default()
         };
     }
@@ -383,12 +391,17 @@ impl World {
         let qp = &self.qps[&qpn];
         let t = ack_timeout_ns(qp.attr.timeout);
         let Some(rc) = self.rc(qpn) else { return };
-        rc.timer_gen = rc.timer_gen.wrapping_add(1);
-        let pending = rc.sq.iter().any(|w| w.sent && !w.done);
-        let gen = rc.timer_gen;
-        if let (true, Some(t)) = (pending, t) {
-            self.fabric
-                .schedule_timer(now + t, token(qpn, ACK_TIMER, gen));
+        let outstanding = rc.sq.iter().any(|w| w.sent && !w.done);
+        match (outstanding, t) {
+            (true, Some(t)) => {
+                rc.ack_deadline = now + t;
+                if !rc.ack_timer_pending {
+                    rc.ack_timer_pending = true;
+                    self.fabric
+                        .schedule_timer(now + t, token(qpn, ACK_TIMER, 0));
+                }
+            }
+            _ => rc.ack_deadline = 0,
         }
     }
 
@@ -441,21 +454,31 @@ impl World {
         if qp.state != QpState::Rts {
             return;
         }
-        let retry_cnt = qp.attr.retry_cnt;
+        let now = self.fabric.now();
         let Some(rc) = self.rc(qpn) else { return };
-        if rc.timer_gen != gen {
-            return;
-        }
         if kind == ACK_TIMER {
+            rc.ack_timer_pending = false;
+            if rc.ack_deadline == 0 {
+                return;
+            }
+            if now < rc.ack_deadline {
+                // Re-armed since this event was set: wait for the new deadline.
+                rc.ack_timer_pending = true;
+                let at = rc.ack_deadline;
+                self.fabric.schedule_timer(at, token(qpn, ACK_TIMER, 0));
+                return;
+            }
+            rc.ack_deadline = 0;
             let Some(i) = rc.sq.iter().position(|w| w.sent && !w.done) else {
                 return;
             };
             if rc.retry_left == 0 {
-                let _ = retry_cnt;
                 self.rc_fail(qpn, i, WcStatus::RetryExcErr);
                 return;
             }
             rc.retry_left -= 1;
+        } else if rc.timer_gen != gen {
+            return;
         }
         self.rc_retransmit(qpn);
     }
@@ -953,6 +976,7 @@ impl World {
                             rc.rnr_left -= 1;
                         }
                         rc.timer_gen = rc.timer_gen.wrapping_add(1);
+                        rc.ack_deadline = 0; // waiting out the RNR timer, not an ACK
                         let gen = rc.timer_gen;
                         self.fabric
                             .schedule_timer(now + rnr_ns(syn & 0x1f), token(qpn, RNR_TIMER, gen));

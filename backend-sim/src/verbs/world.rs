@@ -159,7 +159,10 @@ pub(crate) struct FlowRule {
     pub qpn: u32,
     pub dev: usize,
     pub attr: FlowAttr,
+    /// IPv4 groups the rule's port joins at the switch.
     pub groups: Vec<Ipv4Addr>,
+    /// Ethernet groups joined for rules that name only a multicast MAC.
+    pub mac_groups: Vec<Mac>,
 }
 
 /// Result of handling a send WR at once (RAW, UD).
@@ -960,6 +963,9 @@ impl World {
         for g in &rule.groups {
             let _ = self.fabric.join_group(port, *g);
         }
+        for m in &rule.mac_groups {
+            let _ = self.fabric.join_mac_group(port, *m);
+        }
         let prio = rule.attr.priority;
         self.flows.insert(id, rule);
         let flows = &self.flows;
@@ -975,6 +981,9 @@ impl World {
         let port = self.devices[rule.dev].port;
         for g in &rule.groups {
             let _ = self.fabric.leave_group(port, *g);
+        }
+        for m in &rule.mac_groups {
+            let _ = self.fabric.leave_mac_group(port, *m);
         }
         self.devices[rule.dev].flows.retain(|&f| f != id);
     }
