@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .build(b"a RAW_PACKET UDP frame");
     mr[0].write(0, &frame)?;
-    // SAFETY (all posts below): every SGE lies in `mr`, which outlives the session.
+    // SAFETY: every SGE lies in `mr`, which outlives the session.
     unsafe {
         rb.post_recv(&[RecvWr::new(0, &[sge(1, 0, 9000)])])?;
         ra.post_send(&[
@@ -85,6 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         q.modify_with(&QpModify::to(QpState::Rts).sq_psn(0))?;
     }
     let ah = ctx[0].create_ah(&pd[0], &AhAttr::roce(Gid::from_ipv4(ips[1]), 1, 1))?;
+    // SAFETY: every SGE lies in `mr`, which outlives the session.
     unsafe {
         ub.post_recv(&[RecvWr::new(1, &[sge(1, 9000, 9000)])])?;
         ua.post_send(&[SendWr::ud_send(
@@ -123,6 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .max_rd_atomic(1),
         )?;
     }
+    // SAFETY: every SGE lies in `mr`, which outlives the session.
     unsafe {
         cb.post_recv(&[RecvWr::new(2, &[sge(1, 20000, 9000)])])?;
         ca.post_send(&[SendWr::send(2, &[sge(0, 0, 3000)])])?;
