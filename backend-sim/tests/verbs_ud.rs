@@ -11,6 +11,7 @@ use verbs_api::{
     SrqAttrMask, SrqInitAttr, WcFlags, WcOpcode, WcStatus, GRH_LEN,
 };
 
+#[allow(clippy::too_many_arguments)]
 fn ud_send(
     n: &Node,
     qp: &backend_sim::verbs::SimQp,
@@ -270,12 +271,8 @@ fn srq_feeds_several_qps_and_raises_the_limit_event() {
     }
     let sge = [slot_sge(&b, 9, 64)];
     // SAFETY: rejected before use.
-    assert_eq!(
-        unsafe { q1.post_recv(&[RecvWr::new(9, &sge)]) }
-            .unwrap_err()
-            .kind(),
-        ErrorKind::InvalidState
-    );
+    let e = unsafe { q1.post_recv(&[RecvWr::new(9, &sge)]) }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidState);
     assert_eq!(
         srq.modify(
             &SrqAttr {
