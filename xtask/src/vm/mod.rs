@@ -140,6 +140,14 @@ pub struct Assets {
     pub module_base: PathBuf,
 }
 
+/// `path` with `.SUFFIX-PID` appended: a private temporary name next to it, so that
+/// concurrent runs never write the same file.
+pub(crate) fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(format!(".{suffix}-{}", std::process::id()));
+    PathBuf::from(name)
+}
+
 fn io_err(what: &str, p: &Path, e: std::io::Error) -> String {
     format!("{what} {}: {e}", p.display())
 }
@@ -194,7 +202,7 @@ fn pvh_kernel(vmlinuz: &Path, dest: &Path) -> Option<PathBuf> {
     if !out.status.success() || !out.stdout.starts_with(b"\x7fELF") {
         return None;
     }
-    let tmp = dest.with_extension("tmp");
+    let tmp = sibling(dest, "tmp");
     std::fs::write(&tmp, &out.stdout).ok()?;
     std::fs::rename(&tmp, dest).ok()?;
     Some(dest.to_path_buf())
