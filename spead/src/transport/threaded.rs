@@ -71,11 +71,17 @@ impl ThreadedReceiver {
 /// Moves finished heaps into the queue, counting each time it was full. Returns false
 /// when the application hung up.
 fn deliver(stream: &mut Stream, tx: &SyncSender<Heap>) -> bool {
+    deliver_with(stream, tx, || {})
+}
+
+/// [`deliver`], calling `on_full` each time the queue was full (before blocking).
+fn deliver_with(stream: &mut Stream, tx: &SyncSender<Heap>, mut on_full: impl FnMut()) -> bool {
     while let Some(heap) = stream.pop_heap() {
         match tx.try_send(heap) {
             Ok(()) => {}
             Err(TrySendError::Full(heap)) => {
                 stream.stats_mut().worker_blocked += 1;
+                on_full();
                 if tx.send(heap).is_err() {
                     return false;
                 }
@@ -104,20 +110,21 @@ mod tests {
 
     #[test]
     fn full_queue_counts_worker_blocked() {
-        let (tx, rx) = sync_channel(1);
+        // A rendezvous queue with nobody receiving yet is full: the first delivery
+        // must block. The consumer starts only once told the worker blocked.
+        let (tx, rx) = sync_channel::<Heap>(0);
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let consumer = std::thread::spawn(move || {
+            go_rx.recv().unwrap();
+            (0..3).map(|_| rx.recv().unwrap().cnt).collect::<Vec<u64>>()
+        });
         let mut stream = Stream::new(StreamConfig::default());
         stream.add_buffer(&bytes(3));
-        // Fill the queue first, so the first delivery must find it full.
-        let mut filler = Stream::new(StreamConfig::default());
-        filler.add_buffer(&bytes(1));
-        tx.send(filler.pop_heap().unwrap()).unwrap();
-        let worker = std::thread::spawn(move || {
-            assert!(deliver(&mut stream, &tx));
-            stream.stats()
-        });
-        let got: Vec<u64> = (0..4).map(|_| rx.recv().unwrap().cnt).collect();
-        assert_eq!(got, vec![1, 1, 2, 3]);
-        assert!(worker.join().unwrap().worker_blocked >= 1);
+        assert!(deliver_with(&mut stream, &tx, || {
+            let _ = go_tx.send(());
+        }));
+        assert_eq!(consumer.join().unwrap(), vec![1, 2, 3]);
+        assert!(stream.stats().worker_blocked >= 1);
     }
 
     #[test]
