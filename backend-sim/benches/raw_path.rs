@@ -135,6 +135,14 @@ fn run(frame_len: usize, packets: u64) -> (f64, u64) {
     (start.elapsed().as_secs_f64(), received)
 }
 
+/// Best of `tries` runs: the machine is shared, and the fastest run is the one least
+/// disturbed by other processes (the simulated work is identical every time).
+fn best(frame_len: usize, packets: u64, tries: usize) -> (f64, u64) {
+    (0..tries)
+        .map(|_| run(frame_len, packets))
+        .fold((f64::MAX, 0), |b, r| if r.0 < b.0 { r } else { b })
+}
+
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let max_exp = if quick { 6 } else { 7 };
@@ -146,7 +154,7 @@ fn main() {
         "frame B", "packets", "seconds", "packets/s", "ns/packet"
     );
     for &len in &[64usize, 1514, 8192] {
-        let (s, n) = run(len, 1_000_000);
+        let (s, n) = best(len, 1_000_000, 3);
         println!(
             "{len:>10} {n:>12} {s:>12.3} {:>14.0} {:>10.1}",
             n as f64 / s,
@@ -157,7 +165,7 @@ fn main() {
     let mut costs = Vec::new();
     for exp in 4..=max_exp {
         let packets = 10u64.pow(exp);
-        let (s, n) = run(1514, packets);
+        let (s, n) = best(1514, packets, if exp >= 7 { 1 } else { 3 });
         let ns = s * 1e9 / n as f64;
         costs.push(ns);
         println!(

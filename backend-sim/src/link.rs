@@ -33,12 +33,22 @@ impl LinkConfig {
         if self.bandwidth_bps == 0 {
             return 0;
         }
-        // u64 is enough: (9238 + 24) * 8e9 is far below 2^64 for any frame the fabric takes.
-        let bits = (bytes as u64)
-            .saturating_add(24)
-            .saturating_mul(8_000_000_000);
-        bits.div_ceil(self.bandwidth_bps)
+        ser_ns(bytes, ser_multiplier(self.bandwidth_bps))
     }
+}
+
+/// 32.32 fixed-point nanoseconds per byte, rounded up: one multiply per frame instead of
+/// a division, and a pure integer function of the configuration (deterministic).
+fn ser_multiplier(bps: u64) -> u64 {
+    if bps == 0 {
+        return 0;
+    }
+    ((8_000_000_000u128 << 32).div_ceil(u128::from(bps))).min(u128::from(u64::MAX)) as u64
+}
+
+fn ser_ns(bytes: usize, mul: u64) -> Nanos {
+    let wire = bytes as u128 + 24;
+    ((wire * u128::from(mul) + 0xffff_ffff) >> 32) as Nanos
 }
 
 /// What the link decided for one frame.
@@ -60,6 +70,7 @@ pub(crate) enum Verdict {
 pub(crate) struct LinkDir {
     pub config: LinkConfig,
     pub faults: LinkFaults,
+    ser_mul: u64,
     /// When the transmitter is free again.
     busy_until: Nanos,
     /// Arrival time of the last in-order frame (jitter keeps FIFO order).
@@ -72,6 +83,7 @@ impl LinkDir {
     pub fn new(config: LinkConfig) -> Self {
         LinkDir {
             config,
+            ser_mul: ser_multiplier(config.bandwidth_bps),
             faults: LinkFaults::default(),
             busy_until: 0,
             last_arrival: 0,
@@ -92,7 +104,7 @@ impl LinkDir {
             }
         }
         let start = now.max(self.busy_until);
-        let finish = start + self.config.serialization_ns(len);
+        let finish = start + ser_ns(len, self.ser_mul);
         self.busy_until = finish;
         if f.buffer_frames.is_some() {
             self.queued.push_back(finish);
