@@ -381,18 +381,12 @@ impl QueuePair for HwQp {
             .with_bad_wr(0));
         }
         let qp = self.0.ptr.as_ptr();
-        post_recv_chunks(
-            OP,
-            wrs,
-            self.0.cap.max_recv_sge,
-            |chunk, bad| {
-                // SAFETY: the QP is alive; `chunk` is valid for its length; the SGE lists it
-                // points to live in `wrs` for this call, and the caller vouches for the
-                // memory they name (the trait's contract).
-                unsafe { ffi::shim_post_recv(qp, chunk.as_ptr(), chunk.len(), bad) }
-            },
-            |_| None,
-        )
+        post_recv_chunks(OP, wrs, self.0.cap.max_recv_sge, |chunk, bad| {
+            // SAFETY: the QP is alive; `chunk` is valid for its length; the SGE lists it
+            // points to live in `wrs` for this call, and the caller vouches for the
+            // memory they name (the trait's contract).
+            unsafe { ffi::shim_post_recv(qp, chunk.as_ptr(), chunk.len(), bad) }
+        })
     }
 
     fn attach_mcast(&self, gid: &Gid, lid: u16) -> Result<()> {

@@ -647,7 +647,6 @@ pub(crate) fn post_recv_chunks(
     wrs: &[RecvWr<'_>],
     max_sge: u32,
     mut post: impl FnMut(&[ffi::shim_recv_wr], &mut usize) -> c_int,
-    refine: impl Fn(c_int) -> Option<Error>,
 ) -> Result<()> {
     let mut buf = [ffi::shim_recv_wr::default(); CHUNK];
     for (c, chunk) in wrs.chunks(CHUNK).enumerate() {
@@ -673,8 +672,7 @@ pub(crate) fn post_recv_chunks(
         let ret = post(&buf[..chunk.len()], &mut bad);
         if ret != 0 {
             let index = c * CHUNK + bad.min(chunk.len());
-            let e = refine(ret).unwrap_or_else(|| post_error(op, ret));
-            return Err(e.with_bad_wr(index));
+            return Err(post_error(op, ret).with_bad_wr(index));
         }
     }
     Ok(())
@@ -702,18 +700,12 @@ impl SharedReceiveQueue for HwSrq {
 
     unsafe fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
         let srq = self.0.ptr.as_ptr();
-        post_recv_chunks(
-            "ibv_post_srq_recv",
-            wrs,
-            self.0.max_sge,
-            |chunk, bad| {
-                // SAFETY: the SRQ is alive; `chunk` is valid for its length; the SGE lists
-                // it points to live in `wrs` for this call, and the caller vouches for the
-                // memory they name (the trait's contract).
-                unsafe { ffi::shim_post_srq_recv(srq, chunk.as_ptr(), chunk.len(), bad) }
-            },
-            |_| None,
-        )
+        post_recv_chunks("ibv_post_srq_recv", wrs, self.0.max_sge, |chunk, bad| {
+            // SAFETY: the SRQ is alive; `chunk` is valid for its length; the SGE lists
+            // it points to live in `wrs` for this call, and the caller vouches for the
+            // memory they name (the trait's contract).
+            unsafe { ffi::shim_post_srq_recv(srq, chunk.as_ptr(), chunk.len(), bad) }
+        })
     }
 
     fn modify(&self, attr: &SrqAttr, mask: SrqAttrMask) -> Result<()> {
