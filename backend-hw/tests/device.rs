@@ -544,3 +544,167 @@ fn async_events_poll_without_blocking() {
         "polling must not block"
     );
 }
+
+#[test]
+fn srq_feeds_several_qps_and_raises_the_limit_event() {
+    use verbs_api::{
+        EventElement, EventType, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr,
+    };
+    let r = rig();
+    let cq = r.cq(64);
+    let srq = r
+        .ctx
+        .create_srq(
+            &r.pd,
+            &SrqInitAttr {
+                attr: SrqAttr {
+                    max_wr: 16,
+                    max_sge: 1,
+                    srq_limit: 0,
+                },
+            },
+        )
+        .expect("create_srq");
+    let on_srq = |t: QpType| {
+        let mut init = QpInitAttr::new(
+            t,
+            &cq,
+            QpCap {
+                max_send_wr: 8,
+                max_recv_wr: 0,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+                max_inline_data: 0,
+            },
+        );
+        init.srq = Some(&srq);
+        r.ctx.create_qp(&r.pd, &init).expect("create_qp on SRQ")
+    };
+    let (b1, b2) = (on_srq(QpType::Ud), on_srq(QpType::Ud));
+    for qp in [&b1, &b2] {
+        bring_up(
+            qp,
+            QpState::Rts,
+            &ConnectParams {
+                port: r.port,
+                qkey: QKEY,
+                ..ConnectParams::default()
+            },
+        )
+        .expect("bring up");
+    }
+    let a = r.ud(&cq);
+    let mr = r.mr(16 * 1024);
+    let recv: Vec<[Sge; 1]> = (0..4).map(|i| [sge(&mr, 1024 * (i + 1), 512)]).collect();
+    let wrs: Vec<RecvWr<'_>> = recv
+        .iter()
+        .enumerate()
+        .map(|(i, s)| RecvWr::new(100 + i as u64, s))
+        .collect();
+    // SAFETY: the MR outlives every completion polled below.
+    unsafe { srq.post_recv(&wrs) }.expect("post_srq_recv");
+    // SAFETY: refused before reaching the device.
+    let e = unsafe { b1.post_recv(&wrs[..1]) }.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidState, "{e}");
+    srq.modify(
+        &SrqAttr {
+            srq_limit: 2,
+            ..SrqAttr::default()
+        },
+        SrqAttrMask::LIMIT,
+    )
+    .expect("arm the limit");
+    assert_eq!(srq.query().expect("query_srq").srq_limit, 2);
+    while r.ctx.poll_async_event().expect("drain").is_some() {}
+    let ah = r.ctx.create_ah(&r.pd, &r.av()).expect("ah");
+    let s = [sge(&mr, 0, 32)];
+    for (i, dst) in [&b1, &b2, &b1].into_iter().enumerate() {
+        let wr = SendWr::ud_send(i as u64, &s, &ah, dst.qp_num(), QKEY).signaled();
+        // SAFETY: the MR and AH outlive the completions polled below.
+        unsafe { a.post_send(&[wr]) }.expect("send");
+    }
+    let wcs = poll_n(&cq, 6);
+    let recvs: Vec<_> = wcs.iter().filter(|w| w.is_recv()).collect();
+    assert_eq!(recvs.len(), 3, "{wcs:?}");
+    assert!(
+        recvs.iter().all(|w| w.status == WcStatus::Success),
+        "{wcs:?}"
+    );
+    let mut ids: Vec<u64> = recvs.iter().map(|w| w.wr_id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, [100, 101, 102], "the SRQ's receives in order");
+    let start = Instant::now();
+    let ev = loop {
+        if let Some(ev) = r.ctx.poll_async_event().expect("poll_async_event") {
+            if ev.event_type == EventType::SrqLimitReached {
+                break ev;
+            }
+        }
+        assert!(start.elapsed() < DEADLINE, "no SRQ limit event");
+        std::thread::sleep(Duration::from_millis(1));
+    };
+    assert_eq!(ev.element, EventElement::Srq(srq.handle()));
+}
+
+#[test]
+fn inline_sends_up_to_the_probed_limit() {
+    let r = rig();
+    let attr = r.ctx.query_device().expect("query_device");
+    assert!(
+        attr.max_inline_data >= 64,
+        "probed max_inline_data {}",
+        attr.max_inline_data
+    );
+    let cq = r.cq(16);
+    let cap = QpCap {
+        max_send_wr: 4,
+        max_recv_wr: 4,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 64,
+    };
+    let mk = || {
+        r.ctx
+            .create_qp(&r.pd, &QpInitAttr::new(QpType::Rc, &cq, cap))
+            .expect("create_qp")
+    };
+    let (a, b) = (mk(), mk());
+    assert!(a.cap().max_inline_data >= 64);
+    r.connect(&a, b.qp_num());
+    r.connect(&b, a.qp_num());
+    let mr = r.mr(4096);
+    let rs = [sge(&mr, 2048, 128)];
+    // SAFETY: the MR outlives the completions polled below.
+    unsafe { b.post_recv(&[RecvWr::new(1, &rs)]) }.expect("recv");
+    // Inline data is copied at post time: the source need not be registered.
+    let data = *b"inline data needs no registered memory..........................";
+    let src = [Sge {
+        addr: data.as_ptr() as u64,
+        length: 64,
+        lkey: 0,
+    }];
+    let wr = SendWr::send(2, &src)
+        .flags(verbs_api::SendFlags::INLINE)
+        .signaled();
+    // SAFETY: INLINE: the device copies `data` during the call.
+    unsafe { a.post_send(&[wr]) }.expect("inline send");
+    let wcs = poll_n(&cq, 2);
+    assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+    let mut got = [0u8; 64];
+    mr.read(2048, &mut got).expect("read");
+    assert_eq!(got, data);
+    let big = vec![0u8; a.cap().max_inline_data as usize + 1];
+    let src = [Sge {
+        addr: big.as_ptr() as u64,
+        length: big.len() as u32,
+        lkey: 0,
+    }];
+    let wr = SendWr::send(3, &src).flags(verbs_api::SendFlags::INLINE);
+    // SAFETY: refused before reaching the device.
+    let e = unsafe { a.post_send(&[wr]) }.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.bad_wr()),
+        (ErrorKind::InvalidArgument, Some(0)),
+        "{e}"
+    );
+}
