@@ -505,3 +505,48 @@ fn posting_in_the_wrong_state_fails_and_err_flushes() {
         .all(|c| c.status == WcStatus::WrFlushErr && c.opcode == WcOpcode::Recv));
     let _ = WcFlags::empty();
 }
+
+#[test]
+fn first_packet_in_rtr_raises_comm_est_and_min_rnr_timer_paces_retries() {
+    let sim = Sim::new(17);
+    let a = node(&sim, 1, Personality::Rxe);
+    let b = node(&sim, 2, Personality::Rxe);
+    let (qa, qb) = (qp(&a, QpType::Rc), qp(&b, QpType::Rc));
+    let slow = Link {
+        rnr_retry: 3,
+        min_rnr_timer: 14,
+        ..DEFAULT
+    }; // 1.28 ms per RNR wait
+    connect(&qa, &a, ip(2), qb.qp_num(), &slow);
+    // b stays in RTR: it receives but does not send.
+    let access = AccessFlags::LOCAL_WRITE;
+    qb.modify_with(
+        &QpModify::to(QpState::Init)
+            .port(1)
+            .pkey_index(0)
+            .access(access),
+    )
+    .unwrap();
+    qb.modify_with(
+        &QpModify::to(QpState::Rtr)
+            .av(AhAttr::roce(Gid::from_ipv4(ip(1)), 1, 1))
+            .path_mtu(Mtu::Mtu1024)
+            .dest_qpn(qa.qp_num())
+            .rq_psn(100)
+            .max_dest_rd_atomic(1)
+            .min_rnr_timer(14),
+    )
+    .unwrap();
+    post(&qa, SendWr::send(1, &[slot_sge(&a, 0, 8)]).signaled());
+    let t0 = sim.now();
+    let c = wait(&sim, &a.cq, 1);
+    assert_eq!(c[0].status, WcStatus::RnrRetryExcErr);
+    assert!(
+        sim.now() - t0 >= 3 * 1_280_000,
+        "three RNR waits of 1.28 ms: {} ns",
+        sim.now() - t0
+    );
+    let ev = b.ctx.poll_async_event().unwrap().unwrap();
+    assert_eq!(ev.event_type, verbs_api::EventType::CommEst);
+    assert_eq!(ev.element, verbs_api::EventElement::Qp(qb.qp_num()));
+}

@@ -12,7 +12,10 @@ use crate::frame::roce::{
 };
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
-use verbs_api::{AccessFlags, QpState, QpType, SendFlags, SendOpcode, WcFlags, WcOpcode, WcStatus};
+use verbs_api::{
+    AccessFlags, EventElement, EventType, QpState, QpType, SendFlags, SendOpcode, WcFlags,
+    WcOpcode, WcStatus,
+};
 
 const ACK_TIMER: u64 = 1;
 const RNR_TIMER: u64 = 2;
@@ -93,6 +96,7 @@ pub(crate) struct RcState {
     recv: Option<InRecv>,
     write: Option<InWrite>,
     nak_sent: bool,
+    comm_est: bool,
     atomic_cache: VecDeque<(u32, u64, u32)>,
 }
 
@@ -582,6 +586,13 @@ impl World {
             qp.pd,
             qp.attr.dest_qp_num,
         );
+        let (in_rtr, ctx) = (qp.state == QpState::Rtr, qp.ctx);
+        let rc = self.rc(qpn).expect("connected QP");
+        if in_rtr && !rc.comm_est {
+            // The first packet on a QP still in RTR: IBV_EVENT_COMM_EST.
+            rc.comm_est = true;
+            self.async_event(ctx, EventType::CommEst, EventElement::Qp(qpn));
+        }
         let rc = self.rc(qpn).expect("connected QP");
         let d = psn_cmp(bth.psn, rc.epsn);
         let starts = matches!(
