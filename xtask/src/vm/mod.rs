@@ -330,7 +330,7 @@ fn stage1(shares: &[(String, PathBuf)]) -> String {
 R=/mnt/root
 O=trans=virtio,version=9p2000.L,msize=262144
 echo "stage1 start: uptime $(cat /proc/uptime)" > /job/times
-mount -t 9p -o $O,ro hostroot $R || { echo "xtask-vm: cannot mount the host root"; return; }
+mount -t 9p -o $O,ro,cache=loose hostroot $R || { echo "xtask-vm: cannot mount the host root"; return; }
 mount -t proc proc $R/proc
 mount -t sysfs sysfs $R/sys
 mount -t devtmpfs devtmpfs $R/dev
@@ -411,6 +411,7 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 printf '#!/bin/sh\nexec modprobe -d %s "$@"\n' {base} > $J/modprobe
 chmod 755 $J/modprobe
 if ! (
+    PS4='+ [$(cut -d" " -f1 /proc/uptime)] '
     set -ex
     echo "stage2 start: uptime $(cat /proc/uptime)" >> $J/times
     modprobe -d {base} -a veth crc32_generic rdma_rxe ib_uverbs rdma_ucm
