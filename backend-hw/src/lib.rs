@@ -18,12 +18,21 @@
 //! userspace provider, an unknown device name, RAW_PACKET without CAP_NET_RAW, RAW_PACKET
 //! or flow steering on a device without them ([`diagnose`]).
 //!
+//! `attach_mcast` on a RoCEv2 port also joins the IPv4 group on the port's interface (as
+//! librdmacm's `rdma_join_multicast` does), without which the kernel delivers nothing.
+//!
 //! Tests that need a device are in `tests/device.rs`, behind the `device-tests` feature;
-//! they run on the device named by `RDMA_DEVICE` and fail (never skip) when it does not work:
+//! they run on the device named by `RDMA_DEVICE` and fail (never skip) when it is unset or
+//! does not work. On a machine without RDMA, run them in the Soft-RoCE VM:
 //!
 //! ```text
 //! RDMA_DEVICE=rxe0 cargo test -p backend-hw --features device-tests
+//! cargo xtask vm --env RDMA_DEVICE=rxe0 -- target/debug/deps/device-HASH
 //! ```
+//!
+//! Examples (feature `ibverbs`): `devinfo` (what `ibv_devinfo` prints), and `rc_pingpong` /
+//! `ud_pingpong`, which interoperate with rdma-core's `ibv_rc_pingpong` /
+//! `ibv_ud_pingpong` in both roles (`scripts/pingpong-interop.sh` checks it in the VM).
 
 pub mod diagnose;
 

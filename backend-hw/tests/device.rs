@@ -708,3 +708,40 @@ fn inline_sends_up_to_the_probed_limit() {
         "{e}"
     );
 }
+
+#[test]
+fn resources_keep_what_they_use_alive_whatever_the_drop_order() {
+    let Rig { pd, ctx, .. } = rig();
+    let ch = ctx.create_comp_channel().expect("channel");
+    let cq = ctx.create_cq(8, Some(&ch), 0).expect("cq");
+    let qp = ctx
+        .create_qp(
+            &pd,
+            &QpInitAttr::new(
+                QpType::Ud,
+                &cq,
+                QpCap {
+                    max_send_wr: 2,
+                    max_recv_wr: 2,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+            ),
+        )
+        .expect("qp");
+    let mr = ctx
+        .alloc_mr(&pd, 4096, AccessFlags::LOCAL_WRITE)
+        .expect("mr");
+    // Drop the handles the QP and MR depend on first: they stay alive underneath.
+    drop((ch, cq, pd, ctx));
+    qp.modify_with(&QpModify::to(QpState::Init).pkey_index(0).port(1).qkey(QKEY))
+        .expect("the QP still works");
+    let s = [sge(&mr, 0, 64)];
+    // SAFETY: the MR outlives the QP (dropped after it below, and the post is flushed
+    // when the QP is destroyed).
+    unsafe { qp.post_recv(&[RecvWr::new(1, &s)]) }.expect("post_recv");
+    assert_eq!(qp.state().expect("state"), QpState::Init);
+    drop(qp);
+    drop(mr);
+}
