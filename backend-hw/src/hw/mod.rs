@@ -620,6 +620,22 @@ mod tests {
     }
 
     #[test]
+    fn resources_cross_threads() {
+        fn send_sync<T: Send + Sync>() {}
+        fn send<T: Send>() {}
+        send_sync::<HwVerbs>();
+        send_sync::<HwContext>();
+        send_sync::<HwPd>();
+        send_sync::<HwCompChannel>();
+        send_sync::<HwCq>();
+        send_sync::<HwSrq>();
+        send_sync::<HwQp>();
+        send_sync::<HwAh>();
+        send_sync::<HwFlow>();
+        send::<HwMr>();
+    }
+
+    #[test]
     fn device_names_with_nul_are_rejected() {
         let e = HwVerbs::new().open("rx\0e0").unwrap_err();
         assert_eq!(e.kind(), ErrorKind::InvalidArgument);

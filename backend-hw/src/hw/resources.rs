@@ -107,12 +107,11 @@ pub struct HwMr {
     pd: Arc<Pd>,
 }
 
-// SAFETY: the region's memory is shared with the device anyway, and every access through
-// MemoryRegion goes through raw pointers under the trait's contract; the ibv_mr may be
-// deregistered from any thread.
+// SAFETY: the region owns (or was given) memory no other Rust value references, and the
+// ibv_mr may be deregistered from any thread, so moving the region to another thread is
+// sound. HwMr is deliberately not Sync: `MemoryRegion::write(&self)` copies into the
+// region, and two threads doing so at once through a shared reference would race.
 unsafe impl Send for HwMr {}
-// SAFETY: as for Send; HwMr has no interior mutability.
-unsafe impl Sync for HwMr {}
 
 impl fmt::Debug for HwMr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
