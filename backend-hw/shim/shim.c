@@ -840,15 +840,15 @@ struct flow_buf {
 	unsigned char specs[MAX_FLOW_SPECS * sizeof(struct ibv_flow_spec)];
 } __attribute__((aligned(8)));
 
-int shim_create_flow(struct ibv_qp *qp, const struct shim_flow_attr *attr,
-		     const struct shim_flow_spec *specs, size_t n, struct ibv_flow **out)
+/* Lays out an ibv_flow_attr followed by its specs in `buf`, as ibv_create_flow takes it. */
+static int build_flow(struct flow_buf *buf, const struct shim_flow_attr *attr,
+		      const struct shim_flow_spec *specs, size_t n)
 {
-	struct flow_buf buf;
-	unsigned char *p = buf.specs;
+	unsigned char *p = buf->specs;
 
 	if (n > MAX_FLOW_SPECS)
 		return EINVAL;
-	memset(&buf, 0, sizeof(buf));
+	memset(buf, 0, sizeof(*buf));
 	for (size_t i = 0; i < n; i++) {
 		const struct shim_flow_spec *s = &specs[i];
 
@@ -895,13 +895,39 @@ int shim_create_flow(struct ibv_qp *qp, const struct shim_flow_attr *attr,
 			return EINVAL;
 		}
 	}
-	buf.attr.comp_mask = 0;
-	buf.attr.type = (enum ibv_flow_attr_type)attr->type;
-	buf.attr.size = (uint16_t)(sizeof(buf.attr) + (size_t)(p - buf.specs));
-	buf.attr.priority = attr->priority;
-	buf.attr.num_of_specs = (uint8_t)n;
-	buf.attr.port = attr->port;
-	buf.attr.flags = attr->flags;
+	buf->attr.comp_mask = 0;
+	buf->attr.type = (enum ibv_flow_attr_type)attr->type;
+	buf->attr.size = (uint16_t)(sizeof(buf->attr) + (size_t)(p - buf->specs));
+	buf->attr.priority = attr->priority;
+	buf->attr.num_of_specs = (uint8_t)n;
+	buf->attr.port = attr->port;
+	buf->attr.flags = attr->flags;
+	return 0;
+}
+
+int shim_flow_bytes(const struct shim_flow_attr *attr, const struct shim_flow_spec *specs,
+		    size_t n, unsigned char *out, size_t cap, size_t *len)
+{
+	struct flow_buf buf;
+	int ret = build_flow(&buf, attr, specs, n);
+
+	if (ret)
+		return ret;
+	*len = buf.attr.size;
+	if (*len > cap)
+		return ERANGE;
+	memcpy(out, &buf, *len);
+	return 0;
+}
+
+int shim_create_flow(struct ibv_qp *qp, const struct shim_flow_attr *attr,
+		     const struct shim_flow_spec *specs, size_t n, struct ibv_flow **out)
+{
+	struct flow_buf buf;
+	int ret = build_flow(&buf, attr, specs, n);
+
+	if (ret)
+		return ret;
 	errno = 0;
 	*out = ibv_create_flow(qp, &buf.attr);
 	return *out ? 0 : null_err();

@@ -294,5 +294,8 @@ int shim_destroy_ah(struct ibv_ah *ah);
 int shim_create_flow(struct ibv_qp *qp, const struct shim_flow_attr *attr,
 		     const struct shim_flow_spec *specs, size_t n, struct ibv_flow **out);
 int shim_destroy_flow(struct ibv_flow *flow);
+/* The bytes shim_create_flow hands to ibv_create_flow (for tests). */
+int shim_flow_bytes(const struct shim_flow_attr *attr, const struct shim_flow_spec *specs,
+		    size_t n, unsigned char *out, size_t cap, size_t *len);
 
 #endif

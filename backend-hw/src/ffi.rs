@@ -446,6 +446,15 @@ extern "C" {
         out: *mut *mut ibv_flow,
     ) -> c_int;
     pub fn shim_destroy_flow(flow: *mut ibv_flow) -> c_int;
+    #[cfg(test)]
+    pub fn shim_flow_bytes(
+        attr: *const shim_flow_attr,
+        specs: *const shim_flow_spec,
+        n: usize,
+        out: *mut u8,
+        cap: usize,
+        len: *mut usize,
+    ) -> c_int;
 }
 
 /// The shim's table of sizes and offsets, as the C compiler laid the structs out.

@@ -311,6 +311,71 @@ mod tests {
         );
     }
 
+    /// The bytes ibv_create_flow receives for spead2's endpoint rule: an ibv_flow_attr
+    /// and three specs, each with its type and size, values and masks in network order.
+    #[test]
+    fn flow_attr_bytes_are_what_ibv_create_flow_expects() {
+        let group = Ipv4Addr::new(239, 1, 2, 3);
+        let mac = verbs_api::ipv4_multicast_mac(group);
+        let mut rule = FlowAttr::udp_endpoint(2, mac, group, 7148);
+        rule.priority = 3;
+        let specs: Vec<_> = rule.specs.iter().map(flow_spec).collect();
+        let attr = ffi::shim_flow_attr {
+            type_: 0,
+            flags: 0,
+            priority: 3,
+            port: 2,
+            pad: 0,
+        };
+        let mut buf = [0u8; 512];
+        let mut len = 0usize;
+        // SAFETY: all pointers are valid for the lengths given.
+        let ret = unsafe {
+            ffi::shim_flow_bytes(
+                &attr,
+                specs.as_ptr(),
+                specs.len(),
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut len,
+            )
+        };
+        assert_eq!(ret, 0);
+        let u16_at = |o: usize| u16::from_ne_bytes([buf[o], buf[o + 1]]);
+        let u32_at = |o: usize| u32::from_ne_bytes([buf[o], buf[o + 1], buf[o + 2], buf[o + 3]]);
+        // struct ibv_flow_attr: comp_mask, type, size, priority, num_of_specs, port, flags.
+        assert_eq!(u32_at(0), 0, "comp_mask");
+        assert_eq!(u32_at(4), 0, "IBV_FLOW_ATTR_NORMAL");
+        assert_eq!(usize::from(u16_at(8)), len, "size covers attr and specs");
+        assert_eq!(u16_at(10), 3, "priority");
+        assert_eq!((buf[12], buf[13]), (3, 2), "num_of_specs, port");
+        let mut off = 20; // sizeof(struct ibv_flow_attr)
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let (ty, size) = (u32_at(off), usize::from(u16_at(off + 4)));
+            let spec = &buf[off..off + size];
+            match ty {
+                0x20 => {
+                    assert_eq!(&spec[6..12], &mac, "val.dst_mac");
+                    assert_eq!(&spec[22..28], &[0xff; 6], "mask.dst_mac");
+                }
+                0x30 => {
+                    assert_eq!(&spec[12..16], &[239, 1, 2, 3], "val.dst_ip, network order");
+                    assert_eq!(&spec[20..24], &[0xff; 4], "mask.dst_ip");
+                }
+                0x41 => {
+                    assert_eq!(&spec[6..8], &7148u16.to_be_bytes(), "val.dst_port");
+                    assert_eq!(&spec[10..12], &[0xff, 0xff], "mask.dst_port");
+                }
+                other => panic!("unexpected spec type {other:#x}"),
+            }
+            seen.push(ty);
+            off += size;
+        }
+        assert_eq!(seen, [0x20, 0x30, 0x41]);
+        assert_eq!(off, len);
+    }
+
     #[test]
     fn unknown_completion_values_are_kept_safe() {
         let w = ffi::shim_wc {
