@@ -86,6 +86,22 @@ impl Rate {
     }
 }
 
+/// Rounds of alternating measurements.
+const ROUNDS: usize = 3;
+
+fn keep_best(best: &mut Option<Rate>, r: Rate) {
+    if best.as_ref().map_or(true, |b| r.seconds < b.seconds) {
+        *best = Some(r);
+    }
+}
+
+/// Keeps the round with the highest packet rate (UDP rounds differ in packet count).
+fn keep_fastest(best: &mut Option<Rate>, r: Rate) {
+    if r.pps().is_finite() && best.as_ref().map_or(true, |b| r.pps() > b.pps()) {
+        *best = Some(r);
+    }
+}
+
 fn ours_from_memory(bytes: &[u8], repeats: usize) -> Rate {
     let mut best: Option<Rate> = None;
     for _ in 0..repeats {
@@ -256,7 +272,7 @@ fn main() {
             "spead2 venv not found: run `cargo test -p workspace-tests` first for spead2 numbers"
         );
     }
-    println!("Heap assembly from memory (1 MiB heaps, best of 20; input fits in L3)");
+    println!("Heap assembly from memory (1 MiB heaps, best of 3 alternating rounds of 20; input fits in L3)");
     for (label, packet, heaps) in [
         ("8 KiB payload", 8192 + 40, 16u64),
         ("1472-byte packets", 1472, 16),
@@ -266,38 +282,64 @@ fn main() {
             " {label}: {heaps} heaps, {packets} packets, {} bytes",
             bytes.len()
         );
-        memcpy_bound(&bytes, 20).show("bound: decode + memcpy only");
-        let ours = ours_from_memory(&bytes, 20);
-        ours.show("ours");
-        if let Some(py) = &py {
-            for (name, pool) in [("spead2 4.5.1", "0"), ("spead2 4.5.1 + MemoryPool", "1")] {
-                if let Some(v) = spead2_json(py, &["bench-mem", "20", "4", pool], &bytes) {
-                    let theirs = rate_from_json(&v);
-                    theirs.show(name);
-                    println!(
-                        "  ratio ours/{name}: {:.2}x packets/s",
-                        ours.pps() / theirs.pps()
-                    );
+        // Alternate rounds so background load hits every contender alike; keep the
+        // best of all rounds for each.
+        let mut bound: Option<Rate> = None;
+        let mut ours: Option<Rate> = None;
+        let mut theirs: [Option<Rate>; 2] = [None, None];
+        for _ in 0..ROUNDS {
+            keep_best(&mut bound, memcpy_bound(&bytes, 20));
+            keep_best(&mut ours, ours_from_memory(&bytes, 20));
+            if let Some(py) = &py {
+                for (slot, pool) in theirs.iter_mut().zip(["0", "1"]) {
+                    if let Some(v) = spead2_json(py, &["bench-mem", "20", "4", pool], &bytes) {
+                        keep_best(slot, rate_from_json(&v));
+                    }
                 }
             }
         }
+        let (Some(bound), Some(ours)) = (bound, ours) else {
+            continue;
+        };
+        bound.show("bound: decode + memcpy only");
+        ours.show("ours");
+        for (name, t) in ["spead2 4.5.1", "spead2 4.5.1 + MemoryPool"]
+            .iter()
+            .zip(&theirs)
+        {
+            if let Some(t) = t {
+                t.show(name);
+                println!(
+                    "  ratio ours/{name}: {:.2}x packets/s",
+                    ours.pps() / t.pps()
+                );
+            }
+        }
     }
-    println!("UDP loopback receive (same unthrottled sender: ours, sendmmsg)");
+    println!("UDP loopback receive (same unthrottled sender: ours, sendmmsg; best of 3 alternating rounds)");
     for (label, packet, heaps) in [
         ("8 KiB payload", 8192 + 40, 256u64),
         ("1472-byte packets", 1472, 128),
     ] {
         println!(" {label}: {heaps} heaps sent");
-        let ours = ours_udp(heaps, packet);
-        ours.show("ours");
-        if let Some(py) = &py {
-            if let Some(theirs) = spead2_udp(py, heaps, packet) {
-                theirs.show("spead2 4.5.1");
-                println!(
-                    "  ratio ours/spead2: {:.2}x packets/s",
-                    ours.pps() / theirs.pps()
-                );
+        let mut ours: Option<Rate> = None;
+        let mut theirs: Option<Rate> = None;
+        for _ in 0..ROUNDS {
+            keep_fastest(&mut ours, ours_udp(heaps, packet));
+            if let Some(py) = &py {
+                if let Some(t) = spead2_udp(py, heaps, packet) {
+                    keep_fastest(&mut theirs, t);
+                }
             }
+        }
+        let Some(ours) = ours else { continue };
+        ours.show("ours");
+        if let Some(theirs) = theirs {
+            theirs.show("spead2 4.5.1");
+            println!(
+                "  ratio ours/spead2: {:.2}x packets/s",
+                ours.pps() / theirs.pps()
+            );
         }
     }
 }
