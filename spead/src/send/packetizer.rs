@@ -287,6 +287,27 @@ mod tests {
     }
 
     #[test]
+    fn padding_goes_before_item_bytes_as_in_spead2() {
+        // Observed from spead2 4.5.1: one pointer per packet forces padding to 17
+        // bytes, and the first packet's 2 padding bytes precede its 6 item bytes.
+        let mut h = Heap::new(Flavour::SPEAD_64_40);
+        h.add_item(0x1000, vec![1, 2, 3], false);
+        h.add_item(0x1001, vec![5, 6, 7], false);
+        let b = heap_to_bytes(&h, 1, 56).unwrap();
+        let payloads: Vec<String> = {
+            let mut rest = &b[..];
+            let mut out = Vec::new();
+            while !rest.is_empty() {
+                let p = crate::wire::decode_packet(rest).unwrap();
+                out.push(hex(p.payload));
+                rest = &rest[p.size()..];
+            }
+            out
+        };
+        assert_eq!(payloads, vec!["0000010203050607", "0000000000000000", "00"]);
+    }
+
+    #[test]
     fn rejects_bad_parameters() {
         let h = Heap::new(Flavour::SPEAD_64_40);
         assert_eq!(
