@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::vm::{self, VmOptions};
+use crate::vm::{self, sh_quote, VmOptions};
 
 /// An error that ends an xtask command, with a message for the user.
 pub type Error = String;
@@ -128,13 +128,27 @@ struct TestBinary {
     tests: Option<usize>,
 }
 
-/// `cargo test -p backend-hw --no-run --message-format=json`: the test binaries.
-fn build_hw_tests() -> Result<Vec<TestBinary>, Error> {
+/// What building backend-hw's tests produced.
+#[derive(Debug, Default)]
+struct HwBuild {
+    tests: Vec<TestBinary>,
+    /// The folder of the `rc_pingpong` and `ud_pingpong` examples, when both were built.
+    examples: Option<PathBuf>,
+}
+
+/// The backend-hw feature that builds the libibverbs backend and its device tests.
+const HW_TEST_FEATURE: &str = "device-tests";
+
+/// `cargo test -p backend-hw --features device-tests --no-run --message-format=json`:
+/// the test binaries (and the examples, which `cargo test` builds too).
+fn build_hw_tests() -> Result<HwBuild, Error> {
     let mut c = cargo();
     c.args([
         "test",
         "-p",
         "backend-hw",
+        "--features",
+        HW_TEST_FEATURE,
         "--no-run",
         "--message-format=json-render-diagnostics",
     ]);
@@ -147,17 +161,27 @@ fn build_hw_tests() -> Result<Vec<TestBinary>, Error> {
             out.status
         ));
     }
-    let mut bins = Vec::new();
+    let mut build = HwBuild::default();
+    let mut examples: Vec<PathBuf> = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        if msg["reason"] != "compiler-artifact" || msg["profile"]["test"] != true {
+        if msg["reason"] != "compiler-artifact" {
             continue;
         }
         let Some(exe) = msg["executable"].as_str() else {
             continue;
         };
+        if msg["profile"]["test"] != true {
+            let is_example = msg["target"]["kind"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "example"));
+            if is_example {
+                examples.push(PathBuf::from(exe));
+            }
+            continue;
+        }
         let cwd = msg["manifest_path"]
             .as_str()
             .and_then(|m| Path::new(m).parent().map(Path::to_path_buf))
@@ -173,13 +197,62 @@ fn build_hw_tests() -> Result<Vec<TestBinary>, Error> {
                     .filter(|l| l.ends_with(": test"))
                     .count()
             });
-        bins.push(TestBinary {
+        build.tests.push(TestBinary {
             executable: PathBuf::from(exe),
             cwd,
             tests,
         });
     }
-    Ok(bins)
+    let has = |name: &str| {
+        examples
+            .iter()
+            .find(|e| e.file_name().is_some_and(|n| n == name))
+            .and_then(|e| e.parent().map(Path::to_path_buf))
+    };
+    if let (Some(rc), Some(ud)) = (has("rc_pingpong"), has("ud_pingpong")) {
+        if rc == ud {
+            build.examples = Some(rc);
+        }
+    }
+    Ok(build)
+}
+
+/// The interoperability script of backend-hw's pingpong examples (run in the VM).
+const INTEROP_SCRIPT: &str = "backend-hw/scripts/pingpong-interop.sh";
+
+/// The script the VM runs for `test --backend hw --vm`: every test binary, then the
+/// pingpong interop script, each reporting `xtask-result: CODE NAME`; then a check that
+/// `rdma resource show` counts the same objects as before the suite (no leaks).
+fn hw_suite_script(build: &HwBuild, rest: &[String]) -> String {
+    let mut s = String::from(
+        "fail=0\nrdma resource show > /tmp/xtask-res.before 2>&1\n\
+         step() { rc=$1; shift; echo \"xtask-result: $rc $*\"; [ \"$rc\" = 0 ] || fail=1; }\n",
+    );
+    for b in build.tests.iter().filter(|b| b.tests != Some(0)) {
+        let exe = sh_quote(&b.executable.to_string_lossy());
+        let args: String = rest.iter().map(|a| format!(" {}", sh_quote(a))).collect();
+        s.push_str(&format!(
+            "echo \"== xtask: \"{exe}\ncd {} && {exe}{args}; step $? {exe}\n",
+            sh_quote(&b.cwd.to_string_lossy())
+        ));
+    }
+    if let Some(ex) = &build.examples {
+        if root().join(INTEROP_SCRIPT).exists() {
+            s.push_str(&format!(
+                "echo '== xtask: {INTEROP_SCRIPT}'\ncd {} && sh {INTEROP_SCRIPT} {}; step $? {INTEROP_SCRIPT}\n",
+                sh_quote(&root().to_string_lossy()),
+                sh_quote(&ex.to_string_lossy())
+            ));
+        }
+    }
+    s.push_str(
+        "rdma resource show > /tmp/xtask-res.after 2>&1\n\
+         echo '== xtask: rdma resource show after the suite'\ncat /tmp/xtask-res.after\n\
+         if cmp -s /tmp/xtask-res.before /tmp/xtask-res.after; then step 0 leak-check; else\n\
+         echo 'rdma resources before the suite:'; cat /tmp/xtask-res.before; step 1 leak-check; fi\n\
+         exit $fail\n",
+    );
+    s
 }
 
 /// The smoke check run in the VM while backend-hw has no tests: rdma-core's own tools
@@ -245,24 +318,21 @@ pub fn test_hw(use_vm: bool, timeout: u64, rest: &[String]) -> Result<(), Error>
     }
 
     vm::packages::ensure_installed(&[vm::packages::BUILD_PACKAGES, vm::packages::VM_PACKAGES])?;
-    let bins = build_hw_tests()?;
-    let with_tests: Vec<&TestBinary> = bins.iter().filter(|b| b.tests != Some(0)).collect();
-    let base = VmOptions {
+    let build = build_hw_tests()?;
+    let opts = VmOptions {
         timeout: Duration::from_secs(timeout),
         env: vec![("RDMA_DEVICE".into(), vm::RXE_DEVICE.into())],
+        cwd: root(),
         ..VmOptions::default()
     };
-    if with_tests.is_empty() {
+    let n_bins = build.tests.iter().filter(|b| b.tests != Some(0)).count();
+    if n_bins == 0 {
         eprintln!(
             "xtask: backend-hw has no tests yet ({} test binaries, none lists a test): running \
              the Soft-RoCE smoke check in the VM instead",
-            bins.len()
+            build.tests.len()
         );
         let cmd = ["sh".to_owned(), "-c".to_owned(), SMOKE_SCRIPT.to_owned()];
-        let opts = VmOptions {
-            cwd: root(),
-            ..base
-        };
         let out = vm::run_in_vm(&cmd, &opts)?;
         eprintln!(
             "xtask: smoke check: exit code {} (boot+setup {:.1} s, total {:.1} s)",
@@ -279,39 +349,53 @@ pub fn test_hw(use_vm: bool, timeout: u64, rest: &[String]) -> Result<(), Error>
             ))
         };
     }
-    let mut failed = Vec::new();
-    for b in &with_tests {
-        let mut cmd = vec![b.executable.to_string_lossy().into_owned()];
-        cmd.extend(rest.iter().cloned());
-        eprintln!(
-            "xtask: running {} in the Soft-RoCE VM (RDMA_DEVICE={})",
-            b.executable.display(),
-            vm::RXE_DEVICE
-        );
-        let opts = VmOptions {
-            cwd: b.cwd.clone(),
-            ..base.clone()
-        };
-        match vm::run_in_vm(&cmd, &opts) {
-            Ok(out) if out.success() => {}
-            Ok(out) => failed.push(format!(
-                "{} (exit code {})",
-                b.executable.display(),
-                out.exit_code
-            )),
-            Err(e) => failed.push(format!("{} (VM error: {e})", b.executable.display())),
-        }
+    eprintln!(
+        "xtask: running {n_bins} backend-hw test binaries{} in one Soft-RoCE VM \
+         (RDMA_DEVICE={})",
+        if build.examples.is_some() {
+            " and the pingpong interop script"
+        } else {
+            ""
+        },
+        vm::RXE_DEVICE
+    );
+    let cmd = [
+        "sh".to_owned(),
+        "-c".to_owned(),
+        hw_suite_script(&build, rest),
+    ];
+    let out = vm::run_in_vm(&cmd, &opts)?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let results: Vec<(&str, &str)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("xtask-result: "))
+        .filter_map(|l| l.split_once(' '))
+        .collect();
+    eprintln!(
+        "xtask: hardware suite in the Soft-RoCE VM (boot+setup {:.1} s, total {:.1} s):",
+        out.boot_time.unwrap_or_default().as_secs_f64(),
+        out.total_time.as_secs_f64()
+    );
+    for (code, what) in &results {
+        let verdict = if *code == "0" { "ok" } else { "FAILED" };
+        eprintln!("  {verdict:<6} {what} (exit code {code})");
     }
-    if failed.is_empty() {
-        eprintln!(
-            "xtask: hardware suite passed in the Soft-RoCE VM ({} test binaries)",
-            with_tests.len()
-        );
+    let failed: Vec<&str> = results
+        .iter()
+        .filter(|(code, _)| *code != "0")
+        .map(|(_, what)| *what)
+        .collect();
+    if out.success() && failed.is_empty() {
         Ok(())
+    } else if failed.is_empty() {
+        Err(format!(
+            "the hardware suite failed in the Soft-RoCE VM (exit code {})",
+            out.exit_code
+        ))
     } else {
         Err(format!(
-            "hardware tests failed in the Soft-RoCE VM:\n  {}",
-            failed.join("\n  ")
+            "hardware tests failed in the Soft-RoCE VM: {}",
+            failed.join(", ")
         ))
     }
 }

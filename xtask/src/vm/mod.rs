@@ -278,7 +278,7 @@ pub fn prepare() -> Result<Assets, String> {
 }
 
 /// Single-quotes `s` for sh.
-fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
