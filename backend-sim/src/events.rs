@@ -5,7 +5,7 @@
 use crate::clock::Nanos;
 use crate::ids::PortId;
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// What happens when an event comes due.
 #[derive(Debug)]
@@ -54,9 +54,15 @@ impl Ord for Event {
 }
 
 /// A min-queue of events by (time, sequence).
+///
+/// Most events are scheduled in time order (a link is a FIFO with a fixed latency), so
+/// an event that sorts after everything in `tail` is appended there in O(1); the rest go
+/// to the heap. Popping takes the smaller head of the two. The order is exactly the
+/// (time, sequence) order either way, so the split is invisible to the trace.
 #[derive(Debug, Default)]
 pub(crate) struct EventQueue {
     heap: BinaryHeap<Event>,
+    tail: VecDeque<Event>,
     next_seq: u64,
 }
 
@@ -64,18 +70,66 @@ impl EventQueue {
     pub fn push(&mut self, time: Nanos, kind: EventKind) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Event { time, seq, kind });
+        let e = Event { time, seq, kind };
+        // seq grows, so "after the tail's last" only needs the time.
+        if self.tail.back().is_none_or(|b| b.time <= time) {
+            self.tail.push_back(e);
+        } else {
+            self.heap.push(e);
+        }
+    }
+
+    fn tail_first(&self) -> bool {
+        match (self.tail.front(), self.heap.peek()) {
+            (Some(t), Some(h)) => (t.time, t.seq) < (h.time, h.seq),
+            (Some(_), None) => true,
+            _ => false,
+        }
     }
 
     pub fn pop(&mut self) -> Option<Event> {
-        self.heap.pop()
+        if self.tail_first() {
+            self.tail.pop_front()
+        } else {
+            self.heap.pop()
+        }
     }
 
     pub fn peek_time(&self) -> Option<Nanos> {
-        self.heap.peek().map(|e| e.time)
+        if self.tail_first() {
+            self.tail.front().map(|e| e.time)
+        } else {
+            self.heap.peek().map(|e| e.time)
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.heap.len() + self.tail.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pops_in_time_then_sequence_order_whatever_the_push_order() {
+        let mut q = EventQueue::default();
+        let times = [5u64, 5, 3, 9, 9, 1, 7, 5, 2, 8, 8, 0, 6];
+        for (i, &t) in times.iter().enumerate() {
+            q.push(t, EventKind::Timer { token: i as u64 });
+        }
+        let mut expect: Vec<(u64, u64)> = times
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| (t, i as u64))
+            .collect();
+        expect.sort_unstable();
+        let mut got = Vec::new();
+        while let Some(e) = q.pop() {
+            assert_eq!(q.len(), times.len() - got.len() - 1);
+            got.push((e.time, e.seq));
+        }
+        assert_eq!(got, expect);
     }
 }
