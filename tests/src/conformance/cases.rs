@@ -478,36 +478,63 @@ pub fn rc_inline_send<V: Verbs>(env: &Env<V>) {
     assert_eq!(buf, [0; 16]);
 }
 
-/// A bad lkey, or an SGE past its MR, completes with LOC_PROT_ERR.
+/// Bad local memory in a work request. Sender side: an SGE past its MR completes with
+/// LOC_PROT_ERR; a bad lkey with LOC_PROT_ERR per the man pages, but LOC_QP_OP_ERR on rxe
+/// (Linux 6.1). Either way the QP moves to ERR and the next request is flushed, while the
+/// responder stays in RTS. Receive side: a bad lkey in the posted receive fails that
+/// receive with LOC_QP_OP_ERR (rxe; LOC_PROT_ERR per the man pages) and the sender with
+/// REM_OP_ERR; both QPs end in ERR.
 pub fn loc_prot_err_on_bad_lkey<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let c = rig.cq(16);
-    let (a, b) = rig.rc_pair(&c.cq, AccessFlags::empty());
     let mr = rig.mr(256, AccessFlags::empty());
-    post_recv(&b, 1, &[sge(&mr, 128, 64)]);
-    let bad = Sge {
+    let bad_lkey = Sge {
         addr: mr.addr(),
         length: 8,
         lkey: mr.lkey() ^ 0x00ff_ff00,
     };
-    post_send(&a, SendWr::send(9, &[bad]).signaled());
-    let wcs = poll_n(&c.cq, 1);
-    expect_wc(&wcs[0], 9, WcStatus::LocProtErr, None);
-    assert_eq!(
-        a.state().unwrap(),
-        QpState::Err,
-        "the requester QP is in ERR"
-    );
-
-    let (a, _b) = rig.rc_pair(&c.cq, AccessFlags::empty());
-    let past = Sge {
+    let past_end = Sge {
         addr: mr.addr() + 250,
         length: 16,
         lkey: mr.lkey(),
     };
-    post_send(&a, SendWr::send(10, &[past]).signaled());
-    let wcs = poll_n(&c.cq, 1);
-    expect_wc(&wcs[0], 10, WcStatus::LocProtErr, None);
+    let bad_lkey_status = if env.is_rxe() {
+        WcStatus::LocQpOpErr
+    } else {
+        WcStatus::LocProtErr
+    };
+    for (bad, status) in [
+        (bad_lkey, bad_lkey_status),
+        (past_end, WcStatus::LocProtErr),
+    ] {
+        let (a, b) = rig.rc_pair(&c.cq, AccessFlags::empty());
+        post_recv(&b, 1, &[sge(&mr, 128, 64)]);
+        post_send(&a, SendWr::send(9, &[bad]).signaled());
+        post_send(&a, SendWr::send(10, &[sge(&mr, 0, 8)]).signaled());
+        let wcs = poll_n(&c.cq, 2);
+        expect_wc(&wcs[0], 9, status, None);
+        expect_wc(&wcs[1], 10, WcStatus::WrFlushErr, None);
+        assert_eq!(
+            a.state().unwrap(),
+            QpState::Err,
+            "the requester QP is in ERR"
+        );
+        assert_eq!(
+            b.state().unwrap(),
+            QpState::Rts,
+            "the responder is untouched"
+        );
+    }
+    let (a, b) = rig.rc_pair(&c.cq, AccessFlags::empty());
+    post_recv(&b, 1, &[bad_lkey]);
+    post_send(&a, SendWr::send(9, &[sge(&mr, 0, 8)]).signaled());
+    let wcs = poll_n(&c.cq, 2);
+    let recv = wcs.iter().find(|w| w.qp_num == b.qp_num()).unwrap();
+    expect_wc(recv, 1, bad_lkey_status, None);
+    let send = wcs.iter().find(|w| w.qp_num == a.qp_num()).unwrap();
+    expect_wc(send, 9, WcStatus::RemOpErr, None);
+    assert_eq!(a.state().unwrap(), QpState::Err);
+    assert_eq!(b.state().unwrap(), QpState::Err);
 }
 
 /// A bad rkey, a missing remote access right, or an out-of-bounds remote address
@@ -836,9 +863,11 @@ pub fn ud_send_above_mtu_completes_and_sends_nothing<V: Verbs>(env: &Env<V>) {
     assert!(poll_quiet(&c.cq).is_empty(), "nothing is delivered");
 }
 
-/// rxe: a UD message larger than the posted receive buffer is dropped silently; the
-/// receive stays posted for the next message.
-pub fn ud_message_above_receive_buffer_is_dropped<V: Verbs>(env: &Env<V>) {
+/// A UD message larger than the posted receive buffer. rxe (Linux 6.1) completes that
+/// receive with LOC_QP_OP_ERR, moves the UD QP to ERR and flushes its other receives (not
+/// the silent drop SOFT-ROCE.md describes); the man pages and mlx5 say LOC_LEN_ERR. The
+/// sender completes successfully either way.
+pub fn ud_message_above_receive_buffer_fails_the_receive<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let c = rig.cq(16);
     let a = rig.ud_qp(&c.cq, QKEY);
@@ -846,25 +875,23 @@ pub fn ud_message_above_receive_buffer_is_dropped<V: Verbs>(env: &Env<V>) {
     let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).unwrap();
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&b, 1, &[sge(&mr, 1024, (GRH_LEN + 50) as u32)]);
+    post_recv(&b, 5, &[sge(&mr, 2048, (GRH_LEN + 500) as u32)]);
     post_send(
         &a,
         SendWr::ud_send(2, &[sge(&mr, 0, 100)], &ah, b.qp_num(), QKEY).signaled(),
     );
-    let wcs = poll_n(&c.cq, 1);
-    expect_wc(&wcs[0], 2, WcStatus::Success, Some(WcOpcode::Send));
-    assert!(
-        poll_quiet(&c.cq).is_empty(),
-        "an oversized UD message is not delivered"
-    );
-    post_send(
-        &a,
-        SendWr::ud_send(3, &[sge(&mr, 0, 50)], &ah, b.qp_num(), QKEY).signaled(),
-    );
-    let wcs = poll_n(&c.cq, 2);
-    let recv = wcs
+    let wcs = poll_n(&c.cq, 3);
+    let send = wcs
         .iter()
-        .find(|w| w.is_recv())
-        .expect("the receive is still posted");
-    expect_wc(recv, 1, WcStatus::Success, Some(WcOpcode::Recv));
-    assert_eq!(recv.byte_len as usize, GRH_LEN + 50);
+        .find(|w| w.qp_num == a.qp_num())
+        .expect("the send completes");
+    expect_wc(send, 2, WcStatus::Success, Some(WcOpcode::Send));
+    let recvs: Vec<_> = wcs.iter().filter(|w| w.qp_num == b.qp_num()).collect();
+    if env.is_rxe() {
+        expect_wc(recvs[0], 1, WcStatus::LocQpOpErr, None);
+    } else {
+        expect_wc(recvs[0], 1, WcStatus::LocLenErr, None);
+    }
+    expect_wc(recvs[1], 5, WcStatus::WrFlushErr, None);
+    assert_eq!(b.state().unwrap(), QpState::Err);
 }

@@ -38,7 +38,7 @@ macro_rules! conformance_tests {
             srq_shared_with_limit_event,
             cq_overrun_raises_async_event,
             ud_send_above_mtu_completes_and_sends_nothing,
-            ud_message_above_receive_buffer_is_dropped,
+            ud_message_above_receive_buffer_fails_the_receive,
         );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {

@@ -26,6 +26,14 @@ pub struct Env<V: Verbs> {
     pub port: u8,
 }
 
+impl<V: Verbs> Env<V> {
+    /// Whether the device is Soft-RoCE (or the simulator's rxe personality), whose
+    /// divergences from the man pages the cases expect on it.
+    pub fn is_rxe(&self) -> bool {
+        self.device.starts_with("rxe")
+    }
+}
+
 /// An open device with one PD, its attributes, and the IPv4 GID of the port.
 pub struct Rig<C: Context> {
     /// Protection domain.

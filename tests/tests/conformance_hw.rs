@@ -1,0 +1,19 @@
+//! The conformance suite on real verbs: the device named by `RDMA_DEVICE` (rxe0 in the
+//! Soft-RoCE VM of `cargo xtask test --backend hw --vm`). Built only with the `hw`
+//! feature; when built, every case fails (never skips) if the device does not work.
+
+use backend_hw::HwVerbs;
+use workspace_tests::conformance::Env;
+
+fn env() -> Env<HwVerbs> {
+    let device = std::env::var("RDMA_DEVICE").expect(
+        "RDMA_DEVICE names the device to test (e.g. rxe0); `cargo xtask test --backend hw --vm` sets it",
+    );
+    Env {
+        verbs: HwVerbs::new(),
+        device,
+        port: 1,
+    }
+}
+
+workspace_tests::conformance_tests!(env());
