@@ -359,6 +359,10 @@ fn remote_access_errors() {
     let c = wait(&sim, &a.cq, 1);
     assert_eq!(c[0].status, WcStatus::RemAccessErr);
     assert_eq!(qa.state().unwrap(), QpState::Err);
+    // The responder goes to ERR too, and says why.
+    assert_eq!(_qb.state().unwrap(), QpState::Err);
+    let ev = b.ctx.poll_async_event().unwrap().unwrap();
+    assert_eq!(ev.event_type, verbs_api::EventType::QpAccessErr);
     // Out of bounds of the remote MR.
     let sim = Sim::new(10);
     let (a, b, qa, _qb) = pair(&sim, QpType::Rc, &DEFAULT);

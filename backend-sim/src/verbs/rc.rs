@@ -629,9 +629,22 @@ impl World {
         }
         let rc = self.rc(qpn).expect("connected QP");
         rc.nak_sent = false;
+        // NAKs of class C errors (invalid request, remote access, remote operational) also
+        // take the responder to ERR, with the matching async event, as rxe and mlx5 do.
         let nak = |w: &mut World, syn: u8| {
-            if !uc {
-                w.rc_reply(qpn, bth.psn, syn);
+            if uc {
+                return;
+            }
+            w.rc_reply(qpn, bth.psn, syn);
+            let event = match syn {
+                syndrome::NAK_INVALID_REQUEST => Some(EventType::QpReqErr),
+                syndrome::NAK_REMOTE_ACCESS_ERROR => Some(EventType::QpAccessErr),
+                syndrome::NAK_REMOTE_OPERATIONAL_ERROR => Some(EventType::QpFatal),
+                _ => None,
+            };
+            if let Some(e) = event {
+                w.async_event(ctx, e, EventElement::Qp(qpn));
+                w.enter_error(qpn);
             }
         };
         match o {
