@@ -6,6 +6,8 @@ mod objects;
 mod personality;
 mod rc;
 mod sim;
+mod steering;
+mod ud;
 mod world;
 
 pub use objects::{

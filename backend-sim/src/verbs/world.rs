@@ -9,7 +9,7 @@ use super::rc::RcState;
 use crate::clock::Nanos;
 use crate::fabric::{Fabric, Output};
 use crate::frame::eth::Mac;
-use crate::frame::roce::{self, build_roce_frame, opcode, Bth, Deth, RoceHeaders, RoceRoute};
+use crate::frame::roce::{self, opcode};
 use crate::frame::{offload_checksums, FrameView};
 use crate::hash::FastMap as HashMap;
 use crate::ids::{HostId, PortId};
@@ -17,8 +17,8 @@ use crate::trace::tag;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use verbs_api::{
-    AhAttr, AsyncEvent, Completion, EventElement, EventType, FlowAttr, FlowRuleType, QpAttr, QpCap,
-    QpState, QpType, SendFlags, SendOpcode, Sge, SrqAttr, WcFlags, WcOpcode, WcStatus,
+    AhAttr, AsyncEvent, Completion, EventElement, EventType, FlowAttr, QpAttr, QpCap, QpState,
+    QpType, SendFlags, SendOpcode, Sge, SrqAttr, WcFlags, WcOpcode, WcStatus,
 };
 
 /// Trace tags of the verbs layer.
@@ -188,7 +188,7 @@ pub(crate) struct World {
     next_handle: u32,
     next_qpn: u32,
     scratch: Vec<u8>,
-    steer_scratch: Vec<u32>,
+    pub(crate) steer_scratch: Vec<u32>,
     free_frames: Vec<Vec<u8>>,
 }
 
@@ -658,97 +658,6 @@ impl World {
         }
     }
 
-    fn ud_send(&mut self, qpn: u32, wr: &WrCopy, payload: &[u8]) -> WcStatus {
-        let Some(ud) = wr.ud else {
-            return WcStatus::LocQpOpErr;
-        };
-        let qp = self.qps.get_mut(&qpn).expect("caller checked");
-        let d = &self.devices[qp.dev];
-        // A UD message is one packet: it must fit the port's active MTU.
-        let mtu = d.personality.active_mtu().bytes() as usize;
-        if payload.len() > mtu {
-            return match d.personality {
-                // rxe completes it and sends nothing.
-                Personality::Rxe => WcStatus::Success,
-                Personality::Mlx5 => WcStatus::LocLenErr,
-            };
-        }
-        let Some(dst_ip) = ud.ah.grh.dgid.to_ipv4() else {
-            return WcStatus::LocQpOpErr;
-        };
-        let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
-            qp.attr.qkey
-        } else {
-            ud.remote_qkey
-        };
-        let psn = qp.ud_psn;
-        qp.ud_psn = (psn + 1) & 0x00ff_ffff;
-        let (src_mac, src_ip, port) = (d.mac, d.ip, d.port);
-        let dst_mac = if dst_ip.is_multicast() {
-            Mac::for_ipv4_multicast(dst_ip)
-        } else {
-            self.fabric.mac_of_ip(dst_ip).unwrap_or_default()
-        };
-        let opc = if wr.opcode == SendOpcode::SendWithImm {
-            opcode::SEND_ONLY_IMM
-        } else {
-            opcode::SEND_ONLY
-        };
-        let h = RoceHeaders {
-            bth: Bth {
-                opcode: opcode::UD | opc,
-                solicited: wr.flags.contains(SendFlags::SOLICITED),
-                pkey: roce::DEFAULT_PKEY,
-                dest_qp: if dst_ip.is_multicast() {
-                    roce::MULTICAST_QPN
-                } else {
-                    ud.remote_qpn
-                },
-                psn,
-                ..Bth::default()
-            },
-            deth: Some(Deth { qkey, src_qp: qpn }),
-            imm: (wr.opcode == SendOpcode::SendWithImm).then_some(wr.imm),
-            ..RoceHeaders::default()
-        };
-        let route = RoceRoute {
-            src_mac,
-            dst_mac,
-            src_ip,
-            dst_ip,
-            src_port: 0xc000 | (qpn as u16 & 0x3fff),
-            tos: ud.ah.grh.traffic_class,
-            ttl: if ud.ah.grh.hop_limit == 0 {
-                64
-            } else {
-                ud.ah.grh.hop_limit
-            },
-            ip_id: psn as u16,
-        };
-        let frame = build_roce_frame(&route, &h, payload);
-        match self.fabric.transmit(port, frame) {
-            Ok(_) => WcStatus::Success,
-            Err(_) => WcStatus::LocLenErr,
-        }
-    }
-
-    /// Copies a frame a port sends to its sniffer QPs (mlx5 sniffer rules see both ways).
-    fn sniff(&mut self, dev: usize, frame: &[u8]) {
-        if self.devices[dev].flows.is_empty() {
-            return;
-        }
-        let sniffers: Vec<u32> = self.devices[dev]
-            .flows
-            .iter()
-            .filter_map(|id| self.flows.get(id))
-            .filter(|r| r.attr.rule_type == FlowRuleType::Sniffer)
-            .map(|r| r.qpn)
-            .collect();
-        for q in sniffers {
-            self.raw_deliver(q, frame);
-        }
-    }
-
     // ---- receive side ----
 
     fn on_frame(&mut self, port: PortId, frame: Vec<u8>) {
@@ -769,79 +678,6 @@ impl World {
             self.devices[dev].stats.rx_unclaimed += 1;
         }
         self.recycle(frame);
-    }
-
-    /// Managed flow steering: sniffers get a copy; then the matching normal rules of the
-    /// best (lowest) priority, each of their QPs once; failing that the multicast default
-    /// (for group frames) and then the all-default rules.
-    fn steer(&mut self, dev: usize, frame: &[u8]) {
-        let d = &self.devices[dev];
-        if d.flows.is_empty() {
-            self.devices[dev].stats.rx_unclaimed += 1;
-            return;
-        }
-        let multicast = frame[0] & 1 != 0;
-        let mut targets = std::mem::take(&mut self.steer_scratch);
-        targets.clear();
-        let mut best: Option<u16> = None;
-        let mut mc_default: Vec<u32> = Vec::new();
-        let mut all_default: Vec<u32> = Vec::new();
-        let mut sniffers: Vec<u32> = Vec::new();
-        for id in &d.flows {
-            let Some(r) = self.flows.get(id) else {
-                continue;
-            };
-            match r.attr.rule_type {
-                FlowRuleType::Sniffer => sniffers.push(r.qpn),
-                FlowRuleType::McDefault => mc_default.push(r.qpn),
-                FlowRuleType::AllDefault => all_default.push(r.qpn),
-                FlowRuleType::Normal => {
-                    if best.is_some_and(|b| r.attr.priority > b) {
-                        continue;
-                    }
-                    if r.attr.matches(frame) {
-                        best = Some(r.attr.priority);
-                        if !targets.contains(&r.qpn) {
-                            targets.push(r.qpn);
-                        }
-                    }
-                }
-            }
-        }
-        for q in sniffers {
-            self.raw_deliver(q, frame);
-        }
-        if targets.is_empty() {
-            targets.extend(if multicast && !mc_default.is_empty() {
-                mc_default
-            } else {
-                all_default
-            });
-        }
-        if targets.is_empty() {
-            self.devices[dev].stats.rx_unclaimed += 1;
-        }
-        for &q in &targets {
-            self.raw_deliver(q, frame);
-        }
-        self.steer_scratch = targets;
-    }
-
-    fn raw_deliver(&mut self, qpn: u32, frame: &[u8]) {
-        let Some(qp) = self.qps.get(&qpn) else { return };
-        if !matches!(
-            qp.state,
-            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-        ) {
-            return;
-        }
-        let csum_ok = frame.len() >= 34 && frame[12] == 0x08 && frame[13] == 0x00;
-        let flags = if csum_ok {
-            WcFlags::IP_CSUM_OK
-        } else {
-            WcFlags::empty()
-        };
-        self.deliver(qpn, &[frame], WcOpcode::Recv, 0, None, flags, false);
     }
 
     fn roce_rx(&mut self, dev: usize, frame: &[u8], view: &FrameView) {
@@ -882,111 +718,7 @@ impl World {
         }
     }
 
-    fn ud_deliver(&mut self, dev: usize, qpn: u32, pkt: &roce::RocePacket<'_>, ip_hdr: &[u8]) {
-        let Some(qp) = self.qps.get(&qpn) else {
-            self.devices[dev].stats.rx_unclaimed += 1;
-            return;
-        };
-        if qp.dev != dev
-            || qp.qp_type != QpType::Ud
-            || !matches!(
-                qp.state,
-                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-            )
-        {
-            self.devices[dev].stats.rx_unclaimed += 1;
-            return;
-        }
-        let deth = pkt.headers.deth.unwrap_or_default();
-        if deth.qkey != qp.attr.qkey {
-            self.devices[dev].stats.rx_qkey_violation += 1;
-            self.fabric
-                .trace_event(vtag::RX_DROP, &[self.fabric.now(), u64::from(qpn), 2]);
-            return;
-        }
-        // The 40-byte GRH area: for RoCEv2 over IPv4, 20 zero bytes then the IPv4 header.
-        let mut grh = [0u8; 40];
-        grh[20..40].copy_from_slice(&ip_hdr[..20]);
-        self.deliver(
-            qpn,
-            &[&grh, pkt.payload],
-            WcOpcode::Recv,
-            deth.src_qp,
-            pkt.headers.imm,
-            WcFlags::GRH,
-            pkt.headers.bth.solicited,
-        );
-    }
-
     // ---- multicast and flows ----
-
-    pub fn attach(&mut self, qpn: u32, group: Ipv4Addr) {
-        let Some(qp) = self.qps.get_mut(&qpn) else {
-            return;
-        };
-        if qp.groups.contains(&group) {
-            return;
-        }
-        qp.groups.push(group);
-        let dev = qp.dev;
-        let d = &mut self.devices[dev];
-        let v = d.mcast.entry(group).or_default();
-        if let Err(i) = v.binary_search(&qpn) {
-            v.insert(i, qpn);
-        }
-        let _ = self.fabric.join_group(d.port, group);
-    }
-
-    pub fn detach(&mut self, qpn: u32, group: Ipv4Addr) -> bool {
-        let Some(qp) = self.qps.get_mut(&qpn) else {
-            return false;
-        };
-        let Some(i) = qp.groups.iter().position(|g| *g == group) else {
-            return false;
-        };
-        qp.groups.remove(i);
-        let dev = qp.dev;
-        let d = &mut self.devices[dev];
-        if let Some(v) = d.mcast.get_mut(&group) {
-            v.retain(|&q| q != qpn);
-            if v.is_empty() {
-                d.mcast.remove(&group);
-            }
-        }
-        let _ = self.fabric.leave_group(d.port, group);
-        true
-    }
-
-    pub fn add_flow(&mut self, id: u32, rule: FlowRule) {
-        let dev = rule.dev;
-        let port = self.devices[dev].port;
-        for g in &rule.groups {
-            let _ = self.fabric.join_group(port, *g);
-        }
-        for m in &rule.mac_groups {
-            let _ = self.fabric.join_mac_group(port, *m);
-        }
-        let prio = rule.attr.priority;
-        self.flows.insert(id, rule);
-        let flows = &self.flows;
-        let list = &mut self.devices[dev].flows;
-        let pos = list.partition_point(|f| flows.get(f).map_or(0, |r| r.attr.priority) <= prio);
-        list.insert(pos, id);
-    }
-
-    pub fn remove_flow(&mut self, id: u32) {
-        let Some(rule) = self.flows.remove(&id) else {
-            return;
-        };
-        let port = self.devices[rule.dev].port;
-        for g in &rule.groups {
-            let _ = self.fabric.leave_group(port, *g);
-        }
-        for m in &rule.mac_groups {
-            let _ = self.fabric.leave_mac_group(port, *m);
-        }
-        self.devices[rule.dev].flows.retain(|&f| f != id);
-    }
 
     pub fn destroy_qp(&mut self, qpn: u32) {
         let groups = self
