@@ -393,3 +393,57 @@ fn a_rule_naming_only_a_multicast_mac_receives_that_group() {
     );
     assert!(wait(&sim, &b.cq, 1).is_empty());
 }
+
+#[test]
+fn a_sniffer_sees_roce_traffic_both_ways() {
+    let sim = Sim::new(1);
+    let a = node(&sim, 1, Personality::Mlx5);
+    let b = node(&sim, 2, Personality::Mlx5);
+    let sniffer = raw_qp(&a);
+    let _s = a
+        .ctx
+        .create_flow(
+            &sniffer,
+            &FlowAttr {
+                rule_type: FlowRuleType::Sniffer,
+                ..FlowAttr::normal(1, vec![])
+            },
+        )
+        .unwrap();
+    post_recvs(&a, &sniffer, 0..4);
+    let (ua, ub) = (ud_qp(&a), ud_qp(&b));
+    post_recvs(&b, &ub, 0..1);
+    post_recvs(&a, &ua, 10..11);
+    let to_b = ah(&a, ip(2));
+    let to_a = ah(&b, ip(1));
+    // SAFETY: SGEs in the nodes' MRs.
+    unsafe {
+        ua.post_send(&[SendWr::ud_send(
+            1,
+            &[slot_sge(&a, 20, 32)],
+            &to_b,
+            ub.qp_num(),
+            QKEY,
+        )])
+        .unwrap();
+        ub.post_send(&[SendWr::ud_send(
+            2,
+            &[slot_sge(&b, 20, 32)],
+            &to_a,
+            ua.qp_num(),
+            QKEY,
+        )])
+        .unwrap();
+    }
+    sim.run_until_idle();
+    let got = wait(&sim, &a.cq, 3);
+    let sniffed: Vec<_> = got
+        .iter()
+        .filter(|c| c.qp_num == sniffer.qp_num())
+        .collect();
+    assert_eq!(sniffed.len(), 2, "egress and ingress RoCE frames: {got:?}");
+    for c in sniffed {
+        let f = read_slot(&a, c.wr_id as usize, c.byte_len as usize);
+        assert_eq!(&f[36..38], &4791u16.to_be_bytes(), "RoCEv2 UDP port");
+    }
+}

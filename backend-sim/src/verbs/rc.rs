@@ -177,6 +177,8 @@ impl World {
         headers.bth.dest_qp = dest;
         headers.bth.pkey = roce::DEFAULT_PKEY;
         let frame = build_roce_frame(&route, &headers, payload);
+        let dev = self.qps[&qpn].dev;
+        self.sniff(dev, &frame);
         let _ = self.fabric.transmit(port, frame);
     }
 

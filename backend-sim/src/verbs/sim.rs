@@ -99,6 +99,50 @@ impl Sim {
         f(&mut lock(&self.world).fabric)
     }
 
+    /// Installs a fault plan on the fabric (see [`Fabric::set_faults`]).
+    ///
+    /// # Errors
+    /// [`FabricError::UnknownPort`] for a rule naming no port.
+    pub fn set_faults(&self, plan: crate::fault::FaultPlan) -> Result<(), FabricError> {
+        lock(&self.world).fabric.set_faults(plan)
+    }
+
+    /// Starts capturing every frame (or one port's) to a pcap file.
+    ///
+    /// # Errors
+    /// As [`Fabric::capture_to_file`].
+    pub fn capture_to_file(
+        &self,
+        path: impl AsRef<std::path::Path>,
+        filter: crate::fabric::CaptureFilter,
+    ) -> Result<(), FabricError> {
+        lock(&self.world).fabric.capture_to_file(path, filter)
+    }
+
+    /// Ends the capture and flushes the file.
+    ///
+    /// # Errors
+    /// The capture's first I/O error.
+    pub fn finish_capture(&self) -> Result<Option<Vec<u8>>, FabricError> {
+        lock(&self.world).fabric.finish_capture()
+    }
+
+    /// Replays a pcap file as if `host`'s first port had sent it, at the recorded spacing
+    /// from now, faults applied.
+    ///
+    /// # Errors
+    /// [`FabricError::UnknownHost`] for a host without ports, else as [`Fabric::replay_file`].
+    pub fn replay_file(
+        &self,
+        host: HostId,
+        path: impl AsRef<std::path::Path>,
+    ) -> Result<crate::fabric::ReplaySummary, FabricError> {
+        let port = self.port_of(host).ok_or(FabricError::UnknownHost(host))?;
+        lock(&self.world)
+            .fabric
+            .replay_file(port, path, crate::fabric::ReplayOptions::default())
+    }
+
     /// Takes the next event. False when none is left.
     pub fn step(&self) -> bool {
         lock(&self.world).advance(Nanos::MAX)

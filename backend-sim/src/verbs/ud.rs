@@ -78,6 +78,8 @@ impl World {
             ip_id: psn as u16,
         };
         let frame = build_roce_frame(&route, &h, payload);
+        let dev = self.qps[&qpn].dev;
+        self.sniff(dev, &frame);
         match self.fabric.transmit(port, frame) {
             Ok(_) => WcStatus::Success,
             Err(_) => WcStatus::LocLenErr,
