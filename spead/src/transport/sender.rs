@@ -97,6 +97,8 @@ impl<S: PacketSink> Sender<S> {
     /// [`SendIoError`] when packetizing or I/O fails.
     pub fn send_heaps(&mut self, heaps: &[HeapReference<'_>]) -> Result<(), SendIoError> {
         let mut group = HeapGroup::new(heaps, self.max_packet_size, self.mode)?;
+        // As spead2 after its queue ran empty: time spent idle is not caught up.
+        self.limiter.resume(Instant::now());
         let stride = self.max_packet_size;
         let mut meta: Vec<(usize, usize)> = Vec::with_capacity(self.batch);
         loop {
