@@ -554,3 +554,30 @@ fn first_packet_in_rtr_raises_comm_est_and_min_rnr_timer_paces_retries() {
     assert_eq!(ev.event_type, verbs_api::EventType::CommEst);
     assert_eq!(ev.element, verbs_api::EventElement::Qp(qb.qp_num()));
 }
+
+#[test]
+fn sqd_drains_notifies_and_holds_new_work_until_rts() {
+    let sim = Sim::new(18);
+    let (a, b, qa, qb) = pair(&sim, QpType::Rc, &DEFAULT);
+    post_recvs(&b, &qb, 0..4);
+    post(&qa, SendWr::send(1, &[slot_sge(&a, 0, 100)]).signaled());
+    post(&qa, SendWr::send(2, &[slot_sge(&a, 0, 100)]).signaled());
+    qa.modify_with(&QpModify::to(QpState::Sqd).en_sqd_async_notify(true))
+        .unwrap();
+    assert!(
+        a.ctx.poll_async_event().unwrap().is_none(),
+        "two sends still outstanding"
+    );
+    post(&qa, SendWr::send(3, &[slot_sge(&a, 0, 100)]).signaled()); // queued, not sent
+    assert_eq!(wait(&sim, &a.cq, 2).len(), 2);
+    let ev = a.ctx.poll_async_event().unwrap().unwrap();
+    assert_eq!(ev.event_type, verbs_api::EventType::SqDrained);
+    assert_eq!(
+        wait(&sim, &b.cq, 3).len(),
+        2,
+        "the third send waits for RTS"
+    );
+    qa.modify_with(&QpModify::to(QpState::Rts)).unwrap();
+    assert_eq!(wait(&sim, &b.cq, 1)[0].wr_id, 2);
+    assert_eq!(wait(&sim, &a.cq, 1)[0].wr_id, 3);
+}

@@ -495,7 +495,11 @@ impl QueuePair for SimQp {
                 return Err(err(ErrorKind::InvalidState, OP, "QP destroyed").with_bad_wr(i));
             };
             let state = qp.state;
-            if !matches!(state, QpState::Rts | QpState::Err | QpState::Sqe) {
+            // RTS sends; SQD queues (connected QPs) until the QP is back in RTS; ERR and SQE
+            // flush.
+            let connected = matches!(self.qp_type, QpType::Rc | QpType::Uc);
+            let queues = state == QpState::Sqd && connected;
+            if !matches!(state, QpState::Rts | QpState::Err | QpState::Sqe) && !queues {
                 return Err(err(
                     ErrorKind::InvalidState,
                     OP,
@@ -597,7 +601,7 @@ impl QueuePair for SimQp {
                 ],
             );
             let wc_op = wr.opcode.completion_opcode();
-            if state != QpState::Rts {
+            if state != QpState::Rts && !queues {
                 w.complete(
                     send_cq,
                     completion(wr.wr_id, WcStatus::WrFlushErr, wc_op, self.qpn),

@@ -97,6 +97,7 @@ pub(crate) struct RcState {
     write: Option<InWrite>,
     nak_sent: bool,
     comm_est: bool,
+    drain_notify: bool,
     atomic_cache: VecDeque<(u32, u64, u32)>,
 }
 
@@ -123,6 +124,12 @@ impl RcState {
     }
     pub fn set_sq_psn(&mut self, psn: u32) {
         self.next_psn = psn & PSN_MASK;
+    }
+    /// True if nothing sent is outstanding; otherwise remembers to report the drain.
+    pub fn arm_drain_notify(&mut self) -> bool {
+        let drained = !self.sq.iter().any(|w| w.sent);
+        self.drain_notify = !drained;
+        drained
     }
     pub fn set_retries(&mut self, retry: u8, rnr: u8) {
         self.retry_left = retry;
@@ -411,8 +418,25 @@ impl World {
         }
     }
 
+    /// SQD -> RTS: transmit what was queued meanwhile.
+    pub(crate) fn rc_resume(&mut self, qpn: u32) {
+        self.rc_pump(qpn);
+    }
+
     /// Completes finished WQEs from the head of the send queue, in order.
     fn rc_complete_done(&mut self, qpn: u32) {
+        self.rc_complete_done_inner(qpn);
+        let qp = &self.qps[&qpn];
+        let (ctx, sqd) = (qp.ctx, qp.state == QpState::Sqd);
+        if let Some(rc) = self.rc(qpn) {
+            if sqd && rc.drain_notify && !rc.sq.iter().any(|w| w.sent) {
+                rc.drain_notify = false;
+                self.async_event(ctx, EventType::SqDrained, EventElement::Qp(qpn));
+            }
+        }
+    }
+
+    fn rc_complete_done_inner(&mut self, qpn: u32) {
         loop {
             let qp = self.qps.get_mut(&qpn).expect("exists");
             let (cq, sig_all) = (qp.send_cq, qp.sq_sig_all);
@@ -457,7 +481,7 @@ impl World {
         let kind = (tok >> 24) & 0xff;
         let gen = (tok >> 32) as u32;
         let Some(qp) = self.qps.get(&qpn) else { return };
-        if qp.state != QpState::Rts {
+        if !matches!(qp.state, QpState::Rts | QpState::Sqd) {
             return;
         }
         let now = self.fabric.now();
@@ -555,7 +579,7 @@ impl World {
                 | op::READ_RESPONSE_LAST
                 | op::READ_RESPONSE_ONLY
         ) {
-            if self.qps[&qpn].state == QpState::Rts {
+            if matches!(self.qps[&qpn].state, QpState::Rts | QpState::Sqd) {
                 self.rc_response(qpn, pkt);
             }
         } else {

@@ -502,9 +502,37 @@ impl World {
                     rc.set_retries(retry, rnr);
                 }
             }
+            QpState::Rts if old == QpState::Sqd => {
+                // Work queued while drained goes out now.
+                if qp.rc.is_some() {
+                    self.rc_resume(qpn);
+                }
+            }
+            QpState::Sqd if old == QpState::Rts => {
+                let notify = qp.attr.en_sqd_async_notify && mask.contains(M::EN_SQD_ASYNC_NOTIFY);
+                if notify {
+                    self.sqd_notify(qpn);
+                }
+            }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Raises IBV_EVENT_SQ_DRAINED once nothing sent is outstanding (now, or when the last
+    /// outstanding WQE completes).
+    pub(crate) fn sqd_notify(&mut self, qpn: u32) {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let ctx = qp.ctx;
+        let drained = match qp.rc.as_deref_mut() {
+            Some(rc) => rc.arm_drain_notify(),
+            None => true,
+        };
+        if drained {
+            self.async_event(ctx, EventType::SqDrained, EventElement::Qp(qpn));
+        }
     }
 
     // ---- receive queues ----
