@@ -502,12 +502,8 @@ impl World {
                     rc.set_retries(retry, rnr);
                 }
             }
-            QpState::Rts if old == QpState::Sqd => {
-                // Work queued while drained goes out now.
-                if qp.rc.is_some() {
-                    self.rc_resume(qpn);
-                }
-            }
+            // Work queued while drained goes out now.
+            QpState::Rts if old == QpState::Sqd && qp.rc.is_some() => self.rc_resume(qpn),
             QpState::Sqd if old == QpState::Rts => {
                 let notify = qp.attr.en_sqd_async_notify && mask.contains(M::EN_SQD_ASYNC_NOTIFY);
                 if notify {
