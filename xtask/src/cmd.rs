@@ -85,9 +85,13 @@ pub fn vm(cmd: &[String], args: &VmArgs) -> Result<i32, Error> {
     };
     let out = vm::run_in_vm(cmd, &opts)?;
     if args.verbose || out.exit_code != 0 {
+        let mut what = cmd.join(" ");
+        if what.chars().count() > 80 {
+            what = what.chars().take(77).collect::<String>() + "...";
+        }
         eprintln!(
-            "xtask vm: {:?} exited with {} (boot+setup {:.1} s, total {:.1} s)",
-            cmd,
+            "xtask vm: `{}` exited with {} (boot+setup {:.1} s, total {:.1} s)",
+            what.replace('\n', " "),
             out.exit_code,
             out.boot_time.unwrap_or_default().as_secs_f64(),
             out.total_time.as_secs_f64()
@@ -293,6 +297,11 @@ wait $S
 echo "== smoke check passed"
 "#;
 
+/// The command of the smoke check (`cargo xtask vm --smoke`).
+pub fn smoke_command() -> Vec<String> {
+    vec!["sh".into(), "-c".into(), SMOKE_SCRIPT.into()]
+}
+
 /// `cargo xtask test --backend hw [--vm]`.
 pub fn test_hw(use_vm: bool, timeout: u64, rest: &[String]) -> Result<(), Error> {
     if !use_vm {
@@ -332,8 +341,7 @@ pub fn test_hw(use_vm: bool, timeout: u64, rest: &[String]) -> Result<(), Error>
              the Soft-RoCE smoke check in the VM instead",
             build.tests.len()
         );
-        let cmd = ["sh".to_owned(), "-c".to_owned(), SMOKE_SCRIPT.to_owned()];
-        let out = vm::run_in_vm(&cmd, &opts)?;
+        let out = vm::run_in_vm(&smoke_command(), &opts)?;
         eprintln!(
             "xtask: smoke check: exit code {} (boot+setup {:.1} s, total {:.1} s)",
             out.exit_code,

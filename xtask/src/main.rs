@@ -3,13 +3,21 @@
 //!
 //! - `cargo xtask test --backend sim`: every test that runs on the simulator (no system
 //!   package needed).
-//! - `cargo xtask test --backend hw [--vm]`: the hardware suite (real device, or Soft-RoCE
-//!   in a VM).
-//! - `cargo xtask vm [--timeout SECS] -- CMD ARGS...`: boot Debian's kernel in a QEMU VM
-//!   (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD inside it in the host's file
-//!   system view and current directory, print its output and exit with its exit code.
-//!   Everything the VM needs is installed (as root, with apt-get) or downloaded from
-//!   Debian's packages and cached under `target/softroce/`; see the [`vm`] module.
+//! - `cargo xtask test --backend hw`: backend-hw's tests (feature `device-tests`) on the
+//!   device named by `RDMA_DEVICE`, or the first one with an active port; with none, it
+//!   fails and says how to get one.
+//! - `cargo xtask test --backend hw --vm [--timeout SECS] [-- TEST-ARGS]`: builds backend-hw's
+//!   tests and examples on the host, then in one Soft-RoCE VM runs every test binary
+//!   (`RDMA_DEVICE=rxe0`), `backend-hw/scripts/pingpong-interop.sh` (our pingpong examples
+//!   against rdma-core's, both roles) and a leak check (`rdma resource show` before and
+//!   after). While backend-hw has no tests it runs the smoke check instead.
+//! - `cargo xtask vm [--timeout SECS] [-e KEY=VALUE]... [-v] [--keep] -- CMD ARGS...`: boot
+//!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
+//!   inside it in the host's file system view and current directory, print its output and
+//!   exit with its exit code. `cargo xtask vm --smoke` runs the smoke check (ibv_devinfo,
+//!   ibv_rc_pingpong and ibv_ud_pingpong on rxe0). Everything the VM needs is installed
+//!   (as root, with apt-get) or downloaded from Debian's packages and cached under
+//!   `target/softroce/`; see the [`vm`] module.
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`, docs,
 //!   and the test suite of every backend that can run here (not the VM yet).
 
@@ -49,8 +57,9 @@ enum Command {
         /// With `--backend hw`: boot Soft-RoCE in a QEMU VM and run the suite inside it.
         #[arg(long)]
         vm: bool,
-        /// With `--vm`: kill the VM and fail after this many seconds (per test binary).
-        #[arg(long, default_value_t = 300)]
+        /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
+        /// in one VM).
+        #[arg(long, default_value_t = 600)]
         timeout: u64,
         /// Extra arguments passed to the test binaries (after `--`).
         #[arg(last = true)]
@@ -82,8 +91,12 @@ enum Command {
         /// Keep the job folder (scripts, console log, outputs) under target/softroce/jobs/.
         #[arg(long)]
         keep: bool,
+        /// Instead of CMD, run the built-in smoke check: ibv_devinfo, then ibv_rc_pingpong
+        /// and ibv_ud_pingpong (server and client) on rxe0.
+        #[arg(long, conflicts_with = "cmd")]
+        smoke: bool,
         /// The command to run in the VM, and its arguments.
-        #[arg(last = true, required = true, value_name = "CMD")]
+        #[arg(last = true, required_unless_present = "smoke", value_name = "CMD")]
         cmd: Vec<String>,
     },
 }
@@ -110,8 +123,10 @@ fn main() -> ExitCode {
             memory,
             verbose,
             keep,
+            smoke,
             cmd,
         } => {
+            let cmd = if smoke { cmd::smoke_command() } else { cmd };
             let opts = cmd::VmArgs {
                 timeout,
                 env,
