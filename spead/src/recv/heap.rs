@@ -52,7 +52,7 @@ pub struct Heap {
     pub payload_ranges: Vec<(u64, u64)>,
     /// The heap contained STREAM_CTRL = stop.
     pub end_of_stream: bool,
-    pub(crate) pointers: Vec<u64>,
+    /// Payload and item pointers (pooled).
     pub(crate) payload: PoolBuffer,
 }
 
@@ -88,7 +88,12 @@ impl Heap {
     /// All items, descriptor items (0x05) included.
     pub fn raw_items(&self) -> Vec<Item<'_>> {
         let mut raw: Vec<RawItem> = Vec::new();
-        extract_items(self.flavour, &self.pointers, self.payload_end(), &mut raw);
+        extract_items(
+            self.flavour,
+            self.payload.pointers(),
+            self.payload_end(),
+            &mut raw,
+        );
         let hab_bytes = self.flavour.immediate_bytes();
         raw.into_iter()
             .filter_map(|r| match r.value {
@@ -126,7 +131,7 @@ impl Heap {
     }
 
     fn has_ctrl(&self, value: u64) -> bool {
-        self.pointers.iter().any(|&p| {
+        self.payload.pointers().iter().any(|&p| {
             let d = self.flavour.decode(p);
             d.immediate && d.id == STREAM_CTRL_ID && d.value == value
         })

@@ -26,9 +26,12 @@ pub struct PoolStats {
     pub idle_bytes: u64,
 }
 
+/// An idle payload buffer and the pointer list that travels with it.
+type Idle = (Vec<u8>, Vec<u64>);
+
 #[derive(Debug)]
 struct Inner {
-    free: Vec<Vec<u8>>,
+    free: Vec<Idle>,
     max_free: usize,
     max_idle_bytes: u64,
     stats: PoolStats,
@@ -71,23 +74,25 @@ impl MemoryPool {
     /// A buffer of at least `len` initialised bytes (contents unspecified).
     pub fn acquire(&self, len: usize) -> PoolBuffer {
         let mut inner = self.lock();
-        let pos = inner.free.iter().rposition(|b| b.len() >= len);
-        let buf = match pos {
+        let pos = inner.free.iter().rposition(|(b, _)| b.len() >= len);
+        let (buf, mut pointers) = match pos {
             Some(i) => {
-                let b = inner.free.swap_remove(i);
+                let (b, p) = inner.free.swap_remove(i);
                 inner.stats.reused += 1;
                 inner.stats.idle_buffers -= 1;
                 inner.stats.idle_bytes -= b.len() as u64;
-                b
+                (b, p)
             }
             None => {
                 inner.stats.allocated += 1;
                 drop(inner);
-                vec![0u8; len]
+                (vec![0u8; len], Vec::with_capacity(16))
             }
         };
+        pointers.clear();
         PoolBuffer {
             buf,
+            pointers,
             pool: Some(self.clone()),
         }
     }
@@ -97,14 +102,14 @@ impl MemoryPool {
         self.lock().stats
     }
 
-    fn give_back(&self, buf: Vec<u8>) {
+    fn give_back(&self, buf: Vec<u8>, pointers: Vec<u64>) {
         let mut inner = self.lock();
         let fits = inner.stats.idle_bytes + buf.len() as u64 <= inner.max_idle_bytes;
         if inner.free.len() < inner.max_free && !buf.is_empty() && fits {
             inner.stats.returned += 1;
             inner.stats.idle_buffers += 1;
             inner.stats.idle_bytes += buf.len() as u64;
-            inner.free.push(buf);
+            inner.free.push((buf, pointers));
         } else {
             inner.stats.released += 1;
         }
@@ -115,10 +120,12 @@ impl MemoryPool {
     }
 }
 
-/// A payload buffer that goes back to its pool when dropped.
+/// A payload buffer that goes back to its pool when dropped, together with the heap's
+/// item-pointer list (so that list is recycled too).
 #[derive(Debug, Default)]
 pub struct PoolBuffer {
     buf: Vec<u8>,
+    pointers: Vec<u64>,
     pool: Option<MemoryPool>,
 }
 
@@ -143,6 +150,16 @@ impl PoolBuffer {
         &mut self.buf
     }
 
+    /// The heap's item pointers.
+    pub fn pointers(&self) -> &[u64] {
+        &self.pointers
+    }
+
+    /// The heap's item pointers, mutably.
+    pub(crate) fn pointers_mut(&mut self) -> &mut Vec<u64> {
+        &mut self.pointers
+    }
+
     /// Buffer length.
     pub fn len(&self) -> usize {
         self.buf.len()
@@ -157,7 +174,10 @@ impl PoolBuffer {
 impl Drop for PoolBuffer {
     fn drop(&mut self) {
         if let Some(pool) = self.pool.take() {
-            pool.give_back(std::mem::take(&mut self.buf));
+            pool.give_back(
+                std::mem::take(&mut self.buf),
+                std::mem::take(&mut self.pointers),
+            );
         }
     }
 }

@@ -131,8 +131,8 @@ struct LiveHeap {
     flavour: Flavour,
     heap_length: Option<u64>,
     received: u64,
+    /// Payload, and the heap's item pointers with it.
     payload: PoolBuffer,
-    pointers: Vec<u64>,
     ranges: Vec<(u64, u64)>,
     end_of_stream: bool,
 }
@@ -393,7 +393,6 @@ impl Stream {
             heap_length: p.heap_length,
             received: 0,
             payload: self.config.pool.acquire(size),
-            pointers: Vec::with_capacity(8),
             ranges,
             end_of_stream: false,
         }
@@ -496,14 +495,15 @@ impl Stream {
             if raw >> 63 != 0 && (HEAP_CNT_ID..=PAYLOAD_LENGTH_ID).contains(&id) {
                 continue;
             }
-            if h.pointers.contains(&raw) {
+            let pointers = h.payload.pointers_mut();
+            if pointers.contains(&raw) {
                 continue;
             }
-            if h.pointers.len() >= config.max_pointers_per_heap {
+            if pointers.len() >= config.max_pointers_per_heap {
                 stats.pointers_dropped += 1;
                 continue;
             }
-            h.pointers.push(raw);
+            pointers.push(raw);
         }
         h.end_of_stream |= p.stop;
     }
@@ -580,7 +580,6 @@ impl Stream {
             received_length: h.received,
             payload_ranges,
             end_of_stream: h.end_of_stream,
-            pointers: std::mem::take(&mut h.pointers),
             payload: std::mem::take(&mut h.payload),
         };
         self.recycle(h);
