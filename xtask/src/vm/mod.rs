@@ -484,6 +484,20 @@ pub fn run_in_vm(cmd: &[String], opts: &VmOptions) -> Result<VmOutput, String> {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
+    // Job folders kept by failed runs (or --keep) go after a day.
+    if let Ok(entries) = std::fs::read_dir(&jobs) {
+        for e in entries.flatten() {
+            let old = e
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(24 * 3600));
+            if old {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
     let job = jobs.join(format!("job-{}-{stamp}", std::process::id()));
     std::fs::create_dir_all(&job).map_err(|e| io_err("cannot create", &job, e))?;
     let result = run_job(cmd, opts, &assets, &job);
