@@ -1,18 +1,26 @@
 //! The verbs-api implementation: simulated RDMA devices (personalities `rxe` and `mlx5`)
 //! on the hosts of a [`crate::Fabric`].
 
+mod context;
+mod cq;
 mod memory;
+mod mr;
 mod objects;
 mod personality;
+mod qp;
 mod rc;
 mod sim;
+mod srq;
 mod steering;
 mod ud;
 mod world;
 
-pub use objects::{
-    SimAh, SimChannel, SimContext, SimCq, SimFlow, SimMr, SimPd, SimQp, SimSrq, SimVerbs,
-};
+pub use context::{SimAh, SimContext, SimFlow, SimPd};
+pub use cq::{SimChannel, SimCq};
+pub use mr::SimMr;
+pub use objects::SimVerbs;
 pub use personality::Personality;
+pub use qp::SimQp;
 pub use sim::Sim;
+pub use srq::SimSrq;
 pub use world::NicStats;

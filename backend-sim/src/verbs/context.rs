@@ -1,0 +1,464 @@
+//! [`SimContext`]: an open simulated device and the factory of every resource on it,
+//! with protection domains, address handles and flow rules.
+
+use crate::verbs::cq::*;
+use crate::verbs::mr::*;
+use crate::verbs::objects::*;
+use crate::verbs::objects::{err, lock, Kind, Res};
+use crate::verbs::personality::Personality;
+use crate::verbs::qp::*;
+use crate::verbs::rc::RcState;
+use crate::verbs::srq::*;
+use crate::verbs::world::{Arm, Channel, Cq, FlowRule, Qp, Srq, World};
+use std::collections::VecDeque;
+use std::net::Ipv6Addr;
+use std::sync::{Arc, MutexGuard};
+use verbs_api::{
+    AccessFlags, AddressHandle, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind,
+    Flow, FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, PortAttr, PortState, ProtectionDomain,
+    QpAttr, QpInitAttr, QpState, QpType, Result, SrqAttr, SrqInitAttr,
+};
+
+/// An open simulated device.
+#[derive(Debug)]
+pub struct SimContext {
+    pub(crate) res: Arc<Res>,
+    pub(crate) dev: usize,
+}
+
+impl SimContext {
+    pub(crate) fn world(&self) -> MutexGuard<'_, World> {
+        lock(&self.res.world)
+    }
+    pub(crate) fn new_res(&self, id: u32, kind: Kind) -> Arc<Res> {
+        Arc::new(Res {
+            world: self.res.world.clone(),
+            id,
+            kind,
+        })
+    }
+    pub(crate) fn personality(&self) -> Personality {
+        self.world().devices[self.dev].personality
+    }
+}
+
+/// A protection domain.
+#[derive(Debug)]
+pub struct SimPd {
+    pub(crate) res: Arc<Res>,
+    pub(crate) _ctx: Arc<Res>,
+}
+
+impl ProtectionDomain for SimPd {
+    fn handle(&self) -> u32 {
+        self.res.id
+    }
+}
+
+/// An address handle.
+#[derive(Debug, Clone)]
+pub struct SimAh {
+    pub(crate) attr: AhAttr,
+}
+
+impl AddressHandle for SimAh {
+    fn attr(&self) -> AhAttr {
+        self.attr
+    }
+}
+
+/// A flow steering rule; dropping it removes the rule.
+#[derive(Debug)]
+pub struct SimFlow {
+    pub(crate) _res: Arc<Res>,
+    pub(crate) attr: FlowAttr,
+}
+
+impl Flow for SimFlow {
+    fn attr(&self) -> FlowAttr {
+        self.attr.clone()
+    }
+}
+
+impl Context for SimContext {
+    type Pd = SimPd;
+    type Mr = SimMr;
+    type CompChannel = SimChannel;
+    type Cq = SimCq;
+    type Srq = SimSrq;
+    type Qp = SimQp;
+    type Ah = SimAh;
+    type Flow = SimFlow;
+
+    fn device(&self) -> DeviceInfo {
+        device_info(&self.world(), self.dev)
+    }
+
+    fn query_device(&self) -> Result<DeviceAttr> {
+        let w = self.world();
+        let d = &w.devices[self.dev];
+        Ok(d.personality.device_attr(d.guid))
+    }
+
+    fn query_port(&self, port_num: u8) -> Result<PortAttr> {
+        if port_num != 1 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                "ibv_query_port",
+                format!("no port {port_num}"),
+            ));
+        }
+        let p = self.personality();
+        Ok(PortAttr {
+            state: PortState::Active,
+            max_mtu: verbs_api::Mtu::Mtu4096,
+            active_mtu: p.active_mtu(),
+            gid_tbl_len: 2,
+            port_cap_flags: 0x0401_0000,
+            max_msg_sz: 0x8000_0000,
+            pkey_tbl_len: 1,
+            active_width: 2,
+            active_speed: 64,
+            phys_state: 5,
+            link_layer: LinkLayer::Ethernet,
+            ..PortAttr::default()
+        })
+    }
+
+    fn query_gid(&self, port_num: u8, index: u32) -> Result<Gid> {
+        let w = self.world();
+        let d = &w.devices[self.dev];
+        match (port_num, index) {
+            (1, 0) => {
+                let m = d.mac.0;
+                Ok(Gid(Ipv6Addr::new(
+                    0xfe80,
+                    0,
+                    0,
+                    0,
+                    u16::from_be_bytes([m[0] ^ 2, m[1]]),
+                    u16::from_be_bytes([m[2], 0xff]),
+                    u16::from_be_bytes([0xfe, m[3]]),
+                    u16::from_be_bytes([m[4], m[5]]),
+                )
+                .octets()))
+            }
+            (1, 1) => Ok(Gid::from_ipv4(d.ip)),
+            _ => Err(err(
+                ErrorKind::InvalidArgument,
+                "ibv_query_gid",
+                format!("no GID {index} on port {port_num}"),
+            )),
+        }
+    }
+
+    fn alloc_pd(&self) -> Result<SimPd> {
+        let mut w = self.world();
+        let id = w.handle();
+        w.pds.insert(id, self.dev);
+        drop(w);
+        Ok(SimPd {
+            res: self.new_res(id, Kind::Pd),
+            _ctx: self.res.clone(),
+        })
+    }
+
+    fn alloc_mr(&self, pd: &SimPd, len: usize, access: AccessFlags) -> Result<SimMr> {
+        if len == 0 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                "ibv_reg_mr",
+                "zero-length region",
+            ));
+        }
+        access.validate("ibv_reg_mr")?;
+        let owned = alloc_owned(len)?;
+        let ptr = owned.ptr.as_ptr();
+        self.register(pd, ptr, len, access, Some(owned))
+    }
+
+    unsafe fn reg_mr(
+        &self,
+        pd: &SimPd,
+        addr: *mut u8,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<SimMr> {
+        if len == 0 || addr.is_null() {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                "ibv_reg_mr",
+                "null or zero-length region",
+            ));
+        }
+        access.validate("ibv_reg_mr")?;
+        self.register(pd, addr, len, access, None)
+    }
+
+    fn create_comp_channel(&self) -> Result<SimChannel> {
+        let mut w = self.world();
+        let id = w.handle();
+        w.channels.insert(id, Channel::default());
+        drop(w);
+        Ok(SimChannel {
+            res: self.new_res(id, Kind::Channel),
+        })
+    }
+
+    fn create_cq(&self, cqe: u32, channel: Option<&SimChannel>, comp_vector: u32) -> Result<SimCq> {
+        const OP: &str = "ibv_create_cq";
+        let mut w = self.world();
+        let d = &w.devices[self.dev];
+        let attr = d.personality.device_attr(d.guid);
+        if cqe == 0 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "cqe must be at least 1",
+            ));
+        }
+        if cqe > attr.max_cqe {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                OP,
+                format!("cqe {cqe} above max_cqe {}", attr.max_cqe),
+            ));
+        }
+        if comp_vector >= attr.num_comp_vectors {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("no completion vector {comp_vector}"),
+            ));
+        }
+        let personality = d.personality;
+        let id = w.handle();
+        let ctx = self.res.id;
+        w.cqs.insert(
+            id,
+            Cq {
+                ctx,
+                personality,
+                cqe,
+                entries: VecDeque::new(),
+                channel: channel.map(|c| c.res.id),
+                arm: Arm::None,
+                unacked: 0,
+                broken: false,
+            },
+        );
+        drop(w);
+        Ok(SimCq {
+            res: self.new_res(id, Kind::Cq),
+            cqe,
+            has_channel: channel.is_some(),
+            _channel: channel.map(|c| c.res.clone()),
+        })
+    }
+
+    fn create_srq(&self, pd: &SimPd, init: &SrqInitAttr) -> Result<SimSrq> {
+        const OP: &str = "ibv_create_srq";
+        let mut w = self.world();
+        let d = &w.devices[self.dev];
+        let attr = d.personality.device_attr(d.guid);
+        if init.attr.max_wr == 0
+            || init.attr.max_wr > attr.max_srq_wr
+            || init.attr.max_sge > attr.max_srq_sge
+        {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                OP,
+                "SRQ sizes beyond the device's",
+            ));
+        }
+        let id = w.handle();
+        let ctx = self.res.id;
+        w.srqs.insert(
+            id,
+            Srq {
+                ctx,
+                pd: pd.res.id,
+                attr: SrqAttr {
+                    srq_limit: 0,
+                    ..init.attr
+                },
+                queue: VecDeque::new(),
+            },
+        );
+        drop(w);
+        Ok(SimSrq {
+            res: self.new_res(id, Kind::Srq),
+            _pd: pd.res.clone(),
+        })
+    }
+
+    fn create_qp<'a>(&self, pd: &SimPd, init: &QpInitAttr<'a, SimCq, SimSrq>) -> Result<SimQp> {
+        const OP: &str = "ibv_create_qp";
+        let mut w = self.world();
+        let d = &w.devices[self.dev];
+        let p = d.personality;
+        let attr = p.device_attr(d.guid);
+        if init.qp_type == QpType::RawPacket && !p.raw_packet() {
+            return Err(err(
+                ErrorKind::Unsupported,
+                OP,
+                format!("{} has no RAW_PACKET QPs", d.name),
+            ));
+        }
+        let c = init.cap;
+        if c.max_send_wr > attr.max_qp_wr
+            || c.max_recv_wr > attr.max_qp_wr
+            || c.max_send_sge > attr.max_sge
+            || c.max_recv_sge > attr.max_sge
+            || c.max_inline_data > attr.max_inline_data
+        {
+            return Err(err(
+                ErrorKind::LimitExceeded,
+                OP,
+                "queue sizes beyond the device's",
+            ));
+        }
+        let qpn = w.qpn();
+        let ctx = self.res.id;
+        let rc =
+            matches!(init.qp_type, QpType::Rc | QpType::Uc).then(|| Box::new(RcState::default()));
+        let qp = Qp {
+            ctx,
+            dev: self.dev,
+            qp_type: init.qp_type,
+            pd: pd.res.id,
+            send_cq: init.send_cq.res.id,
+            recv_cq: init.recv_cq.res.id,
+            srq: init.srq.map(|s| s.res.id),
+            cap: c,
+            sq_sig_all: init.sq_sig_all,
+            state: QpState::Reset,
+            attr: QpAttr {
+                port_num: 1,
+                ..QpAttr::default()
+            },
+            rq: VecDeque::new(),
+            groups: Vec::new(),
+            ud_psn: 0,
+            rc,
+        };
+        w.qps.insert(qpn, qp);
+        drop(w);
+        let mut keep = vec![
+            pd.res.clone(),
+            init.send_cq.res.clone(),
+            init.recv_cq.res.clone(),
+        ];
+        if let Some(s) = init.srq {
+            keep.push(s.res.clone());
+        }
+        Ok(SimQp {
+            res: self.new_res(qpn, Kind::Qp),
+            qpn,
+            qp_type: init.qp_type,
+            _keep: keep,
+        })
+    }
+
+    fn create_ah(&self, _pd: &SimPd, attr: &AhAttr) -> Result<SimAh> {
+        const OP: &str = "ibv_create_ah";
+        if attr.port_num != 1 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("no port {}", attr.port_num),
+            ));
+        }
+        if !attr.is_global || attr.grh.dgid.to_ipv4().is_none() {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "a RoCE address needs a GRH with an IPv4-mapped GID",
+            ));
+        }
+        Ok(SimAh { attr: *attr })
+    }
+
+    fn create_flow(&self, qp: &SimQp, attr: &FlowAttr) -> Result<SimFlow> {
+        const OP: &str = "ibv_create_flow";
+        if !self.personality().raw_packet() {
+            return Err(err(
+                ErrorKind::Unsupported,
+                OP,
+                "the device has no managed flow steering",
+            ));
+        }
+        if attr.port != 1 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("no port {}", attr.port),
+            ));
+        }
+        if qp.qp_type != QpType::RawPacket {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "flow rules steer to RAW_PACKET QPs",
+            ));
+        }
+        if attr.rule_type == FlowRuleType::Normal && attr.specs.is_empty() {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "a normal rule needs at least one spec",
+            ));
+        }
+        // IGMP-less membership: a rule for an exact IPv4 multicast destination joins it.
+        let groups = attr
+            .specs
+            .iter()
+            .filter_map(|s| match s {
+                FlowSpec::Ipv4 { val, mask }
+                    if val.dst_ip.is_multicast()
+                        && mask.dst_ip == std::net::Ipv4Addr::BROADCAST =>
+                {
+                    Some(val.dst_ip)
+                }
+                _ => None,
+            })
+            .collect();
+        let mac_groups = attr
+            .specs
+            .iter()
+            .filter_map(|s| match s {
+                FlowSpec::Eth { val, mask }
+                    if val.dst_mac[0] & 1 != 0 && mask.dst_mac == [0xff; 6] =>
+                {
+                    Some(crate::frame::eth::Mac(val.dst_mac))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut w = self.world();
+        let id = w.handle();
+        w.add_flow(
+            id,
+            FlowRule {
+                qpn: qp.qpn,
+                dev: self.dev,
+                attr: attr.clone(),
+                groups,
+                mac_groups,
+            },
+        );
+        drop(w);
+        Ok(SimFlow {
+            _res: self.new_res(id, Kind::Flow),
+            attr: attr.clone(),
+        })
+    }
+
+    fn poll_async_event(&self) -> Result<Option<AsyncEvent>> {
+        Ok(self
+            .world()
+            .ctxs
+            .get_mut(&self.res.id)
+            .and_then(|c| c.events.pop_front()))
+    }
+}

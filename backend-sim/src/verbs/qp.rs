@@ -1,0 +1,295 @@
+//! Queue pairs: state, modify, and posting (RAW/UD execute at once, RC/UC go to the
+//! connected-transport engine).
+
+use crate::verbs::context::*;
+use crate::verbs::objects::{err, lock, Res};
+use crate::verbs::world::{completion, RecvWqe, SgeList, UdDest, World, WrCopy};
+use std::sync::{Arc, MutexGuard};
+use verbs_api::{
+    ErrorKind, Gid, QpAttr, QpAttrMask, QpCap, QpState, QpType, QueuePair, RecvWr, Result,
+    SendOpcode, SendWr, WcOpcode, WcStatus, WrDetail,
+};
+
+/// A queue pair.
+#[derive(Debug)]
+pub struct SimQp {
+    pub(crate) res: Arc<Res>,
+    pub(crate) qpn: u32,
+    pub(crate) qp_type: QpType,
+    pub(crate) _keep: Vec<Arc<Res>>,
+}
+
+impl SimQp {
+    pub(crate) fn world(&self) -> MutexGuard<'_, World> {
+        lock(&self.res.world)
+    }
+}
+
+impl QueuePair for SimQp {
+    type Ah = SimAh;
+
+    fn qp_num(&self) -> u32 {
+        self.qpn
+    }
+
+    fn qp_type(&self) -> QpType {
+        self.qp_type
+    }
+
+    fn state(&self) -> Result<QpState> {
+        Ok(self
+            .world()
+            .qps
+            .get(&self.qpn)
+            .map_or(QpState::Unknown, |q| q.state))
+    }
+
+    fn apply_modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        self.world().modify(self.qpn, attr, mask)
+    }
+
+    fn query(&self, _mask: QpAttrMask) -> Result<(QpAttr, QpCap)> {
+        let w = self.world();
+        let qp = w
+            .qps
+            .get(&self.qpn)
+            .ok_or_else(|| err(ErrorKind::InvalidState, "ibv_query_qp", "QP destroyed"))?;
+        let mut a = qp.attr;
+        a.qp_state = qp.state;
+        a.cur_qp_state = qp.state;
+        a.cap = qp.cap;
+        Ok((a, qp.cap))
+    }
+
+    unsafe fn post_send<'a>(&self, wrs: &[SendWr<'a, SimAh>]) -> Result<()> {
+        const OP: &str = "ibv_post_send";
+        let mut w = self.world();
+        for (i, wr) in wrs.iter().enumerate() {
+            let Some(qp) = w.qps.get(&self.qpn) else {
+                return Err(err(ErrorKind::InvalidState, OP, "QP destroyed").with_bad_wr(i));
+            };
+            let state = qp.state;
+            // RTS sends; SQD queues (connected QPs) until the QP is back in RTS; ERR and SQE
+            // flush.
+            let connected = matches!(self.qp_type, QpType::Rc | QpType::Uc);
+            let queues = state == QpState::Sqd && connected;
+            if !matches!(state, QpState::Rts | QpState::Err | QpState::Sqe) && !queues {
+                return Err(err(
+                    ErrorKind::InvalidState,
+                    OP,
+                    format!("cannot post sends in {state}"),
+                )
+                .with_bad_wr(i));
+            }
+            if wr.sg_list.len() > qp.cap.max_send_sge as usize {
+                return Err(err(ErrorKind::InvalidArgument, OP, "too many SGEs").with_bad_wr(i));
+            }
+            let inline = wr.send_flags.contains(verbs_api::SendFlags::INLINE);
+            if inline && wr.total_len() > u64::from(qp.cap.max_inline_data) {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    "inline data above max_inline_data",
+                )
+                .with_bad_wr(i));
+            }
+            let ok_op = match self.qp_type {
+                QpType::RawPacket => wr.opcode == SendOpcode::Send,
+                QpType::Ud => matches!(wr.opcode, SendOpcode::Send | SendOpcode::SendWithImm),
+                QpType::Uc => matches!(
+                    wr.opcode,
+                    SendOpcode::Send
+                        | SendOpcode::SendWithImm
+                        | SendOpcode::RdmaWrite
+                        | SendOpcode::RdmaWriteWithImm
+                ),
+                _ => true,
+            };
+            if !ok_op {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    format!("{} QPs do not take {}", self.qp_type, wr.opcode),
+                )
+                .with_bad_wr(i));
+            }
+            let mut copy = WrCopy {
+                wr_id: wr.wr_id,
+                opcode: wr.opcode,
+                flags: wr.send_flags,
+                imm: wr.imm_data,
+                sges: SgeList::new(wr.sg_list),
+                rdma: None,
+                atomic: None,
+                ud: None,
+                inline: None,
+            };
+            match wr.detail {
+                WrDetail::Rdma { remote_addr, rkey } => copy.rdma = Some((remote_addr, rkey)),
+                WrDetail::Atomic {
+                    remote_addr,
+                    compare_add,
+                    swap,
+                    rkey,
+                } => copy.atomic = Some((remote_addr, rkey, compare_add, swap)),
+                WrDetail::Ud {
+                    ah,
+                    remote_qpn,
+                    remote_qkey,
+                } => {
+                    copy.ud = Some(UdDest {
+                        ah: ah.attr,
+                        remote_qpn,
+                        remote_qkey,
+                    })
+                }
+                WrDetail::None => {}
+            }
+            if self.qp_type == QpType::Ud && copy.ud.is_none() {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    "a UD send needs an address handle",
+                )
+                .with_bad_wr(i));
+            }
+            if (wr.opcode.is_rdma() && copy.rdma.is_none())
+                || (wr.opcode.is_atomic() && copy.atomic.is_none())
+            {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    "RDMA and atomic requests need their remote address",
+                )
+                .with_bad_wr(i));
+            }
+            let (send_cq, sig_all) = (qp.send_cq, qp.sq_sig_all);
+            let now = w.fabric.now();
+            w.fabric.trace_event(
+                super::world::vtag::POST_SEND,
+                &[
+                    now,
+                    u64::from(self.qpn),
+                    wr.wr_id,
+                    u64::from(wr.opcode.as_raw()),
+                ],
+            );
+            let wc_op = wr.opcode.completion_opcode();
+            if state != QpState::Rts && !queues {
+                w.complete(
+                    send_cq,
+                    completion(wr.wr_id, WcStatus::WrFlushErr, wc_op, self.qpn),
+                    false,
+                );
+                continue;
+            }
+            match self.qp_type {
+                QpType::RawPacket | QpType::Ud => {
+                    let posted = w.send_now(self.qpn, &copy);
+                    let ok = posted.status.is_success();
+                    if !ok || sig_all || wr.send_flags.contains(verbs_api::SendFlags::SIGNALED) {
+                        let mut c = completion(wr.wr_id, posted.status, wc_op, self.qpn);
+                        c.byte_len = posted.byte_len;
+                        w.complete(send_cq, c, false);
+                    }
+                    if !ok {
+                        if let Some(q) = w.qps.get_mut(&self.qpn) {
+                            q.state = QpState::Sqe;
+                        }
+                    }
+                }
+                _ => {
+                    if inline {
+                        let mut data = Vec::new();
+                        // SAFETY: inline SGEs point at memory the caller vouched for in
+                        // post_send's contract; it is copied now, as the NIC copies inline
+                        // data into the WQE at post time.
+                        unsafe { super::memory::gather(wr.sg_list, &mut data) };
+                        copy.inline = Some(data);
+                    }
+                    w.rc_post(self.qpn, copy).map_err(|e| e.with_bad_wr(i))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    unsafe fn post_recv<'a>(&self, wrs: &[RecvWr<'a>]) -> Result<()> {
+        const OP: &str = "ibv_post_recv";
+        let mut w = self.world();
+        for (i, wr) in wrs.iter().enumerate() {
+            let now = w.fabric.now();
+            let Some(qp) = w.qps.get_mut(&self.qpn) else {
+                return Err(err(ErrorKind::InvalidState, OP, "QP destroyed").with_bad_wr(i));
+            };
+            if qp.srq.is_some() {
+                return Err(err(ErrorKind::InvalidState, OP, "the QP uses an SRQ").with_bad_wr(i));
+            }
+            if qp.state == QpState::Reset {
+                return Err(
+                    err(ErrorKind::InvalidState, OP, "cannot post receives in RESET")
+                        .with_bad_wr(i),
+                );
+            }
+            if wr.sg_list.len() > qp.cap.max_recv_sge as usize {
+                return Err(err(ErrorKind::InvalidArgument, OP, "too many SGEs").with_bad_wr(i));
+            }
+            if qp.rq.len() >= qp.cap.max_recv_wr as usize {
+                return Err(
+                    err(ErrorKind::QueueFull, OP, "the receive queue is full").with_bad_wr(i)
+                );
+            }
+            if qp.state == QpState::Err {
+                let cq = qp.recv_cq;
+                w.complete(
+                    cq,
+                    completion(wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, self.qpn),
+                    false,
+                );
+                continue;
+            }
+            qp.rq.push_back(RecvWqe {
+                wr_id: wr.wr_id,
+                sges: SgeList::new(wr.sg_list),
+            });
+            w.fabric.trace_event(
+                super::world::vtag::POST_RECV,
+                &[now, u64::from(self.qpn), wr.wr_id],
+            );
+        }
+        Ok(())
+    }
+
+    fn attach_mcast(&self, gid: &Gid, _lid: u16) -> Result<()> {
+        const OP: &str = "ibv_attach_mcast";
+        let Some(ip) = gid.to_ipv4().filter(|i| i.is_multicast()) else {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("{gid} is not an IPv4 multicast GID"),
+            ));
+        };
+        if self.qp_type != QpType::Ud {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "only UD QPs attach to multicast groups",
+            ));
+        }
+        self.world().attach(self.qpn, ip);
+        Ok(())
+    }
+
+    fn detach_mcast(&self, gid: &Gid, _lid: u16) -> Result<()> {
+        let ip = gid.to_ipv4().unwrap_or(std::net::Ipv4Addr::UNSPECIFIED);
+        if self.world().detach(self.qpn, ip) {
+            Ok(())
+        } else {
+            Err(err(
+                ErrorKind::NotFound,
+                "ibv_detach_mcast",
+                format!("QP not attached to {gid}"),
+            ))
+        }
+    }
+}
