@@ -1,14 +1,13 @@
 //! [`SimContext`]: an open simulated device and the factory of every resource on it,
 //! with protection domains, address handles and flow rules.
 
-use crate::verbs::cq::*;
-use crate::verbs::mr::*;
-use crate::verbs::objects::*;
-use crate::verbs::objects::{err, lock, Kind, Res};
+use crate::verbs::cq::{SimChannel, SimCq};
+use crate::verbs::mr::{alloc_owned, SimMr};
+use crate::verbs::objects::{device_info, err, lock, Kind, Res};
 use crate::verbs::personality::Personality;
-use crate::verbs::qp::*;
+use crate::verbs::qp::SimQp;
 use crate::verbs::rc::RcState;
-use crate::verbs::srq::*;
+use crate::verbs::srq::SimSrq;
 use crate::verbs::world::{Arm, Channel, Cq, FlowRule, Qp, Srq, World};
 use std::collections::VecDeque;
 use std::net::Ipv6Addr;

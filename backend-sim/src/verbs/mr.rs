@@ -1,7 +1,7 @@
 //! Registered memory regions: owned (page-aligned, zeroed) or the caller's, deregistered
 //! before any owned memory is freed.
 
-use crate::verbs::context::*;
+use crate::verbs::context::{SimContext, SimPd};
 use crate::verbs::memory::MrEntry;
 use crate::verbs::objects::{err, lock, Res, Shared};
 use std::alloc::Layout;
