@@ -7,28 +7,33 @@ use verbs_api::{AccessFlags, Context, MemoryRegion, QueuePair, RecvWr, SendWr, S
 
 #[test]
 fn an_mr_of_another_pd_is_a_protection_error() {
-    let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Rxe);
-    let b = node(&sim, 2, Personality::Rxe);
-    let (qa, qb) = (ud_qp(&a), ud_qp(&b));
-    let other_pd = a.ctx.alloc_pd().unwrap();
-    let foreign = a
-        .ctx
-        .alloc_mr(&other_pd, 4096, AccessFlags::LOCAL_WRITE)
-        .unwrap();
-    post_recvs(&b, &qb, 0..1);
-    let ah = ah(&a, ip(2));
-    let sge = [Sge {
-        addr: foreign.addr(),
-        length: 16,
-        lkey: foreign.lkey(),
-    }];
-    // SAFETY: the SGE lies in `foreign`, alive until the end of the test.
-    unsafe {
-        qa.post_send(&[SendWr::ud_send(1, &sge, &ah, qb.qp_num(), QKEY).signaled()])
-            .unwrap()
-    };
-    assert_eq!(wait(&sim, &a.cq, 1)[0].status, WcStatus::LocProtErr);
+    for (p, want) in [
+        (Personality::Mlx5, WcStatus::LocProtErr),
+        (Personality::Rxe, WcStatus::LocQpOpErr),
+    ] {
+        let sim = Sim::new(1);
+        let a = node(&sim, 1, p);
+        let b = node(&sim, 2, p);
+        let (qa, qb) = (ud_qp(&a), ud_qp(&b));
+        let other_pd = a.ctx.alloc_pd().unwrap();
+        let foreign = a
+            .ctx
+            .alloc_mr(&other_pd, 4096, AccessFlags::LOCAL_WRITE)
+            .unwrap();
+        post_recvs(&b, &qb, 0..1);
+        let ah = ah(&a, ip(2));
+        let sge = [Sge {
+            addr: foreign.addr(),
+            length: 16,
+            lkey: foreign.lkey(),
+        }];
+        // SAFETY: the SGE lies in `foreign`, alive until the end of the test.
+        unsafe {
+            qa.post_send(&[SendWr::ud_send(1, &sge, &ah, qb.qp_num(), QKEY).signaled()])
+                .unwrap()
+        };
+        assert_eq!(wait(&sim, &a.cq, 1)[0].status, want, "{p:?}");
+    }
 }
 
 #[test]

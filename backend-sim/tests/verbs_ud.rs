@@ -206,9 +206,9 @@ fn oversized_ud_send_rxe_completes_silently_mlx5_errors() {
 }
 
 #[test]
-fn ud_larger_than_the_receive_buffer_rxe_drops_mlx5_errors() {
+fn ud_larger_than_the_receive_buffer_fails_the_receive_and_the_qp() {
     for (p, expect) in [
-        (Personality::Rxe, None),
+        (Personality::Rxe, Some(WcStatus::LocQpOpErr)),
         (Personality::Mlx5, Some(WcStatus::LocLenErr)),
     ] {
         let sim = Sim::new(1);

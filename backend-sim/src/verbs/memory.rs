@@ -48,17 +48,27 @@ impl MrTable {
         (e.pd == pd && addr >= e.addr && end <= e.addr + e.len).then_some(e)
     }
 
-    /// Checks local SGEs (lkey, PD, bounds, LOCAL_WRITE when the NIC writes them).
+    /// Checks local SGEs (lkey, PD, bounds, LOCAL_WRITE when the NIC writes them). An
+    /// unknown key, or a key of another PD, is reported as LOC_QP_OP_ERR and the caller
+    /// maps it to what its personality reports (see [`Personality::bad_lkey_status`]);
+    /// bounds and access violations are LOC_PROT_ERR.
+    ///
+    /// [`Personality::bad_lkey_status`]: super::personality::Personality::bad_lkey_status
     pub fn check_local(&self, pd: u32, sges: &[Sge], write: bool) -> Result<u64, WcStatus> {
         let mut total = 0u64;
         for s in sges {
             if s.length == 0 {
                 continue;
             }
-            let e = self
-                .lookup(s.lkey, pd, s.addr, u64::from(s.length))
-                .ok_or(WcStatus::LocProtErr)?;
-            if write && !e.access.contains(AccessFlags::LOCAL_WRITE) {
+            let e = match self.by_key.get(&s.lkey) {
+                Some(e) if e.pd == pd => e,
+                _ => return Err(WcStatus::LocQpOpErr),
+            };
+            let in_bounds = s
+                .addr
+                .checked_add(u64::from(s.length))
+                .is_some_and(|end| s.addr >= e.addr && end <= e.addr + e.len);
+            if !in_bounds || (write && !e.access.contains(AccessFlags::LOCAL_WRITE)) {
                 return Err(WcStatus::LocProtErr);
             }
             total += u64::from(s.length);

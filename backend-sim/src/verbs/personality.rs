@@ -8,8 +8,10 @@ use verbs_api::{AtomicCap, DeviceAttr, DeviceCapFlags, Mtu, RawPacketCaps};
 pub enum Personality {
     /// Soft-RoCE: no RAW_PACKET QPs and no flow steering; a CQ overrun raises
     /// IBV_EVENT_CQ_ERR but the CQ stays usable; a UD send above the path MTU completes
-    /// successfully and sends nothing; a UD message larger than the posted buffer is
-    /// dropped silently; error completions are never flagged solicited.
+    /// successfully and sends nothing; a UD message larger than the posted buffer fails
+    /// that receive with LOC_QP_OP_ERR and moves the QP to ERR (what Linux 6.1 does, not
+    /// the silent drop older notes describe); a bad lkey is LOC_QP_OP_ERR; error
+    /// completions are never flagged solicited.
     Rxe,
     /// ConnectX (mlx5): RAW_PACKET QPs, managed flow steering and IP checksum offload; a
     /// CQ overrun breaks the CQ; oversized UD messages complete in error.
@@ -38,6 +40,27 @@ impl Personality {
         match self {
             Personality::Rxe => Mtu::Mtu1024,
             Personality::Mlx5 => Mtu::Mtu4096,
+        }
+    }
+
+    /// The status of a work request whose SGE names an unknown lkey (or one of another
+    /// PD): LOC_QP_OP_ERR on rxe (Linux 6.1, as measured), LOC_PROT_ERR per the man pages
+    /// and on mlx5.
+    #[must_use]
+    pub fn bad_lkey_status(self) -> verbs_api::WcStatus {
+        match self {
+            Personality::Rxe => verbs_api::WcStatus::LocQpOpErr,
+            Personality::Mlx5 => verbs_api::WcStatus::LocProtErr,
+        }
+    }
+
+    /// The status of a receive whose buffer is too small for a UD message: LOC_QP_OP_ERR
+    /// on rxe (Linux 6.1, as measured; the QP then enters ERR), LOC_LEN_ERR on mlx5.
+    #[must_use]
+    pub fn ud_too_long_status(self) -> verbs_api::WcStatus {
+        match self {
+            Personality::Rxe => verbs_api::WcStatus::LocQpOpErr,
+            Personality::Mlx5 => verbs_api::WcStatus::LocLenErr,
         }
     }
 

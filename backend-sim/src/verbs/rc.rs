@@ -76,6 +76,8 @@ struct InRecv {
 struct InWrite {
     addr: u64,
     remaining: u64,
+    /// The whole DMA length from the RETH (what a WRITE_WITH_IMM receive reports).
+    total: u64,
 }
 
 /// Per-QP RC/UC protocol state.
@@ -245,6 +247,8 @@ impl World {
             };
             let total = match checked {
                 Err(s) => {
+                    let p = self.devices[self.qps[&qpn].dev].personality;
+                    let s = self.local_status(p, s);
                     self.rc_fail(qpn, i, s);
                     return;
                 }
@@ -688,6 +692,7 @@ impl World {
                         return;
                     };
                     if let Err(s) = self.mrs.check_local(wpd, wqe.sges.as_slice(), true) {
+                        let s = self.local_status(self.devices[dev].personality, s);
                         let cq = self.qps[&qpn].recv_cq;
                         self.complete(cq, completion(wqe.wr_id, s, WcOpcode::Recv, qpn), false);
                         nak(self, syndrome::NAK_REMOTE_OPERATIONAL_ERROR);
@@ -788,6 +793,7 @@ impl World {
                     rc.write = Some(InWrite {
                         addr: span.addr,
                         remaining: span.len as u64,
+                        total: span.len as u64,
                     });
                 }
                 let rc = self.rc(qpn).expect("connected QP");
@@ -813,6 +819,7 @@ impl World {
                 };
                 wr.addr += pkt.payload.len() as u64;
                 wr.remaining -= pkt.payload.len() as u64;
+                let total = wr.total;
                 let last = matches!(
                     o,
                     op::WRITE_ONLY | op::WRITE_ONLY_IMM | op::WRITE_LAST | op::WRITE_LAST_IMM
@@ -827,6 +834,7 @@ impl World {
                     c.imm_data = pkt.headers.imm.unwrap_or(0);
                     c.wc_flags = WcFlags::WITH_IMM;
                     c.src_qp = peer;
+                    c.byte_len = total as u32;
                     let cq = self.qps[&qpn].recv_cq;
                     self.complete(cq, c, bth.solicited);
                 }

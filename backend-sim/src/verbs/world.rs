@@ -554,8 +554,7 @@ impl World {
         }
     }
 
-    /// Puts a WQE back at the head (a receive that could not be used, e.g. rxe's silent
-    /// drop of an oversized UD message).
+    /// Puts a WQE back at the head (a receive that could not be used).
     pub fn untake_recv(&mut self, qpn: u32, w: RecvWqe) {
         let Some(qp) = self.qps.get_mut(&qpn) else {
             return;
@@ -595,19 +594,25 @@ impl World {
         let qp = &self.qps[&qpn];
         let (recv_cq, qp_type) = (qp.recv_cq, qp.qp_type);
         let need: usize = pieces.iter().map(|p| p.len()).sum();
-        let rxe = self.devices[qp.dev].personality == Personality::Rxe;
+        let personality = self.devices[qp.dev].personality;
         let room: u64 = w.sges.as_slice().iter().map(|s| u64::from(s.length)).sum();
-        if qp_type == QpType::Ud && rxe && need as u64 > room {
-            // rxe drops an oversized UD message silently and keeps the WQE.
-            self.devices[qp.dev].stats.rx_too_long += 1;
-            self.untake_recv(qpn, w);
-            return false;
-        }
         let res = self
             .mrs
             .check_local(pd, w.sges.as_slice(), true)
-            // SAFETY: the SGEs passed the key table check with LOCAL_WRITE just above.
-            .and_then(|_| unsafe { memory::scatter(w.sges.as_slice(), pieces) });
+            .map_err(|s| self.local_status(personality, s))
+            .and_then(|_| {
+                if need as u64 > room {
+                    // A message larger than the buffer: what the driver reports differs.
+                    Err(match qp_type {
+                        QpType::Ud => personality.ud_too_long_status(),
+                        _ => WcStatus::LocLenErr,
+                    })
+                } else {
+                    // SAFETY: the SGEs passed the key table check with LOCAL_WRITE just
+                    // above, and the pieces fit.
+                    unsafe { memory::scatter(w.sges.as_slice(), pieces) }
+                }
+            });
         let mut wc = completion(w.wr_id, WcStatus::Success, opcode, qpn);
         match res {
             Ok(n) => {
@@ -629,6 +634,15 @@ impl World {
         true
     }
 
+    /// Maps the key table's verdict to what `personality` reports (a bad lkey differs).
+    pub(crate) fn local_status(&self, personality: Personality, s: WcStatus) -> WcStatus {
+        if s == WcStatus::LocQpOpErr {
+            personality.bad_lkey_status()
+        } else {
+            s
+        }
+    }
+
     // ---- transmit side ----
 
     /// Executes a RAW_PACKET or UD send at once; RC/UC go to the RC engine.
@@ -640,7 +654,7 @@ impl World {
         if !wr.flags.contains(SendFlags::INLINE) {
             if let Err(s) = self.mrs.check_local(pd, wr.sges.as_slice(), false) {
                 return Posted {
-                    status: s,
+                    status: self.local_status(self.devices[dev].personality, s),
                     byte_len: 0,
                 };
             }
