@@ -200,3 +200,50 @@ pub fn build(moddir: &Path, busybox: &Path, dest: &Path) -> Result<(), String> {
     std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, dest).map_err(|e| format!("cannot write {}: {e}", dest.display()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses a newc archive back into (name, mode, data).
+    fn parse(mut b: &[u8]) -> Vec<(String, u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut off = 0usize;
+        loop {
+            assert_eq!(&b[..6], b"070701", "magic at {off}");
+            let field = |i: usize| {
+                u32::from_str_radix(std::str::from_utf8(&b[6 + 8 * i..14 + 8 * i]).unwrap(), 16)
+                    .unwrap()
+            };
+            let (mode, size, namesize) = (field(1), field(6) as usize, field(11) as usize);
+            let name = String::from_utf8(b[110..110 + namesize - 1].to_vec()).unwrap();
+            let data_start = (110 + namesize).next_multiple_of(4);
+            let data = b[data_start..data_start + size].to_vec();
+            let next = (data_start + size).next_multiple_of(4);
+            off += next;
+            b = &b[next..];
+            if name == "TRAILER!!!" {
+                return out;
+            }
+            out.push((name, mode, data));
+        }
+    }
+
+    #[test]
+    fn newc_round_trips() {
+        let mut c = Cpio::new();
+        c.dir("bin");
+        c.entry("dev/console", 0o020600, (5, 1), &[]);
+        c.file("init", 0o755, b"#!/bin/sh\n");
+        c.file("a/b", 0o644, b"12345");
+        let bytes = c.finish();
+        assert_eq!(bytes.len() % 512, 0);
+        let entries = parse(&bytes);
+        let names: Vec<&str> = entries.iter().map(|e| e.0.as_str()).collect();
+        assert_eq!(names, ["bin", "dev/console", "init", "a/b"]);
+        assert_eq!(entries[0].1, 0o040755);
+        assert_eq!(entries[2].1, 0o100755);
+        assert_eq!(entries[2].2, b"#!/bin/sh\n");
+        assert_eq!(entries[3].2, b"12345");
+    }
+}

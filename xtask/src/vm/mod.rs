@@ -26,6 +26,8 @@
 //!   loads `crc32_generic` and runs `rdma link add rxe0 type rxe netdev veth0`, then runs
 //!   CMD in the current directory with its output in files on the job share, which the
 //!   host streams while the VM runs. Nothing leaves the VM: it has no network device.
+//!   CMD's environment is a few of the host's variables (PATH, HOME, TERM, LANG, RUST_LOG,
+//!   RUST_BACKTRACE, ...), `RDMA_DEVICE=rxe0`, and what `-e KEY=VALUE` adds.
 //! - A timeout (default 300 s) kills QEMU and fails with the end of the console log.
 
 pub mod initramfs;
@@ -47,7 +49,8 @@ pub struct VmOptions {
     pub timeout: Duration,
     /// The working directory of CMD inside the guest (same absolute path as on the host).
     pub cwd: PathBuf,
-    /// Extra environment of CMD (on top of PATH, HOME, TERM, LANG, RUST_BACKTRACE, ...).
+    /// Extra environment of CMD (on top of PATH, HOME, TERM, LANG, RUST_BACKTRACE, ...
+    /// from the host, and `RDMA_DEVICE=rxe0`).
     pub env: Vec<(String, String)>,
     /// Host folders shared writable into the guest at the same absolute path, on top of
     /// the workspace (and the current directory when the guest's tmpfs would hide it).
@@ -395,6 +398,8 @@ fn guest_env(opts: &VmOptions) -> Vec<(String, String)> {
             env.push((k.into(), v));
         }
     }
+    // The VM's one RDMA device, for the tools and tests that read it.
+    env.push(("RDMA_DEVICE".into(), RXE_DEVICE.into()));
     for (k, v) in &opts.env {
         env.retain(|(k2, _)| k2 != k);
         env.push((k.clone(), v.clone()));
@@ -620,4 +625,67 @@ fn run_job(
         boot_time,
         total_time,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sh_quote_survives_the_shell() {
+        let nasty = "it's a \"test\" $HOME `x` \\ ;|&";
+        let out = Command::new("sh")
+            .args(["-c", &format!("printf %s {}", sh_quote(nasty))])
+            .output()
+            .expect("sh");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), nasty);
+    }
+
+    #[test]
+    fn shares_are_outermost_and_include_hidden_cwd() {
+        let tmp = std::env::temp_dir().join(format!("xtask-share-test-{}", std::process::id()));
+        let inner = tmp.join("inner");
+        std::fs::create_dir_all(&inner).unwrap();
+        let opts = VmOptions {
+            cwd: inner.clone(),
+            shares: vec![tmp.clone(), inner.clone()],
+            ..VmOptions::default()
+        };
+        let got = shares(&opts, "true");
+        let paths: Vec<&PathBuf> = got.iter().map(|(_, p)| p).collect();
+        let tmp_c = tmp.canonicalize().unwrap();
+        assert!(paths.contains(&&tmp_c), "{paths:?}");
+        assert!(!paths.iter().any(|p| **p == inner.canonicalize().unwrap()));
+        for (i, a) in paths.iter().enumerate() {
+            for b in &paths[i + 1..] {
+                assert!(!b.starts_with(a) && !a.starts_with(b), "{a:?} {b:?}");
+            }
+        }
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn stage2_runs_the_command_in_cwd_with_rdma_device() {
+        let assets = Assets {
+            version: "6.1.0-0-amd64".into(),
+            kernel: "/k".into(),
+            initramfs: "/i".into(),
+            module_base: "/m".into(),
+        };
+        let opts = VmOptions {
+            cwd: "/work/x y".into(),
+            env: vec![("FOO".into(), "bar baz".into())],
+            ..VmOptions::default()
+        };
+        let s = stage2(&["echo".into(), "a'b".into()], &opts, &assets);
+        assert!(s.contains("cd '/work/x y'"), "{s}");
+        assert!(s.contains("'RDMA_DEVICE=rxe0'"), "{s}");
+        assert!(s.contains("'FOO=bar baz'"), "{s}");
+        assert!(s.contains(r"'echo' 'a'\''b' > $J/stdout"), "{s}");
+        assert!(
+            s.contains("rdma link add rxe0 type rxe netdev veth0"),
+            "{s}"
+        );
+        assert!(s.contains("crc32_generic rdma_rxe"), "{s}");
+    }
 }
