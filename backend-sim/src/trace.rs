@@ -41,21 +41,22 @@ impl TraceHash {
         }
     }
 
-    /// Folds up to the first 64 bytes of a frame (its headers), padded with zeros.
+    /// Folds up to the first 64 bytes of a frame (its headers), padded with zeros. The
+    /// virtual address in a RoCE RETH or AtomicETH is left out: it is where the
+    /// application's memory happens to be mapped, which differs from run to run, and the
+    /// trace must not.
     #[inline]
     pub fn bytes_head(&mut self, bytes: &[u8]) {
-        let head = &bytes[..bytes.len().min(64)];
-        let mut chunks = head.chunks_exact(8);
-        for c in &mut chunks {
+        let mut head = [0u8; 64];
+        let n = bytes.len().min(64);
+        head[..n].copy_from_slice(&bytes[..n]);
+        if n >= 62 && carries_va(&head) {
+            head[54..62].fill(0);
+        }
+        for c in head.chunks_exact(8) {
             self.word(u64::from_le_bytes([
                 c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
             ]));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.word(u64::from_le_bytes(w));
         }
     }
 
@@ -70,6 +71,17 @@ impl TraceHash {
     pub fn events(&self) -> u64 {
         self.events
     }
+}
+
+/// True for an untagged IPv4 RoCEv2 frame (no IP options) whose opcode puts a virtual
+/// address right after the BTH: RDMA WRITE first/only, READ request, CAS and FAA.
+fn carries_va(h: &[u8; 64]) -> bool {
+    let roce = h[12] == 0x08
+        && h[13] == 0x00
+        && h[14] == 0x45
+        && h[23] == 17
+        && u16::from_be_bytes([h[36], h[37]]) == crate::frame::roce::ROCEV2_UDP_PORT;
+    roce && matches!(h[42] & 0x1f, 0x06 | 0x0a | 0x0b | 0x0c | 0x13 | 0x14) && h[42] & 0xe0 != 0x60
 }
 
 /// Event tags folded into the trace.
