@@ -272,7 +272,7 @@ fn main() {
             "spead2 venv not found: run `cargo test -p workspace-tests` first for spead2 numbers"
         );
     }
-    println!("Heap assembly from memory (1 MiB heaps, best of 3 alternating rounds of 20; input fits in L3)");
+    println!("Heap assembly from memory (1 MiB heaps, best of 3 alternating rounds of 50; input fits in L3)");
     for (label, packet, heaps) in [
         ("8 KiB payload", 8192 + 40, 16u64),
         ("1472-byte packets", 1472, 16),
@@ -288,11 +288,11 @@ fn main() {
         let mut ours: Option<Rate> = None;
         let mut theirs: [Option<Rate>; 2] = [None, None];
         for _ in 0..ROUNDS {
-            keep_best(&mut bound, memcpy_bound(&bytes, 20));
-            keep_best(&mut ours, ours_from_memory(&bytes, 20));
+            keep_best(&mut bound, memcpy_bound(&bytes, 50));
+            keep_best(&mut ours, ours_from_memory(&bytes, 50));
             if let Some(py) = &py {
                 for (slot, pool) in theirs.iter_mut().zip(["0", "1"]) {
-                    if let Some(v) = spead2_json(py, &["bench-mem", "20", "4", pool], &bytes) {
+                    if let Some(v) = spead2_json(py, &["bench-mem", "50", "4", pool], &bytes) {
                         keep_best(slot, rate_from_json(&v));
                     }
                 }
