@@ -209,7 +209,18 @@ fn row(len: usize, s: &Sample) -> f64 {
 }
 
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    // `--one LEN PACKETS`: a single run, for profilers (callgrind counts instructions).
+    if let Some(i) = args.iter().position(|a| a == "--one") {
+        let len = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(1514);
+        let packets = args
+            .get(i + 2)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100_000);
+        row(len, &total(&run(len, packets, packets)));
+        return;
+    }
+    let quick = args.iter().any(|a| a == "--quick");
     let max_exp = if quick { 6 } else { 7 };
     println!("RAW_PACKET path: post send -> fabric -> flow steering -> receive completion");
     println!("one thread, best of several runs; cpu = time this thread was on a CPU");
