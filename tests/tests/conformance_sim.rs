@@ -8,8 +8,14 @@ use workspace_tests::conformance::Env;
 
 fn env() -> Env<SimVerbs> {
     let sim = Sim::new(0x5eed);
-    let host = sim.add_host("h0", Ipv4Addr::new(10, 77, 0, 1), Personality::Rxe).expect("host");
-    Env { verbs: sim.verbs(host), device: "rxe0".into(), port: 1 }
+    let host = sim
+        .add_host("h0", Ipv4Addr::new(10, 77, 0, 1), Personality::Rxe)
+        .expect("host");
+    Env {
+        verbs: sim.verbs(host),
+        device: "rxe0".into(),
+        port: 1,
+    }
 }
 
 workspace_tests::conformance_tests!(env());
