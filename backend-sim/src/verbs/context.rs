@@ -442,6 +442,7 @@ impl Context for SimContext {
                 qpn: qp.qpn,
                 dev: self.dev,
                 attr: attr.clone(),
+                matcher: crate::verbs::flow_match::Matcher::new(attr),
                 groups,
                 mac_groups,
             },

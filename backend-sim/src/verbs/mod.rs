@@ -3,6 +3,7 @@
 
 mod context;
 mod cq;
+mod flow_match;
 mod memory;
 mod mr;
 mod objects;

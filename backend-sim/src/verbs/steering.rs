@@ -1,6 +1,7 @@
 //! Managed flow steering (mlx5): rules with priorities, the all-default, mc-default and
 //! sniffer rule types, and the switch memberships that multicast rules register.
 
+use super::flow_match::Fields;
 use super::world::{FlowRule, World};
 use verbs_api::{FlowRuleType, QpState, WcFlags, WcOpcode};
 
@@ -32,6 +33,7 @@ impl World {
             return;
         }
         let multicast = frame[0] & 1 != 0;
+        let fields = Fields::parse(frame);
         let mut targets = std::mem::take(&mut self.steer_scratch);
         targets.clear();
         let mut best: Option<u16> = None;
@@ -50,7 +52,7 @@ impl World {
                     if best.is_some_and(|b| r.attr.priority > b) {
                         continue;
                     }
-                    if r.attr.matches(frame) {
+                    if r.matcher.matches(&fields) {
                         best = Some(r.attr.priority);
                         if !targets.contains(&r.qpn) {
                             targets.push(r.qpn);

@@ -159,6 +159,8 @@ pub(crate) struct FlowRule {
     pub qpn: u32,
     pub dev: usize,
     pub attr: FlowAttr,
+    /// The specs compiled for the receive path.
+    pub matcher: super::flow_match::Matcher,
     /// IPv4 groups the rule's port joins at the switch.
     pub groups: Vec<Ipv4Addr>,
     /// Ethernet groups joined for rules that name only a multicast MAC.
