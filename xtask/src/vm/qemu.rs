@@ -55,7 +55,7 @@ pub fn command(cfg: &QemuConfig<'_>) -> Command {
         .arg(cfg.initrd)
         .args([
             "-append",
-            "console=ttyS0 quiet loglevel=4 panic=-1 net.ifnames=0 mitigations=off",
+            "console=ttyS0 quiet loglevel=4 panic=-1 net.ifnames=0 mitigations=off cryptomgr.notests",
         ])
         .arg("-virtfs")
         .arg(virtfs(Path::new("/"), ROOT_TAG, true))
