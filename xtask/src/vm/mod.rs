@@ -566,6 +566,12 @@ fn run_job(
             assets.version,
             qemu::command(&cfg)
         );
+    } else {
+        eprintln!(
+            "xtask vm: booting the Soft-RoCE VM ({}, TCG, timeout {} s)",
+            assets.version,
+            opts.timeout.as_secs()
+        );
     }
     let start = Instant::now();
     let mut child = qemu::spawn(&cfg)?;
