@@ -81,7 +81,7 @@ enum SlotState {
 }
 
 /// How a slot is sent: everything of a send work request but its memory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SendParams<'a, Ah> {
     /// The operation.
     pub opcode: SendOpcode,
@@ -92,6 +92,13 @@ pub struct SendParams<'a, Ah> {
     /// Opcode-specific part (UD destination, RDMA target...).
     pub detail: WrDetail<'a, Ah>,
 }
+
+impl<Ah> Clone for SendParams<'_, Ah> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Ah> Copy for SendParams<'_, Ah> {}
 
 impl<'a, Ah> SendParams<'a, Ah> {
     /// A signaled SEND with `detail` (`WrDetail::None` on connected and raw QPs).
@@ -169,8 +176,13 @@ pub struct SlotPool<C: Context> {
     stride: usize,
     id: u32,
     states: Box<[Cell<SlotState>]>,
+    /// For a slot posted in a send batch: the slot posted before it in the same batch
+    /// ([`NO_SLOT`] for the first), so the batch's one signaled completion returns all.
+    batch_prev: Box<[Cell<u32>]>,
     free: RefCell<Vec<u32>>,
 }
+
+const NO_SLOT: u32 = u32::MAX;
 
 impl<C: Context> fmt::Debug for SlotPool<C> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -241,6 +253,7 @@ impl<C: Context> SlotPool<C> {
             stride,
             id,
             states: (0..cfg.slots).map(|_| Cell::new(SlotState::Free)).collect(),
+            batch_prev: (0..cfg.slots).map(|_| Cell::new(NO_SLOT)).collect(),
             free: RefCell::new((0..cfg.slots as u32).rev().collect()),
         })
     }
@@ -535,6 +548,7 @@ impl<C: Context> SlotPool<C> {
             detail,
         };
         self.states[token.index as usize].set(SlotState::Posted);
+        self.batch_prev[token.index as usize].set(NO_SLOT);
         // SAFETY: the SGE lies in `self.mr` (see `post_recv_batch`); the token is
         // consumed, so nothing references the slot until its completion comes back.
         match unsafe { qp.post_send(&[wr]) } {
@@ -544,6 +558,131 @@ impl<C: Context> SlotPool<C> {
                 Err(Rejected { error, token })
             }
         }
+    }
+
+    /// Posts a batch of sends, one work request per `(token, len)`, with only the last
+    /// one signaled: the device then writes one completion per batch, and
+    /// [`SlotPool::complete_batch`] hands back every slot of the batch from it (a send
+    /// queue completes in order, so the earlier requests are done too). Up to 32 requests
+    /// go in one post call; allocation-free unless a post is refused.
+    ///
+    /// `params.flags` applies to every request (SIGNALED is managed here).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] when a length exceeds the slot (nothing of that
+    /// chunk is posted); the QP's refusal. The tokens not posted come back. When the
+    /// device refuses part of a chunk, the part it took has no signaled request: move
+    /// the QP to ERR, and its flush completions hand those slots back.
+    pub fn post_send_batch(
+        &self,
+        qp: &C::Qp,
+        items: impl IntoIterator<Item = (SlotToken, usize)>,
+        params: SendParams<'_, C::Ah>,
+    ) -> Result<usize, BatchRejected> {
+        let mut items = items.into_iter().peekable();
+        let mut posted = 0;
+        let flags = params.flags - SendFlags::SIGNALED;
+        while items.peek().is_some() {
+            let mut sges = [Sge::default(); CHUNK];
+            let mut ids = [0u32; CHUNK];
+            let mut n = 0;
+            while n < CHUNK {
+                let Some((t, len)) = items.next() else { break };
+                self.check(&t);
+                if len > self.cfg.slot_size {
+                    let error = Error::new(
+                        ErrorKind::InvalidArgument,
+                        "SlotPool::post_send_batch",
+                        format!(
+                            "send of {len} bytes from a {}-byte slot",
+                            self.cfg.slot_size
+                        ),
+                    );
+                    let mut tokens: Vec<SlotToken> = ids[..n]
+                        .iter()
+                        .map(|&index| SlotToken {
+                            pool: self.id,
+                            index,
+                        })
+                        .collect();
+                    tokens.push(t);
+                    tokens.extend(items.map(|(t, _)| t));
+                    return Err(BatchRejected {
+                        error,
+                        posted,
+                        tokens,
+                    });
+                }
+                sges[n] = self.send_sge(&t, len);
+                ids[n] = t.index;
+                n += 1;
+            }
+            let wrs: [SendWr<'_, C::Ah>; CHUNK] = std::array::from_fn(|i| SendWr {
+                wr_id: (u64::from(self.id) << 32) | u64::from(ids[i]),
+                sg_list: std::slice::from_ref(&sges[i]),
+                opcode: params.opcode,
+                send_flags: if i + 1 == n {
+                    flags | SendFlags::SIGNALED
+                } else {
+                    flags
+                },
+                imm_data: params.imm_data,
+                detail: params.detail,
+            });
+            for (k, &i) in ids[..n].iter().enumerate() {
+                self.states[i as usize].set(SlotState::Posted);
+                self.batch_prev[i as usize].set(if k == 0 { NO_SLOT } else { ids[k - 1] });
+            }
+            // SAFETY: as in `post_send`: every SGE lies in `self.mr`, and the tokens are
+            // consumed until `complete_batch` hands them back.
+            if let Err(error) = unsafe { qp.post_send(&wrs[..n]) } {
+                let ok = error.bad_wr().unwrap_or(0).min(n);
+                posted += ok;
+                let mut back = Vec::new();
+                for &i in &ids[ok..n] {
+                    self.states[i as usize].set(SlotState::Held);
+                    back.push(SlotToken {
+                        pool: self.id,
+                        index: i,
+                    });
+                }
+                back.extend(items.map(|(t, _)| t));
+                return Err(BatchRejected {
+                    error,
+                    posted,
+                    tokens: back,
+                });
+            }
+            posted += n;
+        }
+        Ok(posted)
+    }
+
+    /// Hands back every slot of the send batch whose signaled completion is `wc` (see
+    /// [`SlotPool::post_send_batch`]), appending the tokens to `out` in posting order. For
+    /// a completion of a single send it hands back that one slot.
+    ///
+    /// # Errors
+    /// As [`SlotPool::complete`].
+    pub fn complete_batch(&self, wc: &Completion, out: &mut Vec<SlotToken>) -> Result<usize> {
+        let last = self.complete(wc)?;
+        let start = out.len();
+        let mut prev = self.batch_prev[last.index as usize].replace(NO_SLOT);
+        out.push(last);
+        while prev != NO_SLOT {
+            let state = &self.states[prev as usize];
+            if state.get() != SlotState::Posted {
+                break;
+            }
+            state.set(SlotState::Held);
+            out.push(SlotToken {
+                pool: self.id,
+                index: prev,
+            });
+            prev = self.batch_prev[prev as usize].replace(NO_SLOT);
+        }
+        out[start..].reverse();
+        Ok(out.len() - start)
     }
 
     /// Hands back the token of the slot a completion names (whatever its status: a

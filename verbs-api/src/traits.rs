@@ -200,6 +200,10 @@ pub trait ProtectionDomain: Debug {
 
 /// A registered memory region (`struct ibv_mr`).
 ///
+/// `read` and `write` copy through a raw pointer, as a device would; an implementor that
+/// is `Sync` must make concurrent `write`s to the same bytes impossible or harmless (the
+/// backends' regions are `Send` but not `Sync`).
+///
 /// # Safety
 /// Implementors guarantee that `as_ptr()..as_ptr()+len()` is valid memory for as long as
 /// the region exists, and that the device writes to it only while work requests that

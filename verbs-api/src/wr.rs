@@ -91,7 +91,7 @@ bitflags! {
 }
 
 /// The opcode-specific part of a send work request (the union in `ibv_send_wr`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum WrDetail<'a, Ah> {
     /// No remote part: SEND on connected QPs, and RAW_PACKET.
     None,
@@ -124,8 +124,16 @@ pub enum WrDetail<'a, Ah> {
     },
 }
 
+// Manual impls: the derives would demand `Ah: Copy`, but only `&Ah` is held.
+impl<Ah> Clone for WrDetail<'_, Ah> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Ah> Copy for WrDetail<'_, Ah> {}
+
 /// `struct ibv_send_wr`, without the `next` pointer: posts take slices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SendWr<'a, Ah> {
     /// Caller's identifier, returned in the completion.
     pub wr_id: u64,
@@ -140,6 +148,13 @@ pub struct SendWr<'a, Ah> {
     /// Opcode-specific part.
     pub detail: WrDetail<'a, Ah>,
 }
+
+impl<Ah> Clone for SendWr<'_, Ah> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<Ah> Copy for SendWr<'_, Ah> {}
 
 impl<'a, Ah> SendWr<'a, Ah> {
     /// A SEND of `sg_list`.

@@ -431,3 +431,56 @@ fn builder_creates_channel_cq_and_qp_with_the_vector_modulo_the_count() {
         .expect("endpoint");
     assert!(ep.channel.is_some());
 }
+
+#[test]
+fn a_send_batch_signals_once_and_its_completion_returns_every_slot() {
+    let ctx = context();
+    let pool = pool(&ctx, 40);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let mut qp = MockQueuePair::new();
+    qp.expect_post_send().returning(move |wrs| {
+        for w in wrs {
+            log.lock()
+                .unwrap()
+                .push((w.wr_id, w.send_flags, w.sg_list[0].length));
+        }
+        Ok(())
+    });
+    let items: Vec<_> = pool.take_n(35).into_iter().map(|t| (t, 10)).collect();
+    let first = pool.wr_id(&items[0].0);
+    assert_eq!(
+        pool.post_send_batch(&qp, items, SendParams::send(WrDetail::None))
+            .unwrap(),
+        35
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 35);
+    // 35 requests go in two post calls (32 + 3): the last of each call is signaled.
+    let signaled: Vec<usize> = (0..35)
+        .filter(|&i| seen[i].1.contains(SendFlags::SIGNALED))
+        .collect();
+    assert_eq!(signaled, vec![31, 34]);
+    assert!(seen.iter().all(|s| s.2 == 10));
+    let mut back = Vec::new();
+    let wc = |wr_id| Completion {
+        wr_id,
+        opcode: WcOpcode::Send,
+        ..Completion::default()
+    };
+    assert_eq!(pool.complete_batch(&wc(seen[31].0), &mut back).unwrap(), 32);
+    assert_eq!(
+        pool.wr_id(&back[0]),
+        first,
+        "tokens come back in posting order"
+    );
+    assert_eq!(pool.complete_batch(&wc(seen[34].0), &mut back).unwrap(), 3);
+    assert_eq!(back.len(), 35);
+    assert_eq!(pool.posted(), 0);
+    let e = pool.complete_batch(&wc(seen[34].0), &mut back).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidState);
+    for t in back {
+        pool.release(t);
+    }
+    assert_eq!(pool.available(), 40);
+}
