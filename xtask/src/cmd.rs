@@ -259,8 +259,9 @@ fn hw_suite_script(build: &HwBuild, rest: &[String]) -> String {
     s
 }
 
-/// The smoke check run in the VM while backend-hw has no tests: rdma-core's own tools
-/// on rxe0 (device query, RC and UD pingpong over loopback on the IPv4-mapped GID).
+/// The smoke check (`cargo xtask vm --smoke`, and `test --backend hw --vm` while backend-hw
+/// has no tests): rdma-core's own tools on rxe0: device query, RC and UD pingpong over
+/// loopback on the IPv4-mapped GID, and librdmacm UD multicast (mckey).
 const SMOKE_SCRIPT: &str = r#"set -e
 D=rxe0
 echo "== ibv_devinfo -d $D"
@@ -277,13 +278,17 @@ for i in $(seq 0 15); do
 done
 [ -n "$G" ] || { echo "no IPv4-mapped GID on $D"; exit 1; }
 echo "== GID index $G: $(cat /sys/class/infiniband/$D/ports/1/gids/$G)"
-wait_port() {
-    n=0
-    until ss -ltn | grep -q ":$1 "; do
-        n=$((n + 1)); [ $n -lt 300 ] || { echo "server did not listen on $1"; return 1; }
-        sleep 0.1
+# wait_until WHAT COMMAND...: polls COMMAND for up to 60 s.
+wait_until() {
+    what=$1; shift
+    end=$(( $(date +%s) + 60 ))
+    until "$@"; do
+        [ "$(date +%s)" -lt $end ] || { echo "timed out waiting for $what"; return 1; }
+        sleep 0.2
     done
 }
+listening() { ss -ltn | grep -q ":$1 "; }
+wait_port() { wait_until "a server on port $1" listening "$1"; }
 echo "== ibv_rc_pingpong (RC send/recv, 4096 B x 1000)"
 ibv_rc_pingpong -d $D -g $G -p 18515 -s 4096 -n 1000 & S=$!
 wait_port 18515
@@ -294,6 +299,13 @@ ibv_ud_pingpong -d $D -g $G -p 18516 -s 1000 -n 1000 & S=$!
 wait_port 18516
 ibv_ud_pingpong -d $D -g $G -p 18516 -s 1000 -n 1000 127.0.0.1
 wait $S
+echo "== mckey (librdmacm UD multicast to 239.1.2.3, receiver and sender on $D)"
+stdbuf -oL mckey -m 239.1.2.3 -b 10.77.0.1 -C 10 > /tmp/mckey-recv.log 2>&1 & S=$!
+wait_until "the mckey receiver" grep -q 'receiving data transfers' /tmp/mckey-recv.log ||
+    { cat /tmp/mckey-recv.log; exit 1; }
+mckey -m 239.1.2.3 -b 10.77.0.1 -C 10 -s
+wait $S || { echo "mckey receiver failed:"; cat /tmp/mckey-recv.log; exit 1; }
+cat /tmp/mckey-recv.log
 echo "== smoke check passed"
 "#;
 

@@ -15,7 +15,7 @@
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
 //!   exit with its exit code. `cargo xtask vm --smoke` runs the smoke check (ibv_devinfo,
-//!   ibv_rc_pingpong and ibv_ud_pingpong on rxe0). Everything the VM needs is installed
+//!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM needs is installed
 //!   (as root, with apt-get) or downloaded from Debian's packages and cached under
 //!   `target/softroce/`; see the [`vm`] module.
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`, docs,
@@ -91,8 +91,8 @@ enum Command {
         /// Keep the job folder (scripts, console log, outputs) under target/softroce/jobs/.
         #[arg(long)]
         keep: bool,
-        /// Instead of CMD, run the built-in smoke check: ibv_devinfo, then ibv_rc_pingpong
-        /// and ibv_ud_pingpong (server and client) on rxe0.
+        /// Instead of CMD, run the built-in smoke check: ibv_devinfo, ibv_rc_pingpong and
+        /// ibv_ud_pingpong (server and client) and mckey (UD multicast) on rxe0.
         #[arg(long, conflicts_with = "cmd")]
         smoke: bool,
         /// The command to run in the VM, and its arguments.

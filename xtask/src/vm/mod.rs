@@ -35,8 +35,10 @@
 //!   RUST_BACKTRACE, ...), `RDMA_DEVICE=rxe0`, and what `-e KEY=VALUE` adds.
 //! - A timeout (default 300 s) kills QEMU and fails with the end of the console log.
 //! - Timing (2 cores, TCG): about 5 s to the kernel's init, 2-3 s of setup, so a trivial
-//!   command takes 10-15 s and `cargo xtask vm --smoke` (ibv_devinfo, RC and UD pingpong)
-//!   13-25 s, depending on the machine's load. `-v` prints the guest's timed setup log.
+//!   command (or boot + one `ibv_rc_pingpong` pair) takes 10-15 s, and
+//!   `cargo xtask vm --smoke` (ibv_devinfo, RC and UD pingpong, mckey multicast, which
+//!   alone spends about 8 s joining) 20-35 s, depending on the machine's load. `-v` prints
+//!   the guest's timed setup log.
 //! - `--keep` (or any failure) keeps the job folder under `target/softroce/jobs/`:
 //!   `stage1.sh`, `stage2.sh`, `setup.log`, `console.log` (serial), `qemu.log`, `stdout`,
 //!   `stderr`, `exit-code`. Folders older than a day are removed.
