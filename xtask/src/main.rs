@@ -15,9 +15,9 @@
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
 //!   exit with its exit code. `cargo xtask vm --smoke` runs the smoke check (ibv_devinfo,
-//!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM needs is installed
-//!   (as root, with apt-get) or downloaded from Debian's packages and cached under
-//!   `target/softroce/`; see the [`vm`] module.
+//!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
+//!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
+//!   cached under `target/softroce/`; see the [`vm`] module.
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`, docs,
 //!   and the test suite of every backend that can run here (not the VM yet).
 
