@@ -49,6 +49,7 @@
 pub mod descriptor;
 pub mod items;
 pub mod json;
+pub mod pcap;
 pub mod recv;
 pub mod send;
 pub mod transport;
