@@ -230,8 +230,57 @@ pub fn prepare() -> Result<Assets, String> {
     packages::ensure_installed(&[packages::VM_PACKAGES])?;
     let cache = cache_dir();
     let kernels = cache.join("kernel");
-    let debs = cache.join("debs");
     std::fs::create_dir_all(&kernels).map_err(|e| io_err("cannot create", &kernels, e))?;
+    let _lock = CacheLock::take(&cache.join(".prepare.lock"))?;
+    prepare_locked(&cache)
+}
+
+/// A lock on the cache while it is filled (a folder: `mkdir` is atomic), so that runs
+/// started together on a fresh checkout do not download and unpack into each other. A
+/// lock older than 15 minutes is taken to be left by a killed run and removed.
+#[derive(Debug)]
+struct CacheLock(PathBuf);
+
+impl CacheLock {
+    fn take(path: &Path) -> Result<CacheLock, String> {
+        let stale = Duration::from_secs(15 * 60);
+        let mut said = false;
+        loop {
+            match std::fs::create_dir(path) {
+                Ok(()) => return Ok(CacheLock(path.to_path_buf())),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let age = std::fs::metadata(path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok());
+                    if age.is_some_and(|a| a > stale) {
+                        let _ = std::fs::remove_dir(path);
+                        continue;
+                    }
+                    if !said {
+                        eprintln!(
+                            "xtask vm: waiting for another run to finish preparing {}",
+                            path.parent().unwrap_or(path).display()
+                        );
+                        said = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => return Err(io_err("cannot create", path, e)),
+            }
+        }
+    }
+}
+
+impl Drop for CacheLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn prepare_locked(cache: &Path) -> Result<Assets, String> {
+    let kernels = cache.join("kernel");
+    let debs = cache.join("debs");
 
     // A kernel unpacked and indexed by an earlier run (newest name first), else download.
     let mut ready: Vec<PathBuf> = std::fs::read_dir(&kernels)
