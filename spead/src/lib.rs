@@ -53,6 +53,7 @@ pub mod pcap;
 pub mod recv;
 pub mod send;
 pub mod transport;
+pub mod verbs;
 pub mod wire;
 
 #[cfg(test)]

@@ -6,3 +6,4 @@
 pub mod spead2;
 
 pub mod conformance;
+pub mod spead_verbs;

@@ -1,0 +1,61 @@
+//! SPEAD over verbs, written once against [`verbs_api`] so the same code runs on the
+//! simulator, on Soft-RoCE and on NICs.
+//!
+//! - [`Receiver::raw`]: spead2's ibverbs reader. One RAW_PACKET QP, one flow rule per
+//!   endpoint (destination MAC derived from the group, IPv4 destination, UDP port),
+//!   receive slots from a registered pool, batched reposting, interrupt-driven
+//!   (completion channel, `comp_vector >= 0`) or busy-polling (`comp_vector < 0`).
+//!   Frames that are VLAN-tagged, carry IP options, are fragments, or are not UDP to an
+//!   endpoint are counted by cause and dropped. Needs RAW_PACKET and flow steering
+//!   (mlx5; the simulator's mlx5 personality).
+//! - [`Receiver::ud`]: the same over UD multicast: the QP attaches to each group's GID
+//!   and the 40-byte GRH in front of every message is skipped. Runs on rxe and
+//!   InfiniBand.
+//! - [`Sender::raw`] / [`Sender::ud`]: the sending side: packets written straight into
+//!   registered slots (the packetizer writes into them: no copy), Ethernet/IPv4/UDP
+//!   headers from a prebuilt template (IP checksum offloaded when the device can), one
+//!   signaled work request per batch.
+//!
+//! UD carries no UDP port, so the port of an endpoint selects the Q_Key
+//! ([`ud_qkey`]): senders and receivers of the same endpoint agree, and different ports
+//! on one group stay apart.
+
+mod config;
+pub mod frame;
+mod iface;
+mod receiver;
+mod sender;
+
+pub use config::{
+    find_device, parse_interface, DeviceMatch, IbvConfig, ENV_COMP_VECTOR, ENV_INTERFACE,
+};
+pub use frame::FrameDrop;
+pub use iface::interface_mac;
+pub use receiver::{Receiver, ReceiverStats};
+pub use sender::{SendWithError, Sender, SenderStats};
+
+use std::net::Ipv4Addr;
+
+/// Errors of the verbs transports.
+#[derive(Debug, thiserror::Error)]
+pub enum VerbsError {
+    /// A configuration spead2 would reject too.
+    #[error("{0}")]
+    Config(String),
+    /// No RDMA device has the interface address.
+    #[error("no RDMA device has interface address {iface} (devices: {})", if devices.is_empty() { "none".to_string() } else { devices.join(", ") })]
+    NoInterface {
+        /// The address looked for.
+        iface: Ipv4Addr,
+        /// The devices there are.
+        devices: Vec<String>,
+    },
+    /// A verbs call failed.
+    #[error(transparent)]
+    Verbs(#[from] verbs_api::Error),
+}
+
+/// The Q_Key a UD endpoint's port maps to.
+pub fn ud_qkey(port: u16) -> u32 {
+    0x1100_0000 | u32::from(port)
+}

@@ -1,0 +1,304 @@
+//! The verbs receive transport (raw Ethernet or UD multicast), feeding a
+//! [`crate::recv::Stream`]. Generic over the verbs backend.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::time::Duration;
+
+use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint, Notification};
+use verbs_api::pool::{SlotPool, SlotPoolConfig, SlotToken};
+use verbs_api::{
+    ipv4_multicast_mac, Completion, Context, FlowAttr, Gid, QpState, QpType, QueuePair, Verbs,
+    GRH_LEN,
+};
+
+use super::config::{find_device, wait_timeout, IbvConfig};
+use super::frame::{self, FrameDrop, HEADERS};
+use super::{ud_qkey, VerbsError};
+use crate::recv::Stream;
+
+/// Completions taken per poll.
+const BATCH: usize = 64;
+
+/// What a receiver saw, below the SPEAD layer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReceiverStats {
+    /// Frames (raw) or messages (UD) received.
+    pub frames: u64,
+    /// Datagrams handed to the stream.
+    pub delivered: u64,
+    /// Frames dropped, by cause.
+    pub dropped: BTreeMap<FrameDrop, u64>,
+    /// Receive completions with an error status (their slots are not reposted).
+    pub completion_errors: u64,
+    /// Polls that returned completions.
+    pub batches: u64,
+    /// Waits that ended with nothing.
+    pub timeouts: u64,
+}
+
+impl ReceiverStats {
+    /// Frames dropped, all causes.
+    pub fn dropped_total(&self) -> u64 {
+        self.dropped.values().sum()
+    }
+}
+
+enum Mode<C: Context> {
+    Raw { flows: Vec<C::Flow> },
+    Ud { groups: Vec<Ipv4Addr> },
+}
+
+/// A verbs receive transport; see the module docs of [`super`].
+pub struct Receiver<C: Context> {
+    mode: Mode<C>,
+    pool: SlotPool<C>,
+    ep: Endpoint<C>,
+    endpoints: Vec<SocketAddrV4>,
+    wcs: Box<[Completion]>,
+    tokens: Vec<SlotToken>,
+    stats: ReceiverStats,
+    busy: bool,
+    max_poll: u32,
+    _igmp: Option<UdpSocket>,
+}
+
+impl<C: Context> std::fmt::Debug for Receiver<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver")
+            .field("endpoints", &self.endpoints)
+            .field("slots", &self.pool.len())
+            .field("stats", &self.stats)
+            .finish()
+    }
+}
+
+/// Slot count: buffer_size / slot size, bounded by the device's queue and CQ limits.
+fn slot_count(attr: &verbs_api::DeviceAttr, cfg: &IbvConfig, slot: usize) -> usize {
+    (cfg.buffer_size / slot)
+        .max(1)
+        .min(attr.max_qp_wr as usize)
+        .min(attr.max_cqe as usize)
+}
+
+impl<C: Context> Receiver<C> {
+    /// spead2's ibverbs reader: a RAW_PACKET QP with one flow rule per endpoint on the
+    /// device that owns `cfg.interface`.
+    ///
+    /// # Errors
+    /// [`VerbsError::Config`] for arguments spead2 rejects; [`VerbsError::NoInterface`]
+    /// when no device has the interface address; [`VerbsError::Verbs`] when the device
+    /// lacks RAW_PACKET or flow steering (Unsupported) or a call fails.
+    pub fn raw<V: Verbs<Context = C>>(verbs: &V, cfg: &IbvConfig) -> Result<Self, VerbsError> {
+        Self::new(verbs, cfg, QpType::RawPacket)
+    }
+
+    /// The UD multicast reader: a UD QP attached to every endpoint's group.
+    ///
+    /// # Errors
+    /// As [`Receiver::raw`]; also [`VerbsError::Config`] when the endpoints do not share
+    /// one UDP port (it selects the Q_Key).
+    pub fn ud<V: Verbs<Context = C>>(verbs: &V, cfg: &IbvConfig) -> Result<Self, VerbsError> {
+        Self::new(verbs, cfg, QpType::Ud)
+    }
+
+    fn new<V: Verbs<Context = C>>(
+        verbs: &V,
+        cfg: &IbvConfig,
+        qp_type: QpType,
+    ) -> Result<Self, VerbsError> {
+        let iface = cfg.validate()?;
+        let port0 = cfg.endpoints[0].port();
+        if qp_type == QpType::Ud && cfg.endpoints.iter().any(|e| e.port() != port0) {
+            return Err(VerbsError::Config(
+                "a UD receiver's endpoints must share one UDP port (it selects the Q_Key)".into(),
+            ));
+        }
+        let dev = find_device(verbs, iface)?;
+        let probe = verbs.open(&dev.device)?;
+        let attr = probe.query_device()?;
+        drop(probe);
+        let (slot, padding) = match qp_type {
+            QpType::Ud => (cfg.max_size, GRH_LEN),
+            _ => (cfg.max_size + HEADERS, 0),
+        };
+        let slots = slot_count(&attr, cfg, slot + padding);
+        let notification = if cfg.uses_channel() {
+            Notification::Channel {
+                solicited_only: false,
+            }
+        } else {
+            Notification::Poll
+        };
+        let ep = ContextBuilder::new(qp_type)
+            .device(&dev.device)
+            .port(dev.port)
+            .queues(1, slots as u32, 1, 1)
+            .cq_size(slots as u32)
+            .notification(notification)
+            .comp_vector(cfg.comp_vector)
+            .build(verbs)?;
+        let params = ConnectParams {
+            port: dev.port,
+            qkey: ud_qkey(port0),
+            ..ConnectParams::default()
+        };
+        let pool = SlotPool::new(
+            &ep.ctx,
+            &ep.pd,
+            &SlotPoolConfig::new(slot, slots).with_padding(padding),
+        )?;
+        let mode = match qp_type {
+            QpType::Ud => {
+                bring_up(&ep.qp, QpState::Rts, &params)?;
+                let mut groups = Vec::new();
+                for e in &cfg.endpoints {
+                    if !groups.contains(e.ip()) {
+                        ep.qp.attach_mcast(&Gid::from_ipv4(*e.ip()), 0)?;
+                        groups.push(*e.ip());
+                    }
+                }
+                Mode::Ud { groups }
+            }
+            _ => {
+                bring_up(&ep.qp, QpState::Rtr, &params)?;
+                let mut flows = Vec::new();
+                for e in &cfg.endpoints {
+                    let rule = FlowAttr::udp_endpoint(
+                        dev.port,
+                        ipv4_multicast_mac(*e.ip()),
+                        *e.ip(),
+                        e.port(),
+                    );
+                    flows.push(ep.ctx.create_flow(&ep.qp, &rule)?);
+                }
+                Mode::Raw { flows }
+            }
+        };
+        // Post every slot before traffic can arrive.
+        pool.post_recv_batch(&ep.qp, pool.take_n(slots))
+            .map_err(verbs_api::Error::from)?;
+        // On real networks the switch forwards a group only after an IGMP join; a
+        // socket joined to the group on the interface does that (spead2 does the same).
+        // On the simulator the address is not the host's, the join fails, and the flow
+        // rule or attachment alone registers the membership.
+        let igmp = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+            .ok()
+            .filter(|s| {
+                cfg.endpoints
+                    .iter()
+                    .all(|e| s.join_multicast_v4(e.ip(), &iface).is_ok())
+            });
+        Ok(Receiver {
+            mode,
+            pool,
+            ep,
+            endpoints: cfg.endpoints.clone(),
+            wcs: vec![Completion::default(); BATCH].into_boxed_slice(),
+            tokens: Vec::with_capacity(BATCH),
+            stats: ReceiverStats::default(),
+            busy: !cfg.uses_channel(),
+            max_poll: cfg.max_poll,
+            _igmp: igmp,
+        })
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ReceiverStats {
+        &self.stats
+    }
+
+    /// Receive slots.
+    pub fn slots(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// The endpoint (QP, CQ, context) underneath.
+    pub fn endpoint(&self) -> &Endpoint<C> {
+        &self.ep
+    }
+
+    /// Waits up to `timeout` (busy-polling receivers do not wait) for frames, feeds each
+    /// SPEAD datagram to `stream`, and reposts the slots. Returns the number of
+    /// completions handled (0 on a timeout). Allocates nothing.
+    ///
+    /// # Errors
+    /// [`VerbsError::Verbs`] when polling, waiting or reposting fails.
+    pub fn poll_into(
+        &mut self,
+        stream: &mut Stream,
+        timeout: Option<Duration>,
+    ) -> Result<usize, VerbsError> {
+        let n = self.ep.wait(
+            &mut self.wcs,
+            self.max_poll,
+            wait_timeout(self.busy, timeout),
+        )?;
+        if n == 0 {
+            self.stats.timeouts += 1;
+            return Ok(0);
+        }
+        self.stats.batches += 1;
+        let mut delivered = 0;
+        for wc in &self.wcs[..n] {
+            if !self.pool.owns(wc.wr_id) {
+                continue;
+            }
+            let token = self.pool.complete(wc)?;
+            if !wc.is_success() {
+                self.stats.completion_errors += 1;
+                self.pool.release(token);
+                continue;
+            }
+            self.stats.frames += 1;
+            let bytes = self.pool.received(&token, wc);
+            let verdict = match &self.mode {
+                Mode::Raw { .. } => match frame::parse(bytes) {
+                    Ok(d) if self.endpoints.contains(&d.dst) => Ok(d.payload),
+                    Ok(_) => Err(FrameDrop::WrongEndpoint),
+                    Err(cause) => Err(cause),
+                },
+                Mode::Ud { groups } => {
+                    // The GRH's last 20 bytes are the IPv4 header (RoCEv2): check the group.
+                    let grh = self.pool.padding(&token);
+                    let dst = Ipv4Addr::new(grh[36], grh[37], grh[38], grh[39]);
+                    if groups.contains(&dst) {
+                        Ok(bytes)
+                    } else {
+                        Err(FrameDrop::WrongEndpoint)
+                    }
+                }
+            };
+            match verdict {
+                Ok(payload) => {
+                    delivered += 1;
+                    self.stats.delivered += 1;
+                    // A malformed SPEAD packet is counted by the stream itself.
+                    let _ = stream.add_datagram(payload);
+                }
+                Err(cause) => *self.stats.dropped.entry(cause).or_default() += 1,
+            }
+            self.tokens.push(token);
+        }
+        stream.note_batch(delivered);
+        self.pool
+            .post_recv_batch(&self.ep.qp, self.tokens.drain(..))
+            .map_err(verbs_api::Error::from)?;
+        Ok(n)
+    }
+}
+
+impl<C: Context> Drop for Receiver<C> {
+    fn drop(&mut self) {
+        // Flow rules go before the QP (the Endpoint drops after this); multicast
+        // attachments are detached explicitly, as libibverbs expects before destroy.
+        if let Mode::Raw { flows } = &mut self.mode {
+            flows.clear();
+        }
+        if let Mode::Ud { groups } = &self.mode {
+            for g in groups {
+                let _ = self.ep.qp.detach_mcast(&Gid::from_ipv4(*g), 0);
+            }
+        }
+    }
+}
