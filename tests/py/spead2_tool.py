@@ -7,6 +7,9 @@ Subcommands (JSON on stdin, JSON lines on stdout):
   send-udp PORT RATE   heaps spec list -> sent to 127.0.0.1:PORT at RATE bytes/s
   recv-tcp MAXHEAPS    listen on 127.0.0.1:0, print {"port": P}, receive until stop
   send-tcp PORT        heaps spec list -> sent over TCP to 127.0.0.1:PORT
+  recv-pcap PATH FILTER MAXHEAPS
+                       UDP payloads of a capture file (FILTER: a BPF expression, may
+                       be empty) -> received heaps
   bench-mem REPEATS    raw packets on stdin -> assembly rate
   bench-udp-recv       bind, print port, count heaps/packets until stop, print rate
 """
@@ -136,6 +139,16 @@ def recv_tcp(max_heaps):
     print_stats(stream)
 
 
+def recv_pcap(path, bpf_filter, max_heaps):
+    cfg = spead2.recv.StreamConfig(max_heaps=max_heaps)
+    ring = spead2.recv.RingStreamConfig(heaps=256)
+    stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
+    stream.add_udp_pcap_file_reader(path, bpf_filter)
+    for heap in stream:
+        print(json.dumps(heap_json(heap)), flush=True)
+    print_stats(stream)
+
+
 def send_tcp(specs, port):
     cfg = spead2.send.StreamConfig(max_packet_size=specs[0]["packet_size"])
     stream = spead2.send.TcpStream(spead2.ThreadPool(), [("127.0.0.1", port)], cfg)
@@ -220,6 +233,8 @@ def main():
         recv_udp(int(sys.argv[2]))
     elif cmd == "recv-tcp":
         recv_tcp(int(sys.argv[2]))
+    elif cmd == "recv-pcap":
+        recv_pcap(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     elif cmd == "send-tcp":
         send_tcp(json.load(sys.stdin), int(sys.argv[2]))
     elif cmd == "send-udp":

@@ -1,8 +1,10 @@
 //! `spead-recv SOURCE...`: receive SPEAD heaps (like spead2's `spead2_recv`).
 //!
 //! Sources: `udp:HOST:PORT` (multicast when the address is), `tcp:HOST:PORT` (listen,
-//! accept one connection), `file:PATH` (packets back to back). With `--json`, prints
-//! one JSON object per heap and the counters at exit.
+//! accept one connection), `file:PATH` (packets back to back), `pcap:PATH[?GROUP:PORT]`
+//! (the UDP payloads of a pcap or pcapng capture, optionally only those sent to
+//! GROUP:PORT, either of which may be `*`). With `--json`, prints one JSON object per
+//! heap and the counters at exit.
 
 use std::fs::File;
 use std::io::{self, BufReader, Write};
@@ -13,13 +15,17 @@ use std::time::Duration;
 
 use clap::Parser;
 use spead::json::{heap_json, stats_json};
+use spead::pcap::{PcapSource, PcapSpec};
 use spead::recv::{MemoryPool, Stream, StreamConfig};
 use spead::transport::{ByteStreamReader, Endpoint, ThreadedReceiver, UdpReceiver, UdpRecvConfig};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Receive SPEAD heaps (spead2-compatible)")]
 struct Args {
-    /// Sources: udp:HOST:PORT, tcp:HOST:PORT or file:PATH.
+    /// Sources: udp:HOST:PORT, tcp:HOST:PORT, file:PATH, or pcap:PATH[?GROUP:PORT] for
+    /// the UDP payloads of a pcap/pcapng capture (Ethernet, Linux SLL/SLL2 or raw IPv4;
+    /// IPv4 only), optionally only those sent to GROUP:PORT (either may be *, e.g.
+    /// pcap:obs.pcap?*:7148). Frames dropped by the pcap reader are reported on stderr.
     #[arg(required = true)]
     sources: Vec<String>,
     /// Print heaps and counters as JSON lines.
@@ -64,18 +70,52 @@ struct Args {
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+/// A pcap source failed part way (the heaps before the failure were still delivered).
+static PCAP_FAILED: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// One source named on the command line.
+enum SourceSpec {
+    Endpoint(Endpoint),
+    Pcap(PcapSpec),
+}
+
+impl std::str::FromStr for SourceSpec {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.strip_prefix("pcap:") {
+            Some(rest) => rest
+                .parse()
+                .map(Self::Pcap)
+                .map_err(|e| format!("{s}: {e}")),
+            None => s.parse().map(Self::Endpoint).map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// One opened source.
 enum Source {
     Udp(UdpReceiver),
     Bytes(ByteStreamReader<Box<dyn io::Read>>),
+    Pcap(Box<PcapSource<BufReader<File>>>, String),
 }
 
-fn open(ep: &Endpoint, args: &Args, many: bool) -> io::Result<Source> {
+fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
+    let ep = match spec {
+        SourceSpec::Endpoint(ep) => ep,
+        SourceSpec::Pcap(p) => {
+            let name = format!("pcap:{}", p.path.display());
+            let source = PcapSource::open(&p.path, p.filter).map_err(|e| {
+                let msg = format!("{name}: {e}");
+                io::Error::new(io::Error::from(e).kind(), msg)
+            })?;
+            return Ok(Source::Pcap(Box::new(source), name));
+        }
+    };
     Ok(match ep {
         Endpoint::Udp(addr) => {
             let mut cfg = UdpRecvConfig::new(*addr);
@@ -124,7 +164,7 @@ fn print_heap(out: &mut impl Write, heap: &spead::recv::Heap, json: bool) -> io:
 
 fn main() {
     let args = Args::parse();
-    let endpoints: Vec<Endpoint> = match args.sources.iter().map(|s| s.parse()).collect() {
+    let endpoints: Vec<SourceSpec> = match args.sources.iter().map(|s| s.parse()).collect() {
         Ok(e) => e,
         Err(e) => {
             eprintln!("spead-recv: {e}");
@@ -174,6 +214,20 @@ fn main() {
                             alive = true;
                         }
                     }
+                    Source::Pcap(pcap, name) => {
+                        if !pcap.is_done() {
+                            // A broken file ends this source only: heaps assembled so
+                            // far are still delivered, and the exit status says so.
+                            if let Err(e) = pcap.pump(stream, 64) {
+                                eprintln!("spead-recv: {name}: {e}");
+                                PCAP_FAILED.store(true, Ordering::Relaxed);
+                            }
+                            if pcap.is_done() {
+                                eprintln!("spead-recv: {name}: {}", pcap.stats());
+                            }
+                            alive = true;
+                        }
+                    }
                 }
             }
             Ok(alive)
@@ -208,5 +262,8 @@ fn main() {
         }
     }
     let _ = out.flush();
+    if PCAP_FAILED.load(Ordering::Relaxed) {
+        status = 1;
+    }
     std::process::exit(status);
 }
