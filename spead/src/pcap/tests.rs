@@ -806,3 +806,114 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn fcs_bits_in_the_link_type_field_are_ignored() {
+    let mut file = pcap(
+        false,
+        false,
+        1,
+        &[rec(0, eth(&[], 0x0800, &ip_udp(b"fcs")))],
+    );
+    // "FCS present, 4 bytes" in the upper bits of the header's link type.
+    file[20..24].copy_from_slice(&(0x2400_0000u32 | 1).to_le_bytes());
+    let mut frame_with_fcs = eth(&[], 0x0800, &ip_udp(b"fcs"));
+    frame_with_fcs.extend_from_slice(&[1, 2, 3, 4]);
+    // Replace the record by one that carries an FCS.
+    let mut file = file[..24].to_vec();
+    file.extend_from_slice(&pcap(false, false, 1, &[rec(0, frame_with_fcs)])[24..]);
+    assert_eq!(all_datagrams(&file).0[0].3, b"fcs");
+}
+
+#[test]
+fn pcapng_timestamp_offset() {
+    let mut file = Vec::new();
+    ng_shb(&mut file, false);
+    let mut body = Vec::new();
+    put16(&mut body, false, 1);
+    put16(&mut body, false, 0);
+    put32(&mut body, false, 0);
+    put16(&mut body, false, 14); // if_tsoffset: 100 s
+    put16(&mut body, false, 8);
+    body.extend_from_slice(&100i64.to_le_bytes());
+    put16(&mut body, false, 0);
+    put16(&mut body, false, 0);
+    ng_block(&mut file, false, 1, &body);
+    ng_epb(
+        &mut file,
+        false,
+        0,
+        2,
+        &rec(0, eth(&[], 0x0800, &ip_udp(b"t"))),
+    );
+    assert_eq!(all_datagrams(&file).0[0].0, 100_000_002_000);
+    // An option running past its block is corruption.
+    let mut bad = file.clone();
+    bad[28 + 8 + 8 + 2] = 200; // the option length
+    assert!(matches!(
+        PcapSource::new(&bad[..], Filter::ANY)
+            .unwrap()
+            .next_datagram(),
+        Err(PcapError::Corrupt { offset: 28, .. })
+    ));
+}
+
+/// A reader that hands out one byte per call, with an interruption before each.
+struct Dribble<'a>(&'a [u8], bool);
+
+impl std::io::Read for Dribble<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.1 = !self.1;
+        if self.1 {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
+        match (self.0.split_first(), buf.first_mut()) {
+            (Some((&b, rest)), Some(slot)) => {
+                *slot = b;
+                self.0 = rest;
+                Ok(1)
+            }
+            _ => Ok(0),
+        }
+    }
+}
+
+#[test]
+fn short_reads_and_interruptions() {
+    let frames: Vec<Rec> = (0..4u8)
+        .map(|i| rec(u64::from(i), eth(&[], 0x0800, &ip_udp(&[i; 3]))))
+        .collect();
+    let file = pcap(true, true, 1, &frames);
+    let mut src = PcapSource::new(Dribble(&file, false), Filter::ANY).unwrap();
+    let mut n = 0u8;
+    while let Some(d) = src.next_datagram().unwrap() {
+        assert_eq!(d.payload, &[n; 3]);
+        n += 1;
+    }
+    assert_eq!(n, 4);
+    assert_eq!(src.reader().position(), file.len() as u64);
+}
+
+#[test]
+fn io_errors_carry_the_offset() {
+    /// Serves its bytes, then fails.
+    struct Failing(Vec<u8>, usize);
+    impl std::io::Read for Failing {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let rest = &self.0[self.1..];
+            if rest.is_empty() {
+                return Err(std::io::Error::other("disk on fire"));
+            }
+            let n = buf.len().min(rest.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            self.1 += n;
+            Ok(n)
+        }
+    }
+    let file = pcap(false, false, 1, &[rec(0, eth(&[], 0x0800, &ip_udp(b"x")))]);
+    let mut src = PcapSource::new(Failing(file[..60].to_vec(), 0), Filter::ANY).unwrap();
+    let err = src.next_datagram().unwrap_err();
+    assert!(matches!(err, PcapError::Io { offset: 60, .. }), "{err}");
+    assert!(err.to_string().contains("disk on fire"));
+    assert!(src.next_datagram().unwrap().is_none());
+}
