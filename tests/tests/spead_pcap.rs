@@ -295,3 +295,84 @@ fn a_capture_cut_short_still_gives_the_heaps_before_the_cut() {
     assert!(!cnts.is_empty() && cnts.len() < 5, "{cnts:?}");
     assert_eq!(cnts, (1..=cnts.len() as u64).collect::<Vec<_>>());
 }
+
+/// Newest modification time of the files under `dir`.
+fn newest(dir: &Path) -> std::time::SystemTime {
+    let mut t = std::time::UNIX_EPOCH;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        let m = if p.is_dir() {
+            newest(&p)
+        } else {
+            entry.metadata().and_then(|m| m.modified()).unwrap_or(t)
+        };
+        t = t.max(m);
+    }
+    t
+}
+
+/// The `spead-recv` binary, when it was built (under target/debug) after its sources
+/// last changed: `cargo test --workspace` builds it, `-p workspace-tests` alone may not.
+fn spead_recv_binary() -> Option<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()?
+        .to_path_buf();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"));
+    let bin = target.join("debug/spead-recv");
+    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok()?;
+    (built >= newest(&root.join("spead/src"))).then_some(bin)
+}
+
+#[test]
+fn the_spead_recv_tool_prints_spead2_heaps() {
+    let Some(bin) = spead_recv_binary() else {
+        eprintln!("skipped: no spead-recv binary newer than spead/src (cargo build -p spead)");
+        return;
+    };
+    for (file, filter, bpf) in [
+        (ETH, "", ""),
+        (SLL, "?*:7148", "udp dst port 7148"),
+        (PCAPNG, "?127.0.0.1:7149", "udp dst port 7149"),
+    ] {
+        let path = data(file);
+        let out = std::process::Command::new(&bin)
+            .arg(format!("pcap:{}{filter}", path.display()))
+            .arg("--json")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (heaps, stats) = summarize_tool_output(&String::from_utf8(out.stdout).unwrap());
+        let (theirs, their_stats, _) = spead2(&path, bpf);
+        assert_eq!(heaps, theirs, "{file}{filter}");
+        let stats = stats.unwrap();
+        for name in ["heaps", "packets", "single_packet_heaps"] {
+            assert_eq!(stats[name], their_stats[name], "{file}{filter}: {name}");
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("0 dropped"), "{stderr}");
+    }
+    // A cut capture: heaps before the cut, then a clear error and exit status 1.
+    let bytes = std::fs::read(data(ETH)).unwrap();
+    let cut = workspace_tests::spead2::temp_path("tool-cut.pcap");
+    std::fs::write(&cut, &bytes[..30_000]).unwrap();
+    let out = std::process::Command::new(&bin)
+        .arg(format!("pcap:{}", cut.display()))
+        .arg("--json")
+        .output()
+        .unwrap();
+    std::fs::remove_file(&cut).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("file truncated at byte 28934"), "{stderr}");
+    let (heaps, _) = summarize_tool_output(&String::from_utf8(out.stdout).unwrap());
+    assert_eq!(
+        heaps.iter().map(|h| h.0).collect::<Vec<_>>(),
+        [1, 1001, 2, 1002]
+    );
+}
