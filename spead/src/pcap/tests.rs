@@ -917,3 +917,24 @@ fn io_errors_carry_the_offset() {
     assert!(err.to_string().contains("disk on fire"));
     assert!(src.next_datagram().unwrap().is_none());
 }
+
+#[test]
+fn pcapng_obsolete_packet_block() {
+    for big in [false, true] {
+        let mut file = Vec::new();
+        ng_shb(&mut file, big);
+        ng_idb(&mut file, big, 228, Some(9));
+        let data = ip_udp(b"old");
+        let mut body = Vec::new();
+        put16(&mut body, big, 0); // interface
+        put16(&mut body, big, 0); // drops
+        put32(&mut body, big, 0);
+        put32(&mut body, big, 42);
+        put32(&mut body, big, data.len() as u32);
+        put32(&mut body, big, data.len() as u32);
+        body.extend_from_slice(&data);
+        ng_block(&mut file, big, 2, &body);
+        let (d, _) = all_datagrams(&file);
+        assert_eq!((d[0].0, &d[0].3[..]), (42, &b"old"[..]));
+    }
+}
