@@ -444,16 +444,15 @@ impl<R: Read> PcapReader<R> {
                 reason: format!("unsupported pcapng version {major}"),
             });
         }
-        self.check_trailer(offset, total)?;
+        // The buffer holds everything after the byte-order magic.
+        self.check_trailer(offset, total, total as usize - 16)?;
         self.interfaces.clear();
         Ok(())
     }
 
-    /// Checks that a block's trailing length (the last 4 bytes in the buffer, of a block
-    /// of `total` bytes whose body after the first 12 bytes is in the buffer) matches.
-    fn check_trailer(&self, offset: u64, total: u32) -> Result<(), PcapError> {
-        let end = total as usize - 12;
-        let trailer = self.order.u32(&self.buf[end - 4..end]);
+    /// Checks that a block's trailing length, at `at` in the buffer, matches `total`.
+    fn check_trailer(&self, offset: u64, total: u32, at: usize) -> Result<(), PcapError> {
+        let trailer = self.order.u32(&self.buf[at..at + 4]);
         if trailer != total {
             return Err(PcapError::Corrupt {
                 offset,
@@ -501,17 +500,10 @@ impl<R: Read> PcapReader<R> {
                     reason: format!("pcapng block of {total} bytes"),
                 });
             }
-            // Read the body and the trailing length: `total - 8` bytes. Keep the
-            // indexing of check_trailer (body after 12 bytes) by reading 4 less first.
+            // The body and the trailing length: `total - 8` bytes.
             let body_len = total as usize - 12;
             self.fill_buf(body_len + 4, offset, "block", 8)?;
-            let trailer = o.u32(&self.buf[body_len..body_len + 4]);
-            if trailer != total {
-                return Err(PcapError::Corrupt {
-                    offset,
-                    reason: format!("pcapng block length {total} but trailing length {trailer}"),
-                });
-            }
+            self.check_trailer(offset, total, body_len)?;
             match block_type {
                 NG_IDB => self.interface(offset, body_len)?,
                 NG_EPB | NG_PB => {

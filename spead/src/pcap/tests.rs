@@ -528,6 +528,15 @@ fn pcapng_errors() {
         assert!(src.next_datagram().unwrap().is_none());
         assert!(src.is_done());
     }
+    // A section header whose trailing length disagrees.
+    let mut shb = Vec::new();
+    ng_shb(&mut shb, true);
+    let n = shb.len();
+    shb[n - 1] ^= 8;
+    assert!(matches!(
+        PcapReader::new(&shb[..]),
+        Err(PcapError::Corrupt { offset: 0, .. })
+    ));
     // A bad byte-order magic.
     let mut bom = Vec::new();
     ng_shb(&mut bom, false);
