@@ -26,8 +26,8 @@ impl fmt::Display for Violation {
 
 /// Checks every invariant and returns all violations (empty when the run is correct):
 /// - a heap reported complete carries exactly the bytes sent (digest and length);
-/// - every heap a receiver reports was sent to a group it subscribes to, at most once;
-/// - every sent heap is complete, incomplete, or lost (never reported twice);
+/// - every heap a receiver reports was sent to a group it subscribes to;
+/// - every sent heap is complete, incomplete, or lost; without faults, reported once;
 /// - counters add up: packets received = accepted + dropped by cause;
 /// - with no faults, every heap arrives complete and, per sender, in order;
 /// - memory stays within the configured bound.
@@ -66,7 +66,9 @@ pub fn check(s: &Scenario, o: &Outcome) -> Vec<Violation> {
         let senders: BTreeSet<usize> = s.senders_of(r).into_iter().collect();
         let mut seen = BTreeSet::new();
         for h in &rep.heaps {
-            if !seen.insert(h.cnt) {
+            // Under faults a heap may come out more than once (evicted part, then late or
+            // duplicated packets start it again, as in spead2); without faults, once.
+            if !seen.insert(h.cnt) && s.faults.is_none() {
                 bad(format!("heap {} delivered twice", h.cnt));
             }
             let Some(sh) = sent.get(&h.cnt) else {
@@ -218,7 +220,7 @@ mod tests {
         assert!(check(&s, &o).iter().any(|x| x.what.contains("peak memory")));
 
         let mut o = perfect(&s);
-        let h = o.receivers[0].heaps[0].clone();
+        let h = o.receivers[0].heaps[0].clone(); // no faults in this scenario
         o.receivers[0].heaps.push(h);
         assert!(check(&s, &o).iter().any(|x| x.what.contains("twice")));
     }

@@ -16,6 +16,7 @@ pub mod invariants;
 pub mod model;
 pub mod outcome;
 pub mod payload;
+pub mod runner;
 pub mod strategy;
 
 pub use invariants::{check, Violation};

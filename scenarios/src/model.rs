@@ -337,6 +337,16 @@ impl Scenario {
                 ));
             }
         }
+        for (i, snd) in self.senders.iter().enumerate() {
+            let raw = self
+                .receivers
+                .iter()
+                .any(|r| r.transport == Transport::Raw && r.groups.contains(&snd.group));
+            let h = self.host_index(&snd.host).unwrap_or(0);
+            if raw && self.hosts[h].nic == Nic::Rxe {
+                return invalid(format!("sender {i}: its group has raw receivers, which need an mlx5 NIC at the sender; host {} has rxe", snd.host));
+            }
+        }
         for (i, r) in self.receivers.iter().enumerate() {
             let who = format!("receiver {i}");
             let Some(h) = self.host_index(&r.host) else {
@@ -349,6 +359,12 @@ impl Scenario {
                 return invalid(format!(
                     "{who}: max_heaps, substreams and buffer_slots must be >= 1"
                 ));
+            }
+            if r.transport == Transport::Ud {
+                let ports: BTreeSet<u16> = r.groups.iter().map(|&g| self.groups[g].port).collect();
+                if ports.len() > 1 {
+                    return invalid(format!("{who}: a UD receiver's groups must share one UDP port (it selects the Q_Key)"));
+                }
             }
             if r.transport == Transport::Raw && self.hosts[h].nic == Nic::Rxe {
                 return invalid(format!(

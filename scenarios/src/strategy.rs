@@ -18,11 +18,12 @@ pub fn host(i: usize) -> impl Strategy<Value = Host> {
     })
 }
 
-/// Group `i`: 239.10.0.(i+1), port 7148 + i.
+/// Group `i`: 239.10.0.(i+1), port 7148 (one port for all groups, so a UD receiver,
+/// whose Q_Key the port selects, may subscribe to several).
 pub fn group(i: usize) -> Group {
     Group {
         addr: Ipv4Addr::new(239, 10, 0, 1 + i as u8),
-        port: 7148 + i as u16,
+        port: 7148,
     }
 }
 
@@ -149,11 +150,14 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
             )
         })
         .prop_flat_map(|(mut hosts, senders, receivers, ng, seed, nh)| {
-            for r in &receivers {
-                if r.transport == Transport::Raw {
-                    let i = r.host[1..].parse::<usize>().unwrap_or(0);
-                    hosts[i].nic = Nic::Mlx5;
-                }
+            // Raw frames need mlx5 at both ends: raw receivers' hosts and senders' hosts.
+            for r in receivers.iter().filter(|r| r.transport == Transport::Raw) {
+                let i = r.host[1..].parse::<usize>().unwrap_or(0);
+                hosts[i].nic = Nic::Mlx5;
+            }
+            for snd in &senders {
+                let i = snd.host[1..].parse::<usize>().unwrap_or(0);
+                hosts[i].nic = Nic::Mlx5;
             }
             let packets: u64 = senders
                 .iter()

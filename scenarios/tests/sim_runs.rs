@@ -1,0 +1,77 @@
+//! Scenarios on the simulator: fixed cases and a property test over the whole scenario
+//! space, each checked against every invariant.
+
+use proptest::prelude::*;
+use scenarios::runner::run_sim;
+use scenarios::{check, Scenario};
+
+fn assert_ok(s: &Scenario) -> scenarios::Outcome {
+    let o = run_sim(s).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+    let v = check(s, &o);
+    assert!(v.is_empty(), "{}: {v:#?}", s.name);
+    o
+}
+
+#[test]
+fn no_faults_every_heap_complete_at_every_receiver() {
+    let s = Scenario::simple(4, 20, 30_000);
+    let o = assert_ok(&s);
+    for r in &o.receivers {
+        assert_eq!(r.heaps.len(), 20);
+        assert!(r.heaps.iter().all(|h| h.complete));
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    let mut s = Scenario::simple(2, 10, 10_000);
+    s.faults.loss = 0.05;
+    let a = run_sim(&s).unwrap();
+    let b = run_sim(&s).unwrap();
+    assert_eq!(a.trace_hash, b.trace_hash);
+    assert_eq!(a, b);
+    s.seed += 1;
+    let c = run_sim(&s).unwrap();
+    assert_ne!(a.trace_hash, c.trace_hash);
+}
+
+#[test]
+fn an_exact_drop_list_makes_exactly_those_heaps_incomplete() {
+    let mut s = Scenario::simple(1, 5, 4000);
+    // 4000 bytes in 1472-byte packets: 3 packets per heap; drop heap 2's second packet.
+    s.faults.drop = vec![4];
+    let o = assert_ok(&s);
+    let heaps = &o.receivers[0].heaps;
+    let incomplete: Vec<u64> = heaps
+        .iter()
+        .filter(|h| !h.complete)
+        .map(|h| h.cnt)
+        .collect();
+    assert_eq!(incomplete, vec![2]);
+    assert_eq!(heaps.iter().filter(|h| h.complete).count(), 4);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #[test]
+    fn any_scenario_keeps_every_invariant(s in scenarios::strategy::scenario()) {
+        let o = match run_sim(&s) {
+            Ok(o) => o,
+            Err(e) => {
+                let path = std::env::temp_dir().join("scenario-failure.toml");
+                let _ = std::fs::write(&path, format!("# run error: {e}\n{}", s.to_toml().unwrap_or_default()));
+                return Err(TestCaseError::fail(format!("seed {}: {e}", s.seed)));
+            }
+        };
+        let v = check(&s, &o);
+        if !v.is_empty() {
+            // Written on every failure, so after shrinking it holds the minimal case.
+            let path = std::env::temp_dir().join("scenario-failure.toml");
+            let _ = std::fs::write(&path, format!("# seed {}\n# {:?}\n{}", s.seed, v, s.to_toml().unwrap_or_default()));
+            return Err(TestCaseError::fail(format!(
+                "seed {} violates {v:#?}; scenario written to {} (rerun: cargo xtask scenario run {})",
+                s.seed, path.display(), path.display()
+            )));
+        }
+    }
+}
