@@ -189,6 +189,26 @@ impl HeaderTemplate {
     }
 }
 
+/// A whole Ethernet/IPv4/UDP frame around `payload` (IP checksum filled, UDP checksum
+/// 0), as a raw sender would send it: for captures and replays that rebuild frames.
+///
+/// # Panics
+/// When `payload` exceeds 65507 bytes.
+pub fn udp_frame(
+    src_mac: [u8; 6],
+    src: SocketAddrV4,
+    dst_mac: [u8; 6],
+    dst: SocketAddrV4,
+    ttl: u8,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut t = HeaderTemplate::new(src_mac, src, dst_mac, dst, ttl);
+    let mut f = vec![0; HEADERS + payload.len()];
+    t.write(&mut f, payload.len(), false);
+    f[HEADERS..].copy_from_slice(payload);
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -205,6 +225,19 @@ mod tests {
         t.write(&mut f, payload.len(), false);
         f[HEADERS..].copy_from_slice(payload);
         f
+    }
+
+    #[test]
+    fn udp_frame_is_what_the_template_writes() {
+        let f = udp_frame(
+            [2, 0, 10, 0, 0, 1],
+            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9000),
+            [1, 0, 0x5e, 10, 0, 1],
+            SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148),
+            4,
+            b"spead!",
+        );
+        assert_eq!(f, frame(b"spead!"));
     }
 
     #[test]

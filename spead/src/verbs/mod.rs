@@ -31,7 +31,7 @@ pub use config::{
 };
 pub use frame::FrameDrop;
 pub use iface::interface_mac;
-pub use receiver::{Receiver, ReceiverStats};
+pub use receiver::{Receiver, ReceiverStats, RxFrame};
 pub use sender::{SendWithError, Sender, SenderStats};
 
 use std::net::Ipv4Addr;

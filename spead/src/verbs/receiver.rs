@@ -218,6 +218,16 @@ impl<C: Context> Receiver<C> {
         &self.ep
     }
 
+    /// The endpoints this receiver listens on.
+    pub fn endpoints(&self) -> &[SocketAddrV4] {
+        &self.endpoints
+    }
+
+    /// True for a RAW_PACKET receiver (whole Ethernet frames), false for UD.
+    pub fn is_raw(&self) -> bool {
+        matches!(self.mode, Mode::Raw { .. })
+    }
+
     /// Waits up to `timeout` (busy-polling receivers do not wait) for frames, feeds each
     /// SPEAD datagram to `stream`, and reposts the slots. Returns the number of
     /// completions handled (0 on a timeout). Allocates nothing.
@@ -229,6 +239,30 @@ impl<C: Context> Receiver<C> {
         stream: &mut Stream,
         timeout: Option<Duration>,
     ) -> Result<usize, VerbsError> {
+        let mut delivered = 0;
+        let n = self.poll_frames(timeout, |f| {
+            if let Ok(payload) = f.verdict {
+                delivered += 1;
+                // A malformed SPEAD packet is counted by the stream itself.
+                let _ = stream.add_datagram(payload);
+            }
+        })?;
+        if n > 0 {
+            stream.note_batch(delivered);
+        }
+        Ok(n)
+    }
+
+    /// As [`Receiver::poll_into`], but hands every received frame to `on_frame` (what a
+    /// capture tool needs) instead of to a stream; the counters are kept the same way.
+    ///
+    /// # Errors
+    /// As [`Receiver::poll_into`].
+    pub fn poll_frames(
+        &mut self,
+        timeout: Option<Duration>,
+        mut on_frame: impl FnMut(&RxFrame<'_>),
+    ) -> Result<usize, VerbsError> {
         let n = self.ep.wait(
             &mut self.wcs,
             self.max_poll,
@@ -239,7 +273,6 @@ impl<C: Context> Receiver<C> {
             return Ok(0);
         }
         self.stats.batches += 1;
-        let mut delivered = 0;
         for wc in &self.wcs[..n] {
             if !self.pool.owns(wc.wr_id) {
                 continue;
@@ -252,39 +285,66 @@ impl<C: Context> Receiver<C> {
             }
             self.stats.frames += 1;
             let bytes = self.pool.received(&token, wc);
-            let verdict = match &self.mode {
-                Mode::Raw { .. } => match frame::parse(bytes) {
-                    Ok(d) if self.endpoints.contains(&d.dst) => Ok(d.payload),
-                    Ok(_) => Err(FrameDrop::WrongEndpoint),
-                    Err(cause) => Err(cause),
-                },
+            let (verdict, grh) = match &self.mode {
+                Mode::Raw { .. } => (
+                    match frame::parse(bytes) {
+                        Ok(d) if self.endpoints.contains(&d.dst) => Ok(d.payload),
+                        Ok(_) => Err(FrameDrop::WrongEndpoint),
+                        Err(cause) => Err(cause),
+                    },
+                    &[][..],
+                ),
                 Mode::Ud { groups } => {
                     // The GRH's last 20 bytes are the IPv4 header (RoCEv2): check the group.
                     let grh = self.pool.padding(&token);
                     let dst = Ipv4Addr::new(grh[36], grh[37], grh[38], grh[39]);
                     if groups.contains(&dst) {
-                        Ok(bytes)
+                        (Ok(bytes), grh)
                     } else {
-                        Err(FrameDrop::WrongEndpoint)
+                        (Err(FrameDrop::WrongEndpoint), grh)
                     }
                 }
             };
             match verdict {
-                Ok(payload) => {
-                    delivered += 1;
-                    self.stats.delivered += 1;
-                    // A malformed SPEAD packet is counted by the stream itself.
-                    let _ = stream.add_datagram(payload);
-                }
+                Ok(_) => self.stats.delivered += 1,
                 Err(cause) => *self.stats.dropped.entry(cause).or_default() += 1,
             }
+            on_frame(&RxFrame {
+                bytes,
+                grh,
+                verdict,
+            });
             self.tokens.push(token);
         }
-        stream.note_batch(delivered);
         self.pool
             .post_recv_batch(&self.ep.qp, self.tokens.drain(..))
             .map_err(verbs_api::Error::from)?;
         Ok(n)
+    }
+}
+
+/// One received frame, as [`Receiver::poll_frames`] hands it over.
+#[derive(Debug, Clone, Copy)]
+pub struct RxFrame<'a> {
+    /// Raw: the whole Ethernet frame. UD: the message (the SPEAD packet).
+    pub bytes: &'a [u8],
+    /// UD: the 40-byte GRH area (for RoCEv2, the IPv4 header is its last 20 bytes).
+    /// Raw: empty.
+    pub grh: &'a [u8],
+    /// The SPEAD datagram inside, or why the receiver dropped the frame.
+    pub verdict: Result<&'a [u8], FrameDrop>,
+}
+
+impl RxFrame<'_> {
+    /// UD: the IPv4 source and destination from the GRH (RoCEv2).
+    pub fn grh_addrs(&self) -> Option<(Ipv4Addr, Ipv4Addr)> {
+        let g = self.grh;
+        (g.len() >= 40).then(|| {
+            (
+                Ipv4Addr::new(g[32], g[33], g[34], g[35]),
+                Ipv4Addr::new(g[36], g[37], g[38], g[39]),
+            )
+        })
     }
 }
 

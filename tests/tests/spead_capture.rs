@@ -1,0 +1,226 @@
+//! `spead-capture` on the simulator: a capture replayed into the simulated fabric
+//! (`--replay`) comes out of the verbs receive path into a pcap whose UDP datagrams are
+//! exactly the ones sent (count, order and payload bytes), raw (mlx5) and UD (rxe), and
+//! which tshark decodes as that many UDP packets.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use backend_sim::pcap::PcapWriter;
+use spead::send::{Heap, Packetizer};
+use spead::verbs::frame::udp_frame;
+use spead::wire::Flavour;
+use workspace_tests::spead_verbs::{capture_datagrams, payload, tool_binary};
+
+fn tmp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("spead-capture-{}-{name}", std::process::id()))
+}
+
+/// A capture of SPEAD traffic to two groups on one port, 1024-byte packets (they fit
+/// rxe's UD MTU), 1 µs apart.
+fn synthetic_capture(path: &Path) -> Vec<(SocketAddrV4, Vec<u8>)> {
+    let groups = [
+        SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148),
+        SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 2), 7148),
+    ];
+    let src = SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 1), 40000);
+    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
+    let mut sent = Vec::new();
+    let mut t = 1_000_000_000u64;
+    for cnt in 1..=6u64 {
+        let dst = groups[(cnt % 2) as usize];
+        let mut heap = Heap::new(Flavour::SPEAD_64_48);
+        heap.add_item(0x1000, payload(cnt, 5000 + cnt as usize * 10), false);
+        let mut p = Packetizer::new(&heap, cnt, 1024).unwrap();
+        let mut buf = vec![0; 1024];
+        while let Some(n) = p.next_packet(&mut buf).unwrap() {
+            let o = dst.ip().octets();
+            let f = udp_frame(
+                [2, 0, 10, 1, 0, 1],
+                src,
+                [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
+                dst,
+                8,
+                &buf[..n],
+            );
+            w.write(t, &f).unwrap();
+            t += 1000;
+            sent.push((dst, buf[..n].to_vec()));
+        }
+    }
+    w.finish().unwrap();
+    sent
+}
+
+/// Runs spead-capture; returns its stderr.
+fn capture(args: &[&str]) -> String {
+    let out = Command::new(tool_binary("spead-capture"))
+        .args(args)
+        .output()
+        .expect("run spead-capture");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "spead-capture {args:?}: {err}");
+    err
+}
+
+/// tshark's view of a capture: the protocol stack of every frame.
+fn tshark_protocols(path: &Path) -> Vec<String> {
+    let out = Command::new("tshark")
+        .args(["-r"])
+        .arg(path)
+        .args(["-T", "fields", "-e", "frame.protocols"])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("tshark is needed for this test (apt-get install -y tshark): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn check(out: &Path, want: &[(SocketAddrV4, Vec<u8>)], stderr: &str) {
+    let got = capture_datagrams(out);
+    assert_eq!(got.len(), want.len(), "datagram count");
+    for (i, ((gd, gp), (wd, wp))) in got.iter().zip(want).enumerate() {
+        assert_eq!(gd, wd, "destination of datagram {i}");
+        assert!(gp == wp, "payload of datagram {i}");
+    }
+    let frames: u64 = got.iter().map(|(_, p)| 42 + p.len() as u64).sum();
+    assert!(
+        stderr.contains(&format!("{} packets, {frames} bytes", want.len())),
+        "counts in {stderr:?}"
+    );
+    let protos = tshark_protocols(out);
+    assert_eq!(protos.len(), want.len(), "tshark frame count");
+    for p in &protos {
+        assert!(
+            p.starts_with("eth:ethertype:ip:udp"),
+            "tshark decodes {p:?}"
+        );
+    }
+}
+
+#[test]
+fn raw_capture_of_a_replayed_spead2_recording() {
+    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/spead2_lo_eth.pcap");
+    // spead2 sent to 127.0.0.1; the replay moves unicast destinations to 239.0.0.1.
+    let want: Vec<_> = capture_datagrams(&input)
+        .into_iter()
+        .map(|(d, p)| (SocketAddrV4::new(Ipv4Addr::new(239, 0, 0, 1), d.port()), p))
+        .collect();
+    assert!(want.len() > 40);
+    let out = tmp("recording.pcap");
+    let err = capture(&[out.to_str().unwrap(), "--replay", input.to_str().unwrap()]);
+    assert!(
+        err.contains("127.0.0.1 replayed to group 239.0.0.1"),
+        "{err}"
+    );
+    check(&out, &want, &err);
+    std::fs::remove_file(&out).ok();
+}
+
+#[test]
+fn raw_and_ud_capture_of_named_groups() {
+    let input = tmp("synthetic.pcap");
+    let sent = synthetic_capture(&input);
+    for mode in ["raw", "ud"] {
+        let out = tmp(&format!("groups-{mode}.pcap"));
+        let err = capture(&[
+            out.to_str().unwrap(),
+            "239.10.0.1:7148",
+            "239.10.0.2:7148",
+            "--ibv-mode",
+            mode,
+            "--replay",
+            input.to_str().unwrap(),
+        ]);
+        check(&out, &sent, &err);
+        // One group only: the other group's frames are not steered to the receiver.
+        let err = capture(&[
+            out.to_str().unwrap(),
+            "239.10.0.2:7148",
+            "--ibv-mode",
+            mode,
+            "--replay",
+            input.to_str().unwrap(),
+        ]);
+        let one: Vec<_> = sent
+            .iter()
+            .filter(|(d, _)| *d.ip() == Ipv4Addr::new(239, 10, 0, 2))
+            .cloned()
+            .collect();
+        check(&out, &one, &err);
+        std::fs::remove_file(&out).ok();
+    }
+    std::fs::remove_file(&input).ok();
+}
+
+#[test]
+fn count_and_stdout() {
+    let input = tmp("count-in.pcap");
+    let sent = synthetic_capture(&input);
+    let out = Command::new(tool_binary("spead-capture"))
+        .args(["-", "--count", "7", "--replay"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let path = tmp("count-out.pcap");
+    std::fs::write(&path, &out.stdout).unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    check(&path, &sent[..7], &err);
+    std::fs::remove_file(&path).ok();
+    std::fs::remove_file(&input).ok();
+}
+
+#[test]
+fn bad_arguments_give_clear_errors() {
+    let input = tmp("bad-in.pcap");
+    synthetic_capture(&input);
+    let inp = input.to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        // The tools are built without the `hw` feature here.
+        (&["239.1.1.1:7148"], "the hw backend is not compiled in"),
+        (
+            &["10.0.0.9:7148", "--replay", inp],
+            "not an IPv4 multicast address",
+        ),
+        (
+            &["239.1.1.1:7148", "--ibv-interface", "::1", "--replay", inp],
+            "not an IPv4 address",
+        ),
+        (
+            &[
+                "239.1.1.1:7148",
+                "--ibv-interface",
+                "10.9.9.9",
+                "--replay",
+                inp,
+            ],
+            "no RDMA device has interface address 10.9.9.9",
+        ),
+        (&["--backend", "sim", "239.1.1.1:7148"], "give --replay"),
+        (&["--replay", "/nonexistent.pcap"], "No such file"),
+    ];
+    for (args, want) in cases {
+        let out = Command::new(tool_binary("spead-capture"))
+            .arg(tmp("bad-out.pcap"))
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    std::fs::remove_file(&input).ok();
+    std::fs::remove_file(tmp("bad-out.pcap")).ok();
+}
