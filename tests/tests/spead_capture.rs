@@ -7,50 +7,10 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use backend_sim::pcap::PcapWriter;
-use spead::send::{Heap, Packetizer};
-use spead::verbs::frame::udp_frame;
-use spead::wire::Flavour;
-use workspace_tests::spead_verbs::{capture_datagrams, payload, tool_binary};
+use workspace_tests::spead_verbs::{capture_datagrams, synthetic_capture, tool_binary};
 
 fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("spead-capture-{}-{name}", std::process::id()))
-}
-
-/// A capture of SPEAD traffic to two groups on one port, 1024-byte packets (they fit
-/// rxe's UD MTU), 1 µs apart.
-fn synthetic_capture(path: &Path) -> Vec<(SocketAddrV4, Vec<u8>)> {
-    let groups = [
-        SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148),
-        SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 2), 7148),
-    ];
-    let src = SocketAddrV4::new(Ipv4Addr::new(10, 1, 0, 1), 40000);
-    let mut w = PcapWriter::new(std::fs::File::create(path).unwrap()).unwrap();
-    let mut sent = Vec::new();
-    let mut t = 1_000_000_000u64;
-    for cnt in 1..=6u64 {
-        let dst = groups[(cnt % 2) as usize];
-        let mut heap = Heap::new(Flavour::SPEAD_64_48);
-        heap.add_item(0x1000, payload(cnt, 5000 + cnt as usize * 10), false);
-        let mut p = Packetizer::new(&heap, cnt, 1024).unwrap();
-        let mut buf = vec![0; 1024];
-        while let Some(n) = p.next_packet(&mut buf).unwrap() {
-            let o = dst.ip().octets();
-            let f = udp_frame(
-                [2, 0, 10, 1, 0, 1],
-                src,
-                [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
-                dst,
-                8,
-                &buf[..n],
-            );
-            w.write(t, &f).unwrap();
-            t += 1000;
-            sent.push((dst, buf[..n].to_vec()));
-        }
-    }
-    w.finish().unwrap();
-    sent
 }
 
 /// Runs spead-capture; returns its stderr.

@@ -3,21 +3,32 @@
 //! Sources: `udp:HOST:PORT` (multicast when the address is), `tcp:HOST:PORT` (listen,
 //! accept one connection), `file:PATH` (packets back to back), `pcap:PATH[?GROUP:PORT]`
 //! (the UDP payloads of a pcap or pcapng capture, optionally only those sent to
-//! GROUP:PORT, either of which may be `*`). With `--json`, prints one JSON object per
-//! heap and the counters at exit.
+//! GROUP:PORT, either of which may be `*`), `ibv:GROUP:PORT` (IPv4 multicast through
+//! the verbs receiver, raw or UD, on real verbs or the simulator). With `--json`, prints
+//! one JSON object per heap and the counters at exit.
+//!
+//! `--replay PATH` builds a simulated fabric (mlx5 for raw, rxe for UD), injects the
+//! capture at its recorded times as if a sender host sent it, and runs the unchanged
+//! verbs receiver on a receiver host (10.77.0.2) for the `ibv:` endpoints given, or for
+//! every destination of the capture (unicast ones moved to group 239.x.y.z), with
+//! optional faults on the receiver's link (`--seed`, `--loss`, `--reorder`, `--dup`).
+
+mod common;
 
 use std::fs::File;
 use std::io::{self, BufReader, Write};
-use std::net::{Ipv4Addr, TcpListener};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use common::{ibv_config, parse_endpoint, Backend, IbvMode};
 use spead::json::{heap_json, stats_json};
 use spead::pcap::{PcapSource, PcapSpec};
 use spead::recv::{MemoryPool, Stream, StreamConfig};
 use spead::transport::{ByteStreamReader, Endpoint, ThreadedReceiver, UdpReceiver, UdpRecvConfig};
+use spead::verbs::{IbvConfig, Receiver};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Receive SPEAD heaps (spead2-compatible)")]
@@ -26,7 +37,8 @@ struct Args {
     /// the UDP payloads of a pcap/pcapng capture (Ethernet, Linux SLL/SLL2 or raw IPv4;
     /// IPv4 only), optionally only those sent to GROUP:PORT (either may be *, e.g.
     /// pcap:obs.pcap?*:7148). Frames dropped by the pcap reader are reported on stderr.
-    #[arg(required = true)]
+    /// ibv:GROUP:PORT receives an IPv4 multicast endpoint through the verbs receiver.
+    #[arg(required_unless_present = "replay")]
     sources: Vec<String>,
     /// Print heaps and counters as JSON lines.
     #[arg(long)]
@@ -67,6 +79,42 @@ struct Args {
     /// Heap buffers kept in the memory pool.
     #[arg(long = "mem-pool", default_value_t = 16)]
     mem_pool: usize,
+    /// Verbs backend of ibv: sources: hw (libibverbs, feature `hw`) or sim (the
+    /// simulator, fed by --replay). Default: sim with --replay, else hw.
+    #[arg(long, value_enum)]
+    backend: Option<Backend>,
+    /// ibv: transport: raw (RAW_PACKET QP and flow steering, as spead2) or ud (UD
+    /// multicast, e.g. Soft-RoCE).
+    #[arg(long = "ibv-mode", value_enum, default_value = "raw")]
+    ibv_mode: IbvMode,
+    /// IPv4 address of the interface for ibv: sources (or SPEAD2_IBV_INTERFACE); with
+    /// --replay the simulated receiver host's 10.77.0.2.
+    #[arg(long = "ibv-interface")]
+    ibv_interface: Option<String>,
+    /// Completion vector (>= 0: interrupts, < 0: busy polling; or
+    /// SPEAD2_IBV_COMP_VECTOR). Default 0, or -1 with --replay.
+    #[arg(long = "ibv-comp-vector", allow_hyphen_values = true)]
+    ibv_comp_vector: Option<i32>,
+    /// Polls before waiting on the completion channel.
+    #[arg(long = "ibv-max-poll", default_value_t = 10)]
+    ibv_max_poll: u32,
+    /// Replay this capture (pcap or pcapng) through a simulated fabric into the verbs
+    /// receiver.
+    #[arg(long)]
+    replay: Option<std::path::PathBuf>,
+    /// Seed of the simulation (--replay).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Loss probability on the simulated receiver's link (--replay).
+    #[arg(long, default_value_t = 0.0)]
+    loss: f64,
+    /// Reorder probability on the simulated receiver's link, frames held back up to
+    /// 20 us (--replay; 0.1 when given alone).
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0)]
+    reorder: f64,
+    /// Duplication probability on the simulated receiver's link (--replay).
+    #[arg(long, default_value_t = 0.0)]
+    dup: f64,
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -81,12 +129,16 @@ extern "C" fn on_sigint(_: libc::c_int) {
 enum SourceSpec {
     Endpoint(Endpoint),
     Pcap(PcapSpec),
+    Ibv(SocketAddrV4),
 }
 
 impl std::str::FromStr for SourceSpec {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(rest) = s.strip_prefix("ibv:") {
+            return parse_endpoint(rest).map(Self::Ibv);
+        }
         match s.strip_prefix("pcap:") {
             Some(rest) => rest
                 .parse()
@@ -102,11 +154,162 @@ enum Source {
     Udp(UdpReceiver),
     Bytes(ByteStreamReader<Box<dyn io::Read>>),
     Pcap(Box<PcapSource<BufReader<File>>>, String),
+    Ibv(Box<dyn IbvPump>),
+}
+
+/// The verbs receivers of every `ibv:` endpoint (and, with `--replay`, the simulated
+/// fabric that feeds them).
+trait IbvPump {
+    /// Feeds what arrived to `stream`; false once a replay is over.
+    fn pump(&mut self, stream: &mut Stream, timeout: Duration) -> io::Result<bool>;
+}
+
+#[cfg_attr(not(any(feature = "sim", feature = "hw")), allow(dead_code))]
+struct IbvSource<C: verbs_api::Context> {
+    receivers: Vec<Receiver<C>>,
+    /// True when no more traffic can come (the simulated fabric is idle).
+    idle: Box<dyn Fn() -> bool>,
+}
+
+impl<C: verbs_api::Context> IbvPump for IbvSource<C> {
+    fn pump(&mut self, stream: &mut Stream, timeout: Duration) -> io::Result<bool> {
+        let mut got = 0;
+        for r in &mut self.receivers {
+            got += r
+                .poll_into(stream, Some(timeout))
+                .map_err(|e| io::Error::other(format!("ibv: {e}")))?;
+        }
+        Ok(got > 0 || !(self.idle)())
+    }
+}
+
+impl<C: verbs_api::Context> Drop for IbvSource<C> {
+    fn drop(&mut self) {
+        for r in &self.receivers {
+            let s = r.stats();
+            let dropped: Vec<String> = s
+                .dropped
+                .iter()
+                .map(|(cause, n)| format!("{n} {}", cause.name()))
+                .collect();
+            eprintln!(
+                "spead-recv: ibv:{}: {} frames, {} delivered, {} dropped{}",
+                r.endpoints()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                s.frames,
+                s.delivered,
+                s.dropped_total(),
+                if dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", dropped.join(", "))
+                }
+            );
+        }
+    }
+}
+
+/// Opens the verbs receivers of `endpoints` on the backend the arguments select.
+fn open_ibv(endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump>, String> {
+    let replay = args.replay.is_some();
+    match args
+        .backend
+        .unwrap_or(if replay { Backend::Sim } else { Backend::Hw })
+    {
+        Backend::Hw if replay => Err("--replay runs on the simulator: drop --backend hw".into()),
+        Backend::Hw if !cfg!(feature = "hw") => Err(common::hw_missing()),
+        Backend::Hw => open_hw(ibv_cfg(endpoints, args, None)?, args),
+        Backend::Sim => open_sim(endpoints, args),
+    }
+}
+
+fn ibv_cfg(
+    endpoints: Vec<SocketAddrV4>,
+    args: &Args,
+    sim_default: Option<(&str, i32)>,
+) -> Result<IbvConfig, String> {
+    ibv_config(
+        endpoints,
+        args.ibv_interface.as_deref().or(sim_default.map(|d| d.0)),
+        args.ibv_comp_vector.or(sim_default.map(|d| d.1)),
+        args.ibv_max_poll,
+        args.packet,
+        args.buffer.max(args.packet),
+    )
+}
+
+#[cfg(feature = "hw")]
+fn open_hw(cfg: IbvConfig, args: &Args) -> Result<Box<dyn IbvPump>, String> {
+    let verbs = backend_hw::HwVerbs::new();
+    let receivers =
+        common::open_receivers(&verbs, &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
+    Ok(Box::new(IbvSource {
+        receivers,
+        idle: Box::new(|| false),
+    }))
+}
+
+#[cfg(not(feature = "hw"))]
+fn open_hw(_cfg: IbvConfig, _args: &Args) -> Result<Box<dyn IbvPump>, String> {
+    Err(common::hw_missing())
+}
+
+#[cfg(feature = "sim")]
+fn open_sim(mut endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump>, String> {
+    let Some(path) = &args.replay else {
+        return Err("the sim backend has no traffic of its own: give --replay PATH".into());
+    };
+    let cap = common::read_capture(path)?;
+    for (from, to) in &cap.moved {
+        eprintln!("spead-recv: unicast destination {from} replayed to group {to}");
+    }
+    if endpoints.is_empty() {
+        endpoints = cap.endpoints.clone();
+    }
+    if endpoints.is_empty() {
+        return Err(format!("{}: no UDP datagrams to replay", path.display()));
+    }
+    let iface = common::SIM_RX_IP.to_string();
+    let cfg = ibv_cfg(endpoints, args, Some((&iface, -1)))?;
+    let faults = common::SimFaults {
+        seed: args.seed,
+        loss: args.loss,
+        reorder: args.reorder,
+        reorder_window_ns: 20_000,
+        dup: args.dup,
+    };
+    let mut net = common::SimNet::new(args.ibv_mode, &faults)?;
+    let receivers =
+        common::open_receivers(&net.verbs(), &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
+    net.inject(&cap)?;
+    if net.too_long > 0 {
+        eprintln!(
+            "spead-recv: {} datagrams longer than the UD MTU were not replayed",
+            net.too_long
+        );
+    }
+    Ok(Box::new(IbvSource {
+        receivers,
+        idle: Box::new(move || net.idle()),
+    }))
+}
+
+#[cfg(not(feature = "sim"))]
+fn open_sim(_endpoints: Vec<SocketAddrV4>, _args: &Args) -> Result<Box<dyn IbvPump>, String> {
+    Err("the sim backend is not compiled in (feature `sim`)".into())
 }
 
 fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
     let ep = match spec {
         SourceSpec::Endpoint(ep) => ep,
+        SourceSpec::Ibv(e) => {
+            return Err(io::Error::other(format!(
+                "ibv:{e} is opened with the other ibv: sources"
+            )))
+        }
         SourceSpec::Pcap(p) => {
             let name = format!("pcap:{}", p.path.display());
             let source = PcapSource::open(&p.path, p.filter).map_err(|e| {
@@ -192,11 +395,29 @@ fn main() {
     let worker_stop = Arc::clone(&stop);
     let worker_args = args.clone();
     let receiver = ThreadedReceiver::spawn(config, args.ring_heaps, move || {
-        let many = endpoints.len() > 1;
-        let mut sources = endpoints
+        let ibv: Vec<SocketAddrV4> = endpoints
+            .iter()
+            .filter_map(|s| match s {
+                SourceSpec::Ibv(e) => Some(*e),
+                _ => None,
+            })
+            .collect();
+        let others: Vec<&SourceSpec> = endpoints
+            .iter()
+            .filter(|s| !matches!(s, SourceSpec::Ibv(_)))
+            .collect();
+        let with_ibv = !ibv.is_empty() || worker_args.replay.is_some();
+        let many = others.len() + usize::from(with_ibv) > 1;
+        let mut sources = others
             .iter()
             .map(|ep| open(ep, &worker_args, many))
             .collect::<io::Result<Vec<Source>>>()?;
+        if with_ibv {
+            sources.push(Source::Ibv(
+                open_ibv(ibv, &worker_args).map_err(io::Error::other)?,
+            ));
+        }
+        let ibv_timeout = Duration::from_millis(if many { 5 } else { 100 });
         Ok(move |stream: &mut Stream| -> io::Result<bool> {
             if INTERRUPTED.load(Ordering::Relaxed) || worker_stop.load(Ordering::Relaxed) {
                 return Ok(false);
@@ -228,6 +449,7 @@ fn main() {
                             alive = true;
                         }
                     }
+                    Source::Ibv(ibv) => alive |= ibv.pump(stream, ibv_timeout)?,
                 }
             }
             Ok(alive)
