@@ -137,6 +137,17 @@ fn count_and_stdout() {
     std::fs::write(&path, &out.stdout).unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     check(&path, &sent[..7], &err);
+    // 10 virtual microseconds of a capture with one packet per microsecond.
+    let out = Command::new(tool_binary("spead-capture"))
+        .args(["-", "--duration", "0.00001", "--replay"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::write(&path, &out.stdout).unwrap();
+    let n = capture_datagrams(&path).len();
+    assert!(n > 5 && n < 15, "{n} packets in 10 us");
+    check(&path, &sent[..n], &String::from_utf8_lossy(&out.stderr));
     std::fs::remove_file(&path).ok();
     std::fs::remove_file(&input).ok();
 }

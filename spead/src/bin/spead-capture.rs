@@ -323,10 +323,10 @@ fn config(
     ibv_config(
         endpoints,
         iface,
-        args.comp_vector.or(default_vector),
+        args.comp_vector,
+        default_vector.unwrap_or(0),
         args.max_poll,
-        args.max_size,
-        args.buffer,
+        (args.max_size, args.buffer),
     )
 }
 

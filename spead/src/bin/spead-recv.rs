@@ -234,10 +234,10 @@ fn ibv_cfg(
     ibv_config(
         endpoints,
         args.ibv_interface.as_deref().or(sim_default.map(|d| d.0)),
-        args.ibv_comp_vector.or(sim_default.map(|d| d.1)),
+        args.ibv_comp_vector,
+        sim_default.map_or(0, |d| d.1),
         args.ibv_max_poll,
-        args.packet,
-        args.buffer.max(args.packet),
+        (args.packet, args.buffer.max(args.packet)),
     )
 }
 

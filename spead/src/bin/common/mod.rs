@@ -43,7 +43,8 @@ pub fn parse_endpoint(s: &str) -> Result<SocketAddrV4, String> {
 }
 
 /// The receive configuration: `endpoints` on `interface` (or `SPEAD2_IBV_INTERFACE`),
-/// with `SPEAD2_IBV_COMP_VECTOR` unless `comp_vector` is given, checked as spead2 does.
+/// completion vector `comp_vector` if given, else `SPEAD2_IBV_COMP_VECTOR`, else
+/// `default_vector`; checked as spead2 does.
 ///
 /// # Errors
 /// A message for a bad interface, environment variable or endpoint.
@@ -51,15 +52,16 @@ pub fn ibv_config(
     endpoints: Vec<SocketAddrV4>,
     interface: Option<&str>,
     comp_vector: Option<i32>,
+    default_vector: i32,
     max_poll: u32,
-    max_size: usize,
-    buffer_size: usize,
+    (max_size, buffer_size): (usize, usize),
 ) -> Result<IbvConfig, String> {
     let mut cfg = IbvConfig {
         endpoints,
         max_size,
         buffer_size,
         max_poll,
+        comp_vector: default_vector,
         ..IbvConfig::default()
     };
     if let Some(i) = interface {
