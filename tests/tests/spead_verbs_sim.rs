@@ -326,3 +326,72 @@ fn fault_runs_are_deterministic() {
     };
     assert_eq!(run(), run());
 }
+
+/// Frames steered to a raw receiver that spead2 would not accept are counted by cause,
+/// and frames = delivered + dropped.
+#[test]
+fn raw_receiver_counts_each_drop_cause() {
+    use spead::verbs::frame::{checksum, udp_frame};
+    use spead::verbs::{FrameDrop, IbvConfig, Receiver};
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(31, Mode::Raw, 1);
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 3, 1), 7160);
+    let mut cfg = IbvConfig::new(vec![group], net.hosts[1].1);
+    cfg.max_size = 1472;
+    cfg.buffer_size = 64 * 1472;
+    let mut rx = Receiver::raw(&net.verbs[1], &cfg).unwrap();
+    let tx_port = net.sim.port_of(net.hosts[0].0).unwrap();
+    let o = group.ip().octets();
+    let good = |cnt: u64| {
+        let p = Plan::new(Mode::Raw, 1, 1, 100);
+        let pkt = &p.packets_of(cnt)[0];
+        udp_frame(
+            sim_mac(net.hosts[0].1),
+            SocketAddrV4::new(net.hosts[0].1, 9000),
+            [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
+            group,
+            4,
+            pkt,
+        )
+    };
+    let fix_ip_checksum = |f: &mut Vec<u8>| {
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = checksum(&f[14..14 + usize::from(f[14] & 0x0f) * 4]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+    };
+    // IP options: a 4-byte NOP option (IHL 6).
+    let mut options = good(2);
+    options.splice(34..34, [1u8, 1, 1, 1]);
+    options[14] = 0x46;
+    let total = u16::from_be_bytes([options[16], options[17]]) + 4;
+    options[16..18].copy_from_slice(&total.to_be_bytes());
+    fix_ip_checksum(&mut options);
+    // A first fragment (MF set).
+    let mut fragment = good(3);
+    fragment[20] = 0x20;
+    fix_ip_checksum(&mut fragment);
+    let frames = [good(1), options, fragment, good(4)];
+    for f in frames {
+        net.sim.with_fabric(|fab| fab.transmit(tx_port, f)).unwrap();
+    }
+    net.sim.run_until_idle();
+    let mut stream = spead::recv::Stream::new(lenient());
+    while rx
+        .poll_into(&mut stream, Some(std::time::Duration::from_millis(1)))
+        .unwrap()
+        > 0
+    {}
+    let s = rx.stats();
+    assert_eq!(s.frames, s.delivered + s.dropped_total());
+    assert_eq!(s.delivered, 2, "{s:?}");
+    assert_eq!(s.dropped.get(&FrameDrop::IpOptions), Some(&1), "{s:?}");
+    assert_eq!(s.dropped.get(&FrameDrop::Fragment), Some(&1), "{s:?}");
+    stream.flush();
+    let mut cnts = Vec::new();
+    while let Some(h) = stream.pop_heap() {
+        assert!(h.complete);
+        cnts.push(h.cnt);
+    }
+    assert_eq!(cnts, [1, 4]);
+}
