@@ -372,7 +372,7 @@ pub fn run_plan<V: Verbs>(
     after_send();
     let mut out = Vec::new();
     for ((r, stream), spec) in receivers.iter_mut().zip(specs) {
-        let mut got = receive_heaps(r, stream, usize::MAX, 20);
+        let mut got = receive_heaps(r, stream, usize::MAX, 50);
         stream.flush();
         while let Some(h) = stream.pop_heap() {
             got.push(h);
