@@ -16,6 +16,8 @@ pub mod invariants;
 pub mod model;
 pub mod outcome;
 pub mod payload;
+#[cfg(feature = "sim")]
+pub mod report;
 pub mod runner;
 pub mod strategy;
 

@@ -4,11 +4,13 @@ use std::collections::BTreeMap;
 
 use spead::recv::{Stream, StreamConfig};
 use spead::send::{Heap, Packetizer};
-use spead::verbs::{Receiver, Sender};
-use spead::wire::Flavour;
-use verbs_api::Context;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
-use crate::model::Scenario;
+use spead::verbs::{IbvConfig, Receiver, Sender};
+use spead::wire::Flavour;
+use verbs_api::{Context, Verbs};
+
+use crate::model::{Scenario, Transport};
 use crate::outcome::{Outcome, ReceivedHeap, ReceiverReport, SentHeap};
 use crate::payload::{digest, heap_payload, item_layout};
 
@@ -92,6 +94,107 @@ impl<C: Context> std::fmt::Debug for Drive<C> {
     }
 }
 
+/// The largest UD message: the active MTU of rxe on a 1500-byte netdev (and of the
+/// simulated ports).
+pub const UD_MTU: usize = 1024;
+
+/// Builds the senders and receivers of `s`: host `h` reaches its device through
+/// `verbs(h)`, has interface address `ip(h)` and MAC `mac(h)`. Raw receivers and senders
+/// use RAW_PACKET QPs; UD ones UD multicast; a sender whose group has both kinds of
+/// receivers sends every packet both ways. Packets of groups with UD receivers are cut
+/// to the UD MTU.
+///
+/// # Errors
+/// [`RunError::Unsupported`] for the UDP transport; transport errors.
+pub fn build<V: Verbs>(
+    s: &Scenario,
+    verbs: impl Fn(usize) -> V,
+    ip: impl Fn(usize) -> Ipv4Addr,
+    mac: impl Fn(usize) -> [u8; 6],
+) -> Result<Drive<V::Context>, RunError> {
+    let host = |name: &str| s.host_index(name).unwrap_or(0);
+    let packet_size = |i: usize| -> usize {
+        let snd = &s.senders[i];
+        let ud = s
+            .receivers
+            .iter()
+            .any(|r| r.transport == Transport::Ud && r.groups.contains(&snd.group));
+        if ud {
+            snd.packet_size.min(UD_MTU) & !7
+        } else {
+            snd.packet_size & !7
+        }
+    };
+    let mut receivers = Vec::new();
+    for (r, spec) in s.receivers.iter().enumerate() {
+        let h = host(&spec.host);
+        let endpoints: Vec<SocketAddrV4> = spec
+            .groups
+            .iter()
+            .map(|&g| SocketAddrV4::new(s.groups[g].addr, s.groups[g].port))
+            .collect();
+        let max_size = s
+            .senders_of(r)
+            .iter()
+            .map(|&i| packet_size(i))
+            .max()
+            .unwrap_or(1472)
+            .max(64);
+        let mut cfg = IbvConfig::new(endpoints, ip(h));
+        cfg.max_size = max_size;
+        cfg.comp_vector = -1;
+        let slot = max_size
+            + if spec.transport == Transport::Ud {
+                verbs_api::GRH_LEN
+            } else {
+                42
+            };
+        cfg.buffer_size = spec.buffer_slots * slot;
+        let transport = match spec.transport {
+            Transport::Raw => Receiver::raw(&verbs(h), &cfg)?,
+            Transport::Ud => Receiver::ud(&verbs(h), &cfg)?,
+            Transport::Udp => {
+                return Err(RunError::Unsupported(format!(
+                    "receiver {r}: the UDP transport runs on real sockets only"
+                )))
+            }
+        };
+        let slot_bytes = (transport.slots() * slot) as u64;
+        receivers.push(ReceiverRt {
+            transport,
+            slot_bytes,
+        });
+    }
+    let mut senders = Vec::new();
+    for (i, spec) in s.senders.iter().enumerate() {
+        let h = host(&spec.host);
+        let g = s.groups[spec.group];
+        let size = packet_size(i);
+        let mut cfg = IbvConfig::new(vec![SocketAddrV4::new(g.addr, g.port)], ip(h));
+        cfg.max_size = size;
+        cfg.buffer_size = 256 * (size + 42);
+        cfg.comp_vector = -1;
+        let subscribed = |t: Transport| {
+            s.receivers
+                .iter()
+                .any(|r| r.transport == t && r.groups.contains(&spec.group))
+        };
+        let mut transports = Vec::new();
+        if subscribed(Transport::Raw) {
+            transports.push(Sender::raw(&verbs(h), &cfg, mac(h))?);
+        }
+        if subscribed(Transport::Ud) {
+            transports.push(Sender::ud(&verbs(h), &cfg)?);
+        }
+        senders.push(SenderRt {
+            transports,
+            index: i,
+            packet_size: size,
+        });
+    }
+    Ok(Drive { senders, receivers })
+}
+
 struct SenderState {
     heap: u32,
     packets: Vec<Vec<u8>>,
@@ -143,10 +246,24 @@ impl<C: Context> Drive<C> {
     /// # Errors
     /// A transport error.
     pub fn run(
+        self,
+        s: &Scenario,
+        clock: &dyn Clock,
+        quiet_rounds: u32,
+    ) -> Result<Outcome, RunError> {
+        self.run_with(s, clock, quiet_rounds, ReceiverFault::None)
+    }
+
+    /// As [`Drive::run`], with a deliberate receiver bug (tests of the tests only).
+    ///
+    /// # Errors
+    /// A transport error.
+    pub fn run_with(
         mut self,
         s: &Scenario,
         clock: &dyn Clock,
         quiet_rounds: u32,
+        fault: ReceiverFault,
     ) -> Result<Outcome, RunError> {
         let mut outcome = Outcome {
             receivers: vec![ReceiverReport::default(); self.receivers.len()],
@@ -252,7 +369,8 @@ impl<C: Context> Drive<C> {
                 }
                 let delay = s.receivers[r].consumer_delay_ns;
                 while let Some(h) = streams[r].pop_heap() {
-                    record(&mut outcome.receivers[r], &h, clock.now());
+                    let short = fault.shortens(&outcome.sent, &h);
+                    record(&mut outcome.receivers[r], &h, clock.now(), short);
                     busy_until[r] = clock.now() + delay;
                 }
                 let pool = streams[r].stats().pool;
@@ -262,6 +380,15 @@ impl<C: Context> Drive<C> {
             }
             if progressed {
                 quiet = 0;
+            } else if let Some(t) = busy_until
+                .iter()
+                .copied()
+                .filter(|&t| senders_done && t > clock.now())
+                .min()
+            {
+                // A slow consumer has not polled since its last heap: let its time pass
+                // (frames may be waiting in its receive buffers) before calling it quiet.
+                clock.advance(t - clock.now());
             } else if senders_done {
                 quiet += 1;
                 if !clock.step() || quiet >= quiet_rounds {
@@ -285,7 +412,8 @@ impl<C: Context> Drive<C> {
         for (r, rt) in self.receivers.iter().enumerate() {
             streams[r].flush();
             while let Some(h) = streams[r].pop_heap() {
-                record(&mut outcome.receivers[r], &h, clock.now());
+                let short = fault.shortens(&outcome.sent, &h);
+                record(&mut outcome.receivers[r], &h, clock.now(), short);
             }
             let st = rt.transport.stats();
             let rep = &mut outcome.receivers[r];
@@ -304,21 +432,44 @@ impl<C: Context> Drive<C> {
     }
 }
 
-fn record(rep: &mut ReceiverReport, h: &spead::recv::Heap, now: u64) {
+/// A deliberate receiver bug, applied by the drive loop where it records heaps: lets a
+/// test check that the invariants and proptest catch a broken receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReceiverFault {
+    /// The receiver as written.
+    #[default]
+    None,
+    /// Off by one in reassembly: a complete heap that arrived in more than one packet is
+    /// recorded one byte short (its last payload byte lost).
+    OffByOneMultiPacket,
+}
+
+impl ReceiverFault {
+    fn shortens(self, sent: &[SentHeap], h: &spead::recv::Heap) -> bool {
+        self == ReceiverFault::OffByOneMultiPacket
+            && h.complete
+            && sent.iter().any(|x| x.cnt == h.cnt && x.packets > 1)
+    }
+}
+
+fn record(rep: &mut ReceiverReport, h: &spead::recv::Heap, now: u64, short: bool) {
     let digest = h.complete.then(|| {
         let mut items = h.items();
         items.sort_by_key(|i| i.id);
-        let bytes: Vec<u8> = items
+        let mut bytes: Vec<u8> = items
             .iter()
             .flat_map(|i| i.bytes().iter().copied())
             .collect();
+        if short {
+            bytes.pop();
+        }
         crate::payload::digest(&bytes)
     });
     rep.heaps.push(ReceivedHeap {
         cnt: h.cnt,
         complete: h.complete,
         digest,
-        received: h.received_length,
+        received: h.received_length - u64::from(short && h.received_length > 0),
         heap_len: h.heap_length.unwrap_or(h.received_length),
         at_ns: now,
     });

@@ -1,0 +1,268 @@
+//! `scenario`: run scenarios on the simulator and show what happened.
+//!
+//! - `scenario demo [--seed N] [--out DIR]`: the default scenario (corpus/demo.toml), its
+//!   per-receiver table, `DIR/demo.pcap`, `DIR/demo.svg`, and the pcap's replay through
+//!   the same receivers.
+//! - `scenario run FILE.toml [--seed N]`: a scenario file, its table and invariant check
+//!   (exit 1 on violations).
+//! - `scenario replay FILE.pcap [--seed N] [--loss P] [--reorder W] [--dup P]
+//!   [--group G:PORT] [--out DIR]`: a capture through the simulated verbs receiver.
+//! - `scenario meerkat [--seed N]`: 64 senders, 16 groups, 16 receivers, ~10^6 frames;
+//!   wall time and peak memory.
+//!
+//! Exit status: 0 when everything holds, 1 on invariant violations or a replay that
+//! differs, 2 on errors (bad file, failed run).
+
+use std::net::SocketAddrV4;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, Subcommand};
+use scenarios::report::{demo, replay, simrun, svg, table};
+use scenarios::{check, Scenario};
+
+/// The MeerKAT-scale scenario, as committed in `scenarios/corpus/meerkat.toml`.
+const MEERKAT_TOML: &str = include_str!("../../corpus/meerkat.toml");
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "scenario",
+    about = "SPEAD scenarios on the simulated verbs fabric"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The default scenario: table, pcap, SVG plot, and the pcap replayed.
+    Demo {
+        /// Seed (default: the scenario file's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output directory for demo.pcap and demo.svg.
+        #[arg(long, default_value = "target/demo")]
+        out: PathBuf,
+    },
+    /// Runs a scenario file on the simulator and checks the invariants.
+    Run {
+        /// The scenario (TOML).
+        file: PathBuf,
+        /// Seed (default: the file's).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+    /// Replays a capture through the simulated verbs receiver.
+    Replay {
+        /// The capture (pcap or pcapng; Ethernet, Linux SLL/SLL2, raw IPv4).
+        file: PathBuf,
+        /// Seed of the fabric's random faults.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Loss probability per frame.
+        #[arg(long, default_value_t = 0.0)]
+        loss: f64,
+        /// Reordering window, in frames.
+        #[arg(long, default_value_t = 0)]
+        reorder: u32,
+        /// Duplication probability per frame.
+        #[arg(long, default_value_t = 0.0)]
+        dup: f64,
+        /// The destination (address:port) whose datagrams to replay; default: the
+        /// first datagram's.
+        #[arg(long)]
+        group: Option<SocketAddrV4>,
+        /// Output directory for the plot.
+        #[arg(long, default_value = "target/replay")]
+        out: PathBuf,
+    },
+    /// The MeerKAT-scale scenario (corpus/meerkat.toml): wall time and peak memory.
+    Meerkat {
+        /// Seed (default: the file's).
+        #[arg(long)]
+        seed: Option<u64>,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Demo { seed, out } => cmd_demo(seed, &out),
+        Command::Run { file, seed } => cmd_run(&file, seed),
+        Command::Replay {
+            file,
+            seed,
+            loss,
+            reorder,
+            dup,
+            group,
+            out,
+        } => cmd_replay(
+            &file,
+            &replay::ReplayArgs {
+                seed,
+                loss,
+                reorder,
+                dup,
+                group,
+            },
+            &out,
+        ),
+        Command::Meerkat { seed } => cmd_meerkat(seed),
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("scenario: {e}");
+    ExitCode::from(2)
+}
+
+fn cmd_demo(seed: Option<u64>, out: &Path) -> ExitCode {
+    let s = match demo::scenario(seed) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let started = Instant::now();
+    match demo::run(&s, out, true) {
+        Ok(d) => {
+            print!("{}", d.text);
+            println!(
+                "wall time (not part of the results): {:.2} s",
+                started.elapsed().as_secs_f64()
+            );
+            if d.ok() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+/// Runs `s` with a progress bar and prints its table and invariant check; true when
+/// every invariant holds.
+fn run_and_report(s: &Scenario) -> Result<(bool, simrun::Run), scenarios::runner::RunError> {
+    let run = simrun::run(
+        s,
+        &simrun::Options {
+            progress: true,
+            ..simrun::Options::default()
+        },
+    )?;
+    println!(
+        "scenario {:?}: seed {}, {} host(s), {} sender(s), {} receiver(s)",
+        s.name,
+        s.seed,
+        s.hosts.len(),
+        s.senders.len(),
+        s.receivers.len()
+    );
+    println!(
+        "{} heaps sent, {} frames; simulated time {:.3} ms; trace hash {:016x}\n",
+        run.outcome.sent.len(),
+        run.outcome.packets_sent,
+        run.sim.now() as f64 / 1e6,
+        run.outcome.trace_hash.unwrap_or(0)
+    );
+    print!("{}", table::render(&table::rows(s, &run, true)));
+    println!(
+        "{}",
+        table::fabric_line(&run.sim.with_fabric(|f| f.stats()))
+    );
+    let v = check(s, &run.outcome);
+    if v.is_empty() {
+        println!("invariants: all hold");
+    } else {
+        println!("invariants: {} violated", v.len());
+        for x in &v {
+            println!("  {x}");
+        }
+    }
+    Ok((v.is_empty(), run))
+}
+
+fn cmd_run(file: &Path, seed: Option<u64>) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => return fail(format!("{}: {e}", file.display())),
+    };
+    let mut s = match Scenario::from_toml(&text) {
+        Ok(s) => s,
+        Err(e) => return fail(format!("{}: {e}", file.display())),
+    };
+    if let Some(seed) = seed {
+        s.seed = seed;
+    }
+    let started = Instant::now();
+    match run_and_report(&s) {
+        Ok((ok, _)) => {
+            println!(
+                "wall time (not part of the results): {:.2} s",
+                started.elapsed().as_secs_f64()
+            );
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
+
+fn cmd_replay(file: &Path, args: &replay::ReplayArgs, out: &Path) -> ExitCode {
+    let r = match replay::replay(file, args) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    print!("{}", r.text);
+    let stem = file.file_stem().map_or_else(
+        || "replay".to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    let path = out.join(format!("{stem}.svg"));
+    let plot = svg::plot(
+        &format!("{}: complete heaps over simulated time", r.scenario.name),
+        &r.run.outcome.receivers,
+        &[format!("rx on {}", r.group)],
+    );
+    if let Err(e) = std::fs::create_dir_all(out).and_then(|()| std::fs::write(&path, plot)) {
+        return fail(format!("{}: {e}", path.display()));
+    }
+    println!("wrote {}", path.display());
+    ExitCode::SUCCESS
+}
+
+fn cmd_meerkat(seed: Option<u64>) -> ExitCode {
+    let mut s = match Scenario::from_toml(MEERKAT_TOML) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    if let Some(seed) = seed {
+        s.seed = seed;
+    }
+    let started = Instant::now();
+    match run_and_report(&s) {
+        Ok((ok, run)) => {
+            let wall = started.elapsed();
+            let frames = run.sim.with_fabric(|f| f.stats()).transmitted;
+            println!(
+                "wall time: {:.2} s ({:.0} frames/s); peak memory (VmHWM): {}",
+                wall.as_secs_f64(),
+                frames as f64 / wall.as_secs_f64(),
+                simrun::peak_rss_kib().map_or_else(
+                    || "unknown (no /proc/self/status)".to_string(),
+                    |k| format!("{:.1} MiB", k as f64 / 1024.0)
+                )
+            );
+            if ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => fail(e),
+    }
+}
