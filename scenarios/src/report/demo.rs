@@ -224,7 +224,7 @@ pub fn run(s: &Scenario, out: &Path, progress: bool) -> Result<Demo, RunError> {
     for c in &comparison {
         let _ = writeln!(
             text,
-            "  rx {}: original {} complete + {} incomplete, replay {} + {}: heaps {}, counters {}",
+            "  rx {}: original {} complete + {} incomplete deliveries, replay {} + {}: heaps {}, counters {}",
             c.receiver,
             c.original.0,
             c.original.1,

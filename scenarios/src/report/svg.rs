@@ -35,8 +35,8 @@ fn tick_step(span: f64, n: f64) -> f64 {
 
 /// The plot: `labels[i]` names receiver `i`.
 pub fn plot(title: &str, receivers: &[ReceiverReport], labels: &[String]) -> String {
-    let (w, h) = (900.0, 480.0);
-    let (l, r, t, b) = (70.0, 190.0, 40.0, 50.0);
+    let (w, h) = (1000.0, 480.0);
+    let (l, r, t, b) = (70.0, 270.0, 40.0, 50.0);
     let pw = w - l - r;
     let ph = h - t - b;
     let t_max = receivers
