@@ -251,6 +251,10 @@ fn default_slots() -> usize {
     4096
 }
 
+/// The largest UD message: the active MTU of rxe on a 1500-byte netdev (and of the
+/// simulated ports).
+pub const UD_MTU: usize = 1024;
+
 /// Bytes of SPEAD header and the four standard item pointers every packet carries.
 pub const SPEAD_OVERHEAD: usize = 8 + 4 * 8;
 
@@ -408,6 +412,31 @@ impl Scenario {
         let sender = ((cnt - 1) % n) as usize;
         let k = u32::try_from((cnt - 1) / n).ok()?;
         (k < self.senders[sender].heaps).then_some((sender, k))
+    }
+
+    /// The packet size sender `i` really uses: its `packet_size` rounded down to a
+    /// multiple of 8, and cut to [`UD_MTU`] when a UD receiver subscribes to its group.
+    pub fn effective_packet_size(&self, i: usize) -> usize {
+        let snd = &self.senders[i];
+        let ud = self
+            .receivers
+            .iter()
+            .any(|r| r.transport == Transport::Ud && r.groups.contains(&snd.group));
+        if ud {
+            snd.packet_size.min(UD_MTU) & !7
+        } else {
+            snd.packet_size & !7
+        }
+    }
+
+    /// Packets sender `i` sends per heap (no drops or duplicates).
+    pub fn packets_per_heap(&self, i: usize) -> u64 {
+        let snd = &self.senders[i];
+        let per = self
+            .effective_packet_size(i)
+            .saturating_sub(SPEAD_OVERHEAD + 8 * snd.items as usize + 8)
+            .max(1);
+        (snd.heap_size / per + 1) as u64
     }
 
     /// The senders whose heaps receiver `r` subscribes to.

@@ -182,6 +182,61 @@ pub fn scenario() -> impl Strategy<Value = Scenario> {
         })
 }
 
+/// Scenarios that run the same on the simulator and on real verbs (the differential
+/// check): rxe hosts, UD receivers, no consumer delay, and only the faults a sender can
+/// apply (exact drops and duplicates).
+pub fn ud_sender_faults_scenario() -> impl Strategy<Value = Scenario> {
+    scenario().prop_map(|mut s| {
+        for h in &mut s.hosts {
+            h.nic = Nic::Rxe;
+        }
+        for r in &mut s.receivers {
+            r.transport = Transport::Ud;
+            r.consumer_delay_ns = 0;
+            r.buffer_slots = r.buffer_slots.max(1024);
+        }
+        for snd in &mut s.senders {
+            snd.packet_size = snd.packet_size.min(1024);
+            snd.heaps = snd.heaps.min(6);
+        }
+        let f = &s.faults;
+        s.faults = Faults {
+            drop: f.drop.clone(),
+            duplicate: f.duplicate.clone(),
+            ..Faults::default()
+        };
+        s
+    })
+}
+
+/// The proptest configuration of the scenario properties: deterministic by default (a
+/// fixed RNG seed, so CI runs the same cases every time), overridable for deeper
+/// searches: `SCENARIO_CASES=N` sets the number of cases, `SCENARIO_SEED=N` the seed
+/// (`random` for a fresh one each run).
+pub fn proptest_config(default_cases: u32) -> ProptestConfig {
+    let cases = std::env::var("SCENARIO_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default_cases);
+    let rng_seed = match std::env::var("SCENARIO_SEED").ok().as_deref() {
+        Some("random") => proptest::test_runner::RngSeed::Random,
+        Some(v) => v
+            .parse()
+            .map(proptest::test_runner::RngSeed::Fixed)
+            .unwrap_or(proptest::test_runner::RngSeed::Fixed(DEFAULT_SEED)),
+        None => proptest::test_runner::RngSeed::Fixed(DEFAULT_SEED),
+    };
+    ProptestConfig {
+        cases,
+        rng_seed,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+/// The RNG seed of the scenario properties unless `SCENARIO_SEED` says otherwise.
+pub const DEFAULT_SEED: u64 = 0x5ce7_a210;
+
 #[cfg(test)]
 mod tests {
     use super::*;

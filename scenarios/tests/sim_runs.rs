@@ -52,7 +52,7 @@ fn an_exact_drop_list_makes_exactly_those_heaps_incomplete() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(scenarios::strategy::proptest_config(256))]
     #[test]
     fn any_scenario_keeps_every_invariant(s in scenarios::strategy::scenario()) {
         let o = match run_sim(&s) {

@@ -94,10 +94,6 @@ impl<C: Context> std::fmt::Debug for Drive<C> {
     }
 }
 
-/// The largest UD message: the active MTU of rxe on a 1500-byte netdev (and of the
-/// simulated ports).
-pub const UD_MTU: usize = 1024;
-
 /// Builds the senders and receivers of `s`: host `h` reaches its device through
 /// `verbs(h)`, has interface address `ip(h)` and MAC `mac(h)`. Raw receivers and senders
 /// use RAW_PACKET QPs; UD ones UD multicast; a sender whose group has both kinds of
@@ -113,18 +109,7 @@ pub fn build<V: Verbs>(
     mac: impl Fn(usize) -> [u8; 6],
 ) -> Result<Drive<V::Context>, RunError> {
     let host = |name: &str| s.host_index(name).unwrap_or(0);
-    let packet_size = |i: usize| -> usize {
-        let snd = &s.senders[i];
-        let ud = s
-            .receivers
-            .iter()
-            .any(|r| r.transport == Transport::Ud && r.groups.contains(&snd.group));
-        if ud {
-            snd.packet_size.min(UD_MTU) & !7
-        } else {
-            snd.packet_size & !7
-        }
-    };
+    let packet_size = |i: usize| s.effective_packet_size(i);
     let mut receivers = Vec::new();
     for (r, spec) in s.receivers.iter().enumerate() {
         let h = host(&spec.host);
@@ -338,6 +323,13 @@ impl<C: Context> Drive<C> {
                         outcome.packets_sent += 1;
                     }
                 }
+                // A heap's last packet goes out at once (spead2 sends heaps promptly);
+                // holding it for the batch would let later heaps overtake it.
+                if st.next == st.packets.len() {
+                    for t in &mut snd.transports {
+                        t.flush()?;
+                    }
+                }
                 if spec.rate > 0.0 {
                     st.next_time = clock.now() + (pkt.len() as f64 / spec.rate * 1e9) as u64;
                     for t in &mut snd.transports {
@@ -390,8 +382,11 @@ impl<C: Context> Drive<C> {
                 // (frames may be waiting in its receive buffers) before calling it quiet.
                 clock.advance(t - clock.now());
             } else if senders_done {
+                // Wait for what is still in flight: on the simulator until nothing is
+                // left to happen, on hardware until `quiet_rounds` empty rounds.
                 quiet += 1;
-                if !clock.step() || quiet >= quiet_rounds {
+                let more = clock.step();
+                if (!more && quiet >= 2) || quiet >= quiet_rounds {
                     break;
                 }
             } else if !clock.step() {

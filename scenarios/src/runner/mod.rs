@@ -8,10 +8,14 @@
 //! builds the hosts (the simulator's fabric with the scenario's faults, or one real
 //! device shared by all hosts) and says how time passes.
 
+pub mod differential;
 pub mod drive;
+#[cfg(feature = "hw")]
+pub mod hw;
 #[cfg(feature = "sim")]
 pub mod sim;
 
-pub use drive::{Clock, Drive, RunError};
+pub use differential::compare;
+pub use drive::{build, Clock, Drive, RunError};
 #[cfg(feature = "sim")]
 pub use sim::{run_sim, SimRun};

@@ -2,18 +2,14 @@
 //! simulator's fault plan (exact drops and duplicates are applied at the senders, as on
 //! hardware), raw receivers on mlx5 hosts, UD on any.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::Ipv4Addr;
 use std::path::Path;
 
-use backend_sim::{FaultPlan, LinkFaults, Partition, Personality, Sim, SimVerbs};
-use spead::verbs::{IbvConfig, Receiver, Sender};
+use backend_sim::{FaultPlan, LinkFaults, Partition, Personality, Sim};
 
-use super::drive::{Clock, Drive, ReceiverRt, RunError, SenderRt};
-use crate::model::{Nic, Scenario, Transport};
+use super::drive::{build, Clock, RunError};
+use crate::model::{Nic, Scenario};
 use crate::outcome::Outcome;
-
-/// The largest UD message (the simulated ports' active MTU).
-pub const UD_MTU: usize = 1024;
 
 /// A finished simulator run: the outcome and the simulation (for its trace hash,
 /// capture and statistics).
@@ -114,86 +110,13 @@ pub fn run_sim_with(s: &Scenario, capture: Option<&Path>) -> Result<SimRun, RunE
         sim.capture_to_file(path, backend_sim::CaptureFilter::All)
             .map_err(|e| RunError::Backend(e.to_string()))?;
     }
-    let verbs = |name: &str| -> SimVerbs { sim.verbs(hosts[s.host_index(name).unwrap_or(0)]) };
-    let ip = |name: &str| s.hosts[s.host_index(name).unwrap_or(0)].ip;
-    let packet_size = |i: usize| -> usize {
-        let snd = &s.senders[i];
-        let ud = s
-            .receivers
-            .iter()
-            .any(|r| r.transport == Transport::Ud && r.groups.contains(&snd.group));
-        if ud {
-            snd.packet_size.min(UD_MTU) & !7
-        } else {
-            snd.packet_size & !7
-        }
-    };
-    let mut receivers = Vec::new();
-    for (r, spec) in s.receivers.iter().enumerate() {
-        let endpoints: Vec<SocketAddrV4> = spec
-            .groups
-            .iter()
-            .map(|&g| SocketAddrV4::new(s.groups[g].addr, s.groups[g].port))
-            .collect();
-        let max_size = s
-            .senders_of(r)
-            .iter()
-            .map(|&i| packet_size(i))
-            .max()
-            .unwrap_or(1472)
-            .max(64);
-        let mut cfg = IbvConfig::new(endpoints, ip(&spec.host));
-        cfg.max_size = max_size;
-        cfg.comp_vector = -1;
-        let slot = max_size
-            + if spec.transport == Transport::Ud {
-                verbs_api::GRH_LEN
-            } else {
-                42
-            };
-        cfg.buffer_size = spec.buffer_slots * slot;
-        let transport = match spec.transport {
-            Transport::Raw => Receiver::raw(&verbs(&spec.host), &cfg)?,
-            Transport::Ud => Receiver::ud(&verbs(&spec.host), &cfg)?,
-            Transport::Udp => {
-                return Err(RunError::Unsupported(format!(
-                    "receiver {r}: the UDP transport runs on real sockets only"
-                )))
-            }
-        };
-        let slot_bytes = (transport.slots() * slot) as u64;
-        receivers.push(ReceiverRt {
-            transport,
-            slot_bytes,
-        });
-    }
-    let mut senders = Vec::new();
-    for (i, spec) in s.senders.iter().enumerate() {
-        let g = s.groups[spec.group];
-        let size = packet_size(i);
-        let mut cfg = IbvConfig::new(vec![SocketAddrV4::new(g.addr, g.port)], ip(&spec.host));
-        cfg.max_size = size;
-        cfg.buffer_size = 256 * (size + 42);
-        cfg.comp_vector = -1;
-        let subscribed = |t: Transport| {
-            s.receivers
-                .iter()
-                .any(|r| r.transport == t && r.groups.contains(&spec.group))
-        };
-        let mut transports = Vec::new();
-        if subscribed(Transport::Raw) {
-            transports.push(Sender::raw(&verbs(&spec.host), &cfg, mac(ip(&spec.host)))?);
-        }
-        if subscribed(Transport::Ud) {
-            transports.push(Sender::ud(&verbs(&spec.host), &cfg)?);
-        }
-        senders.push(SenderRt {
-            transports,
-            index: i,
-            packet_size: size,
-        });
-    }
-    let outcome = Drive { senders, receivers }.run(s, &SimClock(&sim), 64)?;
+    let drive = build(
+        s,
+        |h| sim.verbs(hosts[h]),
+        |h| s.hosts[h].ip,
+        |h| mac(s.hosts[h].ip),
+    )?;
+    let outcome = drive.run(s, &SimClock(&sim), u32::MAX)?;
     let mut outcome = outcome;
     outcome.trace_hash = Some(sim.trace_hash());
     if capture.is_some() {
