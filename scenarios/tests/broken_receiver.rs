@@ -63,7 +63,10 @@ fn proptest_catches_the_off_by_one_receiver_and_shrinks_it_to_a_few_packets() {
     assert_eq!(shrunk.receivers.len(), 1, "{shrunk:#?}");
     assert!(shrunk.senders[0].heaps <= 2, "{shrunk:#?}");
     // Packets per heap as really sent (UD receivers cut packets to the UD MTU).
-    let sent = simrun::run(&shrunk, &Options::default()).unwrap().outcome.sent;
+    let sent = simrun::run(&shrunk, &Options::default())
+        .unwrap()
+        .outcome
+        .sent;
     let packets: u32 = sent.iter().map(|h| h.packets).sum();
     println!("{} heap(s), {packets} packets in all", sent.len());
     assert!((2..=6).contains(&packets), "{packets} packets: {shrunk:#?}");
