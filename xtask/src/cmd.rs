@@ -140,8 +140,18 @@ struct HwBuild {
     examples: Option<PathBuf>,
 }
 
-/// The backend-hw feature that builds the libibverbs backend and its device tests.
-const HW_TEST_FEATURE: &str = "device-tests";
+/// The packages of the hardware suite and the feature that builds each one's hardware
+/// tests: backend-hw's own device tests, the conformance suite and SPEAD-over-verbs
+/// bodies (workspace-tests), and the differential scenario runner (scenarios).
+const HW_PACKAGES: [(&str, &str); 3] = [
+    ("backend-hw", "device-tests"),
+    ("workspace-tests", "hw"),
+    ("scenarios", "hw"),
+];
+
+/// The test targets of workspace-tests and scenarios that need real verbs (every test of
+/// backend-hw runs too). Their other tests are the simulator's and run in `--backend sim`.
+const HW_TEST_TARGETS: [&str; 3] = ["conformance_hw", "spead_verbs_hw", "differential_hw"];
 
 /// `cargo test -p backend-hw --features device-tests --no-run --message-format=json`:
 /// the test binaries (and the examples, which `cargo test` builds too).
@@ -149,13 +159,12 @@ fn build_hw_tests() -> Result<HwBuild, Error> {
     let mut c = cargo();
     c.args([
         "test",
-        "-p",
-        "backend-hw",
-        "--features",
-        HW_TEST_FEATURE,
         "--no-run",
         "--message-format=json-render-diagnostics",
     ]);
+    for (package, feature) in HW_PACKAGES {
+        c.args(["-p", package, "--features", &format!("{package}/{feature}")]);
+    }
     c.stderr(Stdio::inherit());
     eprintln!("xtask: building the hardware tests: {c:?}");
     let out = c.output().map_err(|e| format!("cannot start {c:?}: {e}"))?;
@@ -184,6 +193,12 @@ fn build_hw_tests() -> Result<HwBuild, Error> {
             if is_example {
                 examples.push(PathBuf::from(exe));
             }
+            continue;
+        }
+        let package = msg["package_id"].as_str().unwrap_or_default();
+        let target = msg["target"]["name"].as_str().unwrap_or_default();
+        let wanted = package.contains("backend-hw") || HW_TEST_TARGETS.contains(&target);
+        if !wanted {
             continue;
         }
         let cwd = msg["manifest_path"]
@@ -234,7 +249,12 @@ fn hw_suite_script(build: &HwBuild, rest: &[String]) -> String {
     );
     for b in build.tests.iter().filter(|b| b.tests != Some(0)) {
         let exe = sh_quote(&b.executable.to_string_lossy());
-        let args: String = rest.iter().map(|a| format!(" {}", sh_quote(a))).collect();
+        // One test at a time: the tests share one device and its multicast groups, so
+        // concurrent tests would receive each other's traffic.
+        let args: String = std::iter::once("--test-threads=1".to_owned())
+            .chain(rest.iter().map(|a| sh_quote(a)))
+            .map(|a| format!(" {a}"))
+            .collect();
         s.push_str(&format!(
             "echo \"== xtask: \"{exe}\ncd {} && {exe}{args}; step $? {exe}\n",
             sh_quote(&b.cwd.to_string_lossy())
@@ -329,13 +349,28 @@ pub fn test_hw(use_vm: bool, timeout: u64, rest: &[String]) -> Result<(), Error>
             );
         };
         vm::packages::ensure_installed(&[vm::packages::BUILD_PACKAGES])?;
-        let mut c = cargo();
-        c.args(["test", "-p", "backend-hw"])
-            .env("RDMA_DEVICE", &device);
-        if !rest.is_empty() {
-            c.arg("--").args(rest);
+        for (package, feature) in HW_PACKAGES {
+            let mut c = cargo();
+            c.args([
+                "test",
+                "-p",
+                package,
+                "--features",
+                &format!("{package}/{feature}"),
+            ]);
+            if package != "backend-hw" {
+                for t in HW_TEST_TARGETS {
+                    if (package == "scenarios") == (t == "differential_hw") {
+                        c.args(["--test", t]);
+                    }
+                }
+            }
+            c.env("RDMA_DEVICE", &device);
+            // One test at a time: they share the device and its multicast groups.
+            c.args(["--", "--test-threads=1"]).args(rest);
+            run(c, &format!("{package} hardware tests (device {device})"))?;
         }
-        return run(c, &format!("tests (backend hw, device {device})"));
+        return Ok(());
     }
 
     vm::packages::ensure_installed(&[vm::packages::BUILD_PACKAGES, vm::packages::VM_PACKAGES])?;
@@ -420,6 +455,17 @@ pub fn test_hw(use_vm: bool, timeout: u64, rest: &[String]) -> Result<(), Error>
     }
 }
 
+/// `cargo xtask bench`: the benchmarks, each printing its numbers (spead's heap assembly
+/// and UDP receive against spead2, and the simulator's RAW_PACKET path).
+pub fn bench() -> Result<(), Error> {
+    let mut spead = cargo();
+    spead.args(["bench", "-p", "spead", "--bench", "assembly"]);
+    run(spead, "spead benchmark (ours vs spead2)")?;
+    let mut sim = cargo();
+    sim.args(["bench", "-p", "backend-sim", "--bench", "raw_path"]);
+    run(sim, "simulator benchmark (RAW_PACKET path)")
+}
+
 /// `cargo xtask ci`: what `.ci/run` calls on every submission.
 pub fn ci() -> Result<(), Error> {
     let mut fmt = cargo();
@@ -452,18 +498,42 @@ pub fn ci() -> Result<(), Error> {
     run(doc, "verbs-api docs")?;
 
     test_sim(&[])?;
-    eprintln!(
-        "xtask: hardware suite skipped here; `cargo xtask test --backend hw --vm` runs it on \
-         Soft-RoCE in a QEMU VM (not part of ci yet)"
-    );
+    // The hardware backend and its tests must also pass clippy: they need libibverbs-dev.
+    vm::packages::ensure_installed(&[vm::packages::BUILD_PACKAGES])?;
+    let mut clippy_hw = cargo();
+    clippy_hw.args(["clippy", "--all-targets"]);
+    for (package, feature) in HW_PACKAGES {
+        clippy_hw.args(["-p", package, "--features", &format!("{package}/{feature}")]);
+    }
+    clippy_hw.args([
+        "-p",
+        "spead",
+        "--features",
+        "spead/hw",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    run(clippy_hw, "clippy (hardware features)")?;
+    // Real verbs on every run: backend-hw's device tests, the conformance suite, SPEAD
+    // over UD verbs and the differential scenarios, on Soft-RoCE in a throwaway VM.
+    test_hw(true, 1500, &[])?;
     Ok(())
 }
 
-/// `cargo xtask demo`.
-pub fn demo() -> Result<(), Error> {
-    Err(
-        "the demo scenario is not built yet: it needs the simulator and the scenario runner \
-         (their issues are open). `cargo xtask test --backend sim` runs what exists."
-            .into(),
-    )
+/// Runs the `scenario` tool (scenarios crate, release build) with `args`.
+pub fn scenario_tool(args: &[String]) -> Result<(), Error> {
+    let mut c = cargo();
+    c.args([
+        "run",
+        "--quiet",
+        "--release",
+        "-p",
+        "scenarios",
+        "--bin",
+        "scenario",
+        "--",
+    ]);
+    c.args(args);
+    run(c, "scenario tool")
 }

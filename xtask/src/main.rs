@@ -18,8 +18,12 @@
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
 //!   cached under `target/softroce/`; see the [`vm`] module.
-//! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`, docs,
-//!   and the test suite of every backend that can run here (not the VM yet).
+//! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
+//!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
+//! - `cargo xtask bench`: the benchmarks.
+//! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
+//!   (also with the hardware features), docs, the simulator suite, and the hardware suite
+//!   on Soft-RoCE in the VM.
 
 mod cmd;
 mod vm;
@@ -67,8 +71,29 @@ enum Command {
     },
     /// Format check, clippy -D warnings, docs, and the suite of every backend that can run here.
     Ci,
-    /// Run the default scenario on the simulator (one sender, four receivers, lossy fabric).
-    Demo,
+    /// Run the default scenario on the simulator (one sender, four receivers, lossy
+    /// fabric): a per-receiver table, the fabric's pcap, an SVG plot, and a replay of the
+    /// pcap through the unchanged receiver. Arguments go to `scenario demo`.
+    Demo {
+        /// Arguments for `scenario demo` (e.g. `--seed N --out DIR`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run scenarios: `cargo xtask scenario run FILE.toml [--seed N]` (on the simulator).
+    Scenario {
+        /// Arguments for the `scenario` tool (e.g. `run FILE.toml --seed 7`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Replay a recorded observation through the simulated verbs receiver:
+    /// `cargo xtask replay FILE.pcap [--seed N --loss P ...]`.
+    Replay {
+        /// The pcap and options for `scenario replay`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run the benchmarks (spead vs spead2, the simulator's packet path).
+    Bench,
     /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0).
     ///
     /// Prepares (and caches under target/softroce/) Debian's kernel, busybox and an
@@ -116,7 +141,10 @@ fn main() -> ExitCode {
             rest,
         } => cmd::test_hw(vm, timeout, &rest),
         Command::Ci => cmd::ci(),
-        Command::Demo => cmd::demo(),
+        Command::Demo { args } => cmd::scenario_tool(&[vec!["demo".to_owned()], args].concat()),
+        Command::Scenario { args } => cmd::scenario_tool(&args),
+        Command::Replay { args } => cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()),
+        Command::Bench => cmd::bench(),
         Command::Vm {
             timeout,
             env,
