@@ -296,41 +296,10 @@ fn a_capture_cut_short_still_gives_the_heaps_before_the_cut() {
     assert_eq!(cnts, (1..=cnts.len() as u64).collect::<Vec<_>>());
 }
 
-/// Newest modification time of the files under `dir`.
-fn newest(dir: &Path) -> std::time::SystemTime {
-    let mut t = std::time::UNIX_EPOCH;
-    for entry in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = entry.path();
-        let m = if p.is_dir() {
-            newest(&p)
-        } else {
-            entry.metadata().and_then(|m| m.modified()).unwrap_or(t)
-        };
-        t = t.max(m);
-    }
-    t
-}
-
-/// The `spead-recv` binary, when it was built (under target/debug) after its sources
-/// last changed: `cargo test --workspace` builds it, `-p workspace-tests` alone may not.
-fn spead_recv_binary() -> Option<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()?
-        .to_path_buf();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let bin = target.join("debug/spead-recv");
-    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok()?;
-    (built >= newest(&root.join("spead/src"))).then_some(bin)
-}
-
 #[test]
 fn the_spead_recv_tool_prints_spead2_heaps() {
-    let Some(bin) = spead_recv_binary() else {
-        eprintln!("skipped: no spead-recv binary newer than spead/src (cargo build -p spead)");
-        return;
-    };
+    // Builds the tool first (cargo build -p spead --bins), so this never skips.
+    let bin = workspace_tests::spead_verbs::tool_binary("spead-recv");
     for (file, filter, bpf) in [
         (ETH, "", ""),
         (SLL, "?*:7148", "udp dst port 7148"),
