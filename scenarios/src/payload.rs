@@ -7,10 +7,17 @@ pub const FIRST_ITEM_ID: u64 = 0x1000;
 /// FNV-1a, 64-bit: a digest of heap payloads (not cryptographic; it catches corruption
 /// and misassembly, which is what the invariants need).
 pub fn digest(bytes: &[u8]) -> u64 {
+    digest_chunks([bytes])
+}
+
+/// [`digest`] of the concatenation of `chunks`, without concatenating them.
+pub fn digest_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
+    for chunk in chunks {
+        for &b in chunk {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
     }
     h
 }
@@ -67,6 +74,7 @@ mod tests {
         assert_ne!(a, heap_payload(2, 0, 0, 1000));
         assert_eq!(heap_payload(1, 0, 0, 7), a[..7]);
         assert_ne!(digest(&a), digest(&heap_payload(1, 0, 1, 1000)));
+        assert_eq!(digest_chunks([&a[..10], &a[10..], &[]]), digest(&a));
     }
 
     #[test]
