@@ -174,3 +174,61 @@ fn every_corpus_scenario_keeps_the_invariants_and_shows_its_fault() {
         }
     }
 }
+
+/// The command line the xtask wrappers call: `scenario run FILE.toml [--seed N]` and
+/// `scenario replay FILE.pcap ...`, with their exit codes.
+#[test]
+fn the_scenario_tool_runs_files_and_replays_captures() {
+    let tool = env!("CARGO_BIN_EXE_scenario");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(tool)
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = run(&["run", "corpus/drop-list.toml"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("invariants: all hold"), "{out}");
+    let (code2, out2, _) = run(&["run", "corpus/drop-list.toml"]);
+    let strip = |t: &str| {
+        t.lines()
+            .filter(|l| !l.starts_with("wall time"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(
+        (code, strip(&out)),
+        (code2, strip(&out2)),
+        "same file, same table"
+    );
+    let (code, out, _) = run(&["run", "corpus/loss.toml", "--seed", "5"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("seed 5"), "{out}");
+    let (code, _, err) = run(&["run", "corpus/no-such-file.toml"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no-such-file"), "{err}");
+    let replay_out = std::env::temp_dir().join(format!("scenario-cli-{}", std::process::id()));
+    let (code, out, _) = run(&[
+        "replay",
+        "../tests/data/spead2_lo.pcapng",
+        "--group",
+        "127.0.0.1:7148",
+        "--loss",
+        "0.1",
+        "--seed",
+        "4",
+        "--out",
+        replay_out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("41 of 45 UDP datagrams"), "{out}");
+    assert!(replay_out.join("spead2_lo.svg").exists());
+    let _ = std::fs::remove_dir_all(&replay_out);
+}
