@@ -726,7 +726,11 @@ impl Fabric {
                 duplicate,
                 corrupt_bit,
             } => {
-                let frame = self.maybe_corrupt(frame, corrupt_bit, index);
+                let Some(frame) = self.maybe_corrupt(frame, corrupt_bit, index) else {
+                    // The switch's ingress FCS check drops it, as Ethernet hardware does.
+                    self.drop(DropReason::BadChecksum, now, from, index);
+                    return Ok(index);
+                };
                 if duplicate {
                     self.stats.duplicated += 1;
                     self.trace
@@ -747,15 +751,18 @@ impl Fabric {
         Ok(index)
     }
 
-    fn maybe_corrupt(&mut self, mut frame: Vec<u8>, bit: Option<usize>, index: u64) -> Vec<u8> {
-        if let Some(bit) = bit {
-            if let Some(b) = frame.get_mut(bit / 8) {
-                *b ^= 1 << (bit % 8);
-                self.stats.corrupted += 1;
-                self.trace.event(tag::CORRUPT, &[index, bit as u64]);
-            }
-        }
-        frame
+    /// Flips the fault's bit, as a noisy link would. Every Ethernet frame carries an FCS
+    /// (CRC-32) that catches any single-bit error, so the next hop drops the frame:
+    /// `None` says so. Frames with checksums of their own (IP, UDP, ICRC) never reach
+    /// those checks corrupted, which is also why a UDP checksum of 0 does not let a
+    /// damaged payload through.
+    fn maybe_corrupt(&mut self, frame: Vec<u8>, bit: Option<usize>, index: u64) -> Option<Vec<u8>> {
+        let Some(bit) = bit.filter(|&b| b / 8 < frame.len()) else {
+            return Some(frame);
+        };
+        self.stats.corrupted += 1;
+        self.trace.event(tag::CORRUPT, &[index, bit as u64]);
+        None
     }
 
     fn drop(&mut self, reason: DropReason, now: Nanos, port: PortId, index: u64) {
@@ -884,7 +891,12 @@ impl Fabric {
                 duplicate,
                 corrupt_bit,
             } => {
-                let frame = self.maybe_corrupt(frame, corrupt_bit, index);
+                let Some(frame) = self.maybe_corrupt(frame, corrupt_bit, index) else {
+                    // The NIC's FCS check drops it, whatever the frame's own checksums.
+                    self.ports[to.idx()].stats.rx_bad_checksum += 1;
+                    self.drop(DropReason::BadChecksum, now, to, index);
+                    return;
+                };
                 if duplicate {
                     self.stats.duplicated += 1;
                     self.trace
