@@ -117,20 +117,7 @@ pub fn cq_events_notify_and_ack<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let send = rig.cq(16);
     let recv = rig.cq(16);
-    let a = rig.qp(QpType::Rc, &send.cq, 0);
-    let b = rig.qp(QpType::Rc, &recv.cq, 0);
-    verbs_api::helpers::bring_up(
-        &a,
-        QpState::Rts,
-        &rig.connect_params(b.qp_num(), AccessFlags::empty()),
-    )
-    .unwrap();
-    verbs_api::helpers::bring_up(
-        &b,
-        QpState::Rts,
-        &rig.connect_params(a.qp_num(), AccessFlags::empty()),
-    )
-    .unwrap();
+    let (a, b) = rig.rc_pair_on(&send.cq, &recv.cq, AccessFlags::empty());
     let mr = rig.mr(256, AccessFlags::empty());
     post_recv(&b, 1, &[sge(&mr, 128, 64)]);
     recv.cq.req_notify(false).expect("req_notify");
@@ -162,20 +149,7 @@ pub fn solicited_only_notification<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let send = rig.cq(16);
     let recv = rig.cq(16);
-    let a = rig.qp(QpType::Rc, &send.cq, 0);
-    let b = rig.qp(QpType::Rc, &recv.cq, 0);
-    verbs_api::helpers::bring_up(
-        &a,
-        QpState::Rts,
-        &rig.connect_params(b.qp_num(), AccessFlags::empty()),
-    )
-    .unwrap();
-    verbs_api::helpers::bring_up(
-        &b,
-        QpState::Rts,
-        &rig.connect_params(a.qp_num(), AccessFlags::empty()),
-    )
-    .unwrap();
+    let (a, b) = rig.rc_pair_on(&send.cq, &recv.cq, AccessFlags::empty());
     let mr = rig.mr(256, AccessFlags::empty());
     post_recv(&b, 1, &[sge(&mr, 128, 64)]);
     post_recv(&b, 2, &[sge(&mr, 192, 64)]);

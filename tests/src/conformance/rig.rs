@@ -178,8 +178,13 @@ impl<C: Context> Rig<C> {
 
     /// Two RC QPs on `cq`, connected to each other, in RTS, allowing `access`.
     pub fn rc_pair(&self, cq: &C::Cq, access: AccessFlags) -> (C::Qp, C::Qp) {
-        let a = self.qp(QpType::Rc, cq, 64);
-        let b = self.qp(QpType::Rc, cq, 64);
+        self.rc_pair_on(cq, cq, access)
+    }
+
+    /// Two connected RC QPs in RTS: the first completes to `cq_a`, the second to `cq_b`.
+    pub fn rc_pair_on(&self, cq_a: &C::Cq, cq_b: &C::Cq, access: AccessFlags) -> (C::Qp, C::Qp) {
+        let a = self.qp(QpType::Rc, cq_a, 64);
+        let b = self.qp(QpType::Rc, cq_b, 64);
         bring_up(&a, QpState::Rts, &self.connect_params(b.qp_num(), access)).expect("bring up A");
         bring_up(&b, QpState::Rts, &self.connect_params(a.qp_num(), access)).expect("bring up B");
         (a, b)
