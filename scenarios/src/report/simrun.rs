@@ -22,6 +22,16 @@ pub enum ReplaySource {
     File(PathBuf),
     /// Records already converted (e.g. re-addressed datagrams of a foreign capture).
     Records(PcapFile),
+    /// A capture of this scenario's fabric: every frame is sent again from the host
+    /// whose address is its IPv4 source (the given host when none matches), at the
+    /// virtual time it was recorded.
+    CaptureBySource(PathBuf),
+}
+
+/// The IPv4 source of an untagged Ethernet frame.
+fn ipv4_src(frame: &[u8]) -> Option<std::net::Ipv4Addr> {
+    (frame.len() >= 34 && frame[12..14] == [0x08, 0x00])
+        .then(|| std::net::Ipv4Addr::new(frame[26], frame[27], frame[28], frame[29]))
 }
 
 /// How to run.
@@ -154,16 +164,48 @@ pub fn run(s: &Scenario, opts: &Options) -> Result<Run, RunError> {
         let port = *ports
             .get(*from)
             .ok_or_else(|| backend(format!("replay from host {from}, which does not exist")))?;
-        let summary = match source {
+        replayed_frames = match source {
             ReplaySource::File(path) => {
                 sim.with_fabric(|f| f.replay_file(port, path, ReplayOptions::default()))
+                    .map_err(backend)?
+                    .frames
             }
             ReplaySource::Records(pcap) => {
                 sim.with_fabric(|f| f.replay(port, pcap, ReplayOptions::default()))
+                    .map_err(backend)?
+                    .frames
             }
-        }
-        .map_err(backend)?;
-        replayed_frames = summary.frames;
+            ReplaySource::CaptureBySource(path) => {
+                let pcap = PcapFile::read(path).map_err(backend)?;
+                let mut by_host: Vec<Vec<backend_sim::pcap::PcapRecord>> =
+                    vec![Vec::new(); s.hosts.len()];
+                for rec in pcap.records {
+                    let h = ipv4_src(&rec.data)
+                        .and_then(|ip| s.hosts.iter().position(|h| h.ip == ip))
+                        .unwrap_or(*from);
+                    by_host[h].push(rec);
+                }
+                let mut n = 0;
+                for (h, records) in by_host.into_iter().enumerate() {
+                    let Some(first) = records.first().map(|r| r.ts_ns) else {
+                        continue;
+                    };
+                    let part = PcapFile {
+                        link_type: pcap.link_type,
+                        snaplen: pcap.snaplen,
+                        records,
+                    };
+                    let opts = ReplayOptions {
+                        start_at: Some(first),
+                    };
+                    n += sim
+                        .with_fabric(|f| f.replay(ports[h], &part, opts))
+                        .map_err(backend)?
+                        .frames;
+                }
+                n
+            }
+        };
     }
     let bar = (opts.progress && opts.replay.is_none()).then(|| {
         let bar = ProgressBar::with_draw_target(
