@@ -389,14 +389,23 @@ impl<C: Context> Drive<C> {
                 if (!more && quiet >= 2) || quiet >= quiet_rounds {
                     break;
                 }
-            } else if !clock.step() {
-                // Senders wait for their rate; nothing else is due: let time pass.
+            } else {
+                // Senders wait for their rate: let time pass up to the earliest send time
+                // (what falls due before it happens on the way), never past it, or the
+                // senders fall behind their rate.
                 let next = states
                     .iter()
                     .map(|st| st.next_time)
                     .filter(|&t| t > clock.now())
                     .min();
-                clock.advance(next.map_or(1_000, |t| t - clock.now()));
+                match next {
+                    Some(t) => clock.advance(t - clock.now()),
+                    None => {
+                        if !clock.step() {
+                            clock.advance(1_000);
+                        }
+                    }
+                }
             }
         }
         for snd in &mut self.senders {
