@@ -498,6 +498,28 @@ pub fn ci() -> Result<(), Error> {
     run(doc, "verbs-api docs")?;
 
     test_sim(&[])?;
+    // The checks that decode our captures with tshark (a Debian package, so not part of
+    // the simulator suite): the simulator's RoCEv2/RAW capture and spead-capture's pcaps.
+    vm::packages::ensure_installed(&[vm::packages::TOOL_PACKAGES])?;
+    let mut tshark = cargo();
+    tshark.args([
+        "test",
+        "-p",
+        "backend-sim",
+        "--features",
+        "backend-sim/tshark",
+        "--test",
+        "verbs_system",
+    ]);
+    tshark.args([
+        "-p",
+        "workspace-tests",
+        "--features",
+        "workspace-tests/tshark",
+        "--test",
+        "spead_capture",
+    ]);
+    run(tshark, "capture checks with tshark")?;
     // The hardware backend and its tests must also pass clippy: they need libibverbs-dev.
     vm::packages::ensure_installed(&[vm::packages::BUILD_PACKAGES])?;
     let mut clippy_hw = cargo();

@@ -74,6 +74,13 @@ pub const BUILD_PACKAGES: &[Package] = &[
     ),
 ];
 
+/// Installed on the host for the checks that decode our captures with Wireshark's
+/// dissectors (`cargo xtask ci`; the simulator suite itself needs none).
+pub const TOOL_PACKAGES: &[Package] = &[pkg(
+    "tshark",
+    "decodes the simulator's and spead-capture's pcaps (RoCEv2, UDP) in CI",
+)];
+
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
 
 fn is_root() -> bool {
