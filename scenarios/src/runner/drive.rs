@@ -363,7 +363,8 @@ impl<C: Context> Drive<C> {
                 while let Some(h) = streams[r].pop_heap() {
                     let short = fault.shortens(&outcome.sent, &h);
                     record(&mut outcome.receivers[r], &h, clock.now(), short);
-                    busy_until[r] = clock.now() + delay;
+                    // The consumer spends `delay` on each heap, one after another.
+                    busy_until[r] = busy_until[r].max(clock.now()) + delay;
                 }
                 let pool = streams[r].stats().pool;
                 let alive = pool.allocated.saturating_sub(pool.released);
