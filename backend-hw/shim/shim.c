@@ -545,7 +545,10 @@ static void build_recv_chain(struct ibv_recv_wr *w, const struct shim_recv_wr *w
 	}
 }
 
-int shim_post_srq_recv(struct ibv_srq *srq, const struct shim_recv_wr *wrs, size_t n, size_t *bad)
+/* Posts receives in chains of CHUNK to a QP or, when `srq` is set, to an SRQ; on a
+ * refusal `*bad` is the index of the first request not posted. */
+static int post_recv_chunks(struct ibv_qp *qp, struct ibv_srq *srq,
+			    const struct shim_recv_wr *wrs, size_t n, size_t *bad)
 {
 	struct ibv_recv_wr w[CHUNK];
 
@@ -555,13 +558,18 @@ int shim_post_srq_recv(struct ibv_srq *srq, const struct shim_recv_wr *wrs, size
 		int ret;
 
 		build_recv_chain(w, wrs + base, m);
-		ret = ibv_post_srq_recv(srq, w, &bad_wr);
+		ret = srq ? ibv_post_srq_recv(srq, w, &bad_wr) : ibv_post_recv(qp, w, &bad_wr);
 		if (ret) {
 			*bad = base + (bad_wr ? (size_t)(bad_wr - w) : 0);
 			return err_of(ret);
 		}
 	}
 	return 0;
+}
+
+int shim_post_srq_recv(struct ibv_srq *srq, const struct shim_recv_wr *wrs, size_t n, size_t *bad)
+{
+	return post_recv_chunks(NULL, srq, wrs, n, bad);
 }
 
 /* ---- QPs ---- */
@@ -776,21 +784,7 @@ int shim_post_send(struct ibv_qp *qp, const struct shim_send_wr *wrs, size_t n, 
 
 int shim_post_recv(struct ibv_qp *qp, const struct shim_recv_wr *wrs, size_t n, size_t *bad)
 {
-	struct ibv_recv_wr w[CHUNK];
-
-	for (size_t base = 0; base < n; base += CHUNK) {
-		size_t m = n - base < CHUNK ? n - base : CHUNK;
-		struct ibv_recv_wr *bad_wr = NULL;
-		int ret;
-
-		build_recv_chain(w, wrs + base, m);
-		ret = ibv_post_recv(qp, w, &bad_wr);
-		if (ret) {
-			*bad = base + (bad_wr ? (size_t)(bad_wr - w) : 0);
-			return err_of(ret);
-		}
-	}
-	return 0;
+	return post_recv_chunks(qp, NULL, wrs, n, bad);
 }
 
 int shim_attach_mcast(struct ibv_qp *qp, const uint8_t gid[16], uint16_t lid)
