@@ -27,6 +27,13 @@ fn sge<M: MemoryRegion>(mr: &M, offset: usize, len: u32) -> Sge {
     }
 }
 
+/// The 8 bytes of `mr` at `offset` as a host-order u64 (atomics' operands and results).
+fn read_u64<M: MemoryRegion>(mr: &M, offset: usize) -> u64 {
+    let mut b = [0u8; 8];
+    mr.read(offset, &mut b).expect("read MR");
+    u64::from_ne_bytes(b)
+}
+
 fn post_recv<Q: QueuePair>(qp: &Q, wr_id: u64, sges: &[Sge]) {
     // SAFETY: every SGE lies in an MR that the case keeps alive until its completion
     // (or until the QP is destroyed first, which flushes it), and the case reads that
@@ -372,14 +379,8 @@ pub fn rc_rdma_write_read_and_atomics<V: Verbs>(env: &Env<V>) {
     );
     let wcs = poll_n(&c.cq, 1);
     expect_wc(&wcs[0], 4, WcStatus::Success, Some(WcOpcode::CompSwap));
-    assert_eq!(
-        u64::from_ne_bytes(read(&local, 200, 8).try_into().unwrap()),
-        10
-    );
-    assert_eq!(
-        u64::from_ne_bytes(read(&remote, 2048, 8).try_into().unwrap()),
-        99
-    );
+    assert_eq!(read_u64(&local, 200), 10);
+    assert_eq!(read_u64(&remote, 2048), 99);
     post_send(
         &a,
         SendWr::compare_swap(
@@ -393,13 +394,9 @@ pub fn rc_rdma_write_read_and_atomics<V: Verbs>(env: &Env<V>) {
         .signaled(),
     );
     poll_n(&c.cq, 1);
+    assert_eq!(read_u64(&local, 208), 99, "CAS returns the old value");
     assert_eq!(
-        u64::from_ne_bytes(read(&local, 208, 8).try_into().unwrap()),
-        99,
-        "CAS returns the old value"
-    );
-    assert_eq!(
-        u64::from_ne_bytes(read(&remote, 2048, 8).try_into().unwrap()),
+        read_u64(&remote, 2048),
         99,
         "a failed compare stores nothing"
     );
@@ -416,14 +413,8 @@ pub fn rc_rdma_write_read_and_atomics<V: Verbs>(env: &Env<V>) {
     );
     let wcs = poll_n(&c.cq, 1);
     expect_wc(&wcs[0], 6, WcStatus::Success, Some(WcOpcode::FetchAdd));
-    assert_eq!(
-        u64::from_ne_bytes(read(&local, 216, 8).try_into().unwrap()),
-        99
-    );
-    assert_eq!(
-        u64::from_ne_bytes(read(&remote, 2048, 8).try_into().unwrap()),
-        104
-    );
+    assert_eq!(read_u64(&local, 216), 99);
+    assert_eq!(read_u64(&remote, 2048), 104);
 }
 
 /// INLINE sends copy the data at post time: no lkey needed, the buffer is reusable at once.
