@@ -362,8 +362,9 @@ fn ud_multicast_attach_send_detach() {
     assert_eq!(ids, [20, 21, 22], "{wcs:?}");
     assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
     b.detach_mcast(&group, 0).expect("detach b");
+    // Detaching again is the kernel's refusal (EINVAL), as is a unicast GID.
     let e = b.detach_mcast(&group, 0).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     let e = a
         .attach_mcast(&Gid::from_ipv4(std::net::Ipv4Addr::new(10, 0, 0, 1)), 0)
         .unwrap_err();
@@ -463,12 +464,9 @@ fn cq_events_arm_wait_ack_and_time_out() {
     cq.ack_events(1);
     poll_n(&cq, 2);
     assert_eq!(ch.get_cq_event(Some(Duration::ZERO)).expect("wait"), None);
-    // A CQ with no channel cannot be armed.
+    // A CQ with no channel may be armed: the kernel accepts it (no event can come).
     let plain = r.cq(4);
-    assert_eq!(
-        plain.req_notify(false).unwrap_err().kind(),
-        ErrorKind::InvalidState
-    );
+    plain.req_notify(false).expect("arm a CQ without a channel");
     // An event got but not acked: dropping the CQ acks it (ibv_destroy_cq would hang).
     cq.req_notify(false).expect("arm");
     // SAFETY: as above.
@@ -603,9 +601,9 @@ fn srq_feeds_several_qps_and_raises_the_limit_event() {
         .collect();
     // SAFETY: the MR outlives every completion polled below.
     unsafe { srq.post_recv(&wrs) }.expect("post_srq_recv");
-    // SAFETY: refused before reaching the device.
+    // SAFETY: refused by the provider (the QP has no receive queue of its own).
     let e = unsafe { b1.post_recv(&wrs[..1]) }.unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidState, "{e}");
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
     srq.modify(
         &SrqAttr {
             srq_limit: 2,
@@ -700,7 +698,7 @@ fn inline_sends_up_to_the_probed_limit() {
         lkey: 0,
     }];
     let wr = SendWr::send(3, &src).flags(verbs_api::SendFlags::INLINE);
-    // SAFETY: refused before reaching the device.
+    // SAFETY: refused by the provider (rdma-core's rxe `validate_send_wr`).
     let e = unsafe { a.post_send(&[wr]) }.unwrap_err();
     assert_eq!(
         (e.kind(), e.bad_wr()),

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use verbs_api::{
     AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceCapFlags, DeviceInfo, Error,
     ErrorKind, EventElement, EventType, FlowAttr, FlowRuleType, Gid, LinkLayer, NodeType, PortAttr,
-    PortState, QpCap, QpInitAttr, QpType, Result, SrqInitAttr, TransportType, Verbs,
+    PortState, QpInitAttr, QpType, Result, SrqInitAttr, TransportType, Verbs,
 };
 
 use crate::diagnose::{self, errno};
@@ -39,18 +39,6 @@ pub(crate) fn errno_name(e: c_int) -> String {
 
 pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidArgument, op, msg)
-}
-
-pub(crate) fn limit(op: &'static str, what: &str, want: u64, max: u64, dev: &str) -> Result<()> {
-    if want > max {
-        Err(Error::new(
-            ErrorKind::LimitExceeded,
-            op,
-            format!("{what} of {want} exceeds {dev}'s limit of {max}"),
-        ))
-    } else {
-        Ok(())
-    }
 }
 
 /// The libibverbs provider: lists and opens devices.
@@ -380,27 +368,8 @@ impl Context for HwContext {
         comp_vector: u32,
     ) -> Result<HwCq> {
         const OP: &str = "ibv_create_cq";
-        if cqe == 0 {
-            return Err(invalid(OP, "a CQ needs at least one entry"));
-        }
-        let attr = self.inner.attr()?;
-        limit(
-            OP,
-            "CQ size",
-            cqe.into(),
-            attr.max_cqe.into(),
-            self.inner.name(),
-        )?;
-        if comp_vector >= self.inner.num_comp_vectors.max(1) {
-            return Err(invalid(
-                OP,
-                format!(
-                    "completion vector {comp_vector} does not exist ({} has {})",
-                    self.inner.name(),
-                    self.inner.num_comp_vectors
-                ),
-            ));
-        }
+        // Sizes and the vector go to the device unchecked: it decides (rxe: EINVAL for 0
+        // or more than max_cqe entries).
         if let Some(ch) = channel {
             self.inner.same(ch.ctx(), OP)?;
         }
@@ -410,22 +379,6 @@ impl Context for HwContext {
     fn create_srq(&self, pd: &HwPd, attr: &SrqInitAttr) -> Result<HwSrq> {
         const OP: &str = "ibv_create_srq";
         self.inner.same(pd.ctx(), OP)?;
-        let dev = self.inner.attr()?;
-        let name = self.inner.name();
-        limit(
-            OP,
-            "SRQ depth",
-            attr.attr.max_wr.into(),
-            dev.max_srq_wr.into(),
-            name,
-        )?;
-        limit(
-            OP,
-            "SRQ SGE count",
-            attr.attr.max_sge.into(),
-            dev.max_srq_sge.into(),
-            name,
-        )?;
         HwSrq::create(pd, attr)
     }
 
@@ -442,7 +395,6 @@ impl Context for HwContext {
         if init.qp_type == QpType::RawPacket && !has_raw_packet(&dev) {
             return Err(diagnose::raw_packet_unsupported(name));
         }
-        check_cap(&init.cap, &dev, name, init.srq.is_some())?;
         HwQp::create(pd, init)
     }
 
@@ -537,50 +489,6 @@ fn has_raw_packet(dev: &DeviceAttr) -> bool {
         || dev
             .device_cap_flags
             .contains(DeviceCapFlags::MANAGED_FLOW_STEERING)
-}
-
-fn check_cap(cap: &QpCap, dev: &DeviceAttr, name: &str, srq: bool) -> Result<()> {
-    const OP: &str = "ibv_create_qp";
-    limit(
-        OP,
-        "send queue depth",
-        cap.max_send_wr.into(),
-        dev.max_qp_wr.into(),
-        name,
-    )?;
-    limit(
-        OP,
-        "send SGE count",
-        cap.max_send_sge.into(),
-        dev.max_sge.into(),
-        name,
-    )?;
-    if !srq {
-        limit(
-            OP,
-            "receive queue depth",
-            cap.max_recv_wr.into(),
-            dev.max_qp_wr.into(),
-            name,
-        )?;
-        limit(
-            OP,
-            "receive SGE count",
-            cap.max_recv_sge.into(),
-            dev.max_sge.into(),
-            name,
-        )?;
-    }
-    if dev.max_inline_data > 0 {
-        limit(
-            OP,
-            "inline data size",
-            cap.max_inline_data.into(),
-            dev.max_inline_data.into(),
-            name,
-        )?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

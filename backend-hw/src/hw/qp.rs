@@ -9,8 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use verbs_api::{
     Context, DeviceAttr, Error, ErrorKind, Flow, FlowAttr, Gid, LinkLayer, QpAttr, QpAttrMask,
-    QpCap, QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendFlags, SendOpcode, SendWr,
-    WrDetail,
+    QpCap, QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendWr, WrDetail,
 };
 
 use super::resources::{null, post_error, post_recv_chunks, Cq, Pd, Srq, CHUNK};
@@ -29,7 +28,7 @@ pub(crate) struct Qp {
     /// Multicast groups attached, detached before the QP is destroyed, each with the
     /// socket that holds the host's IPv4 membership of the group (RoCEv2), if any.
     mcast: Mutex<Vec<(Gid, u16, Option<UdpSocket>)>>,
-    srq: Option<Arc<Srq>>,
+    _srq: Option<Arc<Srq>>,
     _send_cq: Arc<Cq>,
     _recv_cq: Arc<Cq>,
     pd: Arc<Pd>,
@@ -107,7 +106,7 @@ impl HwQp {
             cap: convert::cap_from_shim(&attr.cap),
             last_set: AtomicU32::new(QpState::Reset.as_raw()),
             mcast: Mutex::new(Vec::new()),
-            srq: init.srq.map(|s| s.0.clone()),
+            _srq: init.srq.map(|s| s.0.clone()),
             _send_cq: init.send_cq.0.clone(),
             _recv_cq: init.recv_cq.0.clone(),
             pd: pd.0.clone(),
@@ -174,46 +173,18 @@ impl HwQp {
         QpState::from_raw(self.0.last_set.load(Ordering::Acquire)).unwrap_or(QpState::Unknown)
     }
 
+    /// The one check made before the device sees a send: a UD send must carry an address
+    /// handle, because the provider reads the AH through the pointer (rdma-core's rxe
+    /// `init_send_wqe` dereferences it unchecked), so a null one would crash the process.
+    /// Everything else (SGE count, inline size, opcode, atomic alignment) is the device's
+    /// decision.
     fn check_send(&self, i: usize, wr: &SendWr<'_, HwAh>) -> Result<()> {
-        const OP: &str = "ibv_post_send";
-        let q = &self.0;
-        let bad = |msg: String| Err(invalid(OP, msg).with_bad_wr(i));
-        if wr.sg_list.len() > q.cap.max_send_sge as usize {
-            return bad(format!(
-                "{} SGEs, the QP takes at most {}",
-                wr.sg_list.len(),
-                q.cap.max_send_sge
-            ));
-        }
-        if wr.send_flags.contains(SendFlags::INLINE)
-            && wr.total_len() > u64::from(q.cap.max_inline_data)
-        {
-            return bad(format!(
-                "{} bytes of inline data, the QP takes at most {}",
-                wr.total_len(),
-                q.cap.max_inline_data
-            ));
-        }
-        let ok_op = match q.qp_type {
-            QpType::RawPacket => wr.opcode == SendOpcode::Send,
-            QpType::Ud => matches!(wr.opcode, SendOpcode::Send | SendOpcode::SendWithImm),
-            QpType::Uc => !wr.opcode.is_atomic() && wr.opcode != SendOpcode::RdmaRead,
-            QpType::Rc => true,
-        };
-        if !ok_op {
-            return bad(format!("{} QPs do not take {}", q.qp_type, wr.opcode));
-        }
-        let ud = matches!(wr.detail, WrDetail::Ud { .. });
-        if q.qp_type == QpType::Ud && !ud {
-            return bad("a UD send needs an address handle (WrDetail::Ud)".to_string());
-        }
-        if q.qp_type != QpType::Ud && ud {
-            return bad(format!("{} QPs take no address handle", q.qp_type));
-        }
-        if (wr.opcode.is_rdma() && !matches!(wr.detail, WrDetail::Rdma { .. }))
-            || (wr.opcode.is_atomic() && !matches!(wr.detail, WrDetail::Atomic { .. }))
-        {
-            return bad(format!("{} needs its remote address and key", wr.opcode));
+        if self.0.qp_type == QpType::Ud && !matches!(wr.detail, WrDetail::Ud { .. }) {
+            return Err(invalid(
+                "ibv_post_send",
+                "a UD send needs an address handle (WrDetail::Ud)",
+            )
+            .with_bad_wr(i));
         }
         Ok(())
     }
@@ -361,14 +332,6 @@ impl QueuePair for HwQp {
         if wrs.is_empty() {
             return Ok(());
         }
-        if self.0.srq.is_some() {
-            return Err(Error::new(
-                ErrorKind::InvalidState,
-                OP,
-                format!("QP {} takes its receives from an SRQ", self.0.qp_num),
-            )
-            .with_bad_wr(0));
-        }
         if self.last_set() == QpState::Reset {
             return Err(Error::new(
                 ErrorKind::InvalidState,
@@ -391,40 +354,35 @@ impl QueuePair for HwQp {
 
     fn attach_mcast(&self, gid: &Gid, lid: u16) -> Result<()> {
         const OP: &str = "ibv_attach_mcast";
-        if !gid.is_multicast() {
-            return Err(invalid(OP, format!("{gid} is not a multicast GID")));
-        }
-        if self.0.qp_type != QpType::Ud {
-            return Err(invalid(
-                OP,
-                format!("only UD QPs join multicast groups, not {}", self.0.qp_type),
-            ));
-        }
-        let mut groups = self.0.mcast.lock().unwrap_or_else(|p| p.into_inner());
-        if groups.iter().any(|(g, _, _)| g == gid) {
-            return Ok(());
-        }
-        let membership = self.join_ipv4_group(gid)?;
+        // The device decides what may be attached (the kernel refuses a non-multicast GID
+        // and non-UD QPs with EINVAL); only then is the host's IPv4 membership taken.
         // SAFETY: the QP is alive; `gid` has 16 bytes.
         let ret = unsafe { ffi::shim_attach_mcast(self.0.ptr.as_ptr(), gid.0.as_ptr(), lid) };
         if ret != 0 {
             return Err(os_error(OP, ret, format!("QP {} to {gid}", self.0.qp_num)));
         }
-        groups.push((*gid, lid, membership));
-        Ok(())
+        let mut groups = self.0.mcast.lock().unwrap_or_else(|p| p.into_inner());
+        if groups.iter().any(|(g, l, _)| g == gid && *l == lid) {
+            return Ok(());
+        }
+        match self.join_ipv4_group(gid) {
+            Ok(membership) => {
+                groups.push((*gid, lid, membership));
+                Ok(())
+            }
+            Err(e) => {
+                // SAFETY: the QP is alive and was attached to `gid` just above.
+                let _ = unsafe { ffi::shim_detach_mcast(self.0.ptr.as_ptr(), gid.0.as_ptr(), lid) };
+                Err(e)
+            }
+        }
     }
 
     fn detach_mcast(&self, gid: &Gid, lid: u16) -> Result<()> {
         const OP: &str = "ibv_detach_mcast";
         let mut groups = self.0.mcast.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(pos) = groups.iter().position(|(g, _, _)| g == gid) else {
-            return Err(Error::new(
-                ErrorKind::NotFound,
-                OP,
-                format!("QP {} is not attached to {gid}", self.0.qp_num),
-            ));
-        };
-        // SAFETY: the QP is alive and attached to `gid`.
+        // SAFETY: the QP is alive; `gid` has 16 bytes. The device decides whether the QP
+        // is attached (rxe: EINVAL when it is not).
         let ret = unsafe { ffi::shim_detach_mcast(self.0.ptr.as_ptr(), gid.0.as_ptr(), lid) };
         if ret != 0 {
             return Err(os_error(
@@ -433,7 +391,7 @@ impl QueuePair for HwQp {
                 format!("QP {} from {gid}", self.0.qp_num),
             ));
         }
-        groups.remove(pos);
+        groups.retain(|(g, l, _)| !(g == gid && *l == lid));
         Ok(())
     }
 }

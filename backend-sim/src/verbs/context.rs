@@ -112,9 +112,9 @@ impl Context for SimContext {
             state: PortState::Active,
             max_mtu: verbs_api::Mtu::Mtu4096,
             active_mtu: p.active_mtu(),
-            gid_tbl_len: 2,
+            gid_tbl_len: p.gid_tbl_len(),
             port_cap_flags: 0x0401_0000,
-            max_msg_sz: 0x8000_0000,
+            max_msg_sz: p.max_msg_sz(),
             pkey_tbl_len: 1,
             active_width: 2,
             active_speed: 64,
@@ -218,7 +218,7 @@ impl Context for SimContext {
         }
         if cqe > attr.max_cqe {
             return Err(err(
-                ErrorKind::LimitExceeded,
+                ErrorKind::InvalidArgument,
                 OP,
                 format!("cqe {cqe} above max_cqe {}", attr.max_cqe),
             ));
@@ -231,6 +231,7 @@ impl Context for SimContext {
             ));
         }
         let personality = d.personality;
+        let cqe = Personality::queue_depth(cqe);
         let id = w.handle();
         let ctx = self.res.id;
         w.cqs.insert(
@@ -250,7 +251,6 @@ impl Context for SimContext {
         Ok(SimCq {
             res: self.new_res(id, Kind::Cq),
             cqe,
-            has_channel: channel.is_some(),
             _channel: channel.map(|c| c.res.clone()),
         })
     }
@@ -265,7 +265,7 @@ impl Context for SimContext {
             || init.attr.max_sge > attr.max_srq_sge
         {
             return Err(err(
-                ErrorKind::LimitExceeded,
+                ErrorKind::InvalidArgument,
                 OP,
                 "SRQ sizes beyond the device's",
             ));
@@ -279,6 +279,7 @@ impl Context for SimContext {
                 pd: pd.res.id,
                 attr: SrqAttr {
                     srq_limit: 0,
+                    max_wr: Personality::queue_depth(init.attr.max_wr),
                     ..init.attr
                 },
                 queue: VecDeque::new(),
@@ -312,7 +313,7 @@ impl Context for SimContext {
             || c.max_inline_data > attr.max_inline_data
         {
             return Err(err(
-                ErrorKind::LimitExceeded,
+                ErrorKind::InvalidArgument,
                 OP,
                 "queue sizes beyond the device's",
             ));
@@ -329,7 +330,7 @@ impl Context for SimContext {
             send_cq: init.send_cq.res.id,
             recv_cq: init.recv_cq.res.id,
             srq: init.srq.map(|s| s.res.id),
-            cap: c,
+            cap: p.qp_cap(c),
             sq_sig_all: init.sq_sig_all,
             state: QpState::Reset,
             attr: QpAttr {

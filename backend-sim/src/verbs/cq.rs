@@ -42,7 +42,6 @@ impl CompletionChannel for SimChannel {
 pub struct SimCq {
     pub(crate) res: Arc<Res>,
     pub(crate) cqe: u32,
-    pub(crate) has_channel: bool,
     pub(crate) _channel: Option<Arc<Res>>,
 }
 
@@ -70,20 +69,15 @@ impl CompletionQueue for SimCq {
         drain_cq(&mut w, id, wc)
     }
 
+    /// Arms the CQ. A CQ without a channel may be armed too (the kernel accepts it; no
+    /// event can be delivered). Arming solicited-only keeps an arm for the next completion
+    /// in place (`rxe_req_notify_cq` changes the arm only when it is not already NEXT).
     fn req_notify(&self, solicited_only: bool) -> Result<()> {
-        if !self.has_channel {
-            return Err(err(
-                ErrorKind::InvalidState,
-                "ibv_req_notify_cq",
-                "the CQ has no completion channel",
-            ));
-        }
         let mut w = lock(&self.res.world);
         if let Some(cq) = w.cqs.get_mut(&self.res.id) {
-            cq.arm = if solicited_only {
-                Arm::Solicited
-            } else {
-                Arm::Next
+            cq.arm = match (cq.arm, solicited_only) {
+                (Arm::Next, _) | (_, false) => Arm::Next,
+                (_, true) => Arm::Solicited,
             };
         }
         Ok(())

@@ -30,6 +30,11 @@ pub struct SimMr {
     pub(crate) ptr: *mut u8,
     pub(crate) len: usize,
     pub(crate) key: u32,
+    /// The key remote peers use: `key`, or 0 for a region without remote access on a
+    /// personality that gives those none ([`Personality::local_only_rkey_zero`]).
+    ///
+    /// [`Personality::local_only_rkey_zero`]: super::personality::Personality::local_only_rkey_zero
+    pub(crate) rkey: u32,
     pub(crate) access: AccessFlags,
     pub(crate) _owned: Option<OwnedMem>,
     pub(crate) _pd: Arc<Res>,
@@ -62,7 +67,7 @@ unsafe impl MemoryRegion for SimMr {
         self.key
     }
     fn rkey(&self) -> u32 {
-        self.key
+        self.rkey
     }
     fn access(&self) -> AccessFlags {
         self.access
@@ -94,11 +99,19 @@ impl SimContext {
             len: len as u64,
             access,
         });
+        let remote =
+            AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        let rkey = if self.personality().local_only_rkey_zero() && !access.intersects(remote) {
+            0
+        } else {
+            key
+        };
         Ok(SimMr {
             world: self.res.world.clone(),
             ptr,
             len,
             key,
+            rkey,
             access,
             _owned: owned,
             _pd: pd.res.clone(),

@@ -1,7 +1,7 @@
 //! Driver personalities: where rxe (Soft-RoCE) and mlx5 (ConnectX) behave differently, the
 //! device's personality picks the behaviour (see SOFT-ROCE.md for the rxe divergences).
 
-use verbs_api::{AtomicCap, DeviceAttr, DeviceCapFlags, Mtu, RawPacketCaps};
+use verbs_api::{AtomicCap, DeviceAttr, DeviceCapFlags, Mtu, QpCap, RawPacketCaps};
 
 /// Which driver a simulated device behaves like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,6 +64,63 @@ impl Personality {
         }
     }
 
+    /// The depth a CQ or SRQ of `n` entries gets: its ring holds a power of two entries
+    /// with one kept free, so asking for `n` gives the smallest 2^k - 1 >= n (rxe's
+    /// `rxe_queue_init`; mlx5's `align_queue_size(n + 1) - 1` in rdma-core).
+    #[must_use]
+    pub fn queue_depth(n: u32) -> u32 {
+        n.saturating_add(1)
+            .checked_next_power_of_two()
+            .map_or(u32::MAX, |p| p - 1)
+    }
+
+    /// The queue sizes a QP gets for those asked. rxe (`rxe_qp_init_req`/`_resp`) rounds
+    /// each ring with [`Personality::queue_depth`] and sizes a send WQE to hold
+    /// max(16 bytes per SGE, inline data), so both limits become that size's. mlx5's own
+    /// sizing is not modelled: it gets what was asked.
+    #[must_use]
+    pub fn qp_cap(self, asked: QpCap) -> QpCap {
+        match self {
+            Personality::Rxe => {
+                let wqe = (asked.max_send_sge * 16).max(asked.max_inline_data);
+                QpCap {
+                    max_send_wr: Self::queue_depth(asked.max_send_wr),
+                    max_recv_wr: Self::queue_depth(asked.max_recv_wr),
+                    max_send_sge: wqe / 16,
+                    max_recv_sge: asked.max_recv_sge,
+                    max_inline_data: wqe,
+                }
+            }
+            Personality::Mlx5 => asked,
+        }
+    }
+
+    /// Whether a region without remote access gets rkey 0 (rxe's `rxe_mr_init`); mlx5
+    /// gives every region one key for both.
+    #[must_use]
+    pub fn local_only_rkey_zero(self) -> bool {
+        matches!(self, Personality::Rxe)
+    }
+
+    /// The port's GID table length: rxe reports 1024 (`RXE_PORT_GID_TBL_LEN`); the mlx5
+    /// personality reports only the two entries the simulator fills.
+    #[must_use]
+    pub fn gid_tbl_len(self) -> u32 {
+        match self {
+            Personality::Rxe => 1024,
+            Personality::Mlx5 => 2,
+        }
+    }
+
+    /// The largest message: rxe 8 MiB (`RXE_PORT_MAX_MSG_SZ`); mlx5 2 GiB.
+    #[must_use]
+    pub fn max_msg_sz(self) -> u32 {
+        match self {
+            Personality::Rxe => 0x80_0000,
+            Personality::Mlx5 => 0x8000_0000,
+        }
+    }
+
     /// Largest inline send.
     #[must_use]
     pub fn max_inline(self) -> u32 {
@@ -82,7 +139,6 @@ impl Personality {
             sys_image_guid: guid,
             max_mr_size: u64::MAX,
             page_size_cap: 0xffff_f000,
-            max_sge_rd: 30,
             max_cq: 1 << 16,
             max_mr: 1 << 20,
             max_pd: 1 << 16,
@@ -106,10 +162,11 @@ impl Personality {
             Personality::Rxe => DeviceAttr {
                 vendor_id: 0x00ff_ffff,
                 max_qp: 1 << 16,
-                max_qp_wr: 0x4000,
+                max_qp_wr: 1 << 20,
                 max_sge: 32,
+                max_sge_rd: 32,
                 max_cqe: 32767,
-                max_srq_wr: 0x4000,
+                max_srq_wr: 1 << 20,
                 max_srq_sge: 27,
                 device_cap_flags: DeviceCapFlags::BAD_PKEY_CNTR
                     | DeviceCapFlags::BAD_QKEY_CNTR
@@ -131,6 +188,7 @@ impl Personality {
                 max_qp: 1 << 18,
                 max_qp_wr: 32768,
                 max_sge: 30,
+                max_sge_rd: 30,
                 max_cqe: (1 << 22) - 1,
                 max_srq_wr: 32767,
                 max_srq_sge: 31,

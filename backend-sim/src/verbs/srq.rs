@@ -1,6 +1,7 @@
 //! Shared receive queues.
 
 use crate::verbs::objects::{err, lock, Res};
+use crate::verbs::personality::Personality;
 use crate::verbs::world::{RecvWqe, SgeList};
 use std::sync::Arc;
 use verbs_api::{ErrorKind, RecvWr, Result, SharedReceiveQueue, SrqAttr, SrqAttrMask};
@@ -44,8 +45,22 @@ impl SharedReceiveQueue for SimSrq {
         let Some(srq) = w.srqs.get_mut(&self.res.id) else {
             return Err(err(ErrorKind::InvalidState, OP, "SRQ destroyed"));
         };
+        // A resize rounds like creation; the kernel refuses a size of 0 or one that
+        // cannot hold the receives already posted (`rxe_srq_chk_attr`, `rxe_queue_resize`).
         let max_wr = if mask.contains(SrqAttrMask::MAX_WR) {
-            attr.max_wr.max(srq.attr.max_wr)
+            let depth = Personality::queue_depth(attr.max_wr);
+            if attr.max_wr == 0 || (depth as usize) < srq.queue.len() {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    format!(
+                        "max_wr {} cannot hold the {} receives posted",
+                        attr.max_wr,
+                        srq.queue.len()
+                    ),
+                ));
+            }
+            depth
         } else {
             srq.attr.max_wr
         };

@@ -11,6 +11,7 @@
 //! requires (SOFT-ROCE.md).
 
 pub mod cases;
+pub mod outcome;
 pub mod rig;
 
 pub use rig::{Env, Rig};
@@ -21,24 +22,52 @@ pub use rig::{Env, Rig};
 macro_rules! conformance_tests {
     ($env:expr) => {
         $crate::conformance_tests!(@cases $env;
-            device_and_port_queries,
-            memory_registration_and_access,
             cq_events_notify_and_ack,
             solicited_only_notification,
+            cq_overrun_raises_async_event,
+            cq_sizes_round_to_power_of_two_minus_one,
+            cq_size_refusals,
+            req_notify_without_channel,
+            device_and_port_queries,
+            device_limits,
+            query_port_and_gid_out_of_range,
+            open_unknown_device,
+            memory_registration_and_access,
+            mr_keys,
+            reg_mr_over_caller_memory,
+            reg_mr_refusals,
+            send_from_deregistered_mr,
+            ud_multicast_fan_out_and_detach,
+            multicast_sender_attached_receives_its_own,
+            multicast_wrong_qkey_dropped,
             rc_bring_up_and_invalid_transitions,
-            rc_send_recv_sgl_and_imm,
-            rc_rdma_write_read_and_atomics,
-            rc_inline_send,
+            qp_caps_round_up,
+            qp_create_refusals,
+            ud_bring_up_and_masks,
+            sq_drained_event,
             loc_prot_err_on_bad_lkey,
             rem_access_err_on_bad_rkey_or_missing_access,
             rnr_retry_exceeded_without_receive,
             wr_flush_err_after_err,
-            ud_send_recv_with_grh,
-            ud_multicast_fan_out_and_detach,
+            retry_exceeded_to_missing_qp,
+            rc_send_recv_sgl_and_imm,
+            rc_rdma_write_read_and_atomics,
+            rc_inline_send,
+            rc_rdma_write_fields,
+            rc_rdma_read_fields,
+            rc_atomic_fields,
             srq_shared_with_limit_event,
-            cq_overrun_raises_async_event,
+            srq_sizes_round_up,
+            srq_full_and_resize,
+            srq_refusals,
+            uc_write_bad_rkey_is_silent,
+            ud_send_recv_with_grh,
             ud_send_above_mtu_completes_and_sends_nothing,
             ud_message_above_receive_buffer_fails_the_receive,
+            ud_zero_length_send,
+            ud_inline_send,
+            ud_send_to_missing_qp,
+            ud_without_receive_is_dropped,
         );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {

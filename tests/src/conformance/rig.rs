@@ -176,6 +176,36 @@ impl<C: Context> Rig<C> {
         }
     }
 
+    /// A QP of `qp_type` with the given queue sizes; the receive side completes to
+    /// `recv_cq`.
+    pub fn qp_with(&self, qp_type: QpType, send_cq: &C::Cq, recv_cq: &C::Cq, cap: QpCap) -> C::Qp {
+        let mut init = QpInitAttr::new(qp_type, send_cq, cap);
+        init.recv_cq = recv_cq;
+        self.ctx.create_qp(&self.pd, &init).expect("create_qp")
+    }
+
+    /// Two connected QPs of `qp_type` (RC or UC) in RTS, `a` completing to `cq_a` and `b`
+    /// to `cq_b`, after `tweak` adjusted each side's parameters (`tweak(false, ..)` for
+    /// `a`, `tweak(true, ..)` for `b`).
+    pub fn pair_with(
+        &self,
+        qp_type: QpType,
+        cq_a: &C::Cq,
+        cq_b: &C::Cq,
+        access: AccessFlags,
+        mut tweak: impl FnMut(bool, &mut ConnectParams),
+    ) -> (C::Qp, C::Qp) {
+        let a = self.qp(qp_type, cq_a, 64);
+        let b = self.qp(qp_type, cq_b, 64);
+        let mut pa = self.connect_params(b.qp_num(), access);
+        let mut pb = self.connect_params(a.qp_num(), access);
+        tweak(false, &mut pa);
+        tweak(true, &mut pb);
+        bring_up(&a, QpState::Rts, &pa).expect("bring up A");
+        bring_up(&b, QpState::Rts, &pb).expect("bring up B");
+        (a, b)
+    }
+
     /// Two RC QPs on `cq`, connected to each other, in RTS, allowing `access`.
     pub fn rc_pair(&self, cq: &C::Cq, access: AccessFlags) -> (C::Qp, C::Qp) {
         self.rc_pair_on(cq, cq, access)

@@ -1,0 +1,95 @@
+//! Device, port and GID queries and the device limits.
+
+use super::*;
+
+/// Device, port and GID queries.
+pub fn device_and_port_queries<V: Verbs>(env: &Env<V>) {
+    let devices = env.verbs.devices().expect("devices");
+    assert!(
+        devices.iter().any(|d| d.name == env.device),
+        "{} not in {devices:?}",
+        env.device
+    );
+    let rig = open(env);
+    assert_eq!(rig.ctx.device().name, env.device);
+    let a = &rig.attr;
+    assert!(
+        a.max_qp_wr > 0 && a.max_cqe > 0 && a.max_sge > 0 && a.max_mr_size > 0,
+        "{a:?}"
+    );
+    assert!(a.phys_port_cnt >= 1);
+    let p = rig.ctx.query_port(rig.port).expect("query_port");
+    assert_eq!(p.state, verbs_api::PortState::Active);
+    assert_eq!(p.link_layer, verbs_api::LinkLayer::Ethernet);
+    assert!(p.gid_tbl_len > 0);
+    let g = rig
+        .ctx
+        .query_gid(rig.port, u32::from(rig.gid_index))
+        .expect("query_gid");
+    assert_eq!(g, rig.gid);
+    assert!(g.to_ipv4().is_some());
+    let e = rig
+        .ctx
+        .query_port(a.phys_port_cnt + 1)
+        .expect_err("a port past the last");
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument, "{e}");
+}
+
+/// The limits rxe reports (Linux 6.1, `rxe_param.h`), checked on the rxe personality and
+/// on Soft-RoCE; other devices report their own.
+pub fn device_limits<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let a = &rig.attr;
+    let p = rig.ctx.query_port(rig.port).expect("query_port");
+    let mut log = Log::new();
+    log.line(format!(
+        "qp_wr {:#x} sge {} sge_rd {} cqe {:#x} srq_wr {:#x} srq_sge {}",
+        a.max_qp_wr, a.max_sge, a.max_sge_rd, a.max_cqe, a.max_srq_wr, a.max_srq_sge
+    ));
+    log.line(format!(
+        "qp_rd_atom {} qp_init_rd_atom {} atomic {:?} mcast_grp {} mcast_qp_attach {}",
+        a.max_qp_rd_atom,
+        a.max_qp_init_rd_atom,
+        a.atomic_cap,
+        a.max_mcast_grp,
+        a.max_mcast_qp_attach
+    ));
+    log.line(format!(
+        "port: gid_tbl_len {} max_msg_sz {:#x} active_mtu {:?} max_mtu {:?}",
+        p.gid_tbl_len, p.max_msg_sz, p.active_mtu, p.max_mtu
+    ));
+    log.check(&[
+        "qp_wr 0x100000 sge 32 sge_rd 32 cqe 0x7fff srq_wr 0x100000 srq_sge 27",
+        "qp_rd_atom 128 qp_init_rd_atom 128 atomic Hca mcast_grp 8192 mcast_qp_attach 56",
+        "port: gid_tbl_len 1024 max_msg_sz 0x800000 active_mtu Mtu1024 max_mtu Mtu4096",
+    ]);
+}
+
+/// Port 0 does not exist; nor does a GID index past the table.
+pub fn query_port_and_gid_out_of_range<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    log.result("query_port 0", &rig.ctx.query_port(0));
+    let len = rig
+        .ctx
+        .query_port(rig.port)
+        .expect("query_port")
+        .gid_tbl_len;
+    log.result(
+        "query_gid past the table",
+        &rig.ctx.query_gid(rig.port, len),
+    );
+    log.result("query_gid port 2", &rig.ctx.query_gid(2, 0));
+    log.check(&[
+        "query_port 0: InvalidArgument",
+        "query_gid past the table: InvalidArgument",
+        "query_gid port 2: InvalidArgument",
+    ]);
+}
+
+/// Opening a device that does not exist names the problem.
+pub fn open_unknown_device<V: Verbs>(env: &Env<V>) {
+    let mut log = Log::new();
+    log.result("open", &env.verbs.open("nodev9"));
+    log.check(&["open: NoDevice"]);
+}

@@ -1,0 +1,164 @@
+//! The conformance cases, by topic. Each takes an [`Env`] and panics with a precise
+//! message on the first difference from what rxe does (and, where they agree, the man
+//! pages). Where rxe, mlx5 and the man pages disagree, the case's doc says so and
+//! docs/divergences.md lists it.
+
+mod cq;
+mod device;
+mod memory;
+mod multicast;
+mod qp;
+mod rc_errors;
+mod rc_ops;
+mod srq;
+mod uc;
+mod ud;
+
+pub use cq::*;
+pub use device::*;
+pub use memory::*;
+pub use multicast::*;
+pub use qp::*;
+pub use rc_errors::*;
+pub use rc_ops::*;
+pub use srq::*;
+pub use uc::*;
+pub use ud::*;
+
+pub(crate) use std::net::Ipv4Addr;
+pub(crate) use std::time::Duration;
+
+pub(crate) use verbs_api::{
+    AccessFlags, Completion, CompletionChannel, CompletionQueue, Context, ErrorKind, EventElement,
+    EventType, Gid, MemoryRegion, QpAttrMask, QpCap, QpModify, QpState, QpType, QueuePair,
+    QueuePairExt, RecvWr, Result, SendFlags, SendWr, Sge, SharedReceiveQueue, SrqAttr, SrqAttrMask,
+    SrqInitAttr, Verbs, WcFlags, WcOpcode, WcStatus, GRH_LEN, MULTICAST_QPN,
+};
+
+pub(crate) use super::outcome::Log;
+pub(crate) use super::rig::{
+    fill, open, poll_n, poll_quiet, read, wait_async, wait_event, Env, Rig,
+};
+
+pub(crate) const QKEY: u32 = 0x1111_1111;
+pub(crate) const ALL_REMOTE: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_ATOMIC);
+
+pub(crate) fn sge<M: MemoryRegion>(mr: &M, offset: usize, len: u32) -> Sge {
+    Sge {
+        addr: mr.addr() + offset as u64,
+        length: len,
+        lkey: mr.lkey(),
+    }
+}
+
+/// The 8 bytes of `mr` at `offset` as a host-order u64 (atomics' operands and results).
+pub(crate) fn read_u64<M: MemoryRegion>(mr: &M, offset: usize) -> u64 {
+    let mut b = [0u8; 8];
+    mr.read(offset, &mut b).expect("read MR");
+    u64::from_ne_bytes(b)
+}
+
+/// Posts one receive; the case expects it to be accepted.
+pub(crate) fn post_recv<Q: QueuePair>(qp: &Q, wr_id: u64, sges: &[Sge]) {
+    try_recv(qp, wr_id, sges).expect("post_recv");
+}
+
+/// Posts one receive and returns what the post returned.
+pub(crate) fn try_recv<Q: QueuePair>(qp: &Q, wr_id: u64, sges: &[Sge]) -> Result<()> {
+    // SAFETY: every SGE lies in an MR that the case keeps alive until its completion
+    // (or until the QP is destroyed first, which flushes it), and the case reads that
+    // memory only through MemoryRegion::read after the completion.
+    unsafe { qp.post_recv(&[RecvWr::new(wr_id, sges)]) }
+}
+
+/// Posts one send request; the case expects it to be accepted.
+pub(crate) fn post_send<Q: QueuePair>(qp: &Q, wr: SendWr<'_, Q::Ah>) {
+    try_send(qp, &[wr]).expect("post_send");
+}
+
+/// Posts send requests and returns what the post returned.
+pub(crate) fn try_send<Q: QueuePair>(qp: &Q, wrs: &[SendWr<'_, Q::Ah>]) -> Result<()> {
+    // SAFETY: as in `try_recv`: the MRs and AHs named by the requests outlive their
+    // completions, and the case touches their memory only through MemoryRegion.
+    unsafe { qp.post_send(wrs) }
+}
+
+/// Posts one receive to an SRQ and returns what the post returned.
+pub(crate) fn try_srq_recv<S: SharedReceiveQueue>(srq: &S, wr_id: u64, sges: &[Sge]) -> Result<()> {
+    // SAFETY: as in `try_recv`.
+    unsafe { srq.post_recv(&[RecvWr::new(wr_id, sges)]) }
+}
+
+pub(crate) fn expect_wc(wc: &Completion, wr_id: u64, status: WcStatus, opcode: Option<WcOpcode>) {
+    assert_eq!(wc.wr_id, wr_id, "wr_id of {wc:?}");
+    assert_eq!(wc.status, status, "status of {wc:?}");
+    if let Some(op) = opcode {
+        assert_eq!(wc.opcode, op, "opcode of {wc:?}");
+    }
+}
+
+/// Two CQs (with channels), one per side, and two connected QPs of `qp_type` in RTS
+/// allowing `access`, after `tweak` adjusted each side's connection parameters.
+pub(crate) struct Pair<C: Context> {
+    pub cq_a: super::rig::CqPair<C>,
+    pub cq_b: super::rig::CqPair<C>,
+    pub a: C::Qp,
+    pub b: C::Qp,
+}
+
+pub(crate) fn pair<C: Context>(
+    rig: &Rig<C>,
+    qp_type: QpType,
+    access: AccessFlags,
+    tweak: impl FnMut(bool, &mut verbs_api::helpers::ConnectParams),
+    log: &mut Log,
+) -> Pair<C> {
+    let cq_a = rig.cq(64);
+    let cq_b = rig.cq(64);
+    let (a, b) = rig.pair_with(qp_type, &cq_a.cq, &cq_b.cq, access, tweak);
+    log.qp("a", &a);
+    log.qp("b", &b);
+    log.cq("cq_a", &cq_a.cq);
+    log.cq("cq_b", &cq_b.cq);
+    Pair { cq_a, cq_b, a, b }
+}
+
+/// A UD QP in RTS on `cq`, named `name` in `log`.
+pub(crate) fn ud<C: Context>(rig: &Rig<C>, cq: &C::Cq, name: &'static str, log: &mut Log) -> C::Qp {
+    let qp = rig.ud_qp(cq, QKEY);
+    log.qp(name, &qp);
+    qp
+}
+
+/// A UD QP in RTS sending to `send_cq` and receiving to `recv_cq`, named `name` in `log`.
+pub(crate) fn ud_on<C: Context>(
+    rig: &Rig<C>,
+    send_cq: &C::Cq,
+    recv_cq: &C::Cq,
+    name: &'static str,
+    log: &mut Log,
+) -> C::Qp {
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qp = rig.qp_with(QpType::Ud, send_cq, recv_cq, cap);
+    verbs_api::helpers::bring_up(
+        &qp,
+        QpState::Rts,
+        &verbs_api::helpers::ConnectParams {
+            port: rig.port,
+            qkey: QKEY,
+            ..Default::default()
+        },
+    )
+    .expect("bring up UD");
+    log.qp(name, &qp);
+    qp
+}

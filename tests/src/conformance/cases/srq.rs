@@ -1,0 +1,216 @@
+//! Shared receive queues: sharing, limits, sizes.
+
+use super::*;
+
+/// Two QPs share one SRQ; when the posted count falls below the armed limit, the SRQ
+/// raises SRQ_LIMIT_REACHED once.
+pub fn srq_shared_with_limit_event<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let c = rig.cq(64);
+    let srq = rig
+        .ctx
+        .create_srq(
+            &rig.pd,
+            &SrqInitAttr {
+                attr: SrqAttr {
+                    max_wr: 16,
+                    max_sge: 1,
+                    srq_limit: 0,
+                },
+            },
+        )
+        .expect("create_srq");
+    let mr = rig.mr(16 * 256, AccessFlags::empty());
+    for i in 0..8u64 {
+        let s = [sge(&mr, i as usize * 256, 256)];
+        // SAFETY: the SGE lies in `mr`, alive until the end of the case.
+        unsafe { srq.post_recv(&[RecvWr::new(1000 + i, &s)]) }.expect("post_srq_recv");
+    }
+    srq.modify(
+        &SrqAttr {
+            max_wr: 0,
+            max_sge: 0,
+            srq_limit: 6,
+        },
+        SrqAttrMask::LIMIT,
+    )
+    .expect("arm limit");
+    assert_eq!(srq.query().unwrap().srq_limit, 6);
+    let r1 = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
+    let r2 = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
+    let p = verbs_api::helpers::ConnectParams {
+        port: rig.port,
+        qkey: QKEY,
+        ..Default::default()
+    };
+    verbs_api::helpers::bring_up(&r1, QpState::Rts, &p).unwrap();
+    verbs_api::helpers::bring_up(&r2, QpState::Rts, &p).unwrap();
+    let s = rig.ud_qp(&c.cq, QKEY);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).unwrap();
+    let src = rig.mr(64, AccessFlags::empty());
+    for (k, dst) in [&r1, &r2, &r1].iter().enumerate() {
+        post_send(
+            &s,
+            SendWr::ud_send(k as u64, &[sge(&src, 0, 32)], &ah, dst.qp_num(), QKEY).signaled(),
+        );
+    }
+    let wcs = poll_n(&c.cq, 6);
+    let mut recvs: Vec<_> = wcs.iter().filter(|w| w.is_recv()).collect();
+    recvs.sort_by_key(|w| w.wr_id);
+    assert_eq!(
+        recvs.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+        vec![1000, 1001, 1002],
+        "SRQ receives are consumed in order"
+    );
+    let on_r1 = recvs.iter().filter(|w| w.qp_num == r1.qp_num()).count();
+    let on_r2 = recvs.iter().filter(|w| w.qp_num == r2.qp_num()).count();
+    assert_eq!((on_r1, on_r2), (2, 1));
+    let h = srq.handle();
+    let ev = wait_async(&rig.ctx, Some(&c.cq), |e| {
+        e.event_type == EventType::SrqLimitReached
+    });
+    assert_eq!(ev.element, EventElement::Srq(h));
+    assert_eq!(
+        srq.query().unwrap().srq_limit,
+        0,
+        "the limit disarms after firing"
+    );
+}
+
+fn srq_attr(max_wr: u32, max_sge: u32, srq_limit: u32) -> SrqInitAttr {
+    SrqInitAttr {
+        attr: SrqAttr {
+            max_wr,
+            max_sge,
+            srq_limit,
+        },
+    }
+}
+
+/// An SRQ's depth rounds to 2^k - 1 like every rxe queue; query reports it.
+pub fn srq_sizes_round_up<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    for n in [1u32, 16, 100] {
+        let srq = rig
+            .ctx
+            .create_srq(&rig.pd, &srq_attr(n, 2, 0))
+            .expect("create_srq");
+        let a = srq.query().expect("query_srq");
+        log.line(format!(
+            "{n} -> max_wr {} max_sge {} limit {}",
+            a.max_wr, a.max_sge, a.srq_limit
+        ));
+    }
+    log.check(&[
+        "1 -> max_wr 1 max_sge 2 limit 0",
+        "16 -> max_wr 31 max_sge 2 limit 0",
+        "100 -> max_wr 127 max_sge 2 limit 0",
+    ]);
+}
+
+/// Posting to a full SRQ fails with ENOMEM; resizing it (MAX_WR) makes room, and the
+/// receives posted before survive the resize.
+pub fn srq_full_and_resize<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let srq = rig
+        .ctx
+        .create_srq(&rig.pd, &srq_attr(3, 1, 0))
+        .expect("create_srq");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    for i in 0..3 {
+        try_srq_recv(&srq, i, &[sge(&mr, i as usize * 256, 256)]).expect("post");
+    }
+    log.result("fourth", &try_srq_recv(&srq, 3, &[sge(&mr, 768, 256)]));
+    log.result(
+        "resize to 10",
+        &srq.modify(
+            &SrqAttr {
+                max_wr: 10,
+                max_sge: 0,
+                srq_limit: 0,
+            },
+            SrqAttrMask::MAX_WR,
+        ),
+    );
+    log.line(format!("max_wr {}", srq.query().expect("query").max_wr));
+    log.result(
+        "fourth again",
+        &try_srq_recv(&srq, 3, &[sge(&mr, 768, 256)]),
+    );
+    let c = rig.cq(64);
+    let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
+    verbs_api::helpers::bring_up(
+        &r,
+        QpState::Rts,
+        &verbs_api::helpers::ConnectParams {
+            port: rig.port,
+            qkey: QKEY,
+            ..Default::default()
+        },
+    )
+    .expect("bring up");
+    log.qp("r", &r);
+    let s = ud(&rig, &c.cq, "s", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    for i in 0..4u64 {
+        post_send(
+            &s,
+            SendWr::ud_send(100 + i, &[sge(&mr, 2048, 8)], &ah, r.qp_num(), QKEY),
+        );
+    }
+    log.collect("c", &c.cq, 4);
+    log.check(&[
+        "fourth: QueueFull bad_wr=0",
+        "resize to 10: ok",
+        "max_wr 15",
+        "fourth again: ok",
+        "c: wr 0 Success Recv len 48 imm - flags GRH qp r src s",
+        "c: wr 1 Success Recv len 48 imm - flags GRH qp r src s",
+        "c: wr 2 Success Recv len 48 imm - flags GRH qp r src s",
+        "c: wr 3 Success Recv len 48 imm - flags GRH qp r src s",
+    ]);
+}
+
+/// SRQ attribute refusals: a limit above the depth, more SGEs than the device takes.
+pub fn srq_refusals<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let srq = rig
+        .ctx
+        .create_srq(&rig.pd, &srq_attr(16, 1, 0))
+        .expect("create_srq");
+    log.result(
+        "limit above depth",
+        &srq.modify(
+            &SrqAttr {
+                max_wr: 0,
+                max_sge: 0,
+                srq_limit: 100,
+            },
+            SrqAttrMask::LIMIT,
+        ),
+    );
+    log.result(
+        "too many SGEs",
+        &rig.ctx
+            .create_srq(&rig.pd, &srq_attr(16, rig.attr.max_srq_sge + 1, 0)),
+    );
+    log.result(
+        "too deep",
+        &rig.ctx
+            .create_srq(&rig.pd, &srq_attr(rig.attr.max_srq_wr + 1, 1, 0)),
+    );
+    let mr = rig.mr(64, AccessFlags::empty());
+    log.result(
+        "two SGEs on a one-SGE SRQ",
+        &try_srq_recv(&srq, 1, &[sge(&mr, 0, 8), sge(&mr, 8, 8)]),
+    );
+    log.check(&[
+        "limit above depth: InvalidArgument",
+        "too many SGEs: InvalidArgument",
+        "too deep: InvalidArgument",
+        "two SGEs on a one-SGE SRQ: InvalidArgument bad_wr=0",
+    ]);
+}
