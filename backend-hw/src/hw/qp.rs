@@ -344,7 +344,7 @@ impl QueuePair for HwQp {
             .with_bad_wr(0));
         }
         let qp = self.0.ptr.as_ptr();
-        post_recv_chunks(OP, wrs, self.0.cap.max_recv_sge, |chunk, bad| {
+        post_recv_chunks(OP, wrs, |chunk, bad| {
             // SAFETY: the QP is alive; `chunk` is valid for its length; the SGE lists it
             // points to live in `wrs` for this call, and the caller vouches for the
             // memory they name (the trait's contract).

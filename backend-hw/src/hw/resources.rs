@@ -625,22 +625,13 @@ impl HwSrq {
 pub(crate) fn post_recv_chunks(
     op: &'static str,
     wrs: &[RecvWr<'_>],
-    max_sge: u32,
     mut post: impl FnMut(&[ffi::shim_recv_wr], &mut usize) -> c_int,
 ) -> Result<()> {
+    // The SGE count is the device's to check (rdma-core's rxe provider refuses a request
+    // with too many, after posting the ones before it).
     let mut buf = [ffi::shim_recv_wr::default(); CHUNK];
     for (c, chunk) in wrs.chunks(CHUNK).enumerate() {
-        for (i, (dst, wr)) in buf.iter_mut().zip(chunk).enumerate() {
-            if wr.sg_list.len() > max_sge as usize {
-                return Err(invalid(
-                    op,
-                    format!(
-                        "{} SGEs, the queue takes at most {max_sge}",
-                        wr.sg_list.len()
-                    ),
-                )
-                .with_bad_wr(c * CHUNK + i));
-            }
+        for (dst, wr) in buf.iter_mut().zip(chunk) {
             *dst = ffi::shim_recv_wr {
                 wr_id: wr.wr_id,
                 sg_list: wr.sg_list.as_ptr(),
@@ -680,7 +671,7 @@ impl SharedReceiveQueue for HwSrq {
 
     unsafe fn post_recv(&self, wrs: &[RecvWr<'_>]) -> Result<()> {
         let srq = self.0.ptr.as_ptr();
-        post_recv_chunks("ibv_post_srq_recv", wrs, self.0.max_sge, |chunk, bad| {
+        post_recv_chunks("ibv_post_srq_recv", wrs, |chunk, bad| {
             // SAFETY: the SRQ is alive; `chunk` is valid for its length; the SGE lists
             // it points to live in `wrs` for this call, and the caller vouches for the
             // memory they name (the trait's contract).

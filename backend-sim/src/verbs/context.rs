@@ -10,6 +10,9 @@ use crate::verbs::rc::RcState;
 use crate::verbs::srq::SimSrq;
 use crate::verbs::world::{Arm, Channel, Cq, FlowRule, Qp, Srq, World};
 use std::collections::VecDeque;
+
+/// The errno libibverbs gives for a GID table entry that holds no GID.
+const ENODATA: i32 = 61;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
@@ -143,6 +146,9 @@ impl Context for SimContext {
                 .octets()))
             }
             (1, 1) => Ok(Gid::from_ipv4(d.ip)),
+            // Entries of the table that hold no GID read as zero (as ibv_query_gid gives
+            // them on rxe).
+            (1, i) if i < d.personality.gid_tbl_len() => Ok(Gid::default()),
             _ => Err(err(
                 ErrorKind::InvalidArgument,
                 "ibv_query_gid",
@@ -375,6 +381,16 @@ impl Context for SimContext {
                 OP,
                 "a RoCE address needs a GRH with an IPv4-mapped GID",
             ));
+        }
+        if attr.grh.sgid_index > 1 {
+            // The provider looks the source GID up first (`rxe_create_av`), and an empty
+            // entry gives ENODATA.
+            return Err(err(
+                ErrorKind::Io,
+                OP,
+                format!("source GID {} is empty", attr.grh.sgid_index),
+            )
+            .with_errno(ENODATA));
         }
         Ok(SimAh { attr: *attr })
     }

@@ -93,3 +93,76 @@ pub fn open_unknown_device<V: Verbs>(env: &Env<V>) {
     log.result("open", &env.verbs.open("nodev9"));
     log.check(&["open: NoDevice"]);
 }
+
+/// The device list names the device with its node and transport type (RoCE: an IB CA
+/// over the InfiniBand transport), and its GUID matches the attributes' node GUID.
+pub fn device_list_entry<V: Verbs>(env: &Env<V>) {
+    let mut log = Log::new();
+    let devices = env.verbs.devices().expect("devices");
+    let d = devices
+        .iter()
+        .find(|d| d.name == env.device)
+        .expect("the device is listed");
+    log.line(format!("{:?} {:?}", d.node_type, d.transport_type));
+    let rig = open(env);
+    log.line(format!("guid matches: {}", rig.attr.node_guid == d.guid));
+    log.line(format!("ports {}", rig.attr.phys_port_cnt));
+    log.check(&["Ca Ib", "guid matches: true", "ports 1"]);
+}
+
+/// rxe has no RAW_PACKET QPs and no flow steering: both are refused as unsupported.
+pub fn raw_packet_and_flow_steering_unsupported<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let c = rig.cq(8);
+    let mut log = Log::new();
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    log.result(
+        "RAW_PACKET QP",
+        &rig.ctx.create_qp(
+            &rig.pd,
+            &verbs_api::QpInitAttr::new(QpType::RawPacket, &c.cq, cap),
+        ),
+    );
+    let u = rig.ud_qp(&c.cq, QKEY);
+    let rule = verbs_api::FlowAttr::udp_endpoint(
+        rig.port,
+        [1, 0, 94, 0, 0, 1],
+        Ipv4Addr::new(239, 77, 0, 1),
+        7148,
+    );
+    log.result("flow", &rig.ctx.create_flow(&u, &rule));
+    log.check(&["RAW_PACKET QP: Unsupported", "flow: Unsupported"]);
+}
+
+/// Address handles keep their attributes; one whose source GID index names an empty
+/// entry of the GID table is refused with ENODATA (the provider looks that GID up
+/// first), while ibv_query_gid reads such an entry as the zero GID.
+pub fn address_handles<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let av = rig.self_av();
+    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
+    log.line(format!(
+        "unicast attr kept: {}",
+        verbs_api::AddressHandle::attr(&ah) == av
+    ));
+    let mut bad = av;
+    bad.grh.sgid_index = 255;
+    let r = rig.ctx.create_ah(&rig.pd, &bad);
+    log.result("sgid index 255", &r);
+    log.line(format!("errno {:?}", r.err().and_then(|e| e.errno())));
+    let g = rig.ctx.query_gid(rig.port, 255).expect("query_gid 255");
+    log.line(format!("GID 255 is zero: {}", g == Gid::default()));
+    log.check(&[
+        "unicast attr kept: true",
+        "sgid index 255: Io",
+        "errno Some(61)",
+        "GID 255 is zero: true",
+    ]);
+}

@@ -162,3 +162,32 @@ pub(crate) fn ud_on<C: Context>(
     log.qp(name, &qp);
     qp
 }
+
+/// A UD QP in RTS on `cq` whose receives take up to 3 SGEs.
+pub(crate) fn ud_with_sges<C: Context>(
+    rig: &Rig<C>,
+    cq: &C::Cq,
+    name: &'static str,
+    log: &mut Log,
+) -> C::Qp {
+    let cap = QpCap {
+        max_send_wr: 8,
+        max_recv_wr: 8,
+        max_send_sge: 1,
+        max_recv_sge: 3,
+        max_inline_data: 0,
+    };
+    let qp = rig.qp_with(QpType::Ud, cq, cq, cap);
+    verbs_api::helpers::bring_up(
+        &qp,
+        QpState::Rts,
+        &verbs_api::helpers::ConnectParams {
+            port: rig.port,
+            qkey: QKEY,
+            ..Default::default()
+        },
+    )
+    .expect("bring up UD");
+    log.qp(name, &qp);
+    qp
+}

@@ -159,3 +159,82 @@ pub fn multicast_wrong_qkey_dropped<V: Verbs>(env: &Env<V>) {
     r.detach_mcast(&group, 0).expect("detach r");
     log.check(&["cs: wr 1 Success Send len 20 imm - flags - qp s src 0"]);
 }
+
+/// One QP in two groups receives from both; detached from one, it still gets the other.
+pub fn multicast_two_groups<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let cs = rig.cq(16);
+    let cr = rig.cq(16);
+    let s = ud(&rig, &cs.cq, "s", &mut log);
+    let r = ud(&rig, &cr.cq, "r", &mut log);
+    let g1 = Gid::from_ipv4(Ipv4Addr::new(239, 77, 1, 1));
+    let g2 = Gid::from_ipv4(Ipv4Addr::new(239, 77, 1, 2));
+    r.attach_mcast(&g1, 0).expect("attach g1");
+    r.attach_mcast(&g2, 0).expect("attach g2");
+    let ah = |g: Gid| {
+        let mut av = rig.self_av();
+        av.grh.dgid = g;
+        rig.ctx.create_ah(&rig.pd, &av).expect("ah")
+    };
+    let (a1, a2) = (ah(g1), ah(g2));
+    let mr = rig.mr(4096, AccessFlags::empty());
+    for i in 0..3 {
+        post_recv(&r, 10 + i, &[sge(&mr, 1024 + i as usize * 256, 256)]);
+    }
+    post_send(
+        &s,
+        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &a1, MULTICAST_QPN, QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 1);
+    log.collect("cr", &cr.cq, 1);
+    post_send(
+        &s,
+        SendWr::ud_send(2, &[sge(&mr, 0, 2)], &a2, MULTICAST_QPN, QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 1);
+    log.collect("cr", &cr.cq, 1);
+    r.detach_mcast(&g1, 0).expect("detach g1");
+    post_send(
+        &s,
+        SendWr::ud_send(3, &[sge(&mr, 0, 3)], &a1, MULTICAST_QPN, QKEY).signaled(),
+    );
+    post_send(
+        &s,
+        SendWr::ud_send(4, &[sge(&mr, 0, 4)], &a2, MULTICAST_QPN, QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 2);
+    log.collect("cr", &cr.cq, 1);
+    r.detach_mcast(&g2, 0).expect("detach g2");
+    log.check(&[
+        "cs: wr 1 Success Send len 1 imm - flags - qp s src 0",
+        "cr: wr 10 Success Recv len 41 imm - flags GRH qp r src s",
+        "cs: wr 2 Success Send len 2 imm - flags - qp s src 0",
+        "cr: wr 11 Success Recv len 42 imm - flags GRH qp r src s",
+        "cs: wr 3 Success Send len 3 imm - flags - qp s src 0",
+        "cs: wr 4 Success Send len 4 imm - flags - qp s src 0",
+        "cr: wr 12 Success Recv len 44 imm - flags GRH qp r src s",
+    ]);
+}
+
+/// A multicast message to a group nobody joined completes at the sender and is dropped.
+pub fn multicast_to_an_empty_group<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let cs = rig.cq(16);
+    let cr = rig.cq(16);
+    let s = ud(&rig, &cs.cq, "s", &mut log);
+    let r = ud(&rig, &cr.cq, "r", &mut log);
+    let mut av = rig.self_av();
+    av.grh.dgid = Gid::from_ipv4(Ipv4Addr::new(239, 77, 1, 9));
+    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    post_recv(&r, 10, &[sge(&mr, 1024, 256)]);
+    post_send(
+        &s,
+        SendWr::ud_send(1, &[sge(&mr, 0, 5)], &ah, MULTICAST_QPN, QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 1);
+    log.collect("cr", &cr.cq, 0);
+    log.check(&["cs: wr 1 Success Send len 5 imm - flags - qp s src 0"]);
+}

@@ -471,3 +471,187 @@ pub fn sq_drained_event<V: Verbs>(env: &Env<V>) {
     log.state("a", &p.a);
     log.check(&["SQD: ok", "event send queue drained: a", "state a: SQD"]);
 }
+
+/// UC's masks: RTR needs the path and the peer but no RDMA-read or RNR attributes, RTS
+/// only the send PSN; a mask UC does not take is refused.
+pub fn uc_bring_up_and_masks<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let c = rig.cq(16);
+    let qp = rig.qp(QpType::Uc, &c.cq, 0);
+    let mut log = Log::new();
+    qp.modify_with(
+        &QpModify::to(QpState::Init)
+            .port(rig.port)
+            .pkey_index(0)
+            .access(AccessFlags::REMOTE_WRITE),
+    )
+    .expect("INIT");
+    let p = rig.connect_params(qp.qp_num(), AccessFlags::empty());
+    let r = p.remote.expect("remote");
+    let rtr = || {
+        QpModify::to(QpState::Rtr)
+            .av(r.av)
+            .path_mtu(p.path_mtu)
+            .dest_qpn(r.qpn)
+            .rq_psn(0)
+    };
+    log.result(
+        "RTR with MAX_DEST_RD_ATOMIC",
+        &qp.modify_with(&rtr().max_dest_rd_atomic(1)),
+    );
+    log.result(
+        "RTR without RQ_PSN",
+        &qp.modify_with(
+            &QpModify::to(QpState::Rtr)
+                .av(r.av)
+                .path_mtu(p.path_mtu)
+                .dest_qpn(r.qpn),
+        ),
+    );
+    log.result("RTR", &qp.modify_with(&rtr()));
+    log.result(
+        "RTS with TIMEOUT",
+        &qp.modify_with(&QpModify::to(QpState::Rts).sq_psn(0).timeout(14)),
+    );
+    log.result(
+        "RTS",
+        &qp.modify_with(&QpModify::to(QpState::Rts).sq_psn(0)),
+    );
+    log.state("qp", &qp);
+    log.check(&[
+        "RTR with MAX_DEST_RD_ATOMIC: InvalidArgument",
+        "RTR without RQ_PSN: InvalidArgument",
+        "RTR: ok",
+        "RTS with TIMEOUT: InvalidArgument",
+        "RTS: ok",
+        "state qp: RTS",
+    ]);
+}
+
+/// A UD QP taken back to RESET loses its posted receives without completions, and works
+/// again once brought up.
+pub fn ud_reset_and_reuse<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
+    log.result("to RESET", &b.modify_with(&QpModify::to(QpState::Reset)));
+    log.collect("cq_b", &cb.cq, 0);
+    let p = verbs_api::helpers::ConnectParams {
+        port: rig.port,
+        qkey: QKEY,
+        ..Default::default()
+    };
+    verbs_api::helpers::bring_up(&b, QpState::Rts, &p).expect("bring up again");
+    post_recv(&b, 6, &[sge(&mr, 2048, 256)]);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 3)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    log.check(&[
+        "to RESET: ok",
+        "cq_a: wr 1 Success Send len 3 imm - flags - qp a src 0",
+        "cq_b: wr 6 Success Recv len 43 imm - flags GRH qp b src a",
+    ]);
+}
+
+/// RTS -> SQD -> RTS: sends posted after the return work as before.
+pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    log.result("SQD", &a.modify_with(&QpModify::to(QpState::Sqd)));
+    log.state("a", &a);
+    log.result("RTS", &a.modify_with(&QpModify::to(QpState::Rts)));
+    log.state("a", &a);
+    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 2)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    log.check(&[
+        "SQD: ok",
+        "state a: SQD",
+        "RTS: ok",
+        "state a: RTS",
+        "cq_a: wr 1 Success Send len 2 imm - flags - qp a src 0",
+        "cq_b: wr 5 Success Recv len 42 imm - flags GRH qp b src a",
+    ]);
+}
+
+/// The Q_Key may change in RTS: messages with the old key are then dropped, the new
+/// key's delivered.
+pub fn qkey_change_in_rts<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    log.result("QKEY", &b.modify_with(&QpModify::attrs().qkey(0x2222)));
+    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    post_send(
+        &a,
+        SendWr::ud_send(2, &[sge(&mr, 0, 2)], &ah, b.qp_num(), 0x2222).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 2);
+    log.collect("cq_b", &cb.cq, 1);
+    let (attr, _) = b.query(QpAttrMask::QKEY).expect("query");
+    log.line(format!("qkey {:#x}", attr.qkey));
+    log.check(&[
+        "QKEY: ok",
+        "cq_a: wr 1 Success Send len 1 imm - flags - qp a src 0",
+        "cq_a: wr 2 Success Send len 2 imm - flags - qp a src 0",
+        "cq_b: wr 5 Success Recv len 42 imm - flags GRH qp b src a",
+        "qkey 0x2222",
+    ]);
+}
+
+/// A receive list whose second request has too many SGEs: the post fails at index 1,
+/// and the first request stays posted (it takes the next message).
+pub fn recv_list_fails_at_the_bad_request<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    let good = [sge(&mr, 1024, 256)];
+    let bad: Vec<Sge> = (0..3).map(|i| sge(&mr, 2048 + i * 64, 64)).collect();
+    // SAFETY: the SGEs lie in `mr`, alive until the end of the case.
+    let r = unsafe { b.post_recv(&[RecvWr::new(5, &good), RecvWr::new(6, &bad)]) };
+    log.result("post 2", &r);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 7)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    log.check(&[
+        "post 2: InvalidArgument bad_wr=1",
+        "cq_a: wr 1 Success Send len 7 imm - flags - qp a src 0",
+        "cq_b: wr 5 Success Recv len 47 imm - flags GRH qp b src a",
+    ]);
+}

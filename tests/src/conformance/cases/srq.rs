@@ -214,3 +214,109 @@ pub fn srq_refusals<V: Verbs>(env: &Env<V>) {
         "two SGEs on a one-SGE SRQ: InvalidArgument bad_wr=0",
     ]);
 }
+
+/// The limit event fires when a receive taken leaves fewer than the limit posted (6
+/// posted, limit 5: not at the first receive, at the second), once per arming; re-armed,
+/// it fires again (`get_srq_wqe` in rxe_resp.c counts after taking the receive).
+pub fn srq_limit_rearm<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let c = rig.cq(64);
+    let srq = rig
+        .ctx
+        .create_srq(&rig.pd, &srq_attr(16, 1, 0))
+        .expect("create_srq");
+    log.srq("srq", srq.handle());
+    let mr = rig.mr(8192, AccessFlags::empty());
+    for i in 0..6 {
+        try_srq_recv(&srq, i, &[sge(&mr, i as usize * 256, 256)]).expect("post");
+    }
+    let limit = |n| {
+        srq.modify(
+            &SrqAttr {
+                max_wr: 0,
+                max_sge: 0,
+                srq_limit: n,
+            },
+            SrqAttrMask::LIMIT,
+        )
+    };
+    limit(5).expect("arm 5");
+    let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
+    verbs_api::helpers::bring_up(
+        &r,
+        QpState::Rts,
+        &verbs_api::helpers::ConnectParams {
+            port: rig.port,
+            qkey: QKEY,
+            ..Default::default()
+        },
+    )
+    .expect("bring up");
+    log.qp("r", &r);
+    let s = ud(&rig, &c.cq, "s", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let send = |id| {
+        post_send(
+            &s,
+            SendWr::ud_send(id, &[sge(&mr, 4096, 8)], &ah, r.qp_num(), QKEY),
+        )
+    };
+    send(100);
+    log.collect("c", &c.cq, 1);
+    log.events(&rig.ctx, &c.cq);
+    log.line(format!("limit {}", srq.query().expect("query").srq_limit));
+    send(101);
+    log.collect("c", &c.cq, 1);
+    log.events(&rig.ctx, &c.cq);
+    limit(4).expect("arm 4");
+    send(102);
+    log.collect("c", &c.cq, 1);
+    log.events(&rig.ctx, &c.cq);
+    log.check(&[
+        "c: wr 0 Success Recv len 48 imm - flags GRH qp r src s",
+        "limit 5",
+        "c: wr 1 Success Recv len 48 imm - flags GRH qp r src s",
+        "event SRQ limit reached: srq",
+        "c: wr 2 Success Recv len 48 imm - flags GRH qp r src s",
+        "event SRQ limit reached: srq",
+    ]);
+}
+
+/// An SRQ receive list failing at its second request keeps the first posted; query
+/// reports the limit armed, and 0 after it is disarmed.
+pub fn srq_list_and_limit_query<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let srq = rig
+        .ctx
+        .create_srq(&rig.pd, &srq_attr(8, 1, 0))
+        .expect("create_srq");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    let good = [sge(&mr, 0, 64)];
+    let bad = [sge(&mr, 64, 64), sge(&mr, 128, 64)];
+    // SAFETY: the SGEs lie in `mr`, alive until the end of the case.
+    let r = unsafe { srq.post_recv(&[RecvWr::new(1, &good), RecvWr::new(2, &bad)]) };
+    log.result("post 2", &r);
+    let arm = |n| {
+        srq.modify(
+            &SrqAttr {
+                max_wr: 0,
+                max_sge: 0,
+                srq_limit: n,
+            },
+            SrqAttrMask::LIMIT,
+        )
+    };
+    log.result("limit 3", &arm(3));
+    log.line(format!("limit {}", srq.query().expect("query").srq_limit));
+    log.result("limit 0", &arm(0));
+    log.line(format!("limit {}", srq.query().expect("query").srq_limit));
+    log.check(&[
+        "post 2: InvalidArgument bad_wr=1",
+        "limit 3: ok",
+        "limit 3",
+        "limit 0: ok",
+        "limit 0",
+    ]);
+}

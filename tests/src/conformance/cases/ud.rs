@@ -297,3 +297,330 @@ pub fn ud_without_receive_is_dropped<V: Verbs>(env: &Env<V>) {
         "cq_b: wr 5 Success Recv len 49 imm - flags GRH qp b src a",
     ]);
 }
+
+/// A UD receive with the GRH in its own SGE and the payload scattered over two more; a
+/// send gathered from two SGEs. The GRH's last 20 bytes are the IPv4 header (RoCEv2):
+/// version 4, protocol UDP, both addresses the port's.
+pub fn ud_scatter_gather_and_grh<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud_with_sges(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(8192, AccessFlags::empty());
+    fill(&mr, 0, b"gathered ");
+    fill(&mr, 100, b"from two");
+    post_recv(
+        &b,
+        5,
+        &[
+            sge(&mr, 4096, GRH_LEN as u32),
+            sge(&mr, 5000, 4),
+            sge(&mr, 6000, 100),
+        ],
+    );
+    post_send(
+        &a,
+        SendWr::ud_send(
+            1,
+            &[sge(&mr, 0, 9), sge(&mr, 100, 8)],
+            &ah,
+            b.qp_num(),
+            QKEY,
+        )
+        .signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    let grh = read(&mr, 4096, GRH_LEN);
+    let ip = rig.gid.to_ipv4().expect("IPv4 GID").octets();
+    log.line(format!(
+        "ipv4: version {} protocol {} src ok {} dst ok {}",
+        grh[20] >> 4,
+        grh[29],
+        grh[32..36] == ip,
+        grh[36..40] == ip
+    ));
+    let payload = [read(&mr, 5000, 4), read(&mr, 6000, 13)].concat();
+    log.line(String::from_utf8_lossy(&payload).into_owned());
+    log.check(&[
+        "cq_a: wr 1 Success Send len 17 imm - flags - qp a src 0",
+        "cq_b: wr 5 Success Recv len 57 imm - flags GRH qp b src a",
+        "ipv4: version 4 protocol 17 src ok true dst ok true",
+        "gathered from two",
+    ]);
+}
+
+/// A UD message of exactly the path MTU, into a receive of exactly GRH + MTU bytes.
+pub fn ud_message_of_exactly_the_mtu<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mtu = rig
+        .ctx
+        .query_port(rig.port)
+        .expect("port")
+        .active_mtu
+        .bytes() as usize;
+    let mr = rig.mr(4 * mtu, AccessFlags::empty());
+    let data: Vec<u8> = (0..mtu).map(|i| (i % 241) as u8).collect();
+    fill(&mr, 0, &data);
+    post_recv(&b, 5, &[sge(&mr, 2 * mtu, (GRH_LEN + mtu) as u32)]);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, mtu as u32)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    log.line(format!(
+        "mtu {mtu} bytes: {}",
+        read(&mr, 2 * mtu + GRH_LEN, mtu) == data
+    ));
+    log.check(&[
+        "cq_a: wr 1 Success Send len 1024 imm - flags - qp a src 0",
+        "cq_b: wr 5 Success Recv len 1064 imm - flags GRH qp b src a",
+        "mtu 1024 bytes: true",
+    ]);
+}
+
+/// Many UD sends in one post complete in order, and each lands in the next receive.
+pub fn ud_batch_in_order<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(64);
+    let cb = rig.cq(64);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(16 * 256, AccessFlags::empty());
+    for i in 0..8u8 {
+        fill(&mr, usize::from(i), &[i]);
+        post_recv(
+            &b,
+            100 + u64::from(i),
+            &[sge(&mr, 2048 + usize::from(i) * 128, 128)],
+        );
+    }
+    let sges: Vec<[Sge; 1]> = (0..8).map(|i| [sge(&mr, i, 1)]).collect();
+    let wrs: Vec<_> = sges
+        .iter()
+        .enumerate()
+        .map(|(i, s)| SendWr::ud_send(i as u64, s, &ah, b.qp_num(), QKEY).signaled())
+        .collect();
+    log.result("post 8", &try_send(&a, &wrs));
+    let sent = poll_n(&ca.cq, 8);
+    log.line(format!(
+        "sends in order: {}",
+        sent.iter()
+            .enumerate()
+            .all(|(i, w)| w.wr_id == i as u64 && w.is_success())
+    ));
+    let got = poll_n(&cb.cq, 8);
+    log.line(format!(
+        "receives in order: {}",
+        got.iter()
+            .enumerate()
+            .all(|(i, w)| w.wr_id == 100 + i as u64 && w.byte_len == 41)
+    ));
+    let bytes: Vec<u8> = (0..8)
+        .map(|i| read(&mr, 2048 + i * 128 + GRH_LEN, 1)[0])
+        .collect();
+    log.line(format!("{bytes:?}"));
+    log.check(&[
+        "post 8: ok",
+        "sends in order: true",
+        "receives in order: true",
+        "[0, 1, 2, 3, 4, 5, 6, 7]",
+    ]);
+}
+
+/// A UD QP receives from RTR on (sending needs RTS); in INIT it drops what arrives.
+pub fn ud_receives_in_rtr_not_in_init<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = rig.qp(QpType::Ud, &cb.cq, 0);
+    log.qp("b", &b);
+    let init = verbs_api::helpers::ConnectParams {
+        port: rig.port,
+        qkey: QKEY,
+        ..Default::default()
+    };
+    verbs_api::helpers::bring_up(&b, QpState::Init, &init).expect("INIT");
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 4)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 0);
+    b.modify_with(&QpModify::to(QpState::Rtr)).expect("RTR");
+    post_send(
+        &a,
+        SendWr::ud_send(2, &[sge(&mr, 0, 6)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    log.result(
+        "send from RTR",
+        &try_send(
+            &b,
+            &[SendWr::ud_send(3, &[sge(&mr, 0, 4)], &ah, a.qp_num(), QKEY)],
+        ),
+    );
+    log.check(&[
+        "cq_a: wr 1 Success Send len 4 imm - flags - qp a src 0",
+        "cq_a: wr 2 Success Send len 6 imm - flags - qp a src 0",
+        "cq_b: wr 5 Success Recv len 46 imm - flags GRH qp b src a",
+        "send from RTR: InvalidState bad_wr=0",
+    ]);
+}
+
+/// A solicited UD send wakes a CQ armed solicited-only; an unsolicited one does not.
+pub fn ud_solicited_event<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud(&rig, &cb.cq, "b", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
+    post_recv(&b, 6, &[sge(&mr, 2048, 256)]);
+    cb.cq.req_notify(true).expect("arm");
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 4)], &ah, b.qp_num(), QKEY),
+    );
+    let ev = cb.channel.get_cq_event(Some(Duration::from_millis(300)));
+    log.line(format!(
+        "event after unsolicited: {}",
+        matches!(ev, Ok(Some(_)))
+    ));
+    post_send(
+        &a,
+        SendWr::ud_send(2, &[sge(&mr, 0, 4)], &ah, b.qp_num(), QKEY).flags(SendFlags::SOLICITED),
+    );
+    let ev = cb.channel.get_cq_event(Some(Duration::from_secs(5)));
+    log.line(format!(
+        "event after solicited: {}",
+        matches!(ev, Ok(Some(h)) if h == cb.cq.handle())
+    ));
+    cb.cq.ack_events(1);
+    log.collect("cq_b", &cb.cq, 2);
+    log.check(&[
+        "event after unsolicited: false",
+        "event after solicited: true",
+        "cq_b: wr 5 Success Recv len 44 imm - flags GRH qp b src a",
+        "cq_b: wr 6 Success Recv len 44 imm - flags GRH qp b src a",
+    ]);
+}
+
+/// A receive with more SGEs than the QP takes is refused by the provider.
+pub fn ud_recv_too_many_sges<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let c = rig.cq(16);
+    let b = ud(&rig, &c.cq, "b", &mut log);
+    let (_, cap) = b.query(QpAttrMask::CAP).expect("query_qp");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    let many: Vec<Sge> = (0..=cap.max_recv_sge)
+        .map(|i| sge(&mr, i as usize * 64, 64))
+        .collect();
+    log.line(format!("max_recv_sge {}", cap.max_recv_sge));
+    log.result("post", &try_recv(&b, 1, &many));
+    log.check(&["max_recv_sge 2", "post: InvalidArgument bad_wr=0"]);
+}
+
+/// Two senders to one receiver: src_qp tells them apart; one receive CQ serving two QPs
+/// names each completion's QP.
+pub fn ud_two_senders_two_receivers_one_cq<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let cs = rig.cq(16);
+    let cr = rig.cq(16);
+    let s1 = ud(&rig, &cs.cq, "s1", &mut log);
+    let s2 = ud(&rig, &cs.cq, "s2", &mut log);
+    let r1 = ud(&rig, &cr.cq, "r1", &mut log);
+    let r2 = ud(&rig, &cr.cq, "r2", &mut log);
+    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    post_recv(&r1, 5, &[sge(&mr, 1024, 256)]);
+    post_recv(&r2, 6, &[sge(&mr, 2048, 256)]);
+    post_recv(&r1, 7, &[sge(&mr, 3072, 256)]);
+    post_send(
+        &s1,
+        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &ah, r1.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 1);
+    log.collect("cr", &cr.cq, 1);
+    post_send(
+        &s2,
+        SendWr::ud_send(2, &[sge(&mr, 0, 2)], &ah, r1.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 1);
+    log.collect("cr", &cr.cq, 1);
+    post_send(
+        &s2,
+        SendWr::ud_send(3, &[sge(&mr, 0, 3)], &ah, r2.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 1);
+    log.collect("cr", &cr.cq, 1);
+    log.check(&[
+        "cs: wr 1 Success Send len 1 imm - flags - qp s1 src 0",
+        "cr: wr 5 Success Recv len 41 imm - flags GRH qp r1 src s1",
+        "cs: wr 2 Success Send len 2 imm - flags - qp s2 src 0",
+        "cr: wr 7 Success Recv len 42 imm - flags GRH qp r1 src s2",
+        "cs: wr 3 Success Send len 3 imm - flags - qp s2 src 0",
+        "cr: wr 6 Success Recv len 43 imm - flags GRH qp r2 src s2",
+    ]);
+}
+
+/// A UD QP in RESET or INIT may join a multicast group; in RTR it receives the group's
+/// messages.
+pub fn ud_multicast_attach_before_rts<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let cs = rig.cq(16);
+    let cr = rig.cq(16);
+    let s = ud(&rig, &cs.cq, "s", &mut log);
+    let r = rig.qp(QpType::Ud, &cr.cq, 0);
+    log.qp("r", &r);
+    let group = Gid::from_ipv4(Ipv4Addr::new(239, 77, 2, 1));
+    log.result("attach in RESET", &r.attach_mcast(&group, 0));
+    let p = verbs_api::helpers::ConnectParams {
+        port: rig.port,
+        qkey: QKEY,
+        ..Default::default()
+    };
+    verbs_api::helpers::bring_up(&r, QpState::Rtr, &p).expect("RTR");
+    let mut av = rig.self_av();
+    av.grh.dgid = group;
+    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
+    let mr = rig.mr(4096, AccessFlags::empty());
+    post_recv(&r, 5, &[sge(&mr, 1024, 256)]);
+    post_send(
+        &s,
+        SendWr::ud_send(1, &[sge(&mr, 0, 8)], &ah, MULTICAST_QPN, QKEY).signaled(),
+    );
+    log.collect("cs", &cs.cq, 1);
+    log.collect("cr", &cr.cq, 1);
+    log.result("detach", &r.detach_mcast(&group, 0));
+    log.check(&[
+        "attach in RESET: ok",
+        "cs: wr 1 Success Send len 8 imm - flags - qp s src 0",
+        "cr: wr 5 Success Recv len 48 imm - flags GRH qp r src s",
+        "detach: ok",
+    ]);
+}
