@@ -70,20 +70,7 @@ pub fn cq_overrun_raises_async_event<V: Verbs>(env: &Env<V>) {
     let small = rig.ctx.create_cq(2, None, 0).expect("small CQ");
     let cap = small.cqe() as usize;
     let send_cq = rig.cq(64);
-    let r = {
-        let cap = verbs_api::QpCap {
-            max_send_wr: 4,
-            max_recv_wr: 64,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
-        let mut init = verbs_api::QpInitAttr::new(QpType::Ud, &send_cq.cq, cap);
-        init.recv_cq = &small;
-        rig.ctx
-            .create_qp(&rig.pd, &init)
-            .expect("qp with small recv CQ")
-    };
+    let r = rig.qp_with(QpType::Ud, &send_cq.cq, &small, super::cap(4, 64, 1, 1, 0));
     let p = verbs_api::helpers::ConnectParams {
         port: rig.port,
         qkey: QKEY,
@@ -197,11 +184,7 @@ pub fn solicited_only_ignores_unsolicited_error<V: Verbs>(env: &Env<V>) {
     let mut log = Log::new();
     let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
     let mr = rig.mr(256, AccessFlags::empty());
-    let bad = Sge {
-        addr: mr.addr(),
-        length: 64,
-        lkey: mr.lkey() ^ 0x00ff_ff00,
-    };
+    let bad = bad_lkey(&mr, 64);
     post_recv(&p.b, 1, &[bad]);
     p.cq_b.cq.req_notify(true).expect("arm solicited");
     post_send(&p.a, SendWr::send(2, &[sge(&mr, 128, 8)]).signaled());
@@ -256,27 +239,12 @@ pub fn cq_overrun_moves_qp_to_err<V: Verbs>(env: &Env<V>) {
     let small = rig.ctx.create_cq(2, None, 0).expect("small CQ");
     log.cq("small", &small);
     let send_cq = rig.cq(64);
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = cap(8, 8, 1, 1, 0);
     let r = rig.qp_with(QpType::Ud, &send_cq.cq, &small, cap);
-    verbs_api::helpers::bring_up(
-        &r,
-        QpState::Rts,
-        &verbs_api::helpers::ConnectParams {
-            port: rig.port,
-            qkey: QKEY,
-            ..Default::default()
-        },
-    )
-    .expect("bring up");
+    bring_up_ud(&rig, &r, QpState::Rts);
     log.qp("r", &r);
     let s = ud(&rig, &send_cq.cq, "s", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(8 * 256, AccessFlags::empty());
     for i in 0..6u64 {
         post_recv(&r, 10 + i, &[sge(&mr, i as usize * 256, 256)]);
@@ -311,7 +279,7 @@ pub fn one_channel_two_cqs<V: Verbs>(env: &Env<V>) {
     let c2 = rig.ctx.create_cq(8, Some(&ch), 0).expect("cq 2");
     let s = ud(&rig, &c1, "s", &mut log);
     let r = ud(&rig, &c2, "r", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&r, 5, &[sge(&mr, 1024, 256)]);
     c2.req_notify(false).expect("arm c2");
@@ -349,7 +317,7 @@ pub fn poll_one_at_a_time<V: Verbs>(env: &Env<V>) {
     let mut log = Log::new();
     let c = rig.cq(16);
     let s = ud(&rig, &c.cq, "s", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(64, AccessFlags::empty());
     let one = [sge(&mr, 0, 1)];
     let wrs: Vec<_> = (0..4)

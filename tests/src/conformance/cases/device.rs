@@ -115,13 +115,7 @@ pub fn raw_packet_and_flow_steering_unsupported<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let c = rig.cq(8);
     let mut log = Log::new();
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = cap(8, 8, 1, 1, 0);
     log.result(
         "RAW_PACKET QP",
         &rig.ctx.create_qp(

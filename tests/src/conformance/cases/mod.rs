@@ -141,24 +141,9 @@ pub(crate) fn ud_on<C: Context>(
     name: &'static str,
     log: &mut Log,
 ) -> C::Qp {
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = cap(8, 8, 1, 1, 0);
     let qp = rig.qp_with(QpType::Ud, send_cq, recv_cq, cap);
-    verbs_api::helpers::bring_up(
-        &qp,
-        QpState::Rts,
-        &verbs_api::helpers::ConnectParams {
-            port: rig.port,
-            qkey: QKEY,
-            ..Default::default()
-        },
-    )
-    .expect("bring up UD");
+    bring_up_ud(&rig, &qp, QpState::Rts);
     log.qp(name, &qp);
     qp
 }
@@ -170,24 +155,88 @@ pub(crate) fn ud_with_sges<C: Context>(
     name: &'static str,
     log: &mut Log,
 ) -> C::Qp {
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 3,
-        max_inline_data: 0,
-    };
+    let cap = cap(8, 8, 1, 3, 0);
     let qp = rig.qp_with(QpType::Ud, cq, cq, cap);
-    verbs_api::helpers::bring_up(
-        &qp,
-        QpState::Rts,
-        &verbs_api::helpers::ConnectParams {
-            port: rig.port,
-            qkey: QKEY,
-            ..Default::default()
-        },
-    )
-    .expect("bring up UD");
+    bring_up_ud(&rig, &qp, QpState::Rts);
     log.qp(name, &qp);
     qp
+}
+
+/// Queue sizes.
+pub(crate) fn cap(send_wr: u32, recv_wr: u32, send_sge: u32, recv_sge: u32, inline: u32) -> QpCap {
+    QpCap {
+        max_send_wr: send_wr,
+        max_recv_wr: recv_wr,
+        max_send_sge: send_sge,
+        max_recv_sge: recv_sge,
+        max_inline_data: inline,
+    }
+}
+
+/// SRQ attributes.
+pub(crate) fn srq_attr(max_wr: u32, max_sge: u32, srq_limit: u32) -> SrqInitAttr {
+    SrqInitAttr {
+        attr: SrqAttr {
+            max_wr,
+            max_sge,
+            srq_limit,
+        },
+    }
+}
+
+/// Brings a UD QP with Q_Key [`QKEY`] on the rig's port up to `to`.
+pub(crate) fn bring_up_ud<C: Context>(rig: &Rig<C>, qp: &C::Qp, to: QpState) {
+    let p = verbs_api::helpers::ConnectParams {
+        port: rig.port,
+        qkey: QKEY,
+        ..Default::default()
+    };
+    verbs_api::helpers::bring_up(qp, to, &p).expect("bring up UD");
+}
+
+/// An SGE over `mr`'s first `len` bytes with a corrupted lkey.
+pub(crate) fn bad_lkey<M: MemoryRegion>(mr: &M, len: u32) -> Sge {
+    Sge {
+        addr: mr.addr(),
+        length: len,
+        lkey: mr.lkey() ^ 0x00ff_ff00,
+    }
+}
+
+/// An address handle to the rig's own port (loopback).
+pub(crate) fn self_ah<C: Context>(rig: &Rig<C>) -> C::Ah {
+    rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah")
+}
+
+/// An address handle to the multicast group `group` on the rig's port.
+pub(crate) fn group_ah<C: Context>(rig: &Rig<C>, group: Gid) -> C::Ah {
+    let mut av = rig.self_av();
+    av.grh.dgid = group;
+    rig.ctx.create_ah(&rig.pd, &av).expect("multicast AH")
+}
+
+/// Two UD QPs in RTS, `a` and `b`, each on its own CQ, an address handle to the port, and
+/// 4 KiB of registered memory.
+pub(crate) struct UdPair<C: Context> {
+    pub ca: super::rig::CqPair<C>,
+    pub cb: super::rig::CqPair<C>,
+    pub a: C::Qp,
+    pub b: C::Qp,
+    pub ah: C::Ah,
+    pub mr: C::Mr,
+}
+
+pub(crate) fn ud_pair<C: Context>(rig: &Rig<C>, log: &mut Log) -> UdPair<C> {
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(rig, &ca.cq, "a", log);
+    let b = ud(rig, &cb.cq, "b", log);
+    UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah: self_ah(rig),
+        mr: rig.mr(4096, AccessFlags::empty()),
+    }
 }

@@ -113,9 +113,7 @@ pub fn multicast_sender_attached_receives_its_own<V: Verbs>(env: &Env<V>) {
     let group = Gid::from_ipv4(Ipv4Addr::new(239, 77, 0, 3));
     s.attach_mcast(&group, 0).expect("attach s");
     r.attach_mcast(&group, 0).expect("attach r");
-    let mut av = rig.self_av();
-    av.grh.dgid = group;
-    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
+    let ah = group_ah(&rig, group);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&s, 5, &[sge(&mr, 1024, 256)]);
     post_recv(&r, 6, &[sge(&mr, 2048, 256)]);
@@ -145,9 +143,7 @@ pub fn multicast_wrong_qkey_dropped<V: Verbs>(env: &Env<V>) {
     let r = ud(&rig, &cr.cq, "r", &mut log);
     let group = Gid::from_ipv4(Ipv4Addr::new(239, 77, 0, 4));
     r.attach_mcast(&group, 0).expect("attach r");
-    let mut av = rig.self_av();
-    av.grh.dgid = group;
-    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
+    let ah = group_ah(&rig, group);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&r, 6, &[sge(&mr, 2048, 256)]);
     post_send(

@@ -94,16 +94,6 @@ pub fn rc_bring_up_and_invalid_transitions<V: Verbs>(env: &Env<V>) {
     assert_eq!(e.kind(), ErrorKind::InvalidState, "{e}");
 }
 
-fn cap(send_wr: u32, recv_wr: u32, send_sge: u32, recv_sge: u32, inline: u32) -> QpCap {
-    QpCap {
-        max_send_wr: send_wr,
-        max_recv_wr: recv_wr,
-        max_send_sge: send_sge,
-        max_recv_sge: recv_sge,
-        max_inline_data: inline,
-    }
-}
-
 fn cap_line(c: &QpCap) -> String {
     format!(
         "send_wr {} recv_wr {} send_sge {} recv_sge {} inline {}",
@@ -425,19 +415,10 @@ pub fn send_queue_full<V: Verbs>(env: &Env<V>) {
     let mut log = Log::new();
     let c = rig.cq(256);
     let s = rig.qp_with(QpType::Ud, &c.cq, &c.cq, cap(4, 4, 1, 1, 0));
-    verbs_api::helpers::bring_up(
-        &s,
-        QpState::Rts,
-        &verbs_api::helpers::ConnectParams {
-            port: rig.port,
-            qkey: QKEY,
-            ..Default::default()
-        },
-    )
-    .expect("bring up");
+    bring_up_ud(&rig, &s, QpState::Rts);
     log.qp("s", &s);
     let (_, got) = s.query(QpAttrMask::CAP).expect("query_qp");
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(64, AccessFlags::empty());
     let one = [sge(&mr, 0, 8)];
     let wrs: Vec<_> = (0..=u64::from(got.max_send_wr))
@@ -533,21 +514,18 @@ pub fn uc_bring_up_and_masks<V: Verbs>(env: &Env<V>) {
 pub fn ud_reset_and_reuse<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
     log.result("to RESET", &b.modify_with(&QpModify::to(QpState::Reset)));
     log.collect("cq_b", &cb.cq, 0);
-    let p = verbs_api::helpers::ConnectParams {
-        port: rig.port,
-        qkey: QKEY,
-        ..Default::default()
-    };
-    verbs_api::helpers::bring_up(&b, QpState::Rts, &p).expect("bring up again");
+    bring_up_ud(&rig, &b, QpState::Rts);
     post_recv(&b, 6, &[sge(&mr, 2048, 256)]);
     post_send(
         &a,
@@ -566,12 +544,14 @@ pub fn ud_reset_and_reuse<V: Verbs>(env: &Env<V>) {
 pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     log.result("SQD", &a.modify_with(&QpModify::to(QpState::Sqd)));
     log.state("a", &a);
     log.result("RTS", &a.modify_with(&QpModify::to(QpState::Rts)));
@@ -598,12 +578,14 @@ pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
 pub fn qkey_change_in_rts<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     log.result("QKEY", &b.modify_with(&QpModify::attrs().qkey(0x2222)));
     post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
     post_send(
@@ -632,12 +614,14 @@ pub fn qkey_change_in_rts<V: Verbs>(env: &Env<V>) {
 pub fn recv_list_fails_at_the_bad_request<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     let good = [sge(&mr, 1024, 256)];
     let bad: Vec<Sge> = (0..3).map(|i| sge(&mr, 2048 + i * 64, 64)).collect();
     // SAFETY: the SGEs lie in `mr`, alive until the end of the case.

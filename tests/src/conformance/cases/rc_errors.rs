@@ -12,11 +12,7 @@ pub fn loc_prot_err_on_bad_lkey<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let c = rig.cq(16);
     let mr = rig.mr(256, AccessFlags::empty());
-    let bad_lkey = Sge {
-        addr: mr.addr(),
-        length: 8,
-        lkey: mr.lkey() ^ 0x00ff_ff00,
-    };
+    let bad_lkey = bad_lkey(&mr, 8);
     let past_end = Sge {
         addr: mr.addr() + 250,
         length: 16,
@@ -324,11 +320,7 @@ pub fn read_into_bad_local_lkey<V: Verbs>(env: &Env<V>) {
     let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
     let local = rig.mr(64, AccessFlags::empty());
     let remote = rig.mr(64, ALL_REMOTE);
-    let bad = Sge {
-        addr: local.addr(),
-        length: 8,
-        lkey: local.lkey() ^ 0x00ff_ff00,
-    };
+    let bad = bad_lkey(&local, 8);
     post_send(
         &p.a,
         SendWr::rdma_read(1, &[bad], remote.addr(), remote.rkey()).signaled(),
@@ -351,11 +343,7 @@ pub fn atomic_into_bad_local_lkey<V: Verbs>(env: &Env<V>) {
     let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
     let local = rig.mr(64, AccessFlags::empty());
     let remote = rig.mr(64, ALL_REMOTE);
-    let bad = Sge {
-        addr: local.addr(),
-        length: 8,
-        lkey: local.lkey() ^ 0x00ff_ff00,
-    };
+    let bad = bad_lkey(&local, 8);
     post_send(
         &p.a,
         SendWr::fetch_add(1, &[bad], remote.addr(), remote.rkey(), 5).signaled(),

@@ -402,13 +402,7 @@ pub fn rc_sq_sig_all<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
     let c = rig.cq(64);
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = cap(8, 8, 1, 1, 0);
     let mut init = verbs_api::QpInitAttr::new(QpType::Rc, &c.cq, cap);
     init.sq_sig_all = true;
     let a = rig.ctx.create_qp(&rig.pd, &init).expect("create_qp");

@@ -77,16 +77,6 @@ pub fn srq_shared_with_limit_event<V: Verbs>(env: &Env<V>) {
     );
 }
 
-fn srq_attr(max_wr: u32, max_sge: u32, srq_limit: u32) -> SrqInitAttr {
-    SrqInitAttr {
-        attr: SrqAttr {
-            max_wr,
-            max_sge,
-            srq_limit,
-        },
-    }
-}
-
 /// An SRQ's depth rounds to 2^k - 1 like every rxe queue; query reports it.
 pub fn srq_sizes_round_up<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
@@ -141,19 +131,10 @@ pub fn srq_full_and_resize<V: Verbs>(env: &Env<V>) {
     );
     let c = rig.cq(64);
     let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
-    verbs_api::helpers::bring_up(
-        &r,
-        QpState::Rts,
-        &verbs_api::helpers::ConnectParams {
-            port: rig.port,
-            qkey: QKEY,
-            ..Default::default()
-        },
-    )
-    .expect("bring up");
+    bring_up_ud(&rig, &r, QpState::Rts);
     log.qp("r", &r);
     let s = ud(&rig, &c.cq, "s", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     for i in 0..4u64 {
         post_send(
             &s,
@@ -243,19 +224,10 @@ pub fn srq_limit_rearm<V: Verbs>(env: &Env<V>) {
     };
     limit(5).expect("arm 5");
     let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
-    verbs_api::helpers::bring_up(
-        &r,
-        QpState::Rts,
-        &verbs_api::helpers::ConnectParams {
-            port: rig.port,
-            qkey: QKEY,
-            ..Default::default()
-        },
-    )
-    .expect("bring up");
+    bring_up_ud(&rig, &r, QpState::Rts);
     log.qp("r", &r);
     let s = ud(&rig, &c.cq, "s", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let send = |id| {
         post_send(
             &s,

@@ -106,12 +106,14 @@ pub fn ud_message_above_receive_buffer_fails_the_receive<V: Verbs>(env: &Env<V>)
 pub fn ud_completion_fields<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     post_recv(&b, 5, &[sge(&mr, 1024, 1024)]);
     post_send(
         &a,
@@ -142,14 +144,10 @@ pub fn ud_send_error_moves_qp_to_err<V: Verbs>(env: &Env<V>) {
     let ca = rig.cq(16);
     let ra = rig.cq(16);
     let a = ud_on(&rig, &ca.cq, &ra.cq, "a", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&a, 5, &[sge(&mr, 1024, 1024)]);
-    let bad = Sge {
-        addr: mr.addr(),
-        length: 8,
-        lkey: mr.lkey() ^ 0x00ff_ff00,
-    };
+    let bad = bad_lkey(&mr, 8);
     post_send(
         &a,
         SendWr::ud_send(1, &[bad], &ah, 0xff_fff0, QKEY).signaled(),
@@ -173,12 +171,14 @@ pub fn ud_send_error_moves_qp_to_err<V: Verbs>(env: &Env<V>) {
 pub fn ud_zero_length_send<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     post_recv(&b, 5, &[sge(&mr, 1024, 1024)]);
     post_send(
         &a,
@@ -198,27 +198,12 @@ pub fn ud_inline_send<V: Verbs>(env: &Env<V>) {
     let mut log = Log::new();
     let ca = rig.cq(16);
     let cb = rig.cq(16);
-    let cap = QpCap {
-        max_send_wr: 8,
-        max_recv_wr: 8,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 64,
-    };
+    let cap = cap(8, 8, 1, 1, 64);
     let a = rig.qp_with(QpType::Ud, &ca.cq, &ca.cq, cap);
-    verbs_api::helpers::bring_up(
-        &a,
-        QpState::Rts,
-        &verbs_api::helpers::ConnectParams {
-            port: rig.port,
-            qkey: QKEY,
-            ..Default::default()
-        },
-    )
-    .expect("bring up");
+    bring_up_ud(&rig, &a, QpState::Rts);
     log.qp("a", &a);
     let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&b, 5, &[sge(&mr, 1024, 1024)]);
     let mut buf = *b"inline ud";
@@ -247,12 +232,14 @@ pub fn ud_inline_send<V: Verbs>(env: &Env<V>) {
 pub fn ud_send_to_missing_qp<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     post_recv(&b, 5, &[sge(&mr, 1024, 1024)]);
     post_send(
         &a,
@@ -272,12 +259,14 @@ pub fn ud_send_to_missing_qp<V: Verbs>(env: &Env<V>) {
 pub fn ud_without_receive_is_dropped<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     post_send(
         &a,
         SendWr::ud_send(1, &[sge(&mr, 0, 8)], &ah, b.qp_num(), QKEY).signaled(),
@@ -308,7 +297,7 @@ pub fn ud_scatter_gather_and_grh<V: Verbs>(env: &Env<V>) {
     let cb = rig.cq(16);
     let a = ud(&rig, &ca.cq, "a", &mut log);
     let b = ud_with_sges(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(8192, AccessFlags::empty());
     fill(&mr, 0, b"gathered ");
     fill(&mr, 100, b"from two");
@@ -361,7 +350,7 @@ pub fn ud_message_of_exactly_the_mtu<V: Verbs>(env: &Env<V>) {
     let cb = rig.cq(16);
     let a = ud(&rig, &ca.cq, "a", &mut log);
     let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mtu = rig
         .ctx
         .query_port(rig.port)
@@ -397,7 +386,7 @@ pub fn ud_batch_in_order<V: Verbs>(env: &Env<V>) {
     let cb = rig.cq(64);
     let a = ud(&rig, &ca.cq, "a", &mut log);
     let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(16 * 256, AccessFlags::empty());
     for i in 0..8u8 {
         fill(&mr, usize::from(i), &[i]);
@@ -449,13 +438,8 @@ pub fn ud_receives_in_rtr_not_in_init<V: Verbs>(env: &Env<V>) {
     let a = ud(&rig, &ca.cq, "a", &mut log);
     let b = rig.qp(QpType::Ud, &cb.cq, 0);
     log.qp("b", &b);
-    let init = verbs_api::helpers::ConnectParams {
-        port: rig.port,
-        qkey: QKEY,
-        ..Default::default()
-    };
-    verbs_api::helpers::bring_up(&b, QpState::Init, &init).expect("INIT");
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    bring_up_ud(&rig, &b, QpState::Init);
+    let ah = self_ah(&rig);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
     post_send(
@@ -490,12 +474,14 @@ pub fn ud_receives_in_rtr_not_in_init<V: Verbs>(env: &Env<V>) {
 pub fn ud_solicited_event<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(&rig, &ca.cq, "a", &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
-    let mr = rig.mr(4096, AccessFlags::empty());
+    let UdPair {
+        ca: _,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
     post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
     post_recv(&b, 6, &[sge(&mr, 2048, 256)]);
     cb.cq.req_notify(true).expect("arm");
@@ -554,7 +540,7 @@ pub fn ud_two_senders_two_receivers_one_cq<V: Verbs>(env: &Env<V>) {
     let s2 = ud(&rig, &cs.cq, "s2", &mut log);
     let r1 = ud(&rig, &cr.cq, "r1", &mut log);
     let r2 = ud(&rig, &cr.cq, "r2", &mut log);
-    let ah = rig.ctx.create_ah(&rig.pd, &rig.self_av()).expect("ah");
+    let ah = self_ah(&rig);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&r1, 5, &[sge(&mr, 1024, 256)]);
     post_recv(&r2, 6, &[sge(&mr, 2048, 256)]);
@@ -599,15 +585,8 @@ pub fn ud_multicast_attach_before_rts<V: Verbs>(env: &Env<V>) {
     log.qp("r", &r);
     let group = Gid::from_ipv4(Ipv4Addr::new(239, 77, 2, 1));
     log.result("attach in RESET", &r.attach_mcast(&group, 0));
-    let p = verbs_api::helpers::ConnectParams {
-        port: rig.port,
-        qkey: QKEY,
-        ..Default::default()
-    };
-    verbs_api::helpers::bring_up(&r, QpState::Rtr, &p).expect("RTR");
-    let mut av = rig.self_av();
-    av.grh.dgid = group;
-    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
+    bring_up_ud(&rig, &r, QpState::Rtr);
+    let ah = group_ah(&rig, group);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&r, 5, &[sge(&mr, 1024, 256)]);
     post_send(
