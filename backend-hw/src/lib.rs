@@ -18,6 +18,14 @@
 //! userspace provider, an unknown device name, RAW_PACKET without CAP_NET_RAW, RAW_PACKET
 //! or flow steering on a device without them ([`diagnose`]).
 //!
+//! Each call goes to the device, and what the device returns is mapped to an
+//! [`verbs_api::ErrorKind`]: sizes, SGE counts, inline lengths, opcodes, access flags and
+//! multicast attachments are the device's to refuse (rxe and mlx5 disagree on several;
+//! see docs/divergences.md). The only checks made first are the kernel's QP state table
+//! (in verbs-api, with typed errors: a post before the QP is ready, an invalid
+//! transition), a UD send without an address handle (the provider would dereference a
+//! null AH), and objects of another device.
+//!
 //! `attach_mcast` on a RoCEv2 port also joins the IPv4 group on the port's interface (as
 //! librdmacm's `rdma_join_multicast` does), without which the kernel delivers nothing.
 //!

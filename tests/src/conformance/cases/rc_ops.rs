@@ -516,3 +516,117 @@ pub fn rc_send_to_srq<V: Verbs>(env: &Env<V>) {
         "cq: wr 50 Success Recv len 6 imm - flags GRH qp b src 0",
     ]);
 }
+
+/// An RDMA WRITE of no bytes names no memory: any rkey and address will do (IBA), and it
+/// completes successfully without touching the remote side.
+pub fn rc_zero_length_write_any_rkey<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
+    post_send(
+        &p.a,
+        SendWr::rdma_write(1, &[], 0x1000, 0x00de_ad00).signaled(),
+    );
+    log.collect("cq_a", &p.cq_a.cq, 1);
+    log.collect("cq_b", &p.cq_b.cq, 0);
+    log.state("a", &p.a);
+    log.state("b", &p.b);
+    log.check(&[
+        "cq_a: wr 1 Success RdmaWrite len 0 imm - flags - qp a src 0",
+        "state a: RTS",
+        "state b: RTS",
+    ]);
+}
+
+/// An INLINE RDMA WRITE: the data is taken at post time, no lkey needed.
+pub fn rc_inline_rdma_write<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
+    let remote = rig.mr(256, ALL_REMOTE);
+    let mut buf = *b"inline write";
+    let s = [Sge {
+        addr: buf.as_ptr() as u64,
+        length: 12,
+        lkey: 0,
+    }];
+    post_send(
+        &p.a,
+        SendWr::rdma_write(1, &s, remote.addr() + 8, remote.rkey())
+            .flags(SendFlags::INLINE | SendFlags::SIGNALED),
+    );
+    buf.fill(0);
+    log.collect("cq_a", &p.cq_a.cq, 1);
+    log.line(String::from_utf8_lossy(&read(&remote, 8, 12)).into_owned());
+    log.check(&[
+        "cq_a: wr 1 Success RdmaWrite len 12 imm - flags - qp a src 0",
+        "inline write",
+    ]);
+}
+
+/// Four RDMA READs posted at once with max_rd_atomic 1 run one at a time and complete
+/// in order, each with its own bytes.
+pub fn rc_reads_in_order_one_outstanding<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let p = pair(
+        &rig,
+        QpType::Rc,
+        ALL_REMOTE,
+        |_, p| {
+            p.max_rd_atomic = 1;
+            p.max_dest_rd_atomic = 1;
+        },
+        &mut log,
+    );
+    let local = rig.mr(4096, AccessFlags::empty());
+    let remote = rig.mr(4096, ALL_REMOTE);
+    fill(&remote, 0, b"abcdefghijklmnop");
+    let sges: Vec<[Sge; 1]> = (0..4).map(|i| [sge(&local, 1024 * i, 4)]).collect();
+    let wrs: Vec<_> = sges
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            SendWr::rdma_read(i as u64, s, remote.addr() + 4 * i as u64, remote.rkey()).signaled()
+        })
+        .collect();
+    log.result("post 4", &try_send(&p.a, &wrs));
+    log.collect("cq_a", &p.cq_a.cq, 4);
+    let got: Vec<u8> = (0..4).flat_map(|i| read(&local, 1024 * i, 4)).collect();
+    log.line(String::from_utf8_lossy(&got).into_owned());
+    log.check(&[
+        "post 4: ok",
+        "cq_a: wr 0 Success RdmaRead len 4 imm - flags - qp a src 0",
+        "cq_a: wr 1 Success RdmaRead len 4 imm - flags - qp a src 0",
+        "cq_a: wr 2 Success RdmaRead len 4 imm - flags - qp a src 0",
+        "cq_a: wr 3 Success RdmaRead len 4 imm - flags - qp a src 0",
+        "abcdefghijklmnop",
+    ]);
+}
+
+/// max_rd_atomic 0: the requester never issues an RDMA READ (rxe holds it forever; the
+/// QP stays in RTS and nothing completes).
+pub fn rc_read_with_no_rd_atomic_never_issues<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let p = pair(
+        &rig,
+        QpType::Rc,
+        ALL_REMOTE,
+        |b, p| {
+            if !b {
+                p.max_rd_atomic = 0;
+            }
+        },
+        &mut log,
+    );
+    let local = rig.mr(64, AccessFlags::empty());
+    let remote = rig.mr(64, ALL_REMOTE);
+    post_send(
+        &p.a,
+        SendWr::rdma_read(1, &[sge(&local, 0, 8)], remote.addr(), remote.rkey()).signaled(),
+    );
+    log.collect("cq_a", &p.cq_a.cq, 0);
+    log.state("a", &p.a);
+    log.check(&["state a: RTS"]);
+}

@@ -292,3 +292,25 @@ pub fn srq_list_and_limit_query<V: Verbs>(env: &Env<V>) {
         "limit 0",
     ]);
 }
+
+/// A QP on an SRQ moved to ERR: rxe raises no LAST_WQE_REACHED (the IB spec and mlx5
+/// do), and the SRQ's receives are not flushed (they belong to the SRQ).
+pub fn srq_qp_to_err_raises_no_last_wqe<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let c = rig.cq(16);
+    let srq = rig
+        .ctx
+        .create_srq(&rig.pd, &srq_attr(8, 1, 0))
+        .expect("create_srq");
+    log.srq("srq", srq.handle());
+    let mr = rig.mr(4096, AccessFlags::empty());
+    try_srq_recv(&srq, 1, &[sge(&mr, 0, 256)]).expect("post");
+    let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
+    bring_up_ud(&rig, &r, QpState::Rts);
+    log.qp("r", &r);
+    log.result("to ERR", &r.modify_with(&QpModify::to(QpState::Err)));
+    log.collect("c", &c.cq, 0);
+    log.events(&rig.ctx, &c.cq);
+    log.check(&["to ERR: ok"]);
+}
