@@ -466,6 +466,9 @@ pub fn bench() -> Result<(), Error> {
     run(sim, "simulator benchmark (RAW_PACKET path)")
 }
 
+/// The seeds of the fault swarm that every CI run checks.
+pub const CI_SWARM_SEEDS: &str = "0..400";
+
 /// `cargo xtask ci`: what `.ci/run` calls on every submission.
 pub fn ci() -> Result<(), Error> {
     let mut fmt = cargo();
@@ -498,6 +501,8 @@ pub fn ci() -> Result<(), Error> {
     run(doc, "verbs-api docs")?;
 
     test_sim(&[])?;
+    // The short form of the fault swarm (the long form: `cargo xtask swarm --seeds 0..10000`).
+    scenario_tool(&["swarm".into(), "--seeds".into(), CI_SWARM_SEEDS.into()])?;
     // The checks that decode our captures with tshark (a Debian package, so not part of
     // the simulator suite): the simulator's RoCEv2/RAW capture and spead-capture's pcaps.
     vm::packages::ensure_installed(&[vm::packages::TOOL_PACKAGES])?;

@@ -21,6 +21,8 @@
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks.
+//! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
+//!   form ([`cmd::CI_SWARM_SEEDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
 //!   (also with the hardware features), docs, the simulator suite, and the hardware suite
 //!   on Soft-RoCE in the VM.
@@ -94,6 +96,14 @@ enum Command {
     },
     /// Run the benchmarks (spead vs spead2, the simulator's packet path).
     Bench,
+    /// The fault swarm: one random scenario per seed on every core, checked against the
+    /// invariants and run twice for the same trace: `cargo xtask swarm --seeds A..B
+    /// [--threads N] [--shrink N] [--out DIR]`. Shard a long run by seed range.
+    Swarm {
+        /// Arguments for `scenario swarm` (e.g. `--seeds 0..10000`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0).
     ///
     /// Prepares (and caches under target/softroce/) Debian's kernel, busybox and an
@@ -145,6 +155,7 @@ fn main() -> ExitCode {
         Command::Scenario { args } => cmd::scenario_tool(&args),
         Command::Replay { args } => cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()),
         Command::Bench => cmd::bench(),
+        Command::Swarm { args } => cmd::scenario_tool(&[vec!["swarm".to_owned()], args].concat()),
         Command::Vm {
             timeout,
             env,
