@@ -502,7 +502,12 @@ pub fn ci() -> Result<(), Error> {
 
     test_sim(&[])?;
     // The short form of the fault swarm (the long form: `cargo xtask swarm --seeds 0..10000`).
-    scenario_tool(&["swarm".into(), "--seeds".into(), CI_SWARM_SEEDS.into()])?;
+    // Debug build: the simulator suite has just built it, and a release build costs more
+    // than the short run saves.
+    scenario_tool_in(
+        false,
+        &["swarm".into(), "--seeds".into(), CI_SWARM_SEEDS.into()],
+    )?;
     // The checks that decode our captures with tshark (a Debian package, so not part of
     // the simulator suite): the simulator's RoCEv2/RAW capture and spead-capture's pcaps.
     vm::packages::ensure_installed(&[vm::packages::TOOL_PACKAGES])?;
@@ -550,17 +555,18 @@ pub fn ci() -> Result<(), Error> {
 
 /// Runs the `scenario` tool (scenarios crate, release build) with `args`.
 pub fn scenario_tool(args: &[String]) -> Result<(), Error> {
+    scenario_tool_in(true, args)
+}
+
+/// Runs the `scenario` tool with `args`, built in release or (where the test suite has
+/// just built it, as in CI) debug.
+fn scenario_tool_in(release: bool, args: &[String]) -> Result<(), Error> {
     let mut c = cargo();
-    c.args([
-        "run",
-        "--quiet",
-        "--release",
-        "-p",
-        "scenarios",
-        "--bin",
-        "scenario",
-        "--",
-    ]);
+    c.args(["run", "--quiet"]);
+    if release {
+        c.arg("--release");
+    }
+    c.args(["-p", "scenarios", "--bin", "scenario", "--"]);
     c.args(args);
     run(c, "scenario tool")
 }
