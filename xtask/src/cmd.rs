@@ -10,7 +10,7 @@ use crate::vm::{self, sh_quote, VmOptions};
 pub type Error = String;
 
 /// The workspace root (the parent of this crate's directory).
-fn root() -> PathBuf {
+pub fn root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
@@ -466,6 +466,9 @@ pub fn bench() -> Result<(), Error> {
     run(sim, "simulator benchmark (RAW_PACKET path)")
 }
 
+/// Seconds each fuzz target runs in CI (the long form: `cargo xtask fuzz --time 3600`).
+pub const CI_FUZZ_SECONDS: u64 = 15;
+
 /// The seeds of the fault swarm that every CI run checks.
 pub const CI_SWARM_SEEDS: &str = "0..400";
 
@@ -508,6 +511,8 @@ pub fn ci() -> Result<(), Error> {
         false,
         &["swarm".into(), "--seeds".into(), CI_SWARM_SEEDS.into()],
     )?;
+    // The short form of every fuzz target.
+    crate::fuzz::run(&root(), None, crate::fuzz::Budget::Seconds(CI_FUZZ_SECONDS))?;
     // The checks that decode our captures with tshark (a Debian package, so not part of
     // the simulator suite): the simulator's RoCEv2/RAW capture and spead-capture's pcaps.
     vm::packages::ensure_installed(&[vm::packages::TOOL_PACKAGES])?;
