@@ -488,3 +488,51 @@ pub fn error_lands_on_the_failing_request<V: Verbs>(env: &Env<V>) {
         "cq_b: wr 11 WrFlushErr Send len 0 imm - flags - qp b src 0",
     ]);
 }
+
+/// An RDMA READ past the end of the remote region: REM_ACCESS_ERR, both QPs to ERR.
+pub fn read_past_the_remote_region<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
+    let local = rig.mr(256, AccessFlags::empty());
+    let remote = rig.mr(256, ALL_REMOTE);
+    post_send(
+        &p.a,
+        SendWr::rdma_read(1, &[sge(&local, 0, 16)], remote.addr() + 250, remote.rkey()).signaled(),
+    );
+    log.collect("cq_a", &p.cq_a.cq, 1);
+    log.state("a", &p.a);
+    log.state("b", &p.b);
+    log.check(&[
+        "cq_a: wr 1 RemAccessErr Send len 0 imm - flags - qp a src 0",
+        "state a: ERR",
+        "state b: ERR",
+    ]);
+}
+
+/// rnr_retry 7 retries for ever: a SEND that finds no receive completes once one is
+/// posted, a while later.
+pub fn rnr_retry_infinite_waits_for_a_receive<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let p = pair(
+        &rig,
+        QpType::Rc,
+        AccessFlags::empty(),
+        |_, p| {
+            p.rnr_retry = 7;
+            p.min_rnr_timer = 1;
+        },
+        &mut log,
+    );
+    let mr = rig.mr(256, AccessFlags::empty());
+    post_send(&p.a, SendWr::send(1, &[sge(&mr, 0, 8)]).signaled());
+    log.collect("cq_a", &p.cq_a.cq, 0);
+    post_recv(&p.b, 7, &[sge(&mr, 128, 64)]);
+    log.collect("cq_a", &p.cq_a.cq, 1);
+    log.collect("cq_b", &p.cq_b.cq, 1);
+    log.check(&[
+        "cq_a: wr 1 Success Send len 8 imm - flags - qp a src 0",
+        "cq_b: wr 7 Success Recv len 8 imm - flags GRH qp b src 0",
+    ]);
+}

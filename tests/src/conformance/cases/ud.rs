@@ -603,3 +603,27 @@ pub fn ud_multicast_attach_before_rts<V: Verbs>(env: &Env<V>) {
         "detach: ok",
     ]);
 }
+
+/// A send whose remote Q_Key has the high bit set: IBA says the sending QP's own Q_Key
+/// goes out instead (controlled Q_Keys), but rxe (Linux 6.1) sends the key as given, so
+/// the receiver drops the message.
+pub fn ud_controlled_qkey_is_sent_as_given<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
+    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 4)], &ah, b.qp_num(), 0x8000_0001).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 0);
+    log.check(&["cq_a: wr 1 Success Send len 4 imm - flags - qp a src 0"]);
+}
