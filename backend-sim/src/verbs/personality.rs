@@ -121,6 +121,46 @@ impl Personality {
         }
     }
 
+    /// Whether RC and UC receive completions carry the GRH flag and src_qp 0 (rxe flags
+    /// every user receive with GRH and leaves src_qp 0 on connected QPs; mlx5 sets GRH on
+    /// UD only).
+    #[must_use]
+    pub fn connected_recv_as_rxe(self) -> bool {
+        matches!(self, Personality::Rxe)
+    }
+
+    /// Whether the QP error events (QP_REQ_ERR, QP_ACCESS_ERR, QP_FATAL,
+    /// LAST_WQE_REACHED) are raised: rxe (Linux 6.1) raises none of them; mlx5 does.
+    #[must_use]
+    pub fn raises_qp_error_events(self) -> bool {
+        matches!(self, Personality::Mlx5)
+    }
+
+    /// Whether a responder QP lacking the remote access right a request needs (or with
+    /// max_dest_rd_atomic 0 for a READ or atomic) answers with an invalid-request NAK, so
+    /// the requester sees REM_INV_REQ_ERR (rxe's `check_op_valid`), rather than a remote
+    /// access error.
+    #[must_use]
+    pub fn qp_access_is_invalid_request(self) -> bool {
+        matches!(self, Personality::Rxe)
+    }
+
+    /// The status of an RC receive too small for the message (rxe: LOC_QP_OP_ERR, and the
+    /// requester gets REM_OP_ERR; mlx5: LOC_LEN_ERR).
+    #[must_use]
+    pub fn rc_too_long_status(self) -> verbs_api::WcStatus {
+        match self {
+            Personality::Rxe => verbs_api::WcStatus::LocQpOpErr,
+            Personality::Mlx5 => verbs_api::WcStatus::LocLenErr,
+        }
+    }
+
+    /// Whether rd_atomic values round up to a power of two (rxe's `rxe_qp_from_attr`).
+    #[must_use]
+    pub fn rounds_rd_atomic(self) -> bool {
+        matches!(self, Personality::Rxe)
+    }
+
     /// Largest inline send.
     #[must_use]
     pub fn max_inline(self) -> u32 {
