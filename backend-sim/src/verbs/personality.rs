@@ -155,10 +155,14 @@ impl Personality {
         }
     }
 
-    /// Whether rd_atomic values round up to a power of two (rxe's `rxe_qp_from_attr`).
+    /// The max_rd_atomic or max_dest_rd_atomic a QP keeps for `n` asked: rxe rounds up
+    /// to a power of two (`rxe_qp_from_attr`); mlx5 keeps `n`.
     #[must_use]
-    pub fn rounds_rd_atomic(self) -> bool {
-        matches!(self, Personality::Rxe)
+    pub fn rd_atomic(self, n: u8) -> u8 {
+        match self {
+            Personality::Rxe if n > 0 => n.checked_next_power_of_two().unwrap_or(u8::MAX),
+            _ => n,
+        }
     }
 
     /// Largest inline send.

@@ -30,6 +30,7 @@ macro_rules! conformance_tests {
             req_notify_without_channel,
             one_channel_two_cqs,
             poll_one_at_a_time,
+            poll_without_room_leaves_completions,
             device_and_port_queries,
             device_limits,
             query_port_and_gid_out_of_range,
@@ -93,6 +94,8 @@ macro_rules! conformance_tests {
             ud_recv_too_many_sges,
             ud_two_senders_two_receivers_one_cq,
             ud_multicast_attach_before_rts,
+            ud_grh_across_sges,
+            ud_unsignaled_sends,
         );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {

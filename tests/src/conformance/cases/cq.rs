@@ -336,3 +336,34 @@ pub fn poll_one_at_a_time<V: Verbs>(env: &Env<V>) {
     log.line(format!("then: {}", c.cq.poll(&mut wc).expect("poll")));
     log.check(&["[0, 1, 2, 3]", "then: 0"]);
 }
+
+/// A poll with no room returns 0 and leaves the completions where they are.
+pub fn poll_without_room_leaves_completions<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let c = rig.cq(16);
+    let s = ud(&rig, &c.cq, "s", &mut log);
+    let ah = self_ah(&rig);
+    let mr = rig.mr(64, AccessFlags::empty());
+    post_send(
+        &s,
+        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &ah, 0xff_fff0, QKEY).signaled(),
+    );
+    poll_quiet_for(&c.cq);
+    log.line(format!("no room: {}", c.cq.poll(&mut []).expect("poll")));
+    log.collect("c", &c.cq, 1);
+    log.check(&[
+        "no room: 0",
+        "c: wr 1 Success Send len 1 imm - flags - qp s src 0",
+    ]);
+}
+
+/// Lets time pass (on the simulator, empty polls of no room move its clock) without
+/// taking completions.
+fn poll_quiet_for<Q: CompletionQueue>(cq: &Q) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(100) {
+        let _ = cq.poll(&mut []);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -627,3 +627,67 @@ pub fn ud_controlled_qkey_is_sent_as_given<V: Verbs>(env: &Env<V>) {
     log.collect("cq_b", &cb.cq, 0);
     log.check(&["cq_a: wr 1 Success Send len 4 imm - flags - qp a src 0"]);
 }
+
+/// The GRH may straddle SGEs: a receive of 16 + 100 bytes takes the GRH's first 16 bytes
+/// in the first SGE, its last 24 and then the payload in the second.
+pub fn ud_grh_across_sges<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = ud(&rig, &ca.cq, "a", &mut log);
+    let b = ud_with_sges(&rig, &cb.cq, "b", &mut log);
+    let ah = self_ah(&rig);
+    let mr = rig.mr(4096, AccessFlags::empty());
+    fill(&mr, 0, b"straddled");
+    post_recv(&b, 5, &[sge(&mr, 1024, 16), sge(&mr, 2048, 100)]);
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 9)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    log.line(String::from_utf8_lossy(&read(&mr, 2048 + 24, 9)).into_owned());
+    log.check(&[
+        "cq_a: wr 1 Success Send len 9 imm - flags - qp a src 0",
+        "cq_b: wr 5 Success Recv len 49 imm - flags GRH qp b src a",
+        "straddled",
+    ]);
+}
+
+/// Unsignaled UD sends complete silently; only the signaled one is reported.
+pub fn ud_unsignaled_sends<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let UdPair {
+        ca,
+        cb,
+        a,
+        b,
+        ah,
+        mr,
+    } = ud_pair(&rig, &mut log);
+    for i in 0..3 {
+        post_recv(&b, 10 + i, &[sge(&mr, 1024 + 256 * i as usize, 256)]);
+    }
+    post_send(
+        &a,
+        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &ah, b.qp_num(), QKEY),
+    );
+    post_send(
+        &a,
+        SendWr::ud_send(2, &[sge(&mr, 0, 2)], &ah, b.qp_num(), QKEY),
+    );
+    post_send(
+        &a,
+        SendWr::ud_send(3, &[sge(&mr, 0, 3)], &ah, b.qp_num(), QKEY).signaled(),
+    );
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 3);
+    log.check(&[
+        "cq_a: wr 3 Success Send len 3 imm - flags - qp a src 0",
+        "cq_b: wr 10 Success Recv len 41 imm - flags GRH qp b src a",
+        "cq_b: wr 11 Success Recv len 42 imm - flags GRH qp b src a",
+        "cq_b: wr 12 Success Recv len 43 imm - flags GRH qp b src a",
+    ]);
+}
