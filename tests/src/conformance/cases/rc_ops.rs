@@ -630,3 +630,32 @@ pub fn rc_read_with_no_rd_atomic_never_issues<V: Verbs>(env: &Env<V>) {
     log.state("a", &p.a);
     log.check(&["state a: RTS"]);
 }
+
+/// A responder still in RTR receives (an RC QP receives from RTR on); rxe raises no
+/// COMM_EST for that first packet, as the IB spec and mlx5 do.
+pub fn rc_responder_in_rtr_receives_without_comm_est<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let ca = rig.cq(16);
+    let cb = rig.cq(16);
+    let a = rig.qp(QpType::Rc, &ca.cq, 0);
+    let b = rig.qp(QpType::Rc, &cb.cq, 0);
+    log.qp("a", &a);
+    log.qp("b", &b);
+    let pa = rig.connect_params(b.qp_num(), AccessFlags::empty());
+    let pb = rig.connect_params(a.qp_num(), AccessFlags::empty());
+    verbs_api::helpers::bring_up(&a, QpState::Rts, &pa).expect("a");
+    verbs_api::helpers::bring_up(&b, QpState::Rtr, &pb).expect("b");
+    let mr = rig.mr(256, AccessFlags::empty());
+    post_recv(&b, 7, &[sge(&mr, 128, 64)]);
+    post_send(&a, SendWr::send(1, &[sge(&mr, 0, 5)]).signaled());
+    log.collect("cq_a", &ca.cq, 1);
+    log.collect("cq_b", &cb.cq, 1);
+    log.events(&rig.ctx, &ca.cq);
+    log.state("b", &b);
+    log.check(&[
+        "cq_a: wr 1 Success Send len 5 imm - flags - qp a src 0",
+        "cq_b: wr 7 Success Recv len 5 imm - flags GRH qp b src 0",
+        "state b: RTR",
+    ]);
+}
