@@ -129,8 +129,9 @@ impl Personality {
         matches!(self, Personality::Rxe)
     }
 
-    /// Whether the QP error events (QP_REQ_ERR, QP_ACCESS_ERR, QP_FATAL,
-    /// LAST_WQE_REACHED) are raised: rxe (Linux 6.1) raises none of them; mlx5 does.
+    /// Whether the affiliated QP events COMM_EST, QP_REQ_ERR, QP_ACCESS_ERR, QP_FATAL and
+    /// LAST_WQE_REACHED are raised: rxe (Linux 6.1) raises none of them (seen in the VM);
+    /// mlx5 does. SQ_DRAINED is raised by both.
     #[must_use]
     pub fn raises_qp_error_events(self) -> bool {
         matches!(self, Personality::Mlx5)
