@@ -1,6 +1,6 @@
 //! Ethernet II headers (no FCS: pcap files and the fabric carry frames without it).
 
-use super::FrameError;
+use crate::FrameError;
 
 /// Length of an Ethernet II header.
 pub const ETH_HEADER_LEN: usize = 14;

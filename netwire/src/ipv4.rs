@@ -1,6 +1,7 @@
-//! IPv4 headers and the Internet checksum (RFC 791, RFC 1071).
+//! IPv4 headers (RFC 791).
 
-use super::FrameError;
+use crate::checksum::internet_checksum;
+use crate::FrameError;
 use std::net::Ipv4Addr;
 
 /// Length of an IPv4 header without options.
@@ -9,39 +10,6 @@ pub const IPV4_HEADER_LEN: usize = 20;
 pub const PROTO_UDP: u8 = 17;
 /// IP protocol number of TCP.
 pub const PROTO_TCP: u8 = 6;
-
-/// Sums 16-bit big-endian words into a 32-bit accumulator (one's-complement carries are
-/// folded later by [`fold_checksum`]).
-#[must_use]
-pub fn sum_words(mut acc: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc = acc.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-        // Fold early so the accumulator never overflows on jumbo frames.
-        if acc & 0x8000_0000 != 0 {
-            acc = (acc & 0xffff) + (acc >> 16);
-        }
-    }
-    if let [last] = chunks.remainder() {
-        acc = acc.wrapping_add(u32::from(*last) << 8);
-    }
-    acc
-}
-
-/// Folds a 32-bit accumulator to the 16-bit one's-complement checksum.
-#[must_use]
-pub fn fold_checksum(mut acc: u32) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-/// The Internet checksum of `data`.
-#[must_use]
-pub fn internet_checksum(data: &[u8]) -> u16 {
-    fold_checksum(sum_words(0, data))
-}
 
 /// A parsed IPv4 header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +87,7 @@ impl Ipv4Header {
     /// True when the header's checksum verifies.
     #[must_use]
     pub fn checksum_ok(header_bytes: &[u8]) -> bool {
-        fold_checksum(sum_words(0, header_bytes)) == 0
+        internet_checksum(header_bytes) == 0
     }
 
     /// Appends a 20-byte header with a correct checksum to `out`.

@@ -1,7 +1,8 @@
 //! UDP headers and the UDP checksum over the IPv4 pseudo-header (RFC 768).
 
-use super::ipv4::{fold_checksum, sum_words, PROTO_UDP};
-use super::FrameError;
+use crate::checksum::{fold_checksum, pseudo_header_sum, sum_words};
+use crate::ipv4::PROTO_UDP;
+use crate::FrameError;
 use std::net::Ipv4Addr;
 
 /// Length of a UDP header.
@@ -52,7 +53,7 @@ impl UdpHeader {
     /// zero) between `src` and `dst`. A computed 0 is sent as 0xffff.
     #[must_use]
     pub fn compute_checksum(src: Ipv4Addr, dst: Ipv4Addr, segment: &[u8]) -> u16 {
-        let mut acc = pseudo_sum(src, dst, segment.len());
+        let mut acc = pseudo_header_sum(src, dst, PROTO_UDP, segment.len());
         acc = sum_words(acc, &segment[..6.min(segment.len())]);
         if segment.len() > UDP_HEADER_LEN {
             acc = sum_words(acc, &segment[UDP_HEADER_LEN..]);
@@ -72,7 +73,10 @@ impl UdpHeader {
         if segment[6] == 0 && segment[7] == 0 {
             return true;
         }
-        let acc = sum_words(pseudo_sum(src, dst, segment.len()), segment);
+        let acc = sum_words(
+            pseudo_header_sum(src, dst, PROTO_UDP, segment.len()),
+            segment,
+        );
         fold_checksum(acc) == 0
     }
 
@@ -95,12 +99,4 @@ impl UdpHeader {
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
     }
-}
-
-fn pseudo_sum(src: Ipv4Addr, dst: Ipv4Addr, len: usize) -> u32 {
-    let mut acc = sum_words(0, &src.octets());
-    acc = sum_words(acc, &dst.octets());
-    acc += u32::from(PROTO_UDP);
-    acc += (len as u32) & 0xffff;
-    acc
 }
