@@ -100,3 +100,92 @@ impl UdpHeader {
         out.extend_from_slice(&[0, 0]);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const DST: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+    fn segment(payload: &[u8]) -> Vec<u8> {
+        let mut s = Vec::new();
+        UdpHeader::write(&mut s, 7000, 8888, payload.len());
+        s.extend_from_slice(payload);
+        s
+    }
+
+    #[test]
+    fn checksums_at_odd_and_even_lengths_agree_with_etherparse() {
+        for len in [0usize, 1, 2, 3, 17, 1472, 1473] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let mut s = segment(&payload);
+            assert!(UdpHeader::checksum_ok(SRC, DST, &s), "no checksum is fine");
+            UdpHeader::fill_checksum(SRC, DST, &mut s);
+            assert!(UdpHeader::checksum_ok(SRC, DST, &s), "len {len}");
+            let theirs = etherparse::UdpHeader {
+                source_port: 7000,
+                destination_port: 8888,
+                length: (8 + len) as u16,
+                checksum: 0,
+            }
+            .calc_checksum_ipv4_raw(SRC.octets(), DST.octets(), &payload)
+            .unwrap();
+            assert_eq!(u16::from_be_bytes([s[6], s[7]]), theirs, "len {len}");
+            if len > 0 {
+                s[UDP_HEADER_LEN] ^= 1;
+                assert!(!UdpHeader::checksum_ok(SRC, DST, &s), "len {len}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_computed_zero_is_sent_as_all_ones() {
+        // Find a payload whose checksum folds to 0: then 0xffff goes on the wire.
+        let mut s = segment(&[0, 0]);
+        UdpHeader::fill_checksum(SRC, DST, &mut s);
+        let c = u16::from_be_bytes([s[6], s[7]]);
+        // Adding c to the payload's word makes the sum fold to 0xffff, the checksum 0.
+        let mut z = segment(&c.to_be_bytes());
+        UdpHeader::fill_checksum(SRC, DST, &mut z);
+        assert_eq!(&z[6..8], &[0xff, 0xff]);
+        assert!(UdpHeader::checksum_ok(SRC, DST, &z));
+    }
+
+    #[test]
+    fn header_round_trip_and_bad_lengths() {
+        let s = segment(b"abc");
+        assert_eq!(
+            UdpHeader::parse(&s),
+            Ok(UdpHeader {
+                src_port: 7000,
+                dst_port: 8888,
+                len: 11,
+                checksum: 0
+            })
+        );
+        assert_eq!(
+            UdpHeader::parse(&s[..7]),
+            Err(FrameError::Truncated {
+                layer: "udp",
+                need: 8,
+                have: 7
+            })
+        );
+        assert_eq!(
+            UdpHeader::parse(&s[..10]),
+            Err(FrameError::Malformed(
+                "udp: length disagrees with the IP payload"
+            )),
+            "length past the bytes"
+        );
+        let mut short = s.clone();
+        short[4..6].copy_from_slice(&7u16.to_be_bytes());
+        assert_eq!(
+            UdpHeader::parse(&short),
+            Err(FrameError::Malformed(
+                "udp: length disagrees with the IP payload"
+            ))
+        );
+    }
+}
