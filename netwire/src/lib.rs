@@ -12,9 +12,9 @@
 //!   and a UDP locator whose every rejection is a counted cause.
 //! - [`pcap`]: the capture reader and writer (on `pcap-file`) and link-layer decoding.
 //!
-//! etherparse builds and checks frames where speed does not matter (the tests here,
-//! and Linux SLL headers in [`pcap::to_ethernet`]); the README says why etherparse and
-//! not pnet.
+//! The tests build and check frames with etherparse, an implementation independent of
+//! this one; the README says why etherparse and not pnet, and why it is not used for
+//! decoding captures.
 
 pub mod checksum;
 pub mod eth;

@@ -490,7 +490,7 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
     UdpHeader::write(&mut out, route.src_port, ROCEV2_UDP_PORT, udp_payload_len);
     h.write(&mut out);
     out.extend_from_slice(payload);
-    out.extend(std::iter::repeat_n(0u8, pad));
+    out.resize(out.len() + pad, 0);
     let icrc = compute_icrc(&out[14..]);
     out.extend_from_slice(&icrc.to_le_bytes());
     out

@@ -149,7 +149,7 @@ fn link_header_name(link_type: u32) -> &'static str {
 /// Turns one record (`data`, of `orig_len` bytes on the wire) of `link_type` into an
 /// Ethernet frame. Ethernet records are taken as they are. Cooked and raw-IP records
 /// have no (or only a source) link-layer address: the source MAC is taken from the
-/// record when it has one (Linux SLL, decoded by etherparse, and SLL2), else `src_mac`;
+/// record when it has one (Linux SLL and SLL2 with an Ethernet address), else `src_mac`;
 /// the destination MAC is the group MAC for IPv4 multicast, broadcast for the limited
 /// broadcast address, and otherwise `resolve(dst ip)` (a fabric's address table,
 /// standing in for ARP). VLAN tags of cooked records are dropped.
@@ -190,14 +190,8 @@ pub fn to_ethernet(
         }
     };
     let src = match link_type {
-        link_type::LINUX_SLL => {
-            let sll = etherparse::LinuxSllHeaderSlice::from_slice(data)
-                .map_err(|e| format!("Linux SLL header: {e}"))?;
-            let addr = sll.sender_address_full();
-            (sll.arp_hardware_type() == etherparse::ArpHardwareId::ETHERNET
-                && sll.sender_address_valid_length() == 6)
-                .then(|| Mac([addr[0], addr[1], addr[2], addr[3], addr[4], addr[5]]))
-        }
+        link_type::LINUX_SLL => (be16(data, 2) == Some(ARPHRD_ETHER) && be16(data, 4) == Some(6))
+            .then(|| Mac([data[6], data[7], data[8], data[9], data[10], data[11]])),
         link_type::LINUX_SLL2 => (be16(data, 8) == Some(ARPHRD_ETHER) && data[11] == 6)
             .then(|| Mac([data[12], data[13], data[14], data[15], data[16], data[17]])),
         _ => None,
