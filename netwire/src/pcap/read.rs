@@ -395,15 +395,7 @@ impl<R: Read> PcapReader<R> {
             });
         };
         let total = self.order.u32(&head[4..8]);
-        if total < 28 || total % 4 != 0 || total > MAX_BLOCK {
-            return Err(PcapError::Corrupt {
-                offset,
-                reason: format!("pcapng section header block of {total} bytes"),
-            });
-        }
-        self.buf.resize(self.buf.len().max(12), 0);
-        self.buf[..12].copy_from_slice(&head);
-        self.fill_buf(12, total as usize - 12, offset, "section header block", 12)?;
+        self.read_block(offset, &head, total, 28, "section header block")?;
         let Block::SectionHeader(shb) = self.parse_block(offset, total)? else {
             return Err(not_parsed_as(offset, "a section header"));
         };
@@ -415,6 +407,29 @@ impl<R: Read> PcapReader<R> {
         }
         self.interfaces.clear();
         Ok(())
+    }
+
+    /// Checks a block's total length (at least `min`, a multiple of 4, at most
+    /// `MAX_BLOCK`) and reads the whole block into the start of the buffer: the `head`
+    /// bytes already read, then the rest.
+    fn read_block(
+        &mut self,
+        offset: u64,
+        head: &[u8],
+        total: u32,
+        min: u32,
+        what: &'static str,
+    ) -> Result<(), PcapError> {
+        if total < min || total % 4 != 0 || total > MAX_BLOCK {
+            return Err(PcapError::Corrupt {
+                offset,
+                reason: format!("pcapng {what} of {total} bytes"),
+            });
+        }
+        let n = head.len();
+        self.buf.resize(self.buf.len().max(n), 0);
+        self.buf[..n].copy_from_slice(head);
+        self.fill_buf(n, total as usize - n, offset, what, n as u64)
     }
 
     /// Parses the block of `total` bytes at the start of the buffer with `pcap-file`,
@@ -470,15 +485,7 @@ impl<R: Read> PcapReader<R> {
             let o = self.order;
             let block_type = o.u32(&head[0..]);
             let total = o.u32(&head[4..]);
-            if total < 12 || total % 4 != 0 || total > MAX_BLOCK {
-                return Err(PcapError::Corrupt {
-                    offset,
-                    reason: format!("pcapng block of {total} bytes"),
-                });
-            }
-            self.buf.resize(self.buf.len().max(8), 0);
-            self.buf[..8].copy_from_slice(&head);
-            self.fill_buf(8, total as usize - 8, offset, "block", 8)?;
+            self.read_block(offset, &head, total, 12, "block")?;
             // The body is buf[8..8 + body_len], then the trailing length.
             let body_len = total as usize - 12;
             match block_type {
