@@ -76,7 +76,7 @@ pub struct PcapRecord {
 /// A whole capture file in memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PcapFile {
-    /// Link type of every record.
+    /// Link type of every record (of a pcapng file without records: Ethernet).
     pub link_type: u32,
     /// Snap length from the file header (pcapng: 0).
     pub snaplen: u32,
@@ -151,4 +151,88 @@ pub fn to_ethernet(
     resolve: &dyn Fn(Ipv4Addr) -> Option<Mac>,
 ) -> Result<Converted, String> {
     netwire::pcap::to_ethernet(link_type, &rec.data, rec.orig_len, src_mac, resolve)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use netwire::pcap::{Container, Resolution, WriteFormat};
+
+    fn pcapng(link_type: u32, frames: &[&[u8]]) -> Vec<u8> {
+        let format = WriteFormat {
+            container: Container::PcapNg,
+            resolution: Resolution::Micro,
+            link_type,
+            snaplen: 65535,
+        };
+        let mut w = PcapWriter::with_format(Vec::new(), format).unwrap();
+        for (i, f) in frames.iter().enumerate() {
+            w.write(1_000_000 * (i as u64 + 1), f).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn pcapng_files_are_read() {
+        let ip = [0x45u8; 20];
+        let file = PcapFile::parse(&pcapng(LINKTYPE_RAW, &[&ip, &ip[..]])).unwrap();
+        assert_eq!(file.link_type, LINKTYPE_RAW);
+        assert_eq!(file.snaplen, 0);
+        assert_eq!(
+            file.records,
+            vec![
+                PcapRecord {
+                    ts_ns: 1_000_000,
+                    data: ip.to_vec(),
+                    orig_len: 20
+                },
+                PcapRecord {
+                    ts_ns: 2_000_000,
+                    data: ip.to_vec(),
+                    orig_len: 20
+                },
+            ]
+        );
+        // The real pcapng capture in tests/data (dumpcap on loopback).
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../tests/data/spead2_lo.pcapng"
+        );
+        let real = PcapFile::read(path).unwrap();
+        assert_eq!(
+            (real.link_type, real.records.len()),
+            (LINKTYPE_ETHERNET, 45)
+        );
+    }
+
+    #[test]
+    fn pcapng_link_types_must_be_replayable_and_the_same() {
+        let e = PcapFile::parse(&pcapng(147, &[&[0; 20]])).unwrap_err();
+        assert!(matches!(e, PcapError::UnsupportedLinkType(147)), "{e}");
+        // Two sections, the second with another link type.
+        let mut two = pcapng(LINKTYPE_ETHERNET, &[&[0; 20]]);
+        two.extend_from_slice(&pcapng(LINKTYPE_LINUX_SLL, &[&[0; 20]]));
+        let e = PcapFile::parse(&two).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "pcapng record 1 has link type 113, but earlier records 1: one link type per replayed file"
+        );
+        // An empty pcapng file is an empty Ethernet capture.
+        let empty = PcapFile::parse(&pcapng(LINKTYPE_LINUX_SLL2, &[])).unwrap();
+        assert_eq!(
+            (empty.link_type, empty.records.len()),
+            (LINKTYPE_ETHERNET, 0)
+        );
+    }
+
+    #[test]
+    fn read_errors_name_the_byte() {
+        let e = PcapFile::parse(&[0xd4, 0xc3, 0xb2, 0xa1, 2, 0]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "pcap: file truncated at byte 0: pcap file header needs 24 bytes, only 6 left"
+        );
+        let e = PcapFile::read("/nonexistent/x.pcap").unwrap_err();
+        assert!(matches!(e, PcapError::Io(_)), "{e}");
+    }
 }
