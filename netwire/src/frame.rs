@@ -124,31 +124,60 @@ pub enum Integrity {
     BadIcrc,
 }
 
+/// Which checksums a receiver verifies: each costs a pass over bytes, so a caller that
+/// knows a check cannot fail (or is not its NIC's) turns it off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checks {
+    /// The IPv4 header checksum.
+    pub ip_header: bool,
+    /// The UDP checksum, when the frame carries one (not 0).
+    pub udp: bool,
+    /// The ICRC of RoCEv2 frames.
+    pub icrc: bool,
+}
+
+impl Checks {
+    /// Every check a NIC makes.
+    pub const ALL: Checks = Checks {
+        ip_header: true,
+        udp: true,
+        icrc: true,
+    };
+}
+
 /// Checks a frame the way a receiving NIC does before it hands the frame on: IPv4 header
 /// checksum, UDP checksum when present, and the ICRC of RoCEv2 frames. A corrupted bit
 /// that none of these cover (for example in a non-IP frame) goes unnoticed, as on a wire
 /// without FCS errors.
 #[must_use]
 pub fn check_integrity(frame: &[u8]) -> Integrity {
-    check_integrity_fast(frame).unwrap_or_else(|| check_integrity_general(frame))
+    check_integrity_with(frame, Checks::ALL)
 }
 
-fn check_integrity_general(frame: &[u8]) -> Integrity {
+/// [`check_integrity`] with only the `checks` asked for; the headers are parsed (and a
+/// malformed frame reported) whatever is asked.
+#[must_use]
+pub fn check_integrity_with(frame: &[u8], checks: Checks) -> Integrity {
+    check_integrity_fast(frame, checks).unwrap_or_else(|| check_integrity_general(frame, checks))
+}
+
+fn check_integrity_general(frame: &[u8], checks: Checks) -> Integrity {
     let Ok(view) = FrameView::parse(frame) else {
         return Integrity::Malformed;
     };
     let Some((ip, ip_off)) = view.ipv4 else {
         return Integrity::Ok;
     };
-    if !Ipv4Header::checksum_ok(&frame[ip_off..ip_off + ip.header_len]) {
+    if checks.ip_header && !Ipv4Header::checksum_ok(&frame[ip_off..ip_off + ip.header_len]) {
         return Integrity::BadIpChecksum;
     }
     if let L4::Udp { header, offset } = view.l4 {
         let seg = &frame[offset..offset + usize::from(header.len)];
-        if !UdpHeader::checksum_ok(ip.src, ip.dst, seg) {
+        if checks.udp && !UdpHeader::checksum_ok(ip.src, ip.dst, seg) {
             return Integrity::BadUdpChecksum;
         }
-        if header.dst_port == roce::ROCEV2_UDP_PORT
+        if checks.icrc
+            && header.dst_port == roce::ROCEV2_UDP_PORT
             && !roce::icrc_ok(&frame[ip_off..ip_off + usize::from(ip.total_len)])
         {
             return Integrity::BadIcrc;
@@ -158,8 +187,8 @@ fn check_integrity_general(frame: &[u8]) -> Integrity {
 }
 
 /// The common case without a full parse: untagged IPv4 without options carrying a first
-/// UDP fragment. `None` sends everything else down the general path.
-fn check_integrity_fast(f: &[u8]) -> Option<Integrity> {
+/// UDP fragment, at fixed offsets. `None` sends everything else down the general path.
+fn check_integrity_fast(f: &[u8], checks: Checks) -> Option<Integrity> {
     if f.len() < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || f[23] != 17 {
         return None;
     }
@@ -171,16 +200,16 @@ fn check_integrity_fast(f: &[u8]) -> Option<Integrity> {
     if total < 28 || 14 + total > f.len() || udp_len < 8 || 34 + udp_len > 14 + total {
         return Some(Integrity::Malformed);
     }
-    if internet_checksum(&f[14..34]) != 0 {
+    if checks.ip_header && internet_checksum(&f[14..34]) != 0 {
         return Some(Integrity::BadIpChecksum);
     }
     let src = Ipv4Addr::new(f[26], f[27], f[28], f[29]);
     let dst = Ipv4Addr::new(f[30], f[31], f[32], f[33]);
-    if !UdpHeader::checksum_ok(src, dst, &f[34..34 + udp_len]) {
+    if checks.udp && !UdpHeader::checksum_ok(src, dst, &f[34..34 + udp_len]) {
         return Some(Integrity::BadUdpChecksum);
     }
     let dport = u16::from_be_bytes([f[36], f[37]]);
-    if dport == roce::ROCEV2_UDP_PORT && !roce::icrc_ok(&f[14..14 + total]) {
+    if checks.icrc && dport == roce::ROCEV2_UDP_PORT && !roce::icrc_ok(&f[14..14 + total]) {
         return Some(Integrity::BadIcrc);
     }
     Some(Integrity::Ok)
@@ -301,25 +330,69 @@ mod tests {
             (Ipv4Addr::new(10, 0, 0, 1), 1),
             (Ipv4Addr::new(10, 0, 0, 2), 2),
         );
+        let some = Checks {
+            ip_header: false,
+            ..Checks::ALL
+        };
         for csum in [false, true] {
             spec.udp_checksum = csum;
             let f = spec.build(b"0123456789abcdef0123");
-            for bit in 0..f.len() * 8 {
-                let mut g = f.clone();
-                g[bit / 8] ^= 1 << (bit % 8);
-                if let Some(fast) = check_integrity_fast(&g) {
-                    assert_eq!(
-                        fast,
-                        check_integrity_general(&g),
-                        "bit {bit}, checksum {csum}"
-                    );
+            for checks in [Checks::ALL, some] {
+                for bit in 0..f.len() * 8 {
+                    let mut g = f.clone();
+                    g[bit / 8] ^= 1 << (bit % 8);
+                    if let Some(fast) = check_integrity_fast(&g, checks) {
+                        assert_eq!(
+                            fast,
+                            check_integrity_general(&g, checks),
+                            "bit {bit}, checksum {csum}"
+                        );
+                    }
                 }
-            }
-            for cut in 0..f.len() {
-                if let Some(fast) = check_integrity_fast(&f[..cut]) {
-                    assert_eq!(fast, check_integrity_general(&f[..cut]), "cut {cut}");
+                for cut in 0..f.len() {
+                    if let Some(fast) = check_integrity_fast(&f[..cut], checks) {
+                        assert_eq!(
+                            fast,
+                            check_integrity_general(&f[..cut], checks),
+                            "cut {cut}"
+                        );
+                    }
                 }
             }
         }
+    }
+
+    #[test]
+    fn only_the_checks_asked_for_are_made() {
+        let mut spec = UdpFrameSpec::new(
+            Mac([2, 0, 0, 0, 0, 1]),
+            Mac([2, 0, 0, 0, 0, 2]),
+            (Ipv4Addr::new(10, 0, 0, 1), 1),
+            (Ipv4Addr::new(10, 0, 0, 2), 2),
+        );
+        spec.udp_checksum = true;
+        let f = spec.build(b"payload");
+        let none = Checks {
+            ip_header: false,
+            udp: false,
+            icrc: false,
+        };
+        let mut bad_ttl = f.clone();
+        bad_ttl[22] ^= 1;
+        assert_eq!(check_integrity(&bad_ttl), Integrity::BadIpChecksum);
+        assert_eq!(check_integrity_with(&bad_ttl, none), Integrity::Ok);
+        let mut bad_payload = f.clone();
+        bad_payload[HEADERS] ^= 1;
+        assert_eq!(check_integrity(&bad_payload), Integrity::BadUdpChecksum);
+        let no_udp = Checks {
+            udp: false,
+            ..Checks::ALL
+        };
+        assert_eq!(check_integrity_with(&bad_payload, no_udp), Integrity::Ok);
+        assert_eq!(
+            check_integrity_with(&f[..30], none),
+            Integrity::Malformed,
+            "parsing is not a check"
+        );
     }
 }
