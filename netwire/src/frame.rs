@@ -285,10 +285,12 @@ impl UdpFrameSpec {
         )
         .with_tos(self.tos)
         .with_ip_id(self.ip_id);
+        let mut headers = [0u8; HEADERS];
+        t.write(&mut headers, payload.len(), false);
         out.clear();
-        out.resize(HEADERS + payload.len(), 0);
-        t.write(out, payload.len(), false);
-        out[HEADERS..].copy_from_slice(payload);
+        out.reserve(HEADERS + payload.len());
+        out.extend_from_slice(&headers);
+        out.extend_from_slice(payload);
         if self.udp_checksum {
             UdpHeader::fill_checksum(
                 self.src_ip,
