@@ -4,9 +4,8 @@
 //!
 //! The reader owns one buffer that grows to the largest block and is reused, so reading
 //! a record does not allocate. `pcap-file` parses what it parses correctly: the classic
-//! file header, the framing of pcapng blocks (length, padding, trailing length), and
-//! section header and interface description blocks with their options. This module
-//! handles the rest itself, because `pcap-file` 2.0 gets it wrong:
+//! file header and the framing of pcapng blocks (length, padding, trailing length). This
+//! module reads the rest itself, because `pcap-file` 2.0 gets it wrong:
 //!
 //! - its classic packet parser refuses a record whose original length exceeds the snap
 //!   length, which is every packet of a capture made with a short snap length (`tcpdump
@@ -17,16 +16,18 @@
 //!   microsecond files come out 1000 times too early; this reader reads the packet
 //!   blocks' fixed fields itself and scales them by the interface (which also keeps
 //!   `pcap-file` from allocating the packet options of every record);
-//! - it takes `if_tsoffset` as unsigned; the format says signed, and so does this
-//!   reader.
+//! - its option lists fail without a closing `opt_endofopt`, which the format lets a
+//!   writer leave out (the list ends with the block), and its interface description
+//!   block fails when the reserved field is not 0, which readers must ignore; it also
+//!   reads `if_tsoffset` unsigned where the format says signed. This reader walks the
+//!   section header's and interface description's fields and options itself.
 //!
-//! Every case is tested in `tests` below against a file that shows it.
+//! Every case is tested in `tests` against a file that shows it.
 
 use std::io::{self, Read};
 use std::ops::Range;
 
-use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionOption;
-use pcap_file::pcapng::{Block, RawBlock};
+use pcap_file::pcapng::RawBlock;
 use pcap_file::{Endianness, TsResolution};
 
 use super::PcapError;
@@ -396,13 +397,12 @@ impl<R: Read> PcapReader<R> {
         };
         let total = self.order.u32(&head[4..8]);
         self.read_block(offset, &head, total, 28, "section header block")?;
-        let Block::SectionHeader(shb) = self.parse_block(offset, total)? else {
-            return Err(not_parsed_as(offset, "a section header"));
-        };
-        if shb.major_version != 1 {
+        self.check_trailer(offset, total)?;
+        let major = self.order.u16(&self.buf[12..]);
+        if major != 1 {
             return Err(PcapError::Corrupt {
                 offset: offset + 12,
-                reason: format!("unsupported pcapng version {}", shb.major_version),
+                reason: format!("unsupported pcapng version {major}"),
             });
         }
         self.interfaces.clear();
@@ -432,17 +432,17 @@ impl<R: Read> PcapReader<R> {
         self.fill_buf(n, total as usize - n, offset, what, n as u64)
     }
 
-    /// Parses the block of `total` bytes at the start of the buffer with `pcap-file`,
-    /// which checks its trailing length.
-    fn parse_block(&self, offset: u64, total: u32) -> Result<Block<'_>, PcapError> {
+    /// Checks the block of `total` bytes at the start of the buffer with `pcap-file`'s
+    /// block framing: a multiple of 4 bytes, whose trailing length matches.
+    fn check_trailer(&self, offset: u64, total: u32) -> Result<(), PcapError> {
         let block = &self.buf[..total as usize];
-        let parsed = match self.order {
-            Order::Little => RawBlock::from_slice::<byteorder_slice::LittleEndian>(block)
-                .and_then(|(_, b)| b.try_into_block::<byteorder_slice::LittleEndian>()),
-            Order::Big => RawBlock::from_slice::<byteorder_slice::BigEndian>(block)
-                .and_then(|(_, b)| b.try_into_block::<byteorder_slice::BigEndian>()),
+        let framed = match self.order {
+            Order::Little => {
+                RawBlock::from_slice::<byteorder_slice::LittleEndian>(block).map(|_| ())
+            }
+            Order::Big => RawBlock::from_slice::<byteorder_slice::BigEndian>(block).map(|_| ()),
         };
-        parsed.map_err(|e| {
+        framed.map_err(|e| {
             let trailer = self.order.u32(&block[block.len() - 4..]);
             let reason = if trailer == total {
                 format!("pcapng block of {total} bytes: {e}")
@@ -486,12 +486,12 @@ impl<R: Read> PcapReader<R> {
             let block_type = o.u32(&head[0..]);
             let total = o.u32(&head[4..]);
             self.read_block(offset, &head, total, 12, "block")?;
+            self.check_trailer(offset, total)?;
             // The body is buf[8..8 + body_len], then the trailing length.
             let body_len = total as usize - 12;
             match block_type {
-                NG_IDB => self.interface(offset, total)?,
+                NG_IDB => self.interface(offset, body_len)?,
                 NG_EPB | NG_PB => {
-                    self.check_trailer(offset, total)?;
                     let what = if block_type == NG_EPB {
                         "enhanced packet block"
                     } else {
@@ -528,7 +528,6 @@ impl<R: Read> PcapReader<R> {
                     }));
                 }
                 NG_SPB => {
-                    self.check_trailer(offset, total)?;
                     if body_len < 4 {
                         return Err(short_block(offset, "simple packet block"));
                     }
@@ -546,24 +545,9 @@ impl<R: Read> PcapReader<R> {
                         offset,
                     }));
                 }
-                // Statistics, name resolution, custom blocks...
-                _ => self.check_trailer(offset, total)?,
+                _ => {} // statistics, name resolution, custom blocks...
             }
         }
-    }
-
-    /// Checks that the block's trailing length matches `total`, as `pcap-file` does
-    /// (through [`Self::parse_block`]) for the blocks it parses.
-    fn check_trailer(&self, offset: u64, total: u32) -> Result<(), PcapError> {
-        let at = total as usize - 4;
-        let trailer = self.order.u32(&self.buf[at..at + 4]);
-        if trailer != total {
-            return Err(PcapError::Corrupt {
-                offset,
-                reason: format!("pcapng block length {total} but trailing length {trailer}"),
-            });
-        }
-        Ok(())
     }
 
     fn iface(&self, offset: u64, index: usize) -> Result<Interface, PcapError> {
@@ -576,23 +560,35 @@ impl<R: Read> PcapReader<R> {
             })
     }
 
-    /// Parses an interface description block (whole, at the start of the buffer).
-    fn interface(&mut self, offset: u64, total: u32) -> Result<(), PcapError> {
-        if total < 20 {
+    /// Parses an interface description block whose body (`body_len` bytes) is at byte 8
+    /// of the buffer. Options end at `opt_endofopt` or at the end of the block.
+    fn interface(&mut self, offset: u64, body_len: usize) -> Result<(), PcapError> {
+        let o = self.order;
+        if body_len < 8 {
             return Err(short_block(offset, "interface description block"));
         }
-        let Block::InterfaceDescription(idb) = self.parse_block(offset, total)? else {
-            return Err(not_parsed_as(offset, "an interface description"));
-        };
+        let body = &self.buf[8..8 + body_len];
         let mut iface = Interface {
-            link_type: u32::from(idb.linktype),
-            snaplen: idb.snaplen,
+            link_type: u32::from(o.u16(body)),
+            snaplen: o.u32(&body[4..]),
             units_per_sec: 1_000_000,
             offset_sec: 0,
         };
-        for option in &idb.options {
-            match *option {
-                InterfaceDescriptionOption::IfTsResol(r) => {
+        let mut pos = 8;
+        while pos + 4 <= body_len {
+            let code = o.u16(&body[pos..]);
+            let len = usize::from(o.u16(&body[pos + 2..]));
+            let value = pos + 4;
+            if value + len > body_len {
+                return Err(PcapError::Corrupt {
+                    offset,
+                    reason: format!("interface option {code} runs past its block"),
+                });
+            }
+            match (code, len) {
+                (0, _) => break,
+                (9, 1) => {
+                    let r = body[value];
                     let exp = u32::from(r & 0x7f);
                     let units = if r & 0x80 != 0 {
                         1u128.checked_shl(exp).filter(|_| exp < 128)
@@ -604,20 +600,20 @@ impl<R: Read> PcapReader<R> {
                         reason: format!("timestamp resolution {r:#04x}"),
                     })?;
                 }
-                // pcap-file reads the offset unsigned; the format defines it signed.
-                InterfaceDescriptionOption::IfTsOffset(s) => iface.offset_sec = s as i64,
+                (14, 8) => {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&body[value..value + 8]);
+                    iface.offset_sec = match o {
+                        Order::Little => i64::from_le_bytes(b),
+                        Order::Big => i64::from_be_bytes(b),
+                    };
+                }
                 _ => {}
             }
+            pos = value + len.div_ceil(4) * 4;
         }
         self.interfaces.push(iface);
         Ok(())
-    }
-}
-
-fn not_parsed_as(offset: u64, what: &str) -> PcapError {
-    PcapError::Corrupt {
-        offset,
-        reason: format!("pcapng block did not parse as {what}"),
     }
 }
 

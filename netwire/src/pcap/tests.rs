@@ -301,6 +301,48 @@ fn a_negative_if_tsoffset_moves_timestamps_back() {
     );
 }
 
+/// pcap-file 2.0 fails on an interface description block whose options end with the
+/// block rather than with `opt_endofopt` (which the format allows), or whose reserved
+/// field is not 0 (which readers must ignore); this reader reads both.
+#[test]
+fn pcap_file_refuses_valid_interface_blocks_and_this_reader_does_not() {
+    let format = WriteFormat {
+        container: Container::PcapNg,
+        ..WriteFormat::SIMULATOR
+    };
+    let written = write_file(format, &[(TS, eth_frame(b"idb"))]);
+    // The section header block is 28 bytes; then the interface block of 32: header,
+    // link type, reserved, snap length, if_tsresol (8 bytes), opt_endofopt, trailer.
+    let idb = 28;
+    assert_eq!(&written[idb + 4..idb + 8], &32u32.to_le_bytes());
+    assert_eq!(&written[idb + 24..idb + 28], &[0; 4], "opt_endofopt");
+    let mut no_end = written[..idb + 24].to_vec();
+    no_end.extend_from_slice(&written[idb + 28..]);
+    no_end[idb + 4..idb + 8].copy_from_slice(&28u32.to_le_bytes());
+    no_end[idb + 24..idb + 28].copy_from_slice(&28u32.to_le_bytes());
+    let mut reserved = written.clone();
+    reserved[idb + 10] = 1;
+    for (name, bytes, error) in [
+        ("no opt_endofopt", no_end, "Invalid option"),
+        (
+            "reserved 1",
+            reserved,
+            "InterfaceDescriptionBlock: reserved != 0",
+        ),
+    ] {
+        let (mut rest, mut parser) = pcap_file::pcapng::PcapNgParser::new(&bytes).unwrap();
+        let theirs = loop {
+            match parser.next_block(rest) {
+                Ok((r, _)) => rest = r,
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert_eq!(theirs, format!("Invalid field value: {error}"), "{name}");
+        let (_, got) = read_all(&bytes);
+        assert_eq!(got[0].0, TS, "{name}: nanoseconds from if_tsresol");
+    }
+}
+
 fn data(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../tests/data")
