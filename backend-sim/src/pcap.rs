@@ -92,7 +92,16 @@ impl PcapFile {
     /// [`PcapError::Read`] naming what is wrong and where (not a capture file, cut short,
     /// corrupt), [`PcapError::UnsupportedLinkType`], [`PcapError::MixedLinkTypes`].
     pub fn parse(bytes: &[u8]) -> Result<Self, PcapError> {
-        let mut reader = netwire::pcap::PcapReader::new(bytes)?;
+        Self::from_reader(bytes)
+    }
+
+    /// Reads a capture file from `input` as [`PcapFile::parse`] does.
+    ///
+    /// # Errors
+    /// As [`PcapFile::parse`]; a failing `input` gives [`PcapError::Read`] with the byte
+    /// offset.
+    pub fn from_reader(input: impl io::Read) -> Result<Self, PcapError> {
+        let mut reader = netwire::pcap::PcapReader::new(input)?;
         let (mut link_type, snaplen) = match reader.format() {
             netwire::pcap::FileFormat::Pcap {
                 link_type, snaplen, ..
@@ -136,7 +145,8 @@ impl PcapFile {
     /// # Errors
     /// [`PcapError::Io`] if the file cannot be read, else as [`PcapFile::parse`].
     pub fn read(path: impl AsRef<std::path::Path>) -> Result<Self, PcapError> {
-        Self::parse(&std::fs::read(path)?)
+        let file = std::fs::File::open(path)?;
+        Self::from_reader(io::BufReader::with_capacity(1 << 16, file))
     }
 }
 

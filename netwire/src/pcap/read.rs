@@ -186,15 +186,7 @@ impl<R: Read> PcapReader<R> {
         {
             return Err(PcapError::BadMagic { magic });
         }
-        let got = this.fill(&mut head[4..])?;
-        if got < 20 {
-            return Err(PcapError::Truncated {
-                offset: 0,
-                what: "pcap file header",
-                needed: 24,
-                got: 4 + got as u64,
-            });
-        }
+        this.read_exact(&mut head[4..], 0, "pcap file header", 4)?;
         let (_, header) =
             pcap_file::pcap::PcapHeader::from_slice(&head).map_err(|e| PcapError::Corrupt {
                 offset: 0,
@@ -292,8 +284,28 @@ impl<R: Read> PcapReader<R> {
         Ok(got)
     }
 
-    /// Reads exactly `len` bytes into the record buffer at `at`, after `already` bytes of
-    /// the structure that starts at `offset`.
+    /// Reads exactly `buf.len()` more bytes of the structure `what` that starts at
+    /// `offset`, of which `already` bytes were read before.
+    fn read_exact(
+        &mut self,
+        buf: &mut [u8],
+        offset: u64,
+        what: &'static str,
+        already: u64,
+    ) -> Result<(), PcapError> {
+        let got = self.fill(buf)?;
+        if got < buf.len() {
+            return Err(PcapError::Truncated {
+                offset,
+                what,
+                needed: already + buf.len() as u64,
+                got: already + got as u64,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Self::read_exact`] of `len` bytes into the record buffer at `at`.
     fn fill_buf(
         &mut self,
         at: usize,
@@ -306,18 +318,9 @@ impl<R: Read> PcapReader<R> {
             self.buf.resize(at + len, 0);
         }
         let mut buf = std::mem::take(&mut self.buf);
-        let r = self.fill(&mut buf[at..at + len]);
+        let r = self.read_exact(&mut buf[at..at + len], offset, what, already);
         self.buf = buf;
-        let got = r?;
-        if got < len {
-            return Err(PcapError::Truncated {
-                offset,
-                what,
-                needed: already + len as u64,
-                got: already + got as u64,
-            });
-        }
-        Ok(())
+        r
     }
 
     fn advance_classic(&mut self) -> Result<Option<RecordInfo>, PcapError> {
@@ -375,15 +378,7 @@ impl<R: Read> PcapReader<R> {
     fn read_section_header(&mut self, offset: u64) -> Result<(), PcapError> {
         let mut head = [0u8; 12];
         head[..4].copy_from_slice(&NG_SHB.to_be_bytes());
-        let got = self.fill(&mut head[4..])?;
-        if got < 8 {
-            return Err(PcapError::Truncated {
-                offset,
-                what: "section header block",
-                needed: 12,
-                got: 4 + got as u64,
-            });
-        }
+        self.read_exact(&mut head[4..], offset, "section header block", 4)?;
         let bom = [head[8], head[9], head[10], head[11]];
         self.order = if u32::from_le_bytes(bom) == NG_BYTE_ORDER {
             Order::Little
@@ -473,15 +468,7 @@ impl<R: Read> PcapReader<R> {
                 self.read_section_header(offset)?;
                 continue;
             }
-            let got = self.fill(&mut head[4..])?;
-            if got < 4 {
-                return Err(PcapError::Truncated {
-                    offset,
-                    what: "block header",
-                    needed: 8,
-                    got: 4 + got as u64,
-                });
-            }
+            self.read_exact(&mut head[4..], offset, "block header", 4)?;
             let o = self.order;
             let block_type = o.u32(&head[0..]);
             let total = o.u32(&head[4..]);
