@@ -298,7 +298,7 @@ fn a_capture_cut_short_still_gives_the_heaps_before_the_cut() {
 
 #[test]
 fn the_spead_recv_tool_prints_spead2_heaps() {
-    // Builds the tool first (cargo build -p spead --bins), so this never skips.
+    // Builds the tool first (cargo build -p spead-tools --bins), so this never skips.
     let bin = workspace_tests::spead_verbs::tool_binary("spead-recv");
     for (file, filter, bpf) in [
         (ETH, "", ""),

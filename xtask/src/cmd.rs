@@ -529,9 +529,9 @@ pub fn ci() -> Result<(), Error> {
     }
     clippy_hw.args([
         "-p",
-        "spead",
+        "spead-tools",
         "--features",
-        "spead/hw",
+        "spead-tools/hw",
         "--",
         "-D",
         "warnings",

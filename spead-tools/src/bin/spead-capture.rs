@@ -16,8 +16,6 @@
     allow(dead_code, unused_imports)
 )]
 
-mod common;
-
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::net::SocketAddrV4;
@@ -25,9 +23,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use common::{ibv_config, open_receivers, parse_endpoint, Backend, IbvMode};
 use spead::verbs::frame::udp_frame;
 use spead::verbs::{IbvConfig, Receiver, RxFrame};
+use spead_tools::ibv::{self, ibv_config, open_receivers, parse_endpoint, Backend, IbvMode};
 use verbs_api::Context;
 
 #[derive(Parser, Debug)]
@@ -242,7 +240,7 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
     match backend {
         Backend::Hw => {
             if !cfg!(feature = "hw") {
-                return Err(common::hw_missing());
+                return Err(ibv::hw_missing());
             }
             if args.replay.is_some() {
                 return Err("--replay needs --backend sim".into());
@@ -261,7 +259,7 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
                         "the sim backend has no traffic of its own: give --replay PCAP".into(),
                     );
                 };
-                let cap = common::read_capture(path)?;
+                let cap = spead_tools::capture::read_capture(path)?;
                 for (from, to) in &cap.moved {
                     eprintln!("spead-capture: unicast destination {from} replayed to group {to}");
                 }
@@ -269,14 +267,14 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
                     endpoints = cap.endpoints.clone();
                 }
                 let cfg = config(args, endpoints, Some(-1))?;
-                let faults = common::SimFaults {
+                let faults = spead_tools::sim::SimFaults {
                     seed: args.seed,
                     loss: args.loss,
                     reorder: args.reorder,
                     reorder_window_ns: 20_000,
                     dup: args.dup,
                 };
-                let mut net = common::SimNet::new(args.mode, &faults)?;
+                let mut net = spead_tools::sim::SimNet::new(args.mode, &faults)?;
                 let verbs = net.verbs();
                 let mut receivers =
                     open_receivers(&verbs, &cfg, args.mode).map_err(|e| e.to_string())?;
@@ -314,7 +312,7 @@ fn config(
     endpoints: Vec<SocketAddrV4>,
     default_vector: Option<i32>,
 ) -> Result<IbvConfig, String> {
-    let sim_iface = common::SIM_RX_IP.to_string();
+    let sim_iface = spead_tools::capture::SIM_RX_IP.to_string();
     let iface = match (&args.interface, default_vector) {
         (Some(i), _) => Some(i.as_str()),
         (None, Some(_)) => Some(sim_iface.as_str()),
@@ -356,7 +354,7 @@ fn capture_hw(
     _open_out: impl FnOnce() -> Result<PcapOut, String>,
     _limits: &Limits,
 ) -> Result<PcapOut, String> {
-    Err(common::hw_missing())
+    Err(ibv::hw_missing())
 }
 
 fn main() {

@@ -13,8 +13,6 @@
 //! every destination of the capture (unicast ones moved to group 239.x.y.z), with
 //! optional faults on the receiver's link (`--seed`, `--loss`, `--reorder`, `--dup`).
 
-mod common;
-
 use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
@@ -23,12 +21,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use common::{ibv_config, parse_endpoint, Backend, IbvMode};
 use spead::json::{heap_json, stats_json};
 use spead::pcap::{PcapSource, PcapSpec};
 use spead::recv::{MemoryPool, Stream, StreamConfig};
 use spead::transport::{ByteStreamReader, Endpoint, ThreadedReceiver, UdpReceiver, UdpRecvConfig};
 use spead::verbs::{IbvConfig, Receiver};
+use spead_tools::ibv::{self, ibv_config, parse_endpoint, Backend, IbvMode};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Receive SPEAD heaps (spead2-compatible)")]
@@ -220,7 +218,7 @@ fn open_ibv(endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump
         .unwrap_or(if replay { Backend::Sim } else { Backend::Hw })
     {
         Backend::Hw if replay => Err("--replay runs on the simulator: drop --backend hw".into()),
-        Backend::Hw if !cfg!(feature = "hw") => Err(common::hw_missing()),
+        Backend::Hw if !cfg!(feature = "hw") => Err(ibv::hw_missing()),
         Backend::Hw => open_hw(ibv_cfg(endpoints, args, None)?, args),
         Backend::Sim => open_sim(endpoints, args),
     }
@@ -244,8 +242,7 @@ fn ibv_cfg(
 #[cfg(feature = "hw")]
 fn open_hw(cfg: IbvConfig, args: &Args) -> Result<Box<dyn IbvPump>, String> {
     let verbs = backend_hw::HwVerbs::new();
-    let receivers =
-        common::open_receivers(&verbs, &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
+    let receivers = ibv::open_receivers(&verbs, &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
     Ok(Box::new(IbvSource {
         receivers,
         idle: Box::new(|| false),
@@ -254,7 +251,7 @@ fn open_hw(cfg: IbvConfig, args: &Args) -> Result<Box<dyn IbvPump>, String> {
 
 #[cfg(not(feature = "hw"))]
 fn open_hw(_cfg: IbvConfig, _args: &Args) -> Result<Box<dyn IbvPump>, String> {
-    Err(common::hw_missing())
+    Err(ibv::hw_missing())
 }
 
 #[cfg(feature = "sim")]
@@ -262,7 +259,7 @@ fn open_sim(mut endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn Ibv
     let Some(path) = &args.replay else {
         return Err("the sim backend has no traffic of its own: give --replay PATH".into());
     };
-    let cap = common::read_capture(path)?;
+    let cap = spead_tools::capture::read_capture(path)?;
     for (from, to) in &cap.moved {
         eprintln!("spead-recv: unicast destination {from} replayed to group {to}");
     }
@@ -272,18 +269,18 @@ fn open_sim(mut endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn Ibv
     if endpoints.is_empty() {
         return Err(format!("{}: no UDP datagrams to replay", path.display()));
     }
-    let iface = common::SIM_RX_IP.to_string();
+    let iface = spead_tools::capture::SIM_RX_IP.to_string();
     let cfg = ibv_cfg(endpoints, args, Some((&iface, -1)))?;
-    let faults = common::SimFaults {
+    let faults = spead_tools::sim::SimFaults {
         seed: args.seed,
         loss: args.loss,
         reorder: args.reorder,
         reorder_window_ns: 20_000,
         dup: args.dup,
     };
-    let mut net = common::SimNet::new(args.ibv_mode, &faults)?;
+    let mut net = spead_tools::sim::SimNet::new(args.ibv_mode, &faults)?;
     let receivers =
-        common::open_receivers(&net.verbs(), &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
+        ibv::open_receivers(&net.verbs(), &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
     net.inject(&cap)?;
     if net.too_long > 0 {
         eprintln!(
