@@ -176,11 +176,11 @@ fn filters_select_streams_as_spead2_filters_do() {
     assert_eq!(main[0].descriptors.len(), 5);
     assert!(main[1..].iter().all(|h| h.descriptors.is_empty()));
     for (i, h) in main.iter().enumerate() {
-        let imm: Vec<(u64, Option<u64>)> = h
-            .items
+        let items = summarize(std::slice::from_ref(h)).remove(0).1;
+        let imm: Vec<(u64, Option<u64>)> = items
             .iter()
-            .filter(|it| it.immediate.is_some())
-            .map(|it| (it.id, it.immediate))
+            .filter(|it| it.2.is_some())
+            .map(|it| (it.0, it.2))
             .collect();
         let i = i as u64;
         assert_eq!(
@@ -190,11 +190,10 @@ fn filters_select_streams_as_spead2_filters_do() {
                 (0x1600, Some(1_000_000 + i * 1024))
             ]
         );
-        let sizes: Vec<(u64, usize)> = h
-            .items
+        let sizes: Vec<(u64, usize)> = items
             .iter()
-            .filter(|it| it.immediate.is_none())
-            .map(|it| (it.id, it.hex.len() / 2))
+            .filter(|it| it.2.is_none())
+            .map(|it| (it.0, it.1.len() / 2))
             .collect();
         assert_eq!(sizes, [(0x1800, 2048), (0x1801, 8192), (0x1802, 128)]);
     }
