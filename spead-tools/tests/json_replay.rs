@@ -71,7 +71,10 @@ fn spead2_packetizer_streams_come_back_byte_equal() {
             std::fs::write(&input, packets.concat()).unwrap();
             let json = recv_json(&format!("file:{}", input.display()));
             std::fs::remove_file(&input).unwrap();
-            let lines = json.split(|&b| b == b'\n').filter(|l| !l.is_empty()).count();
+            let lines = json
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count();
             assert_eq!(lines, data.len() + 1, "a line per heap, then the counters");
             let out = temp_path(&format!("json-replay-{seed}-{packet}.out"));
             let again = replay(&json, packet, &out);
@@ -101,5 +104,8 @@ fn recorded_spead2_udp_traffic_comes_back_byte_equal() {
     let out = temp_path("json-replay-pcap.out");
     let again = replay(&json, 1472, &out);
     assert_eq!(again.len(), heaps.concat().len());
-    assert!(again == heaps.concat(), "the replay differs from spead2's datagrams");
+    assert!(
+        again == heaps.concat(),
+        "the replay differs from spead2's datagrams"
+    );
 }
