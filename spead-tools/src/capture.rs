@@ -28,19 +28,32 @@ pub struct CaptureFile {
     pub endpoints: Vec<SocketAddrV4>,
     /// Unicast destinations that were moved: (from, to).
     pub moved: Vec<(Ipv4Addr, Ipv4Addr)>,
+    /// Why the file ended before its end (a truncated or damaged capture), naming the
+    /// file: the datagrams before the fault are in `datagrams`.
+    pub broken: Option<String>,
 }
 
 /// Reads every UDP datagram of a pcap/pcapng capture (the link types of
-/// [`spead::pcap`]).
+/// [`spead::pcap`]). A capture damaged part way gives the datagrams before the damage,
+/// and says what it was in [`CaptureFile::broken`].
 ///
 /// # Errors
-/// A message naming the file and the problem.
+/// A message naming the file and the problem, when it cannot be opened or is not a
+/// capture at all, or holds no UDP datagram.
 pub fn read_capture(path: &std::path::Path) -> Result<CaptureFile, String> {
     let name = path.display();
     let mut src = spead::pcap::PcapSource::open(path, spead::pcap::Filter::ANY)
         .map_err(|e| format!("{name}: {e}"))?;
     let mut out = CaptureFile::default();
-    while let Some(d) = src.next_datagram().map_err(|e| format!("{name}: {e}"))? {
+    loop {
+        let d = match src.next_datagram() {
+            Ok(Some(d)) => d,
+            Ok(None) => break,
+            Err(e) => {
+                out.broken = Some(format!("{name}: {e}"));
+                break;
+            }
+        };
         let g = group_for(*d.dst.ip());
         if g != *d.dst.ip() && !out.moved.iter().any(|m| m.0 == *d.dst.ip()) {
             out.moved.push((*d.dst.ip(), g));
@@ -51,6 +64,12 @@ pub fn read_capture(path: &std::path::Path) -> Result<CaptureFile, String> {
         }
         out.datagrams
             .push((d.ts_ns, d.src, dst, d.payload.to_vec()));
+    }
+    if out.datagrams.is_empty() {
+        return Err(match out.broken {
+            Some(e) => e,
+            None => format!("{name}: no UDP datagrams to replay"),
+        });
     }
     Ok(out)
 }

@@ -2,10 +2,10 @@
 //! endpoints, the receive configuration, and the receivers of a set of endpoints
 //! (`--ibv-mode raw|ud`).
 
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
 use clap::ValueEnum;
-use spead::verbs::{parse_interface, IbvConfig, Receiver, VerbsError};
+use spead::verbs::{IbvConfig, Receiver, VerbsError};
 use verbs_api::Verbs;
 
 /// Which verbs implementation runs the receivers.
@@ -48,7 +48,7 @@ pub fn parse_endpoint(s: &str) -> Result<SocketAddrV4, String> {
 /// A message for a bad interface, environment variable or endpoint.
 pub fn ibv_config(
     endpoints: Vec<SocketAddrV4>,
-    interface: Option<&str>,
+    interface: Option<Ipv4Addr>,
     comp_vector: Option<i32>,
     default_vector: i32,
     max_poll: u32,
@@ -62,8 +62,8 @@ pub fn ibv_config(
         comp_vector: default_vector,
         ..IbvConfig::default()
     };
-    if let Some(i) = interface {
-        cfg.interface = Some(parse_interface(i).map_err(|e| e.to_string())?);
+    if interface.is_some() {
+        cfg.interface = interface;
     }
     cfg.apply_env().map_err(|e| e.to_string())?;
     if let Some(v) = comp_vector {

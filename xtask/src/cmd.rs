@@ -513,9 +513,9 @@ pub fn ci() -> Result<(), Error> {
     ]);
     tshark.args([
         "-p",
-        "workspace-tests",
+        "spead-tools",
         "--features",
-        "workspace-tests/tshark",
+        "spead-tools/tshark",
         "--test",
         "spead_capture",
     ]);

@@ -18,13 +18,14 @@
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
 use spead::verbs::frame::udp_frame;
 use spead::verbs::{IbvConfig, Receiver, RxFrame};
+use spead_tools::cli;
 use spead_tools::ibv::{self, ibv_config, open_receivers, parse_endpoint, Backend, IbvMode};
 use verbs_api::Context;
 
@@ -35,7 +36,8 @@ struct Args {
     output: String,
     /// Multicast endpoints GROUP:PORT (with --replay: default every destination in the
     /// capture, unicast ones moved to 239.x.y.z).
-    endpoints: Vec<String>,
+    #[arg(value_parser = parse_endpoint)]
+    endpoints: Vec<SocketAddrV4>,
     /// Verbs backend: hw (libibverbs) or sim (needs --replay). Default: sim with
     /// --replay, else hw.
     #[arg(long, value_enum)]
@@ -45,26 +47,26 @@ struct Args {
     mode: IbvMode,
     /// IPv4 address of the interface (or SPEAD2_IBV_INTERFACE). On the simulator the
     /// receiver host is 10.77.0.2, the default there.
-    #[arg(long = "ibv-interface")]
-    interface: Option<String>,
+    #[arg(long = "ibv-interface", value_parser = cli::interface)]
+    interface: Option<Ipv4Addr>,
     /// Completion vector (>= 0: interrupts, < 0: busy polling; or
     /// SPEAD2_IBV_COMP_VECTOR). Default 0 on hw, -1 on the simulator.
     #[arg(long = "ibv-comp-vector", allow_hyphen_values = true)]
     comp_vector: Option<i32>,
     /// Polls before waiting on the completion channel.
-    #[arg(long = "ibv-max-poll", default_value_t = 10)]
+    #[arg(long = "ibv-max-poll", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     max_poll: u32,
-    /// Largest UDP payload received.
-    #[arg(long = "max-size", default_value_t = 9200)]
+    /// Largest UDP payload received (1 to 65507).
+    #[arg(long = "max-size", default_value_t = 9200, value_parser = cli::ranged(1..=65_507))]
     max_size: usize,
     /// Receive buffer in bytes.
-    #[arg(long, default_value_t = 16 << 20)]
+    #[arg(long, default_value_t = 16 << 20, value_parser = cli::ranged(1..=1 << 31))]
     buffer: usize,
     /// Stop after this many packets.
-    #[arg(long)]
+    #[arg(long, value_parser = cli::ranged_u64(1..=u64::MAX))]
     count: Option<u64>,
     /// Stop after this many seconds (virtual seconds on the simulator).
-    #[arg(long)]
+    #[arg(long, value_parser = cli::positive)]
     duration: Option<f64>,
     /// Replay this capture (pcap or pcapng) into a simulated fabric and capture it.
     #[arg(long)]
@@ -73,13 +75,13 @@ struct Args {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Loss probability on the receiver's simulated link.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
     loss: f64,
     /// Reorder probability on the receiver's simulated link (0.1 when given alone).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0)]
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0, value_parser = cli::probability)]
     reorder: f64,
     /// Duplication probability on the receiver's simulated link.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
     dup: f64,
 }
 
@@ -214,11 +216,7 @@ fn capture<C: Context>(
 }
 
 fn run(args: &Args) -> Result<(u64, u64), String> {
-    let mut endpoints = args
-        .endpoints
-        .iter()
-        .map(|s| parse_endpoint(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut endpoints = args.endpoints.clone();
     let backend = args.backend.unwrap_or(if args.replay.is_some() {
         Backend::Sim
     } else {
@@ -286,13 +284,26 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
                     );
                 }
                 out = open_out()?;
-                capture(
+                let captured = capture(
                     &mut receivers,
                     &mut out,
                     &|| net.now(),
                     &|| net.idle(),
                     &limits,
-                )?;
+                );
+                // What was captured is written out whatever happens next.
+                let flushed = out.out.flush();
+                captured?;
+                flushed.map_err(|e| format!("writing the capture: {e}"))?;
+                if let Some(broken) = &cap.broken {
+                    return Err(format!(
+                        "{broken} (the {} datagrams before it were replayed: {} packets, {} \
+                         bytes captured)",
+                        cap.datagrams.len(),
+                        out.packets,
+                        out.bytes
+                    ));
+                }
             }
             #[cfg(not(feature = "sim"))]
             {
@@ -312,12 +323,10 @@ fn config(
     endpoints: Vec<SocketAddrV4>,
     default_vector: Option<i32>,
 ) -> Result<IbvConfig, String> {
-    let sim_iface = spead_tools::capture::SIM_RX_IP.to_string();
-    let iface = match (&args.interface, default_vector) {
-        (Some(i), _) => Some(i.as_str()),
-        (None, Some(_)) => Some(sim_iface.as_str()),
-        (None, None) => None,
-    };
+    // On the simulator (a default vector given) the receiver host is the default.
+    let iface = args
+        .interface
+        .or(default_vector.map(|_| spead_tools::capture::SIM_RX_IP));
     ibv_config(
         endpoints,
         iface,
@@ -358,7 +367,7 @@ fn capture_hw(
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = cli::parse("spead-capture");
     // SAFETY: installs a handler that only stores to an atomic (async-signal-safe).
     unsafe {
         libc::signal(
@@ -370,9 +379,6 @@ fn main() {
         Ok((packets, bytes)) => {
             eprintln!("spead-capture: {packets} packets, {bytes} bytes");
         }
-        Err(e) => {
-            eprintln!("spead-capture: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => cli::fail("spead-capture", &e),
     }
 }
