@@ -2,6 +2,31 @@
 //! simulated fabric.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::PathBuf;
+
+use crate::cli;
+
+/// The options of a simulated replay, shared by `spead-recv` and `spead-capture`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReplayArgs {
+    /// Replay this capture (pcap or pcapng) at its recorded times through a simulated
+    /// fabric into the verbs receivers.
+    #[arg(long)]
+    pub replay: Option<PathBuf>,
+    /// Seed of the simulation (--replay).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Loss probability on the simulated receiver's link (--replay).
+    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
+    pub loss: f64,
+    /// Reorder probability on the simulated receiver's link, frames held back up to
+    /// 20 us (--replay; 0.1 when given alone).
+    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0, value_parser = cli::probability)]
+    pub reorder: f64,
+    /// Duplication probability on the simulated receiver's link (--replay).
+    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
+    pub dup: f64,
+}
 
 /// Where the simulated fabric's receiver host sits; `--ibv-interface` must name it.
 pub const SIM_RX_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);

@@ -33,6 +33,20 @@ pub struct SimFaults {
     pub dup: f64,
 }
 
+impl SimFaults {
+    /// The faults `--replay`'s options ask for; reordered frames are held back up to
+    /// 20 us.
+    pub fn of(args: &crate::capture::ReplayArgs) -> Self {
+        SimFaults {
+            seed: args.seed,
+            loss: args.loss,
+            reorder: args.reorder,
+            reorder_window_ns: 20_000,
+            dup: args.dup,
+        }
+    }
+}
+
 /// A fabric of two simulated hosts (mlx5 for raw, rxe for UD): one replays a
 /// capture, the other runs the receivers.
 #[derive(Debug)]

@@ -92,7 +92,7 @@ fn spead2_packetizer_streams_come_back_byte_equal() {
 
 #[test]
 fn recorded_spead2_udp_traffic_comes_back_byte_equal() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/spead2_lo_eth.pcap");
+    let data = workspace_tests::data("spead2_lo_eth.pcap");
     // The main stream (port 7148): heaps 1-5 and a stop heap, 1472-byte packets.
     let datagrams: Vec<Vec<u8>> = capture_datagrams(&data)
         .into_iter()

@@ -2,17 +2,10 @@
 //! print the heaps spead2's own pcap reader assembles, and a capture cut short gives
 //! the heaps before the cut, a clear error and exit status 1.
 
-use std::path::{Path, PathBuf};
-
+use workspace_tests::data;
 use workspace_tests::spead2::{run_tool, summarize_tool_output};
 
 const RECV: &str = env!("CARGO_BIN_EXE_spead-recv");
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data")
-        .join(name)
-}
 
 const ETH: &str = "spead2_lo_eth.pcap";
 const SLL: &str = "spead2_any_sll.pcap";

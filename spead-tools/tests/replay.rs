@@ -5,18 +5,13 @@
 //! seed gives the same heaps) and never make a complete heap that differs. Bad
 //! arguments give clear errors.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use workspace_tests::data;
 use workspace_tests::spead_verbs::synthetic_capture;
 
 const RECV: &str = env!("CARGO_BIN_EXE_spead-recv");
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data")
-        .join(name)
-}
 
 fn tmp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("spead-replay-{}-{name}", std::process::id()))

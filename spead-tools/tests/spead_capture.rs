@@ -79,7 +79,7 @@ fn check_with_tshark(out: &Path, frames: usize) {
 
 #[test]
 fn raw_capture_of_a_replayed_spead2_recording() {
-    let input = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/spead2_lo_eth.pcap");
+    let input = workspace_tests::data("spead2_lo_eth.pcap");
     // spead2 sent to 127.0.0.1; the replay moves unicast destinations to 239.0.0.1.
     let want: Vec<_> = capture_datagrams(&input)
         .into_iter()

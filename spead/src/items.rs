@@ -83,6 +83,20 @@ fn sorted_items(flavour: Flavour, pointers: &[u64], heap_end: u64) -> Vec<(usize
 mod tests {
     use super::*;
 
+    fn range(id: u64, start: u64, end: u64) -> RawItem {
+        RawItem {
+            id,
+            value: ItemValue::Range(start, end),
+        }
+    }
+
+    fn imm(id: u64, value: u64) -> RawItem {
+        RawItem {
+            id,
+            value: ItemValue::Immediate(value),
+        }
+    }
+
     #[test]
     fn lengths_follow_addresses() {
         let f = Flavour::SPEAD_64_48;
@@ -97,20 +111,7 @@ mod tests {
         extract_items(f, &ptrs, 32, &mut out);
         assert_eq!(
             out,
-            vec![
-                RawItem {
-                    id: 0x1000,
-                    value: ItemValue::Range(0, 10)
-                },
-                RawItem {
-                    id: 0x1002,
-                    value: ItemValue::Range(10, 30)
-                },
-                RawItem {
-                    id: 0x1600,
-                    value: ItemValue::Immediate(7)
-                },
-            ]
+            vec![range(0x1000, 0, 10), range(0x1002, 10, 30), imm(0x1600, 7)]
         );
     }
 
@@ -128,26 +129,11 @@ mod tests {
         assert_eq!(
             items_in_pointer_order(f, &ptrs, 32),
             vec![
-                RawItem {
-                    id: 0x1600,
-                    value: ItemValue::Immediate(7)
-                },
-                RawItem {
-                    id: 0x1001,
-                    value: ItemValue::Range(10, 10)
-                },
-                RawItem {
-                    id: 0x1003,
-                    value: ItemValue::Range(0, 0)
-                },
-                RawItem {
-                    id: 0x1000,
-                    value: ItemValue::Range(0, 10)
-                },
-                RawItem {
-                    id: 0x1002,
-                    value: ItemValue::Range(10, 30)
-                },
+                imm(0x1600, 7),
+                range(0x1001, 10, 10),
+                range(0x1003, 0, 0),
+                range(0x1000, 0, 10),
+                range(0x1002, 10, 30),
             ]
         );
     }

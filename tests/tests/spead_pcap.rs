@@ -6,19 +6,14 @@
 //! pumped into a [`Stream`] on a [`ThreadedReceiver`], with the tool's default
 //! configuration, and heaps turned into JSON by the function behind `--json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use spead::json::{heap_json, HeapJson};
 use spead::pcap::{FileFormat, Filter, PcapSource, PcapStats};
 use spead::recv::{MemoryPool, Stats, Stream, StreamConfig};
 use spead::transport::ThreadedReceiver;
+use workspace_tests::data;
 use workspace_tests::spead2::{run_tool, summarize, summarize_tool_output, HeapSummary};
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data")
-        .join(name)
-}
 
 const ETH: &str = "spead2_lo_eth.pcap";
 const SLL: &str = "spead2_any_sll.pcap";

@@ -68,21 +68,8 @@ struct Args {
     /// Stop after this many seconds (virtual seconds on the simulator).
     #[arg(long, value_parser = cli::positive)]
     duration: Option<f64>,
-    /// Replay this capture (pcap or pcapng) into a simulated fabric and capture it.
-    #[arg(long)]
-    replay: Option<std::path::PathBuf>,
-    /// Seed of the simulation.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Loss probability on the receiver's simulated link.
-    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
-    loss: f64,
-    /// Reorder probability on the receiver's simulated link (0.1 when given alone).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0, value_parser = cli::probability)]
-    reorder: f64,
-    /// Duplication probability on the receiver's simulated link.
-    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
-    dup: f64,
+    #[command(flatten)]
+    sim: spead_tools::capture::ReplayArgs,
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -217,7 +204,7 @@ fn capture<C: Context>(
 
 fn run(args: &Args) -> Result<(u64, u64), String> {
     let mut endpoints = args.endpoints.clone();
-    let backend = args.backend.unwrap_or(if args.replay.is_some() {
+    let backend = args.backend.unwrap_or(if args.sim.replay.is_some() {
         Backend::Sim
     } else {
         Backend::Hw
@@ -240,7 +227,7 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
             if !cfg!(feature = "hw") {
                 return Err(ibv::hw_missing());
             }
-            if args.replay.is_some() {
+            if args.sim.replay.is_some() {
                 return Err("--replay needs --backend sim".into());
             }
             if endpoints.is_empty() {
@@ -252,7 +239,7 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
         Backend::Sim => {
             #[cfg(feature = "sim")]
             {
-                let Some(path) = &args.replay else {
+                let Some(path) = &args.sim.replay else {
                     return Err(
                         "the sim backend has no traffic of its own: give --replay PCAP".into(),
                     );
@@ -265,13 +252,7 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
                     endpoints = cap.endpoints.clone();
                 }
                 let cfg = config(args, endpoints, Some(-1))?;
-                let faults = spead_tools::sim::SimFaults {
-                    seed: args.seed,
-                    loss: args.loss,
-                    reorder: args.reorder,
-                    reorder_window_ns: 20_000,
-                    dup: args.dup,
-                };
+                let faults = spead_tools::sim::SimFaults::of(&args.sim);
                 let mut net = spead_tools::sim::SimNet::new(args.mode, &faults)?;
                 let verbs = net.verbs();
                 let mut receivers =

@@ -98,23 +98,8 @@ struct Args {
     /// Polls before waiting on the completion channel.
     #[arg(long = "ibv-max-poll", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     ibv_max_poll: u32,
-    /// Replay this capture (pcap or pcapng) through a simulated fabric into the verbs
-    /// receiver.
-    #[arg(long)]
-    replay: Option<std::path::PathBuf>,
-    /// Seed of the simulation (--replay).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Loss probability on the simulated receiver's link (--replay).
-    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
-    loss: f64,
-    /// Reorder probability on the simulated receiver's link, frames held back up to
-    /// 20 us (--replay; 0.1 when given alone).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0, value_parser = cli::probability)]
-    reorder: f64,
-    /// Duplication probability on the simulated receiver's link (--replay).
-    #[arg(long, default_value_t = 0.0, value_parser = cli::probability)]
-    dup: f64,
+    #[command(flatten)]
+    sim: spead_tools::capture::ReplayArgs,
 }
 
 const TOOL: &str = "spead-recv";
@@ -229,7 +214,7 @@ impl<C: verbs_api::Context> Drop for IbvSource<C> {
 
 /// Opens the verbs receivers of `endpoints` on the backend the arguments select.
 fn open_ibv(endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump>, String> {
-    let replay = args.replay.is_some();
+    let replay = args.sim.replay.is_some();
     match args
         .backend
         .unwrap_or(if replay { Backend::Sim } else { Backend::Hw })
@@ -273,7 +258,7 @@ fn open_hw(_cfg: IbvConfig, _args: &Args) -> Result<Box<dyn IbvPump>, String> {
 
 #[cfg(feature = "sim")]
 fn open_sim(mut endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump>, String> {
-    let Some(path) = &args.replay else {
+    let Some(path) = &args.sim.replay else {
         return Err("the sim backend has no traffic of its own: give --replay PATH".into());
     };
     let cap = spead_tools::capture::read_capture(path)?;
@@ -293,13 +278,7 @@ fn open_sim(mut endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn Ibv
         return Err(format!("{}: no UDP datagrams to replay", path.display()));
     }
     let cfg = ibv_cfg(endpoints, args, Some((spead_tools::capture::SIM_RX_IP, -1)))?;
-    let faults = spead_tools::sim::SimFaults {
-        seed: args.seed,
-        loss: args.loss,
-        reorder: args.reorder,
-        reorder_window_ns: 20_000,
-        dup: args.dup,
-    };
+    let faults = spead_tools::sim::SimFaults::of(&args.sim);
     let mut net = spead_tools::sim::SimNet::new(args.ibv_mode, &faults)?;
     let receivers =
         ibv::open_receivers(&net.verbs(), &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
@@ -432,7 +411,7 @@ fn main() {
             .iter()
             .filter(|s| !matches!(s, SourceSpec::Ibv(_)))
             .collect();
-        let with_ibv = !ibv.is_empty() || worker_args.replay.is_some();
+        let with_ibv = !ibv.is_empty() || worker_args.sim.replay.is_some();
         let many = others.len() + usize::from(with_ibv) > 1;
         let mut sources = others
             .iter()
