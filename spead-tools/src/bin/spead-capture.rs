@@ -10,6 +10,11 @@
 //! end the packet and byte counts go to stderr. `--count N` and `--duration SECONDS`
 //! (virtual seconds on the simulator) stop it; so do Ctrl-C and, with `--replay`, the
 //! end of the replay.
+//!
+//! A bad option, number, endpoint or interface exits with status 2 before anything
+//! runs; a failure at run time (an output that cannot be written, a replay capture that
+//! cannot be read) with status 1, naming it. A replay capture damaged part way is
+//! replayed up to the damage and what arrived is written out before the error.
 // Built with neither backend, the tool only reports that it has none.
 #![cfg_attr(
     not(any(feature = "sim", feature = "hw")),

@@ -12,6 +12,11 @@
 //! verbs receiver on a receiver host (10.77.0.2) for the `ibv:` endpoints given, or for
 //! every destination of the capture (unicast ones moved to group 239.x.y.z), with
 //! optional faults on the receiver's link (`--seed`, `--loss`, `--reorder`, `--dup`).
+//!
+//! A bad option, number, source or interface exits with status 2 before anything runs.
+//! A source that fails (a missing, empty, garbage or truncated file or capture, a socket
+//! that cannot be bound) is named on stderr; the heaps before the fault are still
+//! printed, then the counters, and the exit status is 1.
 
 use std::fs::File;
 use std::io::{self, BufReader, Write};
