@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
+use netwire::pcap::PcapWriter;
 use spead::verbs::frame::udp_frame;
 use spead::verbs::{IbvConfig, Receiver, RxFrame};
 use spead_tools::cli;
@@ -83,9 +84,10 @@ extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
-/// Classic pcap, nanosecond timestamps, link type Ethernet.
+/// The capture file (netwire's writer: classic pcap, nanosecond timestamps, Ethernet)
+/// and what went into it. A write error stops further writes and is reported at the end.
 struct PcapOut {
-    out: BufWriter<Box<dyn Write>>,
+    out: PcapWriter<BufWriter<Box<dyn Write>>>,
     packets: u64,
     bytes: u64,
     error: Option<io::Error>,
@@ -93,17 +95,8 @@ struct PcapOut {
 
 impl PcapOut {
     fn new(out: Box<dyn Write>) -> io::Result<Self> {
-        let mut out = BufWriter::with_capacity(1 << 20, out);
-        let mut h = Vec::with_capacity(24);
-        h.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
-        h.extend_from_slice(&2u16.to_le_bytes());
-        h.extend_from_slice(&4u16.to_le_bytes());
-        h.extend_from_slice(&[0; 8]);
-        h.extend_from_slice(&262_144u32.to_le_bytes());
-        h.extend_from_slice(&1u32.to_le_bytes());
-        out.write_all(&h)?;
         Ok(PcapOut {
-            out,
+            out: PcapWriter::new(BufWriter::with_capacity(1 << 20, out))?,
             packets: 0,
             bytes: 0,
             error: None,
@@ -114,16 +107,7 @@ impl PcapOut {
         if self.error.is_some() {
             return;
         }
-        let mut h = [0u8; 16];
-        h[0..4].copy_from_slice(&((ts_ns / 1_000_000_000) as u32).to_le_bytes());
-        h[4..8].copy_from_slice(&((ts_ns % 1_000_000_000) as u32).to_le_bytes());
-        h[8..12].copy_from_slice(&(frame.len() as u32).to_le_bytes());
-        h[12..16].copy_from_slice(&(frame.len() as u32).to_le_bytes());
-        if let Err(e) = self
-            .out
-            .write_all(&h)
-            .and_then(|()| self.out.write_all(frame))
-        {
+        if let Err(e) = self.out.write(ts_ns, frame) {
             self.error = Some(e);
             return;
         }
@@ -278,7 +262,7 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
                     &limits,
                 );
                 // What was captured is written out whatever happens next.
-                let flushed = out.out.flush();
+                let flushed = out.out.get_mut().flush();
                 captured?;
                 flushed.map_err(|e| format!("writing the capture: {e}"))?;
                 if let Some(broken) = &cap.broken {
@@ -299,6 +283,7 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
         }
     }
     out.out
+        .get_mut()
         .flush()
         .map_err(|e| format!("writing the capture: {e}"))?;
     Ok((out.packets, out.bytes))
