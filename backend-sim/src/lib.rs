@@ -61,17 +61,14 @@
 //! ```
 
 pub mod clock;
-mod events;
 pub mod fabric;
 pub mod fault;
 pub mod frame;
-mod hash;
 pub mod ids;
-pub mod link;
 pub mod pcap;
 pub mod rng;
-mod switch;
 pub mod trace;
+pub use fabric::link;
 
 pub use clock::Nanos;
 pub use fabric::{

@@ -11,9 +11,9 @@ use crate::fabric::{Fabric, Output};
 use crate::frame::eth::Mac;
 use crate::frame::roce::{self, opcode};
 use crate::frame::{offload_checksums, FrameView};
-use crate::hash::FastMap as HashMap;
 use crate::ids::{HostId, PortId};
 use crate::trace::tag;
+use rustc_hash::FxHashMap as HashMap;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use verbs_api::{
