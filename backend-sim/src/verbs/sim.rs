@@ -84,12 +84,7 @@ impl Sim {
         let w = lock(&self.world);
         let mut s = NicStats::default();
         for d in w.devices.iter().filter(|d| d.host == host) {
-            s.rx_no_wqe += d.stats.rx_no_wqe;
-            s.rx_qkey_violation += d.stats.rx_qkey_violation;
-            s.rx_unclaimed += d.stats.rx_unclaimed;
-            s.rx_too_long += d.stats.rx_too_long;
-            s.rx_malformed += d.stats.rx_malformed;
-            s.rx_out_of_sequence += d.stats.rx_out_of_sequence;
+            s.add(&d.stats);
         }
         s
     }
