@@ -10,7 +10,10 @@ use crate::frame::eth::Mac;
 use crate::ids::{HostId, PortId};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
-use verbs_api::{AsyncEvent, Completion, FlowAttr, QpAttr, QpCap, QpState, QpType, SrqAttr};
+use verbs_api::{
+    AsyncEvent, Completion, DeviceInfo, FlowAttr, NodeType, QpAttr, QpCap, QpState, QpType,
+    SrqAttr, TransportType,
+};
 
 /// Counters of why a NIC dropped a frame it received.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -55,6 +58,18 @@ pub(crate) struct Device {
     /// Flow rule ids on the port, sorted by (priority, id).
     pub flows: Vec<u32>,
     pub stats: NicStats,
+}
+
+impl Device {
+    /// What `ibv_get_device_list` tells about it.
+    pub(crate) fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            name: self.name.clone(),
+            guid: self.guid,
+            node_type: NodeType::Ca,
+            transport_type: TransportType::Ib,
+        }
+    }
 }
 
 #[derive(Debug)]

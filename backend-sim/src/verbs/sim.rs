@@ -1,8 +1,9 @@
 //! [`Sim`]: the handle a test builds — hosts, devices, faults, capture — and the explicit
 //! ways to let virtual time pass.
 
-use super::objects::{lock, Shared, SimVerbs};
+use super::objects::{lock, Shared};
 use super::personality::Personality;
+use super::provider::SimVerbs;
 use super::world::{NicStats, World};
 use crate::clock::Nanos;
 use crate::fabric::{Fabric, FabricError, PortConfig};
