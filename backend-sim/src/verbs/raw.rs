@@ -28,3 +28,43 @@ pub(crate) fn receive_flags(frame: &[u8]) -> WcFlags {
         WcFlags::empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::eth::Mac;
+    use crate::frame::{check_integrity, Integrity, UdpFrameSpec};
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn a_frame_sent_with_ip_csum_arrives_with_valid_checksums_and_the_flag() {
+        let spec = UdpFrameSpec::new(
+            Mac([2, 0, 10, 0, 0, 1]),
+            Mac([2, 0, 10, 0, 0, 2]),
+            (Ipv4Addr::new(10, 0, 0, 1), 5000),
+            (Ipv4Addr::new(10, 0, 0, 2), 7148),
+        );
+        let mut frame = spec.build(b"payload");
+        // An application that leaves the checksums to the NIC: zero them.
+        frame[24..26].fill(0);
+        assert_eq!(check_integrity(&frame), Integrity::BadIpChecksum);
+        let mut plain = frame.clone();
+        prepare_send(&mut plain, SendFlags::empty());
+        assert_eq!(plain, frame, "without IP_CSUM the frame goes out as built");
+        prepare_send(&mut frame, SendFlags::IP_CSUM);
+        assert_eq!(check_integrity(&frame), Integrity::Ok);
+        assert_eq!(receive_flags(&frame), WcFlags::IP_CSUM_OK);
+    }
+
+    #[test]
+    fn only_ipv4_frames_get_the_checksum_flag_and_only_ready_qps_receive() {
+        let mut arp = vec![0xffu8; 6];
+        arp.extend_from_slice(&[2, 0, 10, 0, 0, 1, 0x08, 0x06]);
+        arp.resize(60, 0);
+        assert_eq!(receive_flags(&arp), WcFlags::empty());
+        assert!(!receives(QpState::Init));
+        assert!(!receives(QpState::Err));
+        assert!(receives(QpState::Rtr));
+        assert!(receives(QpState::Rts));
+    }
+}

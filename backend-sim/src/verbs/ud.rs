@@ -135,3 +135,162 @@ pub(crate) fn grh(ip_hdr: &[u8]) -> [u8; 40] {
     g[20..40].copy_from_slice(&ip_hdr[..20]);
     g
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::roce::{build_roce_frame, parse_roce};
+    use crate::frame::FrameView;
+    use crate::verbs::wqe::{SgeList, UdDest};
+    use verbs_api::{AhAttr, Gid};
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+    fn source(personality: Personality) -> UdSource {
+        UdSource {
+            qpn: 0x10,
+            qkey: 0x1111,
+            mac: Mac([2, 0, 10, 0, 0, 1]),
+            ip: A,
+            personality,
+        }
+    }
+
+    fn wr(to: Ipv4Addr, remote_qkey: u32) -> WrCopy {
+        WrCopy {
+            wr_id: 1,
+            opcode: SendOpcode::SendWithImm,
+            flags: SendFlags::SOLICITED,
+            imm: 0xfeed,
+            sges: SgeList::new(&[]),
+            rdma: None,
+            atomic: None,
+            ud: Some(UdDest {
+                ah: AhAttr::roce(Gid::from_ipv4(to), 1, 1),
+                remote_qpn: 0x20,
+                remote_qkey,
+            }),
+            inline: None,
+        }
+    }
+
+    fn mac_of(ip: Ipv4Addr) -> Option<Mac> {
+        let o = ip.octets();
+        Some(Mac([2, 0, o[0], o[1], o[2], o[3]]))
+    }
+
+    /// Sends from A and receives at B (Q_Key `b_qkey`): the frame on the wire, parsed as
+    /// B's NIC parses it, and B's verdict.
+    fn cross(
+        wr: &WrCopy,
+        psn: &mut u32,
+        payload: &[u8],
+        b_qkey: u32,
+    ) -> (Vec<u8>, Result<(), Refused>) {
+        let (route, h) = send(&source(Personality::Rxe), psn, wr, payload.len(), &mac_of).unwrap();
+        let frame = build_roce_frame(&route, &h, payload);
+        let view = FrameView::parse(&frame).unwrap();
+        let pkt = parse_roce(&frame[view.udp_payload().unwrap()]).unwrap();
+        let deth = pkt.headers.deth.unwrap();
+        let verdict = accept(QpType::Ud, QpState::Rts, b_qkey, deth.qkey);
+        assert_eq!(pkt.payload, payload);
+        (frame, verdict)
+    }
+
+    #[test]
+    fn a_datagram_crosses_with_its_headers_and_the_grh_holds_the_ip_header() {
+        let mut psn = 5;
+        let (route, h) = send(
+            &source(Personality::Rxe),
+            &mut psn,
+            &wr(B, 0x1111),
+            3,
+            &mac_of,
+        )
+        .unwrap();
+        assert_eq!(psn, 6);
+        assert_eq!(h.bth.psn, 5);
+        assert_eq!(h.bth.dest_qp, 0x20);
+        assert_eq!(h.bth.opcode, opcode::UD | opcode::SEND_ONLY_IMM);
+        assert!(h.bth.solicited);
+        assert_eq!(
+            h.deth,
+            Some(Deth {
+                qkey: 0x1111,
+                src_qp: 0x10
+            })
+        );
+        assert_eq!(h.imm, Some(0xfeed));
+        assert_eq!((route.dst_ip, route.dst_mac), (B, mac_of(B).unwrap()));
+        assert_eq!(route.src_port, 0xc010);
+        let (frame, verdict) = cross(&wr(B, 0x1111), &mut psn, b"abc", 0x1111);
+        assert_eq!(verdict, Ok(()));
+        let g = grh(&frame[14..34]);
+        assert_eq!(&g[..20], &[0u8; 20]);
+        assert_eq!(&g[20..], &frame[14..34]);
+    }
+
+    #[test]
+    fn the_q_key_rule_and_the_receive_states() {
+        let mut psn = 0;
+        // The high bit: the sender's own Q_Key goes out instead of the WR's.
+        let (_, h) = send(
+            &source(Personality::Rxe),
+            &mut psn,
+            &wr(B, 0x8000_0000),
+            0,
+            &mac_of,
+        )
+        .unwrap();
+        assert_eq!(h.deth.unwrap().qkey, 0x1111);
+        let (_, verdict) = cross(&wr(B, 0x2222), &mut psn, b"x", 0x1111);
+        assert_eq!(verdict, Err(Refused::QkeyViolation));
+        assert_eq!(
+            accept(QpType::Ud, QpState::Init, 1, 1),
+            Err(Refused::NotReceiving)
+        );
+        assert_eq!(
+            accept(QpType::Rc, QpState::Rts, 1, 1),
+            Err(Refused::NotReceiving)
+        );
+        assert_eq!(accept(QpType::Ud, QpState::Sqe, 1, 1), Ok(()));
+    }
+
+    #[test]
+    fn multicast_goes_to_the_group_mac_and_qpn() {
+        let g = Ipv4Addr::new(239, 1, 2, 3);
+        let mut psn = 0;
+        let (route, h) =
+            send(&source(Personality::Mlx5), &mut psn, &wr(g, 7), 10, &mac_of).unwrap();
+        assert_eq!(h.bth.dest_qp, roce::MULTICAST_QPN);
+        assert_eq!(route.dst_mac, Mac::for_ipv4_multicast(g));
+    }
+
+    #[test]
+    fn a_message_above_the_mtu_is_not_sent_and_uses_no_psn() {
+        let mut psn = 9;
+        // rxe completes it successfully and sends nothing; mlx5 reports LOC_LEN_ERR.
+        let rxe = send(
+            &source(Personality::Rxe),
+            &mut psn,
+            &wr(B, 7),
+            1025,
+            &mac_of,
+        );
+        assert_eq!(rxe.unwrap_err(), WcStatus::Success);
+        let mlx5 = send(
+            &source(Personality::Mlx5),
+            &mut psn,
+            &wr(B, 7),
+            4097,
+            &mac_of,
+        );
+        assert_eq!(mlx5.unwrap_err(), WcStatus::LocLenErr);
+        assert_eq!(psn, 9);
+        let mut no_ah = wr(B, 7);
+        no_ah.ud = None;
+        let r = send(&source(Personality::Rxe), &mut psn, &no_ah, 1, &mac_of);
+        assert_eq!(r.unwrap_err(), WcStatus::LocQpOpErr);
+    }
+}

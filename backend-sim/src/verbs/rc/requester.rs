@@ -281,11 +281,13 @@ impl Requester {
     }
 
     /// Completes finished WQEs from the head of the send queue, in order, and reports a
-    /// drain the SQD transition asked for.
-    fn complete_done(&mut self, nic: &mut impl Nic) {
+    /// drain the SQD transition asked for. Returns how many left the queue.
+    fn complete_done(&mut self, nic: &mut impl Nic) -> usize {
         let qp = nic.qp();
+        let mut popped = 0;
         while self.sq.front().is_some_and(|w| w.done) {
             let w = self.sq.pop_front().expect("front exists");
+            popped += 1;
             if qp.sig_all || w.wr.flags.contains(SendFlags::SIGNALED) {
                 let mut c =
                     completion(w.wr.wr_id, WcStatus::Success, w.completion_opcode(), qp.qpn);
@@ -302,13 +304,13 @@ impl Requester {
             self.drain_notify = false;
             nic.event(EventType::SqDrained);
         }
+        popped
     }
 
     /// Completes WQE `i` with an error (always reported), then the QP enters ERR and the
-    /// rest is flushed.
+    /// rest is flushed. The WQEs done before it complete first, which shifts its index.
     fn fail(&mut self, nic: &mut impl Nic, i: usize, status: WcStatus) {
-        self.complete_done(nic);
-        let i = i.min(self.sq.len().saturating_sub(1));
+        let i = i - self.complete_done(nic);
         if let Some(w) = self.sq.remove(i) {
             let c = completion(w.wr.wr_id, status, w.completion_opcode(), nic.qp().qpn);
             nic.complete_send(c);

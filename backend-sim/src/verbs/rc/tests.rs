@@ -451,3 +451,30 @@ fn uc_loses_a_message_with_a_gap_and_resynchronises_on_the_next() {
     // The sender completed both at once (UC completes on transmission).
     assert_eq!(p.nic(0).send_cq.len(), 2);
 }
+
+#[test]
+fn an_rnr_failure_lands_on_the_wqe_that_was_refused_not_a_later_one() {
+    // A is received but its ACK is lost; B finds no receive and is RNR-NAKed with
+    // rnr_retry 0; that NAK acknowledges A implicitly, so A completes first and B fails.
+    let mut p = Pair::new(false, attr(7, 0));
+    p.nic_mut(1).post_recv(1, 0, 64);
+    p.lose = vec![3]; // SEND A, SEND B, SEND C, then the ACK of A
+    for id in [10, 11, 12] {
+        p.post(0, wr(id, SendOpcode::Send, &[p.nic(0).sge(0, 8)]));
+    }
+    p.run();
+    let done: Vec<_> = p
+        .nic(0)
+        .send_cq
+        .iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect();
+    assert_eq!(
+        done,
+        [
+            (10, WcStatus::Success),
+            (11, WcStatus::RnrRetryExcErr),
+            (12, WcStatus::WrFlushErr)
+        ]
+    );
+}
