@@ -4,6 +4,8 @@
 //! subscriber each event costs one disabled-callsite check.
 
 use super::tap::{Seen, Tap};
+use crate::clock::Nanos;
+use crate::ids::PortId;
 use crate::trace::{tag, TraceHash};
 use tracing::trace;
 
@@ -11,6 +13,12 @@ use tracing::trace;
 #[derive(Debug, Default)]
 pub(crate) struct Tracer {
     pub hash: TraceHash,
+}
+
+/// Folds a frame event: its time, port, index and length, then its first bytes.
+fn fold_frame(h: &mut TraceHash, tag: u8, now: Nanos, port: PortId, index: u64, frame: &[u8]) {
+    h.event(tag, &[now, u64::from(port.0), index, frame.len() as u64]);
+    h.bytes_head(frame);
 }
 
 impl Tap for Tracer {
@@ -23,11 +31,7 @@ impl Tap for Tracer {
                 index,
                 frame,
             } => {
-                h.event(
-                    tag::TRANSMIT,
-                    &[now, u64::from(port.0), index, frame.len() as u64],
-                );
-                h.bytes_head(frame);
+                fold_frame(h, tag::TRANSMIT, now, port, index, frame);
                 trace!(now, %port, index, len = frame.len(), "transmit");
             }
             Seen::AtSwitch { now, from, index } => {
@@ -40,11 +44,7 @@ impl Tap for Tracer {
                 index,
                 frame,
             } => {
-                h.event(
-                    tag::ARRIVE,
-                    &[now, u64::from(port.0), index, frame.len() as u64],
-                );
-                h.bytes_head(frame);
+                fold_frame(h, tag::ARRIVE, now, port, index, frame);
                 trace!(now, %port, index, len = frame.len(), "arrive");
             }
             Seen::Drop {

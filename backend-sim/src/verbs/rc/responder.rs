@@ -4,12 +4,12 @@
 
 use super::psn::{psn_add, psn_cmp, PSN_MASK};
 use super::requester::Requester;
-use super::{enter_error, Count, Nic};
+use super::{enter_error, Count, Nic, QpView};
 use crate::frame::roce::{opcode as op, syndrome, Aeth, Bth, Reth, RoceHeaders, RocePacket};
 use crate::verbs::memory::{self, Span};
 use crate::verbs::wqe::{completion, RecvWqe};
 use std::collections::VecDeque;
-use verbs_api::{AccessFlags, EventType, QpState, WcFlags, WcOpcode, WcStatus};
+use verbs_api::{AccessFlags, Completion, EventType, QpState, WcFlags, WcOpcode, WcStatus};
 
 /// A SEND message being reassembled.
 #[derive(Debug)]
@@ -51,6 +51,18 @@ fn starts_message(o: u8) -> bool {
             | op::WRITE_ONLY
             | op::WRITE_ONLY_IMM
     )
+}
+
+/// The completion of a message received on `qp` into receive `wr_id`.
+fn received(qp: &QpView, wr_id: u64, opcode: WcOpcode, len: usize, imm: Option<u32>) -> Completion {
+    let mut c = completion(wr_id, WcStatus::Success, opcode, qp.qpn);
+    c.byte_len = len as u32;
+    c.src_qp = qp.attr.dest_qp_num;
+    if let Some(i) = imm {
+        c.imm_data = i;
+        c.wc_flags |= WcFlags::WITH_IMM;
+    }
+    c
 }
 
 /// What became of a request.
@@ -163,6 +175,23 @@ impl Responder {
         }
     }
 
+    /// The next receive WQE, or (with none posted) an RNR NAK with the QP's
+    /// `min_rnr_timer`.
+    fn take_recv_or_rnr(
+        &mut self,
+        nic: &mut impl Nic,
+        req: &mut Requester,
+        psn: u32,
+    ) -> Option<(RecvWqe, u32)> {
+        let recv = nic.take_recv();
+        if recv.is_none() {
+            nic.count(Count::NoWqe);
+            let syn = syndrome::RNR_NAK | (nic.qp().attr.min_rnr_timer & 0x1f);
+            self.nak(nic, req, psn, syn);
+        }
+        recv
+    }
+
     fn on_send(
         &mut self,
         nic: &mut impl Nic,
@@ -173,10 +202,7 @@ impl Responder {
         let o = bth.opcode & 0x1f;
         let qp = nic.qp();
         if matches!(o, op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM) {
-            let Some((wqe, wpd)) = nic.take_recv() else {
-                nic.count(Count::NoWqe);
-                let syn = syndrome::RNR_NAK | (qp.attr.min_rnr_timer & 0x1f);
-                self.nak(nic, req, bth.psn, syn);
+            let Some((wqe, wpd)) = self.take_recv_or_rnr(nic, req, bth.psn) else {
                 return Handled::Answered;
             };
             if let Err(s) = nic.mrs().check_local(wpd, wqe.sges.as_slice(), true) {
@@ -219,13 +245,7 @@ impl Responder {
             self.msn = psn_add(self.msn, 1);
             // SAFETY: the SGEs passed check_local with LOCAL_WRITE when the message began.
             let n = unsafe { memory::scatter(r.wqe.sges.as_slice(), &[&r.data]) }.unwrap_or(0);
-            let mut c = completion(r.wqe.wr_id, WcStatus::Success, WcOpcode::Recv, qp.qpn);
-            c.byte_len = n as u32;
-            c.src_qp = qp.attr.dest_qp_num;
-            if let Some(i) = pkt.headers.imm {
-                c.imm_data = i;
-                c.wc_flags |= WcFlags::WITH_IMM;
-            }
+            let c = received(&qp, r.wqe.wr_id, WcOpcode::Recv, n, pkt.headers.imm);
             nic.complete_recv(c, bth.solicited);
         }
         Handled::Executed
@@ -243,14 +263,9 @@ impl Responder {
         let with_imm = matches!(o, op::WRITE_ONLY_IMM | op::WRITE_LAST_IMM);
         let mut recv = None;
         if with_imm {
-            match nic.take_recv() {
-                Some(x) => recv = Some(x),
-                None => {
-                    nic.count(Count::NoWqe);
-                    let syn = syndrome::RNR_NAK | (qp.attr.min_rnr_timer & 0x1f);
-                    self.nak(nic, req, bth.psn, syn);
-                    return Handled::Answered;
-                }
+            recv = self.take_recv_or_rnr(nic, req, bth.psn);
+            if recv.is_none() {
+                return Handled::Answered;
             }
         }
         if let Some(reth) = pkt.headers.reth {
@@ -309,16 +324,8 @@ impl Responder {
             self.msn = psn_add(self.msn, 1);
         }
         if let Some((w, _)) = recv {
-            let mut c = completion(
-                w.wr_id,
-                WcStatus::Success,
-                WcOpcode::RecvRdmaWithImm,
-                qp.qpn,
-            );
-            c.imm_data = pkt.headers.imm.unwrap_or(0);
-            c.wc_flags = WcFlags::WITH_IMM;
-            c.src_qp = qp.attr.dest_qp_num;
-            c.byte_len = total as u32;
+            let imm = Some(pkt.headers.imm.unwrap_or(0));
+            let c = received(&qp, w.wr_id, WcOpcode::RecvRdmaWithImm, total as usize, imm);
             nic.complete_recv(c, bth.solicited);
         }
         Handled::Executed

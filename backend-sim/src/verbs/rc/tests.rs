@@ -286,12 +286,28 @@ fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| (i * 7 + 3) as u8).collect()
 }
 
+/// A pair whose end 0 holds `len` bytes of a pattern at offset 0 and whose end 1 has one
+/// receive posted (`wr_id` at `off`, 4096 bytes).
+fn pair_with_data(uc: bool, attr: QpAttr, len: usize, wr_id: u64, off: usize) -> (Pair, Vec<u8>) {
+    let mut p = Pair::new(uc, attr);
+    let data = pattern(len);
+    p.nic(0).write(0, &data);
+    p.nic_mut(1).post_recv(wr_id, off, 4096);
+    (p, data)
+}
+
+/// (wr_id, status) of every send completion of end `i`, in order.
+fn statuses(p: &Pair, i: usize) -> Vec<(u64, WcStatus)> {
+    p.nic(i)
+        .send_cq
+        .iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect()
+}
+
 #[test]
 fn a_three_packet_send_arrives_whole_and_completes_on_both_ends() {
-    let mut p = Pair::new(false, attr(7, 7));
-    let data = pattern(2500);
-    p.nic(0).write(0, &data);
-    p.nic_mut(1).post_recv(9, 4096, 4096);
+    let (mut p, data) = pair_with_data(false, attr(7, 7), 2500, 9, 4096);
     let mut w = wr(1, SendOpcode::SendWithImm, &[p.nic(0).sge(0, 2500)]);
     w.imm = 0xabcd;
     p.post(0, w);
@@ -322,10 +338,7 @@ fn a_three_packet_send_arrives_whole_and_completes_on_both_ends() {
 
 #[test]
 fn a_lost_middle_packet_is_nakked_and_resent_and_delivered_once() {
-    let mut p = Pair::new(false, attr(7, 7));
-    let data = pattern(3000);
-    p.nic(0).write(0, &data);
-    p.nic_mut(1).post_recv(5, 8192, 4096);
+    let (mut p, data) = pair_with_data(false, attr(7, 7), 3000, 5, 8192);
     p.lose = vec![1]; // the MIDDLE packet of the first transmission
     p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 3000)]));
     p.run();
@@ -387,12 +400,7 @@ fn rnr_naks_wait_out_the_timer_and_give_up_after_rnr_retry() {
     p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 10)]));
     p.run();
     assert_eq!(p.nic(1).no_wqe, 3);
-    let done: Vec<_> = p
-        .nic(0)
-        .send_cq
-        .iter()
-        .map(|c| (c.wr_id, c.status))
-        .collect();
+    let done = statuses(&p, 0);
     assert_eq!(done, [(1, WcStatus::RnrRetryExcErr)]);
     assert_eq!(p.nic(0).view.state, QpState::Err);
     // min_rnr_timer 1 is 10 us per wait: two waits passed in virtual time.
@@ -432,10 +440,7 @@ fn an_unanswered_request_fails_with_retry_exceeded_after_retry_cnt_timeouts() {
 
 #[test]
 fn uc_loses_a_message_with_a_gap_and_resynchronises_on_the_next() {
-    let mut p = Pair::new(true, attr(0, 0));
-    let data = pattern(2048);
-    p.nic(0).write(0, &data);
-    p.nic_mut(1).post_recv(1, 4096, 4096);
+    let (mut p, data) = pair_with_data(true, attr(0, 0), 2048, 1, 4096);
     p.nic_mut(1).post_recv(2, 12288, 4096);
     p.lose = vec![0]; // FIRST of the first message
     p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 2048)]));
@@ -463,12 +468,7 @@ fn an_rnr_failure_lands_on_the_wqe_that_was_refused_not_a_later_one() {
         p.post(0, wr(id, SendOpcode::Send, &[p.nic(0).sge(0, 8)]));
     }
     p.run();
-    let done: Vec<_> = p
-        .nic(0)
-        .send_cq
-        .iter()
-        .map(|c| (c.wr_id, c.status))
-        .collect();
+    let done = statuses(&p, 0);
     assert_eq!(
         done,
         [
