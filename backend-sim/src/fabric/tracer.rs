@@ -75,3 +75,71 @@ impl Tap for Tracer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::fabric::Fabric;
+    use std::net::Ipv4Addr;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing::span::{Attributes, Id, Record};
+    use tracing::{Event, Metadata, Subscriber};
+
+    /// A subscriber that keeps the message of every event.
+    #[derive(Clone, Default)]
+    struct Messages(Arc<Mutex<Vec<String>>>);
+
+    struct Message<'a>(&'a mut String);
+
+    impl Visit for Message<'_> {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                *self.0 = format!("{value:?}");
+            }
+        }
+    }
+
+    impl Subscriber for Messages {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &Attributes<'_>) -> Id {
+            Id::from_u64(1)
+        }
+        fn record(&self, _: &Id, _: &Record<'_>) {}
+        fn record_follows_from(&self, _: &Id, _: &Id) {}
+        fn event(&self, e: &Event<'_>) {
+            let mut m = String::new();
+            e.record(&mut Message(&mut m));
+            self.0.lock().unwrap().push(m);
+        }
+        fn enter(&self, _: &Id) {}
+        fn exit(&self, _: &Id) {}
+    }
+
+    #[test]
+    fn every_hop_is_a_tracing_event_when_a_subscriber_listens() {
+        let run = || {
+            let mut f = Fabric::new(1);
+            let (_, a) = f
+                .add_host_with_port("a", Ipv4Addr::new(10, 0, 0, 1))
+                .unwrap();
+            f.add_host_with_port("b", Ipv4Addr::new(10, 0, 0, 2))
+                .unwrap();
+            let mut frame = vec![0u8; 60];
+            frame[..6].copy_from_slice(&[2, 0, 10, 0, 0, 2]);
+            f.transmit(a, frame).unwrap();
+            f.schedule_timer(10, 7);
+            f.drain();
+            f.trace_hash()
+        };
+        let seen = Messages::default();
+        let hash = tracing::subscriber::with_default(seen.clone(), run);
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            ["transmit", "timer", "at switch", "arrive"]
+        );
+        // Listening changes nothing in the run.
+        assert_eq!(hash, run());
+    }
+}

@@ -150,10 +150,13 @@ impl Sim {
     /// [`Sim::run_for`]).
     pub fn run_until_idle(&self) -> u64 {
         let mut w = lock(&self.world);
+        let span = tracing::debug_span!("run_until_idle", now = w.fabric.now());
+        let _enter = span.enter();
         let mut n = 0;
         while w.advance(Nanos::MAX) {
             n += 1;
         }
+        tracing::debug!(events = n, now = w.fabric.now(), "idle");
         n
     }
 
@@ -161,6 +164,8 @@ impl Sim {
     pub fn run_for(&self, ns: Nanos) {
         let mut w = lock(&self.world);
         let deadline = w.fabric.now().saturating_add(ns);
+        let span = tracing::debug_span!("run_for", now = w.fabric.now(), ns);
+        let _enter = span.enter();
         while w.advance(deadline) {}
     }
 
