@@ -1,8 +1,8 @@
 //! One direction of a host's link to the switch, as a stack in the manner of smoltcp's phy
-//! layer: a [`Wire`] (a FIFO with a propagation latency and a bandwidth) at the bottom, and
-//! decorators around it that implement the same [`Link`] trait ([`super::injector::FaultInjector`]
-//! today). The fabric composes the stack of each port from its configuration and never
-//! looks inside it.
+//! layer: a `Wire` (a FIFO with a propagation latency and a bandwidth) at the bottom, and
+//! decorators around it that implement the same `Link` trait (the `FaultInjector` of
+//! `fabric/injector.rs` today). The fabric composes the stack of each port from its
+//! configuration and never looks inside it. [`LinkConfig`] is the public part.
 
 use crate::clock::Nanos;
 use crate::fault::DropReason;

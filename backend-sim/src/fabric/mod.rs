@@ -5,10 +5,11 @@
 //! here reads the wall clock, the OS RNG or thread timing, so the same seed and the same
 //! calls give the same trace hash.
 //!
-//! Its parts, each in a file of its own: the [`topology`](self) of hosts, ports and the
-//! switch; each port's two link stacks (a `Wire` inside a `FaultInjector`, composed from
-//! the fault plan); the observers of its events (the `Tracer` of the trace hash and
-//! `tracing` log, a pcap `Capture` when one is configured); and pcap `Replay` sources.
+//! Its parts, each in a file of its own: the topology of hosts, ports and the switch; each
+//! port's two link stacks (a `Wire` inside a `FaultInjector`, composed from the fault
+//! plan, see [`link`]); the fabric-wide faults (drop list, partitions); the observers of
+//! its events (the `Tracer` of the trace hash and `tracing` log, a pcap `Capture` when one
+//! is configured); and pcap `Replay` sources.
 
 mod capture;
 mod error;
