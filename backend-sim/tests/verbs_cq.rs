@@ -99,9 +99,13 @@ fn solicited_only_skips_unsolicited_completions() {
     r.cq.ack_events(1);
 }
 
+/// Flushed receives wake a solicited-only CQ on both: rxe posts completions made without
+/// a packet as solicited (`rxe_cq_post(.., 1)`), mlx5 wakes for every error completion.
+/// (A receive that fails on an unsolicited packet does not wake rxe's: the conformance
+/// case `solicited_only_ignores_unsolicited_error`.)
 #[test]
-fn solicited_only_and_error_completions_differ_by_personality() {
-    for (p, fires) in [(Personality::Mlx5, true), (Personality::Rxe, false)] {
+fn solicited_only_cq_wakes_on_flushed_receives() {
+    for (p, fires) in [(Personality::Mlx5, true), (Personality::Rxe, true)] {
         let r = setup(p, 64);
         r.cq.req_notify(true).unwrap();
         // Moving the QP to ERR flushes its receives with WR_FLUSH_ERR (error completions).

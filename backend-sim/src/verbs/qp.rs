@@ -1,8 +1,9 @@
 //! Queue pairs: state, modify, and posting (RAW/UD execute at once, RC/UC go to the
 //! connected-transport engine).
 
-use crate::verbs::context::SimAh;
+use crate::verbs::ah::SimAh;
 use crate::verbs::objects::{err, lock, Res};
+use crate::verbs::personality::Personality;
 use crate::verbs::world::{completion, RecvWqe, SgeList, UdDest, World, WrCopy};
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
@@ -58,6 +59,19 @@ impl QueuePair for SimQp {
         a.qp_state = qp.state;
         a.cur_qp_state = qp.state;
         a.cap = qp.cap;
+        if let Some(rc) = qp.rc.as_ref() {
+            // The PSNs as they are now, once the transport uses them.
+            let (sq, rq) = rc.psns();
+            if matches!(
+                qp.state,
+                QpState::Rts | QpState::Sqd | QpState::Sqe | QpState::Err
+            ) {
+                a.sq_psn = sq;
+            }
+            if qp.state != QpState::Reset && qp.state != QpState::Init {
+                a.rq_psn = rq;
+            }
+        }
         Ok((a, qp.cap))
     }
 
@@ -93,16 +107,20 @@ impl QueuePair for SimQp {
                 )
                 .with_bad_wr(i));
             }
+            let rxe = w.devices[qp.dev].personality == Personality::Rxe;
             let ok_op = match self.qp_type {
                 QpType::RawPacket => wr.opcode == SendOpcode::Send,
                 QpType::Ud => matches!(wr.opcode, SendOpcode::Send | SendOpcode::SendWithImm),
-                QpType::Uc => matches!(
-                    wr.opcode,
-                    SendOpcode::Send
-                        | SendOpcode::SendWithImm
-                        | SendOpcode::RdmaWrite
-                        | SendOpcode::RdmaWriteWithImm
-                ),
+                // rxe's provider takes any opcode on UC; the WQE then fails.
+                QpType::Uc => {
+                    rxe || matches!(
+                        wr.opcode,
+                        SendOpcode::Send
+                            | SendOpcode::SendWithImm
+                            | SendOpcode::RdmaWrite
+                            | SendOpcode::RdmaWriteWithImm
+                    )
+                }
                 _ => true,
             };
             if !ok_op {
@@ -144,6 +162,20 @@ impl QueuePair for SimQp {
                     })
                 }
                 WrDetail::None => {}
+            }
+            // rdma-core's rxe provider refuses an atomic whose SGEs hold fewer than 8 bytes
+            // or whose remote address is not 8-byte aligned (`validate_send_wr`).
+            if let (Some((addr, ..)), Personality::Rxe) =
+                (copy.atomic, w.devices[qp.dev].personality)
+            {
+                if wr.total_len() < 8 || addr & 7 != 0 {
+                    return Err(err(
+                        ErrorKind::InvalidArgument,
+                        OP,
+                        "an atomic needs 8 bytes at an 8-byte aligned remote address",
+                    )
+                    .with_bad_wr(i));
+                }
             }
             if self.qp_type == QpType::Ud && copy.ud.is_none() {
                 return Err(err(
@@ -190,10 +222,18 @@ impl QueuePair for SimQp {
                     if !ok || sig_all || wr.send_flags.contains(verbs_api::SendFlags::SIGNALED) {
                         let mut c = completion(wr.wr_id, posted.status, wc_op, self.qpn);
                         c.byte_len = posted.byte_len;
+                        if ok && wr.opcode == verbs_api::SendOpcode::SendWithImm {
+                            // rxe and mlx5 flag it (imm_data left 0).
+                            c.wc_flags |= verbs_api::WcFlags::WITH_IMM;
+                        }
                         w.complete(send_cq, c, false);
                     }
                     if !ok {
-                        if let Some(q) = w.qps.get_mut(&self.qpn) {
+                        // rxe moves the QP to ERR (its receives are flushed); mlx5 to SQE.
+                        let p = w.qps.get(&self.qpn).map(|q| w.devices[q.dev].personality);
+                        if p == Some(Personality::Rxe) {
+                            w.enter_error(self.qpn);
+                        } else if let Some(q) = w.qps.get_mut(&self.qpn) {
                             q.state = QpState::Sqe;
                         }
                     }
@@ -223,7 +263,12 @@ impl QueuePair for SimQp {
                 return Err(err(ErrorKind::InvalidState, OP, "QP destroyed").with_bad_wr(i));
             };
             if qp.srq.is_some() {
-                return Err(err(ErrorKind::InvalidState, OP, "the QP uses an SRQ").with_bad_wr(i));
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    "the QP takes its receives from an SRQ",
+                )
+                .with_bad_wr(i));
             }
             if qp.state == QpState::Reset {
                 return Err(
@@ -239,7 +284,14 @@ impl QueuePair for SimQp {
                     err(ErrorKind::QueueFull, OP, "the receive queue is full").with_bad_wr(i)
                 );
             }
-            if qp.state == QpState::Err {
+            let dev = qp.dev;
+            let flush_now = w.devices[dev].personality != Personality::Rxe;
+            let Some(qp) = w.qps.get_mut(&self.qpn) else {
+                return Err(err(ErrorKind::InvalidState, OP, "QP destroyed").with_bad_wr(i));
+            };
+            // rxe queues a receive posted in ERR without flushing it (it is flushed when
+            // the QP is next flushed); mlx5 flushes it at once.
+            if qp.state == QpState::Err && flush_now {
                 let cq = qp.recv_cq;
                 w.complete(
                     cq,
@@ -286,7 +338,7 @@ impl QueuePair for SimQp {
             Ok(())
         } else {
             Err(err(
-                ErrorKind::NotFound,
+                ErrorKind::InvalidArgument,
                 "ibv_detach_mcast",
                 format!("QP not attached to {gid}"),
             ))
