@@ -143,7 +143,7 @@ pub(crate) fn ud_on<C: Context>(
 ) -> C::Qp {
     let cap = cap(8, 8, 1, 1, 0);
     let qp = rig.qp_with(QpType::Ud, send_cq, recv_cq, cap);
-    bring_up_ud(&rig, &qp, QpState::Rts);
+    bring_up_ud(rig, &qp, QpState::Rts);
     log.qp(name, &qp);
     qp
 }
@@ -157,7 +157,7 @@ pub(crate) fn ud_with_sges<C: Context>(
 ) -> C::Qp {
     let cap = cap(8, 8, 1, 3, 0);
     let qp = rig.qp_with(QpType::Ud, cq, cq, cap);
-    bring_up_ud(&rig, &qp, QpState::Rts);
+    bring_up_ud(rig, &qp, QpState::Rts);
     log.qp(name, &qp);
     qp
 }

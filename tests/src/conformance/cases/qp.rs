@@ -408,35 +408,6 @@ pub fn post_send_refusals<V: Verbs>(env: &Env<V>) {
     ]);
 }
 
-/// More sends in one post than the send queue holds: the first ones are posted, the
-/// one that finds the queue full fails with ENOMEM.
-pub fn send_queue_full<V: Verbs>(env: &Env<V>) {
-    let rig = open(env);
-    let mut log = Log::new();
-    let c = rig.cq(256);
-    let s = rig.qp_with(QpType::Ud, &c.cq, &c.cq, cap(4, 4, 1, 1, 0));
-    bring_up_ud(&rig, &s, QpState::Rts);
-    log.qp("s", &s);
-    let (_, got) = s.query(QpAttrMask::CAP).expect("query_qp");
-    let ah = self_ah(&rig);
-    let mr = rig.mr(64, AccessFlags::empty());
-    let one = [sge(&mr, 0, 8)];
-    let wrs: Vec<_> = (0..=u64::from(got.max_send_wr))
-        .map(|i| SendWr::ud_send(i, &one, &ah, 0xff_fff0, QKEY).signaled())
-        .collect();
-    log.result("post", &try_send(&s, &wrs));
-    let n = got.max_send_wr as usize;
-    let wcs = poll_n(&c.cq, n);
-    log.line(format!(
-        "completed {} in order: {}",
-        wcs.len(),
-        wcs.iter()
-            .enumerate()
-            .all(|(i, w)| w.wr_id == i as u64 && w.is_success())
-    ));
-    log.check(&["post: QueueFull bad_wr=7", "completed 7 in order: true"]);
-}
-
 /// A QP moved from RTS to SQD with en_sqd_async_notify raises SQ_DRAINED once its send
 /// queue is empty; rxe raises no COMM_EST at bring-up.
 pub fn sq_drained_event<V: Verbs>(env: &Env<V>) {
