@@ -129,6 +129,13 @@ impl Personality {
         matches!(self, Personality::Rxe)
     }
 
+    /// Whether retry_cnt 7 means retrying for ever, as rnr_retry 7 does (rxe, seen in the
+    /// VM); the mlx5 personality gives up after 7, as the IB spec has it.
+    #[must_use]
+    pub fn retry_cnt_7_is_infinite(self) -> bool {
+        matches!(self, Personality::Rxe)
+    }
+
     /// Whether the affiliated QP events COMM_EST, QP_REQ_ERR, QP_ACCESS_ERR, QP_FATAL and
     /// LAST_WQE_REACHED are raised: rxe (Linux 6.1) raises none of them (seen in the VM);
     /// mlx5 does. SQ_DRAINED is raised by both.

@@ -38,6 +38,7 @@ macro_rules! conformance_tests {
             poll_one_at_a_time,
             poll_without_room_leaves_completions,
             device_and_port_queries,
+            retry_cnt_seven_is_infinite,
             device_limits,
             query_port_and_gid_out_of_range,
             open_unknown_device,

@@ -382,11 +382,14 @@ impl Requester {
             let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
                 return;
             };
-            if self.retry_left == 0 {
-                self.fail(nic, i, WcStatus::RetryExcErr);
-                return;
+            let qp = nic.qp();
+            if !(qp.attr.retry_cnt == 7 && qp.personality.retry_cnt_7_is_infinite()) {
+                if self.retry_left == 0 {
+                    self.fail(nic, i, WcStatus::RetryExcErr);
+                    return;
+                }
+                self.retry_left -= 1;
             }
-            self.retry_left -= 1;
         } else if self.timer_gen != gen {
             return;
         }

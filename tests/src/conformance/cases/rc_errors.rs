@@ -536,3 +536,24 @@ pub fn rnr_retry_infinite_waits_for_a_receive<V: Verbs>(env: &Env<V>) {
         "cq_b: wr 7 Success Recv len 8 imm - flags GRH qp b src 0",
     ]);
 }
+
+/// retry_cnt 7 retries for ever on rxe (the man page gives 7 no special meaning; only
+/// rnr_retry 7 is infinite there): to a QP number that does not exist, nothing completes
+/// and the QP stays in RTS, where retry_cnt 1 fails within the same time (see
+/// `retry_exceeded_to_missing_qp`).
+pub fn retry_cnt_seven_is_infinite<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let c = rig.cq(16);
+    let a = rig.qp(QpType::Rc, &c.cq, 0);
+    log.qp("a", &a);
+    let mut pa = rig.connect_params(0xff_fff0, AccessFlags::empty());
+    pa.retry_cnt = 7;
+    pa.timeout = 1;
+    verbs_api::helpers::bring_up(&a, QpState::Rts, &pa).expect("bring up");
+    let mr = rig.mr(64, AccessFlags::empty());
+    post_send(&a, SendWr::send(1, &[sge(&mr, 0, 8)]).signaled());
+    log.collect("cq", &c.cq, 0);
+    log.state("a", &a);
+    log.check(&["state a: RTS"]);
+}
