@@ -111,8 +111,8 @@ impl Descriptor {
         let pointers: Vec<u64> = packet
             .raw_pointers()
             .filter(|&p| {
-                let d = flavour.decode(p);
-                !(d.immediate && (HEAP_CNT_ID..=PAYLOAD_LENGTH_ID).contains(&d.id))
+                // As any heap (spead2's live_heap::add_pointers): IDs 1-4 are never items.
+                !(HEAP_CNT_ID..=PAYLOAD_LENGTH_ID).contains(&flavour.decode(p).id)
             })
             .collect();
         let mut items: Vec<RawItem> = Vec::new();

@@ -72,7 +72,17 @@ impl MemoryPool {
     }
 
     /// A buffer of at least `len` initialised bytes (contents unspecified).
+    ///
+    /// # Panics
+    /// When the allocator cannot provide `len` bytes (see [`MemoryPool::try_acquire`]).
     pub fn acquire(&self, len: usize) -> PoolBuffer {
+        self.try_acquire(len)
+            .unwrap_or_else(|| panic!("cannot allocate a {len}-byte heap buffer"))
+    }
+
+    /// A buffer of at least `len` initialised bytes (contents unspecified), or `None`
+    /// when the allocator cannot provide that much.
+    pub fn try_acquire(&self, len: usize) -> Option<PoolBuffer> {
         let mut inner = self.lock();
         let pos = inner.free.iter().rposition(|(b, _)| b.len() >= len);
         let (buf, mut pointers) = match pos {
@@ -84,17 +94,20 @@ impl MemoryPool {
                 (b, p)
             }
             None => {
-                inner.stats.allocated += 1;
                 drop(inner);
-                (vec![0u8; len], Vec::with_capacity(16))
+                let mut b = Vec::new();
+                b.try_reserve_exact(len).ok()?;
+                b.resize(len, 0);
+                self.lock().stats.allocated += 1;
+                (b, Vec::with_capacity(16))
             }
         };
         pointers.clear();
-        PoolBuffer {
+        Some(PoolBuffer {
             buf,
             pointers,
             pool: Some(self.clone()),
-        }
+        })
     }
 
     /// Current statistics.
@@ -130,14 +143,19 @@ pub struct PoolBuffer {
 }
 
 impl PoolBuffer {
-    /// Grows the buffer to at least `len` bytes, keeping its contents.
-    pub fn grow(&mut self, len: usize) {
+    /// Grows the buffer to at least `len` bytes, keeping its contents. Returns false
+    /// (and leaves the buffer alone) when the allocator cannot provide that much.
+    pub fn try_grow(&mut self, len: usize) -> bool {
         if len > self.buf.len() {
+            if self.buf.try_reserve_exact(len - self.buf.len()).is_err() {
+                return false;
+            }
             self.buf.resize(len, 0);
             if let Some(p) = &self.pool {
                 p.note_grow();
             }
         }
+        true
     }
 
     /// The whole buffer (may be longer than the heap).
