@@ -91,7 +91,12 @@ impl Heap {
     /// All items, descriptor items (0x05) included.
     pub fn raw_items(&self) -> Vec<Item<'_>> {
         let mut raw: Vec<RawItem> = Vec::new();
-        extract_items(self.flavour, self.payload.pointers(), self.min_length, &mut raw);
+        extract_items(
+            self.flavour,
+            self.payload.pointers(),
+            self.min_length,
+            &mut raw,
+        );
         let hab_bytes = self.flavour.immediate_bytes();
         raw.into_iter()
             .filter_map(|r| match r.value {

@@ -8,8 +8,8 @@ mod stats;
 mod stream;
 
 pub use chunk::{
-    Chunk, ChunkStream, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig,
-    EvictionMode, PlaceData,
+    Chunk, ChunkStream, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig, EvictionMode,
+    PlaceData,
 };
 pub use heap::{Heap, Item};
 pub use pool::{MemoryPool, PoolBuffer, PoolStats};
