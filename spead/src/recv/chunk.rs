@@ -655,6 +655,29 @@ impl<U> ChunkSink<U> {
     }
 }
 
+impl<U> ChunkSink<U> {
+    /// This stream holds back no chunk any more (it stopped or went away).
+    fn leave(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            let mut st = self.group.lock();
+            st.stopped_members += 1;
+            self.group.advance_member(&mut st, self.member, u64::MAX);
+            if st.stopped_members == st.heads.len() {
+                st.heads_moved();
+            }
+        }
+    }
+}
+
+impl<U> Drop for ChunkSink<U> {
+    /// As spead2's destructors stop their streams: a dropped member no longer holds
+    /// the group back.
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
 impl<U> sealed::Sealed for ChunkSink<U> {}
 
 impl<U: Send + 'static> HeapSink for ChunkSink<U> {
@@ -787,18 +810,14 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
     }
 
     fn stopped(&mut self, _stats: &mut Stats) {
-        if !self.stopped {
-            self.stopped = true;
-            let mut st = self.group.lock();
-            st.stopped_members += 1;
-            self.group.advance_member(&mut st, self.member, u64::MAX);
-            if st.stopped_members == st.heads.len() {
-                st.heads_moved();
-            }
-        }
+        self.leave();
     }
 
     fn poll(&mut self) -> bool {
         self.group.stopped.load(Ordering::Acquire)
     }
 }
+
+#[cfg(test)]
+#[path = "chunk_tests.rs"]
+mod tests;

@@ -121,6 +121,9 @@ pub enum Reject {
     Stopped,
 }
 
+/// A finished heap's pointer and range lists, kept for the next heap.
+type Spare = (Vec<u64>, Vec<(u64, u64)>);
+
 #[derive(Debug)]
 struct Substream<S> {
     slots: Vec<Option<LiveHeap<S>>>,
@@ -137,7 +140,7 @@ pub struct Stream<H: HeapSink = HeapQueue> {
     stats: Stats,
     stopped: bool,
     started: bool,
-    spare: Vec<(Vec<u64>, Vec<(u64, u64)>)>,
+    spare: Vec<Spare>,
 }
 
 impl Stream<HeapQueue> {
