@@ -330,6 +330,8 @@ struct GroupState<U> {
     /// Each member's head chunk (the oldest chunk it may still write).
     heads: Vec<Arc<AtomicU64>>,
     stopped_members: usize,
+    /// Emptied cells nobody else holds, reused so steady state allocates nothing.
+    spare: Vec<Cell<U>>,
 }
 
 impl<U> GroupState<U> {
@@ -340,10 +342,14 @@ impl<U> GroupState<U> {
     /// Hands the oldest chunk to the ready callback.
     fn flush_head(&mut self) {
         if let Some(Some(cell)) = self.window.pop_front() {
-            if let Some(c) = lock(&cell).take() {
+            let taken = lock(&cell).take();
+            if let Some(c) = taken {
                 if let Some(ready) = &mut self.ready {
                     ready(c);
                 }
+            }
+            if Arc::strong_count(&cell) == 1 && self.spare.len() < self.max_chunks {
+                self.spare.push(cell);
             }
         }
         self.head += 1;
@@ -440,7 +446,13 @@ impl<U> Group<U> {
             let cell = chunk.map(|mut c| {
                 c.chunk_id = id as i64;
                 c.stream_id = m;
-                Arc::new(Mutex::new(Some(c)))
+                match st.spare.pop() {
+                    Some(cell) => {
+                        *lock(&cell) = Some(c);
+                        cell
+                    }
+                    None => Arc::new(Mutex::new(Some(c))),
+                }
             });
             st.window.push_back(cell);
         }
@@ -484,6 +496,7 @@ impl<U: Send + 'static> ChunkStreamGroup<U> {
                     head: 0,
                     heads: Vec::new(),
                     stopped_members: 0,
+                    spare: Vec::with_capacity(config.max_chunks),
                 }),
                 moved: Condvar::new(),
                 stopped: AtomicBool::new(false),

@@ -549,3 +549,41 @@ fn group_stop_unblocks_a_lossless_wait() {
         assert_eq!(c.chunk_id, i as i64);
     }
 }
+
+#[test]
+fn transports_feed_chunk_streams() {
+    use crate::transport::ByteStreamReader;
+    use crate::transport::{UdpReceiver, UdpRecvConfig, UdpSendConfig, UdpSender};
+    let positions: Vec<u64> = (0..25).collect();
+    let mut heaps: Vec<Vec<u8>> = positions.iter().map(|&p| heap_bytes(p + 1, p)).collect();
+    heaps.push(stop_heap(100));
+    let expect = |ready: &Ready| {
+        let chunks = ready.lock().unwrap();
+        assert_eq!(chunks.len(), 3);
+        for (i, c) in chunks.iter().enumerate() {
+            let mut present = [1u8; HEAPS_PER_CHUNK];
+            if i == 2 {
+                present[5..].fill(0);
+            }
+            check_chunk(c, i as i64, &present);
+        }
+    };
+    // Memory / file: packets back to back.
+    let (mut s, ready) = stream(place_plain);
+    let mut reader = ByteStreamReader::new(std::io::Cursor::new(heaps.concat()), 9000);
+    reader.run(&mut s).unwrap();
+    assert!(s.is_stopped());
+    expect(&ready);
+    // UDP over loopback: one heap per datagram.
+    let (mut s, ready) = stream(place_plain);
+    let mut cfg = UdpRecvConfig::new("127.0.0.1:0".parse().unwrap());
+    cfg.buffer_size = 4 << 20;
+    let mut rx = UdpReceiver::bind(&cfg).unwrap();
+    let mut tx = UdpSender::new(&UdpSendConfig::new(vec![rx.local_addr().unwrap()])).unwrap();
+    let batch: Vec<(&[u8], usize)> = heaps.iter().map(|h| (&h[..], 0)).collect();
+    tx.send_batch(&batch).unwrap();
+    while !s.is_stopped() {
+        assert!(rx.pump(&mut s).unwrap() > 0, "timed out");
+    }
+    expect(&ready);
+}

@@ -10,6 +10,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::time::Duration;
 
+use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 
 /// Receiver settings (spead2 defaults: 8 MiB buffer, 9200-byte packets).
@@ -244,7 +245,7 @@ impl UdpReceiver {
     ///
     /// # Errors
     /// Socket errors.
-    pub fn pump(&mut self, stream: &mut Stream) -> io::Result<usize> {
+    pub fn pump<H: HeapSink>(&mut self, stream: &mut Stream<H>) -> io::Result<usize> {
         let n = self.recv_batch()?;
         for i in 0..n {
             if stream.is_stopped() {
