@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::byte_stream::PacketWriter;
 use super::udp::UdpSender;
-use crate::send::{GroupMode, HeapGroup, HeapReference, RateLimiter, SendError};
+use crate::send::{CntSequence, GroupMode, Heap, HeapGroup, HeapReference, RateLimiter, SendError};
 
 /// Something packets can be written to.
 pub trait PacketSink {
@@ -22,11 +22,20 @@ pub trait PacketSink {
     fn flush_packets(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// Number of substreams, when known (heaps for others are refused).
+    fn substreams(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl PacketSink for UdpSender {
     fn send_packets(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
         self.send_batch(packets)
+    }
+
+    fn substreams(&self) -> Option<usize> {
+        Some(UdpSender::substreams(self))
     }
 }
 
@@ -36,6 +45,11 @@ impl<W: Write> PacketSink for PacketWriter<W> {
             self.write_packet(p)?;
         }
         Ok(())
+    }
+
+    fn substreams(&self) -> Option<usize> {
+        // A byte stream is one substream, as spead2's streambuf and TCP streams.
+        Some(1)
     }
 
     fn flush_packets(&mut self) -> io::Result<()> {
@@ -96,6 +110,15 @@ impl<S: PacketSink> Sender<S> {
     /// # Errors
     /// [`SendIoError`] when packetizing or I/O fails.
     pub fn send_heaps(&mut self, heaps: &[HeapReference<'_>]) -> Result<(), SendIoError> {
+        if let Some(n) = self.sink.substreams() {
+            if let Some(h) = heaps.iter().find(|h| h.substream >= n) {
+                return Err(SendError::SubstreamOutOfRange {
+                    substream: h.substream,
+                    substreams: n,
+                }
+                .into());
+            }
+        }
         let mut group = HeapGroup::new(heaps, self.max_packet_size, self.mode)?;
         // As spead2 after its queue ran empty: time spent idle is not caught up.
         self.limiter.resume(Instant::now());
@@ -142,8 +165,112 @@ impl<S: PacketSink> Sender<S> {
         Ok(())
     }
 
+    /// Sends `heap` once to each of `substreams` substreams, with consecutive
+    /// counters from `cnts`: how spead2_send sends its descriptor heaps (the first
+    /// `substreams` heaps carry descriptors, heap `i` to substream `i`) and its
+    /// end-of-stream heaps (one per substream, each with its own cnt).
+    ///
+    /// # Errors
+    /// [`SendIoError`] when packetizing or I/O fails, or a substream is out of range.
+    pub fn send_per_substream(
+        &mut self,
+        heap: &Heap,
+        substreams: usize,
+        cnts: &mut CntSequence,
+    ) -> Result<(), SendIoError> {
+        for substream in 0..substreams {
+            let cnt = cnts.next_cnt();
+            self.send_heaps(&[HeapReference {
+                heap,
+                cnt,
+                substream,
+            }])?;
+        }
+        Ok(())
+    }
+
     /// Returns the sink.
     pub fn into_sink(self) -> S {
         self.sink
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{decode_packet, Flavour};
+
+    /// Records packets with their substreams.
+    #[derive(Default)]
+    struct Recorder {
+        sent: Vec<(Vec<u8>, usize)>,
+    }
+
+    impl PacketSink for Recorder {
+        fn send_packets(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
+            self.sent
+                .extend(packets.iter().map(|(p, s)| (p.to_vec(), *s)));
+            Ok(())
+        }
+
+        fn substreams(&self) -> Option<usize> {
+            Some(2)
+        }
+    }
+
+    fn sender() -> Sender<Recorder> {
+        let limiter = RateLimiter::new(0.0, 1 << 16, 1.0);
+        Sender::new(Recorder::default(), 1472, limiter, GroupMode::Serial)
+    }
+
+    #[test]
+    fn substream_out_of_range_is_an_error_not_a_wrap() {
+        let mut s = sender();
+        let heap = Heap::new(Flavour::SPEAD_64_48);
+        let refs = [HeapReference {
+            heap: &heap,
+            cnt: 1,
+            substream: 2,
+        }];
+        let err = s.send_heaps(&refs).unwrap_err();
+        assert!(matches!(
+            err,
+            SendIoError::Packetize(SendError::SubstreamOutOfRange {
+                substream: 2,
+                substreams: 2
+            })
+        ));
+        assert!(s.sink_mut().sent.is_empty());
+    }
+
+    #[test]
+    fn per_substream_heaps_have_distinct_cnts() {
+        let mut s = sender();
+        let mut stop = Heap::new(Flavour::SPEAD_64_48);
+        stop.add_end();
+        let mut cnts = CntSequence::new(10, 1);
+        s.send_per_substream(&stop, 2, &mut cnts).unwrap();
+        let got: Vec<(u64, usize)> = s
+            .sink_mut()
+            .sent
+            .iter()
+            .map(|(p, sub)| (decode_packet(p).unwrap().heap_cnt, *sub))
+            .collect();
+        assert_eq!(got, vec![(10, 0), (11, 1)]);
+        assert_eq!(cnts.next_cnt(), 12);
+    }
+
+    #[test]
+    fn udp_refuses_a_substream_beyond_its_destinations() {
+        let mut tx = UdpSender::new(&crate::transport::UdpSendConfig::new(vec!["127.0.0.1:9"
+            .parse()
+            .unwrap()]))
+        .unwrap();
+        let err = tx.send_batch(&[(&[0u8; 8][..], 1)]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            err.to_string(),
+            "substream index 1 is out of range for 1 destinations"
+        );
     }
 }

@@ -353,11 +353,17 @@ impl UdpSender {
         })
     }
 
-    /// Sends packets, each to the destination of its substream index (taken modulo
-    /// the number of destinations). Retries when the socket buffer is full.
+    /// Number of destinations (substreams).
+    pub fn substreams(&self) -> usize {
+        self.dests.len()
+    }
+
+    /// Sends packets, each to the destination of its substream index. Retries when
+    /// the socket buffer is full.
     ///
     /// # Errors
-    /// Socket errors.
+    /// Socket errors, and `InvalidInput` (nothing sent) when a substream index is not
+    /// below the number of destinations: as spead2, an index is never wrapped.
     pub fn send_batch(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
         if self.dests.is_empty() {
             return Err(io::Error::new(
@@ -366,9 +372,15 @@ impl UdpSender {
             ));
         }
         let nd = self.dests.len();
+        if let Some((_, sub)) = packets.iter().find(|(_, s)| *s >= nd) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("substream index {sub} is out of range for {nd} destinations"),
+            ));
+        }
         if self.dests.iter().any(SocketAddr::is_ipv6) {
             for (p, sub) in packets {
-                self.sock.send_to(p, self.dests[sub % nd])?;
+                self.sock.send_to(p, self.dests[*sub])?;
             }
             return Ok(());
         }
@@ -381,7 +393,7 @@ impl UdpSender {
             self.iovs[i].iov_base = p.as_ptr() as *mut libc::c_void;
             self.iovs[i].iov_len = p.len();
             let h = &mut self.hdrs[i].msg_hdr;
-            h.msg_name = (&mut self.addrs[sub % nd] as *mut libc::sockaddr_in).cast();
+            h.msg_name = (&mut self.addrs[*sub] as *mut libc::sockaddr_in).cast();
             h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
