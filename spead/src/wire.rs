@@ -392,6 +392,19 @@ pub fn decode_datagram(data: &[u8]) -> Result<Packet<'_>, WireError> {
     Ok(p)
 }
 
+/// The packets found back to back in `data` (memory buffers, files), each as its
+/// bytes; iteration ends at the end of `data` or at the first packet that does not
+/// decode.
+pub fn split_packets(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        let n = decode_packet(rest).ok()?.size();
+        let (p, tail) = rest.split_at(n);
+        rest = tail;
+        Some(p)
+    })
+}
+
 /// Big-endian bytes of an immediate value, as spead2 exposes immediate items
 /// (HAB / 8 bytes).
 pub fn immediate_bytes(flavour: Flavour, value: u64) -> Vec<u8> {
@@ -483,6 +496,11 @@ mod tests {
             Err(WireError::SizeMismatch { .. })
         ));
         assert_eq!(packet_size(&good).unwrap(), Some(good.len()));
+        let mut two = good.clone();
+        two.extend_from_slice(&good);
+        two.push(0x53);
+        let parts: Vec<&[u8]> = split_packets(&two).collect();
+        assert_eq!(parts, vec![&good[..], &good[..]]);
     }
 
     #[test]

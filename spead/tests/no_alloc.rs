@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use spead::recv::{Chunk, ChunkStream, ChunkStreamConfig, PlaceData, Stream, StreamConfig};
 use spead::send::{heap_to_bytes, Heap};
-use spead::wire::{decode_packet, Flavour};
+use spead::wire::{split_packets, Flavour};
 
 struct Counting;
 
@@ -50,15 +50,11 @@ fn packets(cnt: u64, len: usize, packet: usize) -> Vec<Vec<u8>> {
     let mut h = Heap::new(Flavour::SPEAD_64_48);
     h.add_item(0x1000, vec![cnt as u8; len], false);
     h.add_item(0x1001, vec![1, 2], true);
-    let bytes = heap_to_bytes(&h, cnt, packet).unwrap();
-    let mut rest = &bytes[..];
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        let n = decode_packet(rest).unwrap().size();
-        out.push(rest[..n].to_vec());
-        rest = &rest[n..];
-    }
-    out
+    split(&heap_to_bytes(&h, cnt, packet).unwrap())
+}
+
+fn split(bytes: &[u8]) -> Vec<Vec<u8>> {
+    split_packets(bytes).map(<[u8]>::to_vec).collect()
 }
 
 fn check(ooo: bool) {
@@ -139,15 +135,7 @@ fn chunk_stream_steady_state_allocates_nothing() {
             let mut h = Heap::new(Flavour::SPEAD_64_48);
             h.add_immediate(0x1600, pos);
             h.add_item(0x1000, vec![pos as u8; HEAP], false);
-            let bytes = heap_to_bytes(&h, pos + 1, 1472).unwrap();
-            let mut rest = &bytes[..];
-            let mut out = Vec::new();
-            while !rest.is_empty() {
-                let n = decode_packet(rest).unwrap().size();
-                out.push(rest[..n].to_vec());
-                rest = &rest[n..];
-            }
-            out
+            split(&heap_to_bytes(&h, pos + 1, 1472).unwrap())
         })
         .collect();
     let warm = (PER_CHUNK * 4) as usize;

@@ -146,6 +146,16 @@ fn check_chunk(c: &Chunk, id: i64, present: &[u8]) {
     }
 }
 
+/// Presence flags of chunk `i` when heaps `0..n_heaps` were all sent.
+fn prefix_present(i: usize, n_heaps: usize) -> [u8; HEAPS_PER_CHUNK] {
+    let mut present = [0u8; HEAPS_PER_CHUNK];
+    let full = n_heaps
+        .saturating_sub(i * HEAPS_PER_CHUNK)
+        .min(HEAPS_PER_CHUNK);
+    present[..full].fill(1);
+    present
+}
+
 #[test]
 fn basic_and_extra() {
     for (place, extra) in [
@@ -158,10 +168,7 @@ fn basic_and_extra() {
         let chunks = ready.lock().unwrap();
         assert_eq!(chunks.len(), 11);
         for (i, c) in chunks.iter().enumerate() {
-            let mut present = [1u8; HEAPS_PER_CHUNK];
-            if i == 10 {
-                present[3..].fill(0);
-            }
+            let present = prefix_present(i, 103);
             check_chunk(c, i as i64, &present);
             if extra {
                 for (j, _) in present.iter().enumerate().filter(|(_, p)| **p != 0) {
@@ -364,11 +371,7 @@ fn rings_recycle_chunks_between_threads() {
     });
     let mut seen = 0;
     for c in &ends.data {
-        let mut present = [1u8; HEAPS_PER_CHUNK];
-        if seen == 10 {
-            present[3..].fill(0);
-        }
-        check_chunk(&c, seen, &present);
+        check_chunk(&c, seen, &prefix_present(seen as usize, 103));
         seen += 1;
         ends.free.add_free_chunk(c);
     }
@@ -561,11 +564,7 @@ fn transports_feed_chunk_streams() {
         let chunks = ready.lock().unwrap();
         assert_eq!(chunks.len(), 3);
         for (i, c) in chunks.iter().enumerate() {
-            let mut present = [1u8; HEAPS_PER_CHUNK];
-            if i == 2 {
-                present[5..].fill(0);
-            }
-            check_chunk(c, i as i64, &present);
+            check_chunk(c, i as i64, &prefix_present(i, 25));
         }
     };
     // Memory / file: packets back to back.

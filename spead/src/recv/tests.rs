@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::send::{heap_to_bytes, Heap as SendHeap};
-use crate::wire::{decode_packet, Flavour};
+use crate::wire::Flavour;
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
@@ -19,14 +19,8 @@ fn packets(len: usize, cnt: u64) -> Vec<Vec<u8>> {
     split(&heap_to_bytes(&h, cnt, 200).unwrap())
 }
 
-fn split(mut b: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let n = decode_packet(b).unwrap().size();
-        out.push(b[..n].to_vec());
-        b = &b[n..];
-    }
-    out
+fn split(b: &[u8]) -> Vec<Vec<u8>> {
+    crate::wire::split_packets(b).map(<[u8]>::to_vec).collect()
 }
 
 fn run(pkts: &[&Vec<u8>], config: StreamConfig) -> (Vec<u64>, Stats) {
