@@ -38,7 +38,7 @@ use crate::wire::Packet;
 pub struct Chunk<U = ()> {
     /// Chunk id (set by the stream when it takes the chunk).
     pub chunk_id: i64,
-    /// Index of the stream that took the chunk (its position in its group).
+    /// `stream_id` of the stream that took the chunk ([`StreamConfig::stream_id`]).
     pub stream_id: usize,
     /// One flag per heap (or per packet with packet presence): 1 once it arrived.
     pub present: Vec<u8>,
@@ -166,7 +166,6 @@ impl<U: Send + 'static> ChunkStreamConfig<U> {
     #[must_use]
     pub fn with_rings(self, rings: ChunkRings<U>) -> Self {
         let ChunkRings { free, data } = rings;
-        let free = Mutex::new(free);
         self.with_allocate(move |_| lock(&free).recv().ok())
             .with_ready(move |c| {
                 // A consumer that went away leaves the chunk to be dropped.
@@ -181,6 +180,9 @@ pub enum ChunkError {
     /// `max_chunks` is zero.
     #[error("max_chunks cannot be 0")]
     ZeroMaxChunks,
+    /// `max_heaps` or `substreams` of the stream config is zero.
+    #[error("max_heaps and substreams cannot be 0")]
+    ZeroHeaps,
     /// Packet presence with a payload size of zero.
     #[error("packet presence payload size cannot be 0")]
     ZeroPresencePayload,
@@ -204,10 +206,21 @@ pub enum ChunkError {
 }
 
 /// The two rings of spead2's `chunk_ring_stream`: free chunks in, ready chunks out.
+/// Clones share the rings, so several streams can use one pair (as spead2's
+/// `test_shared_ringbuffer`); the data ring ends when all of them stopped.
 #[derive(Debug)]
 pub struct ChunkRings<U> {
-    free: Receiver<Chunk<U>>,
+    free: Arc<Mutex<Receiver<Chunk<U>>>>,
     data: SyncSender<Chunk<U>>,
+}
+
+impl<U> Clone for ChunkRings<U> {
+    fn clone(&self) -> Self {
+        Self {
+            free: Arc::clone(&self.free),
+            data: self.data.clone(),
+        }
+    }
 }
 
 /// The user's ends of [`ChunkRings`]: give back chunks with [`FreeRing::add_free_chunk`],
@@ -243,7 +256,7 @@ pub fn chunk_rings<U>(capacity: usize) -> (ChunkRings<U>, ChunkRingEnds<U>) {
     let (free_tx, free_rx) = mpsc::channel();
     (
         ChunkRings {
-            free: free_rx,
+            free: Arc::new(Mutex::new(free_rx)),
             data: data_tx,
         },
         ChunkRingEnds {
@@ -302,7 +315,6 @@ impl<U: Send + 'static> ChunkStreamGroupConfig<U> {
     /// A group configuration using `rings` (spead2's `chunk_stream_ring_group`).
     pub fn with_rings(rings: ChunkRings<U>) -> Self {
         let ChunkRings { free, data } = rings;
-        let free = Mutex::new(free);
         Self::new(
             move |_| lock(&free).recv().ok(),
             move |c| {
@@ -406,7 +418,13 @@ impl<U> Group<U> {
 
     /// The chunk for `chunk_id` on behalf of member `m` (spead2's
     /// `chunk_stream_group::get_chunk` after the member's own window moved).
-    fn get_chunk(&self, m: usize, member_max: usize, chunk_id: u64) -> Option<Cell<U>> {
+    fn get_chunk(
+        &self,
+        m: usize,
+        member_max: usize,
+        stream_id: usize,
+        chunk_id: u64,
+    ) -> Option<Cell<U>> {
         let mut st = self.lock();
         let own = st.heads[m].load(Ordering::Acquire);
         if chunk_id - own >= member_max as u64 {
@@ -445,7 +463,7 @@ impl<U> Group<U> {
             let chunk = st.allocate.as_mut().and_then(|a| a(id as i64));
             let cell = chunk.map(|mut c| {
                 c.chunk_id = id as i64;
-                c.stream_id = m;
+                c.stream_id = stream_id;
                 match st.spare.pop() {
                     Some(cell) => {
                         *lock(&cell) = Some(c);
@@ -504,7 +522,7 @@ impl<U: Send + 'static> ChunkStreamGroup<U> {
         })
     }
 
-    /// Adds a stream (spead2's `emplace_back`); its `stream_id` is its position. The
+    /// Adds a stream (spead2's `emplace_back`). The
     /// chunk config's allocate and ready callbacks are not used: the group's are.
     ///
     /// # Errors
@@ -545,6 +563,9 @@ fn new_member<U: Send + 'static>(
     if chunk_config.max_chunks == 0 {
         return Err(ChunkError::ZeroMaxChunks);
     }
+    if config.max_heaps == 0 || config.substreams == 0 {
+        return Err(ChunkError::ZeroHeaps);
+    }
     if chunk_config.packet_presence_payload_size == Some(0) {
         return Err(ChunkError::ZeroPresencePayload);
     }
@@ -570,6 +591,7 @@ fn new_member<U: Send + 'static>(
         too_old,
         rejected,
         stopped: false,
+        stream_id: config.stream_id,
     };
     Ok(Stream::with_sink(config, sink))
 }
@@ -635,6 +657,7 @@ pub struct ChunkSink<U> {
     too_old: usize,
     rejected: usize,
     stopped: bool,
+    stream_id: usize,
 }
 
 impl<U> fmt::Debug for ChunkSink<U> {
@@ -745,7 +768,10 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
             Self::bump(stats, self.too_old);
             return Ok(self.discard());
         }
-        let Some(cell) = self.group.get_chunk(self.member, self.max_chunks, chunk_id) else {
+        let Some(cell) =
+            self.group
+                .get_chunk(self.member, self.max_chunks, self.stream_id, chunk_id)
+        else {
             return Ok(self.discard());
         };
         // spead2 trusts the callback; we refuse placements outside the chunk.

@@ -336,6 +336,14 @@ fn impossible_configs_are_refused() {
         ChunkStream::new_chunked(StreamConfig::default(), zero).unwrap_err(),
         ChunkError::ZeroMaxChunks
     );
+    let zero_heaps = StreamConfig {
+        max_heaps: 0,
+        ..StreamConfig::default()
+    };
+    assert_eq!(
+        ChunkStream::new_chunked(zero_heaps, cc().with_ready(drop)).unwrap_err(),
+        ChunkError::ZeroHeaps
+    );
     let mut pp = cc().with_ready(drop);
     pp.packet_presence_payload_size = Some(0);
     assert_eq!(
@@ -379,6 +387,43 @@ fn rings_recycle_chunks_between_threads() {
     assert_eq!(feeder.join().unwrap().heaps, 104);
 }
 
+#[test]
+fn two_streams_share_rings() {
+    // spead2's test_shared_ringbuffer: chunks tell which stream filled them.
+    let (rings, ends) = chunk_rings(4);
+    for _ in 0..4 {
+        ends.free.add_free_chunk(new_chunk(0).unwrap());
+    }
+    let n_heaps = [17usize, 23];
+    let feeders: Vec<_> = n_heaps
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            let mut cc = ChunkStreamConfig::new(place_plain).with_rings(rings.clone());
+            cc.items = vec![0x1000, HEAP_LENGTH_ID];
+            cc.max_chunks = 4;
+            let config = StreamConfig {
+                stream_id: k,
+                ..StreamConfig::default()
+            };
+            let mut s = ChunkStream::new_chunked(config, cc).unwrap();
+            std::thread::spawn(move || send(&mut s, &(0..n as u64).collect::<Vec<_>>()))
+        })
+        .collect();
+    drop(rings);
+    let mut seen = [0usize; 2];
+    for c in &ends.data {
+        let k = c.stream_id;
+        check_chunk(&c, seen[k] as i64, &prefix_present(seen[k], n_heaps[k]));
+        seen[k] += 1;
+        ends.free.add_free_chunk(c);
+    }
+    assert_eq!(seen, [2, 3]);
+    for f in feeders {
+        f.join().unwrap();
+    }
+}
+
 const STREAMS: usize = 4;
 
 fn place_bias(bias: i64) -> impl FnMut(&mut PlaceData<'_>) + Send {
@@ -398,12 +443,13 @@ fn group_streams(mode: EvictionMode, bias: i64) -> (ChunkStreamGroup, Vec<ChunkS
     gc.eviction_mode = mode;
     let group = ChunkStreamGroup::new(gc).unwrap();
     let streams = (0..STREAMS)
-        .map(|_| {
+        .map(|k| {
             let mut cc = ChunkStreamConfig::new(place_bias(bias));
             cc.items = vec![0x1000, HEAP_LENGTH_ID];
             cc.max_chunks = 4;
             let config = StreamConfig {
                 max_heaps: 128,
+                stream_id: 10 + k,
                 ..StreamConfig::default()
             };
             group.add_stream(config, cc).unwrap()
@@ -467,6 +513,10 @@ fn verify_group(ready: &Ready, chunks: usize, heaps: &[u64], bias: i64) {
         unbiased.chunk_id = i as i64;
         check_chunk(&unbiased, i as i64, want);
     }
+    // The stream that first asked for a chunk names it (its stream_id).
+    assert!(got
+        .iter()
+        .all(|c| (10..10 + STREAMS).contains(&c.stream_id)));
     let all_ids: Vec<i64> = got.iter().map(|c| c.chunk_id).collect();
     assert!(all_ids.windows(2).all(|w| w[0] < w[1]), "ready in order");
 }

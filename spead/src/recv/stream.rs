@@ -58,6 +58,8 @@ pub struct StreamConfig {
     pub pool: MemoryPool,
     /// Custom statistics (see [`StreamConfig::add_stat`]).
     pub stats: StatsConfig,
+    /// An identifier the stream gives its chunks (spead2's `stream_id`).
+    pub stream_id: usize,
 }
 
 impl Default for StreamConfig {
@@ -76,6 +78,7 @@ impl Default for StreamConfig {
             max_ranges_per_heap: usize::MAX,
             pool: MemoryPool::default(),
             stats: StatsConfig::default(),
+            stream_id: 0,
         }
     }
 }
