@@ -21,6 +21,39 @@
 //! Heap assembly itself is the plain stream's ([`super::Stream`]): a chunk stream is a
 //! `Stream` whose [`HeapSink`] is a [`ChunkSink`], fed by the same `add_datagram`,
 //! `add_buffer` and `add_decoded` calls, so every transport can drive it.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use spead::recv::{Chunk, ChunkStream, ChunkStreamConfig, PlaceData, StreamConfig};
+//! use spead::send::{heap_to_bytes, Heap};
+//! use spead::wire::{Flavour, HEAP_CNT_ID};
+//!
+//! // Heaps of 64 bytes, four to a chunk, placed by their HEAP_CNT.
+//! let ready = Arc::new(Mutex::new(Vec::new()));
+//! let r = Arc::clone(&ready);
+//! let mut chunk_config = ChunkStreamConfig::new(|d: &mut PlaceData<'_>| {
+//!     if let [Some(cnt)] = d.items {
+//!         d.chunk_id = (cnt / 4) as i64;
+//!         d.heap_index = (cnt % 4) as usize;
+//!         d.heap_offset = d.heap_index * 64;
+//!     }
+//! })
+//! .with_allocate(|_| Some(Chunk::<()>::new(4 * 64, 4, 0)))
+//! .with_ready(move |c| r.lock().unwrap().push(c));
+//! chunk_config.items = vec![HEAP_CNT_ID];
+//! let mut stream = ChunkStream::new_chunked(StreamConfig::default(), chunk_config).unwrap();
+//! for cnt in [0u64, 1, 2, 3, 5] {
+//!     let mut heap = Heap::new(Flavour::SPEAD_64_48);
+//!     heap.add_item(0x1000, vec![cnt as u8; 64], false);
+//!     stream.add_buffer(&heap_to_bytes(&heap, cnt, 1472).unwrap());
+//! }
+//! stream.stop();
+//! let chunks = ready.lock().unwrap();
+//! assert_eq!(chunks[0].present, vec![1, 1, 1, 1]);
+//! assert_eq!(chunks[1].present, vec![0, 1, 0, 0]);
+//! assert_eq!(chunks[1].data[64..128], [5u8; 64]);
+//! assert_eq!(stream.stats().get("rejected_heaps"), Some(0));
+//! ```
 
 use std::collections::VecDeque;
 use std::fmt;
