@@ -121,8 +121,8 @@ fn chunk_stream_steady_state_allocates_nothing() {
             d.heap_offset = d.heap_index * HEAP;
         }
     })
-    .with_allocate(move |_| f1.lock().unwrap().pop())
-    .with_ready(move |mut c| {
+    .with_allocate(move |_, _| f1.lock().unwrap().pop())
+    .with_ready(move |mut c, _| {
         assert!(c.present.iter().all(|&p| p == 1), "chunk {}", c.chunk_id);
         c.present.fill(0);
         f2.lock().unwrap().push(c);

@@ -38,8 +38,8 @@
 //!         d.heap_offset = d.heap_index * 64;
 //!     }
 //! })
-//! .with_allocate(|_| Some(Chunk::<()>::new(4 * 64, 4, 0)))
-//! .with_ready(move |c| r.lock().unwrap().push(c));
+//! .with_allocate(|_, _| Some(Chunk::<()>::new(4 * 64, 4, 0)))
+//! .with_ready(move |c, _| r.lock().unwrap().push(c));
 //! chunk_config.items = vec![HEAP_CNT_ID];
 //! let mut stream = ChunkStream::new_chunked(StreamConfig::default(), chunk_config).unwrap();
 //! for cnt in [0u64, 1, 2, 3, 5] {
@@ -126,10 +126,12 @@ pub struct PlaceData<'a> {
 
 /// The place callback.
 pub type PlaceFn = Box<dyn FnMut(&mut PlaceData<'_>) + Send>;
-/// Gives a chunk for a chunk id (`None`: heaps for that chunk are dropped).
-pub type AllocateFn<U> = Box<dyn FnMut(i64) -> Option<Chunk<U>> + Send>;
-/// Takes a chunk that is ready.
-pub type ReadyFn<U> = Box<dyn FnMut(Chunk<U>) + Send>;
+/// Gives a chunk for a chunk id (`None`: heaps for that chunk are dropped). The
+/// statistics are those of the stream that asked (spead2's `batch_stats`).
+pub type AllocateFn<U> = Box<dyn FnMut(i64, &mut Stats) -> Option<Chunk<U>> + Send>;
+/// Takes a chunk that is ready, with the statistics of the stream that made it ready
+/// (spead2's `batch_stats`; scratch statistics when the group itself was stopped).
+pub type ReadyFn<U> = Box<dyn FnMut(Chunk<U>, &mut Stats) + Send>;
 
 /// Chunk stream configuration (spead2's `chunk_stream_config`).
 pub struct ChunkStreamConfig<U = ()> {
@@ -179,7 +181,7 @@ impl<U> ChunkStreamConfig<U> {
     #[must_use]
     pub fn with_allocate(
         mut self,
-        allocate: impl FnMut(i64) -> Option<Chunk<U>> + Send + 'static,
+        allocate: impl FnMut(i64, &mut Stats) -> Option<Chunk<U>> + Send + 'static,
     ) -> Self {
         self.allocate = Some(Box::new(allocate));
         self
@@ -187,7 +189,7 @@ impl<U> ChunkStreamConfig<U> {
 
     /// Sets the ready callback (not used for group members: the group's is).
     #[must_use]
-    pub fn with_ready(mut self, ready: impl FnMut(Chunk<U>) + Send + 'static) -> Self {
+    pub fn with_ready(mut self, ready: impl FnMut(Chunk<U>, &mut Stats) + Send + 'static) -> Self {
         self.ready = Some(Box::new(ready));
         self
     }
@@ -199,8 +201,8 @@ impl<U: Send + 'static> ChunkStreamConfig<U> {
     #[must_use]
     pub fn with_rings(self, rings: ChunkRings<U>) -> Self {
         let ChunkRings { free, data } = rings;
-        self.with_allocate(move |_| lock(&free).recv().ok())
-            .with_ready(move |c| {
+        self.with_allocate(move |_, _| lock(&free).recv().ok())
+            .with_ready(move |c, _| {
                 // A consumer that went away leaves the chunk to be dropped.
                 let _ = data.send(c);
             })
@@ -332,8 +334,8 @@ impl<U> fmt::Debug for ChunkStreamGroupConfig<U> {
 impl<U> ChunkStreamGroupConfig<U> {
     /// A group configuration with its allocate and ready callbacks.
     pub fn new(
-        allocate: impl FnMut(i64) -> Option<Chunk<U>> + Send + 'static,
-        ready: impl FnMut(Chunk<U>) + Send + 'static,
+        allocate: impl FnMut(i64, &mut Stats) -> Option<Chunk<U>> + Send + 'static,
+        ready: impl FnMut(Chunk<U>, &mut Stats) + Send + 'static,
     ) -> Self {
         Self {
             max_chunks: 2,
@@ -349,8 +351,8 @@ impl<U: Send + 'static> ChunkStreamGroupConfig<U> {
     pub fn with_rings(rings: ChunkRings<U>) -> Self {
         let ChunkRings { free, data } = rings;
         Self::new(
-            move |_| lock(&free).recv().ok(),
-            move |c| {
+            move |_, _| lock(&free).recv().ok(),
+            move |c, _| {
                 let _ = data.send(c);
             },
         )
@@ -385,12 +387,12 @@ impl<U> GroupState<U> {
     }
 
     /// Hands the oldest chunk to the ready callback.
-    fn flush_head(&mut self) {
+    fn flush_head(&mut self, stats: &mut Stats) {
         if let Some(Some(cell)) = self.window.pop_front() {
             let taken = lock(&cell).take();
             if let Some(c) = taken {
                 if let Some(ready) = &mut self.ready {
-                    ready(c);
+                    ready(c, stats);
                 }
             }
             if Arc::strong_count(&cell) == 1 && self.spare.len() < self.max_chunks {
@@ -401,9 +403,9 @@ impl<U> GroupState<U> {
     }
 
     /// Makes ready every chunk before `target` (spead2's `chunk_window::flush_until`).
-    fn flush_until(&mut self, target: u64) {
+    fn flush_until(&mut self, target: u64, stats: &mut Stats) {
         while self.head < target && !self.window.is_empty() {
-            self.flush_head();
+            self.flush_head(stats);
         }
         if self.head < target {
             self.head = target;
@@ -411,14 +413,14 @@ impl<U> GroupState<U> {
     }
 
     /// Moves the group head to the oldest member head.
-    fn heads_moved(&mut self) {
+    fn heads_moved(&mut self, stats: &mut Stats) {
         let min = self
             .heads
             .iter()
             .map(|h| h.load(Ordering::Acquire))
             .min()
             .unwrap_or(u64::MAX);
-        self.flush_until(min);
+        self.flush_until(min, stats);
         if self.stopped_members == self.heads.len() {
             // Every stream stopped: let go of the callbacks (and so of the rings,
             // which tells a ring reader the data has ended).
@@ -440,11 +442,11 @@ impl<U> Group<U> {
     }
 
     /// Sets member `m`'s head to at least `head` and lets the group follow.
-    fn advance_member(&self, st: &mut GroupState<U>, m: usize, head: u64) {
+    fn advance_member(&self, st: &mut GroupState<U>, m: usize, head: u64, stats: &mut Stats) {
         let h = &st.heads[m];
         if h.load(Ordering::Acquire) < head {
             h.store(head, Ordering::Release);
-            st.heads_moved();
+            st.heads_moved(stats);
             self.moved.notify_all();
         }
     }
@@ -457,11 +459,12 @@ impl<U> Group<U> {
         member_max: usize,
         stream_id: usize,
         chunk_id: u64,
+        stats: &mut Stats,
     ) -> Option<Cell<U>> {
         let mut st = self.lock();
         let own = st.heads[m].load(Ordering::Acquire);
         if chunk_id - own >= member_max as u64 {
-            self.advance_member(&mut st, m, chunk_id - (member_max as u64 - 1));
+            self.advance_member(&mut st, m, chunk_id - (member_max as u64 - 1), stats);
         }
         let max = st.max_chunks as u64;
         if chunk_id - st.head >= max {
@@ -474,7 +477,7 @@ impl<U> Group<U> {
                             h.store(target, Ordering::Release);
                         }
                     }
-                    st.heads_moved();
+                    st.heads_moved(stats);
                     self.moved.notify_all();
                 }
                 EvictionMode::Lossless => {
@@ -493,7 +496,7 @@ impl<U> Group<U> {
         }
         while st.tail() <= chunk_id {
             let id = st.tail();
-            let chunk = st.allocate.as_mut().and_then(|a| a(id as i64));
+            let chunk = st.allocate.as_mut().and_then(|a| a(id as i64, stats));
             let cell = chunk.map(|mut c| {
                 c.chunk_id = id as i64;
                 c.stream_id = stream_id;
@@ -583,7 +586,7 @@ impl<U: Send + 'static> ChunkStreamGroup<U> {
         for i in 0..st.heads.len() {
             st.heads[i].store(u64::MAX, Ordering::Release);
         }
-        st.heads_moved();
+        st.heads_moved(&mut Stats::default());
         self.group.moved.notify_all();
     }
 }
@@ -726,14 +729,15 @@ impl<U> ChunkSink<U> {
 
 impl<U> ChunkSink<U> {
     /// This stream holds back no chunk any more (it stopped or went away).
-    fn leave(&mut self) {
+    fn leave(&mut self, stats: &mut Stats) {
         if !self.stopped {
             self.stopped = true;
             let mut st = self.group.lock();
             st.stopped_members += 1;
-            self.group.advance_member(&mut st, self.member, u64::MAX);
+            self.group
+                .advance_member(&mut st, self.member, u64::MAX, stats);
             if st.stopped_members == st.heads.len() {
-                st.heads_moved();
+                st.heads_moved(stats);
             }
         }
     }
@@ -743,7 +747,9 @@ impl<U> Drop for ChunkSink<U> {
     /// As spead2's destructors stop their streams: a dropped member no longer holds
     /// the group back.
     fn drop(&mut self) {
-        self.leave();
+        if !self.stopped {
+            self.leave(&mut Stats::default());
+        }
     }
 }
 
@@ -801,10 +807,13 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
             Self::bump(stats, self.too_old);
             return Ok(self.discard());
         }
-        let Some(cell) =
-            self.group
-                .get_chunk(self.member, self.max_chunks, self.stream_id, chunk_id)
-        else {
+        let Some(cell) = self.group.get_chunk(
+            self.member,
+            self.max_chunks,
+            self.stream_id,
+            chunk_id,
+            stats,
+        ) else {
             return Ok(self.discard());
         };
         // spead2 trusts the callback; we refuse placements outside the chunk.
@@ -881,8 +890,8 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         }
     }
 
-    fn stopped(&mut self, _stats: &mut Stats) {
-        self.leave();
+    fn stopped(&mut self, stats: &mut Stats) {
+        self.leave(stats);
     }
 
     fn poll(&mut self) -> bool {

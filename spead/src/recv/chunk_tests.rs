@@ -95,7 +95,7 @@ fn place_extra(d: &mut PlaceData<'_>) {
 
 type Ready = Arc<Mutex<Vec<Chunk>>>;
 
-fn new_chunk(_: i64) -> Option<Chunk> {
+fn new_chunk(_: i64, _: &mut Stats) -> Option<Chunk> {
     Some(Chunk::new(
         CHUNK_PAYLOAD_SIZE,
         HEAPS_PER_CHUNK,
@@ -108,7 +108,7 @@ fn stream(place: fn(&mut PlaceData<'_>)) -> (ChunkStream, Ready) {
     let r = Arc::clone(&ready);
     let mut cc = ChunkStreamConfig::new(place)
         .with_allocate(new_chunk)
-        .with_ready(move |c| r.lock().unwrap().push(c));
+        .with_ready(move |c, _| r.lock().unwrap().push(c));
     cc.items = vec![0x1000, HEAP_LENGTH_ID, 0x1002];
     cc.max_chunks = 4;
     cc.max_heap_extra = 8;
@@ -277,8 +277,8 @@ fn packet_presence() {
             }
         }
     })
-    .with_allocate(|_| Some(Chunk::new(CHUNK_PAYLOAD_SIZE, 2 * HEAPS_PER_CHUNK, 0)))
-    .with_ready(move |c| r.lock().unwrap().push(c));
+    .with_allocate(|_, _| Some(Chunk::new(CHUNK_PAYLOAD_SIZE, 2 * HEAPS_PER_CHUNK, 0)))
+    .with_ready(move |c, _| r.lock().unwrap().push(c));
     cc.items = vec![0x1000, HEAP_LENGTH_ID, PAYLOAD_LENGTH_ID];
     cc.max_chunks = 4;
     cc.packet_presence_payload_size = Some(PACKET_SIZE);
@@ -314,7 +314,7 @@ fn placements_outside_the_chunk_are_rejected() {
         d.heap_offset = CHUNK_PAYLOAD_SIZE - 100; // the heap would run off the end
     })
     .with_allocate(new_chunk)
-    .with_ready(move |c| r.lock().unwrap().push(c));
+    .with_ready(move |c, _| r.lock().unwrap().push(c));
     cc.items = vec![0x1000];
     let mut s = ChunkStream::new_chunked(StreamConfig::default(), cc).unwrap();
     s.add_datagram(&packet(1, 0, HEAP_PAYLOAD_SIZE)).unwrap();
@@ -330,7 +330,7 @@ fn impossible_configs_are_refused() {
         ChunkStream::new_chunked(StreamConfig::default(), cc()).unwrap_err(),
         ChunkError::NoReady
     );
-    let mut zero = cc().with_ready(drop);
+    let mut zero = cc().with_ready(|_, _| {});
     zero.max_chunks = 0;
     assert_eq!(
         ChunkStream::new_chunked(StreamConfig::default(), zero).unwrap_err(),
@@ -341,16 +341,16 @@ fn impossible_configs_are_refused() {
         ..StreamConfig::default()
     };
     assert_eq!(
-        ChunkStream::new_chunked(zero_heaps, cc().with_ready(drop)).unwrap_err(),
+        ChunkStream::new_chunked(zero_heaps, cc().with_ready(|_, _| {})).unwrap_err(),
         ChunkError::ZeroHeaps
     );
-    let mut pp = cc().with_ready(drop);
+    let mut pp = cc().with_ready(|_, _| {});
     pp.packet_presence_payload_size = Some(0);
     assert_eq!(
         ChunkStream::new_chunked(StreamConfig::default(), pp).unwrap_err(),
         ChunkError::ZeroPresencePayload
     );
-    let group = ChunkStreamGroup::new(ChunkStreamGroupConfig::new(new_chunk, drop)).unwrap();
+    let group = ChunkStreamGroup::new(ChunkStreamGroupConfig::new(new_chunk, |_, _| {})).unwrap();
     let mut big = ChunkStreamConfig::new(place_plain);
     big.max_chunks = 3;
     assert_eq!(
@@ -366,7 +366,8 @@ fn impossible_configs_are_refused() {
 fn rings_recycle_chunks_between_threads() {
     let (rings, ends) = chunk_rings(4);
     for _ in 0..4 {
-        ends.free.add_free_chunk(new_chunk(0).unwrap());
+        ends.free
+            .add_free_chunk(new_chunk(0, &mut Stats::default()).unwrap());
     }
     let mut cc = ChunkStreamConfig::new(place_plain).with_rings(rings);
     cc.items = vec![0x1000, HEAP_LENGTH_ID];
@@ -392,7 +393,8 @@ fn two_streams_share_rings() {
     // spead2's test_shared_ringbuffer: chunks tell which stream filled them.
     let (rings, ends) = chunk_rings(4);
     for _ in 0..4 {
-        ends.free.add_free_chunk(new_chunk(0).unwrap());
+        ends.free
+            .add_free_chunk(new_chunk(0, &mut Stats::default()).unwrap());
     }
     let n_heaps = [17usize, 23];
     let feeders: Vec<_> = n_heaps
@@ -438,7 +440,7 @@ fn place_bias(bias: i64) -> impl FnMut(&mut PlaceData<'_>) + Send {
 fn group_streams(mode: EvictionMode, bias: i64) -> (ChunkStreamGroup, Vec<ChunkStream>, Ready) {
     let ready: Ready = Arc::default();
     let r = Arc::clone(&ready);
-    let mut gc = ChunkStreamGroupConfig::new(new_chunk, move |c| r.lock().unwrap().push(c));
+    let mut gc = ChunkStreamGroupConfig::new(new_chunk, move |c, _| r.lock().unwrap().push(c));
     gc.max_chunks = 4;
     gc.eviction_mode = mode;
     let group = ChunkStreamGroup::new(gc).unwrap();
@@ -635,4 +637,25 @@ fn transports_feed_chunk_streams() {
         assert!(rx.pump(&mut s).unwrap() > 0, "timed out");
     }
     expect(&ready);
+}
+
+#[test]
+fn allocate_and_ready_see_the_stream_stats() {
+    let mut config = StreamConfig::default();
+    let made = config.add_stat("chunks_made", StatMode::Counter).unwrap();
+    let done = config.add_stat("chunks_done", StatMode::Counter).unwrap();
+    let mut cc = ChunkStreamConfig::new(place_plain)
+        .with_allocate(move |id, stats: &mut Stats| {
+            *stats.value_mut(made).unwrap() += 1;
+            new_chunk(id, stats)
+        })
+        .with_ready(move |_, stats: &mut Stats| *stats.value_mut(done).unwrap() += 1);
+    cc.items = vec![0x1000, HEAP_LENGTH_ID];
+    let mut s = ChunkStream::new_chunked(config, cc).unwrap();
+    send(&mut s, &(0..35).collect::<Vec<_>>());
+    let st = s.stats();
+    assert_eq!(
+        (st.get("chunks_made"), st.get("chunks_done")),
+        (Some(4), Some(4))
+    );
 }
