@@ -463,6 +463,10 @@ impl<U> Group<U> {
     ) -> Option<Cell<U>> {
         let mut st = self.lock();
         let own = st.heads[m].load(Ordering::Acquire);
+        if chunk_id < own {
+            // Lossy eviction by another stream moved us on since the caller looked.
+            return None;
+        }
         if chunk_id - own >= member_max as u64 {
             self.advance_member(&mut st, m, chunk_id - (member_max as u64 - 1), stats);
         }
@@ -814,6 +818,9 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
             chunk_id,
             stats,
         ) else {
+            if self.too_old(chunk_id) {
+                Self::bump(stats, self.too_old);
+            }
             return Ok(self.discard());
         };
         // spead2 trusts the callback; we refuse placements outside the chunk.

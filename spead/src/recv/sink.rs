@@ -5,7 +5,7 @@
 //! function and the stream's virtual `heap_ready`. [`HeapSink`] is those three: the
 //! plain [`super::Stream`] uses [`HeapQueue`] (pooled buffers, a queue of heaps), a
 //! [`super::ChunkStream`] uses [`super::chunk::ChunkSink`] (heaps written in place into
-//! chunks). The heap assembly rules live once, in [`super::stream`].
+//! chunks). The heap assembly rules live once, in [`super::Stream`].
 
 use std::collections::VecDeque;
 

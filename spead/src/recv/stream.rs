@@ -1,8 +1,9 @@
 //! The sans-IO receive core: packets in, heaps out, with spead2's semantics.
 //!
-//! [`Stream::add_packet`]-style calls take one packet's bytes, update the live heaps and
-//! hand finished heaps to the stream's [`HeapSink`]: for a plain [`Stream`] a queue read
-//! with [`Stream::pop_heap`], for a [`super::ChunkStream`] chunks. No I/O happens here,
+//! [`Stream::add_datagram`], [`Stream::add_buffer`] and [`Stream::add_decoded`] take
+//! packets, update the live heaps and hand finished heaps to the stream's [`HeapSink`]:
+//! for a plain [`Stream`] a queue read with [`Stream::pop_heap`], for a
+//! [`super::ChunkStream`] chunks. No I/O happens here,
 //! so UDP, TCP, memory, pcap and verbs transports all drive the same code. The
 //! per-packet path copies the payload once and allocates nothing in steady state.
 //!
