@@ -239,3 +239,34 @@ fn edge_cases_assemble_as_in_spead2() {
         json!(1)
     );
 }
+
+#[test]
+fn statistic_names_indices_and_order_are_spead2s() {
+    let script = "import json, spead2, spead2.recv\n\
+        cfg = spead2.recv.StreamConfig()\n\
+        a = cfg.add_stat('my_counter')\n\
+        b = cfg.add_stat('peak', spead2.recv.StreamStatConfig.Mode.MAXIMUM)\n\
+        s = spead2.recv.Stream(spead2.ThreadPool(), cfg)\n\
+        print(json.dumps([a, b, list(s.stats.keys())]))\n";
+    let out = Command::new(python())
+        .args(["-c", script])
+        .output()
+        .expect("run python");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut cfg = StreamConfig::default();
+    let a = cfg
+        .add_stat("my_counter", spead::recv::StatMode::Counter)
+        .unwrap();
+    let b = cfg
+        .add_stat("peak", spead::recv::StatMode::Maximum)
+        .unwrap();
+    let s = Stream::new(cfg);
+    let stats = s.stats();
+    let names: Vec<&str> = stats.iter().iter().map(|(n, _)| *n).take(11).collect();
+    assert_eq!(json!([a, b, names]), theirs);
+}
