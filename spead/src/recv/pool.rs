@@ -26,6 +26,23 @@ pub struct PoolStats {
     pub idle_bytes: u64,
 }
 
+/// Above this size, a buffer request is first tried without committing to it.
+const PROBE_ABOVE: usize = 64 << 20;
+
+/// `len` zero bytes, or `None` when the allocator cannot provide them.
+///
+/// `vec![0; len]` takes zeroed pages from the system without touching them (a heap
+/// announced as huge costs nothing until its bytes arrive) but aborts the process when
+/// the memory cannot be had; a large request is therefore first tried with a fallible
+/// reservation, which fails cleanly for sizes the system will not give.
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len > PROBE_ABOVE {
+        let mut probe: Vec<u8> = Vec::new();
+        probe.try_reserve_exact(len).ok()?;
+    }
+    Some(vec![0u8; len])
+}
+
 /// An idle payload buffer and the pointer list that travels with it.
 type Idle = (Vec<u8>, Vec<u64>);
 
@@ -95,9 +112,7 @@ impl MemoryPool {
             }
             None => {
                 drop(inner);
-                let mut b = Vec::new();
-                b.try_reserve_exact(len).ok()?;
-                b.resize(len, 0);
+                let b = zeroed(len)?;
                 self.lock().stats.allocated += 1;
                 (b, Vec::with_capacity(16))
             }

@@ -497,3 +497,24 @@ fn custom_stats_are_named_and_kept() {
     assert_eq!(st.get("single_packet_heaps"), Some(1));
     assert_eq!(st.iter()[9], ("my_counter", 3));
 }
+
+#[test]
+fn a_heap_announced_larger_than_the_old_limit_is_accepted() {
+    // 512 MiB: beyond the 256 MiB we used to refuse by default, and taken lazily from
+    // the system, so only what arrives costs memory.
+    let len = 512 << 20;
+    let first = raw(1, Some(len), 0, &[F.address(0x1000, 0)], &[7; 64]);
+    let last = raw(1, Some(len), len - 64, &[], &[9; 64]);
+    let mut s = Stream::new(StreamConfig {
+        allow_out_of_order: true,
+        deliver_incomplete: true,
+        ..StreamConfig::default()
+    });
+    s.add_datagram(&first).unwrap();
+    s.add_datagram(&last).unwrap();
+    s.stop();
+    let h = s.pop_heap().unwrap();
+    assert_eq!(h.heap_length, Some(len));
+    assert_eq!(h.payload_ranges, vec![(0, 64), (len - 64, len)]);
+    assert_eq!(&h.payload()[len as usize - 64..], &[9; 64]);
+}
