@@ -1,11 +1,14 @@
 """spead2's chunk stream on raw packets, for tests/tests/spead_chunk_semantics.rs.
 
 Usage: spead2_chunk_stream.py MAXCHUNKS < packets
+       spead2_chunk_stream.py MAXCHUNKS group < JSON list of hex packet buffers
 A ChunkRingStream (StreamConfig(max_heaps=128)) with spead2's test place function
 ("place_plain" of spead2's tests/test_recv_chunk_stream.py: items 0x1000 and HEAP_LENGTH;
 heaps of 1024 bytes, 10 to a chunk), given as a ctypes function in a PyCapsule, reads
 the packets (back to back on stdin). Prints one JSON line per chunk ({"chunk_id",
-"present", "data" (hex)}), then {"stats": {...}}.
+"present", "data" (hex)}), then {"stats": {...}}. With "group", a lossless
+ChunkStreamRingGroup of max_chunks MAXCHUNKS with one such stream per buffer prints
+the chunks holding any heap (as spead2's group tests skip padding chunks).
 """
 
 import ctypes
@@ -57,9 +60,7 @@ def capsule(func):
     return new(ctypes.cast(func, ctypes.c_void_p), SIGNATURE, None)
 
 
-def main():
-    max_chunks = int(sys.argv[1])
-    data = sys.stdin.buffer.read()
+def rings():
     free = spead2.recv.ChunkRingbuffer(64)
     ring = spead2.recv.ChunkRingbuffer(64)
     for _ in range(64):
@@ -69,24 +70,65 @@ def main():
                 data=np.zeros(HEAPS_PER_CHUNK * HEAP_PAYLOAD_SIZE, np.uint8),
             )
         )
+    return ring, free
+
+
+def chunk_config(max_chunks):
+    return spead2.recv.ChunkStreamConfig(
+        items=[0x1000, spead2.HEAP_LENGTH_ID],
+        max_chunks=max_chunks,
+        place=(capsule(place_plain),),
+    )
+
+
+def print_chunk(c):
+    print(json.dumps({
+        "chunk_id": c.chunk_id,
+        "present": c.present.tolist(),
+        "data": bytes(c.data).hex(),
+    }))
+
+
+def group(max_chunks):
+    buffers = [bytes.fromhex(h) for h in json.load(sys.stdin)]
+    ring, free = rings()
+    config = spead2.recv.ChunkStreamGroupConfig(
+        max_chunks=max_chunks,
+        eviction_mode=spead2.recv.ChunkStreamGroupConfig.EvictionMode.LOSSLESS,
+    )
+    g = spead2.recv.ChunkStreamRingGroup(config, ring, free)
+    for _ in buffers:
+        g.emplace_back(
+            spead2.ThreadPool(),
+            config=spead2.recv.StreamConfig(max_heaps=128),
+            chunk_stream_config=chunk_config(max_chunks),
+        )
+    for stream, data in zip(g, buffers):
+        stream.add_buffer_reader(data)
+    for c in ring:
+        if any(c.present):
+            print_chunk(c)
+        g.add_free_chunk(c)
+    g.stop()
+
+
+def main():
+    max_chunks = int(sys.argv[1])
+    if sys.argv[2:] == ["group"]:
+        group(max_chunks)
+        return
+    data = sys.stdin.buffer.read()
+    ring, free = rings()
     stream = spead2.recv.ChunkRingStream(
         spead2.ThreadPool(),
         spead2.recv.StreamConfig(max_heaps=128),
-        spead2.recv.ChunkStreamConfig(
-            items=[0x1000, spead2.HEAP_LENGTH_ID],
-            max_chunks=max_chunks,
-            place=(capsule(place_plain),),
-        ),
+        chunk_config(max_chunks),
         ring,
         free,
     )
     stream.add_buffer_reader(data)
     for c in ring:
-        print(json.dumps({
-            "chunk_id": c.chunk_id,
-            "present": c.present.tolist(),
-            "data": bytes(c.data).hex(),
-        }))
+        print_chunk(c)
     stream.stop()
     st = stream.stats
     keys = ["heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets",

@@ -562,8 +562,9 @@ impl<U: Send + 'static> ChunkStreamGroup<U> {
         })
     }
 
-    /// Adds a stream (spead2's `emplace_back`). The
-    /// chunk config's allocate and ready callbacks are not used: the group's are.
+    /// Adds a stream (spead2's `emplace_back`). The chunk config's allocate and ready
+    /// callbacks are not used: the group's are. Add every stream before feeding any (as
+    /// spead2 requires): a stream added later starts at the group's current head.
     ///
     /// # Errors
     /// A [`ChunkError`] for an impossible configuration.
