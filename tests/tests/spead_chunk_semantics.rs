@@ -3,8 +3,6 @@
 //! through ours give the same chunks, byte for byte, and the same counters. The packet
 //! sequences are those of spead2's `tests/test_recv_chunk_stream.py`.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
@@ -13,8 +11,8 @@ use spead::recv::{
     PlaceData, StreamConfig,
 };
 use spead::send::{heap_to_bytes, Heap};
-use spead::wire::{Flavour, HEAP_LENGTH_ID};
-use workspace_tests::spead2::python;
+use spead::wire::{encode_packet, Flavour, HEAP_LENGTH_ID};
+use workspace_tests::spead2::run_json_script;
 
 const HEAP_PAYLOAD_SIZE: usize = 1024;
 const HEAPS_PER_CHUNK: usize = 10;
@@ -65,12 +63,7 @@ fn packet(position: u64, start: usize, end: usize) -> Vec<u8> {
         F.immediate(0x1000, position),
         F.address(0x1001, 0),
     ];
-    let mut out = F.header(ptrs.len() as u16).to_vec();
-    for p in ptrs {
-        out.extend_from_slice(&p.to_be_bytes());
-    }
-    out.extend_from_slice(&heap_payload(position)[start..end]);
-    out
+    encode_packet(F, &ptrs, &heap_payload(position)[start..end]).unwrap()
 }
 
 fn hex(b: &[u8]) -> String {
@@ -78,28 +71,10 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn spead2(data: &[u8], max_chunks: usize, group: bool) -> Vec<Value> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/spead2_chunk_stream.py");
-    let mut child = Command::new(python())
-        .arg(script)
-        .arg(max_chunks.to_string())
-        .args(group.then_some("group"))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn python");
-    child.stdin.take().unwrap().write_all(data).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    let max_chunks = max_chunks.to_string();
+    let mut args = vec![max_chunks.as_str()];
+    args.extend(group.then_some("group"));
+    run_json_script("spead2_chunk_stream.py", &args, data)
 }
 
 fn new_chunk() -> Option<Chunk> {

@@ -2,32 +2,24 @@
 //! (complete or not, contiguous or not, with the same items, lengths and ranges) and
 //! the same counters. Each case is a rule where our receiver used to differ.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 use spead::recv::{Stream, StreamConfig};
 use spead::send::{heap_to_bytes, Heap};
-use spead::wire::Flavour;
-use workspace_tests::spead2::python;
+use spead::wire::{encode_packet, Flavour};
+use workspace_tests::spead2::{python, run_json_script};
 
 const F: Flavour = Flavour::SPEAD_64_48;
 
 /// A SPEAD-64-48 packet with the given specials, extra pointers and payload.
 fn raw(cnt: u64, heap_len: Option<u64>, offset: u64, extra: &[u64], payload: &[u8]) -> Vec<u8> {
     let mut ptrs = vec![F.immediate(1, cnt)];
-    if let Some(l) = heap_len {
-        ptrs.push(F.immediate(2, l));
-    }
+    ptrs.extend(heap_len.map(|l| F.immediate(2, l)));
     ptrs.push(F.immediate(3, offset));
     ptrs.push(F.immediate(4, payload.len() as u64));
     ptrs.extend_from_slice(extra);
-    let mut out = F.header(ptrs.len() as u16).to_vec();
-    for p in ptrs {
-        out.extend_from_slice(&p.to_be_bytes());
-    }
-    out.extend_from_slice(payload);
-    out
+    encode_packet(F, &ptrs, payload).unwrap()
 }
 
 fn hex(b: &[u8]) -> String {
@@ -35,28 +27,9 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn spead2(data: &[u8], max_heaps: usize, ooo: bool) -> Vec<Value> {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/py/spead2_recv_semantics.py");
-    let mut child = Command::new(python())
-        .arg(script)
-        .arg(max_heaps.to_string())
-        .arg(if ooo { "1" } else { "0" })
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn python");
-    child.stdin.take().unwrap().write_all(data).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    let max_heaps = max_heaps.to_string();
+    let ooo = if ooo { "1" } else { "0" };
+    run_json_script("spead2_recv_semantics.py", &[&max_heaps, ooo], data)
 }
 
 fn ours(data: &[u8], max_heaps: usize, ooo: bool) -> Vec<Value> {

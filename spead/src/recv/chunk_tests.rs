@@ -63,12 +63,7 @@ fn packet(position: u64, start: usize, end: usize) -> Vec<u8> {
         F.immediate(0x1000, position),
         F.address(0x1001, 0),
     ];
-    let mut out = F.header(ptrs.len() as u16).to_vec();
-    for p in ptrs {
-        out.extend_from_slice(&p.to_be_bytes());
-    }
-    out.extend_from_slice(&heap_payload(position)[start..end]);
-    out
+    crate::wire::encode_packet(F, &ptrs, &heap_payload(position)[start..end]).unwrap()
 }
 
 /// spead2's `place_plain`: items are [0x1000, HEAP_LENGTH, 0x1002].

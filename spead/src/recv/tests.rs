@@ -267,18 +267,11 @@ fn pool_buffers_are_reused() {
 fn raw(cnt: u64, heap_len: Option<u64>, offset: u64, extra: &[u64], payload: &[u8]) -> Vec<u8> {
     let f = Flavour::SPEAD_64_48;
     let mut ptrs = vec![f.immediate(1, cnt)];
-    if let Some(l) = heap_len {
-        ptrs.push(f.immediate(2, l));
-    }
+    ptrs.extend(heap_len.map(|l| f.immediate(2, l)));
     ptrs.push(f.immediate(3, offset));
     ptrs.push(f.immediate(4, payload.len() as u64));
     ptrs.extend_from_slice(extra);
-    let mut out = f.header(ptrs.len() as u16).to_vec();
-    for p in ptrs {
-        out.extend_from_slice(&p.to_be_bytes());
-    }
-    out.extend_from_slice(payload);
-    out
+    crate::wire::encode_packet(f, &ptrs, payload).unwrap()
 }
 
 const F: Flavour = Flavour::SPEAD_64_48;
