@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::byte_stream::PacketWriter;
 use super::udp::UdpSender;
-use crate::send::{CntSequence, GroupMode, Heap, HeapGroup, HeapReference, RateLimiter, SendError};
+use crate::send::{GroupMode, HeapGroup, HeapReference, RateLimiter, SendError};
 
 /// Something packets can be written to.
 pub trait PacketSink {
@@ -174,30 +174,6 @@ impl<S: PacketSink> Sender<S> {
         Ok(())
     }
 
-    /// Sends `heap` once to each of `substreams` substreams, with consecutive
-    /// counters from `cnts`: how spead2_send sends its descriptor heaps (the first
-    /// `substreams` heaps carry descriptors, heap `i` to substream `i`) and its
-    /// end-of-stream heaps (one per substream, each with its own cnt).
-    ///
-    /// # Errors
-    /// [`SendIoError`] when packetizing or I/O fails, or a substream is out of range.
-    pub fn send_per_substream(
-        &mut self,
-        heap: &Heap,
-        substreams: usize,
-        cnts: &mut CntSequence,
-    ) -> Result<(), SendIoError> {
-        for substream in 0..substreams {
-            let cnt = cnts.next_cnt();
-            self.send_heaps(&[HeapReference {
-                heap,
-                cnt,
-                substream,
-            }])?;
-        }
-        Ok(())
-    }
-
     /// Returns the sink.
     pub fn into_sink(self) -> S {
         self.sink
@@ -207,7 +183,8 @@ impl<S: PacketSink> Sender<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{decode_packet, Flavour};
+    use crate::send::Heap;
+    use crate::wire::Flavour;
 
     /// Records packets with their substreams.
     #[derive(Default)]
@@ -250,23 +227,6 @@ mod tests {
             })
         ));
         assert!(s.sink_mut().sent.is_empty());
-    }
-
-    #[test]
-    fn per_substream_heaps_have_distinct_cnts() {
-        let mut s = sender();
-        let mut stop = Heap::new(Flavour::SPEAD_64_48);
-        stop.add_end();
-        let mut cnts = CntSequence::new(10, 1);
-        s.send_per_substream(&stop, 2, &mut cnts).unwrap();
-        let got: Vec<(u64, usize)> = s
-            .sink_mut()
-            .sent
-            .iter()
-            .map(|(p, sub)| (decode_packet(p).unwrap().heap_cnt, *sub))
-            .collect();
-        assert_eq!(got, vec![(10, 0), (11, 1)]);
-        assert_eq!(cnts.next_cnt(), 12);
     }
 
     #[test]
