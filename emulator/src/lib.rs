@@ -1,0 +1,31 @@
+//! # emulator: a drop-in `libibverbs.so.1` over the simulator
+//!
+//! Built as a shared library with the soname, symbol versions and struct layouts of
+//! Debian's rdma-core 44 `libibverbs.so.1`, so an unmodified, dynamically linked verbs
+//! program (`ibv_devinfo`, `ibv_rc_pingpong`, perftest, spead2 ...) that finds it first on
+//! `LD_LIBRARY_PATH` runs on an emulated NIC of [`backend_sim`] instead of a device.
+//!
+//! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
+//! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
+//! - [`device`], [`resources`]: the exported verbs; [`ops`]: the `ibv_context.ops` and
+//!   `verbs_context` tables the static-inline verbs jump through;
+//! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
+//!   runs the simulation on the wall clock); [`events`]: completion channels as eventfds;
+//! - [`topology`]: hosts, addresses and personalities (`VERBS_EMU_TOPOLOGY`,
+//!   `VERBS_EMU_HOST`, `VERBS_EMU_SEED`).
+//!
+//! Today every host of the topology lives in the one process: a program talks to the
+//! devices of its own host (loopback and multicast to itself). Two processes need the
+//! fabric process (see the README's emulator section), which does not exist yet.
+
+pub mod convert;
+pub mod device;
+pub mod events;
+pub mod exports;
+pub mod ffi;
+pub mod objects;
+pub mod ops;
+pub mod resources;
+pub mod state;
+pub mod strings;
+pub mod topology;

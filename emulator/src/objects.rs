@@ -1,0 +1,148 @@
+//! The verbs objects the library hands out: each is the C struct a program reads, first
+//! in a `#[repr(C)]` box, followed by the simulator's object, so a pointer to the C
+//! struct is a pointer to the whole (the container_of that rdma-core's providers use).
+
+use std::ffi::c_int;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimPd, SimQp};
+
+use crate::events::ChannelState;
+use crate::ffi;
+use crate::state::EmuDevice;
+
+/// An open device: `struct verbs_context` (whose last member is the `ibv_context`
+/// programs get) and the simulator's context.
+#[repr(C)]
+pub struct EmuContext {
+    /// The extended context; `vctx.context` is what `ibv_open_device` returns.
+    pub vctx: ffi::verbs_context,
+    /// The simulator's context.
+    pub ctx: SimContext,
+    /// The device it was opened on.
+    pub device: &'static EmuDevice,
+    /// The descriptor in `context.async_fd`.
+    pub async_fd: OwnedFd,
+}
+
+/// A protection domain.
+#[repr(C)]
+#[derive(Debug)]
+pub struct EmuPd {
+    /// `struct ibv_pd`.
+    pub raw: ffi::ibv_pd,
+    /// The simulator's PD.
+    pub pd: SimPd,
+}
+
+/// A memory region.
+#[repr(C)]
+#[derive(Debug)]
+pub struct EmuMr {
+    /// `struct ibv_mr`.
+    pub raw: ffi::ibv_mr,
+    /// The simulator's MR.
+    pub mr: SimMr,
+}
+
+/// A completion channel.
+#[repr(C)]
+#[derive(Debug)]
+pub struct EmuChannel {
+    /// `struct ibv_comp_channel`.
+    pub raw: ffi::ibv_comp_channel,
+    /// Its events and file descriptor (shared with the progress thread).
+    pub state: Arc<ChannelState>,
+}
+
+/// A completion queue.
+#[repr(C)]
+pub struct EmuCq {
+    /// `struct ibv_cq`.
+    pub raw: ffi::ibv_cq,
+    /// The simulator's CQ.
+    pub cq: SimCq,
+    /// The channel it reports to.
+    pub channel: Option<Arc<ChannelState>>,
+}
+
+/// A queue pair.
+#[repr(C)]
+pub struct EmuQp {
+    /// `struct ibv_qp`.
+    pub raw: ffi::ibv_qp,
+    /// The simulator's QP.
+    pub qp: SimQp,
+}
+
+/// An address handle.
+#[repr(C)]
+#[derive(Debug)]
+pub struct EmuAh {
+    /// `struct ibv_ah`.
+    pub raw: ffi::ibv_ah,
+    /// The simulator's AH.
+    pub ah: SimAh,
+}
+
+// The C structs hold pthread unions, which have no Debug: show the simulator's side.
+impl std::fmt::Debug for EmuContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmuContext")
+            .field("ctx", &self.ctx)
+            .field("device", &self.device.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for EmuCq {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmuCq").field("cq", &self.cq).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for EmuQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmuQp").field("qp", &self.qp).finish_non_exhaustive()
+    }
+}
+
+/// Sets the calling thread's errno.
+pub fn set_errno(e: c_int) {
+    // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// The `EmuContext` around a program's `ibv_context`.
+///
+/// # Safety
+/// `ctx` must be a live context this library returned from `ibv_open_device`.
+pub unsafe fn context<'a>(ctx: *mut ffi::ibv_context) -> &'a EmuContext {
+    let offset = std::mem::offset_of!(ffi::verbs_context, context);
+    // SAFETY: every ibv_context we hand out is the `vctx.context` member of an
+    // EmuContext, at this offset from its start (vctx is EmuContext's first field).
+    unsafe { &*ctx.cast::<u8>().sub(offset).cast::<EmuContext>() }
+}
+
+/// Casts a C object pointer to the emulator object it starts.
+///
+/// # Safety
+/// `p` must be a live object of type `T`'s C struct that this library returned, and `T`
+/// must be the `#[repr(C)]` box that starts with it.
+pub unsafe fn emu<'a, C, T>(p: *mut C) -> &'a T {
+    // SAFETY: the caller guarantees `p` is the first field of a live `T`.
+    unsafe { &*p.cast::<T>() }
+}
+
+/// Initialises the pthread mutex and condition variable that libibverbs objects carry.
+///
+/// # Safety
+/// Both pointers must be valid for writes and not yet initialised.
+pub unsafe fn init_sync(mutex: *mut libc::pthread_mutex_t, cond: *mut libc::pthread_cond_t) {
+    // SAFETY: the caller provides valid, uninitialised storage; default attributes.
+    unsafe {
+        libc::pthread_mutex_init(mutex, std::ptr::null());
+        libc::pthread_cond_init(cond, std::ptr::null());
+    }
+}

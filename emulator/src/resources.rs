@@ -1,0 +1,604 @@
+//! The object verbs: protection domains, memory regions, completion channels and queues,
+//! queue pairs, address handles and multicast attachment.
+
+use std::ffi::{c_int, c_void};
+use std::ptr::{null_mut, NonNull};
+use std::sync::Arc;
+
+use verbs_api::{
+    AccessFlags, CompletionQueue, Context, QpInitAttr, QpType, QueuePair, QueuePairExt,
+};
+
+use crate::convert::{
+    ah_from_c, cap_from_c, cap_to_c, errno_of, gid_from_c, qp_attr_from_c,
+    qp_attr_to_c,
+};
+use crate::events::ChannelState;
+use crate::ffi;
+use crate::objects::{
+    context, emu, init_sync, set_errno, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp,
+};
+use crate::state::{emu as emulator, log_unsupported_once};
+
+/// Leaks a box and returns a pointer to its first field, the C struct.
+fn into_c<T, C>(b: Box<T>) -> *mut C {
+    Box::into_raw(b).cast()
+}
+
+/// Takes back a box leaked by [`into_c`].
+///
+/// # Safety
+/// `p` came from `into_c::<T, _>` and is not used afterwards.
+unsafe fn from_c<T, C>(p: *mut C) -> Box<T> {
+    // SAFETY: the caller guarantees `p` is the start of a leaked `T`.
+    unsafe { Box::from_raw(p.cast::<T>()) }
+}
+
+/// `ibv_alloc_pd`.
+///
+/// # Safety
+/// `ctx` is a live context of ours.
+pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::ibv_pd {
+    if ctx.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: a live context of ours.
+    match unsafe { context(ctx) }.ctx.alloc_pd() {
+        Ok(pd) => {
+            use verbs_api::ProtectionDomain;
+            let raw = ffi::ibv_pd {
+                context: ctx,
+                handle: pd.handle(),
+            };
+            into_c(Box::new(EmuPd { raw, pd }))
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            null_mut()
+        }
+    }
+}
+
+/// `ibv_dealloc_pd`.
+///
+/// # Safety
+/// `pd` came from `ibv_alloc_pd` and is freed once, after its MRs, QPs and AHs.
+pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
+    if pd.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    drop(unsafe { from_c::<EmuPd, _>(pd) });
+    0
+}
+
+/// `ibv_reg_mr_iova2`: registers `addr..addr+length`. The simulator addresses a region by
+/// its virtual address, so `iova` must equal `addr`.
+///
+/// # Safety
+/// `pd` is a live PD of ours; the range is the caller's memory, valid while registered.
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: u32,
+) -> *mut ffi::ibv_mr {
+    if pd.is_null() || length == 0 {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    if iova != addr as u64 {
+        log_unsupported_once("ibv_reg_mr_iova", "an iova other than the address");
+        set_errno(libc::EOPNOTSUPP);
+        return null_mut();
+    }
+    // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
+    let access = access & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
+    let Some(flags) = AccessFlags::from_bits(access) else {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    };
+    // SAFETY: a live PD of ours.
+    let p: &EmuPd = unsafe { emu(pd) };
+    // SAFETY: a live context of ours (the PD's).
+    let c = unsafe { context(p.raw.context) };
+    // SAFETY: the caller registers memory it owns and keeps valid while registered; no
+    // Rust reference covers it.
+    match unsafe { c.ctx.reg_mr(&p.pd, addr.cast(), length, flags) } {
+        Ok(mr) => {
+            use verbs_api::MemoryRegion;
+            let raw = ffi::ibv_mr {
+                context: p.raw.context,
+                pd,
+                addr,
+                length,
+                handle: mr.lkey(),
+                lkey: mr.lkey(),
+                rkey: mr.rkey(),
+            };
+            into_c(Box::new(EmuMr { raw, mr }))
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            null_mut()
+        }
+    }
+}
+
+/// `ibv_reg_mr`.
+///
+/// # Safety
+/// As [`ibv_reg_mr_iova2`].
+pub unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> *mut ffi::ibv_mr {
+    // SAFETY: forwards the caller's arguments.
+    unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as u32) }
+}
+
+/// `ibv_reg_mr_iova`.
+///
+/// # Safety
+/// As [`ibv_reg_mr_iova2`].
+pub unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut ffi::ibv_mr {
+    // SAFETY: forwards the caller's arguments.
+    unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as u32) }
+}
+
+/// `ibv_dereg_mr`.
+///
+/// # Safety
+/// `mr` came from `ibv_reg_mr*` and is freed once.
+pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ffi::ibv_mr) -> c_int {
+    if mr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    drop(unsafe { from_c::<EmuMr, _>(mr) });
+    0
+}
+
+/// `ibv_create_comp_channel`: its `fd` is an eventfd that becomes readable when an
+/// armed CQ gets a completion.
+///
+/// # Safety
+/// `ctx` is a live context of ours.
+pub unsafe extern "C" fn ibv_create_comp_channel(
+    ctx: *mut ffi::ibv_context,
+) -> *mut ffi::ibv_comp_channel {
+    if ctx.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    let Ok(e) = emulator() else {
+        set_errno(libc::ENODEV);
+        return null_mut();
+    };
+    // SAFETY: a live context of ours.
+    let sim = match unsafe { context(ctx) }.ctx.create_comp_channel() {
+        Ok(s) => s,
+        Err(err) => {
+            set_errno(errno_of(&err));
+            return null_mut();
+        }
+    };
+    let state = match ChannelState::new(sim) {
+        Ok(s) => Arc::new(s),
+        Err(err) => {
+            set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+            return null_mut();
+        }
+    };
+    e.register_channel(&state);
+    let raw = ffi::ibv_comp_channel {
+        context: ctx,
+        fd: state.raw_fd(),
+        refcnt: 0,
+    };
+    into_c(Box::new(EmuChannel { raw, state }))
+}
+
+/// `ibv_destroy_comp_channel`: EBUSY while CQs still use it.
+///
+/// # Safety
+/// `channel` came from `ibv_create_comp_channel` and is destroyed once.
+pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ffi::ibv_comp_channel) -> c_int {
+    if channel.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live channel of ours.
+    let ch: &EmuChannel = unsafe { emu(channel) };
+    if ch.state.cq_count() > 0 {
+        return libc::EBUSY;
+    }
+    // SAFETY: the caller's contract.
+    drop(unsafe { from_c::<EmuChannel, _>(channel) });
+    0
+}
+
+/// `ibv_create_cq`.
+///
+/// # Safety
+/// `ctx` is a live context of ours; `channel` is NULL or a live channel of ours.
+pub unsafe extern "C" fn ibv_create_cq(
+    ctx: *mut ffi::ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ffi::ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ffi::ibv_cq {
+    if ctx.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    let (Ok(cqe), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    };
+    // SAFETY: a live context of ours.
+    let c = unsafe { context(ctx) };
+    let state = NonNull::new(channel).map(|ch| {
+        // SAFETY: a live channel of ours.
+        let ch: &EmuChannel = unsafe { emu(ch.as_ptr()) };
+        ch.state.clone()
+    });
+    let cq = match c.ctx.create_cq(cqe, state.as_deref().map(|s| &s.sim), vector) {
+        Ok(cq) => cq,
+        Err(e) => {
+            set_errno(errno_of(&e));
+            return null_mut();
+        }
+    };
+    let raw = ffi::ibv_cq {
+        context: ctx,
+        channel,
+        cq_context,
+        handle: cq.handle(),
+        cqe: c_int::try_from(cq.cqe()).unwrap_or(c_int::MAX),
+        ..ffi::ibv_cq::default()
+    };
+    let handle = cq.handle();
+    let p: *mut ffi::ibv_cq = into_c(Box::new(EmuCq {
+        raw,
+        cq,
+        channel: state.clone(),
+    }));
+    // SAFETY: `p` is the live box just leaked; its sync objects are uninitialised.
+    unsafe {
+        init_sync(
+            std::ptr::addr_of_mut!((*p).mutex).cast(),
+            std::ptr::addr_of_mut!((*p).cond).cast(),
+        );
+    }
+    if let Some(s) = state {
+        s.add_cq(handle, p as usize);
+    }
+    p
+}
+
+/// `ibv_destroy_cq`.
+///
+/// # Safety
+/// `cq` came from `ibv_create_cq` and is destroyed once, after its QPs.
+pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
+    if cq.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    let b = unsafe { from_c::<EmuCq, _>(cq) };
+    if let Some(s) = &b.channel {
+        s.remove_cq(b.raw.handle);
+    }
+    drop(b);
+    0
+}
+
+/// `ibv_get_cq_event`: waits for the next completion event on `channel` (or fails with
+/// EAGAIN when the program made its fd non-blocking).
+///
+/// # Safety
+/// `channel` is a live channel of ours; `cq` and `cq_context` are valid for writes.
+pub unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut ffi::ibv_comp_channel,
+    cq: *mut *mut ffi::ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    if channel.is_null() || cq.is_null() || cq_context.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: a live channel of ours.
+    let ch: &EmuChannel = unsafe { emu(channel) };
+    match ch.state.get_event() {
+        Ok(addr) => {
+            let p = addr as *mut ffi::ibv_cq;
+            // SAFETY: `p` is a live CQ on this channel (destroyed CQs are forgotten);
+            // the out-pointers are the caller's.
+            unsafe {
+                *cq = p;
+                *cq_context = (*p).cq_context;
+            }
+            0
+        }
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            -1
+        }
+    }
+}
+
+/// `ibv_ack_cq_events`.
+///
+/// # Safety
+/// `cq` is a live CQ of ours.
+pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ffi::ibv_cq, nevents: u32) {
+    if cq.is_null() {
+        return;
+    }
+    // SAFETY: a live CQ of ours.
+    let c: &EmuCq = unsafe { emu(cq) };
+    c.cq.ack_events(nevents);
+    // SAFETY: the counter belongs to the CQ; libibverbs updates it under the CQ's mutex,
+    // and programs only read it after ack, from the same thread.
+    unsafe {
+        let field = std::ptr::addr_of_mut!((*cq).comp_events_completed);
+        field.write(field.read().wrapping_add(nevents));
+    }
+}
+
+/// `ibv_create_qp`. The chosen queue sizes are written back to `init->cap`.
+///
+/// # Safety
+/// `pd` is a live PD of ours; `init` is a valid `struct ibv_qp_init_attr` naming live
+/// CQs of ours.
+pub unsafe extern "C" fn ibv_create_qp(
+    pd: *mut ffi::ibv_pd,
+    init: *mut ffi::ibv_qp_init_attr,
+) -> *mut ffi::ibv_qp {
+    if pd.is_null() || init.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: the caller's valid attributes.
+    let a = unsafe { &mut *init };
+    if a.send_cq.is_null() || a.recv_cq.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    if !a.srq.is_null() {
+        log_unsupported_once("ibv_create_qp", "a QP on a shared receive queue");
+        set_errno(libc::EOPNOTSUPP);
+        return null_mut();
+    }
+    let Some(qp_type) = QpType::from_raw(a.qp_type) else {
+        set_errno(libc::EOPNOTSUPP);
+        return null_mut();
+    };
+    // SAFETY: live objects of ours.
+    let (p, send, recv): (&EmuPd, &EmuCq, &EmuCq) =
+        unsafe { (emu(pd), emu(a.send_cq), emu(a.recv_cq)) };
+    // SAFETY: the PD's context is live.
+    let c = unsafe { context(p.raw.context) };
+    let attr = QpInitAttr {
+        send_cq: &send.cq,
+        recv_cq: &recv.cq,
+        srq: None,
+        cap: cap_from_c(&a.cap),
+        qp_type,
+        sq_sig_all: a.sq_sig_all != 0,
+    };
+    let qp = match c.ctx.create_qp(&p.pd, &attr) {
+        Ok(q) => q,
+        Err(e) => {
+            set_errno(errno_of(&e));
+            return null_mut();
+        }
+    };
+    if let Ok((_, cap)) = qp.query(verbs_api::QpAttrMask::CAP) {
+        a.cap = cap_to_c(&cap);
+    }
+    let raw = ffi::ibv_qp {
+        context: p.raw.context,
+        qp_context: a.qp_context,
+        pd,
+        send_cq: a.send_cq,
+        recv_cq: a.recv_cq,
+        srq: null_mut(),
+        handle: qp.qp_num(),
+        qp_num: qp.qp_num(),
+        state: ffi::IBV_QPS_RESET,
+        qp_type: a.qp_type,
+        ..ffi::ibv_qp::default()
+    };
+    let q: *mut ffi::ibv_qp = into_c(Box::new(EmuQp { raw, qp }));
+    // SAFETY: `q` is the live box just leaked; its sync objects are uninitialised.
+    unsafe {
+        init_sync(
+            std::ptr::addr_of_mut!((*q).mutex).cast(),
+            std::ptr::addr_of_mut!((*q).cond).cast(),
+        );
+    }
+    q
+}
+
+/// `ibv_modify_qp`, checked against the kernel's state table (verbs-api) first.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `attr` is valid.
+pub unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut ffi::ibv_qp,
+    attr: *mut ffi::ibv_qp_attr,
+    mask: c_int,
+) -> c_int {
+    if qp.is_null() || attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's valid attributes.
+    let (a, m) = match qp_attr_from_c(unsafe { &*attr }, mask) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    // SAFETY: a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    match q.qp.modify(&a, m) {
+        Ok(()) => {
+            if let Ok(s) = q.qp.state() {
+                // SAFETY: the QP's own C struct; programs read `state` without locking.
+                unsafe { std::ptr::addr_of_mut!((*qp).state).write(s.as_raw()) };
+            }
+            0
+        }
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `ibv_query_qp`.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `attr` and `init` are valid for writes.
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut ffi::ibv_qp,
+    attr: *mut ffi::ibv_qp_attr,
+    mask: c_int,
+    init: *mut ffi::ibv_qp_init_attr,
+) -> c_int {
+    if qp.is_null() || attr.is_null() || init.is_null() {
+        return libc::EINVAL;
+    }
+    let Some(m) = u32::try_from(mask)
+        .ok()
+        .and_then(verbs_api::QpAttrMask::from_bits)
+    else {
+        return libc::EINVAL;
+    };
+    // SAFETY: a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    match q.qp.query(m) {
+        Ok((a, cap)) => {
+            // SAFETY: the caller's writable structs; the QP's C fields are ours to read.
+            unsafe {
+                attr.write(qp_attr_to_c(&a));
+                init.write(ffi::ibv_qp_init_attr {
+                    qp_context: (*qp).qp_context,
+                    send_cq: (*qp).send_cq,
+                    recv_cq: (*qp).recv_cq,
+                    srq: (*qp).srq,
+                    cap: cap_to_c(&cap),
+                    qp_type: (*qp).qp_type,
+                    sq_sig_all: 0,
+                });
+            }
+            0
+        }
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `ibv_destroy_qp`.
+///
+/// # Safety
+/// `qp` came from `ibv_create_qp` and is destroyed once.
+pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
+    if qp.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    drop(unsafe { from_c::<EmuQp, _>(qp) });
+    0
+}
+
+/// `ibv_qp_to_qp_ex`: NULL, as libibverbs returns for a QP not created by
+/// `ibv_create_qp_ex` with send ops (the emulator creates none yet).
+pub extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ffi::ibv_qp) -> *mut ffi::ibv_qp_ex {
+    null_mut()
+}
+
+/// `ibv_create_ah`.
+///
+/// # Safety
+/// `pd` is a live PD of ours; `attr` is valid.
+pub unsafe extern "C" fn ibv_create_ah(
+    pd: *mut ffi::ibv_pd,
+    attr: *mut ffi::ibv_ah_attr,
+) -> *mut ffi::ibv_ah {
+    if pd.is_null() || attr.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: a live PD of ours and the caller's valid attributes.
+    let (p, a): (&EmuPd, _) = unsafe { (emu(pd), ah_from_c(&*attr)) };
+    // SAFETY: the PD's context is live.
+    let c = unsafe { context(p.raw.context) };
+    match c.ctx.create_ah(&p.pd, &a) {
+        Ok(ah) => {
+            let raw = ffi::ibv_ah {
+                context: p.raw.context,
+                pd,
+                handle: 0,
+            };
+            into_c(Box::new(EmuAh { raw, ah }))
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            null_mut()
+        }
+    }
+}
+
+/// `ibv_destroy_ah`.
+///
+/// # Safety
+/// `ah` came from `ibv_create_ah` and is destroyed once.
+pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ffi::ibv_ah) -> c_int {
+    if ah.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    drop(unsafe { from_c::<EmuAh, _>(ah) });
+    0
+}
+
+/// `ibv_attach_mcast`.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `gid` is valid.
+pub unsafe extern "C" fn ibv_attach_mcast(
+    qp: *mut ffi::ibv_qp,
+    gid: *const ffi::ibv_gid,
+    lid: u16,
+) -> c_int {
+    if qp.is_null() || gid.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live QP of ours and the caller's GID.
+    let (q, g): (&EmuQp, _) = unsafe { (emu(qp), gid_from_c(&*gid)) };
+    q.qp.attach_mcast(&g, lid).map_or_else(|e| errno_of(&e), |()| 0)
+}
+
+/// `ibv_detach_mcast`.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `gid` is valid.
+pub unsafe extern "C" fn ibv_detach_mcast(
+    qp: *mut ffi::ibv_qp,
+    gid: *const ffi::ibv_gid,
+    lid: u16,
+) -> c_int {
+    if qp.is_null() || gid.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live QP of ours and the caller's GID.
+    let (q, g): (&EmuQp, _) = unsafe { (emu(qp), gid_from_c(&*gid)) };
+    q.qp.detach_mcast(&g, lid).map_or_else(|e| errno_of(&e), |()| 0)
+}
