@@ -4,7 +4,7 @@
 use std::ffi::c_int;
 
 use verbs_api::{
-    AccessFlags, AhAttr, Completion, DeviceAttr, Error, ErrorKind, GlobalRoute, Gid, Mtu,
+    AccessFlags, AhAttr, Completion, DeviceAttr, Error, ErrorKind, Gid, GlobalRoute, Mtu,
     PathMigState, PortAttr, QpAttr, QpAttrMask, QpCap, QpState,
 };
 
@@ -187,7 +187,10 @@ pub fn cap_to_c(c: &QpCap) -> ffi::ibv_qp_cap {
 /// # Errors
 /// `EINVAL` for a state, MTU or migration state out of range, or mask bits the
 /// emulator does not know.
-pub fn qp_attr_from_c(a: &ffi::ibv_qp_attr, raw_mask: c_int) -> Result<(QpAttr, QpAttrMask), c_int> {
+pub fn qp_attr_from_c(
+    a: &ffi::ibv_qp_attr,
+    raw_mask: c_int,
+) -> Result<(QpAttr, QpAttrMask), c_int> {
     let mask = u32::try_from(raw_mask)
         .ok()
         .and_then(QpAttrMask::from_bits)
@@ -350,7 +353,10 @@ mod tests {
         assert_eq!(wc.opcode, ffi::IBV_WC_RECV_RDMA_WITH_IMM);
         assert_eq!(wc.wc_flags, ffi::IBV_WC_WITH_IMM);
         // SAFETY: imm_data is the member just written.
-        assert_eq!(unsafe { wc.__bindgen_anon_1.imm_data }.to_ne_bytes(), [1, 2, 3, 4]);
+        assert_eq!(
+            unsafe { wc.__bindgen_anon_1.imm_data }.to_ne_bytes(),
+            [1, 2, 3, 4]
+        );
     }
 
     #[test]

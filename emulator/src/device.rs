@@ -177,6 +177,10 @@ pub unsafe extern "C" fn ibv_query_device(
 
 /// `verbs_context.query_device_ex` (what the inline `ibv_query_device_ex` calls): writes
 /// the first `attr_size` bytes of `struct ibv_device_attr_ex`.
+///
+/// # Safety
+/// `ctx` is a live context of ours; `input` is NULL or valid; `attr` is valid for
+/// `attr_size` bytes.
 pub unsafe extern "C" fn query_device_ex(
     ctx: *mut ffi::ibv_context,
     input: *const ffi::ibv_query_device_ex_input,
@@ -213,6 +217,9 @@ fn query_port_into(ctx: &EmuContext, port: u8) -> Result<ffi::ibv_port_attr, c_i
 }
 
 /// `verbs_context.query_port` (what the inline `ibv_query_port` calls).
+///
+/// # Safety
+/// `ctx` is a live context of ours; `attr` is valid for `attr_size` bytes.
 pub unsafe extern "C" fn query_port(
     ctx: *mut ffi::ibv_context,
     port: u8,
@@ -236,28 +243,26 @@ pub unsafe extern "C" fn query_port(
     0
 }
 
-/// `ibv_query_port`, the exported symbol: the old, shorter `struct _compat_ibv_port_attr`
-/// (the inline in verbs.h calls it only for contexts without `query_port`).
+/// The length of `struct _compat_ibv_port_attr`: `struct ibv_port_attr` up to and
+/// including `flags`. The public header only declares it; rdma-core's
+/// `libibverbs/verbs.c` (v44.0) defines it as those members.
+pub const COMPAT_PORT_ATTR_LEN: usize = std::mem::offset_of!(ffi::ibv_port_attr, flags) + 1;
+
+/// `ibv_query_port`, the exported symbol: the old, shorter port attributes (the inline in
+/// verbs.h calls it only for contexts without `verbs_context.query_port`).
 ///
 /// # Safety
-/// `ctx` is a live context of ours; `attr` is valid for a write of the compat struct.
+/// `ctx` is a live context of ours; `attr` is valid for [`COMPAT_PORT_ATTR_LEN`] bytes.
 pub unsafe extern "C" fn ibv_query_port_compat(
     ctx: *mut ffi::ibv_context,
     port: u8,
-    attr: *mut ffi::_compat_ibv_port_attr,
+    attr: *mut ffi::ibv_port_attr,
 ) -> c_int {
     if ctx.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: forwards the caller's pointers with the compat struct's size.
-    unsafe {
-        query_port(
-            ctx,
-            port,
-            attr.cast(),
-            std::mem::size_of::<ffi::_compat_ibv_port_attr>(),
-        )
-    }
+    // SAFETY: forwards the caller's pointers with the compat struct's length.
+    unsafe { query_port(ctx, port, attr, COMPAT_PORT_ATTR_LEN) }
 }
 
 /// `ibv_query_gid`.
@@ -337,7 +342,6 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     0
 }
 
-
 fn gid_entry(ctx: &EmuContext, port: u32, index: u32) -> Result<ffi::ibv_gid_entry, c_int> {
     let port8 = u8::try_from(port).map_err(|_| libc::EINVAL)?;
     let gid = ctx.ctx.query_gid(port8, index).map_err(|e| errno_of(&e))?;
@@ -410,7 +414,13 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
                 return -(libc::EINVAL as isize);
             }
             // SAFETY: n < max_entries, so entry n lies in the caller's array.
-            unsafe { entries.cast::<u8>().add(n * entry_size).cast::<ffi::ibv_gid_entry>().write(g) };
+            unsafe {
+                entries
+                    .cast::<u8>()
+                    .add(n * entry_size)
+                    .cast::<ffi::ibv_gid_entry>()
+                    .write(g)
+            };
             n += 1;
         }
     }

@@ -98,13 +98,17 @@ impl std::fmt::Debug for EmuContext {
 
 impl std::fmt::Debug for EmuCq {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmuCq").field("cq", &self.cq).finish_non_exhaustive()
+        f.debug_struct("EmuCq")
+            .field("cq", &self.cq)
+            .finish_non_exhaustive()
     }
 }
 
 impl std::fmt::Debug for EmuQp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EmuQp").field("qp", &self.qp).finish_non_exhaustive()
+        f.debug_struct("EmuQp")
+            .field("qp", &self.qp)
+            .finish_non_exhaustive()
     }
 }
 

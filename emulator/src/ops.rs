@@ -8,8 +8,8 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use verbs_api::{
-    Completion, CompletionQueue, QpType, QueuePair, RecvWr, SendFlags, SendOpcode, SendWr,
-    Sge, WrDetail,
+    Completion, CompletionQueue, QpType, QueuePair, RecvWr, SendFlags, SendOpcode, SendWr, Sge,
+    WrDetail,
 };
 
 use crate::convert::{errno_of, wc_to_c};
@@ -125,7 +125,10 @@ unsafe fn sges<'a>(sg_list: *mut ffi::ibv_sge, num_sge: c_int) -> Result<&'a [Sg
 ///
 /// # Safety
 /// `w` is a valid request of a program posting to `q`.
-unsafe fn send_wr<'a>(q: &EmuQp, w: &'a ffi::ibv_send_wr) -> Result<SendWr<'a, backend_sim::verbs::SimAh>, c_int> {
+unsafe fn send_wr<'a>(
+    q: &EmuQp,
+    w: &'a ffi::ibv_send_wr,
+) -> Result<SendWr<'a, backend_sim::verbs::SimAh>, c_int> {
     let opcode = SendOpcode::from_raw(w.opcode).ok_or(libc::EINVAL)?;
     let send_flags = SendFlags::from_bits(w.send_flags).ok_or(libc::EINVAL)?;
     // SAFETY: the program's valid request.

@@ -10,8 +10,7 @@ use verbs_api::{
 };
 
 use crate::convert::{
-    ah_from_c, cap_from_c, cap_to_c, errno_of, gid_from_c, qp_attr_from_c,
-    qp_attr_to_c,
+    ah_from_c, cap_from_c, cap_to_c, errno_of, gid_from_c, qp_attr_from_c, qp_attr_to_c,
 };
 use crate::events::ChannelState;
 use crate::ffi;
@@ -253,7 +252,10 @@ pub unsafe extern "C" fn ibv_create_cq(
         let ch: &EmuChannel = unsafe { emu(ch.as_ptr()) };
         ch.state.clone()
     });
-    let cq = match c.ctx.create_cq(cqe, state.as_deref().map(|s| &s.sim), vector) {
+    let cq = match c
+        .ctx
+        .create_cq(cqe, state.as_deref().map(|s| &s.sim), vector)
+    {
         Ok(cq) => cq,
         Err(e) => {
             set_errno(errno_of(&e));
@@ -583,7 +585,8 @@ pub unsafe extern "C" fn ibv_attach_mcast(
     }
     // SAFETY: a live QP of ours and the caller's GID.
     let (q, g): (&EmuQp, _) = unsafe { (emu(qp), gid_from_c(&*gid)) };
-    q.qp.attach_mcast(&g, lid).map_or_else(|e| errno_of(&e), |()| 0)
+    q.qp.attach_mcast(&g, lid)
+        .map_or_else(|e| errno_of(&e), |()| 0)
 }
 
 /// `ibv_detach_mcast`.
@@ -600,5 +603,6 @@ pub unsafe extern "C" fn ibv_detach_mcast(
     }
     // SAFETY: a live QP of ours and the caller's GID.
     let (q, g): (&EmuQp, _) = unsafe { (emu(qp), gid_from_c(&*gid)) };
-    q.qp.detach_mcast(&g, lid).map_or_else(|e| errno_of(&e), |()| 0)
+    q.qp.detach_mcast(&g, lid)
+        .map_or_else(|e| errno_of(&e), |()| 0)
 }

@@ -187,7 +187,9 @@ fn start_progress_thread(emu: &Emu) {
             }
         });
     if let Err(e) = spawned {
-        eprintln!("verbs-emu: cannot start the progress thread: {e}; completion channels will not signal");
+        eprintln!(
+            "verbs-emu: cannot start the progress thread: {e}; completion channels will not signal"
+        );
     }
 }
 
@@ -228,7 +230,10 @@ mod tests {
         assert_eq!(e.spec.name, "h2");
         assert_eq!(e.devices.len(), 1);
         assert_eq!(e.devices[0].info.name, "mlx5_0");
-        let name: Vec<u8> = e.devices[0].raw.name[..7].iter().map(|&c| c as u8).collect();
+        let name: Vec<u8> = e.devices[0].raw.name[..7]
+            .iter()
+            .map(|&c| c as u8)
+            .collect();
         assert_eq!(&name, b"mlx5_0\0");
     }
 }

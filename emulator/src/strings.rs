@@ -18,7 +18,11 @@ fn table(cell: &'static OnceLock<Vec<CString>>, names: &[&str]) -> &'static [CSt
 
 static UNKNOWN: &std::ffi::CStr = c"unknown";
 
-fn lookup(cell: &'static OnceLock<Vec<CString>>, names: &[&str], index: Option<usize>) -> *const c_char {
+fn lookup(
+    cell: &'static OnceLock<Vec<CString>>,
+    names: &[&str],
+    index: Option<usize>,
+) -> *const c_char {
     index
         .and_then(|i| table(cell, names).get(i))
         .map_or(UNKNOWN.as_ptr(), |s| s.as_ptr())

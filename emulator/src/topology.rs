@@ -134,9 +134,8 @@ impl Topology {
         match std::env::var_os(TOPOLOGY_ENV) {
             None => Ok(Topology::default()),
             Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    format!("{TOPOLOGY_ENV}={}: {e}", path.to_string_lossy())
-                })?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("{TOPOLOGY_ENV}={}: {e}", path.to_string_lossy()))?;
                 Topology::parse(&text)
                     .map_err(|e| format!("{TOPOLOGY_ENV}={}: {e}", path.to_string_lossy()))
             }
@@ -148,13 +147,16 @@ impl Topology {
     /// # Errors
     /// A message listing the hosts when there is no such host.
     pub fn host_index(&self, name: &str) -> Result<usize, String> {
-        self.hosts.iter().position(|h| h.name == name).ok_or_else(|| {
-            let all: Vec<&str> = self.hosts.iter().map(|h| h.name.as_str()).collect();
-            format!(
-                "{HOST_ENV}={name} names no host of the topology ({})",
-                all.join(", ")
-            )
-        })
+        self.hosts
+            .iter()
+            .position(|h| h.name == name)
+            .ok_or_else(|| {
+                let all: Vec<&str> = self.hosts.iter().map(|h| h.name.as_str()).collect();
+                format!(
+                    "{HOST_ENV}={name} names no host of the topology ({})",
+                    all.join(", ")
+                )
+            })
     }
 }
 
@@ -233,14 +235,19 @@ mod tests {
         let p = "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\npersonality = \"cx9\"\n";
         assert_eq!(
             Topology::parse(p),
-            Err("bad topology: host a: unknown personality \"cx9\" (expected \"mlx5\" or \"rxe\")".into())
+            Err(
+                "bad topology: host a: unknown personality \"cx9\" (expected \"mlx5\" or \"rxe\")"
+                    .into()
+            )
         );
         assert_eq!(
             Topology::parse("host = []\n"),
             Err("bad topology: no [[host]]".into())
         );
-        assert!(Topology::parse("[[host]]\nname = \"a\"\nip = \"10.1.0.300\"\n")
-            .unwrap_err()
-            .starts_with("bad topology: "));
+        assert!(
+            Topology::parse("[[host]]\nname = \"a\"\nip = \"10.1.0.300\"\n")
+                .unwrap_err()
+                .starts_with("bad topology: ")
+        );
     }
 }

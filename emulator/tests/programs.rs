@@ -1,0 +1,146 @@
+//! Unmodified Debian programs (rdma-core 44's ibverbs-utils) and a C program built against
+//! Debian's libibverbs, run with the emulator first on `LD_LIBRARY_PATH`.
+
+mod common;
+
+use common::{emulated, require, run, stderr, stdout};
+use std::process::Command;
+
+#[test]
+fn ibv_devices_lists_the_hosts_device() {
+    let prog = require("ibv_devices", "ibverbs-utils");
+    let o = run(emulated(&prog));
+    assert_eq!(stderr(&o), "");
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "    device          \t   node GUID\n    ------          \t----------------\n    mlx5_0          \t00000afffe640001\n"
+    );
+    // Host h2 has its own device, with its own GUID (from its MAC, from 10.100.0.2).
+    let mut c = emulated(&prog);
+    c.env("VERBS_EMU_HOST", "h2");
+    let o = run(c);
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "    device          \t   node GUID\n    ------          \t----------------\n    mlx5_0          \t00000afffe640002\n"
+    );
+}
+
+#[test]
+fn ibv_devinfo_verbose_shows_the_port_and_gids() {
+    let prog = require("ibv_devinfo", "ibverbs-utils");
+    let mut c = emulated(&prog);
+    c.arg("-v").env("VERBS_EMU_HOST", "h3");
+    let o = run(c);
+    assert_eq!(stderr(&o), "");
+    assert!(o.status.success());
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    for want in [
+        "hca_id:\tmlx5_0",
+        "\ttransport:\t\t\tInfiniBand (0)",
+        "\tnode_guid:\t\t\t0000:0aff:fe64:0003",
+        "\tvendor_id:\t\t\t0x02c9",
+        "\tboard_id:\t\t\tVERBS_EMU_H3",
+        "\tphys_port_cnt:\t\t\t1",
+        "\t\t\t\t\tMANAGED_FLOW_STEERING",
+        "\t\t\t\t\tIP csum offload",
+        "\tnum_comp_vectors:\t\t4",
+        "\t\tport:\t1",
+        "\t\t\tstate:\t\t\tPORT_ACTIVE (4)",
+        "\t\t\tmax_mtu:\t\t4096 (5)",
+        "\t\t\tlink_layer:\t\tEthernet",
+        "\t\t\tgid_tbl_len:\t\t2",
+        "\t\t\tphys_state:\t\tLINK_UP (5)",
+        "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0000:0aff:fe64:0003, RoCE v1",
+        "\t\t\tGID[  1]:\t\t::ffff:10.100.0.3, RoCE v2",
+    ] {
+        assert!(
+            lines.contains(&want),
+            "ibv_devinfo -v printed no line {want:?}:\n{out}"
+        );
+    }
+    // The GIDs are the port's last lines.
+    assert_eq!(
+        &lines[lines.len() - 3..],
+        [
+            "\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0000:0aff:fe64:0003, RoCE v1",
+            "\t\t\tGID[  1]:\t\t::ffff:10.100.0.3, RoCE v2",
+            ""
+        ]
+    );
+}
+
+#[test]
+fn a_topology_file_names_the_hosts() {
+    let prog = require("ibv_devinfo", "ibverbs-utils");
+    let file = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("one-rxe-host.toml");
+    std::fs::write(
+        &file,
+        "[[host]]\nname = \"a\"\nip = \"192.168.7.5\"\npersonality = \"rxe\"\n",
+    )
+    .unwrap();
+    let mut c = emulated(&prog);
+    c.env("VERBS_EMU_TOPOLOGY", &file)
+        .env("VERBS_EMU_HOST", "a");
+    let o = run(c);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("hca_id:\trxe0\n"), "{out}");
+    assert!(out.contains("\n\tboard_id:\t\t\tVERBS_EMU_A\n"), "{out}");
+    assert!(out.contains("\n\t\t\tactive_mtu:\t\t1024 (3)\n"), "{out}");
+}
+
+#[test]
+fn an_unknown_host_is_a_clear_error() {
+    let prog = require("ibv_devices", "ibverbs-utils");
+    let mut c = emulated(&prog);
+    c.env("VERBS_EMU_HOST", "h9");
+    let o = run(c);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(
+        stderr(&o),
+        "verbs-emu: VERBS_EMU_HOST=h9 names no host of the topology (h1, h2, h3, h4)\n\
+         Failed to get IB devices list: No such device\n"
+    );
+}
+
+/// Builds `tests/c/NAME.c` against Debian's libibverbs headers and link library.
+fn build_c(name: &str) -> std::path::PathBuf {
+    let gcc = require("gcc", "gcc");
+    assert!(
+        std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
+        "infiniband/verbs.h is missing: install libibverbs-dev"
+    );
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let mut c = Command::new(gcc);
+    c.args(["-Wall", "-Werror", "-O1", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg("-libverbs");
+    let o = run(c);
+    assert!(o.status.success(), "gcc {name}.c: {}", stderr(&o));
+    exe
+}
+
+#[test]
+fn a_c_program_sends_ud_to_itself_through_the_inline_verbs_and_a_channel_fd() {
+    let exe = build_c("ud_loopback");
+    let o = run(emulated(&exe));
+    assert_eq!(stderr(&o), "");
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "qp state 3\n\
+         event on our cq 1, cq_context 0x1234\n\
+         wc wr_id 9 status success opcode 0 byte_len 31\n\
+         wc wr_id 7 status success opcode 128 byte_len 71 imm 0xabcd0123 src_qp_is_self 1\n\
+         payload \"hello through the emulated NIC\"\n\
+         done\n"
+    );
+}
