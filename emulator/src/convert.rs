@@ -353,10 +353,8 @@ mod tests {
         assert_eq!(wc.opcode, ffi::IBV_WC_RECV_RDMA_WITH_IMM);
         assert_eq!(wc.wc_flags, ffi::IBV_WC_WITH_IMM);
         // SAFETY: imm_data is the member just written.
-        assert_eq!(
-            unsafe { wc.__bindgen_anon_1.imm_data }.to_ne_bytes(),
-            [1, 2, 3, 4]
-        );
+        let imm = unsafe { wc.__bindgen_anon_1.imm_data };
+        assert_eq!(imm.to_ne_bytes(), [1, 2, 3, 4]);
     }
 
     #[test]
