@@ -18,12 +18,16 @@
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
 //!   cached under `target/softroce/`; see the [`vm`] module.
+//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] -- CMD ARGS...`: build the
+//!   emulated libibverbs (crate `emulator`) and run CMD with it first on `LD_LIBRARY_PATH`;
+//!   exits with CMD's exit code.
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks.
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
-//!   (also with the hardware features), docs, the simulator suite, and the hardware suite
-//!   on Soft-RoCE in the VM.
+//!   (also with the hardware features), docs, the simulator suite, the emulator's tests
+//!   (Debian programs on the emulated libibverbs), and the hardware suite on Soft-RoCE in
+//!   the VM.
 
 mod cmd;
 mod vm;
@@ -94,6 +98,25 @@ enum Command {
     },
     /// Run the benchmarks (spead vs spead2, the simulator's packet path).
     Bench,
+    /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
+    /// `emulator`) and runs CMD with it first on LD_LIBRARY_PATH, so an unmodified,
+    /// dynamically linked verbs program (ibv_devinfo, ...) sees the simulated devices of
+    /// its host. Exits with CMD's exit code.
+    Emu {
+        /// A topology file (TOML: [[host]] name, ip, personality); default: hosts h1..h4,
+        /// 10.100.0.1..4/24, one mlx5 device each.
+        #[arg(long, value_name = "FILE")]
+        topology: Option<std::path::PathBuf>,
+        /// The seed of the simulator's random draws (faults, ...).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The host CMD runs as (sets VERBS_EMU_HOST; h1 by default).
+        #[arg(long)]
+        host: Option<String>,
+        /// The command to run, and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
     /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0).
     ///
     /// Prepares (and caches under target/softroce/) Debian's kernel, busybox and an
@@ -145,6 +168,22 @@ fn main() -> ExitCode {
         Command::Scenario { args } => cmd::scenario_tool(&args),
         Command::Replay { args } => cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()),
         Command::Bench => cmd::bench(),
+        Command::Emu {
+            topology,
+            seed,
+            host,
+            cmd,
+        } => {
+            let args = cmd::EmuArgs {
+                topology,
+                seed,
+                host,
+            };
+            match cmd::emu(&cmd, &args) {
+                Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
+                Err(e) => Err(e),
+            }
+        }
         Command::Vm {
             timeout,
             env,
