@@ -7,7 +7,7 @@
 //!
 //! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
 //! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
-//! - [`device`], [`resources`]: the exported verbs; [`ops`]: the `ibv_context.ops` and
+//! - [`device`], [`resources`], [`srq`]: the exported verbs; [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
 //!   `verbs_context` tables the static-inline verbs jump through;
 //! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
 //!   runs the simulation on the wall clock); [`events`]: completion channels as eventfds;
@@ -23,9 +23,11 @@ pub mod device;
 pub mod events;
 pub mod exports;
 pub mod ffi;
+pub mod flow;
 pub mod objects;
 pub mod ops;
 pub mod resources;
+pub mod srq;
 pub mod state;
 pub mod strings;
 pub mod topology;

@@ -38,15 +38,15 @@ pub fn fill_ops(v: &mut ffi::verbs_context) {
     ops.req_notify_cq = Some(req_notify_cq);
     ops.post_send = Some(post_send);
     ops.post_recv = Some(post_recv);
-    ops.post_srq_recv = Some(post_srq_recv);
+    ops.post_srq_recv = Some(crate::srq::post_srq_recv);
     ops.alloc_mw = Some(alloc_mw);
     ops.bind_mw = Some(bind_mw);
     ops.dealloc_mw = Some(dealloc_mw);
 
     v.query_port = Some(query_port);
     v.query_device_ex = Some(query_device_ex);
-    v.ibv_create_flow = Some(create_flow);
-    v.ibv_destroy_flow = Some(destroy_flow);
+    v.ibv_create_flow = Some(crate::flow::create_flow);
+    v.ibv_destroy_flow = Some(crate::flow::destroy_flow);
     v.create_cq_ex = Some(create_cq_ex);
     v.create_qp_ex = Some(create_qp_ex);
     v.create_srq_ex = Some(create_srq_ex);
@@ -109,7 +109,10 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ffi::ibv_cq, solicited_only: c_int) 
 ///
 /// # Safety
 /// `sg_list` points at `num_sge` valid entries (or `num_sge` is 0).
-unsafe fn sges<'a>(sg_list: *mut ffi::ibv_sge, num_sge: c_int) -> Result<&'a [Sge], c_int> {
+pub(crate) unsafe fn sges<'a>(
+    sg_list: *mut ffi::ibv_sge,
+    num_sge: c_int,
+) -> Result<&'a [Sge], c_int> {
     let n = usize::try_from(num_sge).map_err(|_| libc::EINVAL)?;
     if n == 0 {
         return Ok(&[]);
@@ -261,12 +264,9 @@ macro_rules! refuse {
 }
 
 type Ctx = *mut ffi::ibv_context;
-refuse!(post_srq_recv, "ibv_post_srq_recv", (*mut ffi::ibv_srq, *mut ffi::ibv_recv_wr, *mut *mut ffi::ibv_recv_wr) -> int);
 refuse!(alloc_mw, "ibv_alloc_mw", (*mut ffi::ibv_pd, ffi::ibv_mw_type) -> ptr ffi::ibv_mw);
 refuse!(bind_mw, "ibv_bind_mw", (*mut ffi::ibv_qp, *mut ffi::ibv_mw, *mut ffi::ibv_mw_bind) -> int);
 refuse!(dealloc_mw, "ibv_dealloc_mw", (*mut ffi::ibv_mw) -> int);
-refuse!(create_flow, "ibv_create_flow", (*mut ffi::ibv_qp, *mut ffi::ibv_flow_attr) -> ptr ffi::ibv_flow);
-refuse!(destroy_flow, "ibv_destroy_flow", (*mut ffi::ibv_flow) -> int);
 refuse!(create_cq_ex, "ibv_create_cq_ex", (Ctx, *mut ffi::ibv_cq_init_attr_ex) -> ptr ffi::ibv_cq_ex);
 refuse!(create_qp_ex, "ibv_create_qp_ex", (Ctx, *mut ffi::ibv_qp_init_attr_ex) -> ptr ffi::ibv_qp);
 refuse!(create_srq_ex, "ibv_create_srq_ex", (Ctx, *mut ffi::ibv_srq_init_attr_ex) -> ptr ffi::ibv_srq);

@@ -17,6 +17,7 @@ use crate::ffi;
 use crate::objects::{
     context, emu, init_sync, set_errno, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp,
 };
+use crate::srq::EmuSrq;
 use crate::state::{emu as emulator, log_unsupported_once};
 
 /// Leaks a box and returns a pointer to its first field, the C struct.
@@ -378,11 +379,6 @@ pub unsafe extern "C" fn ibv_create_qp(
         set_errno(libc::EINVAL);
         return null_mut();
     }
-    if !a.srq.is_null() {
-        log_unsupported_once("ibv_create_qp", "a QP on a shared receive queue");
-        set_errno(libc::EOPNOTSUPP);
-        return null_mut();
-    }
     let Some(qp_type) = QpType::from_raw(a.qp_type) else {
         set_errno(libc::EOPNOTSUPP);
         return null_mut();
@@ -392,10 +388,15 @@ pub unsafe extern "C" fn ibv_create_qp(
         unsafe { (emu(pd), emu(a.send_cq), emu(a.recv_cq)) };
     // SAFETY: the PD's context is live.
     let c = unsafe { context(p.raw.context) };
+    let srq = NonNull::new(a.srq).map(|s| {
+        // SAFETY: a live SRQ of ours (the man page's contract).
+        let s: &EmuSrq = unsafe { emu(s.as_ptr()) };
+        &s.srq
+    });
     let attr = QpInitAttr {
         send_cq: &send.cq,
         recv_cq: &recv.cq,
-        srq: None,
+        srq,
         cap: cap_from_c(&a.cap),
         qp_type,
         sq_sig_all: a.sq_sig_all != 0,
@@ -416,7 +417,7 @@ pub unsafe extern "C" fn ibv_create_qp(
         pd,
         send_cq: a.send_cq,
         recv_cq: a.recv_cq,
-        srq: null_mut(),
+        srq: a.srq,
         handle: qp.qp_num(),
         qp_num: qp.qp_num(),
         state: ffi::IBV_QPS_RESET,
