@@ -144,3 +144,47 @@ fn a_c_program_sends_ud_to_itself_through_the_inline_verbs_and_a_channel_fd() {
          done\n"
     );
 }
+
+#[test]
+fn raw_packet_qps_steer_a_multicast_group_by_flow_rule() {
+    let exe = build_c("raw_multicast");
+    let o = run(emulated(&exe));
+    assert_eq!(stderr(&o), "");
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "managed flow steering 1, raw ip csum 1\n\
+         send wr_id 2 success\n\
+         recv wr_id 1 success byte_len 58 ip_csum_ok 1\n\
+         udp dst port 8888 payload \"spead-like heap\"\n\
+         done\n"
+    );
+}
+
+#[test]
+fn bad_calls_give_the_documented_errno_and_missing_verbs_are_logged_once() {
+    let exe = build_c("errors");
+    let o = run(emulated(&exe));
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "reg_mr unknown access bit: EINVAL\n\
+         reg_mr remote write without local write: EINVAL\n\
+         reg_mr zero length: EINVAL\n\
+         create_cq 0 entries: EINVAL\n\
+         create_cq bad vector: EINVAL\n\
+         query_gid index 5: EINVAL\n\
+         query_port 2: EINVAL\n\
+         destroy_comp_channel with a CQ: EBUSY\n\
+         modify_qp RESET to RTS: EINVAL\n\
+         modify_qp unknown mask bit: EINVAL\n\
+         post_send unknown opcode: EINVAL, bad_wr is it 1\n\
+         create_cq_ex: EOPNOTSUPP\n\
+         create_cq_ex again: EOPNOTSUPP\n\
+         destroy_comp_channel after its CQ: ok\n"
+    );
+    assert_eq!(
+        stderr(&o),
+        "verbs-emu: ibv_create_cq_ex is not emulated (EOPNOTSUPP)\n"
+    );
+}
