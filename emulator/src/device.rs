@@ -1,12 +1,13 @@
 //! Devices: list, open and close, and the queries (device, port, GID, P_Key, sysfs).
 
 use std::ffi::{c_char, c_int, c_uint, CStr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::null_mut;
+use std::sync::Arc;
 
 use verbs_api::{Context, Verbs};
 
 use crate::convert::{device_attr, device_attr_ex, errno_of, gid_to_c, port_attr};
+use crate::events::ContextState;
 use crate::ffi;
 use crate::objects::{context, set_errno, EmuContext};
 use crate::ops::fill_ops;
@@ -105,26 +106,26 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut f
             return null_mut();
         }
     };
-    // SAFETY: eventfd takes no pointers; the result is checked.
-    let raw_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-    if raw_fd < 0 {
-        return null_mut(); // errno is the OS's
-    }
-    // SAFETY: a new descriptor nothing else owns.
-    let async_fd = unsafe { OwnedFd::from_raw_fd(raw_fd) };
     let num_comp_vectors = ctx
         .query_device()
         .map(|a| c_int::try_from(a.num_comp_vectors).unwrap_or(1))
         .unwrap_or(1);
+    let state = match ContextState::new(ctx) {
+        Ok(s) => Arc::new(s),
+        Err(err) => {
+            set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+            return null_mut();
+        }
+    };
+    e.register_context(&state);
     let mut boxed = Box::new(EmuContext {
         vctx: ffi::verbs_context::default(),
-        ctx,
+        state,
         device: dev,
-        async_fd,
     });
     boxed.vctx.context.device = std::ptr::from_ref(&dev.raw).cast_mut();
     boxed.vctx.context.cmd_fd = -1;
-    boxed.vctx.context.async_fd = boxed.async_fd.as_raw_fd();
+    boxed.vctx.context.async_fd = boxed.state.raw_fd();
     boxed.vctx.context.num_comp_vectors = num_comp_vectors;
     fill_ops(&mut boxed.vctx);
     let p = Box::into_raw(boxed);
@@ -165,7 +166,7 @@ pub unsafe extern "C" fn ibv_query_device(
         return libc::EINVAL;
     }
     // SAFETY: a live context of ours.
-    match unsafe { context(ctx) }.ctx.query_device() {
+    match unsafe { context(ctx) }.sim().query_device() {
         Ok(a) => {
             // SAFETY: the caller provides a writable ibv_device_attr.
             unsafe { attr.write(device_attr(&a)) };
@@ -195,7 +196,7 @@ pub unsafe extern "C" fn query_device_ex(
         return libc::EINVAL;
     }
     // SAFETY: the inline caller passes its own live context.
-    let a = match unsafe { context(ctx) }.ctx.query_device() {
+    let a = match unsafe { context(ctx) }.sim().query_device() {
         Ok(a) => device_attr_ex(&a),
         Err(e) => return errno_of(&e),
     };
@@ -210,7 +211,7 @@ pub unsafe extern "C" fn query_device_ex(
 }
 
 fn query_port_into(ctx: &EmuContext, port: u8) -> Result<ffi::ibv_port_attr, c_int> {
-    ctx.ctx
+    ctx.sim()
         .query_port(port)
         .map(|p| port_attr(&p))
         .map_err(|e| errno_of(&e))
@@ -283,7 +284,7 @@ pub unsafe extern "C" fn ibv_query_gid(
         return -1;
     };
     // SAFETY: a live context of ours.
-    match unsafe { context(ctx) }.ctx.query_gid(port, index) {
+    match unsafe { context(ctx) }.sim().query_gid(port, index) {
         Ok(g) => {
             // SAFETY: the caller provides a writable GID.
             unsafe { gid.write(gid_to_c(g)) };
@@ -328,7 +329,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
         return -1;
     }
     // SAFETY: a live context of ours.
-    if let Err(e) = unsafe { context(ctx) }.ctx.query_gid(port, index) {
+    if let Err(e) = unsafe { context(ctx) }.sim().query_gid(port, index) {
         set_errno(errno_of(&e));
         return -1;
     }
@@ -344,7 +345,10 @@ pub unsafe extern "C" fn ibv_query_gid_type(
 
 fn gid_entry(ctx: &EmuContext, port: u32, index: u32) -> Result<ffi::ibv_gid_entry, c_int> {
     let port8 = u8::try_from(port).map_err(|_| libc::EINVAL)?;
-    let gid = ctx.ctx.query_gid(port8, index).map_err(|e| errno_of(&e))?;
+    let gid = ctx
+        .sim()
+        .query_gid(port8, index)
+        .map_err(|e| errno_of(&e))?;
     Ok(ffi::ibv_gid_entry {
         gid: gid_to_c(gid),
         gid_index: index,
@@ -400,12 +404,12 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     }
     // SAFETY: a live context of ours.
     let c = unsafe { context(ctx) };
-    let Ok(attr) = c.ctx.query_device() else {
+    let Ok(attr) = c.sim().query_device() else {
         return -(libc::EIO as isize);
     };
     let mut n = 0usize;
     for port in 1..=u32::from(attr.phys_port_cnt) {
-        let len = c.ctx.query_port(port as u8).map_or(0, |p| p.gid_tbl_len);
+        let len = c.sim().query_port(port as u8).map_or(0, |p| p.gid_tbl_len);
         for index in 0..len {
             let Ok(g) = gid_entry(c, port, index) else {
                 continue;
@@ -441,7 +445,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
         return -1;
     }
     // SAFETY: a live context of ours.
-    let len = match unsafe { context(ctx) }.ctx.query_port(port) {
+    let len = match unsafe { context(ctx) }.sim().query_port(port) {
         Ok(p) => c_int::from(p.pkey_tbl_len),
         Err(e) => {
             set_errno(errno_of(&e));

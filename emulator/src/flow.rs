@@ -169,7 +169,7 @@ pub unsafe extern "C" fn create_flow(
         let q: &EmuQp = emu(qp);
         (q, context(q.raw.context))
     };
-    match c.ctx.create_flow(&q.qp, &a) {
+    match c.sim().create_flow(&q.qp, &a) {
         Ok(flow) => {
             let raw = ffi::ibv_flow {
                 comp_mask: 0,

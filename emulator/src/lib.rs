@@ -7,10 +7,11 @@
 //!
 //! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
 //! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
-//! - [`device`], [`resources`], [`srq`]: the exported verbs; [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
+//! - [`device`], [`resources`], [`srq`], [`async_events`]: the exported verbs; [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
 //!   `verbs_context` tables the static-inline verbs jump through;
 //! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
-//!   runs the simulation on the wall clock); [`events`]: completion channels as eventfds;
+//!   runs the simulation on the wall clock); [`events`]: completion channels and async
+//!   events as eventfds;
 //! - [`topology`]: hosts, addresses and personalities (`VERBS_EMU_TOPOLOGY`,
 //!   `VERBS_EMU_HOST`, `VERBS_EMU_SEED`).
 //!
@@ -18,6 +19,7 @@
 //! devices of its own host (loopback and multicast to itself). Two processes need the
 //! fabric process (see the README's emulator section), which does not exist yet.
 
+pub mod async_events;
 pub mod convert;
 pub mod device;
 pub mod events;

@@ -3,12 +3,11 @@
 //! struct is a pointer to the whole (the container_of that rdma-core's providers use).
 
 use std::ffi::c_int;
-use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimPd, SimQp};
 
-use crate::events::ChannelState;
+use crate::events::{ChannelState, ContextState};
 use crate::ffi;
 use crate::state::EmuDevice;
 
@@ -18,12 +17,17 @@ use crate::state::EmuDevice;
 pub struct EmuContext {
     /// The extended context; `vctx.context` is what `ibv_open_device` returns.
     pub vctx: ffi::verbs_context,
-    /// The simulator's context.
-    pub ctx: SimContext,
+    /// The simulator's context and the async events (shared with the progress thread).
+    pub state: Arc<ContextState>,
     /// The device it was opened on.
     pub device: &'static EmuDevice,
-    /// The descriptor in `context.async_fd`.
-    pub async_fd: OwnedFd,
+}
+
+impl EmuContext {
+    /// The simulator's context.
+    pub fn sim(&self) -> &SimContext {
+        &self.state.ctx
+    }
 }
 
 /// A protection domain.
@@ -90,7 +94,7 @@ pub struct EmuAh {
 impl std::fmt::Debug for EmuContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmuContext")
-            .field("ctx", &self.ctx)
+            .field("ctx", self.sim())
             .field("device", &self.device.info.name)
             .finish_non_exhaustive()
     }

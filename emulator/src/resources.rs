@@ -12,7 +12,7 @@ use verbs_api::{
 use crate::convert::{
     ah_from_c, cap_from_c, cap_to_c, errno_of, gid_from_c, qp_attr_from_c, qp_attr_to_c,
 };
-use crate::events::ChannelState;
+use crate::events::{ChannelState, Object};
 use crate::ffi;
 use crate::objects::{
     context, emu, init_sync, set_errno, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp,
@@ -44,7 +44,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
         return null_mut();
     }
     // SAFETY: a live context of ours.
-    match unsafe { context(ctx) }.ctx.alloc_pd() {
+    match unsafe { context(ctx) }.sim().alloc_pd() {
         Ok(pd) => {
             use verbs_api::ProtectionDomain;
             let raw = ffi::ibv_pd {
@@ -106,7 +106,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     let c = unsafe { context(p.raw.context) };
     // SAFETY: the caller registers memory it owns and keeps valid while registered; no
     // Rust reference covers it.
-    match unsafe { c.ctx.reg_mr(&p.pd, addr.cast(), length, flags) } {
+    match unsafe { c.sim().reg_mr(&p.pd, addr.cast(), length, flags) } {
         Ok(mr) => {
             use verbs_api::MemoryRegion;
             let raw = ffi::ibv_mr {
@@ -186,7 +186,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
         return null_mut();
     };
     // SAFETY: a live context of ours.
-    let sim = match unsafe { context(ctx) }.ctx.create_comp_channel() {
+    let sim = match unsafe { context(ctx) }.sim().create_comp_channel() {
         Ok(s) => s,
         Err(err) => {
             set_errno(errno_of(&err));
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         ch.state.clone()
     });
     let cq = match c
-        .ctx
+        .sim()
         .create_cq(cqe, state.as_deref().map(|s| &s.sim), vector)
     {
         Ok(cq) => cq,
@@ -287,6 +287,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     if let Some(s) = state {
         s.add_cq(handle, p as usize);
     }
+    c.state.add_object(Object::Cq, handle, p as usize);
     p
 }
 
@@ -303,6 +304,10 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
     if let Some(s) = &b.channel {
         s.remove_cq(b.raw.handle);
     }
+    // SAFETY: the CQ's context outlives it.
+    unsafe { context(b.raw.context) }
+        .state
+        .remove_object(Object::Cq, b.raw.handle);
     drop(b);
     0
 }
@@ -401,7 +406,7 @@ pub unsafe extern "C" fn ibv_create_qp(
         qp_type,
         sq_sig_all: a.sq_sig_all != 0,
     };
-    let qp = match c.ctx.create_qp(&p.pd, &attr) {
+    let qp = match c.sim().create_qp(&p.pd, &attr) {
         Ok(q) => q,
         Err(e) => {
             set_errno(errno_of(&e));
@@ -424,7 +429,9 @@ pub unsafe extern "C" fn ibv_create_qp(
         qp_type: a.qp_type,
         ..ffi::ibv_qp::default()
     };
+    let qp_num = qp.qp_num();
     let q: *mut ffi::ibv_qp = into_c(Box::new(EmuQp { raw, qp }));
+    c.state.add_object(Object::Qp, qp_num, q as usize);
     // SAFETY: `q` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
         init_sync(
@@ -517,7 +524,12 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: the caller's contract.
-    drop(unsafe { from_c::<EmuQp, _>(qp) });
+    let b = unsafe { from_c::<EmuQp, _>(qp) };
+    // SAFETY: the QP's context outlives it.
+    unsafe { context(b.raw.context) }
+        .state
+        .remove_object(Object::Qp, b.raw.qp_num);
+    drop(b);
     0
 }
 
@@ -543,7 +555,7 @@ pub unsafe extern "C" fn ibv_create_ah(
     let (p, a): (&EmuPd, _) = unsafe { (emu(pd), ah_from_c(&*attr)) };
     // SAFETY: the PD's context is live.
     let c = unsafe { context(p.raw.context) };
-    match c.ctx.create_ah(&p.pd, &a) {
+    match c.sim().create_ah(&p.pd, &a) {
         Ok(ah) => {
             let raw = ffi::ibv_ah {
                 context: p.raw.context,

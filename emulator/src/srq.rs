@@ -8,6 +8,7 @@ use backend_sim::verbs::SimSrq;
 use verbs_api::{Context, RecvWr, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr};
 
 use crate::convert::errno_of;
+use crate::events::Object;
 use crate::ffi;
 use crate::objects::{context, emu, init_sync, set_errno, EmuPd};
 use crate::ops::sges;
@@ -61,7 +62,7 @@ pub unsafe extern "C" fn ibv_create_srq(
             srq_limit: i.attr.srq_limit,
         },
     };
-    let srq = match c.ctx.create_srq(&p.pd, &attr) {
+    let srq = match c.sim().create_srq(&p.pd, &attr) {
         Ok(s) => s,
         Err(e) => {
             set_errno(errno_of(&e));
@@ -78,7 +79,9 @@ pub unsafe extern "C" fn ibv_create_srq(
         handle: srq.handle(),
         ..ffi::ibv_srq::default()
     };
+    let handle = srq.handle();
     let s: *mut ffi::ibv_srq = Box::into_raw(Box::new(EmuSrq { raw, srq })).cast();
+    c.state.add_object(Object::Srq, handle, s as usize);
     // SAFETY: `s` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
         init_sync(
@@ -146,7 +149,12 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ffi::ibv_srq) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: a box leaked by ibv_create_srq; this is its end.
-    drop(unsafe { Box::from_raw(srq.cast::<EmuSrq>()) });
+    let b = unsafe { Box::from_raw(srq.cast::<EmuSrq>()) };
+    // SAFETY: the SRQ's context outlives it.
+    unsafe { context(b.raw.context) }
+        .state
+        .remove_object(Object::Srq, b.raw.handle);
+    drop(b);
     0
 }
 

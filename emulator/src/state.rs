@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use backend_sim::{HostId, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
-use crate::events::ChannelState;
+use crate::events::{ChannelState, ContextState};
 use crate::ffi;
 use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
 
@@ -37,6 +37,7 @@ pub struct Emu {
     /// Its devices, allocated once and never freed (contexts point at them).
     pub devices: Vec<Box<EmuDevice>>,
     channels: Mutex<Vec<Weak<ChannelState>>>,
+    contexts: Mutex<Vec<Weak<ContextState>>>,
 }
 
 // SAFETY: the raw `ibv_device` structs hold only inline arrays and plain values (the
@@ -56,7 +57,7 @@ pub fn emu() -> Result<&'static Emu, &'static str> {
     let r = EMU.get_or_init(|| {
         let built = Emu::from_env();
         match &built {
-            Ok(e) => start_progress_thread(e),
+            Ok(_) => start_progress_thread(),
             Err(msg) => eprintln!("verbs-emu: {msg}"),
         }
         built
@@ -99,6 +100,7 @@ impl Emu {
             spec: topology.hosts[me].clone(),
             devices,
             channels: Mutex::new(Vec::new()),
+            contexts: Mutex::new(Vec::new()),
         })
     }
 
@@ -112,22 +114,34 @@ impl Emu {
         lock(&self.channels).push(Arc::downgrade(channel));
     }
 
+    /// Lets the progress thread deliver `context`'s async events.
+    pub fn register_context(&self, context: &Arc<ContextState>) {
+        lock(&self.contexts).push(Arc::downgrade(context));
+    }
+
     /// One round of progress: runs the simulation up to `virtual_now` and hands every
-    /// completion event to its channel's file descriptor.
+    /// completion event to its channel's file descriptor and every async event to its
+    /// context's.
     pub fn progress(&self, virtual_now: u64) {
         let now = self.sim.now();
         if virtual_now > now {
             self.sim.run_for(virtual_now - now);
         }
-        let live: Vec<Arc<ChannelState>> = {
-            let mut chans = lock(&self.channels);
-            chans.retain(|w| w.strong_count() > 0);
-            chans.iter().filter_map(Weak::upgrade).collect()
-        };
+        let live = live_of(&self.channels);
         for c in live {
             c.collect_events();
         }
+        for c in live_of(&self.contexts) {
+            c.collect_events();
+        }
     }
+}
+
+/// The registered objects still alive (the dead are forgotten).
+fn live_of<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
+    let mut l = lock(list);
+    l.retain(|w| w.strong_count() > 0);
+    l.iter().filter_map(Weak::upgrade).collect()
 }
 
 fn new_device(info: DeviceInfo) -> Box<EmuDevice> {
@@ -165,10 +179,10 @@ pub fn copy_c_string(dst: &mut [c_char], s: &str) {
 /// How often the progress thread looks, at most.
 const PROGRESS_TICK: Duration = Duration::from_micros(200);
 
-fn start_progress_thread(emu: &Emu) {
-    // The thread needs `&'static Emu`, which exists once the OnceLock holds it: it waits
-    // for that, then runs for the life of the process.
-    let _ = emu;
+/// Starts the thread that runs the simulation on the wall clock. It needs `&'static Emu`,
+/// which exists once the OnceLock holds it: it waits for that, then runs for the life of
+/// the process.
+fn start_progress_thread() {
     let spawned = std::thread::Builder::new()
         .name("verbs-emu-progress".into())
         .spawn(|| {

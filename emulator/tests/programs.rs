@@ -188,3 +188,21 @@ fn bad_calls_give_the_documented_errno_and_missing_verbs_are_logged_once() {
         "verbs-emu: ibv_create_cq_ex is not emulated (EOPNOTSUPP)\n"
     );
 }
+
+#[test]
+fn srq_limit_events_arrive_on_the_async_fd() {
+    let exe = build_c("async_srq");
+    let o = run(emulated(&exe));
+    assert_eq!(stderr(&o), "");
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "srq max_wr >= 8: 1\n\
+         async event \"SRQ limit reached\" on our srq 1\n\
+         limit after the event 0\n\
+         wc wr_id 1 success\n\
+         wc wr_id 100 success\n\
+         payload \"below the limit\"\n\
+         done\n"
+    );
+}

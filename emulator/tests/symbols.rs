@@ -93,6 +93,7 @@ fn programs_find_every_symbol_they_need() {
         "ibv_rc_pingpong",
         "ibv_uc_pingpong",
         "ibv_ud_pingpong",
+        "ibv_srq_pingpong",
     ] {
         let needed = ibverbs_symbols(&require(program, "ibverbs-utils"), false);
         assert!(!needed.is_empty(), "{program} links no IBVERBS symbol?");

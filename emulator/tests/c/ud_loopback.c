@@ -4,14 +4,8 @@
  * and ibv_ack_cq_events. Built against Debian's libibverbs headers and link library;
  * run with the emulator first on LD_LIBRARY_PATH. Prints what it saw; exits non-zero
  * at the first failing call, naming it. */
-#include <infiniband/verbs.h>
+#include "util.h"
 #include <poll.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <errno.h>
-
-#define FAIL(what) do { fprintf(stderr, "%s failed: %s\n", what, strerror(errno)); return 1; } while (0)
 
 int main(void)
 {
@@ -29,28 +23,11 @@ int main(void)
 	if (!ch) FAIL("ibv_create_comp_channel");
 	struct ibv_cq *cq = ibv_create_cq(ctx, 16, (void *)0x1234, ch, 0);
 	if (!cq) FAIL("ibv_create_cq");
-	struct ibv_qp_init_attr init = {
-		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(pd, &init);
-	if (!qp) FAIL("ibv_create_qp");
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = 0x11111111 };
-	if ((errno = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))) FAIL("modify INIT");
-	a.qp_state = IBV_QPS_RTR;
-	if ((errno = ibv_modify_qp(qp, &a, IBV_QP_STATE))) FAIL("modify RTR");
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 0;
-	if ((errno = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))) FAIL("modify RTS");
+	struct ibv_qp *qp = ud_qp(pd, cq, NULL);
+	if (!qp) FAIL("UD QP");
 	printf("qp state %d\n", qp->state);
 
-	union ibv_gid gid;
-	if (ibv_query_gid(ctx, 1, 1, &gid)) FAIL("ibv_query_gid");
-	struct ibv_ah_attr ah_attr = {
-		.is_global = 1, .port_num = 1,
-		.grh = { .dgid = gid, .sgid_index = 1, .hop_limit = 64 },
-	};
-	struct ibv_ah *ah = ibv_create_ah(pd, &ah_attr);
+	struct ibv_ah *ah = self_ah(ctx, pd);
 	if (!ah) FAIL("ibv_create_ah");
 
 	struct ibv_sge rsge = { .addr = (uintptr_t)buf + 1024, .length = 1024, .lkey = mr->lkey };
@@ -63,7 +40,7 @@ int main(void)
 	struct ibv_send_wr swr = {
 		.wr_id = 9, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
 		.send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(0xabcd0123),
-		.wr.ud = { .ah = ah, .remote_qpn = qp->qp_num, .remote_qkey = 0x11111111 },
+		.wr.ud = { .ah = ah, .remote_qpn = qp->qp_num, .remote_qkey = QKEY },
 	}, *bad_s;
 	if ((errno = ibv_post_send(qp, &swr, &bad_s))) FAIL("ibv_post_send");
 
