@@ -24,7 +24,7 @@ fn main() {
     }
     let bindings = bindgen::Builder::default()
         .header(manifest.join("wrapper.h").display().to_string())
-        .allowlist_type("ibv_.*|verbs_.*|ib_uverbs_access_flags")
+        .allowlist_type("ibv_.*|verbs_.*|ib_uverbs_access_flags|ib_uverbs_qp_attr|ib_uverbs_ah_attr|ib_user_path_rec")
         .allowlist_var("IBV_.*|IB_UVERBS_ACCESS_.*")
         .prepend_enum_name(false)
         .derive_default(true)

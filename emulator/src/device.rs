@@ -305,9 +305,9 @@ pub const IBV_GID_TYPE_SYSFS_IB_ROCE_V1: GidTypeSysfs = 0;
 /// `IBV_GID_TYPE_SYSFS_ROCE_V2`.
 pub const IBV_GID_TYPE_SYSFS_ROCE_V2: GidTypeSysfs = 1;
 
-/// The GID type of entry `index`: RoCE v1 for the link-local GID 0 (as mlx5 and rxe list
+/// The GID type (`IBV_GID_TYPE_ROCE_V1` or `_V2`) of entry `index`: RoCE v1 for the link-local GID 0 (as mlx5 and rxe list
 /// it first), RoCE v2 for the IPv4-mapped one.
-fn gid_type(index: u32) -> u32 {
+pub fn gid_type_of(index: u32) -> u32 {
     if index == 0 {
         ffi::IBV_GID_TYPE_ROCE_V1
     } else {
@@ -333,7 +333,7 @@ pub unsafe extern "C" fn ibv_query_gid_type(
         set_errno(errno_of(&e));
         return -1;
     }
-    let t = if gid_type(index) == ffi::IBV_GID_TYPE_ROCE_V1 {
+    let t = if gid_type_of(index) == ffi::IBV_GID_TYPE_ROCE_V1 {
         IBV_GID_TYPE_SYSFS_IB_ROCE_V1
     } else {
         IBV_GID_TYPE_SYSFS_ROCE_V2
@@ -353,7 +353,7 @@ fn gid_entry(ctx: &EmuContext, port: u32, index: u32) -> Result<ffi::ibv_gid_ent
         gid: gid_to_c(gid),
         gid_index: index,
         port_num: port,
-        gid_type: gid_type(index),
+        gid_type: gid_type_of(index),
         ndev_ifindex: 0,
     })
 }
@@ -523,5 +523,119 @@ fn emulated_sysfs(dir: &str, file: &str) -> Option<String> {
 
 /// `ibv_fork_init`: nothing to do (the emulator pins no pages).
 pub extern "C" fn ibv_fork_init() -> c_int {
+    0
+}
+
+/// `ibv_get_sysfs_path`: the sysfs mount point, `/sys`.
+///
+/// # Safety
+/// `path` is valid for `size` bytes.
+pub unsafe extern "C" fn ibv_get_sysfs_path(path: *mut c_char, size: c_int) -> c_int {
+    let Ok(size) = usize::try_from(size) else {
+        return -1;
+    };
+    if path.is_null() || size < 5 {
+        return -1;
+    }
+    // SAFETY: "/sys" and its NUL fit in the caller's `size` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(c"/sys".as_ptr(), path, 5) };
+    0
+}
+
+/// `ibv_get_device_index`: the device's index on this host, -1 for an unknown device.
+pub extern "C" fn ibv_get_device_index(device: *mut ffi::ibv_device) -> c_int {
+    emu().ok().map_or(-1, |e| {
+        e.devices
+            .iter()
+            .position(|d| std::ptr::eq(&d.raw, device.cast_const()))
+            .map_or(-1, |i| c_int::try_from(i).unwrap_or(-1))
+    })
+}
+
+/// `ibv_get_pkey_index`: the index of `pkey` (network order) in the port's P_Key table,
+/// or -1 with errno.
+///
+/// # Safety
+/// `ctx` is a live context of ours.
+pub unsafe extern "C" fn ibv_get_pkey_index(
+    ctx: *mut ffi::ibv_context,
+    port: u8,
+    pkey: u16,
+) -> c_int {
+    let mut i = 0;
+    loop {
+        let mut p = 0u16;
+        // SAFETY: the caller's live context and a local out-value.
+        if unsafe { ibv_query_pkey(ctx, port, i, &mut p) } < 0 {
+            return -1;
+        }
+        if p == pkey {
+            return i;
+        }
+        i += 1;
+    }
+}
+
+/// `ibv_dontfork_range`: nothing to do (the emulator pins no pages).
+pub extern "C" fn ibv_dontfork_range(_base: *mut std::ffi::c_void, _size: usize) -> c_int {
+    0
+}
+
+/// `ibv_dofork_range`: nothing to do (the emulator pins no pages).
+pub extern "C" fn ibv_dofork_range(_base: *mut std::ffi::c_void, _size: usize) -> c_int {
+    0
+}
+
+/// `ibv_is_fork_initialized`: `IBV_FORK_UNNEEDED`, as for a kernel whose pinned pages
+/// survive fork (the emulator pins none).
+pub extern "C" fn ibv_is_fork_initialized() -> ffi::ibv_fork_status {
+    ffi::IBV_FORK_UNNEEDED
+}
+
+/// `ibv_resolve_eth_l2_from_gid`: the Ethernet address of `attr`'s destination on the
+/// emulated fabric (IPv4 multicast groups map to 01:00:5e:...); no VLAN (`*vid` 0xffff).
+///
+/// # Safety
+/// `ctx` is a live context of ours; `attr` is valid; `mac` is valid for 6 bytes; `vid`
+/// is NULL or valid for a write.
+pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
+    ctx: *mut ffi::ibv_context,
+    attr: *mut ffi::ibv_ah_attr,
+    mac: *mut u8,
+    vid: *mut u16,
+) -> c_int {
+    if ctx.is_null() || attr.is_null() || mac.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: the caller's valid attribute.
+    let a = unsafe { &*attr };
+    // SAFETY: a live context of ours.
+    if let Err(e) = unsafe { context(ctx) }
+        .sim()
+        .query_gid(a.port_num, u32::from(a.grh.sgid_index))
+    {
+        return -errno_of(&e);
+    }
+    let Some(ip) = crate::convert::gid_from_c(&a.grh.dgid).to_ipv4() else {
+        return -libc::EINVAL;
+    };
+    let resolved = if ip.is_multicast() {
+        Some(verbs_api::ipv4_multicast_mac(ip))
+    } else {
+        emu()
+            .ok()
+            .and_then(|e| e.sim.with_fabric(|f| f.mac_of_ip(ip)))
+            .map(|m| m.0)
+    };
+    let Some(m) = resolved else {
+        return -libc::EHOSTUNREACH;
+    };
+    // SAFETY: the caller's 6-byte MAC buffer and optional VLAN id.
+    unsafe {
+        std::ptr::copy_nonoverlapping(m.as_ptr(), mac, 6);
+        if !vid.is_null() {
+            *vid = 0xffff;
+        }
+    }
     0
 }

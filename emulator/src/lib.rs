@@ -7,7 +7,8 @@
 //!
 //! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
 //! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
-//! - [`device`], [`resources`], [`srq`], [`async_events`]: the exported verbs; [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
+//! - [`device`], [`resources`], [`srq`], [`ah`], [`async_events`], [`rates`], [`kern`]:
+//!   the exported verbs; [`refused`]: those without a model yet (EOPNOTSUPP); [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
 //!   `verbs_context` tables the static-inline verbs jump through;
 //! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
 //!   runs the simulation on the wall clock); [`events`]: completion channels and async
@@ -19,6 +20,7 @@
 //! devices of its own host (loopback and multicast to itself). Two processes need the
 //! fabric process (see the README's emulator section), which does not exist yet.
 
+pub mod ah;
 pub mod async_events;
 pub mod convert;
 pub mod device;
@@ -26,8 +28,11 @@ pub mod events;
 pub mod exports;
 pub mod ffi;
 pub mod flow;
+pub mod kern;
 pub mod objects;
 pub mod ops;
+pub mod rates;
+pub mod refused;
 pub mod resources;
 pub mod srq;
 pub mod state;

@@ -129,7 +129,8 @@ fn build_c(name: &str) -> std::path::PathBuf {
 }
 
 #[test]
-fn a_c_program_sends_ud_to_itself_through_the_inline_verbs_and_a_channel_fd() {
+fn a_c_program_sends_ud_to_itself_through_the_inline_verbs_and_a_channel_fd_and_replies_from_the_wc(
+) {
     let exe = build_c("ud_loopback");
     let o = run(emulated(&exe));
     assert_eq!(stderr(&o), "");
@@ -141,6 +142,7 @@ fn a_c_program_sends_ud_to_itself_through_the_inline_verbs_and_a_channel_fd() {
          wc wr_id 9 status success opcode 0 byte_len 31\n\
          wc wr_id 7 status success opcode 128 byte_len 71 imm 0xabcd0123 src_qp_is_self 1\n\
          payload \"hello through the emulated NIC\"\n\
+         reply is_global 1 dgid_is_own 1 sgid_index 1 hop_limit 64 port 1\n\
          done\n"
     );
 }

@@ -101,3 +101,66 @@ fn programs_find_every_symbol_they_need() {
         assert!(missing.is_empty(), "{program} needs {missing:?}");
     }
 }
+
+/// `(name, version)` of the symbols Debian's library exports at their default version
+/// for programs: every public node's, and from the private node only
+/// `ibv_query_gid_type` (ibv_devinfo uses it; the rest is the provider interface).
+fn debian_public_symbols() -> BTreeSet<(String, String)> {
+    objdump(&["-T"], Path::new(DEBIAN_LIB))
+        .lines()
+        .filter(|l| l.contains(" IBVERBS_") && !l.contains("*UND*"))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace().rev();
+            let name = words.next()?;
+            let version = words.next()?;
+            Some((name.to_owned(), version.to_owned()))
+        })
+        .filter(|(name, version)| {
+            name != version
+                && (!version.starts_with("IBVERBS_PRIVATE") || name == "ibv_query_gid_type")
+        })
+        .collect()
+}
+
+#[test]
+fn every_public_symbol_of_debians_library_is_exported() {
+    let want = debian_public_symbols();
+    assert_eq!(want.len(), 76, "{want:?}");
+    assert_eq!(ibverbs_symbols(&ours(), true), want);
+}
+
+/// Runs `program -h` with every symbol bound at start (`LD_BIND_NOW`), so the dynamic
+/// linker resolves all of the program's and its libraries' needs (Debian's librdmacm
+/// included) against the emulator before main.
+fn usage(program: &str, package: &str) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = common::emulated(&require(program, package));
+    c.arg0(program).arg("-h").env("LD_BIND_NOW", "1");
+    run(c)
+}
+
+#[test]
+fn rdma_core_programs_start_with_every_symbol_bound() {
+    for program in [
+        "ibv_rc_pingpong",
+        "ibv_uc_pingpong",
+        "ibv_ud_pingpong",
+        "ibv_srq_pingpong",
+    ] {
+        let o = usage(program, "ibverbs-utils");
+        assert_eq!(o.status.code(), Some(1), "{program}");
+        assert_eq!(
+            common::stderr(&o),
+            format!("{program}: invalid option -- 'h'\n")
+        );
+        assert!(stdout(&o).starts_with("Usage:\n"), "{program}");
+    }
+    // rdmacm-utils load Debian's librdmacm, which binds to this library too.
+    let o = usage("mckey", "rdmacm-utils");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(common::stderr(&o), "mckey: invalid option -- 'h'\n");
+    assert!(stdout(&o).starts_with("usage: mckey\n"));
+    let o = usage("rping", "rdmacm-utils");
+    assert_eq!(common::stderr(&o), "");
+    assert!(stdout(&o).starts_with("rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n"));
+}

@@ -70,6 +70,19 @@ int main(void)
 	}
 	printf("payload \"%s\"\n", buf + 1024 + 40);
 
+	/* The reply address, from the receive's completion and its GRH area. */
+	struct ibv_wc *rwc = wc[0].opcode & IBV_WC_RECV ? &wc[0] : &wc[1];
+	struct ibv_ah_attr reply;
+	if (ibv_init_ah_from_wc(ctx, 1, rwc, (struct ibv_grh *)(buf + 1024), &reply))
+		FAIL("ibv_init_ah_from_wc");
+	union ibv_gid own;
+	if (ibv_query_gid(ctx, 1, 1, &own)) FAIL("ibv_query_gid");
+	printf("reply is_global %d dgid_is_own %d sgid_index %d hop_limit %d port %d\n", reply.is_global,
+	       !memcmp(&reply.grh.dgid, &own, sizeof own), reply.grh.sgid_index, reply.grh.hop_limit,
+	       reply.port_num);
+	struct ibv_ah *reply_ah = ibv_create_ah_from_wc(pd, rwc, (struct ibv_grh *)(buf + 1024), 1);
+	if (!reply_ah || ibv_destroy_ah(reply_ah)) FAIL("ibv_create_ah_from_wc");
+
 	if (ibv_destroy_qp(qp) || ibv_destroy_ah(ah) || ibv_destroy_cq(cq) ||
 	    ibv_destroy_comp_channel(ch) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) ||
 	    ibv_close_device(ctx))

@@ -8,19 +8,18 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The folder of the test binaries' build (`target/debug`).
-fn build_dir() -> PathBuf {
+/// The folder of the test binaries (`target/debug/deps`), where cargo also puts the
+/// library it built for them (`cargo test` does not copy it up to `target/debug`).
+fn deps_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
-    // target/debug/deps/programs-HASH -> target/debug
     exe.parent()
-        .and_then(Path::parent)
         .expect("the test binary lives in target/<profile>/deps")
         .to_path_buf()
 }
 
 /// A folder holding the built emulator as `libibverbs.so.1`, the way programs look it up.
 pub fn lib_dir() -> PathBuf {
-    let so = build_dir().join("libibverbs.so");
+    let so = deps_dir().join("libibverbs.so");
     assert!(
         so.exists(),
         "{} is missing: cargo builds it with the emulator's tests",
