@@ -3,6 +3,7 @@
 //! struct is a pointer to the whole (the container_of that rdma-core's providers use).
 
 use std::ffi::c_int;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimPd, SimQp};
@@ -30,6 +31,28 @@ impl EmuContext {
     }
 }
 
+/// How many objects use a PD, CQ or SRQ: destroying it while any does is EBUSY, as the
+/// kernel answers (and it keeps the users' pointers to it valid).
+#[derive(Debug, Default)]
+pub struct Users(AtomicUsize);
+
+impl Users {
+    /// One more user.
+    pub fn take(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One user fewer.
+    pub fn release(&self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Whether anything still uses it.
+    pub fn busy(&self) -> bool {
+        self.0.load(Ordering::Relaxed) > 0
+    }
+}
+
 /// A protection domain.
 #[repr(C)]
 #[derive(Debug)]
@@ -38,6 +61,8 @@ pub struct EmuPd {
     pub raw: ffi::ibv_pd,
     /// The simulator's PD.
     pub pd: SimPd,
+    /// Its MRs, QPs, SRQs and AHs.
+    pub users: Users,
 }
 
 /// A memory region.
@@ -69,6 +94,8 @@ pub struct EmuCq {
     pub cq: SimCq,
     /// The channel it reports to.
     pub channel: Option<Arc<ChannelState>>,
+    /// Its QPs.
+    pub users: Users,
 }
 
 /// A queue pair.

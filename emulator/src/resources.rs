@@ -15,7 +15,7 @@ use crate::convert::{
 use crate::events::{ChannelState, Object};
 use crate::ffi;
 use crate::objects::{
-    context, emu, init_sync, set_errno, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp,
+    context, emu, init_sync, set_errno, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp, Users,
 };
 use crate::srq::EmuSrq;
 use crate::state::{emu as emulator, log_unsupported_once};
@@ -51,7 +51,11 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
                 context: ctx,
                 handle: pd.handle(),
             };
-            into_c(Box::new(EmuPd { raw, pd }))
+            into_c(Box::new(EmuPd {
+                raw,
+                pd,
+                users: Users::default(),
+            }))
         }
         Err(e) => {
             set_errno(errno_of(&e));
@@ -67,6 +71,10 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
     if pd.is_null() {
         return libc::EINVAL;
+    }
+    // SAFETY: a live PD of ours.
+    if unsafe { emu::<_, EmuPd>(pd) }.users.busy() {
+        return libc::EBUSY;
     }
     // SAFETY: the caller's contract.
     drop(unsafe { from_c::<EmuPd, _>(pd) });
@@ -118,6 +126,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                 lkey: mr.lkey(),
                 rkey: mr.rkey(),
             };
+            p.users.take();
             into_c(Box::new(EmuMr { raw, mr }))
         }
         Err(e) => {
@@ -165,7 +174,9 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ffi::ibv_mr) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: the caller's contract.
-    drop(unsafe { from_c::<EmuMr, _>(mr) });
+    let b = unsafe { from_c::<EmuMr, _>(mr) };
+    // SAFETY: the PD outlives its MRs (it cannot be freed while they exist).
+    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
     0
 }
 
@@ -276,6 +287,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         raw,
         cq,
         channel: state.clone(),
+        users: Users::default(),
     }));
     // SAFETY: `p` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
@@ -298,6 +310,10 @@ pub unsafe extern "C" fn ibv_create_cq(
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
     if cq.is_null() {
         return libc::EINVAL;
+    }
+    // SAFETY: a live CQ of ours.
+    if unsafe { emu::<_, EmuCq>(cq) }.users.busy() {
+        return libc::EBUSY;
     }
     // SAFETY: the caller's contract.
     let b = unsafe { from_c::<EmuCq, _>(cq) };
@@ -393,15 +409,14 @@ pub unsafe extern "C" fn ibv_create_qp(
         unsafe { (emu(pd), emu(a.send_cq), emu(a.recv_cq)) };
     // SAFETY: the PD's context is live.
     let c = unsafe { context(p.raw.context) };
-    let srq = NonNull::new(a.srq).map(|s| {
+    let srq: Option<&EmuSrq> = NonNull::new(a.srq).map(|s| {
         // SAFETY: a live SRQ of ours (the man page's contract).
-        let s: &EmuSrq = unsafe { emu(s.as_ptr()) };
-        &s.srq
+        unsafe { emu(s.as_ptr()) }
     });
     let attr = QpInitAttr {
         send_cq: &send.cq,
         recv_cq: &recv.cq,
-        srq,
+        srq: srq.map(|s| &s.srq),
         cap: cap_from_c(&a.cap),
         qp_type,
         sq_sig_all: a.sq_sig_all != 0,
@@ -429,6 +444,12 @@ pub unsafe extern "C" fn ibv_create_qp(
         qp_type: a.qp_type,
         ..ffi::ibv_qp::default()
     };
+    for users in [&p.users, &send.users, &recv.users] {
+        users.take();
+    }
+    if let Some(s) = srq {
+        s.users.take();
+    }
     let qp_num = qp.qp_num();
     let q: *mut ffi::ibv_qp = into_c(Box::new(EmuQp { raw, qp }));
     c.state.add_object(Object::Qp, qp_num, q as usize);
@@ -525,6 +546,15 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
     }
     // SAFETY: the caller's contract.
     let b = unsafe { from_c::<EmuQp, _>(qp) };
+    // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
+    unsafe {
+        emu::<_, EmuPd>(b.raw.pd).users.release();
+        emu::<_, EmuCq>(b.raw.send_cq).users.release();
+        emu::<_, EmuCq>(b.raw.recv_cq).users.release();
+        if !b.raw.srq.is_null() {
+            emu::<_, EmuSrq>(b.raw.srq).users.release();
+        }
+    }
     // SAFETY: the QP's context outlives it.
     unsafe { context(b.raw.context) }
         .state
@@ -562,6 +592,7 @@ pub unsafe extern "C" fn ibv_create_ah(
                 pd,
                 handle: 0,
             };
+            p.users.take();
             into_c(Box::new(EmuAh { raw, ah }))
         }
         Err(e) => {
@@ -580,7 +611,9 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ffi::ibv_ah) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: the caller's contract.
-    drop(unsafe { from_c::<EmuAh, _>(ah) });
+    let b = unsafe { from_c::<EmuAh, _>(ah) };
+    // SAFETY: the PD outlives its AHs (it cannot be freed while they exist).
+    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
     0
 }
 

@@ -10,7 +10,7 @@ use verbs_api::{Context, RecvWr, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqIn
 use crate::convert::errno_of;
 use crate::events::Object;
 use crate::ffi;
-use crate::objects::{context, emu, init_sync, set_errno, EmuPd};
+use crate::objects::{context, emu, init_sync, set_errno, EmuPd, Users};
 use crate::ops::sges;
 
 /// A shared receive queue.
@@ -20,6 +20,8 @@ pub struct EmuSrq {
     pub raw: ffi::ibv_srq,
     /// The simulator's SRQ.
     pub srq: SimSrq,
+    /// Its QPs.
+    pub users: Users,
 }
 
 impl std::fmt::Debug for EmuSrq {
@@ -80,7 +82,13 @@ pub unsafe extern "C" fn ibv_create_srq(
         ..ffi::ibv_srq::default()
     };
     let handle = srq.handle();
-    let s: *mut ffi::ibv_srq = Box::into_raw(Box::new(EmuSrq { raw, srq })).cast();
+    let s: *mut ffi::ibv_srq = Box::into_raw(Box::new(EmuSrq {
+        raw,
+        srq,
+        users: Users::default(),
+    }))
+    .cast();
+    p.users.take();
     c.state.add_object(Object::Srq, handle, s as usize);
     // SAFETY: `s` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
@@ -148,8 +156,14 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ffi::ibv_srq) -> c_int {
     if srq.is_null() {
         return libc::EINVAL;
     }
+    // SAFETY: a live SRQ of ours.
+    if unsafe { emu::<_, EmuSrq>(srq) }.users.busy() {
+        return libc::EBUSY;
+    }
     // SAFETY: a box leaked by ibv_create_srq; this is its end.
     let b = unsafe { Box::from_raw(srq.cast::<EmuSrq>()) };
+    // SAFETY: the PD outlives its SRQs (it cannot be freed while they exist).
+    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
     // SAFETY: the SRQ's context outlives it.
     unsafe { context(b.raw.context) }
         .state

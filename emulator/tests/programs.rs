@@ -178,12 +178,15 @@ fn bad_calls_give_the_documented_errno_and_missing_verbs_are_logged_once() {
          query_gid index 5: EINVAL\n\
          query_port 2: EINVAL\n\
          destroy_comp_channel with a CQ: EBUSY\n\
+         destroy_cq used by a QP: EBUSY\n\
+         dealloc_pd used by a QP: EBUSY\n\
          modify_qp RESET to RTS: EINVAL\n\
          modify_qp unknown mask bit: EINVAL\n\
          post_send unknown opcode: EINVAL, bad_wr is it 1\n\
          create_cq_ex: EOPNOTSUPP\n\
          create_cq_ex again: EOPNOTSUPP\n\
-         destroy_comp_channel after its CQ: ok\n"
+         destroy_comp_channel after its CQ: ok\n\
+         dealloc_pd after its QP: ok\n"
     );
     assert_eq!(
         stderr(&o),

@@ -42,6 +42,8 @@ int main(void)
 		.cap = { .max_send_wr = 2, .max_recv_wr = 2, .max_send_sge = 1, .max_recv_sge = 1 },
 	};
 	struct ibv_qp *qp = ibv_create_qp(pd, &init);
+	printf("destroy_cq used by a QP: %s\n", name(ibv_destroy_cq(cq)));
+	printf("dealloc_pd used by a QP: %s\n", name(ibv_dealloc_pd(pd)));
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS };
 	printf("modify_qp RESET to RTS: %s\n", name(ibv_modify_qp(qp, &a, IBV_QP_STATE)));
 	printf("modify_qp unknown mask bit: %s\n", name(ibv_modify_qp(qp, &a, IBV_QP_STATE | (1 << 30))));
@@ -59,7 +61,7 @@ int main(void)
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);
 	printf("destroy_comp_channel after its CQ: %s\n", name(ibv_destroy_comp_channel(ch)));
-	ibv_dealloc_pd(pd);
+	printf("dealloc_pd after its QP: %s\n", name(ibv_dealloc_pd(pd)));
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
 	return 0;
