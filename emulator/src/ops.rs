@@ -184,6 +184,63 @@ unsafe fn send_wr<'a>(
     })
 }
 
+/// A work request of a program's chain (`ibv_send_wr`, `ibv_recv_wr`).
+pub(crate) trait Chained {
+    /// The next request, NULL at the end.
+    fn next(&self) -> *mut Self;
+}
+
+impl Chained for ffi::ibv_send_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl Chained for ffi::ibv_recv_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// Posts a program's chain one request at a time with `post`; on failure `*bad_wr` is
+/// the first request not posted and the errno is returned.
+///
+/// # Safety
+/// `wr` is NULL or a chain of valid requests; `bad_wr` is NULL or valid for a write.
+pub(crate) unsafe fn post_chain<W: Chained>(
+    wr: *mut W,
+    bad_wr: *mut *mut W,
+    mut post: impl FnMut(&W) -> Result<(), c_int>,
+) -> c_int {
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: the program's chain of valid requests.
+        let w = unsafe { &*cur };
+        if let Err(e) = post(w) {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller's out-pointer.
+                unsafe { *bad_wr = cur };
+            }
+            return e;
+        }
+        cur = w.next();
+    }
+    0
+}
+
+/// Posts one receive request to `post_recv` (a QP's or an SRQ's).
+///
+/// # Safety
+/// `w`'s buffers lie in the program's registered memory, valid until the completion.
+pub(crate) unsafe fn post_one_recv(
+    w: &ffi::ibv_recv_wr,
+    post_recv: impl FnOnce(&[RecvWr<'_>]) -> verbs_api::Result<()>,
+) -> Result<(), c_int> {
+    // SAFETY: the program's SGE array.
+    let sg = unsafe { sges(w.sg_list, w.num_sge) }?;
+    post_recv(&[RecvWr::new(w.wr_id, sg)]).map_err(|e| errno_of(&e))
+}
+
 /// `ibv_post_send`: posts the chain one request at a time; on failure `*bad_wr` is the
 /// first request not posted.
 unsafe extern "C" fn post_send(
@@ -193,26 +250,14 @@ unsafe extern "C" fn post_send(
 ) -> c_int {
     // SAFETY: the inline caller passes a live QP of ours.
     let q: &EmuQp = unsafe { emu(qp) };
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the program's chain of valid requests.
-        let w = unsafe { &*cur };
-        // SAFETY: as above.
-        let res = unsafe { send_wr(q, w) }.and_then(|s| {
-            // SAFETY: the program's SGEs lie in its registered memory, valid until the
-            // completion (the verbs contract the program already keeps for hardware).
-            unsafe { q.qp.post_send(&[s]) }.map_err(|e| errno_of(&e))
-        });
-        if let Err(e) = res {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's out-pointer.
-                unsafe { *bad_wr = cur };
-            }
-            return e;
-        }
-        cur = w.next;
+    // SAFETY: the program's chain and out-pointer.
+    unsafe {
+        post_chain(wr, bad_wr, |w| {
+            // SAFETY: a valid request of the program's; its SGEs lie in registered
+            // memory valid until the completion (the verbs contract programs keep).
+            send_wr(q, w).and_then(|s| q.qp.post_send(&[s]).map_err(|e| errno_of(&e)))
+        })
     }
-    0
 }
 
 /// `ibv_post_recv`, one request at a time as [`post_send`].
@@ -223,26 +268,9 @@ unsafe extern "C" fn post_recv(
 ) -> c_int {
     // SAFETY: the inline caller passes a live QP of ours.
     let q: &EmuQp = unsafe { emu(qp) };
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the program's chain of valid requests.
-        let w = unsafe { &*cur };
-        // SAFETY: the program's SGE array.
-        let res = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|sg| {
-            // SAFETY: the buffers lie in the program's registered memory, valid until
-            // the completion.
-            unsafe { q.qp.post_recv(&[RecvWr::new(w.wr_id, sg)]) }.map_err(|e| errno_of(&e))
-        });
-        if let Err(e) = res {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's out-pointer.
-                unsafe { *bad_wr = cur };
-            }
-            return e;
-        }
-        cur = w.next;
-    }
-    0
+    // SAFETY: the program's chain and out-pointer; its buffers lie in registered memory
+    // valid until the completions.
+    unsafe { post_chain(wr, bad_wr, |w| post_one_recv(w, |r| q.qp.post_recv(r))) }
 }
 
 /// Defines an op the emulator does not have yet: it logs once and fails with

@@ -170,13 +170,22 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
 /// # Safety
 /// `mr` came from `ibv_reg_mr*` and is freed once.
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ffi::ibv_mr) -> c_int {
-    if mr.is_null() {
+    // SAFETY: the caller's contract.
+    unsafe { free_pd_child::<EmuMr, _>(mr, |m| m.raw.pd) }
+}
+
+/// Frees an object of a PD (an MR or AH) and releases the PD.
+///
+/// # Safety
+/// `p` is NULL or a live `T` of ours, freed once; `pd_of` gives its PD.
+unsafe fn free_pd_child<T, C>(p: *mut C, pd_of: impl FnOnce(&T) -> *mut ffi::ibv_pd) -> c_int {
+    if p.is_null() {
         return libc::EINVAL;
     }
     // SAFETY: the caller's contract.
-    let b = unsafe { from_c::<EmuMr, _>(mr) };
-    // SAFETY: the PD outlives its MRs (it cannot be freed while they exist).
-    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
+    let b = unsafe { from_c::<T, _>(p) };
+    // SAFETY: the PD outlives its objects (it cannot be freed while they exist).
+    unsafe { emu::<_, EmuPd>(pd_of(&b)) }.users.release();
     0
 }
 
@@ -607,14 +616,8 @@ pub unsafe extern "C" fn ibv_create_ah(
 /// # Safety
 /// `ah` came from `ibv_create_ah` and is destroyed once.
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ffi::ibv_ah) -> c_int {
-    if ah.is_null() {
-        return libc::EINVAL;
-    }
     // SAFETY: the caller's contract.
-    let b = unsafe { from_c::<EmuAh, _>(ah) };
-    // SAFETY: the PD outlives its AHs (it cannot be freed while they exist).
-    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
-    0
+    unsafe { free_pd_child::<EmuAh, _>(ah, |a| a.raw.pd) }
 }
 
 /// `ibv_attach_mcast`.

@@ -5,13 +5,13 @@ use std::ffi::c_int;
 use std::ptr::null_mut;
 
 use backend_sim::verbs::SimSrq;
-use verbs_api::{Context, RecvWr, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr};
+use verbs_api::{Context, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr};
 
 use crate::convert::errno_of;
 use crate::events::Object;
 use crate::ffi;
 use crate::objects::{context, emu, init_sync, set_errno, EmuPd, Users};
-use crate::ops::sges;
+use crate::ops::{post_chain, post_one_recv};
 
 /// A shared receive queue.
 #[repr(C)]
@@ -185,24 +185,7 @@ pub unsafe extern "C" fn post_srq_recv(
 ) -> c_int {
     // SAFETY: the inline caller passes a live SRQ of ours.
     let s: &EmuSrq = unsafe { emu(srq) };
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the program's chain of valid requests.
-        let w = unsafe { &*cur };
-        // SAFETY: the program's SGE array.
-        let res = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|sg| {
-            // SAFETY: the buffers lie in the program's registered memory, valid until
-            // the completion.
-            unsafe { s.srq.post_recv(&[RecvWr::new(w.wr_id, sg)]) }.map_err(|e| errno_of(&e))
-        });
-        if let Err(e) = res {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's out-pointer.
-                unsafe { *bad_wr = cur };
-            }
-            return e;
-        }
-        cur = w.next;
-    }
-    0
+    // SAFETY: the program's chain and out-pointer; its buffers lie in registered memory
+    // valid until the completions.
+    unsafe { post_chain(wr, bad_wr, |w| post_one_recv(w, |r| s.srq.post_recv(r))) }
 }

@@ -28,37 +28,36 @@ fn lookup(
         .map_or(UNKNOWN.as_ptr(), |s| s.as_ptr())
 }
 
-/// `ibv_wc_status_str`.
-pub extern "C" fn ibv_wc_status_str(status: u32) -> *const c_char {
-    static T: OnceLock<Vec<CString>> = OnceLock::new();
-    let names: Vec<&str> = WcStatus::ALL.iter().map(|s| s.as_str()).collect();
-    let i = WcStatus::ALL.iter().position(|s| s.as_raw() == status);
-    lookup(&T, &names, i)
+/// Defines `$name(raw) -> const char *`: the name of the `$ty` value `raw`, "unknown"
+/// for a value libibverbs does not define.
+macro_rules! name_fn {
+    ($(#[$doc:meta])* $name:ident, $ty:ident, $raw:ty) => {
+        $(#[$doc])*
+        pub extern "C" fn $name(raw: $raw) -> *const c_char {
+            static T: OnceLock<Vec<CString>> = OnceLock::new();
+            let names: Vec<&str> = $ty::ALL.iter().map(|s| s.as_str()).collect();
+            let i = $ty::ALL.iter().position(|s| s.as_raw() == raw);
+            lookup(&T, &names, i)
+        }
+    };
 }
 
-/// `ibv_event_type_str`.
-pub extern "C" fn ibv_event_type_str(event: u32) -> *const c_char {
-    static T: OnceLock<Vec<CString>> = OnceLock::new();
-    let names: Vec<&str> = EventType::ALL.iter().map(|s| s.as_str()).collect();
-    let i = EventType::ALL.iter().position(|s| s.as_raw() == event);
-    lookup(&T, &names, i)
-}
-
-/// `ibv_node_type_str`.
-pub extern "C" fn ibv_node_type_str(node_type: i32) -> *const c_char {
-    static T: OnceLock<Vec<CString>> = OnceLock::new();
-    let names: Vec<&str> = NodeType::ALL.iter().map(|s| s.as_str()).collect();
-    let i = NodeType::ALL.iter().position(|s| s.as_raw() == node_type);
-    lookup(&T, &names, i)
-}
-
-/// `ibv_port_state_str`.
-pub extern "C" fn ibv_port_state_str(state: u32) -> *const c_char {
-    static T: OnceLock<Vec<CString>> = OnceLock::new();
-    let names: Vec<&str> = PortState::ALL.iter().map(|s| s.as_str()).collect();
-    let i = PortState::ALL.iter().position(|s| s.as_raw() == state);
-    lookup(&T, &names, i)
-}
+name_fn!(
+    /// `ibv_wc_status_str`.
+    ibv_wc_status_str, WcStatus, u32
+);
+name_fn!(
+    /// `ibv_event_type_str`.
+    ibv_event_type_str, EventType, u32
+);
+name_fn!(
+    /// `ibv_node_type_str`.
+    ibv_node_type_str, NodeType, i32
+);
+name_fn!(
+    /// `ibv_port_state_str`.
+    ibv_port_state_str, PortState, u32
+);
 
 #[cfg(test)]
 mod tests {
