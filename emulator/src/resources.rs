@@ -6,7 +6,7 @@ use std::ptr::{null_mut, NonNull};
 use std::sync::Arc;
 
 use verbs_api::{
-    AccessFlags, CompletionQueue, Context, QpInitAttr, QpType, QueuePair, QueuePairExt,
+    AccessFlags, CompletionQueue, Context, Gid, QpInitAttr, QpType, QueuePair, QueuePairExt,
 };
 
 use crate::convert::{
@@ -620,6 +620,23 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ffi::ibv_ah) -> c_int {
     unsafe { free_pd_child::<EmuAh, _>(ah, |a| a.raw.pd) }
 }
 
+/// Runs a multicast attach or detach of `qp` to `gid`.
+///
+/// # Safety
+/// `qp` is NULL or a live QP of ours; `gid` is NULL or valid.
+unsafe fn mcast(
+    qp: *mut ffi::ibv_qp,
+    gid: *const ffi::ibv_gid,
+    op: impl FnOnce(&EmuQp, Gid) -> verbs_api::Result<()>,
+) -> c_int {
+    if qp.is_null() || gid.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live QP of ours and the caller's GID.
+    let (q, g) = unsafe { (emu(qp), gid_from_c(&*gid)) };
+    op(q, g).map_or_else(|e| errno_of(&e), |()| 0)
+}
+
 /// `ibv_attach_mcast`.
 ///
 /// # Safety
@@ -629,13 +646,8 @@ pub unsafe extern "C" fn ibv_attach_mcast(
     gid: *const ffi::ibv_gid,
     lid: u16,
 ) -> c_int {
-    if qp.is_null() || gid.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live QP of ours and the caller's GID.
-    let (q, g): (&EmuQp, _) = unsafe { (emu(qp), gid_from_c(&*gid)) };
-    q.qp.attach_mcast(&g, lid)
-        .map_or_else(|e| errno_of(&e), |()| 0)
+    // SAFETY: the caller's contract.
+    unsafe { mcast(qp, gid, |q, g| q.qp.attach_mcast(&g, lid)) }
 }
 
 /// `ibv_detach_mcast`.
@@ -647,11 +659,6 @@ pub unsafe extern "C" fn ibv_detach_mcast(
     gid: *const ffi::ibv_gid,
     lid: u16,
 ) -> c_int {
-    if qp.is_null() || gid.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live QP of ours and the caller's GID.
-    let (q, g): (&EmuQp, _) = unsafe { (emu(qp), gid_from_c(&*gid)) };
-    q.qp.detach_mcast(&g, lid)
-        .map_or_else(|e| errno_of(&e), |()| 0)
+    // SAFETY: the caller's contract.
+    unsafe { mcast(qp, gid, |q, g| q.qp.detach_mcast(&g, lid)) }
 }
