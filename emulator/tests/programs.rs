@@ -119,7 +119,7 @@ fn build_c(name: &str) -> std::path::PathBuf {
         .join(format!("{name}.c"));
     let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let mut c = Command::new(gcc);
-    c.args(["-Wall", "-Werror", "-O1", "-o"])
+    c.args(["-Wall", "-Werror", "-O1", "-pthread", "-o"])
         .arg(&exe)
         .arg(&src)
         .arg("-libverbs");
@@ -209,5 +209,20 @@ fn srq_limit_events_arrive_on_the_async_fd() {
          wc wr_id 100 success\n\
          payload \"below the limit\"\n\
          done\n"
+    );
+}
+
+#[test]
+fn verbs_run_from_many_threads_at_once() {
+    let exe = build_c("threads");
+    let o = run(emulated(&exe));
+    assert_eq!(stderr(&o), "");
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "thread 0: 50 good receives\n\
+         thread 1: 50 good receives\n\
+         thread 2: 50 good receives\n\
+         thread 3: 50 good receives\n"
     );
 }
