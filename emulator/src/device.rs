@@ -9,6 +9,7 @@ use verbs_api::{Context, Verbs};
 use crate::convert::{device_attr, device_attr_ex, errno_of, gid_to_c, port_attr};
 use crate::events::ContextState;
 use crate::ffi;
+use crate::leaks::{self, Kind};
 use crate::objects::{context, set_errno, EmuContext};
 use crate::ops::fill_ops;
 use crate::state::{emu, ibdev_path, EmuDevice};
@@ -128,6 +129,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut f
     boxed.vctx.context.async_fd = boxed.state.raw_fd();
     boxed.vctx.context.num_comp_vectors = num_comp_vectors;
     fill_ops(&mut boxed.vctx);
+    leaks::created(Kind::Context);
     let p = Box::into_raw(boxed);
     // SAFETY: `p` is the live box just leaked; the mutex storage is ours to initialise.
     unsafe {
@@ -151,6 +153,7 @@ pub unsafe extern "C" fn ibv_close_device(ctx: *mut ffi::ibv_context) -> c_int {
     let c: *const EmuContext = unsafe { context(ctx) };
     // SAFETY: the EmuContext was leaked from a Box in ibv_open_device; this is its end.
     drop(unsafe { Box::from_raw(c.cast_mut()) });
+    leaks::destroyed(Kind::Context);
     0
 }
 

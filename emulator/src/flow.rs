@@ -13,7 +13,8 @@ use verbs_api::{
 
 use crate::convert::errno_of;
 use crate::ffi;
-use crate::objects::{context, emu, set_errno, EmuQp};
+use crate::leaks::Kind;
+use crate::objects::{context, emu, hand_out, set_errno, take_back, EmuQp, Handed};
 use crate::state::log_unsupported_once;
 
 /// A flow rule: `struct ibv_flow` and the simulator's rule.
@@ -176,7 +177,7 @@ pub unsafe extern "C" fn create_flow(
                 context: q.raw.context,
                 handle: 0,
             };
-            Box::into_raw(Box::new(EmuFlow { raw, flow })).cast()
+            hand_out(Box::new(EmuFlow { raw, flow }))
         }
         Err(e) => {
             set_errno(errno_of(&e));
@@ -194,8 +195,12 @@ pub unsafe extern "C" fn destroy_flow(flow: *mut ffi::ibv_flow) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: a flow we leaked in create_flow; this is its end.
-    drop(unsafe { Box::from_raw(flow.cast::<EmuFlow>()) });
+    drop(unsafe { take_back::<EmuFlow, _>(flow) });
     0
+}
+
+impl Handed for EmuFlow {
+    const KIND: Kind = Kind::Flow;
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
 //!   runs the simulation on the wall clock); [`events`]: completion channels and async
 //!   events as eventfds;
+//! - [`leaks`]: live objects per kind, and the report at exit (`VERBS_EMU_LEAKS`);
 //! - [`topology`]: hosts, addresses and personalities (`VERBS_EMU_TOPOLOGY`,
 //!   `VERBS_EMU_HOST`, `VERBS_EMU_SEED`).
 //!
@@ -29,6 +30,7 @@ pub mod exports;
 pub mod ffi;
 pub mod flow;
 pub mod kern;
+pub mod leaks;
 pub mod objects;
 pub mod ops;
 pub mod rates;

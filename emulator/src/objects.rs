@@ -10,6 +10,7 @@ use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimPd, SimQp};
 
 use crate::events::{ChannelState, ContextState};
 use crate::ffi;
+use crate::leaks::{self, Kind};
 use crate::state::EmuDevice;
 
 /// An open device: `struct verbs_context` (whose last member is the `ibv_context`
@@ -141,6 +142,38 @@ impl std::fmt::Debug for EmuQp {
             .field("qp", &self.qp)
             .finish_non_exhaustive()
     }
+}
+
+/// An object handed to programs as the C struct that starts it.
+pub trait Handed {
+    /// Its kind, for the leak report.
+    const KIND: Kind;
+}
+
+macro_rules! handed {
+    ($($t:ty => $k:ident),* $(,)?) => {
+        $(impl Handed for $t {
+            const KIND: Kind = Kind::$k;
+        })*
+    };
+}
+
+handed!(EmuPd => Pd, EmuMr => Mr, EmuChannel => Channel, EmuCq => Cq, EmuQp => Qp, EmuAh => Ah);
+
+/// Leaks a box to the program and returns a pointer to its first field, the C struct.
+pub fn hand_out<T: Handed, C>(b: Box<T>) -> *mut C {
+    leaks::created(T::KIND);
+    Box::into_raw(b).cast()
+}
+
+/// Takes back a box handed out by [`hand_out`].
+///
+/// # Safety
+/// `p` came from `hand_out::<T, _>` and is not used afterwards.
+pub unsafe fn take_back<T: Handed, C>(p: *mut C) -> Box<T> {
+    leaks::destroyed(T::KIND);
+    // SAFETY: the caller guarantees `p` is the start of a handed-out `T`.
+    unsafe { Box::from_raw(p.cast::<T>()) }
 }
 
 /// Sets the calling thread's errno.

@@ -15,24 +15,11 @@ use crate::convert::{
 use crate::events::{ChannelState, Object};
 use crate::ffi;
 use crate::objects::{
-    context, emu, init_sync, set_errno, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp, Users,
+    context, emu, hand_out, init_sync, set_errno, take_back, EmuAh, EmuChannel, EmuCq, EmuMr,
+    EmuPd, EmuQp, Handed, Users,
 };
 use crate::srq::EmuSrq;
 use crate::state::{emu as emulator, log_unsupported_once};
-
-/// Leaks a box and returns a pointer to its first field, the C struct.
-fn into_c<T, C>(b: Box<T>) -> *mut C {
-    Box::into_raw(b).cast()
-}
-
-/// Takes back a box leaked by [`into_c`].
-///
-/// # Safety
-/// `p` came from `into_c::<T, _>` and is not used afterwards.
-unsafe fn from_c<T, C>(p: *mut C) -> Box<T> {
-    // SAFETY: the caller guarantees `p` is the start of a leaked `T`.
-    unsafe { Box::from_raw(p.cast::<T>()) }
-}
 
 /// `ibv_alloc_pd`.
 ///
@@ -51,7 +38,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
                 context: ctx,
                 handle: pd.handle(),
             };
-            into_c(Box::new(EmuPd {
+            hand_out(Box::new(EmuPd {
                 raw,
                 pd,
                 users: Users::default(),
@@ -77,7 +64,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
         return libc::EBUSY;
     }
     // SAFETY: the caller's contract.
-    drop(unsafe { from_c::<EmuPd, _>(pd) });
+    drop(unsafe { take_back::<EmuPd, _>(pd) });
     0
 }
 
@@ -127,7 +114,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                 rkey: mr.rkey(),
             };
             p.users.take();
-            into_c(Box::new(EmuMr { raw, mr }))
+            hand_out(Box::new(EmuMr { raw, mr }))
         }
         Err(e) => {
             set_errno(errno_of(&e));
@@ -178,12 +165,15 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ffi::ibv_mr) -> c_int {
 ///
 /// # Safety
 /// `p` is NULL or a live `T` of ours, freed once; `pd_of` gives its PD.
-unsafe fn free_pd_child<T, C>(p: *mut C, pd_of: impl FnOnce(&T) -> *mut ffi::ibv_pd) -> c_int {
+unsafe fn free_pd_child<T: Handed, C>(
+    p: *mut C,
+    pd_of: impl FnOnce(&T) -> *mut ffi::ibv_pd,
+) -> c_int {
     if p.is_null() {
         return libc::EINVAL;
     }
     // SAFETY: the caller's contract.
-    let b = unsafe { from_c::<T, _>(p) };
+    let b = unsafe { take_back::<T, _>(p) };
     // SAFETY: the PD outlives its objects (it cannot be freed while they exist).
     unsafe { emu::<_, EmuPd>(pd_of(&b)) }.users.release();
     0
@@ -226,7 +216,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
         fd: state.raw_fd(),
         refcnt: 0,
     };
-    into_c(Box::new(EmuChannel { raw, state }))
+    hand_out(Box::new(EmuChannel { raw, state }))
 }
 
 /// `ibv_destroy_comp_channel`: EBUSY while CQs still use it.
@@ -243,7 +233,7 @@ pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ffi::ibv_comp_ch
         return libc::EBUSY;
     }
     // SAFETY: the caller's contract.
-    drop(unsafe { from_c::<EmuChannel, _>(channel) });
+    drop(unsafe { take_back::<EmuChannel, _>(channel) });
     0
 }
 
@@ -292,7 +282,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         ..ffi::ibv_cq::default()
     };
     let handle = cq.handle();
-    let p: *mut ffi::ibv_cq = into_c(Box::new(EmuCq {
+    let p: *mut ffi::ibv_cq = hand_out(Box::new(EmuCq {
         raw,
         cq,
         channel: state.clone(),
@@ -325,7 +315,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
         return libc::EBUSY;
     }
     // SAFETY: the caller's contract.
-    let b = unsafe { from_c::<EmuCq, _>(cq) };
+    let b = unsafe { take_back::<EmuCq, _>(cq) };
     if let Some(s) = &b.channel {
         s.remove_cq(b.raw.handle);
     }
@@ -460,7 +450,7 @@ pub unsafe extern "C" fn ibv_create_qp(
         s.users.take();
     }
     let qp_num = qp.qp_num();
-    let q: *mut ffi::ibv_qp = into_c(Box::new(EmuQp { raw, qp }));
+    let q: *mut ffi::ibv_qp = hand_out(Box::new(EmuQp { raw, qp }));
     c.state.add_object(Object::Qp, qp_num, q as usize);
     // SAFETY: `q` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
@@ -554,7 +544,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: the caller's contract.
-    let b = unsafe { from_c::<EmuQp, _>(qp) };
+    let b = unsafe { take_back::<EmuQp, _>(qp) };
     // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
     unsafe {
         emu::<_, EmuPd>(b.raw.pd).users.release();
@@ -602,7 +592,7 @@ pub unsafe extern "C" fn ibv_create_ah(
                 handle: 0,
             };
             p.users.take();
-            into_c(Box::new(EmuAh { raw, ah }))
+            hand_out(Box::new(EmuAh { raw, ah }))
         }
         Err(e) => {
             set_errno(errno_of(&e));

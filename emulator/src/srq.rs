@@ -10,7 +10,10 @@ use verbs_api::{Context, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr};
 use crate::convert::errno_of;
 use crate::events::Object;
 use crate::ffi;
-use crate::objects::{context, emu, init_sync, set_errno, EmuPd, Users};
+use crate::leaks::Kind;
+use crate::objects::{
+    context, emu, hand_out, init_sync, set_errno, take_back, EmuPd, Handed, Users,
+};
 use crate::ops::{post_chain, post_one_recv};
 
 /// A shared receive queue.
@@ -30,6 +33,10 @@ impl std::fmt::Debug for EmuSrq {
             .field("srq", &self.srq)
             .finish_non_exhaustive()
     }
+}
+
+impl Handed for EmuSrq {
+    const KIND: Kind = Kind::Srq;
 }
 
 fn attr_to_c(a: &SrqAttr) -> ffi::ibv_srq_attr {
@@ -82,12 +89,11 @@ pub unsafe extern "C" fn ibv_create_srq(
         ..ffi::ibv_srq::default()
     };
     let handle = srq.handle();
-    let s: *mut ffi::ibv_srq = Box::into_raw(Box::new(EmuSrq {
+    let s: *mut ffi::ibv_srq = hand_out(Box::new(EmuSrq {
         raw,
         srq,
         users: Users::default(),
-    }))
-    .cast();
+    }));
     p.users.take();
     c.state.add_object(Object::Srq, handle, s as usize);
     // SAFETY: `s` is the live box just leaked; its sync objects are uninitialised.
@@ -161,7 +167,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ffi::ibv_srq) -> c_int {
         return libc::EBUSY;
     }
     // SAFETY: a box leaked by ibv_create_srq; this is its end.
-    let b = unsafe { Box::from_raw(srq.cast::<EmuSrq>()) };
+    let b = unsafe { take_back::<EmuSrq, _>(srq) };
     // SAFETY: the PD outlives its SRQs (it cannot be freed while they exist).
     unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
     // SAFETY: the SRQ's context outlives it.

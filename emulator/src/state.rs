@@ -55,6 +55,7 @@ static EMU: OnceLock<Result<Emu, String>> = OnceLock::new();
 /// The one-line reason the environment is unusable (printed once on stderr as well).
 pub fn emu() -> Result<&'static Emu, &'static str> {
     let r = EMU.get_or_init(|| {
+        crate::leaks::arm();
         let built = Emu::from_env();
         match &built {
             Ok(_) => start_progress_thread(),

@@ -117,7 +117,10 @@ fn build_c(name: &str) -> std::path::PathBuf {
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/c")
         .join(format!("{name}.c"));
-    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    // Tests run in parallel and may build the same program: each build has its own file.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{n}"));
     let mut c = Command::new(gcc);
     c.args(["-Wall", "-Werror", "-O1", "-pthread", "-o"])
         .arg(&exe)
@@ -225,4 +228,27 @@ fn verbs_run_from_many_threads_at_once() {
          thread 2: 50 good receives\n\
          thread 3: 50 good receives\n"
     );
+}
+
+#[test]
+fn the_leak_report_names_what_a_program_left_behind() {
+    let exe = build_c("leak");
+    let mut c = emulated(&exe);
+    c.env("VERBS_EMU_LEAKS", "1");
+    let o = run(c);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "leaving\n");
+    assert_eq!(
+        stderr(&o),
+        "verbs-emu: not destroyed at exit: 1 context, 1 PD, 1 MR\n"
+    );
+    // Without the variable, no report.
+    let o = run(emulated(&exe));
+    assert_eq!(stderr(&o), "");
+    // A program that destroys everything gets a clean report.
+    let mut c = emulated(&build_c("ud_loopback"));
+    c.env("VERBS_EMU_LEAKS", "1");
+    let o = run(c);
+    assert!(o.status.success());
+    assert_eq!(stderr(&o), "verbs-emu: every verbs object was destroyed\n");
 }
