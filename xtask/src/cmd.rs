@@ -582,6 +582,8 @@ pub struct EmuArgs {
     pub seed: Option<u64>,
     /// The host the command is (`VERBS_EMU_HOST`; h1 by default).
     pub host: Option<String>,
+    /// Report the verbs objects CMD did not destroy, at its exit (`VERBS_EMU_LEAKS`).
+    pub leaks: bool,
 }
 
 /// The folder `cargo xtask emu` puts first on `LD_LIBRARY_PATH`: the built emulator as
@@ -597,7 +599,7 @@ fn emu_lib_dir() -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
-/// `cargo xtask emu [--topology FILE] [--seed N] [--host H] -- CMD ARGS...`: builds the
+/// `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--leaks] -- CMD ARGS...`: builds the
 /// emulated libibverbs, runs CMD with it first on `LD_LIBRARY_PATH` and returns CMD's
 /// exit code (128 + the signal number when a signal ended it).
 pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
@@ -626,6 +628,9 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
     }
     if let Some(host) = &args.host {
         c.env("VERBS_EMU_HOST", host);
+    }
+    if args.leaks {
+        c.env("VERBS_EMU_LEAKS", "1");
     }
     let status = c
         .status()

@@ -18,7 +18,7 @@
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
 //!   cached under `target/softroce/`; see the [`vm`] module.
-//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] -- CMD ARGS...`: build the
+//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--leaks] -- CMD ARGS...`: build the
 //!   emulated libibverbs (crate `emulator`) and run CMD with it first on `LD_LIBRARY_PATH`;
 //!   exits with CMD's exit code.
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
@@ -113,6 +113,9 @@ enum Command {
         /// The host CMD runs as (sets VERBS_EMU_HOST; h1 by default).
         #[arg(long)]
         host: Option<String>,
+        /// At CMD's exit, name the verbs objects it did not destroy (sets VERBS_EMU_LEAKS).
+        #[arg(long)]
+        leaks: bool,
         /// The command to run, and its arguments.
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
@@ -172,12 +175,14 @@ fn main() -> ExitCode {
             topology,
             seed,
             host,
+            leaks,
             cmd,
         } => {
             let args = cmd::EmuArgs {
                 topology,
                 seed,
                 host,
+                leaks,
             };
             match cmd::emu(&cmd, &args) {
                 Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
