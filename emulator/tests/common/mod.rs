@@ -18,19 +18,26 @@ fn deps_dir() -> PathBuf {
 }
 
 /// A folder holding the built emulator as `libibverbs.so.1`, the way programs look it up.
+/// Made once per test binary; the link is replaced atomically (a rename), so a program
+/// started meanwhile by another test never finds the folder without it.
 pub fn lib_dir() -> PathBuf {
-    let so = deps_dir().join("libibverbs.so");
-    assert!(
-        so.exists(),
-        "{} is missing: cargo builds it with the emulator's tests",
-        so.display()
-    );
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("emulib");
-    std::fs::create_dir_all(&dir).expect("create the library folder");
-    let link = dir.join("libibverbs.so.1");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(&so, &link).expect("link libibverbs.so.1");
-    dir
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let so = deps_dir().join("libibverbs.so");
+        assert!(
+            so.exists(),
+            "{} is missing: cargo builds it with the emulator's tests",
+            so.display()
+        );
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("emulib");
+        std::fs::create_dir_all(&dir).expect("create the library folder");
+        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&so, &tmp).expect("link libibverbs.so.1");
+        std::fs::rename(&tmp, dir.join("libibverbs.so.1")).expect("put libibverbs.so.1 in place");
+        dir
+    })
+    .clone()
 }
 
 /// The absolute path of `program`, or a failure naming the Debian package that has it.
