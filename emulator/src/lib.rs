@@ -7,7 +7,7 @@
 //!
 //! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
 //! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
-//! - [`device`], [`resources`], [`srq`], [`ah`], [`async_events`], [`rates`], [`kern`]:
+//! - [`device`], [`resources`], [`srq`], [`cq_ex`], [`ah`], [`async_events`], [`rates`], [`kern`]:
 //!   the exported verbs; [`refused`]: those without a model yet (EOPNOTSUPP); [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
 //!   `verbs_context` tables the static-inline verbs jump through;
 //! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
@@ -24,6 +24,7 @@
 pub mod ah;
 pub mod async_events;
 pub mod convert;
+pub mod cq_ex;
 pub mod device;
 pub mod events;
 pub mod exports;

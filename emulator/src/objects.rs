@@ -4,9 +4,10 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimPd, SimQp};
+use verbs_api::Completion;
 
 use crate::events::{ChannelState, ContextState};
 use crate::ffi;
@@ -86,17 +87,20 @@ pub struct EmuChannel {
     pub state: Arc<ChannelState>,
 }
 
-/// A completion queue.
+/// A completion queue. Its C struct is always an `ibv_cq_ex`, which starts with the
+/// members of `ibv_cq` (tests/layout.rs checks), so one object serves both APIs.
 #[repr(C)]
 pub struct EmuCq {
-    /// `struct ibv_cq`.
-    pub raw: ffi::ibv_cq,
+    /// `struct ibv_cq_ex` (its start is `struct ibv_cq`).
+    pub raw: ffi::ibv_cq_ex,
     /// The simulator's CQ.
     pub cq: SimCq,
     /// The channel it reports to.
     pub channel: Option<Arc<ChannelState>>,
     /// Its QPs.
     pub users: Users,
+    /// The completion an `ibv_start_poll`/`ibv_next_poll` session is on.
+    pub current: Mutex<Completion>,
 }
 
 /// A queue pair.

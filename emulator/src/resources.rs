@@ -3,10 +3,11 @@
 
 use std::ffi::{c_int, c_void};
 use std::ptr::{null_mut, NonNull};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use verbs_api::{
-    AccessFlags, CompletionQueue, Context, Gid, QpInitAttr, QpType, QueuePair, QueuePairExt,
+    AccessFlags, Completion, CompletionQueue, Context, Gid, QpInitAttr, QpType, QueuePair,
+    QueuePairExt,
 };
 
 use crate::convert::{
@@ -248,14 +249,31 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ffi::ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ffi::ibv_cq {
-    if ctx.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
     let (Ok(cqe), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
         set_errno(libc::EINVAL);
         return null_mut();
     };
+    // SAFETY: the caller's contract.
+    unsafe { create_cq(ctx, cqe, cq_context, channel, vector, |_| {}) }.cast()
+}
+
+/// Creates a CQ (its C struct an `ibv_cq_ex`, whose start is the `ibv_cq`) and lets
+/// `extend` fill the extended part before the program sees it.
+///
+/// # Safety
+/// `ctx` is NULL or a live context of ours; `channel` is NULL or a live channel of ours.
+pub(crate) unsafe fn create_cq(
+    ctx: *mut ffi::ibv_context,
+    cqe: u32,
+    cq_context: *mut c_void,
+    channel: *mut ffi::ibv_comp_channel,
+    vector: u32,
+    extend: impl FnOnce(&mut ffi::ibv_cq_ex),
+) -> *mut ffi::ibv_cq_ex {
+    if ctx.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
     // SAFETY: a live context of ours.
     let c = unsafe { context(ctx) };
     let state = NonNull::new(channel).map(|ch| {
@@ -273,20 +291,22 @@ pub unsafe extern "C" fn ibv_create_cq(
             return null_mut();
         }
     };
-    let raw = ffi::ibv_cq {
+    let mut raw = ffi::ibv_cq_ex {
         context: ctx,
         channel,
         cq_context,
         handle: cq.handle(),
         cqe: c_int::try_from(cq.cqe()).unwrap_or(c_int::MAX),
-        ..ffi::ibv_cq::default()
+        ..ffi::ibv_cq_ex::default()
     };
+    extend(&mut raw);
     let handle = cq.handle();
-    let p: *mut ffi::ibv_cq = hand_out(Box::new(EmuCq {
+    let p: *mut ffi::ibv_cq_ex = hand_out(Box::new(EmuCq {
         raw,
         cq,
         channel: state.clone(),
         users: Users::default(),
+        current: Mutex::new(Completion::default()),
     }));
     // SAFETY: `p` is the live box just leaked; its sync objects are uninitialised.
     unsafe {

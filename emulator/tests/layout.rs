@@ -89,3 +89,26 @@ fn verbs_context_ends_with_sz_then_the_ibv_context() {
     );
     assert_eq!(size_of::<ffi::ibv_sge>(), size_of::<verbs_api::Sge>());
 }
+
+#[test]
+fn an_ibv_cq_ex_starts_with_an_ibv_cq() {
+    // The emulator hands out every CQ as an ibv_cq_ex, so ibv_cq_ex_to_cq (a cast) and
+    // programs reading a plain ibv_cq see the same members.
+    macro_rules! same {
+        ($($f:ident),*) => {$(
+            assert_eq!(offset_of!(ffi::ibv_cq, $f), offset_of!(ffi::ibv_cq_ex, $f), stringify!($f));
+        )*};
+    }
+    same!(
+        context,
+        channel,
+        cq_context,
+        handle,
+        cqe,
+        mutex,
+        cond,
+        comp_events_completed,
+        async_events_completed
+    );
+    assert!(size_of::<ffi::ibv_cq>() <= size_of::<ffi::ibv_cq_ex>());
+}

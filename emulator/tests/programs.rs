@@ -186,14 +186,14 @@ fn bad_calls_give_the_documented_errno_and_missing_verbs_are_logged_once() {
          modify_qp RESET to RTS: EINVAL\n\
          modify_qp unknown mask bit: EINVAL\n\
          post_send unknown opcode: EINVAL, bad_wr is it 1\n\
-         create_cq_ex: EOPNOTSUPP\n\
-         create_cq_ex again: EOPNOTSUPP\n\
+         alloc_mw: EOPNOTSUPP\n\
+         alloc_mw again: EOPNOTSUPP\n\
          destroy_comp_channel after its CQ: ok\n\
          dealloc_pd after its QP: ok\n"
     );
     assert_eq!(
         stderr(&o),
-        "verbs-emu: ibv_create_cq_ex is not emulated (EOPNOTSUPP)\n"
+        "verbs-emu: ibv_alloc_mw is not emulated (EOPNOTSUPP)\n"
     );
 }
 
@@ -251,4 +251,23 @@ fn the_leak_report_names_what_a_program_left_behind() {
     let o = run(c);
     assert!(o.status.success());
     assert_eq!(stderr(&o), "verbs-emu: every verbs object was destroyed\n");
+}
+
+#[test]
+fn extended_cqs_poll_through_the_cq_ex_function_pointers() {
+    let exe = build_c("cq_ex");
+    let o = run(emulated(&exe));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "timestamps: Operation not supported\n\
+         wr_id 9 status success opcode 0 byte_len 9 qp_is_self 1\n\
+         wr_id 7 status success opcode 128 byte_len 49 qp_is_self 1 imm 0x600d src_qp_is_self 1\n\
+         done\n"
+    );
+    assert_eq!(
+        stderr(&o),
+        "verbs-emu: ibv_create_cq_ex is not emulated (completion timestamps, CVLAN, flow tags \
+         and TM info)\n"
+    );
 }
