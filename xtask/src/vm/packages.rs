@@ -94,10 +94,6 @@ pub const EMU_PACKAGES: &[Package] = &[
         "libclang, which bindgen uses to read infiniband/verbs.h",
     ),
     pkg(
-        "librdmacm-dev",
-        "rdma/rdma_cma.h, for the emulated librdmacm",
-    ),
-    pkg(
         "ibverbs-utils",
         "ibv_devices, ibv_devinfo and the pingpongs, run unmodified on the emulator",
     ),
