@@ -98,12 +98,8 @@ pub const EMU_PACKAGES: &[Package] = &[
         "ibv_devices, ibv_devinfo and the pingpongs, run unmodified on the emulator",
     ),
     pkg(
-        "perftest",
-        "ib_send_bw and friends, whose symbol needs the emulator is checked against",
-    ),
-    pkg(
         "rdmacm-utils",
-        "rping and mckey, for the emulated librdmacm",
+        "rping and mckey, started over the emulator with every symbol bound",
     ),
     pkg(
         "gcc",
