@@ -7,7 +7,7 @@ use std::ffi::c_char;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use backend_sim::{HostId, Sim, SimVerbs};
+use backend_sim::{Direction, FaultPlan, HostId, LinkFaultRule, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
 use crate::events::{ChannelState, ContextState};
@@ -80,6 +80,7 @@ impl Emu {
     /// The topology cannot be built (a duplicate address).
     pub fn new(topology: &Topology, me: usize, seed: u64) -> Result<Self, String> {
         let sim = Sim::new(seed);
+        let mut plan = FaultPlan::none();
         let mut host = None;
         for (i, h) in topology.hosts.iter().enumerate() {
             let id = sim
@@ -88,8 +89,20 @@ impl Emu {
             if i == me {
                 host = Some(id);
             }
+            if !h.faults.is_clean() {
+                let port = sim
+                    .port_of(id)
+                    .ok_or_else(|| format!("host {} has no port", h.name))?;
+                plan.links.push(LinkFaultRule {
+                    port,
+                    direction: Direction::FromSwitch,
+                    faults: h.faults.clone(),
+                });
+            }
         }
         let host = host.ok_or_else(|| format!("no host number {me} in the topology"))?;
+        sim.set_faults(plan)
+            .map_err(|e| format!("the topology's faults: {e}"))?;
         let infos = sim
             .verbs(host)
             .devices()
@@ -236,6 +249,24 @@ mod tests {
         let mut b = [1 as c_char; 8];
         copy_c_string(&mut b, "ab");
         assert_eq!(&b[..3], &[b'a' as c_char, b'b' as c_char, 0]);
+    }
+
+    #[test]
+    fn topology_faults_reach_the_fabric() {
+        let mut t = Topology::default();
+        t.hosts[1].faults = backend_sim::LinkFaults::loss(0.25);
+        let e = Emu::new(&t, 0, 7).unwrap();
+        let h2 = e.sim.port_of(HostId(1)).unwrap();
+        let plan = e.sim.with_fabric(|f| f.faults().clone());
+        assert_eq!(
+            plan.links,
+            vec![LinkFaultRule {
+                port: h2,
+                direction: Direction::FromSwitch,
+                faults: backend_sim::LinkFaults::loss(0.25),
+            }]
+        );
+        assert!(plan.default_link.is_clean());
     }
 
     #[test]

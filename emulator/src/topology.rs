@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
-use backend_sim::Personality;
+use backend_sim::{LinkFaults, Personality};
 use serde::Deserialize;
 
 /// Environment variable naming a topology file (TOML); unset means [`Topology::default`].
@@ -15,7 +15,7 @@ pub const HOST_ENV: &str = "VERBS_EMU_HOST";
 pub const SEED_ENV: &str = "VERBS_EMU_SEED";
 
 /// One emulated host: a name, the IPv4 address of its port and its device's personality.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HostSpec {
     /// The name `VERBS_EMU_HOST` selects (`h1`).
     pub name: String,
@@ -23,10 +23,12 @@ pub struct HostSpec {
     pub ip: Ipv4Addr,
     /// Device personality (`mlx5` or `rxe`).
     pub personality: Personality,
+    /// Faults on the frames the switch sends to this host (its link's receive side).
+    pub faults: LinkFaults,
 }
 
 /// The hosts of the emulated fabric (one switch joins them all).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
     /// Every host, in file order.
     pub hosts: Vec<HostSpec>,
@@ -45,6 +47,44 @@ struct FileHost {
     ip: Ipv4Addr,
     #[serde(default)]
     personality: Option<String>,
+    #[serde(default)]
+    faults: Option<FileFaults>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileFaults {
+    loss: Option<f64>,
+    duplicate: Option<f64>,
+    corrupt: Option<f64>,
+    reorder: Option<f64>,
+    delay_ns: Option<u64>,
+    jitter_ns: Option<u64>,
+    reorder_window_ns: Option<u64>,
+}
+
+impl FileFaults {
+    fn into_faults(self) -> Result<LinkFaults, String> {
+        let p = |name: &str, v: Option<f64>| match v {
+            None => Ok(0.0),
+            Some(x) if (0.0..=1.0).contains(&x) => Ok(x),
+            Some(x) => Err(format!("{name} = {x} is not a probability in 0..=1")),
+        };
+        let f = LinkFaults {
+            loss: p("loss", self.loss)?,
+            duplicate: p("duplicate", self.duplicate)?,
+            corrupt: p("corrupt", self.corrupt)?,
+            reorder: p("reorder", self.reorder)?,
+            delay_ns: self.delay_ns.unwrap_or(0),
+            jitter_ns: self.jitter_ns.unwrap_or(0),
+            reorder_window_ns: self.reorder_window_ns.unwrap_or(0),
+            buffer_frames: None,
+        };
+        if f.reorder > 0.0 && f.reorder_window_ns == 0 {
+            return Err("reorder needs a reorder_window_ns above 0".into());
+        }
+        Ok(f)
+    }
 }
 
 impl Default for Topology {
@@ -56,6 +96,7 @@ impl Default for Topology {
                     name: format!("h{i}"),
                     ip: Ipv4Addr::new(10, 100, 0, i),
                     personality: Personality::Mlx5,
+                    faults: LinkFaults::default(),
                 })
                 .collect(),
         }
@@ -84,11 +125,15 @@ impl Topology {
     /// name = "h1"
     /// ip = "10.100.0.1"
     /// personality = "mlx5"   # optional, mlx5 by default; or "rxe"
+    /// faults = { loss = 0.01, delay_ns = 5000 }   # optional: on frames to this host
     /// ```
     ///
+    /// Faults (all optional): `loss`, `duplicate`, `corrupt`, `reorder` (probabilities),
+    /// `delay_ns`, `jitter_ns`, `reorder_window_ns`; drawn from the run's seed.
+    ///
     /// # Errors
-    /// A one-line message for bad TOML, an unknown key or personality, no host, or a
-    /// repeated host name or address.
+    /// A one-line message for bad TOML, an unknown key or personality, no host, a
+    /// repeated host name or address, or a fault probability outside 0..=1.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: FileTopology = toml::from_str(text).map_err(|e| {
             format!(
@@ -117,10 +162,16 @@ impl Topology {
                 Some(p) => parse_personality(p)
                     .map_err(|e| format!("bad topology: host {}: {e}", h.name))?,
             };
+            let faults = h
+                .faults
+                .unwrap_or_default()
+                .into_faults()
+                .map_err(|e| format!("bad topology: host {}: {e}", h.name))?;
             hosts.push(HostSpec {
                 name: h.name,
                 ip: h.ip,
                 personality,
+                faults,
             });
         }
         Ok(Topology { hosts })
@@ -200,7 +251,8 @@ mod tests {
     fn parses_a_file() {
         let t = Topology::parse(
             "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\n\n\
-             [[host]]\nname = \"b\"\nip = \"10.1.0.2\"\npersonality = \"rxe\"\n",
+             [[host]]\nname = \"b\"\nip = \"10.1.0.2\"\npersonality = \"rxe\"\n\
+             faults = { loss = 0.25, delay_ns = 1000 }\n",
         )
         .unwrap();
         assert_eq!(
@@ -209,12 +261,18 @@ mod tests {
                 HostSpec {
                     name: "a".into(),
                     ip: Ipv4Addr::new(10, 1, 0, 1),
-                    personality: Personality::Mlx5
+                    personality: Personality::Mlx5,
+                    faults: LinkFaults::default(),
                 },
                 HostSpec {
                     name: "b".into(),
                     ip: Ipv4Addr::new(10, 1, 0, 2),
-                    personality: Personality::Rxe
+                    personality: Personality::Rxe,
+                    faults: LinkFaults {
+                        loss: 0.25,
+                        delay_ns: 1000,
+                        ..LinkFaults::default()
+                    },
                 },
             ]
         );
@@ -239,6 +297,16 @@ mod tests {
                 "bad topology: host a: unknown personality \"cx9\" (expected \"mlx5\" or \"rxe\")"
                     .into()
             )
+        );
+        let f = "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\nfaults = { loss = 1.5 }\n";
+        assert_eq!(
+            Topology::parse(f),
+            Err("bad topology: host a: loss = 1.5 is not a probability in 0..=1".into())
+        );
+        let r = "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\nfaults = { reorder = 0.1 }\n";
+        assert_eq!(
+            Topology::parse(r),
+            Err("bad topology: host a: reorder needs a reorder_window_ns above 0".into())
         );
         assert_eq!(
             Topology::parse("host = []\n"),

@@ -112,7 +112,7 @@ enum Command {
         /// 10.100.0.1..4/24, one mlx5 device each.
         #[arg(long, value_name = "FILE")]
         topology: Option<std::path::PathBuf>,
-        /// The seed of the simulator's random draws (faults, ...).
+        /// The seed of the simulator's random draws.
         #[arg(long)]
         seed: Option<u64>,
         /// The host CMD runs as (sets VERBS_EMU_HOST; h1 by default).
