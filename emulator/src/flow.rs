@@ -168,13 +168,13 @@ pub unsafe extern "C" fn create_flow(
     // SAFETY: a live QP of ours and its live context.
     let (q, c) = unsafe {
         let q: &EmuQp = emu(qp);
-        (q, context(q.raw.context))
+        (q, context(q.raw.qp_base.context))
     };
     match c.sim().create_flow(&q.qp, &a) {
         Ok(flow) => {
             let raw = ffi::ibv_flow {
                 comp_mask: 0,
-                context: q.raw.context,
+                context: q.raw.qp_base.context,
                 handle: 0,
             };
             hand_out(Box::new(EmuFlow { raw, flow }))

@@ -7,7 +7,7 @@
 //!
 //! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
 //! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
-//! - [`device`], [`resources`], [`srq`], [`cq_ex`], [`ah`], [`async_events`], [`rates`], [`kern`]:
+//! - [`device`], [`resources`], [`srq`], [`cq_ex`], [`qp_ex`], [`ah`], [`async_events`], [`rates`], [`kern`]:
 //!   the exported verbs; [`refused`]: those without a model yet (EOPNOTSUPP); [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
 //!   `verbs_context` tables the static-inline verbs jump through;
 //! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
@@ -34,6 +34,7 @@ pub mod kern;
 pub mod leaks;
 pub mod objects;
 pub mod ops;
+pub mod qp_ex;
 pub mod rates;
 pub mod refused;
 pub mod resources;

@@ -12,6 +12,7 @@ use verbs_api::Completion;
 use crate::events::{ChannelState, ContextState};
 use crate::ffi;
 use crate::leaks::{self, Kind};
+use crate::qp_ex::Pending;
 use crate::state::EmuDevice;
 
 /// An open device: `struct verbs_context` (whose last member is the `ibv_context`
@@ -103,13 +104,18 @@ pub struct EmuCq {
     pub current: Mutex<Completion>,
 }
 
-/// A queue pair.
+/// A queue pair. Its C struct is always an `ibv_qp_ex`, whose first member is the
+/// `ibv_qp`, so one object serves both APIs.
 #[repr(C)]
 pub struct EmuQp {
-    /// `struct ibv_qp`.
-    pub raw: ffi::ibv_qp,
+    /// `struct ibv_qp_ex` (`raw.qp_base` is the `struct ibv_qp`).
+    pub raw: ffi::ibv_qp_ex,
     /// The simulator's QP.
     pub qp: SimQp,
+    /// Made by `ibv_create_qp_ex` with send ops: `ibv_qp_to_qp_ex` gives it out.
+    pub extended: bool,
+    /// The work requests an `ibv_wr_start` .. `ibv_wr_complete` session has built.
+    pub pending: Mutex<Pending>,
 }
 
 /// An address handle.

@@ -48,7 +48,7 @@ pub fn fill_ops(v: &mut ffi::verbs_context) {
     v.ibv_create_flow = Some(crate::flow::create_flow);
     v.ibv_destroy_flow = Some(crate::flow::destroy_flow);
     v.create_cq_ex = Some(crate::cq_ex::create_cq_ex);
-    v.create_qp_ex = Some(create_qp_ex);
+    v.create_qp_ex = Some(crate::qp_ex::create_qp_ex);
     v.create_srq_ex = Some(create_srq_ex);
     v.open_xrcd = Some(open_xrcd);
     v.open_qp = Some(open_qp);
@@ -295,7 +295,6 @@ type Ctx = *mut ffi::ibv_context;
 refuse!(alloc_mw, "ibv_alloc_mw", (*mut ffi::ibv_pd, ffi::ibv_mw_type) -> ptr ffi::ibv_mw);
 refuse!(bind_mw, "ibv_bind_mw", (*mut ffi::ibv_qp, *mut ffi::ibv_mw, *mut ffi::ibv_mw_bind) -> int);
 refuse!(dealloc_mw, "ibv_dealloc_mw", (*mut ffi::ibv_mw) -> int);
-refuse!(create_qp_ex, "ibv_create_qp_ex", (Ctx, *mut ffi::ibv_qp_init_attr_ex) -> ptr ffi::ibv_qp);
 refuse!(create_srq_ex, "ibv_create_srq_ex", (Ctx, *mut ffi::ibv_srq_init_attr_ex) -> ptr ffi::ibv_srq);
 refuse!(open_xrcd, "ibv_open_xrcd", (Ctx, *mut ffi::ibv_xrcd_init_attr) -> ptr ffi::ibv_xrcd);
 refuse!(open_qp, "ibv_open_qp", (Ctx, *mut ffi::ibv_qp_open_attr) -> ptr ffi::ibv_qp);

@@ -19,6 +19,7 @@ use crate::objects::{
     context, emu, hand_out, init_sync, set_errno, take_back, EmuAh, EmuChannel, EmuCq, EmuMr,
     EmuPd, EmuQp, Handed, Users,
 };
+use crate::qp_ex::Pending;
 use crate::srq::EmuSrq;
 use crate::state::{emu as emulator, log_unsupported_once};
 
@@ -409,6 +410,20 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ffi::ibv_pd,
     init: *mut ffi::ibv_qp_init_attr,
 ) -> *mut ffi::ibv_qp {
+    // SAFETY: the caller's contract.
+    unsafe { create_qp(pd, init, None) }.cast()
+}
+
+/// Creates a QP (its C struct an `ibv_qp_ex`, whose start is the `ibv_qp`); with
+/// `send_ops`, the `ibv_qp_ex` send API is filled in too.
+///
+/// # Safety
+/// `pd` is NULL or a live PD of ours; `init` is NULL or valid, naming live CQs (and SRQ).
+pub(crate) unsafe fn create_qp(
+    pd: *mut ffi::ibv_pd,
+    init: *mut ffi::ibv_qp_init_attr,
+    send_ops: Option<fn(&mut ffi::ibv_qp_ex)>,
+) -> *mut ffi::ibv_qp_ex {
     if pd.is_null() || init.is_null() {
         set_errno(libc::EINVAL);
         return null_mut();
@@ -450,19 +465,25 @@ pub unsafe extern "C" fn ibv_create_qp(
     if let Ok((_, cap)) = qp.query(verbs_api::QpAttrMask::CAP) {
         a.cap = cap_to_c(&cap);
     }
-    let raw = ffi::ibv_qp {
-        context: p.raw.context,
-        qp_context: a.qp_context,
-        pd,
-        send_cq: a.send_cq,
-        recv_cq: a.recv_cq,
-        srq: a.srq,
-        handle: qp.qp_num(),
-        qp_num: qp.qp_num(),
-        state: ffi::IBV_QPS_RESET,
-        qp_type: a.qp_type,
-        ..ffi::ibv_qp::default()
+    let mut raw = ffi::ibv_qp_ex {
+        qp_base: ffi::ibv_qp {
+            context: p.raw.context,
+            qp_context: a.qp_context,
+            pd,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            handle: qp.qp_num(),
+            qp_num: qp.qp_num(),
+            state: ffi::IBV_QPS_RESET,
+            qp_type: a.qp_type,
+            ..ffi::ibv_qp::default()
+        },
+        ..ffi::ibv_qp_ex::default()
     };
+    if let Some(fill) = send_ops {
+        fill(&mut raw);
+    }
     for users in [&p.users, &send.users, &recv.users] {
         users.take();
     }
@@ -470,13 +491,18 @@ pub unsafe extern "C" fn ibv_create_qp(
         s.users.take();
     }
     let qp_num = qp.qp_num();
-    let q: *mut ffi::ibv_qp = hand_out(Box::new(EmuQp { raw, qp }));
+    let q: *mut ffi::ibv_qp_ex = hand_out(Box::new(EmuQp {
+        raw,
+        qp,
+        extended: send_ops.is_some(),
+        pending: Mutex::new(Pending::default()),
+    }));
     c.state.add_object(Object::Qp, qp_num, q as usize);
     // SAFETY: `q` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
         init_sync(
-            std::ptr::addr_of_mut!((*q).mutex).cast(),
-            std::ptr::addr_of_mut!((*q).cond).cast(),
+            std::ptr::addr_of_mut!((*q).qp_base.mutex).cast(),
+            std::ptr::addr_of_mut!((*q).qp_base.cond).cast(),
         );
     }
     q
@@ -567,25 +593,38 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
     let b = unsafe { take_back::<EmuQp, _>(qp) };
     // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
     unsafe {
-        emu::<_, EmuPd>(b.raw.pd).users.release();
-        emu::<_, EmuCq>(b.raw.send_cq).users.release();
-        emu::<_, EmuCq>(b.raw.recv_cq).users.release();
-        if !b.raw.srq.is_null() {
-            emu::<_, EmuSrq>(b.raw.srq).users.release();
+        let base = &b.raw.qp_base;
+        emu::<_, EmuPd>(base.pd).users.release();
+        emu::<_, EmuCq>(base.send_cq).users.release();
+        emu::<_, EmuCq>(base.recv_cq).users.release();
+        if !base.srq.is_null() {
+            emu::<_, EmuSrq>(base.srq).users.release();
         }
     }
     // SAFETY: the QP's context outlives it.
-    unsafe { context(b.raw.context) }
+    unsafe { context(b.raw.qp_base.context) }
         .state
-        .remove_object(Object::Qp, b.raw.qp_num);
+        .remove_object(Object::Qp, b.raw.qp_base.qp_num);
     drop(b);
     0
 }
 
-/// `ibv_qp_to_qp_ex`: NULL, as libibverbs returns for a QP not created by
-/// `ibv_create_qp_ex` with send ops (the emulator creates none yet).
-pub extern "C" fn ibv_qp_to_qp_ex(_qp: *mut ffi::ibv_qp) -> *mut ffi::ibv_qp_ex {
-    null_mut()
+/// `ibv_qp_to_qp_ex`: the extended QP of a QP created by `ibv_create_qp_ex` with send
+/// ops, else NULL (as libibverbs answers).
+///
+/// # Safety
+/// `qp` is a live QP of ours.
+pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ffi::ibv_qp) -> *mut ffi::ibv_qp_ex {
+    if qp.is_null() {
+        return null_mut();
+    }
+    // SAFETY: a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    if q.extended {
+        qp.cast()
+    } else {
+        null_mut()
+    }
 }
 
 /// `ibv_create_ah`.

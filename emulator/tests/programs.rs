@@ -271,3 +271,23 @@ fn extended_cqs_poll_through_the_cq_ex_function_pointers() {
          and TM info)\n"
     );
 }
+
+#[test]
+fn extended_qps_build_and_post_through_the_qp_ex_send_api() {
+    let exe = build_c("qp_ex");
+    let o = run(emulated(&exe));
+    assert_eq!(stderr(&o), "");
+    assert!(o.status.success());
+    assert_eq!(
+        stdout(&o),
+        "plain QP has a qp_ex: 0\n\
+         wr_complete: Success\n\
+         wr_id 1 success opcode 0 byte_len 12\n\
+         wr_id 2 success opcode 0 byte_len 12\n\
+         wr_id 100 success opcode 128 byte_len 52 imm 0x77\n\
+         wr_id 101 success opcode 128 byte_len 52\n\
+         payloads \"from an sge\" \"inline data\"\n\
+         setter without a request: Invalid argument\n\
+         done\n"
+    );
+}

@@ -10,14 +10,9 @@
 
 #define QKEY 0x11111111
 
-/* A UD QP on `cq` (and `srq`, if not NULL), in RTS with qkey QKEY; NULL with errno set. */
-static inline struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
+/* Brings a UD QP to RTS with qkey QKEY; returns it, or NULL with errno set. */
+static inline struct ibv_qp *ud_rts(struct ibv_qp *qp)
 {
-	struct ibv_qp_init_attr init = {
-		.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_UD,
-		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
-	};
-	struct ibv_qp *qp = ibv_create_qp(pd, &init);
 	if (!qp)
 		return NULL;
 	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = QKEY };
@@ -31,6 +26,16 @@ static inline struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct 
 	if ((errno = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)))
 		return NULL;
 	return qp;
+}
+
+/* A UD QP on `cq` (and `srq`, if not NULL), in RTS with qkey QKEY; NULL with errno set. */
+static inline struct ibv_qp *ud_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr init = {
+		.send_cq = cq, .recv_cq = cq, .srq = srq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	return ud_rts(ibv_create_qp(pd, &init));
 }
 
 /* An address handle for the port's own RoCE v2 GID (index 1); NULL with errno set. */
