@@ -112,3 +112,9 @@ fn an_ibv_cq_ex_starts_with_an_ibv_cq() {
     );
     assert!(size_of::<ffi::ibv_cq>() <= size_of::<ffi::ibv_cq_ex>());
 }
+
+#[test]
+fn an_ibv_qp_ex_starts_with_its_ibv_qp() {
+    // The emulator hands out every QP as an ibv_qp_ex; ibv_qp_to_qp_ex is then a cast.
+    assert_eq!(offset_of!(ffi::ibv_qp_ex, qp_base), 0);
+}
