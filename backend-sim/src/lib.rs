@@ -8,12 +8,20 @@
 //! The layers, bottom up:
 //! - [`frame`]: real Ethernet/IPv4/UDP/RoCEv2 bytes (BTH, DETH, RETH, AETH, AtomicETH,
 //!   AtomicAckETH, ImmDt, ICRC), builders and parsers;
-//! - [`Fabric`]: hosts, ports, links with latency and bandwidth, a switch with IPv4
-//!   multicast, a virtual clock, one seeded RNG, one event queue ordered by (time,
-//!   sequence), [`fault`]s as plain values, [`pcap`] capture and replay, and a trace hash;
+//! - [`Fabric`]: a small event loop over hosts' ports and one switch with IPv4 multicast: a
+//!   virtual clock, one seeded RNG, one event queue ordered by (time, sequence). Each
+//!   direction of a port's link is a stack in the manner of smoltcp's phy layer (a wire
+//!   with latency and bandwidth inside a fault injector applying the [`fault`]s, plain
+//!   values); observers see every hop (the trace hash and `tracing` events, a [`pcap`]
+//!   capture), and a pcap replay is a frame source at a port;
 //! - [`verbs`]: simulated NICs with the `rxe` and `mlx5` [`Personality`], implementing every
 //!   verbs-api trait: RAW_PACKET with flow steering, UD with multicast, RC/UC with PSNs,
-//!   ACKs, retransmission and RNR, SRQs, completion channels and async events.
+//!   ACKs, retransmission and RNR (a sans-IO state machine per QP, tested as a pair in
+//!   virtual time), SRQs, completion channels and async events.
+//!
+//! Nothing is logged unless a `tracing` subscriber listens: under one that reads
+//! `RUST_LOG`, `RUST_LOG=backend_sim=trace` shows every fabric event, `=debug` the runs,
+//! fault plans and replays.
 //!
 //! Time is virtual: it moves only when the application waits on a completion channel,
 //! polls an empty CQ (which takes the next event), or calls [`Sim::step`],
@@ -61,17 +69,14 @@
 //! ```
 
 pub mod clock;
-mod events;
 pub mod fabric;
 pub mod fault;
 pub mod frame;
-mod hash;
 pub mod ids;
-pub mod link;
 pub mod pcap;
 pub mod rng;
-mod switch;
 pub mod trace;
+pub use fabric::link;
 
 pub use clock::Nanos;
 pub use fabric::{

@@ -600,29 +600,6 @@ pub fn assert_exact_loss(o: &Outcome, plan: &Plan, lost: &[u64]) {
     assert_eq!(o.transport.dropped_total(), 0);
 }
 
-/// The path of a `spead` tool binary (`spead-capture`, `spead-recv`), built first with
-/// the same cargo into the same target directory (once per test process), so tests in
-/// this crate run the current tool.
-///
-/// # Panics
-/// When the build fails.
-pub fn tool_binary(name: &str) -> std::path::PathBuf {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = std::process::Command::new(cargo)
-            .args(["build", "-q", "-p", "spead", "--bins"])
-            .current_dir(&root)
-            .status()
-            .expect("run cargo build -p spead --bins");
-        assert!(st.success(), "cargo build -p spead --bins failed");
-    });
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
-    target.join("debug").join(name)
-}
-
 /// The UDP datagrams of a capture file: (destination, payload), in file order.
 ///
 /// # Panics
@@ -643,21 +620,14 @@ pub fn capture_datagrams(path: &std::path::Path) -> Vec<(SocketAddrV4, Vec<u8>)>
 /// # Panics
 /// When the file cannot be written.
 pub fn write_pcap(path: &std::path::Path, frames: &[(u64, Vec<u8>)]) {
-    let mut b = Vec::new();
-    b.extend_from_slice(&0xa1b2_3c4du32.to_le_bytes());
-    b.extend_from_slice(&2u16.to_le_bytes());
-    b.extend_from_slice(&4u16.to_le_bytes());
-    b.extend_from_slice(&[0; 8]);
-    b.extend_from_slice(&65_535u32.to_le_bytes());
-    b.extend_from_slice(&1u32.to_le_bytes());
-    for (ts, f) in frames {
-        b.extend_from_slice(&((ts / 1_000_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&((ts % 1_000_000_000) as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        b.extend_from_slice(f);
-    }
-    std::fs::write(path, b).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let write = || -> std::io::Result<()> {
+        let mut w = netwire::pcap::PcapWriter::new(std::fs::File::create(path)?)?;
+        for (ts, f) in frames {
+            w.write(*ts, f)?;
+        }
+        w.finish().map(drop)
+    };
+    write().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
 }
 
 /// Writes a capture of SPEAD traffic to two groups on one port (heaps 1..=6 of about

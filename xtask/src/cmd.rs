@@ -541,9 +541,9 @@ pub fn ci() -> Result<(), Error> {
     ]);
     tshark.args([
         "-p",
-        "workspace-tests",
+        "spead-tools",
         "--features",
-        "workspace-tests/tshark",
+        "spead-tools/tshark",
         "--test",
         "spead_capture",
     ]);
@@ -557,9 +557,9 @@ pub fn ci() -> Result<(), Error> {
     }
     clippy_hw.args([
         "-p",
-        "spead",
+        "spead-tools",
         "--features",
-        "spead/hw",
+        "spead-tools/hw",
         "--",
         "-D",
         "warnings",

@@ -1,9 +1,10 @@
 //! [`SimContext`]: an open simulated device and the factory of every resource on it,
 //! with protection domains, address handles and flow rules.
 
+use crate::verbs::ah::SimAh;
 use crate::verbs::cq::{SimChannel, SimCq};
-use crate::verbs::mr::{alloc_owned, SimMr};
-use crate::verbs::objects::{device_info, err, lock, Kind, Res};
+use crate::verbs::mr::{alloc_owned, register, SimMr};
+use crate::verbs::objects::{err, lock, Kind, Res};
 use crate::verbs::personality::Personality;
 use crate::verbs::qp::SimQp;
 use crate::verbs::rc::RcState;
@@ -13,9 +14,9 @@ use std::collections::VecDeque;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
-    AccessFlags, AddressHandle, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind,
-    Flow, FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, PortAttr, PortState, ProtectionDomain,
-    QpAttr, QpInitAttr, QpState, QpType, Result, SrqAttr, SrqInitAttr,
+    AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow, FlowAttr,
+    FlowRuleType, FlowSpec, Gid, LinkLayer, PortAttr, PortState, ProtectionDomain, QpAttr,
+    QpInitAttr, QpState, QpType, Result, SrqAttr, SrqInitAttr,
 };
 
 /// An open simulated device.
@@ -54,18 +55,6 @@ impl ProtectionDomain for SimPd {
     }
 }
 
-/// An address handle.
-#[derive(Debug, Clone)]
-pub struct SimAh {
-    pub(crate) attr: AhAttr,
-}
-
-impl AddressHandle for SimAh {
-    fn attr(&self) -> AhAttr {
-        self.attr
-    }
-}
-
 /// A flow steering rule; dropping it removes the rule.
 #[derive(Debug)]
 pub struct SimFlow {
@@ -90,7 +79,7 @@ impl Context for SimContext {
     type Flow = SimFlow;
 
     fn device(&self) -> DeviceInfo {
-        device_info(&self.world(), self.dev)
+        self.world().devices[self.dev].info()
     }
 
     fn query_device(&self) -> Result<DeviceAttr> {
@@ -173,7 +162,7 @@ impl Context for SimContext {
         access.validate("ibv_reg_mr")?;
         let owned = alloc_owned(len)?;
         let ptr = owned.ptr.as_ptr();
-        self.register(pd, ptr, len, access, Some(owned))
+        register(&self.res.world, &pd.res, ptr, len, access, Some(owned))
     }
 
     unsafe fn reg_mr(
@@ -191,7 +180,7 @@ impl Context for SimContext {
             ));
         }
         access.validate("ibv_reg_mr")?;
-        self.register(pd, addr, len, access, None)
+        register(&self.res.world, &pd.res, addr, len, access, None)
     }
 
     fn create_comp_channel(&self) -> Result<SimChannel> {

@@ -1,7 +1,7 @@
 //! Registered memory as the simulated NIC sees it: the key table, SGE checks, and the
 //! copies in and out of application memory that a real NIC does by DMA.
 
-use crate::hash::FastMap as HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use verbs_api::{AccessFlags, Sge, WcStatus};
 
 /// A registered region in the device's key table.

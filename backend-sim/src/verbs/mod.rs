@@ -1,6 +1,7 @@
 //! The verbs-api implementation: simulated RDMA devices (personalities `rxe` and `mlx5`)
 //! on the hosts of a [`crate::Fabric`].
 
+mod ah;
 mod context;
 mod cq;
 mod flow_match;
@@ -8,20 +9,25 @@ mod memory;
 mod mr;
 mod objects;
 mod personality;
+mod provider;
 mod qp;
+mod raw;
 mod rc;
+mod records;
 mod sim;
 mod srq;
 mod steering;
 mod ud;
 mod world;
+mod wqe;
 
-pub use context::{SimAh, SimContext, SimFlow, SimPd};
+pub use ah::SimAh;
+pub use context::{SimContext, SimFlow, SimPd};
 pub use cq::{SimChannel, SimCq};
 pub use mr::SimMr;
-pub use objects::SimVerbs;
 pub use personality::Personality;
+pub use provider::SimVerbs;
 pub use qp::SimQp;
+pub use records::NicStats;
 pub use sim::Sim;
 pub use srq::SimSrq;
-pub use world::NicStats;

@@ -1,7 +1,6 @@
 //! Registered memory regions: owned (page-aligned, zeroed) or the caller's, deregistered
 //! before any owned memory is freed.
 
-use crate::verbs::context::{SimContext, SimPd};
 use crate::verbs::memory::MrEntry;
 use crate::verbs::objects::{err, lock, Res, Shared};
 use std::alloc::Layout;
@@ -79,29 +78,28 @@ pub(crate) fn alloc_owned(len: usize) -> Result<OwnedMem> {
     Ok(OwnedMem { ptr, layout })
 }
 
-impl SimContext {
-    pub(crate) fn register(
-        &self,
-        pd: &SimPd,
-        ptr: *mut u8,
-        len: usize,
-        access: AccessFlags,
-        owned: Option<OwnedMem>,
-    ) -> Result<SimMr> {
-        let key = self.world().mrs.register(MrEntry {
-            pd: pd.res.id,
-            addr: ptr as u64,
-            len: len as u64,
-            access,
-        });
-        Ok(SimMr {
-            world: self.res.world.clone(),
-            ptr,
-            len,
-            key,
-            access,
-            _owned: owned,
-            _pd: pd.res.clone(),
-        })
-    }
+/// Registers `len` bytes at `ptr` in the protection domain `pd` of `world`.
+pub(crate) fn register(
+    world: &Shared,
+    pd: &Arc<Res>,
+    ptr: *mut u8,
+    len: usize,
+    access: AccessFlags,
+    owned: Option<OwnedMem>,
+) -> Result<SimMr> {
+    let key = lock(world).mrs.register(MrEntry {
+        pd: pd.id,
+        addr: ptr as u64,
+        len: len as u64,
+        access,
+    });
+    Ok(SimMr {
+        world: world.clone(),
+        ptr,
+        len,
+        key,
+        access,
+        _owned: owned,
+        _pd: pd.clone(),
+    })
 }

@@ -1,7 +1,7 @@
 //! Queue pairs: state, modify, and posting (RAW/UD execute at once, RC/UC go to the
 //! connected-transport engine).
 
-use crate::verbs::context::SimAh;
+use crate::verbs::ah::SimAh;
 use crate::verbs::objects::{err, lock, Res};
 use crate::verbs::world::{completion, RecvWqe, SgeList, UdDest, World, WrCopy};
 use std::sync::{Arc, MutexGuard};

@@ -1,8 +1,9 @@
 //! [`Sim`]: the handle a test builds — hosts, devices, faults, capture — and the explicit
 //! ways to let virtual time pass.
 
-use super::objects::{lock, Shared, SimVerbs};
+use super::objects::{lock, Shared};
 use super::personality::Personality;
+use super::provider::SimVerbs;
 use super::world::{NicStats, World};
 use crate::clock::Nanos;
 use crate::fabric::{Fabric, FabricError, PortConfig};
@@ -84,12 +85,7 @@ impl Sim {
         let w = lock(&self.world);
         let mut s = NicStats::default();
         for d in w.devices.iter().filter(|d| d.host == host) {
-            s.rx_no_wqe += d.stats.rx_no_wqe;
-            s.rx_qkey_violation += d.stats.rx_qkey_violation;
-            s.rx_unclaimed += d.stats.rx_unclaimed;
-            s.rx_too_long += d.stats.rx_too_long;
-            s.rx_malformed += d.stats.rx_malformed;
-            s.rx_out_of_sequence += d.stats.rx_out_of_sequence;
+            s.add(&d.stats);
         }
         s
     }
@@ -154,10 +150,13 @@ impl Sim {
     /// [`Sim::run_for`]).
     pub fn run_until_idle(&self) -> u64 {
         let mut w = lock(&self.world);
+        let span = tracing::debug_span!("run_until_idle", now = w.fabric.now());
+        let _enter = span.enter();
         let mut n = 0;
         while w.advance(Nanos::MAX) {
             n += 1;
         }
+        tracing::debug!(events = n, now = w.fabric.now(), "idle");
         n
     }
 
@@ -165,6 +164,8 @@ impl Sim {
     pub fn run_for(&self, ns: Nanos) {
         let mut w = lock(&self.world);
         let deadline = w.fabric.now().saturating_add(ns);
+        let span = tracing::debug_span!("run_for", now = w.fabric.now(), ns);
+        let _enter = span.enter();
         while w.advance(deadline) {}
     }
 

@@ -1,167 +1,296 @@
-//! UD datagrams over RoCEv2: sends (one packet, the path MTU, the Q_Key rule), receives
-//! (the 40-byte GRH area first, the Q_Key check), and multicast attach/detach with one
-//! copy per attached QP.
+//! UD datagrams over RoCEv2, sans-IO: what a send puts on the wire (one packet within the
+//! path MTU, the Q_Key rule, the next PSN) and what a receive accepts (the QP's state, the
+//! Q_Key check) and writes first (the 40-byte GRH area). The verbs layer frames the
+//! packet, moves the bytes and completes the work.
 
 use super::personality::Personality;
-use super::world::{vtag, World, WrCopy};
+use super::wqe::WrCopy;
 use crate::frame::eth::Mac;
-use crate::frame::roce::{self, build_roce_frame, opcode, Bth, Deth, RoceHeaders, RoceRoute};
+use crate::frame::roce::{self, opcode, Bth, Deth, RoceHeaders, RoceRoute};
 use std::net::Ipv4Addr;
-use verbs_api::{QpState, QpType, SendFlags, SendOpcode, WcFlags, WcOpcode, WcStatus};
+use verbs_api::{QpState, QpType, SendFlags, SendOpcode, WcStatus};
 
-impl World {
-    pub(crate) fn ud_send(&mut self, qpn: u32, wr: &WrCopy, payload: &[u8]) -> WcStatus {
-        let Some(ud) = wr.ud else {
-            return WcStatus::LocQpOpErr;
-        };
-        let qp = self.qps.get_mut(&qpn).expect("caller checked");
-        let d = &self.devices[qp.dev];
-        // A UD message is one packet: it must fit the port's active MTU.
-        let mtu = d.personality.active_mtu().bytes() as usize;
-        if payload.len() > mtu {
-            return match d.personality {
-                // rxe completes it and sends nothing.
-                Personality::Rxe => WcStatus::Success,
-                Personality::Mlx5 => WcStatus::LocLenErr,
-            };
-        }
-        let Some(dst_ip) = ud.ah.grh.dgid.to_ipv4() else {
-            return WcStatus::LocQpOpErr;
-        };
-        let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
-            qp.attr.qkey
-        } else {
-            ud.remote_qkey
-        };
-        let psn = qp.ud_psn;
-        qp.ud_psn = (psn + 1) & 0x00ff_ffff;
-        let (src_mac, src_ip, port) = (d.mac, d.ip, d.port);
-        let dst_mac = if dst_ip.is_multicast() {
-            Mac::for_ipv4_multicast(dst_ip)
-        } else {
-            self.fabric.mac_of_ip(dst_ip).unwrap_or_default()
-        };
-        let opc = if wr.opcode == SendOpcode::SendWithImm {
-            opcode::SEND_ONLY_IMM
-        } else {
-            opcode::SEND_ONLY
-        };
-        let h = RoceHeaders {
-            bth: Bth {
-                opcode: opcode::UD | opc,
-                solicited: wr.flags.contains(SendFlags::SOLICITED),
-                pkey: roce::DEFAULT_PKEY,
-                dest_qp: if dst_ip.is_multicast() {
-                    roce::MULTICAST_QPN
+/// The sending QP as a UD send needs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UdSource {
+    pub qpn: u32,
+    /// The QP's own Q_Key (used when the WR's has the high bit set).
+    pub qkey: u32,
+    pub mac: Mac,
+    pub ip: Ipv4Addr,
+    pub personality: Personality,
+}
+
+/// The packet a UD send of `len` payload bytes puts on the wire, taking the next PSN from
+/// `psn`; or, when nothing is sent, the status the WR completes with (rxe completes an
+/// oversized send successfully and drops it).
+pub(crate) fn send(
+    src: &UdSource,
+    psn: &mut u32,
+    wr: &WrCopy,
+    len: usize,
+    mac_of: &dyn Fn(Ipv4Addr) -> Option<Mac>,
+) -> Result<(RoceRoute, RoceHeaders), WcStatus> {
+    let Some(ud) = wr.ud else {
+        return Err(WcStatus::LocQpOpErr);
+    };
+    // A UD message is one packet: it must fit the port's active MTU.
+    if len > src.personality.active_mtu().bytes() as usize {
+        return Err(match src.personality {
+            Personality::Rxe => WcStatus::Success,
+            Personality::Mlx5 => WcStatus::LocLenErr,
+        });
+    }
+    let Some(dst_ip) = ud.ah.grh.dgid.to_ipv4() else {
+        return Err(WcStatus::LocQpOpErr);
+    };
+    let qkey = if ud.remote_qkey & 0x8000_0000 != 0 {
+        src.qkey
+    } else {
+        ud.remote_qkey
+    };
+    let this_psn = *psn;
+    *psn = (this_psn + 1) & 0x00ff_ffff;
+    let multicast = dst_ip.is_multicast();
+    let dst_mac = if multicast {
+        Mac::for_ipv4_multicast(dst_ip)
+    } else {
+        mac_of(dst_ip).unwrap_or_default()
+    };
+    let imm = wr.opcode == SendOpcode::SendWithImm;
+    let h = RoceHeaders {
+        bth: Bth {
+            opcode: opcode::UD
+                | if imm {
+                    opcode::SEND_ONLY_IMM
                 } else {
-                    ud.remote_qpn
+                    opcode::SEND_ONLY
                 },
-                psn,
-                ..Bth::default()
-            },
-            deth: Some(Deth { qkey, src_qp: qpn }),
-            imm: (wr.opcode == SendOpcode::SendWithImm).then_some(wr.imm),
-            ..RoceHeaders::default()
-        };
-        let route = RoceRoute {
-            src_mac,
-            dst_mac,
-            src_ip,
-            dst_ip,
-            src_port: 0xc000 | (qpn as u16 & 0x3fff),
-            tos: ud.ah.grh.traffic_class,
-            ttl: if ud.ah.grh.hop_limit == 0 {
-                64
+            solicited: wr.flags.contains(SendFlags::SOLICITED),
+            pkey: roce::DEFAULT_PKEY,
+            dest_qp: if multicast {
+                roce::MULTICAST_QPN
             } else {
-                ud.ah.grh.hop_limit
+                ud.remote_qpn
             },
-            ip_id: psn as u16,
-        };
+            psn: this_psn,
+            ..Bth::default()
+        },
+        deth: Some(Deth {
+            qkey,
+            src_qp: src.qpn,
+        }),
+        imm: imm.then_some(wr.imm),
+        ..RoceHeaders::default()
+    };
+    let hop = ud.ah.grh.hop_limit;
+    let route = RoceRoute {
+        src_mac: src.mac,
+        dst_mac,
+        src_ip: src.ip,
+        dst_ip,
+        src_port: 0xc000 | (src.qpn as u16 & 0x3fff),
+        tos: ud.ah.grh.traffic_class,
+        ttl: if hop == 0 { 64 } else { hop },
+        ip_id: this_psn as u16,
+    };
+    Ok((route, h))
+}
+
+/// Why a UD receive was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Not a UD QP, or not in a state that receives.
+    NotReceiving,
+    /// The DETH's Q_Key is not the QP's.
+    QkeyViolation,
+}
+
+/// Whether a QP of `qp_type` in `state` with Q_Key `qkey` takes a datagram whose DETH
+/// carries `deth_qkey`.
+pub(crate) fn accept(
+    qp_type: QpType,
+    state: QpState,
+    qkey: u32,
+    deth_qkey: u32,
+) -> Result<(), Refused> {
+    if qp_type != QpType::Ud
+        || !matches!(
+            state,
+            QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+        )
+    {
+        return Err(Refused::NotReceiving);
+    }
+    if deth_qkey != qkey {
+        return Err(Refused::QkeyViolation);
+    }
+    Ok(())
+}
+
+/// The 40-byte GRH area of a receive: for RoCEv2 over IPv4, 20 zero bytes then the
+/// IPv4 header.
+pub(crate) fn grh(ip_hdr: &[u8]) -> [u8; 40] {
+    let mut g = [0u8; 40];
+    g[20..40].copy_from_slice(&ip_hdr[..20]);
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frame::roce::{build_roce_frame, parse_roce};
+    use crate::frame::FrameView;
+    use crate::verbs::wqe::{SgeList, UdDest};
+    use verbs_api::{AhAttr, Gid};
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+    fn source(personality: Personality) -> UdSource {
+        UdSource {
+            qpn: 0x10,
+            qkey: 0x1111,
+            mac: Mac([2, 0, 10, 0, 0, 1]),
+            ip: A,
+            personality,
+        }
+    }
+
+    fn wr(to: Ipv4Addr, remote_qkey: u32) -> WrCopy {
+        WrCopy {
+            wr_id: 1,
+            opcode: SendOpcode::SendWithImm,
+            flags: SendFlags::SOLICITED,
+            imm: 0xfeed,
+            sges: SgeList::new(&[]),
+            rdma: None,
+            atomic: None,
+            ud: Some(UdDest {
+                ah: AhAttr::roce(Gid::from_ipv4(to), 1, 1),
+                remote_qpn: 0x20,
+                remote_qkey,
+            }),
+            inline: None,
+        }
+    }
+
+    fn mac_of(ip: Ipv4Addr) -> Option<Mac> {
+        let o = ip.octets();
+        Some(Mac([2, 0, o[0], o[1], o[2], o[3]]))
+    }
+
+    /// Sends from A and receives at B (Q_Key `b_qkey`): the frame on the wire, parsed as
+    /// B's NIC parses it, and B's verdict.
+    fn cross(
+        wr: &WrCopy,
+        psn: &mut u32,
+        payload: &[u8],
+        b_qkey: u32,
+    ) -> (Vec<u8>, Result<(), Refused>) {
+        let (route, h) = send(&source(Personality::Rxe), psn, wr, payload.len(), &mac_of).unwrap();
         let frame = build_roce_frame(&route, &h, payload);
-        let dev = self.qps[&qpn].dev;
-        self.sniff(dev, &frame);
-        match self.fabric.transmit(port, frame) {
-            Ok(_) => WcStatus::Success,
-            Err(_) => WcStatus::LocLenErr,
-        }
+        let view = FrameView::parse(&frame).unwrap();
+        let pkt = parse_roce(&frame[view.udp_payload().unwrap()]).unwrap();
+        let deth = pkt.headers.deth.unwrap();
+        let verdict = accept(QpType::Ud, QpState::Rts, b_qkey, deth.qkey);
+        assert_eq!(pkt.payload, payload);
+        (frame, verdict)
     }
 
-    pub(crate) fn ud_deliver(
-        &mut self,
-        dev: usize,
-        qpn: u32,
-        pkt: &roce::RocePacket<'_>,
-        ip_hdr: &[u8],
-    ) {
-        let Some(qp) = self.qps.get(&qpn) else {
-            self.devices[dev].stats.rx_unclaimed += 1;
-            return;
-        };
-        if qp.dev != dev
-            || qp.qp_type != QpType::Ud
-            || !matches!(
-                qp.state,
-                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
-            )
-        {
-            self.devices[dev].stats.rx_unclaimed += 1;
-            return;
-        }
-        let deth = pkt.headers.deth.unwrap_or_default();
-        if deth.qkey != qp.attr.qkey {
-            self.devices[dev].stats.rx_qkey_violation += 1;
-            self.fabric
-                .trace_event(vtag::RX_DROP, &[self.fabric.now(), u64::from(qpn), 2]);
-            return;
-        }
-        // The 40-byte GRH area: for RoCEv2 over IPv4, 20 zero bytes then the IPv4 header.
-        let mut grh = [0u8; 40];
-        grh[20..40].copy_from_slice(&ip_hdr[..20]);
-        self.deliver(
-            qpn,
-            &[&grh, pkt.payload],
-            WcOpcode::Recv,
-            deth.src_qp,
-            pkt.headers.imm,
-            WcFlags::GRH,
-            pkt.headers.bth.solicited,
+    #[test]
+    fn a_datagram_crosses_with_its_headers_and_the_grh_holds_the_ip_header() {
+        let mut psn = 5;
+        let (route, h) = send(
+            &source(Personality::Rxe),
+            &mut psn,
+            &wr(B, 0x1111),
+            3,
+            &mac_of,
+        )
+        .unwrap();
+        assert_eq!(psn, 6);
+        assert_eq!(h.bth.psn, 5);
+        assert_eq!(h.bth.dest_qp, 0x20);
+        assert_eq!(h.bth.opcode, opcode::UD | opcode::SEND_ONLY_IMM);
+        assert!(h.bth.solicited);
+        assert_eq!(
+            h.deth,
+            Some(Deth {
+                qkey: 0x1111,
+                src_qp: 0x10
+            })
         );
+        assert_eq!(h.imm, Some(0xfeed));
+        assert_eq!((route.dst_ip, route.dst_mac), (B, mac_of(B).unwrap()));
+        assert_eq!(route.src_port, 0xc010);
+        let (frame, verdict) = cross(&wr(B, 0x1111), &mut psn, b"abc", 0x1111);
+        assert_eq!(verdict, Ok(()));
+        let g = grh(&frame[14..34]);
+        assert_eq!(&g[..20], &[0u8; 20]);
+        assert_eq!(&g[20..], &frame[14..34]);
     }
 
-    pub(crate) fn attach(&mut self, qpn: u32, group: Ipv4Addr) {
-        let Some(qp) = self.qps.get_mut(&qpn) else {
-            return;
-        };
-        if qp.groups.contains(&group) {
-            return;
-        }
-        qp.groups.push(group);
-        let dev = qp.dev;
-        let d = &mut self.devices[dev];
-        let v = d.mcast.entry(group).or_default();
-        if let Err(i) = v.binary_search(&qpn) {
-            v.insert(i, qpn);
-        }
-        let _ = self.fabric.join_group(d.port, group);
+    #[test]
+    fn the_q_key_rule_and_the_receive_states() {
+        let mut psn = 0;
+        // The high bit: the sender's own Q_Key goes out instead of the WR's.
+        let (_, h) = send(
+            &source(Personality::Rxe),
+            &mut psn,
+            &wr(B, 0x8000_0000),
+            0,
+            &mac_of,
+        )
+        .unwrap();
+        assert_eq!(h.deth.unwrap().qkey, 0x1111);
+        let (_, verdict) = cross(&wr(B, 0x2222), &mut psn, b"x", 0x1111);
+        assert_eq!(verdict, Err(Refused::QkeyViolation));
+        assert_eq!(
+            accept(QpType::Ud, QpState::Init, 1, 1),
+            Err(Refused::NotReceiving)
+        );
+        assert_eq!(
+            accept(QpType::Rc, QpState::Rts, 1, 1),
+            Err(Refused::NotReceiving)
+        );
+        assert_eq!(accept(QpType::Ud, QpState::Sqe, 1, 1), Ok(()));
     }
 
-    pub(crate) fn detach(&mut self, qpn: u32, group: Ipv4Addr) -> bool {
-        let Some(qp) = self.qps.get_mut(&qpn) else {
-            return false;
-        };
-        let Some(i) = qp.groups.iter().position(|g| *g == group) else {
-            return false;
-        };
-        qp.groups.remove(i);
-        let dev = qp.dev;
-        let d = &mut self.devices[dev];
-        if let Some(v) = d.mcast.get_mut(&group) {
-            v.retain(|&q| q != qpn);
-            if v.is_empty() {
-                d.mcast.remove(&group);
-            }
-        }
-        let _ = self.fabric.leave_group(d.port, group);
-        true
+    #[test]
+    fn multicast_goes_to_the_group_mac_and_qpn() {
+        let g = Ipv4Addr::new(239, 1, 2, 3);
+        let mut psn = 0;
+        let (route, h) =
+            send(&source(Personality::Mlx5), &mut psn, &wr(g, 7), 10, &mac_of).unwrap();
+        assert_eq!(h.bth.dest_qp, roce::MULTICAST_QPN);
+        assert_eq!(route.dst_mac, Mac::for_ipv4_multicast(g));
+    }
+
+    #[test]
+    fn a_message_above_the_mtu_is_not_sent_and_uses_no_psn() {
+        let mut psn = 9;
+        // rxe completes it successfully and sends nothing; mlx5 reports LOC_LEN_ERR.
+        let rxe = send(
+            &source(Personality::Rxe),
+            &mut psn,
+            &wr(B, 7),
+            1025,
+            &mac_of,
+        );
+        assert_eq!(rxe.unwrap_err(), WcStatus::Success);
+        let mlx5 = send(
+            &source(Personality::Mlx5),
+            &mut psn,
+            &wr(B, 7),
+            4097,
+            &mac_of,
+        );
+        assert_eq!(mlx5.unwrap_err(), WcStatus::LocLenErr);
+        assert_eq!(psn, 9);
+        let mut no_ah = wr(B, 7);
+        no_ah.ud = None;
+        let r = send(&source(Personality::Rxe), &mut psn, &no_ah, 1, &mac_of);
+        assert_eq!(r.unwrap_err(), WcStatus::LocQpOpErr);
     }
 }

@@ -1,25 +1,32 @@
 //! The simulated NICs of every host, over one [`Fabric`]: the object tables (contexts,
-//! PDs, MRs, CQs, channels, SRQs, QPs, flow rules) and what a NIC does with them when a
-//! work request is posted or a frame arrives. Everything runs under one lock, driven by
-//! the application's calls: time moves only in [`World::advance`].
+//! PDs, MRs, CQs, channels, SRQs, QPs, flow rules), the operations on them (completions,
+//! async events, receive queues, ERR), and the driver that runs the transports: it frames
+//! and routes what the sans-IO machines ([`super::rc`], [`super::ud`], [`super::raw`],
+//! [`super::steering`]) decide, and feeds them what the fabric delivers. Everything runs
+//! under one lock, driven by the application's calls: time moves only in
+//! [`World::advance`].
 
 use super::memory::{self, MrTable};
 use super::personality::Personality;
-use super::rc::RcState;
+use super::rc::{self, Count, QpView, RcState};
+use super::{raw, steering, ud};
 use crate::clock::Nanos;
 use crate::fabric::{Fabric, Output};
 use crate::frame::eth::Mac;
-use crate::frame::roce::{self, opcode};
-use crate::frame::{offload_checksums, FrameView};
-use crate::hash::FastMap as HashMap;
+use crate::frame::roce::{self, build_roce_frame, opcode, RoceHeaders, RocePacket, RoceRoute};
+use crate::frame::FrameView;
 use crate::ids::{HostId, PortId};
 use crate::trace::tag;
-use std::collections::{BTreeMap, VecDeque};
+use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use verbs_api::{
-    AhAttr, AsyncEvent, Completion, EventElement, EventType, FlowAttr, QpAttr, QpCap, QpState,
-    QpType, SendFlags, SendOpcode, Sge, SrqAttr, WcFlags, WcOpcode, WcStatus,
+    AsyncEvent, Completion, EventElement, EventType, QpAttr, QpState, QpType, SendFlags, WcFlags,
+    WcOpcode, WcStatus,
 };
+
+pub(crate) use super::records::{Arm, Channel, Cq, Ctx, Device, FlowRule, NicStats, Qp, Srq};
+pub(crate) use super::wqe::{completion, RecvWqe, SgeList, UdDest, WrCopy};
 
 /// Trace tags of the verbs layer.
 pub(crate) mod vtag {
@@ -30,141 +37,6 @@ pub(crate) mod vtag {
     pub const ASYNC: u8 = USER + 3;
     pub const MODIFY: u8 = USER + 4;
     pub const RX_DROP: u8 = USER + 5;
-}
-
-/// Counters of why a NIC dropped a frame it received.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NicStats {
-    /// Frames for a QP with no receive posted (RAW, UD; the receive-buffer overrun).
-    pub rx_no_wqe: u64,
-    /// UD frames whose Q_Key did not match.
-    pub rx_qkey_violation: u64,
-    /// Frames no QP or rule wanted.
-    pub rx_unclaimed: u64,
-    /// UD messages dropped because the receive buffer was too small (rxe).
-    pub rx_too_long: u64,
-    /// Frames that did not parse.
-    pub rx_malformed: u64,
-    /// RC/UC packets dropped as out of sequence or duplicate.
-    pub rx_out_of_sequence: u64,
-}
-
-#[derive(Debug)]
-pub(crate) struct Device {
-    pub host: HostId,
-    pub name: String,
-    pub personality: Personality,
-    pub port: PortId,
-    pub mac: Mac,
-    pub ip: Ipv4Addr,
-    pub guid: u64,
-    /// Multicast group -> attached UD QPs, sorted.
-    pub mcast: BTreeMap<Ipv4Addr, Vec<u32>>,
-    /// Flow rule ids on the port, sorted by (priority, id).
-    pub flows: Vec<u32>,
-    pub stats: NicStats,
-}
-
-#[derive(Debug)]
-pub(crate) struct Ctx {
-    pub events: VecDeque<AsyncEvent>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Arm {
-    None,
-    Next,
-    Solicited,
-}
-
-#[derive(Debug)]
-pub(crate) struct Cq {
-    pub ctx: u32,
-    pub personality: Personality,
-    pub cqe: u32,
-    pub entries: VecDeque<Completion>,
-    pub channel: Option<u32>,
-    pub arm: Arm,
-    pub unacked: u32,
-    pub broken: bool,
-}
-
-#[derive(Debug, Default)]
-pub(crate) struct Channel {
-    pub events: VecDeque<u32>,
-}
-
-/// Scatter-gather lists of posted receives, inline for the common short case.
-#[derive(Debug, Clone)]
-pub(crate) enum SgeList {
-    Inline([Sge; 2], u8),
-    Heap(Box<[Sge]>),
-}
-
-impl SgeList {
-    pub fn new(s: &[Sge]) -> Self {
-        if s.len() <= 2 {
-            let mut a = [Sge::default(); 2];
-            a[..s.len()].copy_from_slice(s);
-            SgeList::Inline(a, s.len() as u8)
-        } else {
-            SgeList::Heap(s.into())
-        }
-    }
-    pub fn as_slice(&self) -> &[Sge] {
-        match self {
-            SgeList::Inline(a, n) => &a[..usize::from(*n)],
-            SgeList::Heap(b) => b,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct RecvWqe {
-    pub wr_id: u64,
-    pub sges: SgeList,
-}
-
-#[derive(Debug)]
-pub(crate) struct Srq {
-    pub ctx: u32,
-    pub pd: u32,
-    pub attr: SrqAttr,
-    pub queue: VecDeque<RecvWqe>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Qp {
-    pub ctx: u32,
-    pub dev: usize,
-    pub qp_type: QpType,
-    pub pd: u32,
-    pub send_cq: u32,
-    pub recv_cq: u32,
-    pub srq: Option<u32>,
-    pub cap: QpCap,
-    pub sq_sig_all: bool,
-    pub state: QpState,
-    pub attr: QpAttr,
-    pub rq: VecDeque<RecvWqe>,
-    pub groups: Vec<Ipv4Addr>,
-    /// Next PSN of UD sends.
-    pub ud_psn: u32,
-    /// RC/UC protocol state.
-    pub rc: Option<Box<RcState>>,
-}
-
-#[derive(Debug)]
-pub(crate) struct FlowRule {
-    pub qpn: u32,
-    pub dev: usize,
-    pub attr: FlowAttr,
-    /// The specs compiled for the receive path.
-    pub matcher: super::flow_match::Matcher,
-    /// IPv4 groups the rule's port joins at the switch.
-    pub groups: Vec<Ipv4Addr>,
-    /// Ethernet groups joined for rules that name only a multicast MAC.
-    pub mac_groups: Vec<Mac>,
 }
 
 /// Result of handling a send WR at once (RAW, UD).
@@ -190,7 +62,8 @@ pub(crate) struct World {
     next_handle: u32,
     next_qpn: u32,
     scratch: Vec<u8>,
-    pub(crate) steer_scratch: Vec<u32>,
+    steer_scratch: Vec<u32>,
+    sniff_scratch: Vec<u32>,
     free_frames: Vec<Vec<u8>>,
 }
 
@@ -201,16 +74,6 @@ fn is_roce(f: &[u8]) -> bool {
     }
     let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
     f.len() >= l4 + 4 && u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]) == roce::ROCEV2_UDP_PORT
-}
-
-pub(crate) fn completion(wr_id: u64, status: WcStatus, opcode: WcOpcode, qpn: u32) -> Completion {
-    Completion {
-        wr_id,
-        status,
-        opcode,
-        qp_num: qpn,
-        ..Completion::default()
-    }
 }
 
 impl World {
@@ -231,6 +94,7 @@ impl World {
             next_qpn: 0x10,
             scratch: Vec::new(),
             steer_scratch: Vec::new(),
+            sniff_scratch: Vec::new(),
             free_frames: Vec::new(),
         }
     }
@@ -299,7 +163,7 @@ impl World {
                 true
             }
             Some(Output::Timer { token }) => {
-                self.on_timer(token);
+                self.on_rc_timer(token);
                 true
             }
             None => false,
@@ -374,13 +238,14 @@ impl World {
     // ---- QP state ----
 
     /// Moves a QP to ERR and flushes every outstanding WR (signaled or not) with
-    /// WR_FLUSH_ERR, as the verbs man pages specify.
-    pub fn enter_error(&mut self, qpn: u32) {
+    /// WR_FLUSH_ERR, as the verbs man pages specify. (While an RC machine runs, it is out
+    /// of its QP and flushes its own send queue.) False if the QP was already in ERR.
+    pub fn enter_error(&mut self, qpn: u32) -> bool {
         let Some(qp) = self.qps.get_mut(&qpn) else {
-            return;
+            return false;
         };
         if qp.state == QpState::Err {
-            return;
+            return false;
         }
         qp.state = QpState::Err;
         if qp.srq.is_some() {
@@ -388,7 +253,7 @@ impl World {
             self.async_event(ctx, EventType::QpLastWqeReached, EventElement::Qp(qpn));
         }
         let Some(qp) = self.qps.get_mut(&qpn) else {
-            return;
+            return true;
         };
         let rq: Vec<RecvWqe> = qp.rq.drain(..).collect();
         let recv_cq = qp.recv_cq;
@@ -412,6 +277,7 @@ impl World {
                 false,
             );
         }
+        true
     }
 
     /// Applies a modify the state table accepted.
@@ -505,7 +371,9 @@ impl World {
                 }
             }
             // Work queued while drained goes out now.
-            QpState::Rts if old == QpState::Sqd && qp.rc.is_some() => self.rc_resume(qpn),
+            QpState::Rts if old == QpState::Sqd && qp.rc.is_some() => {
+                self.run_rc(qpn, |rc, nic| rc.resume(nic));
+            }
             QpState::Sqd if old == QpState::Rts => {
                 let notify = qp.attr.en_sqd_async_notify && mask.contains(M::EN_SQD_ASYNC_NOTIFY);
                 if notify {
@@ -677,9 +545,7 @@ impl World {
             QpType::RawPacket => {
                 let mut frame = payload;
                 payload = Vec::new();
-                if wr.flags.contains(SendFlags::IP_CSUM) {
-                    offload_checksums(&mut frame);
-                }
+                raw::prepare_send(&mut frame, wr.flags);
                 self.sniff(dev, &frame);
                 match self.fabric.transmit(port, frame) {
                     Ok(_) => WcStatus::Success,
@@ -754,8 +620,175 @@ impl World {
                 self.ud_deliver(dev, q, &pkt, ip_hdr);
             }
         } else {
-            self.rc_rx(dev, ip.src, &pkt);
+            self.rc_rx(dev, &pkt);
         }
+    }
+
+    // ---- UD ----
+
+    fn ud_send(&mut self, qpn: u32, wr: &WrCopy, payload: &[u8]) -> WcStatus {
+        let qp = self.qps.get_mut(&qpn).expect("caller checked");
+        let d = &self.devices[qp.dev];
+        let src = ud::UdSource {
+            qpn,
+            qkey: qp.attr.qkey,
+            mac: d.mac,
+            ip: d.ip,
+            personality: d.personality,
+        };
+        let (dev, port) = (qp.dev, d.port);
+        let topo = &self.fabric;
+        let sent = ud::send(&src, &mut qp.ud_psn, wr, payload.len(), &|ip| {
+            topo.mac_of_ip(ip)
+        });
+        let (route, h) = match sent {
+            Ok(x) => x,
+            Err(status) => return status,
+        };
+        let frame = build_roce_frame(&route, &h, payload);
+        self.sniff(dev, &frame);
+        match self.fabric.transmit(port, frame) {
+            Ok(_) => WcStatus::Success,
+            Err(_) => WcStatus::LocLenErr,
+        }
+    }
+
+    fn ud_deliver(&mut self, dev: usize, qpn: u32, pkt: &RocePacket<'_>, ip_hdr: &[u8]) {
+        let Some(qp) = self.qps.get(&qpn).filter(|q| q.dev == dev) else {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        };
+        let deth = pkt.headers.deth.unwrap_or_default();
+        match ud::accept(qp.qp_type, qp.state, qp.attr.qkey, deth.qkey) {
+            Ok(()) => {}
+            Err(ud::Refused::NotReceiving) => {
+                self.devices[dev].stats.rx_unclaimed += 1;
+                return;
+            }
+            Err(ud::Refused::QkeyViolation) => {
+                self.devices[dev].stats.rx_qkey_violation += 1;
+                self.fabric
+                    .trace_event(vtag::RX_DROP, &[self.fabric.now(), u64::from(qpn), 2]);
+                return;
+            }
+        }
+        self.deliver(
+            qpn,
+            &[&ud::grh(ip_hdr), pkt.payload],
+            WcOpcode::Recv,
+            deth.src_qp,
+            pkt.headers.imm,
+            WcFlags::GRH,
+            pkt.headers.bth.solicited,
+        );
+    }
+
+    // ---- RAW and flow steering ----
+
+    /// Copies a frame a port sends to its sniffer QPs (mlx5 sniffer rules see both ways).
+    fn sniff(&mut self, dev: usize, frame: &[u8]) {
+        if self.devices[dev].flows.is_empty() {
+            return;
+        }
+        let mut sniffers = std::mem::take(&mut self.sniff_scratch);
+        steering::sniffers(&self.flows, &self.devices[dev].flows, &mut sniffers);
+        for &q in &sniffers {
+            self.raw_deliver(q, frame);
+        }
+        self.sniff_scratch = sniffers;
+    }
+
+    /// A non-RoCE frame at an mlx5 port: to the QPs the flow rules pick.
+    fn steer(&mut self, dev: usize, frame: &[u8]) {
+        if self.devices[dev].flows.is_empty() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        }
+        let mut targets = std::mem::take(&mut self.steer_scratch);
+        let mut sniffers = std::mem::take(&mut self.sniff_scratch);
+        steering::steer(
+            &self.flows,
+            &self.devices[dev].flows,
+            frame,
+            &mut sniffers,
+            &mut targets,
+        );
+        for &q in &sniffers {
+            self.raw_deliver(q, frame);
+        }
+        if targets.is_empty() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+        }
+        for &q in &targets {
+            self.raw_deliver(q, frame);
+        }
+        self.steer_scratch = targets;
+        self.sniff_scratch = sniffers;
+    }
+
+    fn raw_deliver(&mut self, qpn: u32, frame: &[u8]) {
+        let Some(qp) = self.qps.get(&qpn) else { return };
+        if !raw::receives(qp.state) {
+            return;
+        }
+        let flags = raw::receive_flags(frame);
+        self.deliver(qpn, &[frame], WcOpcode::Recv, 0, None, flags, false);
+    }
+
+    // ---- RC and UC ----
+
+    /// Runs `f` on the RC/UC machine of `qpn` with this world as its [`rc::Nic`]. The
+    /// machine is taken out of its QP meanwhile, so nothing it calls can reach it again.
+    fn run_rc<R>(
+        &mut self,
+        qpn: u32,
+        f: impl FnOnce(&mut RcState, &mut QpNic<'_>) -> R,
+    ) -> Option<R> {
+        let mut machine = self.qps.get_mut(&qpn)?.rc.take()?;
+        let r = f(&mut machine, &mut QpNic { w: self, qpn });
+        if let Some(qp) = self.qps.get_mut(&qpn) {
+            qp.rc = Some(machine);
+        }
+        Some(r)
+    }
+
+    /// Queues an RC/UC send WR and starts transmitting.
+    pub(crate) fn rc_post(&mut self, qpn: u32, wr: WrCopy) -> verbs_api::Result<()> {
+        self.run_rc(qpn, |rc, nic| rc.post(nic, wr))
+            .unwrap_or_else(|| {
+                Err(verbs_api::Error::new(
+                    verbs_api::ErrorKind::InvalidArgument,
+                    "ibv_post_send",
+                    "not a connected QP",
+                ))
+            })
+    }
+
+    fn on_rc_timer(&mut self, token: u64) {
+        let qpn = (token & 0x00ff_ffff) as u32;
+        let kind = (token >> 24) & 0xff;
+        let gen = (token >> 32) as u32;
+        self.run_rc(qpn, |rc, nic| rc.on_timer(nic, kind, gen));
+    }
+
+    fn rc_rx(&mut self, dev: usize, pkt: &RocePacket<'_>) {
+        let bth = pkt.headers.bth;
+        let qpn = bth.dest_qp;
+        let want = if bth.opcode & 0xe0 == opcode::UC {
+            QpType::Uc
+        } else {
+            QpType::Rc
+        };
+        let ok = self.qps.get(&qpn).is_some_and(|qp| {
+            qp.dev == dev
+                && qp.qp_type == want
+                && matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd)
+        });
+        if !ok {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        }
+        self.run_rc(qpn, |rc, nic| rc.on_packet(nic, pkt));
     }
 
     // ---- multicast and flows ----
@@ -782,26 +815,196 @@ impl World {
         }
         self.qps.remove(&qpn);
     }
+
+    /// Attaches a UD QP to a multicast group (one switch membership per QP).
+    pub(crate) fn attach(&mut self, qpn: u32, group: Ipv4Addr) {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if qp.groups.contains(&group) {
+            return;
+        }
+        qp.groups.push(group);
+        let d = &mut self.devices[qp.dev];
+        let v = d.mcast.entry(group).or_default();
+        if let Err(i) = v.binary_search(&qpn) {
+            v.insert(i, qpn);
+        }
+        let _ = self.fabric.join_group(d.port, group);
+    }
+
+    /// Detaches a QP from a group; false if it was not attached.
+    pub(crate) fn detach(&mut self, qpn: u32, group: Ipv4Addr) -> bool {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return false;
+        };
+        let Some(i) = qp.groups.iter().position(|g| *g == group) else {
+            return false;
+        };
+        qp.groups.remove(i);
+        let d = &mut self.devices[qp.dev];
+        if let Some(v) = d.mcast.get_mut(&group) {
+            v.retain(|&q| q != qpn);
+            if v.is_empty() {
+                d.mcast.remove(&group);
+            }
+        }
+        let _ = self.fabric.leave_group(d.port, group);
+        true
+    }
+
+    /// Installs a flow rule on its device (in priority order) and joins the switch groups
+    /// it asks for.
+    pub(crate) fn add_flow(&mut self, id: u32, rule: FlowRule) {
+        let dev = rule.dev;
+        let port = self.devices[dev].port;
+        for g in &rule.groups {
+            let _ = self.fabric.join_group(port, *g);
+        }
+        for m in &rule.mac_groups {
+            let _ = self.fabric.join_mac_group(port, *m);
+        }
+        let prio = rule.attr.priority;
+        self.flows.insert(id, rule);
+        let flows = &self.flows;
+        let list = &mut self.devices[dev].flows;
+        let pos = list.partition_point(|f| flows.get(f).map_or(0, |r| r.attr.priority) <= prio);
+        list.insert(pos, id);
+    }
+
+    /// Removes a flow rule and the switch memberships it held.
+    pub(crate) fn remove_flow(&mut self, id: u32) {
+        let Some(rule) = self.flows.remove(&id) else {
+            return;
+        };
+        let port = self.devices[rule.dev].port;
+        for g in &rule.groups {
+            let _ = self.fabric.leave_group(port, *g);
+        }
+        for m in &rule.mac_groups {
+            let _ = self.fabric.leave_mac_group(port, *m);
+        }
+        self.devices[rule.dev].flows.retain(|&f| f != id);
+    }
 }
 
-/// The parts of a send WR the engine keeps (the AH resolved to its attributes).
-#[derive(Debug, Clone)]
-pub(crate) struct WrCopy {
-    pub wr_id: u64,
-    pub opcode: SendOpcode,
-    pub flags: SendFlags,
-    pub imm: u32,
-    pub sges: SgeList,
-    pub rdma: Option<(u64, u32)>,
-    pub atomic: Option<(u64, u32, u64, u64)>,
-    pub ud: Option<UdDest>,
-    /// Inline data captured at post time (RC keeps it for retransmission).
-    pub inline: Option<Vec<u8>>,
+/// One QP's view of the world, as its RC/UC machine sees it.
+pub(crate) struct QpNic<'a> {
+    w: &'a mut World,
+    qpn: u32,
 }
 
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UdDest {
-    pub ah: AhAttr,
-    pub remote_qpn: u32,
-    pub remote_qkey: u32,
+impl QpNic<'_> {
+    fn qp(&self) -> &Qp {
+        &self.w.qps[&self.qpn]
+    }
+
+    /// The route to the connected peer.
+    fn peer_route(&self, psn: u32) -> RoceRoute {
+        let qp = self.qp();
+        let d = &self.w.devices[qp.dev];
+        let grh = &qp.attr.ah_attr.grh;
+        let dst_ip = grh.dgid.to_ipv4().unwrap_or(Ipv4Addr::UNSPECIFIED);
+        RoceRoute {
+            src_mac: d.mac,
+            dst_mac: self.w.fabric.mac_of_ip(dst_ip).unwrap_or_default(),
+            src_ip: d.ip,
+            dst_ip,
+            src_port: 0xc000 | (self.qpn as u16 & 0x3fff),
+            tos: grh.traffic_class,
+            ttl: if grh.hop_limit == 0 {
+                64
+            } else {
+                grh.hop_limit
+            },
+            ip_id: psn as u16,
+        }
+    }
+}
+
+impl rc::Nic for QpNic<'_> {
+    fn now(&self) -> Nanos {
+        self.w.fabric.now()
+    }
+
+    fn qp(&self) -> QpView {
+        let qp = self.qp();
+        QpView {
+            qpn: self.qpn,
+            state: qp.state,
+            uc: qp.qp_type == QpType::Uc,
+            pd: qp.pd,
+            sig_all: qp.sq_sig_all,
+            max_send_wr: qp.cap.max_send_wr,
+            attr: qp.attr,
+        }
+    }
+
+    fn path_mtu(&self) -> usize {
+        let qp = self.qp();
+        let active = self.w.devices[qp.dev].personality.active_mtu().bytes();
+        qp.attr.path_mtu.bytes().min(active) as usize
+    }
+
+    fn mrs(&self) -> &MrTable {
+        &self.w.mrs
+    }
+
+    fn local_status(&self, s: WcStatus) -> WcStatus {
+        let p = self.w.devices[self.qp().dev].personality;
+        self.w.local_status(p, s)
+    }
+
+    fn take_recv(&mut self) -> Option<(RecvWqe, u32)> {
+        self.w.take_recv(self.qpn)
+    }
+
+    fn untake_recv(&mut self, w: RecvWqe) {
+        self.w.untake_recv(self.qpn, w);
+    }
+
+    fn transmit(&mut self, mut h: RoceHeaders, payload: &[u8]) {
+        let route = self.peer_route(h.bth.psn);
+        let qp = self.qp();
+        let (dev, dest) = (qp.dev, qp.attr.dest_qp_num);
+        h.bth.dest_qp = dest;
+        h.bth.pkey = roce::DEFAULT_PKEY;
+        let frame = build_roce_frame(&route, &h, payload);
+        self.w.sniff(dev, &frame);
+        let port = self.w.devices[dev].port;
+        let _ = self.w.fabric.transmit(port, frame);
+    }
+
+    fn complete_send(&mut self, wc: Completion) {
+        let cq = self.qp().send_cq;
+        self.w.complete(cq, wc, false);
+    }
+
+    fn complete_recv(&mut self, wc: Completion, solicited: bool) {
+        let cq = self.qp().recv_cq;
+        self.w.complete(cq, wc, solicited);
+    }
+
+    fn set_timer(&mut self, at: Nanos, kind: rc::Timer, gen: u32) {
+        let token = u64::from(self.qpn) | ((kind as u64) << 24) | (u64::from(gen) << 32);
+        self.w.fabric.schedule_timer(at, token);
+    }
+
+    fn event(&mut self, e: EventType) {
+        let ctx = self.qp().ctx;
+        self.w.async_event(ctx, e, EventElement::Qp(self.qpn));
+    }
+
+    fn enter_error(&mut self) -> bool {
+        self.w.enter_error(self.qpn)
+    }
+
+    fn count(&mut self, c: Count) {
+        let dev = self.qp().dev;
+        let s = &mut self.w.devices[dev].stats;
+        match c {
+            Count::NoWqe => s.rx_no_wqe += 1,
+            Count::OutOfSequence => s.rx_out_of_sequence += 1,
+        }
+    }
 }

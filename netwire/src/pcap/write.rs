@@ -77,6 +77,11 @@ pub struct PcapWriter<W: Write> {
 }
 
 impl<W: Write> PcapWriter<W> {
+    /// The output the records go to (for example to flush it while writing goes on).
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
     /// Writes the header of a [`WriteFormat::SIMULATOR`] file to `out`.
     ///
     /// # Errors

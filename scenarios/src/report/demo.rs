@@ -138,7 +138,6 @@ pub fn run(s: &Scenario, out: &Path, progress: bool) -> Result<Demo, RunError> {
             capture: Some(pcap.clone()),
             replay: None,
             progress,
-            ..Options::default()
         },
     )?;
     let mut text = String::new();
@@ -201,7 +200,6 @@ pub fn run(s: &Scenario, out: &Path, progress: bool) -> Result<Demo, RunError> {
             capture: None,
             replay: Some((ReplaySource::CaptureBySource(pcap.clone()), from)),
             progress: false,
-            ..Options::default()
         },
     )?;
     replay.outcome.sent = run.outcome.sent.clone();

@@ -6,8 +6,8 @@
 //! event order) is fixed: group members are kept sorted by port id.
 
 use crate::frame::eth::Mac;
-use crate::hash::FastMap as HashMap;
 use crate::ids::PortId;
+use rustc_hash::FxHashMap as HashMap;
 use std::net::Ipv4Addr;
 
 #[derive(Debug, Default, Clone)]

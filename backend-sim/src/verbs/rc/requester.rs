@@ -1,0 +1,487 @@
+//! The requester: the send queue, segmentation at the path MTU, the ACK timer and
+//! go-back-N retransmission, RNR waits, and the responses (ACK, NAK, READ data, atomic
+//! results) that complete WQEs in order.
+
+use super::psn::{ack_timeout_ns, psn_add, psn_cmp, rnr_ns, PSN_MASK};
+use super::{enter_error, Nic, Timer};
+use crate::frame::roce::{opcode as op, syndrome, AtomicEth, Bth, Reth, RoceHeaders, RocePacket};
+use crate::verbs::memory;
+use crate::verbs::wqe::{completion, WrCopy};
+use std::collections::VecDeque;
+use verbs_api::{EventType, QpState, SendFlags, SendOpcode, WcOpcode, WcStatus};
+
+#[derive(Debug)]
+struct SendWqe {
+    wr: WrCopy,
+    first_psn: u32,
+    npsn: u32,
+    sent: bool,
+    done: bool,
+    data: Vec<u8>,
+    read_next: u32,
+}
+
+impl SendWqe {
+    fn last_psn(&self) -> u32 {
+        psn_add(self.first_psn, self.npsn.max(1) - 1)
+    }
+    fn completion_opcode(&self) -> WcOpcode {
+        self.wr.opcode.completion_opcode()
+    }
+    fn outstanding(&self) -> bool {
+        self.sent && !self.done
+    }
+}
+
+/// The requester's state.
+#[derive(Debug, Default)]
+pub(super) struct Requester {
+    sq: VecDeque<SendWqe>,
+    next_psn: u32,
+    retry_left: u8,
+    rnr_left: u8,
+    /// Generation of the RNR wait timer (a newer wait or a reset makes old ones stale).
+    timer_gen: u32,
+    /// When the ACK timer expires (0: disarmed). Re-arming only moves the deadline; at most
+    /// one timer event per QP is in the queue, so ACK-heavy runs do not flood it.
+    ack_deadline: u64,
+    ack_timer_pending: bool,
+    drain_notify: bool,
+}
+
+/// The opcode of packet `k` of a SEND or WRITE message.
+fn segment_opcode(write: bool, first: bool, last: bool, imm: bool) -> u8 {
+    match (write, first, last, imm) {
+        (false, true, true, false) => op::SEND_ONLY,
+        (false, true, true, true) => op::SEND_ONLY_IMM,
+        (false, true, false, _) => op::SEND_FIRST,
+        (false, false, false, _) => op::SEND_MIDDLE,
+        (false, false, true, false) => op::SEND_LAST,
+        (false, false, true, true) => op::SEND_LAST_IMM,
+        (true, true, true, false) => op::WRITE_ONLY,
+        (true, true, true, true) => op::WRITE_ONLY_IMM,
+        (true, true, false, _) => op::WRITE_FIRST,
+        (true, false, false, _) => op::WRITE_MIDDLE,
+        (true, false, true, false) => op::WRITE_LAST,
+        (true, false, true, true) => op::WRITE_LAST_IMM,
+    }
+}
+
+impl Requester {
+    pub fn take_outstanding(&mut self) -> Vec<(u64, WcOpcode)> {
+        self.timer_gen = self.timer_gen.wrapping_add(1);
+        self.ack_deadline = 0;
+        self.sq
+            .drain(..)
+            .map(|w| (w.wr.wr_id, w.completion_opcode()))
+            .collect()
+    }
+
+    pub fn reset(&mut self) {
+        *self = Requester {
+            timer_gen: self.timer_gen.wrapping_add(1),
+            ack_timer_pending: self.ack_timer_pending,
+            ..Requester::default()
+        };
+    }
+
+    pub fn set_next_psn(&mut self, psn: u32) {
+        self.next_psn = psn & PSN_MASK;
+    }
+
+    pub fn set_retries(&mut self, retry: u8, rnr: u8) {
+        self.retry_left = retry;
+        self.rnr_left = rnr;
+    }
+
+    pub fn arm_drain_notify(&mut self) -> bool {
+        let drained = !self.sq.iter().any(|w| w.sent);
+        self.drain_notify = !drained;
+        drained
+    }
+
+    pub fn post(&mut self, nic: &mut impl Nic, wr: WrCopy) -> verbs_api::Result<()> {
+        if self.sq.len() >= nic.qp().max_send_wr as usize {
+            return Err(verbs_api::Error::new(
+                verbs_api::ErrorKind::QueueFull,
+                "ibv_post_send",
+                "the send queue is full",
+            )
+            .with_errno(12));
+        }
+        self.sq.push_back(SendWqe {
+            wr,
+            first_psn: 0,
+            npsn: 0,
+            sent: false,
+            done: false,
+            data: Vec::new(),
+            read_next: 0,
+        });
+        self.pump(nic);
+        Ok(())
+    }
+
+    /// Transmits every WQE not yet sent, in order, while the QP is in RTS.
+    pub fn pump(&mut self, nic: &mut impl Nic) {
+        loop {
+            let mtu = nic.path_mtu();
+            let qp = nic.qp();
+            if qp.state != QpState::Rts {
+                return;
+            }
+            let Some(i) = self.sq.iter().position(|w| !w.sent) else {
+                break;
+            };
+            let w = &self.sq[i];
+            let sges = w.wr.sges.as_slice();
+            let is_read = w.wr.opcode == SendOpcode::RdmaRead;
+            let is_atomic = w.wr.opcode.is_atomic();
+            let checked = if w.wr.inline.is_some() {
+                Ok(0)
+            } else {
+                nic.mrs().check_local(qp.pd, sges, is_read || is_atomic)
+            };
+            let total = match checked {
+                Err(s) => {
+                    let s = nic.local_status(s);
+                    self.fail(nic, i, s);
+                    return;
+                }
+                Ok(t) => t,
+            };
+            if is_atomic && total != 8 {
+                self.fail(nic, i, WcStatus::LocLenErr);
+                return;
+            }
+            let mut data = Vec::new();
+            if let Some(d) = &w.wr.inline {
+                data.extend_from_slice(d);
+            } else if !is_read && !is_atomic {
+                // SAFETY: the SGEs passed the key-table check just above.
+                unsafe { memory::gather(sges, &mut data) };
+            }
+            let len = if is_read { total as usize } else { data.len() };
+            let npsn = if is_atomic {
+                1
+            } else {
+                len.div_ceil(mtu).max(1) as u32
+            };
+            let w = &mut self.sq[i];
+            w.first_psn = self.next_psn;
+            w.npsn = npsn;
+            w.sent = true;
+            w.data = data;
+            self.next_psn = psn_add(self.next_psn, npsn);
+            self.transmit_wqe(nic, i, mtu, qp.uc);
+            if qp.uc {
+                self.sq[i].done = true;
+            }
+        }
+        if !nic.qp().uc {
+            self.arm_timer(nic);
+        }
+        self.complete_done(nic);
+    }
+
+    /// Builds and sends every packet of WQE `i` (first transmission or retransmission).
+    fn transmit_wqe(&mut self, nic: &mut impl Nic, i: usize, mtu: usize, uc: bool) {
+        let transport = if uc { op::UC } else { op::RC };
+        let w = &mut self.sq[i];
+        w.read_next = 0;
+        let wr = &w.wr;
+        let first = w.first_psn;
+        let solicited = wr.flags.contains(SendFlags::SOLICITED);
+        let bth = |opcode: u8, psn: u32, last: bool| Bth {
+            opcode: transport | opcode,
+            solicited: solicited && last,
+            psn,
+            ack_req: last && transport == op::RC,
+            ..Bth::default()
+        };
+        match wr.opcode {
+            SendOpcode::RdmaRead => {
+                w.data.clear();
+                let (va, rkey) = wr.rdma.unwrap_or_default();
+                let len = wr.sges.as_slice().iter().map(|s| s.length).sum();
+                let h = RoceHeaders {
+                    bth: bth(op::READ_REQUEST, first, true),
+                    reth: Some(Reth {
+                        va,
+                        rkey,
+                        dma_len: len,
+                    }),
+                    ..RoceHeaders::default()
+                };
+                nic.transmit(h, &[]);
+            }
+            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
+                let (va, rkey, compare_add, swap) = wr.atomic.unwrap_or_default();
+                let (opc, swap_add, compare) = if wr.opcode == SendOpcode::AtomicCmpAndSwp {
+                    (op::COMPARE_SWAP, swap, compare_add)
+                } else {
+                    (op::FETCH_ADD, compare_add, 0)
+                };
+                let h = RoceHeaders {
+                    bth: bth(opc, first, true),
+                    atomic_eth: Some(AtomicEth {
+                        va,
+                        rkey,
+                        swap_add,
+                        compare,
+                    }),
+                    ..RoceHeaders::default()
+                };
+                nic.transmit(h, &[]);
+            }
+            _ => {
+                let write = wr.opcode.is_rdma();
+                let imm = wr.opcode.has_imm().then_some(wr.imm);
+                let data = &w.data;
+                let n = data.len().div_ceil(mtu).max(1);
+                for k in 0..n {
+                    let chunk = &data[(k * mtu).min(data.len())..((k + 1) * mtu).min(data.len())];
+                    let (is_first, is_last) = (k == 0, k + 1 == n);
+                    let opc = segment_opcode(write, is_first, is_last, imm.is_some());
+                    let mut h = RoceHeaders {
+                        bth: bth(opc, psn_add(first, k as u32), is_last),
+                        ..RoceHeaders::default()
+                    };
+                    if write && is_first {
+                        let (va, rkey) = wr.rdma.unwrap_or_default();
+                        h.reth = Some(Reth {
+                            va,
+                            rkey,
+                            dma_len: data.len() as u32,
+                        });
+                    }
+                    if is_last {
+                        h.imm = imm;
+                    }
+                    nic.transmit(h, chunk);
+                }
+            }
+        }
+    }
+
+    fn arm_timer(&mut self, nic: &mut impl Nic) {
+        let now = nic.now();
+        let t = ack_timeout_ns(nic.qp().attr.timeout);
+        let outstanding = self.sq.iter().any(SendWqe::outstanding);
+        match (outstanding, t) {
+            (true, Some(t)) => {
+                self.ack_deadline = now + t;
+                if !self.ack_timer_pending {
+                    self.ack_timer_pending = true;
+                    nic.set_timer(now + t, Timer::Ack, 0);
+                }
+            }
+            _ => self.ack_deadline = 0,
+        }
+    }
+
+    /// Completes finished WQEs from the head of the send queue, in order, and reports a
+    /// drain the SQD transition asked for. Returns how many left the queue.
+    fn complete_done(&mut self, nic: &mut impl Nic) -> usize {
+        let qp = nic.qp();
+        let mut popped = 0;
+        while self.sq.front().is_some_and(|w| w.done) {
+            let w = self.sq.pop_front().expect("front exists");
+            popped += 1;
+            if qp.sig_all || w.wr.flags.contains(SendFlags::SIGNALED) {
+                let mut c =
+                    completion(w.wr.wr_id, WcStatus::Success, w.completion_opcode(), qp.qpn);
+                c.byte_len = match w.wr.opcode {
+                    SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => 8,
+                    SendOpcode::RdmaRead => w.wr.sges.as_slice().iter().map(|s| s.length).sum(),
+                    _ => w.data.len() as u32,
+                };
+                nic.complete_send(c);
+            }
+        }
+        let sqd = nic.qp().state == QpState::Sqd;
+        if sqd && self.drain_notify && !self.sq.iter().any(|w| w.sent) {
+            self.drain_notify = false;
+            nic.event(EventType::SqDrained);
+        }
+        popped
+    }
+
+    /// Completes WQE `i` with an error (always reported), then the QP enters ERR and the
+    /// rest is flushed. The WQEs done before it complete first, which shifts its index.
+    fn fail(&mut self, nic: &mut impl Nic, i: usize, status: WcStatus) {
+        let i = i - self.complete_done(nic);
+        if let Some(w) = self.sq.remove(i) {
+            let c = completion(w.wr.wr_id, status, w.completion_opcode(), nic.qp().qpn);
+            nic.complete_send(c);
+        }
+        enter_error(nic, self);
+    }
+
+    pub fn on_timer(&mut self, nic: &mut impl Nic, kind: u64, gen: u32) {
+        if !matches!(nic.qp().state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        let now = nic.now();
+        if kind == Timer::Ack as u64 {
+            self.ack_timer_pending = false;
+            if self.ack_deadline == 0 {
+                return;
+            }
+            if now < self.ack_deadline {
+                // Re-armed since this event was set: wait for the new deadline.
+                self.ack_timer_pending = true;
+                nic.set_timer(self.ack_deadline, Timer::Ack, 0);
+                return;
+            }
+            self.ack_deadline = 0;
+            let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
+                return;
+            };
+            if self.retry_left == 0 {
+                self.fail(nic, i, WcStatus::RetryExcErr);
+                return;
+            }
+            self.retry_left -= 1;
+        } else if self.timer_gen != gen {
+            return;
+        }
+        self.retransmit(nic);
+    }
+
+    /// Go-back-N: sends again every WQE that was sent and is not done.
+    fn retransmit(&mut self, nic: &mut impl Nic) {
+        let (mtu, uc) = (nic.path_mtu(), nic.qp().uc);
+        for i in 0..self.sq.len() {
+            if self.sq[i].outstanding() {
+                self.transmit_wqe(nic, i, mtu, uc);
+            }
+        }
+        self.arm_timer(nic);
+    }
+
+    /// Marks everything up to `psn` acknowledged (sends and writes; reads and atomics
+    /// complete only with their responses).
+    fn ack_through(&mut self, nic: &impl Nic, psn: u32) {
+        let attr = nic.qp().attr;
+        let mut progress = false;
+        for w in self.sq.iter_mut().filter(|w| w.outstanding()) {
+            if psn_cmp(w.last_psn(), psn) > 0 {
+                break;
+            }
+            if w.wr.opcode != SendOpcode::RdmaRead && !w.wr.opcode.is_atomic() {
+                w.done = true;
+                progress = true;
+            }
+        }
+        if progress {
+            self.retry_left = attr.retry_cnt;
+            self.rnr_left = attr.rnr_retry;
+        }
+    }
+
+    pub fn on_response(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>) {
+        let bth = pkt.headers.bth;
+        match bth.opcode & 0x1f {
+            op::ACKNOWLEDGE => {
+                let syn = pkt.headers.aeth.map_or(0, |a| a.syndrome);
+                match syn & 0xe0 {
+                    0x00 => {
+                        self.ack_through(nic, bth.psn);
+                        self.arm_timer(nic);
+                    }
+                    syndrome::RNR_NAK => {
+                        self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
+                        let infinite = nic.qp().attr.rnr_retry == 7;
+                        let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
+                            return;
+                        };
+                        if !infinite {
+                            if self.rnr_left == 0 {
+                                self.fail(nic, i, WcStatus::RnrRetryExcErr);
+                                return;
+                            }
+                            self.rnr_left -= 1;
+                        }
+                        self.timer_gen = self.timer_gen.wrapping_add(1);
+                        self.ack_deadline = 0; // waiting out the RNR timer, not an ACK
+                        let at = nic.now() + rnr_ns(syn & 0x1f);
+                        nic.set_timer(at, Timer::Rnr, self.timer_gen);
+                    }
+                    syndrome::NAK => {
+                        let Some(i) = self
+                            .sq
+                            .iter()
+                            .position(|w| w.outstanding() && psn_cmp(w.last_psn(), bth.psn) >= 0)
+                        else {
+                            return;
+                        };
+                        match syn {
+                            syndrome::NAK_PSN_SEQ_ERROR => {
+                                self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
+                                self.retransmit(nic);
+                            }
+                            syndrome::NAK_INVALID_REQUEST => {
+                                self.fail(nic, i, WcStatus::RemInvReqErr);
+                            }
+                            syndrome::NAK_REMOTE_ACCESS_ERROR => {
+                                self.fail(nic, i, WcStatus::RemAccessErr);
+                            }
+                            _ => self.fail(nic, i, WcStatus::RemOpErr),
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            op::ATOMIC_ACKNOWLEDGE => {
+                let pd = nic.qp().pd;
+                let Some(w) = self
+                    .sq
+                    .iter_mut()
+                    .find(|w| w.outstanding() && w.wr.opcode.is_atomic() && w.first_psn == bth.psn)
+                else {
+                    return;
+                };
+                let orig = pkt.headers.atomic_ack.unwrap_or(0);
+                w.done = true;
+                let sges = w.wr.sges.as_slice();
+                if nic.mrs().check_local(pd, sges, true).is_ok() {
+                    // SAFETY: checked with LOCAL_WRITE just above; an 8-byte local SGE.
+                    let _ = unsafe { memory::scatter(sges, &[&orig.to_ne_bytes()]) };
+                }
+                self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
+                self.arm_timer(nic);
+            }
+            o => {
+                // READ responses: in order, into the WQE's buffer, scattered at the end.
+                let pd = nic.qp().pd;
+                let Some(w) = self.sq.iter_mut().find(|w| {
+                    w.outstanding()
+                        && w.wr.opcode == SendOpcode::RdmaRead
+                        && psn_cmp(bth.psn, w.first_psn) >= 0
+                        && psn_cmp(bth.psn, w.last_psn()) <= 0
+                }) else {
+                    return;
+                };
+                if psn_add(w.first_psn, w.read_next) != bth.psn {
+                    return; // a response went missing: the ACK timer will ask again
+                }
+                w.read_next += 1;
+                w.data.extend_from_slice(pkt.payload);
+                let first = w.first_psn;
+                if matches!(o, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY) {
+                    w.done = true;
+                    let data = std::mem::take(&mut w.data);
+                    let sges = w.wr.sges.as_slice();
+                    if nic.mrs().check_local(pd, sges, true).is_ok() {
+                        // SAFETY: checked with LOCAL_WRITE just above.
+                        let _ = unsafe { memory::scatter(sges, &[&data]) };
+                    }
+                }
+                self.ack_through(nic, psn_add(first, PSN_MASK));
+                self.arm_timer(nic);
+            }
+        }
+        self.complete_done(nic);
+    }
+}

@@ -1,0 +1,484 @@
+//! The responder: the expected PSN and the MSN, SEND reassembly into a receive WQE, RDMA
+//! WRITE into registered memory, READ responses, atomics with their replay cache,
+//! duplicates answered without executing again, and the ACKs and NAKs that report it all.
+
+use super::psn::{psn_add, psn_cmp, PSN_MASK};
+use super::requester::Requester;
+use super::{enter_error, Count, Nic, QpView};
+use crate::frame::roce::{opcode as op, syndrome, Aeth, Bth, Reth, RoceHeaders, RocePacket};
+use crate::verbs::memory::{self, Span};
+use crate::verbs::wqe::{completion, RecvWqe};
+use std::collections::VecDeque;
+use verbs_api::{AccessFlags, Completion, EventType, QpState, WcFlags, WcOpcode, WcStatus};
+
+/// A SEND message being reassembled.
+#[derive(Debug)]
+struct InRecv {
+    wqe: RecvWqe,
+    data: Vec<u8>,
+}
+
+/// An RDMA WRITE message being placed.
+#[derive(Debug, Clone, Copy)]
+struct InWrite {
+    addr: u64,
+    remaining: u64,
+    /// The whole DMA length from the RETH (what a WRITE_WITH_IMM receive reports).
+    total: u64,
+}
+
+/// The responder's state.
+#[derive(Debug, Default)]
+pub(super) struct Responder {
+    epsn: u32,
+    msn: u32,
+    recv: Option<InRecv>,
+    write: Option<InWrite>,
+    nak_sent: bool,
+    comm_est: bool,
+    /// (PSN, original value, MSN) of the last atomics, to answer their duplicates.
+    atomic_cache: VecDeque<(u32, u64, u32)>,
+}
+
+/// Whether a request opcode starts a message.
+fn starts_message(o: u8) -> bool {
+    matches!(
+        o,
+        op::SEND_FIRST
+            | op::SEND_ONLY
+            | op::SEND_ONLY_IMM
+            | op::WRITE_FIRST
+            | op::WRITE_ONLY
+            | op::WRITE_ONLY_IMM
+    )
+}
+
+/// The completion of a message received on `qp` into receive `wr_id`.
+fn received(qp: &QpView, wr_id: u64, opcode: WcOpcode, len: usize, imm: Option<u32>) -> Completion {
+    let mut c = completion(wr_id, WcStatus::Success, opcode, qp.qpn);
+    c.byte_len = len as u32;
+    c.src_qp = qp.attr.dest_qp_num;
+    if let Some(i) = imm {
+        c.imm_data = i;
+        c.wc_flags |= WcFlags::WITH_IMM;
+    }
+    c
+}
+
+/// What became of a request.
+enum Handled {
+    /// Executed: the expected PSN moves past it and an ACK follows if asked for.
+    Executed,
+    /// Answered already (READ, atomic) or refused with a NAK.
+    Answered,
+}
+
+impl Responder {
+    pub fn set_epsn(&mut self, psn: u32) {
+        self.epsn = psn & PSN_MASK;
+    }
+
+    pub fn on_request(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>, req: &mut Requester) {
+        let bth = pkt.headers.bth;
+        let o = bth.opcode & 0x1f;
+        let qp = nic.qp();
+        if qp.state == QpState::Rtr && !self.comm_est {
+            // The first packet on a QP still in RTR: IBV_EVENT_COMM_EST.
+            self.comm_est = true;
+            nic.event(EventType::CommEst);
+        }
+        if !self.in_sequence(nic, pkt, qp.uc) {
+            return;
+        }
+        self.nak_sent = false;
+        let handled = match o {
+            op::SEND_FIRST
+            | op::SEND_ONLY
+            | op::SEND_ONLY_IMM
+            | op::SEND_MIDDLE
+            | op::SEND_LAST
+            | op::SEND_LAST_IMM => self.on_send(nic, pkt, req),
+            op::WRITE_FIRST
+            | op::WRITE_ONLY
+            | op::WRITE_ONLY_IMM
+            | op::WRITE_MIDDLE
+            | op::WRITE_LAST
+            | op::WRITE_LAST_IMM => self.on_write(nic, pkt, req),
+            op::READ_REQUEST => {
+                let reth = pkt.headers.reth.unwrap_or_default();
+                if !self.read_respond(nic, bth.psn, reth) {
+                    self.nak(nic, req, bth.psn, syndrome::NAK_REMOTE_ACCESS_ERROR);
+                }
+                Handled::Answered
+            }
+            op::COMPARE_SWAP | op::FETCH_ADD => self.on_atomic(nic, pkt, req),
+            _ => {
+                self.nak(nic, req, bth.psn, syndrome::NAK_INVALID_REQUEST);
+                Handled::Answered
+            }
+        };
+        if let Handled::Executed = handled {
+            self.epsn = psn_add(bth.psn, 1);
+            if bth.ack_req && !qp.uc {
+                self.reply(nic, bth.psn, syndrome::ACK_NO_CREDITS);
+            }
+        }
+    }
+
+    /// The PSN check: true if the packet is the expected one (or, on UC, starts a new
+    /// message after a gap). Duplicates are answered again, a gap NAKed once.
+    fn in_sequence(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>, uc: bool) -> bool {
+        let bth = pkt.headers.bth;
+        let d = psn_cmp(bth.psn, self.epsn);
+        if uc && d != 0 {
+            // UC: a gap loses the message in progress; a new message resynchronises.
+            self.recv = None;
+            self.write = None;
+            if !(d > 0 && starts_message(bth.opcode & 0x1f)) {
+                nic.count(Count::OutOfSequence);
+                return false;
+            }
+            self.epsn = bth.psn;
+        } else if d < 0 {
+            nic.count(Count::OutOfSequence);
+            self.duplicate(nic, pkt);
+            return false;
+        } else if d > 0 {
+            let first_nak = !self.nak_sent;
+            self.nak_sent = true;
+            nic.count(Count::OutOfSequence);
+            if first_nak {
+                self.reply(nic, self.epsn, syndrome::NAK_PSN_SEQ_ERROR);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// A NAK. Class C errors (invalid request, remote access, remote operational) also
+    /// take the responder to ERR, with the matching async event, as rxe and mlx5 do. UC
+    /// sends none.
+    fn nak(&mut self, nic: &mut impl Nic, req: &mut Requester, psn: u32, syn: u8) {
+        if nic.qp().uc {
+            return;
+        }
+        self.reply(nic, psn, syn);
+        let event = match syn {
+            syndrome::NAK_INVALID_REQUEST => Some(EventType::QpReqErr),
+            syndrome::NAK_REMOTE_ACCESS_ERROR => Some(EventType::QpAccessErr),
+            syndrome::NAK_REMOTE_OPERATIONAL_ERROR => Some(EventType::QpFatal),
+            _ => None,
+        };
+        if let Some(e) = event {
+            nic.event(e);
+            enter_error(nic, req);
+        }
+    }
+
+    /// The next receive WQE, or (with none posted) an RNR NAK with the QP's
+    /// `min_rnr_timer`.
+    fn take_recv_or_rnr(
+        &mut self,
+        nic: &mut impl Nic,
+        req: &mut Requester,
+        psn: u32,
+    ) -> Option<(RecvWqe, u32)> {
+        let recv = nic.take_recv();
+        if recv.is_none() {
+            nic.count(Count::NoWqe);
+            let syn = syndrome::RNR_NAK | (nic.qp().attr.min_rnr_timer & 0x1f);
+            self.nak(nic, req, psn, syn);
+        }
+        recv
+    }
+
+    fn on_send(
+        &mut self,
+        nic: &mut impl Nic,
+        pkt: &RocePacket<'_>,
+        req: &mut Requester,
+    ) -> Handled {
+        let bth = pkt.headers.bth;
+        let o = bth.opcode & 0x1f;
+        let qp = nic.qp();
+        if matches!(o, op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM) {
+            let Some((wqe, wpd)) = self.take_recv_or_rnr(nic, req, bth.psn) else {
+                return Handled::Answered;
+            };
+            if let Err(s) = nic.mrs().check_local(wpd, wqe.sges.as_slice(), true) {
+                let s = nic.local_status(s);
+                nic.complete_recv(completion(wqe.wr_id, s, WcOpcode::Recv, qp.qpn), false);
+                self.nak(nic, req, bth.psn, syndrome::NAK_REMOTE_OPERATIONAL_ERROR);
+                enter_error(nic, req);
+                return Handled::Answered;
+            }
+            self.recv = Some(InRecv {
+                wqe,
+                data: Vec::new(),
+            });
+        }
+        let Some(r) = self.recv.as_mut() else {
+            self.nak(nic, req, bth.psn, syndrome::NAK_INVALID_REQUEST);
+            return Handled::Answered;
+        };
+        r.data.extend_from_slice(pkt.payload);
+        let room: u64 = r
+            .wqe
+            .sges
+            .as_slice()
+            .iter()
+            .map(|s| u64::from(s.length))
+            .sum();
+        if r.data.len() as u64 > room {
+            let r = self.recv.take().expect("just used");
+            let c = completion(r.wqe.wr_id, WcStatus::LocLenErr, WcOpcode::Recv, qp.qpn);
+            nic.complete_recv(c, false);
+            self.nak(nic, req, bth.psn, syndrome::NAK_INVALID_REQUEST);
+            enter_error(nic, req);
+            return Handled::Answered;
+        }
+        if matches!(
+            o,
+            op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_LAST | op::SEND_LAST_IMM
+        ) {
+            let r = self.recv.take().expect("in progress");
+            self.msn = psn_add(self.msn, 1);
+            // SAFETY: the SGEs passed check_local with LOCAL_WRITE when the message began.
+            let n = unsafe { memory::scatter(r.wqe.sges.as_slice(), &[&r.data]) }.unwrap_or(0);
+            let c = received(&qp, r.wqe.wr_id, WcOpcode::Recv, n, pkt.headers.imm);
+            nic.complete_recv(c, bth.solicited);
+        }
+        Handled::Executed
+    }
+
+    fn on_write(
+        &mut self,
+        nic: &mut impl Nic,
+        pkt: &RocePacket<'_>,
+        req: &mut Requester,
+    ) -> Handled {
+        let bth = pkt.headers.bth;
+        let o = bth.opcode & 0x1f;
+        let qp = nic.qp();
+        let with_imm = matches!(o, op::WRITE_ONLY_IMM | op::WRITE_LAST_IMM);
+        let mut recv = None;
+        if with_imm {
+            recv = self.take_recv_or_rnr(nic, req, bth.psn);
+            if recv.is_none() {
+                return Handled::Answered;
+            }
+        }
+        if let Some(reth) = pkt.headers.reth {
+            let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_WRITE) {
+                nic.mrs().check_remote(
+                    qp.pd,
+                    reth.rkey,
+                    reth.va,
+                    u64::from(reth.dma_len),
+                    AccessFlags::REMOTE_WRITE,
+                )
+            } else {
+                None
+            };
+            let Some(span) = span else {
+                if let Some((w, _)) = recv {
+                    nic.untake_recv(w);
+                }
+                self.nak(nic, req, bth.psn, syndrome::NAK_REMOTE_ACCESS_ERROR);
+                return Handled::Answered;
+            };
+            self.write = Some(InWrite {
+                addr: span.addr,
+                remaining: span.len as u64,
+                total: span.len as u64,
+            });
+        }
+        let Some(wr) = self.write.as_mut() else {
+            self.nak(nic, req, bth.psn, syndrome::NAK_INVALID_REQUEST);
+            return Handled::Answered;
+        };
+        if pkt.payload.len() as u64 > wr.remaining {
+            self.write = None;
+            self.nak(nic, req, bth.psn, syndrome::NAK_INVALID_REQUEST);
+            return Handled::Answered;
+        }
+        // SAFETY: the span was checked against the key table with REMOTE_WRITE for the
+        // whole DMA length, and `remaining` bounds what is written.
+        unsafe {
+            memory::write_span(
+                Span {
+                    addr: wr.addr,
+                    len: pkt.payload.len(),
+                },
+                pkt.payload,
+            );
+        }
+        wr.addr += pkt.payload.len() as u64;
+        wr.remaining -= pkt.payload.len() as u64;
+        let total = wr.total;
+        if matches!(
+            o,
+            op::WRITE_ONLY | op::WRITE_ONLY_IMM | op::WRITE_LAST | op::WRITE_LAST_IMM
+        ) {
+            self.write = None;
+            self.msn = psn_add(self.msn, 1);
+        }
+        if let Some((w, _)) = recv {
+            let imm = Some(pkt.headers.imm.unwrap_or(0));
+            let c = received(&qp, w.wr_id, WcOpcode::RecvRdmaWithImm, total as usize, imm);
+            nic.complete_recv(c, bth.solicited);
+        }
+        Handled::Executed
+    }
+
+    fn on_atomic(
+        &mut self,
+        nic: &mut impl Nic,
+        pkt: &RocePacket<'_>,
+        req: &mut Requester,
+    ) -> Handled {
+        let bth = pkt.headers.bth;
+        let qp = nic.qp();
+        let a = pkt.headers.atomic_eth.unwrap_or_default();
+        if a.va & 7 != 0 {
+            self.nak(nic, req, bth.psn, syndrome::NAK_INVALID_REQUEST);
+            return Handled::Answered;
+        }
+        let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_ATOMIC) {
+            nic.mrs()
+                .check_remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
+        } else {
+            None
+        };
+        let Some(span) = span else {
+            self.nak(nic, req, bth.psn, syndrome::NAK_REMOTE_ACCESS_ERROR);
+            return Handled::Answered;
+        };
+        let cas = bth.opcode & 0x1f == op::COMPARE_SWAP;
+        // SAFETY: an 8-byte span checked with REMOTE_ATOMIC just above.
+        let orig = unsafe {
+            memory::atomic_u64(span.addr, |v| {
+                if !cas {
+                    v.wrapping_add(a.swap_add)
+                } else if v == a.compare {
+                    a.swap_add
+                } else {
+                    v
+                }
+            })
+        };
+        self.msn = psn_add(self.msn, 1);
+        self.epsn = psn_add(bth.psn, 1);
+        self.atomic_cache.push_back((bth.psn, orig, self.msn));
+        if self.atomic_cache.len() > 16 {
+            self.atomic_cache.pop_front();
+        }
+        self.atomic_ack(nic, bth.psn, orig, self.msn);
+        Handled::Answered
+    }
+
+    fn reply(&self, nic: &mut impl Nic, psn: u32, syn: u8) {
+        let h = RoceHeaders {
+            bth: Bth {
+                opcode: op::ACKNOWLEDGE,
+                psn,
+                ..Bth::default()
+            },
+            aeth: Some(Aeth {
+                syndrome: syn,
+                msn: self.msn,
+            }),
+            ..RoceHeaders::default()
+        };
+        nic.transmit(h, &[]);
+    }
+
+    fn atomic_ack(&self, nic: &mut impl Nic, psn: u32, orig: u64, msn: u32) {
+        let h = RoceHeaders {
+            bth: Bth {
+                opcode: op::ATOMIC_ACKNOWLEDGE,
+                psn,
+                ..Bth::default()
+            },
+            aeth: Some(Aeth {
+                syndrome: syndrome::ACK_NO_CREDITS,
+                msn,
+            }),
+            atomic_ack: Some(orig),
+            ..RoceHeaders::default()
+        };
+        nic.transmit(h, &[]);
+    }
+
+    /// Answers a READ request at `psn`; false on an access error.
+    fn read_respond(&mut self, nic: &mut impl Nic, psn: u32, reth: Reth) -> bool {
+        let qp = nic.qp();
+        let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_READ) {
+            nic.mrs().check_remote(
+                qp.pd,
+                reth.rkey,
+                reth.va,
+                u64::from(reth.dma_len),
+                AccessFlags::REMOTE_READ,
+            )
+        } else {
+            None
+        };
+        let Some(span) = span else { return false };
+        let mut data = Vec::with_capacity(span.len);
+        // SAFETY: checked against the key table with REMOTE_READ for the whole length.
+        unsafe { memory::read_span(span, &mut data) };
+        let mtu = nic.path_mtu();
+        let n = data.len().div_ceil(mtu).max(1);
+        if psn_cmp(psn, self.epsn) >= 0 {
+            self.msn = psn_add(self.msn, 1);
+            self.epsn = psn_add(psn, n as u32);
+        }
+        for k in 0..n {
+            let chunk = &data[(k * mtu).min(data.len())..((k + 1) * mtu).min(data.len())];
+            let opc = match (k == 0, k + 1 == n) {
+                (true, true) => op::READ_RESPONSE_ONLY,
+                (true, false) => op::READ_RESPONSE_FIRST,
+                (false, false) => op::READ_RESPONSE_MIDDLE,
+                (false, true) => op::READ_RESPONSE_LAST,
+            };
+            let aeth = (k == 0 || k + 1 == n).then_some(Aeth {
+                syndrome: syndrome::ACK_NO_CREDITS,
+                msn: self.msn,
+            });
+            let h = RoceHeaders {
+                bth: Bth {
+                    opcode: opc,
+                    psn: psn_add(psn, k as u32),
+                    ..Bth::default()
+                },
+                aeth,
+                ..RoceHeaders::default()
+            };
+            nic.transmit(h, chunk);
+        }
+        true
+    }
+
+    /// A request PSN below the expected one: answer again without executing again
+    /// (reads are re-read, atomics answered from the cache, the rest re-ACKed).
+    fn duplicate(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>) {
+        let bth = pkt.headers.bth;
+        match bth.opcode & 0x1f {
+            op::READ_REQUEST => {
+                let reth = pkt.headers.reth.unwrap_or_default();
+                self.read_respond(nic, bth.psn, reth);
+            }
+            op::COMPARE_SWAP | op::FETCH_ADD => {
+                let hit = self.atomic_cache.iter().find(|c| c.0 == bth.psn).copied();
+                if let Some((psn, orig, msn)) = hit {
+                    self.atomic_ack(nic, psn, orig, msn);
+                }
+            }
+            _ => {
+                let e = psn_add(self.epsn, PSN_MASK);
+                self.reply(nic, e, syndrome::ACK_NO_CREDITS);
+            }
+        }
+    }
+}

@@ -1,0 +1,480 @@
+//! Two RC (or UC) machines driven against each other in virtual time, as quinn-proto's
+//! `Pair` tests drive two connections: no fabric, no frames, no other QPs. Each end has a
+//! [`TestNic`] with its own registered memory, receive queue and CQs; packets cross with a
+//! fixed latency and can be lost on purpose; timers fire when nothing is in flight.
+
+use super::*;
+use crate::verbs::memory::MrEntry;
+use crate::verbs::wqe::SgeList;
+use std::cell::Cell;
+use std::collections::VecDeque;
+use verbs_api::{AccessFlags, Mtu, SendFlags, SendOpcode, Sge, WcFlags, WcOpcode};
+
+const LATENCY: Nanos = 1_000;
+const QPN: [u32; 2] = [0x11, 0x22];
+
+/// One end's NIC: memory, queues and what the machine put out.
+struct TestNic {
+    now: Nanos,
+    view: QpView,
+    mrs: MrTable,
+    /// Registered memory (cells: the machine writes through raw pointers into it).
+    mem: Box<[Cell<u8>]>,
+    key: u32,
+    rq: VecDeque<RecvWqe>,
+    out: Vec<(RoceHeaders, Vec<u8>)>,
+    send_cq: Vec<Completion>,
+    recv_cq: Vec<Completion>,
+    timers: Vec<(Nanos, u64, u32)>,
+    events: Vec<EventType>,
+    no_wqe: u64,
+    out_of_sequence: u64,
+}
+
+impl TestNic {
+    fn new(end: usize, uc: bool, attr: QpAttr) -> Self {
+        let mem: Box<[Cell<u8>]> = (0..65536).map(|_| Cell::new(0)).collect();
+        let mut mrs = MrTable::default();
+        let key = mrs.register(MrEntry {
+            pd: 1,
+            addr: mem.as_ptr() as u64,
+            len: mem.len() as u64,
+            access: AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+        });
+        TestNic {
+            now: 0,
+            view: QpView {
+                qpn: QPN[end],
+                state: QpState::Rts,
+                uc,
+                pd: 1,
+                sig_all: true,
+                max_send_wr: 64,
+                attr: QpAttr {
+                    dest_qp_num: QPN[1 - end],
+                    ..attr
+                },
+            },
+            mrs,
+            mem,
+            key,
+            rq: VecDeque::new(),
+            out: Vec::new(),
+            send_cq: Vec::new(),
+            recv_cq: Vec::new(),
+            timers: Vec::new(),
+            events: Vec::new(),
+            no_wqe: 0,
+            out_of_sequence: 0,
+        }
+    }
+
+    fn sge(&self, off: usize, len: u32) -> Sge {
+        Sge {
+            addr: self.mem.as_ptr() as u64 + off as u64,
+            length: len,
+            lkey: self.key,
+        }
+    }
+
+    fn write(&self, off: usize, data: &[u8]) {
+        for (c, &b) in self.mem[off..off + data.len()].iter().zip(data) {
+            c.set(b);
+        }
+    }
+
+    fn read(&self, off: usize, len: usize) -> Vec<u8> {
+        self.mem[off..off + len].iter().map(Cell::get).collect()
+    }
+
+    fn post_recv(&mut self, wr_id: u64, off: usize, len: u32) {
+        let sge = self.sge(off, len);
+        self.rq.push_back(RecvWqe {
+            wr_id,
+            sges: SgeList::new(&[sge]),
+        });
+    }
+}
+
+impl Nic for TestNic {
+    fn now(&self) -> Nanos {
+        self.now
+    }
+    fn qp(&self) -> QpView {
+        self.view
+    }
+    fn path_mtu(&self) -> usize {
+        self.view.attr.path_mtu.bytes() as usize
+    }
+    fn mrs(&self) -> &MrTable {
+        &self.mrs
+    }
+    fn local_status(&self, s: WcStatus) -> WcStatus {
+        s
+    }
+    fn take_recv(&mut self) -> Option<(RecvWqe, u32)> {
+        self.rq.pop_front().map(|w| (w, 1))
+    }
+    fn untake_recv(&mut self, w: RecvWqe) {
+        self.rq.push_front(w);
+    }
+    fn transmit(&mut self, h: RoceHeaders, payload: &[u8]) {
+        self.out.push((h, payload.to_vec()));
+    }
+    fn complete_send(&mut self, wc: Completion) {
+        self.send_cq.push(wc);
+    }
+    fn complete_recv(&mut self, wc: Completion, _solicited: bool) {
+        self.recv_cq.push(wc);
+    }
+    fn set_timer(&mut self, at: Nanos, kind: Timer, gen: u32) {
+        self.timers.push((at, kind as u64, gen));
+    }
+    fn event(&mut self, e: EventType) {
+        self.events.push(e);
+    }
+    fn enter_error(&mut self) -> bool {
+        if self.view.state == QpState::Err {
+            return false;
+        }
+        self.view.state = QpState::Err;
+        for w in self.rq.drain(..) {
+            let c = completion(w.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, self.view.qpn);
+            self.recv_cq.push(c);
+        }
+        true
+    }
+    fn count(&mut self, c: Count) {
+        match c {
+            Count::NoWqe => self.no_wqe += 1,
+            Count::OutOfSequence => self.out_of_sequence += 1,
+        }
+    }
+}
+
+/// Two ends and the packets between them.
+struct Pair {
+    now: Nanos,
+    ends: [(RcState, TestNic); 2],
+    /// (arrival, to, headers, payload), in send order.
+    wire: VecDeque<(Nanos, usize, RoceHeaders, Vec<u8>)>,
+    /// Packets sent so far (both ways), and which of them to lose.
+    sent: usize,
+    lose: Vec<usize>,
+}
+
+fn attr(retry: u8, rnr: u8) -> QpAttr {
+    QpAttr {
+        path_mtu: Mtu::Mtu1024,
+        timeout: 14,
+        retry_cnt: retry,
+        rnr_retry: rnr,
+        min_rnr_timer: 1,
+        qp_access_flags: AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_ATOMIC,
+        ..QpAttr::default()
+    }
+}
+
+impl Pair {
+    fn new(uc: bool, attr: QpAttr) -> Self {
+        let end = |i: usize| {
+            let mut rc = RcState::default();
+            rc.set_rq_psn(100 * i as u32);
+            rc.set_sq_psn(100 * (1 - i) as u32);
+            rc.set_retries(attr.retry_cnt, attr.rnr_retry);
+            (rc, TestNic::new(i, uc, attr))
+        };
+        Pair {
+            now: 0,
+            ends: [end(0), end(1)],
+            wire: VecDeque::new(),
+            sent: 0,
+            lose: Vec::new(),
+        }
+    }
+
+    fn nic(&self, i: usize) -> &TestNic {
+        &self.ends[i].1
+    }
+
+    fn nic_mut(&mut self, i: usize) -> &mut TestNic {
+        &mut self.ends[i].1
+    }
+
+    fn post(&mut self, i: usize, wr: WrCopy) {
+        let (rc, nic) = &mut self.ends[i];
+        nic.now = self.now;
+        rc.post(nic, wr).unwrap();
+        self.collect();
+    }
+
+    /// Moves what the ends sent onto the wire (minus the losses).
+    fn collect(&mut self) {
+        for from in 0..2 {
+            for (h, p) in std::mem::take(&mut self.ends[from].1.out) {
+                if !self.lose.contains(&self.sent) {
+                    self.wire.push_back((self.now + LATENCY, 1 - from, h, p));
+                }
+                self.sent += 1;
+            }
+        }
+    }
+
+    /// Takes the next packet or, with none in flight, the earliest timer. False when
+    /// nothing is left.
+    fn step(&mut self) -> bool {
+        if let Some((at, to, h, p)) = self.wire.pop_front() {
+            self.now = self.now.max(at);
+            let (rc, nic) = &mut self.ends[to];
+            nic.now = self.now;
+            rc.on_packet(
+                nic,
+                &RocePacket {
+                    headers: h,
+                    payload: &p,
+                },
+            );
+        } else {
+            let next = (0..2)
+                .flat_map(|i| self.ends[i].1.timers.iter().map(move |t| (t.0, i)))
+                .min();
+            let Some((at, i)) = next else {
+                return false;
+            };
+            let nic = &mut self.ends[i].1;
+            let k = nic.timers.iter().position(|t| t.0 == at).unwrap();
+            let (_, kind, gen) = nic.timers.remove(k);
+            self.now = self.now.max(at);
+            let (rc, nic) = &mut self.ends[i];
+            nic.now = self.now;
+            rc.on_timer(nic, kind, gen);
+        }
+        self.collect();
+        true
+    }
+
+    fn run(&mut self) {
+        for _ in 0..10_000 {
+            if !self.step() {
+                return;
+            }
+        }
+        panic!("the pair did not go idle");
+    }
+}
+
+fn wr(wr_id: u64, opcode: SendOpcode, sges: &[Sge]) -> WrCopy {
+    WrCopy {
+        wr_id,
+        opcode,
+        flags: SendFlags::SIGNALED,
+        imm: 0,
+        sges: SgeList::new(sges),
+        rdma: None,
+        atomic: None,
+        ud: None,
+        inline: None,
+    }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+/// A pair whose end 0 holds `len` bytes of a pattern at offset 0 and whose end 1 has one
+/// receive posted (`wr_id` at `off`, 4096 bytes).
+fn pair_with_data(uc: bool, attr: QpAttr, len: usize, wr_id: u64, off: usize) -> (Pair, Vec<u8>) {
+    let mut p = Pair::new(uc, attr);
+    let data = pattern(len);
+    p.nic(0).write(0, &data);
+    p.nic_mut(1).post_recv(wr_id, off, 4096);
+    (p, data)
+}
+
+/// (wr_id, status) of every send completion of end `i`, in order.
+fn statuses(p: &Pair, i: usize) -> Vec<(u64, WcStatus)> {
+    p.nic(i)
+        .send_cq
+        .iter()
+        .map(|c| (c.wr_id, c.status))
+        .collect()
+}
+
+#[test]
+fn a_three_packet_send_arrives_whole_and_completes_on_both_ends() {
+    let (mut p, data) = pair_with_data(false, attr(7, 7), 2500, 9, 4096);
+    let mut w = wr(1, SendOpcode::SendWithImm, &[p.nic(0).sge(0, 2500)]);
+    w.imm = 0xabcd;
+    p.post(0, w);
+    p.run();
+    // 2500 bytes at a 1024-byte MTU: FIRST, MIDDLE, LAST, and one ACK back.
+    assert_eq!(p.sent, 4);
+    let rx = &p.nic(1).recv_cq;
+    assert_eq!(rx.len(), 1);
+    assert_eq!(
+        (rx[0].wr_id, rx[0].status, rx[0].opcode, rx[0].byte_len),
+        (9, WcStatus::Success, WcOpcode::Recv, 2500)
+    );
+    assert_eq!(
+        (rx[0].imm_data, rx[0].wc_flags),
+        (0xabcd, WcFlags::WITH_IMM)
+    );
+    assert_eq!(rx[0].src_qp, QPN[0]);
+    assert_eq!(p.nic(1).read(4096, 2500), data);
+    let tx = &p.nic(0).send_cq;
+    assert_eq!(tx.len(), 1);
+    assert_eq!(
+        (tx[0].wr_id, tx[0].status, tx[0].opcode, tx[0].byte_len),
+        (1, WcStatus::Success, WcOpcode::Send, 2500)
+    );
+    // The ACK came back after two crossings; nothing is left armed that fires usefully.
+    assert_eq!(p.nic(0).out_of_sequence + p.nic(1).out_of_sequence, 0);
+}
+
+#[test]
+fn a_lost_middle_packet_is_nakked_and_resent_and_delivered_once() {
+    let (mut p, data) = pair_with_data(false, attr(7, 7), 3000, 5, 8192);
+    p.lose = vec![1]; // the MIDDLE packet of the first transmission
+    p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 3000)]));
+    p.run();
+    // LAST arrives out of sequence: one PSN NAK, then go-back-N resends the whole WQE, so
+    // the FIRST comes again as a duplicate (re-ACKed, not executed again).
+    assert_eq!(p.nic(1).out_of_sequence, 2);
+    assert_eq!(p.sent, 3 + 1 + 3 + 1 + 1);
+    let rx = &p.nic(1).recv_cq;
+    assert_eq!(rx.len(), 1);
+    assert_eq!((rx[0].wr_id, rx[0].byte_len), (5, 3000));
+    assert_eq!(p.nic(1).read(8192, 3000), data);
+    assert_eq!(p.nic(0).send_cq.len(), 1);
+    assert_eq!(p.nic(0).send_cq[0].status, WcStatus::Success);
+}
+
+#[test]
+fn rdma_write_read_and_fetch_add_reach_the_peers_memory() {
+    let mut p = Pair::new(false, attr(7, 7));
+    let data = pattern(1500);
+    p.nic(0).write(0, &data);
+    let remote = p.nic(1).mem.as_ptr() as u64;
+    let rkey = p.nic(1).key;
+    let mut write = wr(1, SendOpcode::RdmaWrite, &[p.nic(0).sge(0, 1500)]);
+    write.rdma = Some((remote + 1000, rkey));
+    p.post(0, write);
+    let mut read = wr(2, SendOpcode::RdmaRead, &[p.nic(0).sge(20_000, 1500)]);
+    read.rdma = Some((remote + 1000, rkey));
+    p.post(0, read);
+    p.nic(1).write(40_000, &5u64.to_ne_bytes());
+    let mut faa = wr(3, SendOpcode::AtomicFetchAndAdd, &[p.nic(0).sge(30_000, 8)]);
+    faa.atomic = Some((remote + 40_000, rkey, 37, 0));
+    p.post(0, faa);
+    p.run();
+    assert_eq!(p.nic(1).read(1000, 1500), data);
+    assert_eq!(p.nic(0).read(20_000, 1500), data);
+    assert_eq!(p.nic(1).read(40_000, 8), 42u64.to_ne_bytes());
+    assert_eq!(p.nic(0).read(30_000, 8), 5u64.to_ne_bytes());
+    let done: Vec<_> = p
+        .nic(0)
+        .send_cq
+        .iter()
+        .map(|c| (c.wr_id, c.status, c.opcode, c.byte_len))
+        .collect();
+    assert_eq!(
+        done,
+        [
+            (1, WcStatus::Success, WcOpcode::RdmaWrite, 1500),
+            (2, WcStatus::Success, WcOpcode::RdmaRead, 1500),
+            (3, WcStatus::Success, WcOpcode::FetchAdd, 8),
+        ]
+    );
+    assert!(p.nic(1).recv_cq.is_empty(), "RDMA consumes no receive");
+}
+
+#[test]
+fn rnr_naks_wait_out_the_timer_and_give_up_after_rnr_retry() {
+    // rnr_retry 2: the first try and two retries find no receive, then the WQE fails.
+    let mut p = Pair::new(false, attr(7, 2));
+    p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 10)]));
+    p.run();
+    assert_eq!(p.nic(1).no_wqe, 3);
+    let done = statuses(&p, 0);
+    assert_eq!(done, [(1, WcStatus::RnrRetryExcErr)]);
+    assert_eq!(p.nic(0).view.state, QpState::Err);
+    // min_rnr_timer 1 is 10 us per wait: two waits passed in virtual time.
+    assert!(p.now >= 2 * 10_000, "now {}", p.now);
+}
+
+#[test]
+fn a_receive_posted_during_the_rnr_wait_is_used_by_the_retry() {
+    let mut p = Pair::new(false, attr(7, 7));
+    p.nic(0).write(0, b"late");
+    p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 4)]));
+    // The SEND reaches the responder and is RNR-NAKed; the NAK reaches the requester.
+    assert!(p.step());
+    assert!(p.step());
+    assert_eq!(p.nic(1).no_wqe, 1);
+    p.nic_mut(1).post_recv(77, 100, 64);
+    p.run();
+    assert_eq!(p.nic(1).read(100, 4), b"late");
+    assert_eq!(p.nic(1).recv_cq[0].wr_id, 77);
+    assert_eq!(p.nic(0).send_cq[0].status, WcStatus::Success);
+}
+
+#[test]
+fn an_unanswered_request_fails_with_retry_exceeded_after_retry_cnt_timeouts() {
+    let mut p = Pair::new(false, attr(2, 7));
+    p.nic_mut(1).post_recv(1, 0, 64);
+    p.lose = (0..100).collect(); // a dead link
+    p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 8)]));
+    p.run();
+    // The first transmission and two retries.
+    assert_eq!(p.sent, 3);
+    assert_eq!(p.nic(0).send_cq.len(), 1);
+    assert_eq!(p.nic(0).send_cq[0].status, WcStatus::RetryExcErr);
+    // timeout 14 is 4.096 us << 14 = 67.1 ms per try.
+    assert_eq!(p.now, 3 * (4096 << 14));
+}
+
+#[test]
+fn uc_loses_a_message_with_a_gap_and_resynchronises_on_the_next() {
+    let (mut p, data) = pair_with_data(true, attr(0, 0), 2048, 1, 4096);
+    p.nic_mut(1).post_recv(2, 12288, 4096);
+    p.lose = vec![0]; // FIRST of the first message
+    p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 2048)]));
+    p.post(0, wr(2, SendOpcode::Send, &[p.nic(0).sge(0, 2048)]));
+    p.run();
+    // No ACKs on UC; the LAST of message 1 is out of sequence and dropped.
+    assert_eq!(p.sent, 4);
+    assert_eq!(p.nic(1).out_of_sequence, 1);
+    let rx = &p.nic(1).recv_cq;
+    assert_eq!(rx.len(), 1);
+    assert_eq!((rx[0].wr_id, rx[0].byte_len), (1, 2048));
+    assert_eq!(p.nic(1).read(4096, 2048), data);
+    // The sender completed both at once (UC completes on transmission).
+    assert_eq!(p.nic(0).send_cq.len(), 2);
+}
+
+#[test]
+fn an_rnr_failure_lands_on_the_wqe_that_was_refused_not_a_later_one() {
+    // A is received but its ACK is lost; B finds no receive and is RNR-NAKed with
+    // rnr_retry 0; that NAK acknowledges A implicitly, so A completes first and B fails.
+    let mut p = Pair::new(false, attr(7, 0));
+    p.nic_mut(1).post_recv(1, 0, 64);
+    p.lose = vec![3]; // SEND A, SEND B, SEND C, then the ACK of A
+    for id in [10, 11, 12] {
+        p.post(0, wr(id, SendOpcode::Send, &[p.nic(0).sge(0, 8)]));
+    }
+    p.run();
+    let done = statuses(&p, 0);
+    assert_eq!(
+        done,
+        [
+            (10, WcStatus::Success),
+            (11, WcStatus::RnrRetryExcErr),
+            (12, WcStatus::WrFlushErr)
+        ]
+    );
+}
