@@ -131,15 +131,20 @@ fn build_c(name: &str) -> std::path::PathBuf {
     exe
 }
 
+/// Builds and runs `tests/c/NAME.c` on the emulator; it must succeed with nothing on
+/// stderr. Returns its stdout.
+fn run_clean(name: &str) -> String {
+    let o = run(emulated(&build_c(name)));
+    assert_eq!(stderr(&o), "", "{name} wrote to stderr");
+    assert!(o.status.success(), "{name} failed");
+    stdout(&o)
+}
+
 #[test]
 fn a_c_program_sends_ud_to_itself_through_the_inline_verbs_and_a_channel_fd_and_replies_from_the_wc(
 ) {
-    let exe = build_c("ud_loopback");
-    let o = run(emulated(&exe));
-    assert_eq!(stderr(&o), "");
-    assert!(o.status.success());
     assert_eq!(
-        stdout(&o),
+        run_clean("ud_loopback"),
         "qp state 3\n\
          event on our cq 1, cq_context 0x1234\n\
          wc wr_id 9 status success opcode 0 byte_len 31\n\
@@ -152,12 +157,8 @@ fn a_c_program_sends_ud_to_itself_through_the_inline_verbs_and_a_channel_fd_and_
 
 #[test]
 fn raw_packet_qps_steer_a_multicast_group_by_flow_rule() {
-    let exe = build_c("raw_multicast");
-    let o = run(emulated(&exe));
-    assert_eq!(stderr(&o), "");
-    assert!(o.status.success());
     assert_eq!(
-        stdout(&o),
+        run_clean("raw_multicast"),
         "managed flow steering 1, raw ip csum 1\n\
          send wr_id 2 success\n\
          recv wr_id 1 success byte_len 58 ip_csum_ok 1\n\
@@ -199,12 +200,8 @@ fn bad_calls_give_the_documented_errno_and_missing_verbs_are_logged_once() {
 
 #[test]
 fn srq_limit_events_arrive_on_the_async_fd() {
-    let exe = build_c("async_srq");
-    let o = run(emulated(&exe));
-    assert_eq!(stderr(&o), "");
-    assert!(o.status.success());
     assert_eq!(
-        stdout(&o),
+        run_clean("async_srq"),
         "srq max_wr >= 8: 1\n\
          async event \"SRQ limit reached\" on our srq 1\n\
          limit after the event 0\n\
@@ -217,12 +214,8 @@ fn srq_limit_events_arrive_on_the_async_fd() {
 
 #[test]
 fn verbs_run_from_many_threads_at_once() {
-    let exe = build_c("threads");
-    let o = run(emulated(&exe));
-    assert_eq!(stderr(&o), "");
-    assert!(o.status.success());
     assert_eq!(
-        stdout(&o),
+        run_clean("threads"),
         "thread 0: 50 good receives\n\
          thread 1: 50 good receives\n\
          thread 2: 50 good receives\n\
@@ -274,12 +267,8 @@ fn extended_cqs_poll_through_the_cq_ex_function_pointers() {
 
 #[test]
 fn extended_qps_build_and_post_through_the_qp_ex_send_api() {
-    let exe = build_c("qp_ex");
-    let o = run(emulated(&exe));
-    assert_eq!(stderr(&o), "");
-    assert!(o.status.success());
     assert_eq!(
-        stdout(&o),
+        run_clean("qp_ex"),
         "plain QP has a qp_ex: 0\n\
          wr_complete: Success\n\
          wr_id 1 success opcode 0 byte_len 12\n\
