@@ -26,6 +26,7 @@
 //! - `cargo xtask bench`: the benchmarks.
 //! - `cargo xtask fuzz [--time S | --runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
+//! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
 //!   form ([`cmd::CI_SWARM_SEEDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
@@ -35,6 +36,7 @@
 
 mod cmd;
 mod fuzz;
+mod miri;
 mod vm;
 
 use std::process::ExitCode;
@@ -125,6 +127,9 @@ enum Command {
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
     },
+    /// Run the tests that exercise our unsafe code outside FFI (slot pools, simulated
+    /// DMA) under Miri (nightly; installs the miri component if missing).
+    Miri,
     /// The fault swarm: one random scenario per seed on every core, checked against the
     /// invariants and run twice for the same trace: `cargo xtask swarm --seeds A..B
     /// [--threads N] [--shrink N] [--out DIR]`. Shard a long run by seed range.
@@ -219,6 +224,7 @@ fn main() -> ExitCode {
             let budget = runs.map_or(fuzz::Budget::Seconds(time), fuzz::Budget::Runs);
             fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ())
         }
+        Command::Miri => miri::run(&cmd::root()),
         Command::Swarm { args } => cmd::scenario_tool(&[vec!["swarm".to_owned()], args].concat()),
         Command::Vm {
             timeout,
