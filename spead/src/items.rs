@@ -24,7 +24,7 @@ pub struct RawItem {
     pub value: ItemValue,
 }
 
-/// Extracts items from a heap's pointers (the special immediates 1-4 already removed,
+/// Extracts items from a heap's pointers (IDs 1-4 already removed, immediate or not,
 /// duplicates already collapsed) for a heap of `heap_end` payload bytes.
 ///
 /// Order follows spead2: pointers are stably sorted by (immediate flag, address), so

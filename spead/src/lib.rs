@@ -5,7 +5,7 @@
 //!
 //! - [`wire`]: packets and item pointers, both flavours, every rejection rule.
 //! - [`descriptor`]: item descriptors (embedded packets).
-//! - [`recv`]: heap assembly from packets.
+//! - [`recv`]: heap assembly from packets, and chunk streams ([`recv::chunk`]).
 //! - [`send`]: the packetizer (byte-identical to spead2), rate limiting, interleaving.
 //! - [`transport`]: UDP (recvmmsg/sendmmsg, multicast), TCP, memory and files.
 //! - [`json`]: the JSON heap form used by `spead-recv --json` and `spead-send --json`.

@@ -4,7 +4,7 @@
 use proptest::prelude::*;
 
 use crate::descriptor::Descriptor;
-use crate::recv::{Stream, StreamConfig};
+use crate::recv::{Chunk, ChunkStream, ChunkStreamConfig, PlaceData, Stream, StreamConfig};
 use crate::send::{heap_to_bytes, Heap, ItemValue};
 use crate::wire::{decode_packet, Flavour, DESCRIPTOR_ID, NULL_ID};
 
@@ -191,5 +191,43 @@ proptest! {
             }
             let _ = h.descriptors();
         }
+    }
+
+    #[test]
+    fn chunk_streams_survive_any_placement(
+        (heap, cnt, packet, ooo) in heap_strategy(),
+        place in proptest::collection::vec((-2i64..6, 0usize..12, 0usize..40_000, 0usize..16), 1..6),
+        presence in proptest::option::of(1usize..5000),
+        flips in proptest::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4),
+    ) {
+        // Whatever the place callback answers (negative ids, indices and offsets off
+        // the chunk, extra beyond its limit) and whatever the packets hold, nothing
+        // panics and every heap is accounted for.
+        let mut bytes = heap_to_bytes(&heap, cnt, packet).unwrap();
+        for (i, v) in flips {
+            let i = i.index(bytes.len());
+            bytes[i] = v;
+        }
+        let mut k = 0;
+        let mut cc = ChunkStreamConfig::new(move |d: &mut PlaceData<'_>| {
+            let (id, index, offset, extra) = place[k % place.len()];
+            k += 1;
+            d.chunk_id = id;
+            d.heap_index = index;
+            d.heap_offset = offset;
+            d.extra_size = extra;
+        })
+        .with_allocate(|_, _| Some(Chunk::<()>::new(32_768, 10, 8)))
+        .with_ready(|_, _| {});
+        cc.max_heap_extra = 8;
+        cc.packet_presence_payload_size = presence;
+        let mut s = ChunkStream::new_chunked(
+            StreamConfig { allow_out_of_order: ooo, max_heaps: 2, ..StreamConfig::default() },
+            cc,
+        ).unwrap();
+        s.add_buffer(&bytes);
+        s.stop();
+        let st = s.stats();
+        prop_assert!(st.heaps >= st.incomplete_heaps_evicted + st.incomplete_heaps_flushed);
     }
 }

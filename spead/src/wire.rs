@@ -392,6 +392,33 @@ pub fn decode_datagram(data: &[u8]) -> Result<Packet<'_>, WireError> {
     Ok(p)
 }
 
+/// A packet made of exactly these raw item pointers (specials included, in this order)
+/// and payload, with no checks: for crafting test input, valid or not. `None` for more
+/// than 65535 pointers.
+pub fn encode_packet(flavour: Flavour, pointers: &[u64], payload: &[u8]) -> Option<Vec<u8>> {
+    let n = u16::try_from(pointers.len()).ok()?;
+    let mut out = Vec::with_capacity(HEADER_SIZE + POINTER_SIZE * pointers.len() + payload.len());
+    out.extend_from_slice(&flavour.header(n));
+    for p in pointers {
+        out.extend_from_slice(&p.to_be_bytes());
+    }
+    out.extend_from_slice(payload);
+    Some(out)
+}
+
+/// The packets found back to back in `data` (memory buffers, files), each as its
+/// bytes; iteration ends at the end of `data` or at the first packet that does not
+/// decode.
+pub fn split_packets(data: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = data;
+    std::iter::from_fn(move || {
+        let n = decode_packet(rest).ok()?.size();
+        let (p, tail) = rest.split_at(n);
+        rest = tail;
+        Some(p)
+    })
+}
+
 /// Big-endian bytes of an immediate value, as spead2 exposes immediate items
 /// (HAB / 8 bytes).
 pub fn immediate_bytes(flavour: Flavour, value: u64) -> Vec<u8> {
@@ -483,6 +510,21 @@ mod tests {
             Err(WireError::SizeMismatch { .. })
         ));
         assert_eq!(packet_size(&good).unwrap(), Some(good.len()));
+        let mut two = good.clone();
+        two.extend_from_slice(&good);
+        two.push(0x53);
+        let parts: Vec<&[u8]> = split_packets(&two).collect();
+        let f = Flavour::SPEAD_64_48;
+        let ptrs = [
+            f.immediate(HEAP_CNT_ID, 0x123456),
+            f.immediate(HEAP_LENGTH_ID, 1),
+            f.immediate(PAYLOAD_OFFSET_ID, 0),
+            f.immediate(PAYLOAD_LENGTH_ID, 1),
+            f.address(NULL_ID, 0),
+        ];
+        assert_eq!(encode_packet(f, &ptrs, &[0]).unwrap(), good);
+        assert_eq!(encode_packet(f, &vec![0; 65536], &[]), None);
+        assert_eq!(parts, vec![&good[..], &good[..]]);
     }
 
     #[test]

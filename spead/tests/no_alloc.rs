@@ -1,13 +1,16 @@
 //! Steady-state reception allocates nothing: after warm-up, feeding packets (multi-
 //! packet heaps, single-packet heaps, in order and out of order) and dropping the heaps
-//! makes no heap allocation on this thread.
+//! makes no heap allocation on this thread. The same holds for a chunk stream whose
+//! chunks are recycled.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use spead::recv::{Stream, StreamConfig};
+use std::sync::{Arc, Mutex};
+
+use spead::recv::{Chunk, ChunkStream, ChunkStreamConfig, PlaceData, Stream, StreamConfig};
 use spead::send::{heap_to_bytes, Heap};
-use spead::wire::{decode_packet, Flavour};
+use spead::wire::{split_packets, Flavour};
 
 struct Counting;
 
@@ -47,15 +50,11 @@ fn packets(cnt: u64, len: usize, packet: usize) -> Vec<Vec<u8>> {
     let mut h = Heap::new(Flavour::SPEAD_64_48);
     h.add_item(0x1000, vec![cnt as u8; len], false);
     h.add_item(0x1001, vec![1, 2], true);
-    let bytes = heap_to_bytes(&h, cnt, packet).unwrap();
-    let mut rest = &bytes[..];
-    let mut out = Vec::new();
-    while !rest.is_empty() {
-        let n = decode_packet(rest).unwrap().size();
-        out.push(rest[..n].to_vec());
-        rest = &rest[n..];
-    }
-    out
+    split(&heap_to_bytes(&h, cnt, packet).unwrap())
+}
+
+fn split(bytes: &[u8]) -> Vec<Vec<u8>> {
+    split_packets(bytes).map(<[u8]>::to_vec).collect()
 }
 
 fn check(ooo: bool) {
@@ -102,6 +101,55 @@ fn in_order_steady_state_allocates_nothing() {
 #[test]
 fn out_of_order_steady_state_allocates_nothing() {
     check(true);
+}
+
+#[test]
+fn chunk_stream_steady_state_allocates_nothing() {
+    const HEAP: usize = 8192;
+    const PER_CHUNK: u64 = 8;
+    let free: Arc<Mutex<Vec<Chunk>>> = Arc::new(Mutex::new(
+        (0..4)
+            .map(|_| Chunk::new(HEAP * PER_CHUNK as usize, PER_CHUNK as usize, 0))
+            .collect(),
+    ));
+    free.lock().unwrap().reserve(16);
+    let (f1, f2) = (Arc::clone(&free), Arc::clone(&free));
+    let mut cc = ChunkStreamConfig::new(|d: &mut PlaceData<'_>| {
+        if let [Some(pos)] = d.items {
+            d.chunk_id = (pos / PER_CHUNK) as i64;
+            d.heap_index = (pos % PER_CHUNK) as usize;
+            d.heap_offset = d.heap_index * HEAP;
+        }
+    })
+    .with_allocate(move |_, _| f1.lock().unwrap().pop())
+    .with_ready(move |mut c, _| {
+        assert!(c.present.iter().all(|&p| p == 1), "chunk {}", c.chunk_id);
+        c.present.fill(0);
+        f2.lock().unwrap().push(c);
+    });
+    cc.items = vec![0x1600];
+    cc.max_chunks = 2;
+    let mut stream = ChunkStream::new_chunked(StreamConfig::default(), cc).unwrap();
+    let traffic: Vec<Vec<Vec<u8>>> = (0..PER_CHUNK * 12)
+        .map(|pos| {
+            let mut h = Heap::new(Flavour::SPEAD_64_48);
+            h.add_immediate(0x1600, pos);
+            h.add_item(0x1000, vec![pos as u8; HEAP], false);
+            split(&heap_to_bytes(&h, pos + 1, 1472).unwrap())
+        })
+        .collect();
+    let warm = (PER_CHUNK * 4) as usize;
+    for p in traffic[..warm].iter().flatten() {
+        stream.add_datagram(p).unwrap();
+    }
+    let before = allocations();
+    for p in traffic[warm..].iter().flatten() {
+        stream.add_datagram(p).unwrap();
+    }
+    assert_eq!(allocations() - before, 0, "allocations in steady state");
+    stream.stop();
+    assert_eq!(stream.stats().heaps, PER_CHUNK * 12);
+    assert_eq!(free.lock().unwrap().len(), 4);
 }
 
 /// A pcap source reads record after record through one buffer: once it has held the

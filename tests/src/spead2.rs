@@ -125,6 +125,36 @@ pub fn run_tool(args: &[&str], stdin: &[u8]) -> String {
     String::from_utf8(out.stdout).expect("utf8")
 }
 
+/// Runs `tests/py/SCRIPT` with `args` under spead2's Python, feeding `stdin`; returns
+/// its stdout as JSON lines, panicking on failure.
+pub fn run_json_script(script: &str, args: &[&str], stdin: &[u8]) -> Vec<serde_json::Value> {
+    let mut child = Command::new(python())
+        .arg(workspace_root().join("tests/py").join(script))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(stdin)
+        .expect("write stdin");
+    let out = child.wait_with_output().expect("wait");
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .expect("utf8")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON line"))
+        .collect()
+}
+
 /// Starts the tool with piped stdin/stdout.
 pub fn spawn_tool(args: &[&str]) -> Child {
     Command::new(python())

@@ -391,7 +391,7 @@ fn check_outcome<V>(
 ) -> Outcome {
     let mut o = Outcome {
         transport: transport.clone(),
-        stream,
+        stream: stream.clone(),
         ..Outcome::default()
     };
     let mut seen = std::collections::BTreeSet::new();

@@ -42,6 +42,10 @@ pub fn test_sim(rest: &[String]) -> Result<(), Error> {
         "--workspace",
         "--exclude",
         "xtask",
+        // The emulator needs Debian packages (rdma-core's headers, its programs): `cargo
+        // xtask ci` installs them and runs its tests on their own.
+        "--exclude",
+        "emulator",
         "--features",
         "verbs-api/mock",
     ]);
@@ -474,6 +478,8 @@ pub const CI_SWARM_SEEDS: &str = "0..400";
 
 /// `cargo xtask ci`: what `.ci/run` calls on every submission.
 pub fn ci() -> Result<(), Error> {
+    // The workspace's clippy builds the emulator, whose build reads rdma-core's headers.
+    vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
     run(fmt, "format check")?;
@@ -504,6 +510,13 @@ pub fn ci() -> Result<(), Error> {
     run(doc, "verbs-api docs")?;
 
     test_sim(&[])?;
+    // The emulated libibverbs: unmodified Debian programs and C programs on it.
+    let mut emu = cargo();
+    emu.args(["test", "-p", "emulator"]);
+    run(
+        emu,
+        "emulator tests (Debian programs on the emulated libibverbs)",
+    )?;
     // The short form of the fault swarm (the long form: `cargo xtask swarm --seeds 0..10000`).
     // Debug build: the simulator suite has just built it, and a release build costs more
     // than the short run saves.
@@ -574,4 +587,73 @@ fn scenario_tool_in(release: bool, args: &[String]) -> Result<(), Error> {
     c.args(["-p", "scenarios", "--bin", "scenario", "--"]);
     c.args(args);
     run(c, "scenario tool")
+}
+
+/// The options of `cargo xtask emu` besides the command.
+#[derive(Debug, Clone, Default)]
+pub struct EmuArgs {
+    /// A topology file (TOML) instead of the default four hosts.
+    pub topology: Option<PathBuf>,
+    /// The seed of the simulator's random draws.
+    pub seed: Option<u64>,
+    /// The host the command is (`VERBS_EMU_HOST`; h1 by default).
+    pub host: Option<String>,
+    /// Report the verbs objects CMD did not destroy, at its exit (`VERBS_EMU_LEAKS`).
+    pub leaks: bool,
+}
+
+/// The folder `cargo xtask emu` puts first on `LD_LIBRARY_PATH`: the built emulator as
+/// `libibverbs.so.1`.
+fn emu_lib_dir() -> Result<PathBuf, Error> {
+    let so = root().join("target/debug/libibverbs.so");
+    let dir = root().join("target/emu/lib");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let link = dir.join("libibverbs.so.1");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&so, &link)
+        .map_err(|e| format!("cannot link {} to {}: {e}", link.display(), so.display()))?;
+    Ok(dir)
+}
+
+/// `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--leaks] -- CMD ARGS...`: builds the
+/// emulated libibverbs, runs CMD with it first on `LD_LIBRARY_PATH` and returns CMD's
+/// exit code (128 + the signal number when a signal ended it).
+pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
+    let (program, program_args) = cmd
+        .split_first()
+        .ok_or("cargo xtask emu: no command given (usage: cargo xtask emu -- CMD ARGS...)")?;
+    vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
+    let mut build = cargo();
+    build.args(["build", "--quiet", "-p", "emulator"]);
+    run(build, "building the emulated libibverbs")?;
+    let lib = emu_lib_dir()?;
+    let mut path = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let mut c = Command::new(program);
+    c.args(program_args).env("LD_LIBRARY_PATH", path);
+    if let Some(t) = &args.topology {
+        let abs =
+            std::fs::canonicalize(t).map_err(|e| format!("--topology {}: {e}", t.display()))?;
+        c.env("VERBS_EMU_TOPOLOGY", abs);
+    }
+    if let Some(seed) = args.seed {
+        c.env("VERBS_EMU_SEED", seed.to_string());
+    }
+    if let Some(host) = &args.host {
+        c.env("VERBS_EMU_HOST", host);
+    }
+    if args.leaks {
+        c.env("VERBS_EMU_LEAKS", "1");
+    }
+    let status = c
+        .status()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1))
 }

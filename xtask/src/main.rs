@@ -18,19 +18,25 @@
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
 //!   cached under `target/softroce/`; see the [`vm`] module.
+//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--leaks] -- CMD ARGS...`: build the
+//!   emulated libibverbs (crate `emulator`) and run CMD with it first on `LD_LIBRARY_PATH`;
+//!   exits with CMD's exit code.
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks.
 //! - `cargo xtask fuzz [--time S | --runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
+//! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
 //!   form ([`cmd::CI_SWARM_SEEDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
-//!   (also with the hardware features), docs, the simulator suite, and the hardware suite
-//!   on Soft-RoCE in the VM.
+//!   (also with the hardware features), docs, the simulator suite, the emulator's tests
+//!   (Debian programs on the emulated libibverbs), and the hardware suite on Soft-RoCE in
+//!   the VM.
 
 mod cmd;
 mod fuzz;
+mod miri;
 mod vm;
 
 use std::process::ExitCode;
@@ -99,6 +105,31 @@ enum Command {
     },
     /// Run the benchmarks (spead vs spead2, the simulator's packet path).
     Bench,
+    /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
+    /// `emulator`) and runs CMD with it first on LD_LIBRARY_PATH, so an unmodified,
+    /// dynamically linked verbs program (ibv_devinfo, ...) sees the simulated devices of
+    /// its host. Exits with CMD's exit code.
+    Emu {
+        /// A topology file (TOML: [[host]] name, ip, personality); default: hosts h1..h4,
+        /// 10.100.0.1..4/24, one mlx5 device each.
+        #[arg(long, value_name = "FILE")]
+        topology: Option<std::path::PathBuf>,
+        /// The seed of the simulator's random draws.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The host CMD runs as (sets VERBS_EMU_HOST; h1 by default).
+        #[arg(long)]
+        host: Option<String>,
+        /// At CMD's exit, name the verbs objects it did not destroy (sets VERBS_EMU_LEAKS).
+        #[arg(long)]
+        leaks: bool,
+        /// The command to run, and its arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        cmd: Vec<String>,
+    },
+    /// Run the tests that exercise our unsafe code outside FFI (slot pools, simulated
+    /// DMA) under Miri (nightly; installs the miri component if missing).
+    Miri,
     /// The fault swarm: one random scenario per seed on every core, checked against the
     /// invariants and run twice for the same trace: `cargo xtask swarm --seeds A..B
     /// [--threads N] [--shrink N] [--out DIR]`. Shard a long run by seed range.
@@ -171,10 +202,29 @@ fn main() -> ExitCode {
         Command::Scenario { args } => cmd::scenario_tool(&args),
         Command::Replay { args } => cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()),
         Command::Bench => cmd::bench(),
+        Command::Emu {
+            topology,
+            seed,
+            host,
+            leaks,
+            cmd,
+        } => {
+            let args = cmd::EmuArgs {
+                topology,
+                seed,
+                host,
+                leaks,
+            };
+            match cmd::emu(&cmd, &args) {
+                Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
+                Err(e) => Err(e),
+            }
+        }
         Command::Fuzz { time, runs, target } => {
             let budget = runs.map_or(fuzz::Budget::Seconds(time), fuzz::Budget::Runs);
             fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ())
         }
+        Command::Miri => miri::run(&cmd::root()),
         Command::Swarm { args } => cmd::scenario_tool(&[vec!["swarm".to_owned()], args].concat()),
         Command::Vm {
             timeout,

@@ -45,6 +45,7 @@ pub use netwire::pcap::{
     MAX_RECORD,
 };
 
+use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 
 /// A UDP datagram from a capture.
@@ -263,7 +264,11 @@ impl<R: Read> PcapSource<R> {
     /// # Errors
     /// As [`Self::next_datagram`]; datagrams handed over before the error stay in the
     /// stream.
-    pub fn pump(&mut self, stream: &mut Stream, max: usize) -> Result<usize, PcapError> {
+    pub fn pump<H: HeapSink>(
+        &mut self,
+        stream: &mut Stream<H>,
+        max: usize,
+    ) -> Result<usize, PcapError> {
         let mut n = 0;
         let mut result = Ok(());
         while n < max && !stream.is_stopped() {
@@ -291,7 +296,7 @@ impl<R: Read> PcapSource<R> {
     ///
     /// # Errors
     /// As [`Self::pump`].
-    pub fn run(&mut self, stream: &mut Stream) -> Result<(), PcapError> {
+    pub fn run<H: HeapSink>(&mut self, stream: &mut Stream<H>) -> Result<(), PcapError> {
         while !self.done {
             self.pump(stream, 64)?;
         }

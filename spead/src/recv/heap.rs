@@ -39,10 +39,13 @@ pub struct Heap {
     pub cnt: u64,
     /// Flavour of its packets.
     pub flavour: Flavour,
-    /// True when every byte of a heap with HEAP_LENGTH arrived.
+    /// True when every byte of a heap with HEAP_LENGTH arrived and no item pointer
+    /// addresses beyond HEAP_LENGTH (spead2's `live_heap::is_complete`).
     pub complete: bool,
-    /// True when the received bytes form one run from offset 0 (always true for
-    /// complete heaps; the only way a heap without HEAP_LENGTH is delivered).
+    /// spead2's `live_heap::is_contiguous`: the bytes received are exactly those up to
+    /// the heap's end (HEAP_LENGTH, the furthest item address, or for heaps without
+    /// HEAP_LENGTH the furthest payload byte, whichever is largest). True for complete
+    /// heaps; the only way a heap without HEAP_LENGTH is whole.
     pub contiguous: bool,
     /// HEAP_LENGTH, if any packet carried it.
     pub heap_length: Option<u64>,
@@ -50,6 +53,8 @@ pub struct Heap {
     pub received_length: u64,
     /// Received payload ranges `[start, end)`, sorted (filled for incomplete heaps).
     pub payload_ranges: Vec<(u64, u64)>,
+    /// spead2's `min_length`: where the heap's items end.
+    pub(crate) min_length: u64,
     /// The heap contained STREAM_CTRL = stop.
     pub end_of_stream: bool,
     /// Payload and item pointers (pooled).
@@ -62,23 +67,21 @@ impl Heap {
         self.heap_length.unwrap_or(self.received_length)
     }
 
+    /// Where the last addressed item ends: spead2's `min_length` (HEAP_LENGTH for a
+    /// complete heap).
+    pub fn items_end(&self) -> u64 {
+        self.min_length
+    }
+
     /// The payload bytes (unreceived parts of incomplete heaps are unspecified).
     pub fn payload(&self) -> &[u8] {
         let end = (self.payload_end() as usize).min(self.payload.len());
         &self.payload.as_slice()[..end]
     }
 
-    fn covered(&self, start: u64, end: u64) -> bool {
-        if self.complete || (self.contiguous && end <= self.received_length) {
-            return true;
-        }
-        self.payload_ranges
-            .iter()
-            .any(|&(s, e)| s <= start && end <= e)
-    }
-
     /// The heap's items in spead2's order, without descriptors (as spead2's
-    /// `get_items`). For incomplete heaps, only items whose bytes all arrived.
+    /// `get_items`). A heap that is not contiguous gives only its immediate items, as
+    /// spead2's `incomplete_heap` does.
     pub fn items(&self) -> Vec<Item<'_>> {
         let mut items = self.raw_items();
         items.retain(|i| !(i.id == DESCRIPTOR_ID && i.immediate.is_none()));
@@ -91,7 +94,7 @@ impl Heap {
         extract_items(
             self.flavour,
             self.payload.pointers(),
-            self.payload_end(),
+            self.min_length,
             &mut raw,
         );
         raw.into_iter().filter_map(|r| self.item(r)).collect()
@@ -99,10 +102,10 @@ impl Heap {
 
     /// Every item in the order its pointer arrived (the wire order when the packets
     /// came in order), descriptor and empty items included: what it takes to send the
-    /// heap again byte for byte. For incomplete heaps, only items whose bytes all
-    /// arrived.
+    /// heap again byte for byte. A heap that is not contiguous gives only its
+    /// immediate items.
     pub fn wire_items(&self) -> Vec<Item<'_>> {
-        items_in_pointer_order(self.flavour, self.payload.pointers(), self.payload_end())
+        items_in_pointer_order(self.flavour, self.payload.pointers(), self.min_length)
             .into_iter()
             .filter_map(|r| self.item(r))
             .collect()
@@ -117,7 +120,7 @@ impl Heap {
                 data: ItemData::Inline(v.to_be_bytes(), self.flavour.immediate_bytes()),
             }),
             ItemValue::Range(s, e) => {
-                if !self.covered(s, e) || e as usize > self.payload.len() {
+                if !self.contiguous || e as usize > self.payload.len() {
                     return None;
                 }
                 Some(Item {
@@ -143,10 +146,14 @@ impl Heap {
         self.has_ctrl(CTRL_STREAM_START)
     }
 
+    /// spead2's `heap_base::is_ctrl_item` (`src/recv_heap.cpp`): any STREAM_CTRL
+    /// item, immediate or addressed (of at most 8 bytes), holding `value`.
     fn has_ctrl(&self, value: u64) -> bool {
-        self.payload.pointers().iter().any(|&p| {
-            let d = self.flavour.decode(p);
-            d.immediate && d.id == STREAM_CTRL_ID && d.value == value
+        self.raw_items().iter().any(|i| {
+            let b = i.bytes();
+            i.id == STREAM_CTRL_ID
+                && b.len() <= 8
+                && b.iter().fold(0u64, |a, &x| (a << 8) | u64::from(x)) == value
         })
     }
 

@@ -26,6 +26,23 @@ pub struct PoolStats {
     pub idle_bytes: u64,
 }
 
+/// Above this size, a buffer request is first tried without committing to it.
+const PROBE_ABOVE: usize = 64 << 20;
+
+/// `len` zero bytes, or `None` when the allocator cannot provide them.
+///
+/// `vec![0; len]` takes zeroed pages from the system without touching them (a heap
+/// announced as huge costs nothing until its bytes arrive) but aborts the process when
+/// the memory cannot be had; a large request is therefore first tried with a fallible
+/// reservation, which fails cleanly for sizes the system will not give.
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len > PROBE_ABOVE {
+        let mut probe: Vec<u8> = Vec::new();
+        probe.try_reserve_exact(len).ok()?;
+    }
+    Some(vec![0u8; len])
+}
+
 /// An idle payload buffer and the pointer list that travels with it.
 type Idle = (Vec<u8>, Vec<u64>);
 
@@ -72,7 +89,17 @@ impl MemoryPool {
     }
 
     /// A buffer of at least `len` initialised bytes (contents unspecified).
+    ///
+    /// # Panics
+    /// When the allocator cannot provide `len` bytes (see [`MemoryPool::try_acquire`]).
     pub fn acquire(&self, len: usize) -> PoolBuffer {
+        self.try_acquire(len)
+            .unwrap_or_else(|| panic!("cannot allocate a {len}-byte heap buffer"))
+    }
+
+    /// A buffer of at least `len` initialised bytes (contents unspecified), or `None`
+    /// when the allocator cannot provide that much.
+    pub fn try_acquire(&self, len: usize) -> Option<PoolBuffer> {
         let mut inner = self.lock();
         let pos = inner.free.iter().rposition(|(b, _)| b.len() >= len);
         let (buf, mut pointers) = match pos {
@@ -84,17 +111,18 @@ impl MemoryPool {
                 (b, p)
             }
             None => {
-                inner.stats.allocated += 1;
                 drop(inner);
-                (vec![0u8; len], Vec::with_capacity(16))
+                let b = zeroed(len)?;
+                self.lock().stats.allocated += 1;
+                (b, Vec::with_capacity(16))
             }
         };
         pointers.clear();
-        PoolBuffer {
+        Some(PoolBuffer {
             buf,
             pointers,
             pool: Some(self.clone()),
-        }
+        })
     }
 
     /// Current statistics.
@@ -130,14 +158,19 @@ pub struct PoolBuffer {
 }
 
 impl PoolBuffer {
-    /// Grows the buffer to at least `len` bytes, keeping its contents.
-    pub fn grow(&mut self, len: usize) {
+    /// Grows the buffer to at least `len` bytes, keeping its contents. Returns false
+    /// (and leaves the buffer alone) when the allocator cannot provide that much.
+    pub fn try_grow(&mut self, len: usize) -> bool {
         if len > self.buf.len() {
+            if self.buf.try_reserve_exact(len - self.buf.len()).is_err() {
+                return false;
+            }
             self.buf.resize(len, 0);
             if let Some(p) = &self.pool {
                 p.note_grow();
             }
         }
+        true
     }
 
     /// The whole buffer (may be longer than the heap).

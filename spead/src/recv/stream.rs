@@ -1,23 +1,35 @@
 //! The sans-IO receive core: packets in, heaps out, with spead2's semantics.
 //!
-//! [`Stream::add_packet`] takes one packet's bytes, updates the live heaps and queues
-//! finished heaps for [`Stream::pop_heap`]. It does no I/O, so UDP, TCP, memory and
-//! (later) verbs transports all drive the same code. The per-packet path copies the
-//! payload once into a pooled heap buffer and allocates nothing in steady state.
+//! [`Stream::add_datagram`], [`Stream::add_buffer`] and [`Stream::add_decoded`] take
+//! packets, update the live heaps and hand finished heaps to the stream's [`HeapSink`]:
+//! for a plain [`Stream`] a queue read with [`Stream::pop_heap`], for a
+//! [`super::ChunkStream`] chunks. No I/O happens here,
+//! so UDP, TCP, memory, pcap and verbs transports all drive the same code. The
+//! per-packet path copies the payload once and allocates nothing in steady state.
 //!
-//! Live heaps sit in a ring of `max_heaps` slots per substream, exactly as spead2 4.5.1:
-//! a new heap takes the slot after the last one used (evicting whatever is there, even
-//! when another slot is free), and a single-packet heap takes a slot too.
-
-use std::collections::VecDeque;
+//! The rules follow spead2 4.5.1 `src/recv_stream.cpp` (`stream_base::add_packet`) and
+//! `src/recv_live_heap.cpp` (`live_heap::add_packet`):
+//! - live heaps sit in a ring of `max_heaps` slots per substream: a new heap takes the
+//!   slot after the last one used (evicting whatever is there, even when another slot
+//!   is free), and a single-packet heap takes a slot too;
+//! - a heap is complete when the bytes received equal HEAP_LENGTH *and* no item pointer
+//!   addresses beyond it (`min_length`); it is contiguous when the bytes received equal
+//!   `min_length`;
+//! - a stop item stops the stream; a complete stop heap is not delivered, an incomplete
+//!   one is flushed with the rest.
 
 use super::heap::Heap;
-use super::pool::{MemoryPool, PoolBuffer, PoolStats};
+use super::pool::MemoryPool;
+use super::sink::{Exit, HeapQueue, HeapSink, LiveHeap};
+use super::stats::{DuplicateStat, StatMode, Stats, StatsConfig};
 use crate::wire::{
-    decode_datagram, decode_packet, Flavour, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
+    decode_datagram, decode_packet, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
 };
 
-/// Receiver configuration (spead2's `StreamConfig` plus our safety limits).
+/// Receiver configuration (spead2's `stream_config` plus our safety limits).
+///
+/// The defaults accept every heap spead2 accepts: no limit on heap size (memory that
+/// cannot be had is a counted rejection, not a crash), pointers or ranges.
 #[derive(Debug, Clone)]
 pub struct StreamConfig {
     /// Live (partial) heaps per substream (spead2 default 4).
@@ -30,18 +42,25 @@ pub struct StreamConfig {
     pub allow_unsized_heaps: bool,
     /// Stop when a STREAM_CTRL = stop item arrives.
     pub stop_on_stop_item: bool,
-    /// Deliver the stop heap itself.
+    /// Deliver a complete stop heap itself (spead2 never does).
     pub deliver_stop_heap: bool,
-    /// Deliver incomplete heaps (with their ranges) instead of dropping them.
+    /// Deliver heaps that are not contiguous (with their ranges) instead of dropping
+    /// them: spead2's `ring_stream_config::contiguous_only = false`.
     pub deliver_incomplete: bool,
+    /// Do not accept packets until [`Stream::start`] (spead2's `explicit_start`).
+    pub explicit_start: bool,
     /// Largest heap accepted (HEAP_LENGTH, or bytes seen for unsized heaps).
     pub max_heap_size: u64,
     /// Most distinct item pointers kept per heap.
     pub max_pointers_per_heap: usize,
     /// Most disjoint payload ranges tracked per heap in out-of-order mode.
     pub max_ranges_per_heap: usize,
-    /// Where heap payload buffers come from.
+    /// Where heap payload buffers come from (plain streams).
     pub pool: MemoryPool,
+    /// Custom statistics (see [`StreamConfig::add_stat`]).
+    pub stats: StatsConfig,
+    /// An identifier the stream gives its chunks (spead2's `stream_id`).
+    pub stream_id: usize,
 }
 
 impl Default for StreamConfig {
@@ -54,53 +73,31 @@ impl Default for StreamConfig {
             stop_on_stop_item: true,
             deliver_stop_heap: false,
             deliver_incomplete: false,
-            max_heap_size: 256 << 20,
-            max_pointers_per_heap: 4096,
-            max_ranges_per_heap: 65536,
+            explicit_start: false,
+            max_heap_size: u64::MAX,
+            max_pointers_per_heap: usize::MAX,
+            max_ranges_per_heap: usize::MAX,
             pool: MemoryPool::default(),
+            stats: StatsConfig::default(),
+            stream_id: 0,
         }
     }
 }
 
-/// Counters. The first nine are spead2's, with spead2's meaning; the rest are ours.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Heaps that left the stream (complete, evicted or flushed).
-    pub heaps: u64,
-    /// Incomplete heaps evicted to make room for a new heap.
-    pub incomplete_heaps_evicted: u64,
-    /// Incomplete heaps flushed at stop.
-    pub incomplete_heaps_flushed: u64,
-    /// Packets decoded and offered to heap assembly.
-    pub packets: u64,
-    /// Batches of packets (one per `recvmmsg`, buffer, ...).
-    pub batches: u64,
-    /// Largest batch.
-    pub max_batch: u64,
-    /// Heaps that arrived in a single packet.
-    pub single_packet_heaps: u64,
-    /// Heap look-ups (one probe each: spead2 counts hash-table probes).
-    pub search_dist: u64,
-    /// Times a worker blocked on a full queue of heaps.
-    pub worker_blocked: u64,
-    /// Packets dropped by in-order mode (gaps, duplicates, new heaps not at offset 0).
-    pub packets_dropped_in_order: u64,
-    /// Packets dropped by out-of-order mode as duplicates or overlaps.
-    pub packets_duplicate: u64,
-    /// Packets that failed to decode (every [`WireError`]).
-    pub packets_malformed: u64,
-    /// Packets whose HEAP_LENGTH or flavour disagreed with their heap's.
-    pub packets_inconsistent: u64,
-    /// Packets of heaps longer than `max_heap_size` (or unsized when not allowed).
-    pub packets_too_large: u64,
-    /// Packets arriving after the stream stopped.
-    pub packets_after_stop: u64,
-    /// Incomplete heaps dropped rather than delivered.
-    pub incomplete_heaps_dropped: u64,
-    /// Item pointers dropped because a heap had too many.
-    pub pointers_dropped: u64,
-    /// Heap payload buffer pool statistics.
-    pub pool: PoolStats,
+impl StreamConfig {
+    /// Registers a custom statistic and returns its index (spead2's
+    /// `stream_config::add_stat`; the first custom statistic has index 9).
+    ///
+    /// # Errors
+    /// [`DuplicateStat`] if a statistic of that name exists.
+    pub fn add_stat(&mut self, name: &str, mode: StatMode) -> Result<usize, DuplicateStat> {
+        self.stats.add(name, mode)
+    }
+
+    /// The index of a statistic by name.
+    pub fn stat_index(&self, name: &str) -> Option<usize> {
+        self.stats.index(name)
+    }
 }
 
 /// Why a packet was not used.
@@ -112,74 +109,96 @@ pub enum Reject {
     OutOfOrder,
     /// Out-of-order mode: it overlaps bytes already received.
     Duplicate,
-    /// HEAP_LENGTH differs from the heap's.
+    /// HEAP_LENGTH differs from the heap's, or is smaller than the heap's items need.
     HeapLengthMismatch,
     /// Flavour differs from the heap's.
     FlavourMismatch,
     /// The heap would exceed `max_heap_size`, or is unsized when not allowed.
     TooLarge,
-    /// Too many disjoint ranges in one heap.
+    /// The heap already has `max_ranges_per_heap` disjoint ranges.
     TooFragmented,
+    /// Memory for the heap could not be had.
+    OutOfMemory,
+    /// An `explicit_start` stream has not been started.
+    NotStarted,
     /// The stream has stopped.
     Stopped,
 }
 
-/// A heap being assembled.
-#[derive(Debug)]
-struct LiveHeap {
-    cnt: u64,
-    flavour: Flavour,
-    heap_length: Option<u64>,
-    received: u64,
-    /// Payload, and the heap's item pointers with it.
-    payload: PoolBuffer,
-    ranges: Vec<(u64, u64)>,
-    end_of_stream: bool,
-}
+/// A finished heap's pointer and range lists, kept for the next heap.
+type Spare = (Vec<u64>, Vec<(u64, u64)>);
 
 #[derive(Debug)]
-struct Substream {
-    slots: Vec<Option<LiveHeap>>,
+struct Substream<S> {
+    slots: Vec<Option<LiveHeap<S>>>,
     head: usize,
 }
 
-/// Why a heap leaves the stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Exit {
-    Complete,
-    Evicted,
-    Flushed,
-}
-
-/// A SPEAD receive stream (sans-IO).
+/// A SPEAD receive stream (sans-IO). `Stream` (the default sink) queues heaps for
+/// [`Stream::pop_heap`]; [`super::ChunkStream`] writes them into chunks.
 #[derive(Debug)]
-pub struct Stream {
+pub struct Stream<H: HeapSink = HeapQueue> {
     config: StreamConfig,
-    subs: Vec<Substream>,
-    ready: VecDeque<Heap>,
+    subs: Vec<Substream<H::Storage>>,
+    pub(crate) sink: H,
     stats: Stats,
     stopped: bool,
-    spare_ranges: Vec<Vec<(u64, u64)>>,
+    started: bool,
+    spare: Vec<Spare>,
 }
 
-impl Stream {
+impl Stream<HeapQueue> {
     /// A stream with `config` (zero `max_heaps`/`substreams` are raised to 1).
-    pub fn new(mut config: StreamConfig) -> Self {
+    pub fn new(config: StreamConfig) -> Self {
+        let sink = HeapQueue::new(
+            config.pool.clone(),
+            config.deliver_incomplete,
+            config.max_heap_size,
+        );
+        Self::with_sink(config, sink)
+    }
+
+    /// The next finished heap, oldest first.
+    pub fn pop_heap(&mut self) -> Option<Heap> {
+        self.sink.ready.pop_front()
+    }
+
+    /// Number of finished heaps waiting.
+    pub fn ready_len(&self) -> usize {
+        self.sink.ready.len()
+    }
+
+    /// Counters, with a fresh snapshot of the pool statistics.
+    pub fn stats(&self) -> Stats {
+        let mut s = self.stats.clone();
+        s.pool = self.sink.pool().stats();
+        s
+    }
+}
+
+impl<H: HeapSink> Stream<H> {
+    pub(crate) fn with_sink(mut config: StreamConfig, sink: H) -> Self {
         config.max_heaps = config.max_heaps.max(1);
         config.substreams = config.substreams.max(1);
+        if !sink.allows_unsized() {
+            config.allow_unsized_heaps = false;
+        }
         let subs = (0..config.substreams)
             .map(|_| Substream {
                 slots: (0..config.max_heaps).map(|_| None).collect(),
                 head: config.max_heaps - 1,
             })
             .collect();
+        let stats = Stats::new(&config.stats);
+        let started = !config.explicit_start;
         Self {
             config,
             subs,
-            ready: VecDeque::with_capacity(64),
-            stats: Stats::default(),
+            sink,
+            stats,
             stopped: false,
-            spare_ranges: Vec::new(),
+            started,
+            spare: Vec::new(),
         }
     }
 
@@ -188,17 +207,13 @@ impl Stream {
         &self.config
     }
 
-    /// Counters, with a fresh snapshot of the pool statistics.
-    pub fn stats(&self) -> Stats {
-        let mut s = self.stats;
-        s.pool = self.config.pool.stats();
-        if s.packets > 0 && s.max_batch == 0 {
-            s.max_batch = 1;
-        }
-        s
+    /// Counters as they stand (pool statistics are filled by [`Stream::stats`]).
+    pub fn raw_stats(&self) -> &Stats {
+        &self.stats
     }
 
-    /// Mutable access to counters (for transports: `worker_blocked`).
+    /// Mutable access to counters (for transports: `worker_blocked`,
+    /// `packets_malformed`; for users: custom counters).
     pub fn stats_mut(&mut self) -> &mut Stats {
         &mut self.stats
     }
@@ -206,6 +221,16 @@ impl Stream {
     /// True once a stop item arrived (or [`Stream::stop`] was called).
     pub fn is_stopped(&self) -> bool {
         self.stopped
+    }
+
+    /// True unless this is an `explicit_start` stream not yet started.
+    pub fn is_started(&self) -> bool {
+        self.started
+    }
+
+    /// Starts an `explicit_start` stream (spead2's `stream::start`); no effect otherwise.
+    pub fn start(&mut self) {
+        self.started = true;
     }
 
     /// Records that a transport handed over `n` packets at once.
@@ -216,28 +241,20 @@ impl Stream {
         }
     }
 
-    /// The next finished heap, oldest first.
-    pub fn pop_heap(&mut self) -> Option<Heap> {
-        self.ready.pop_front()
-    }
-
-    /// Number of finished heaps waiting.
-    pub fn ready_len(&self) -> usize {
-        self.ready.len()
-    }
-
     /// Stops the stream, flushing live heaps.
     pub fn stop(&mut self) {
         if !self.stopped {
             self.stopped = true;
             self.flush();
+            self.sink.stopped(&mut self.stats);
         }
     }
 
-    /// Flushes every live heap (counted as `incomplete_heaps_flushed`).
+    /// Flushes every live heap (counted as `incomplete_heaps_flushed`), oldest slot
+    /// first in each substream, as spead2's `flush_unlocked`.
     pub fn flush(&mut self) {
+        let n = self.config.max_heaps;
         for s in 0..self.subs.len() {
-            let n = self.config.max_heaps;
             for _ in 0..n {
                 let sub = &mut self.subs[s];
                 sub.head = (sub.head + 1) % n;
@@ -254,9 +271,8 @@ impl Stream {
     /// # Errors
     /// The [`Reject`] reason when the packet was dropped (it is also counted).
     pub fn add_datagram(&mut self, data: &[u8]) -> Result<(), Reject> {
-        if self.stopped {
-            self.stats.packets_after_stop += 1;
-            return Err(Reject::Stopped);
+        if let Some(r) = self.refuse() {
+            return Err(r);
         }
         match decode_datagram(data) {
             Ok(p) => self.add_decoded(&p),
@@ -273,7 +289,7 @@ impl Stream {
     pub fn add_buffer(&mut self, data: &[u8]) -> usize {
         let mut pos = 0;
         let mut n = 0;
-        while pos < data.len() && !self.stopped {
+        while pos < data.len() && !self.stopped && self.started {
             match decode_packet(&data[pos..]) {
                 Ok(p) => {
                     pos += p.size();
@@ -290,12 +306,28 @@ impl Stream {
         pos
     }
 
+    fn refuse(&mut self) -> Option<Reject> {
+        if self.stopped {
+            self.stats.packets_after_stop += 1;
+            Some(Reject::Stopped)
+        } else if !self.started {
+            self.stats.packets_before_start += 1;
+            Some(Reject::NotStarted)
+        } else {
+            None
+        }
+    }
+
     /// Adds a packet that has already been decoded.
     ///
     /// # Errors
     /// The [`Reject`] reason when the packet was dropped (it is also counted).
     pub fn add_decoded(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
-        if self.stopped {
+        if let Some(r) = self.refuse() {
+            return Err(r);
+        }
+        if self.sink.poll() {
+            self.stop();
             self.stats.packets_after_stop += 1;
             return Err(Reject::Stopped);
         }
@@ -310,59 +342,71 @@ impl Stream {
             return Err(Reject::TooLarge);
         }
         let s = (p.heap_cnt % self.subs.len() as u64) as usize;
-        if p.heap_length == Some(p.payload.len() as u64) && p.payload_offset == 0 {
+        // spead2: a packet holding a whole heap matches no partial heap.
+        let found = if p.heap_length == Some(p.payload.len() as u64) {
             self.stats.single_packet_heaps += 1;
-            self.evict_next(s);
-            let mut heap = self.new_live(p);
-            Self::add_payload_unchecked(&self.config, &mut heap, p);
-            Self::add_pointers(&self.config, &mut self.stats, &mut heap, p);
-            self.after_add(s, None, heap);
-            return Ok(());
-        }
-        self.stats.search_dist += 1;
-        let sub = &self.subs[s];
-        let matches = |slot: &Option<LiveHeap>| slot.as_ref().is_some_and(|h| h.cnt == p.heap_cnt);
-        let found = if matches(&sub.slots[sub.head]) {
-            Some(sub.head)
+            None
         } else {
-            sub.slots.iter().position(matches)
-        };
-        match found {
-            Some(idx) => {
-                // Work on the heap in place: the common path moves nothing.
-                let Self {
-                    subs,
-                    config,
-                    stats,
-                    ..
-                } = self;
-                let Some(heap) = subs[s].slots[idx].as_mut() else {
-                    return Ok(());
-                };
-                Self::add_to_existing(config, stats, heap, p)?;
-                Self::add_pointers(config, stats, heap, p);
-                let done = heap.heap_length == Some(heap.received)
-                    || (heap.end_of_stream && config.stop_on_stop_item);
-                if done {
-                    if let Some(heap) = subs[s].slots[idx].take() {
-                        self.after_add(s, Some(idx), heap);
-                    }
-                }
-                Ok(())
+            self.stats.search_dist += 1;
+            let sub = &self.subs[s];
+            let matches =
+                |slot: &Option<LiveHeap<_>>| slot.as_ref().is_some_and(|h| h.cnt == p.heap_cnt);
+            if matches(&sub.slots[sub.head]) {
+                Some(sub.head)
+            } else {
+                sub.slots.iter().position(matches)
             }
+        };
+        let idx = match found {
+            Some(idx) => idx,
             None => {
                 if !self.config.allow_out_of_order && p.payload_offset != 0 {
                     self.stats.packets_dropped_in_order += 1;
                     return Err(Reject::OutOfOrder);
                 }
                 let idx = self.evict_next(s);
-                let mut heap = self.new_live(p);
-                Self::add_payload_unchecked(&self.config, &mut heap, p);
-                Self::add_pointers(&self.config, &mut self.stats, &mut heap, p);
-                self.after_add(s, Some(idx), heap);
-                Ok(())
+                let size = p.heap_length.unwrap_or(end);
+                let storage = self.sink.allocate(size, p, &mut self.stats)?;
+                let (pointers, ranges) = self.spare.pop().unwrap_or_default();
+                self.subs[s].slots[idx] = Some(LiveHeap {
+                    cnt: p.heap_cnt,
+                    flavour: p.flavour,
+                    heap_length: None,
+                    received: 0,
+                    min_length: 0,
+                    pointers,
+                    ranges,
+                    end_of_stream: false,
+                    storage,
+                });
+                idx
+            }
+        };
+        let Self {
+            subs,
+            config,
+            stats,
+            sink,
+            ..
+        } = self;
+        let Some(heap) = subs[s].slots[idx].as_mut() else {
+            return Ok(());
+        };
+        Self::add_to_heap(config, stats, sink, heap, p)?;
+        let stop = config.stop_on_stop_item && heap.end_of_stream;
+        if heap.is_complete() {
+            if let Some(heap) = subs[s].slots[idx].take() {
+                if stop && !config.deliver_stop_heap {
+                    self.recycle(heap);
+                } else {
+                    self.finish(heap, Exit::Complete);
+                }
             }
         }
+        if stop {
+            self.stop();
+        }
+        Ok(())
     }
 
     /// Advances the ring head of substream `s`, evicting its occupant. Returns the slot.
@@ -377,104 +421,73 @@ impl Stream {
         idx
     }
 
-    fn new_live(&mut self, p: &Packet<'_>) -> LiveHeap {
-        let end = p.payload_offset + p.payload.len() as u64;
-        let size = match p.heap_length {
-            Some(hl) => hl as usize,
-            None => (end as usize)
-                .max(4096)
-                .min(self.config.max_heap_size as usize),
-        };
-        let mut ranges = self.spare_ranges.pop().unwrap_or_default();
-        ranges.clear();
-        LiveHeap {
-            cnt: p.heap_cnt,
-            flavour: p.flavour,
-            heap_length: p.heap_length,
-            received: 0,
-            payload: self.config.pool.acquire(size),
-            ranges,
-            end_of_stream: false,
-        }
-    }
-
-    /// Checks and adds a packet to a heap that already exists.
-    fn add_to_existing(
+    /// spead2's `live_heap::add_packet`: checks, then records the packet.
+    fn add_to_heap(
         config: &StreamConfig,
         stats: &mut Stats,
-        h: &mut LiveHeap,
+        sink: &mut H,
+        h: &mut LiveHeap<H::Storage>,
         p: &Packet<'_>,
     ) -> Result<(), Reject> {
+        if let (Some(a), Some(b)) = (h.heap_length, p.heap_length) {
+            if a != b {
+                stats.packets_inconsistent += 1;
+                return Err(Reject::HeapLengthMismatch);
+            }
+        }
+        if p.heap_length.is_some_and(|b| b < h.min_length) {
+            stats.packets_inconsistent += 1;
+            return Err(Reject::HeapLengthMismatch);
+        }
         if p.flavour != h.flavour {
             stats.packets_inconsistent += 1;
             return Err(Reject::FlavourMismatch);
         }
         let start = p.payload_offset;
         let end = start + p.payload.len() as u64;
-        match (h.heap_length, p.heap_length) {
-            (Some(a), Some(b)) if a != b => {
-                stats.packets_inconsistent += 1;
-                return Err(Reject::HeapLengthMismatch);
-            }
-            (None, Some(b)) => {
-                let seen = h.ranges.last().map_or(h.received, |r| r.1.max(h.received));
-                if b < seen {
-                    stats.packets_inconsistent += 1;
-                    return Err(Reject::HeapLengthMismatch);
-                }
-            }
-            _ => {}
-        }
-        if h.heap_length.or(p.heap_length).is_some_and(|hl| end > hl) {
-            stats.packets_inconsistent += 1;
-            return Err(Reject::HeapLengthMismatch);
-        }
+        let mut range_pos = None;
         if config.allow_out_of_order {
+            // spead2's add_payload_range: reject any overlap with what arrived.
             let pos = h.ranges.partition_point(|r| r.0 < start);
             let overlaps_prev = pos > 0 && h.ranges[pos - 1].1 > start;
             let overlaps_next = pos < h.ranges.len() && h.ranges[pos].0 < end;
-            if start < end && (overlaps_prev || overlaps_next) {
+            if overlaps_prev || overlaps_next {
                 stats.packets_duplicate += 1;
                 return Err(Reject::Duplicate);
             }
             let merge_prev = pos > 0 && h.ranges[pos - 1].1 == start;
             let merge_next = pos < h.ranges.len() && h.ranges[pos].0 == end;
             if !merge_prev && !merge_next && h.ranges.len() >= config.max_ranges_per_heap {
-                stats.packets_duplicate += 1;
+                stats.packets_too_fragmented += 1;
                 return Err(Reject::TooFragmented);
             }
+            range_pos = Some((pos, merge_prev, merge_next));
         } else if start != h.received {
             stats.packets_dropped_in_order += 1;
             return Err(Reject::OutOfOrder);
         }
-        if h.heap_length.is_none() {
-            if let Some(b) = p.heap_length {
-                h.heap_length = Some(b);
+        match p.heap_length {
+            Some(hl) => {
+                if h.heap_length.is_none() {
+                    h.min_length = h.min_length.max(hl);
+                    if let Err(e) = sink.reserve(&mut h.storage, h.min_length) {
+                        stats.heaps_alloc_failed += 1;
+                        return Err(e);
+                    }
+                    h.heap_length = Some(hl);
+                }
+            }
+            None => {
+                // The memory need not cover pointer addresses beyond the data: such a
+                // heap is never contiguous, so those items are never read.
+                if let Err(e) = sink.reserve(&mut h.storage, end) {
+                    stats.heaps_alloc_failed += 1;
+                    return Err(e);
+                }
+                h.min_length = h.min_length.max(end);
             }
         }
-        Self::add_payload_unchecked(config, h, p);
-        Ok(())
-    }
-
-    /// Copies the payload in and records its range (checks already done).
-    fn add_payload_unchecked(config: &StreamConfig, h: &mut LiveHeap, p: &Packet<'_>) {
-        let start = p.payload_offset;
-        let len = p.payload.len();
-        let end = start + len as u64;
-        let need = h.heap_length.unwrap_or(end).max(end) as usize;
-        if need > h.payload.len() {
-            let grown = (h.payload.len() * 2)
-                .max(need)
-                .min(config.max_heap_size as usize)
-                .max(need);
-            h.payload.grow(grown);
-        }
-        h.payload.as_mut_slice()[start as usize..end as usize].copy_from_slice(p.payload);
-        h.received += len as u64;
-        if config.allow_out_of_order && len > 0 {
-            let pos = h.ranges.partition_point(|r| r.0 < start);
-            let merge_prev = pos > 0 && h.ranges[pos - 1].1 == start;
-            let merge_next = pos < h.ranges.len() && h.ranges[pos].0 == end;
+        if let Some((pos, merge_prev, merge_next)) = range_pos.filter(|_| start < end) {
             match (merge_prev, merge_next) {
                 (true, true) => {
                     h.ranges[pos - 1].1 = h.ranges[pos].1;
@@ -485,104 +498,58 @@ impl Stream {
                 (false, false) => h.ranges.insert(pos, (start, end)),
             }
         }
+        Self::add_pointers(config, stats, h, p);
+        if !p.payload.is_empty() {
+            sink.write(&mut h.storage, p);
+            h.received += p.payload.len() as u64;
+        }
+        Ok(())
     }
 
-    fn add_pointers(config: &StreamConfig, stats: &mut Stats, h: &mut LiveHeap, p: &Packet<'_>) {
+    /// spead2's `live_heap::add_pointers`: every addressed pointer raises `min_length`;
+    /// items 1-4 (HEAP_CNT .. PAYLOAD_LENGTH) are never items, immediate or not;
+    /// duplicates collapse; NULL pointers are kept (they end the previous item).
+    fn add_pointers(
+        config: &StreamConfig,
+        stats: &mut Stats,
+        h: &mut LiveHeap<H::Storage>,
+        p: &Packet<'_>,
+    ) {
         let hab = p.flavour.heap_address_bits();
         let max_id = p.flavour.max_id();
+        let mask = p.flavour.value_mask();
         for raw in p.raw_pointers() {
+            let immediate = raw >> 63 != 0;
+            if !immediate {
+                h.min_length = h.min_length.max(raw & mask);
+            }
             let id = (raw >> hab) & max_id;
-            if raw >> 63 != 0 && (HEAP_CNT_ID..=PAYLOAD_LENGTH_ID).contains(&id) {
+            if (HEAP_CNT_ID..=PAYLOAD_LENGTH_ID).contains(&id) || h.pointers.contains(&raw) {
                 continue;
             }
-            let pointers = h.payload.pointers_mut();
-            if pointers.contains(&raw) {
-                continue;
-            }
-            if pointers.len() >= config.max_pointers_per_heap {
+            if h.pointers.len() >= config.max_pointers_per_heap {
                 stats.pointers_dropped += 1;
                 continue;
             }
-            pointers.push(raw);
+            h.pointers.push(raw);
         }
         h.end_of_stream |= p.stop;
     }
 
-    /// After a packet was added: deliver the heap if complete, handle stop, or put it
-    /// back in its slot.
-    fn after_add(&mut self, s: usize, slot: Option<usize>, heap: LiveHeap) {
-        let complete = heap.heap_length == Some(heap.received);
-        let stopping = heap.end_of_stream && self.config.stop_on_stop_item;
-        if stopping {
-            if self.config.deliver_stop_heap {
-                let exit = if complete {
-                    Exit::Complete
-                } else {
-                    Exit::Flushed
-                };
-                self.finish(heap, exit);
-            } else {
-                self.recycle(heap);
-            }
-            self.stop();
-            return;
-        }
-        if complete {
-            self.finish(heap, Exit::Complete);
-        } else if let Some(idx) = slot {
-            self.subs[s].slots[idx] = Some(heap);
-        } else {
-            // A single-packet heap is always complete; nothing else reaches here.
-            self.recycle(heap);
-        }
-    }
-
-    fn recycle(&mut self, mut heap: LiveHeap) {
+    fn recycle(&mut self, mut heap: LiveHeap<H::Storage>) {
+        heap.pointers.clear();
         heap.ranges.clear();
-        self.spare_ranges.push(std::mem::take(&mut heap.ranges));
+        self.spare.push((heap.pointers, heap.ranges));
     }
 
-    fn finish(&mut self, mut h: LiveHeap, exit: Exit) {
+    fn finish(&mut self, mut h: LiveHeap<H::Storage>, exit: Exit) {
         self.stats.heaps += 1;
         match exit {
             Exit::Complete => {}
             Exit::Evicted => self.stats.incomplete_heaps_evicted += 1,
             Exit::Flushed => self.stats.incomplete_heaps_flushed += 1,
         }
-        let complete = exit == Exit::Complete;
-        let contiguous = complete
-            || if self.config.allow_out_of_order {
-                h.ranges.len() == 1 && h.ranges[0].0 == 0
-            } else {
-                h.received > 0
-            };
-        let unsized_ok = h.heap_length.is_none() && contiguous;
-        if !complete && !unsized_ok && !self.config.deliver_incomplete {
-            self.stats.incomplete_heaps_dropped += 1;
-            self.recycle(h);
-            return;
-        }
-        let payload_ranges = if complete {
-            Vec::new()
-        } else if self.config.allow_out_of_order {
-            h.ranges.clone()
-        } else if h.received > 0 {
-            vec![(0, h.received)]
-        } else {
-            Vec::new()
-        };
-        let heap = Heap {
-            cnt: h.cnt,
-            flavour: h.flavour,
-            complete,
-            contiguous,
-            heap_length: h.heap_length,
-            received_length: h.received,
-            payload_ranges,
-            end_of_stream: h.end_of_stream,
-            payload: std::mem::take(&mut h.payload),
-        };
+        self.sink.heap_ready(&mut h, exit, &mut self.stats);
         self.recycle(h);
-        self.ready.push_back(heap);
     }
 }

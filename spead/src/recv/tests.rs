@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::send::{heap_to_bytes, Heap as SendHeap};
-use crate::wire::{decode_packet, Flavour};
+use crate::wire::Flavour;
 
 fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| c.is_ascii_hexdigit()).collect();
@@ -19,14 +19,8 @@ fn packets(len: usize, cnt: u64) -> Vec<Vec<u8>> {
     split(&heap_to_bytes(&h, cnt, 200).unwrap())
 }
 
-fn split(mut b: &[u8]) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    while !b.is_empty() {
-        let n = decode_packet(b).unwrap().size();
-        out.push(b[..n].to_vec());
-        b = &b[n..];
-    }
-    out
+fn split(b: &[u8]) -> Vec<Vec<u8>> {
+    crate::wire::split_packets(b).map(<[u8]>::to_vec).collect()
 }
 
 fn run(pkts: &[&Vec<u8>], config: StreamConfig) -> (Vec<u64>, Stats) {
@@ -267,4 +261,253 @@ fn pool_buffers_are_reused() {
     let pool = s.stats().pool;
     assert_eq!(pool.allocated, 1);
     assert_eq!(pool.reused, 9);
+}
+
+/// A SPEAD-64-48 packet with the given specials, extra pointers and payload.
+fn raw(cnt: u64, heap_len: Option<u64>, offset: u64, extra: &[u64], payload: &[u8]) -> Vec<u8> {
+    let f = Flavour::SPEAD_64_48;
+    let mut ptrs = vec![f.immediate(1, cnt)];
+    ptrs.extend(heap_len.map(|l| f.immediate(2, l)));
+    ptrs.push(f.immediate(3, offset));
+    ptrs.push(f.immediate(4, payload.len() as u64));
+    ptrs.extend_from_slice(extra);
+    crate::wire::encode_packet(f, &ptrs, payload).unwrap()
+}
+
+const F: Flavour = Flavour::SPEAD_64_48;
+
+#[test]
+fn an_item_past_heap_length_keeps_the_heap_incomplete() {
+    // spead2 live_heap::is_complete: received == heap_length == min_length.
+    let p = raw(
+        7,
+        Some(8),
+        0,
+        &[F.address(0x1000, 0), F.address(0x1001, 16)],
+        &[1; 8],
+    );
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&p).unwrap();
+    assert!(
+        s.pop_heap().is_none(),
+        "all 8 bytes arrived, yet not complete"
+    );
+    s.stop();
+    assert!(s.pop_heap().is_none(), "not contiguous: dropped");
+    let st = s.stats();
+    assert_eq!((st.heaps, st.incomplete_heaps_flushed), (1, 1));
+    assert_eq!(st.incomplete_heaps_dropped, 1);
+    // With incomplete heaps delivered it comes out incomplete, with no addressed items.
+    let mut s = Stream::new(StreamConfig {
+        deliver_incomplete: true,
+        ..StreamConfig::default()
+    });
+    s.add_datagram(&p).unwrap();
+    s.stop();
+    let h = s.pop_heap().unwrap();
+    assert_eq!((h.complete, h.contiguous), (false, false));
+    assert_eq!((h.received_length, h.items_end()), (8, 16));
+    assert!(h.items().is_empty());
+}
+
+#[test]
+fn heap_length_smaller_than_an_item_address_is_rejected() {
+    let first = raw(3, None, 0, &[F.address(0x1000, 40)], &[0; 8]);
+    let second = raw(3, Some(16), 8, &[], &[0; 8]);
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&first).unwrap();
+    assert_eq!(s.add_datagram(&second), Err(Reject::HeapLengthMismatch));
+    assert_eq!(s.stats().packets_inconsistent, 1);
+}
+
+#[test]
+fn items_1_to_4_are_never_items_but_null_ends_an_item() {
+    // An addressed PAYLOAD_OFFSET (3) pointer is dropped by spead2's add_pointers, so
+    // it neither appears nor ends the item before it; a NULL pointer does end it.
+    let p = raw(
+        9,
+        Some(24),
+        0,
+        &[
+            F.address(0x1000, 0),
+            F.address(3, 8),
+            F.address(0x1001, 16),
+            F.address(0, 20),
+        ],
+        &(0u8..24).collect::<Vec<_>>(),
+    );
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&p).unwrap();
+    let h = s.pop_heap().unwrap();
+    let items: Vec<(u64, Vec<u8>)> = h
+        .items()
+        .iter()
+        .map(|i| (i.id, i.bytes().to_vec()))
+        .collect();
+    assert_eq!(
+        items,
+        vec![
+            (0x1000, (0u8..16).collect()),
+            (0x1001, vec![16, 17, 18, 19])
+        ]
+    );
+}
+
+#[test]
+fn default_limits_accept_many_pointers() {
+    let mut h = SendHeap::new(Flavour::SPEAD_64_48);
+    for i in 0..5000 {
+        h.add_immediate(0x1000 + i, i);
+    }
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_buffer(&heap_to_bytes(&h, 1, 1472).unwrap());
+    let got = s.pop_heap().unwrap();
+    assert!(got.complete);
+    assert_eq!(got.items().len(), 5000);
+    assert_eq!(s.stats().pointers_dropped, 0);
+}
+
+#[test]
+fn unallocatable_heap_is_refused_and_counted() {
+    let p = raw(1, Some((1 << 48) - 1), 0, &[], &[0; 8]);
+    let mut s = Stream::new(StreamConfig::default());
+    assert_eq!(s.add_datagram(&p), Err(Reject::OutOfMemory));
+    assert_eq!(s.stats().heaps_alloc_failed, 1);
+}
+
+#[test]
+fn too_fragmented_is_counted_as_such() {
+    let a = packets(600, 1);
+    assert_eq!(a.len(), 4);
+    let mut s = Stream::new(StreamConfig {
+        allow_out_of_order: true,
+        max_ranges_per_heap: 1,
+        ..StreamConfig::default()
+    });
+    s.add_datagram(&a[0]).unwrap();
+    assert_eq!(s.add_datagram(&a[2]), Err(Reject::TooFragmented));
+    assert_eq!(s.add_datagram(&a[0]), Err(Reject::Duplicate));
+    let st = s.stats();
+    assert_eq!((st.packets_too_fragmented, st.packets_duplicate), (1, 1));
+}
+
+#[test]
+fn incomplete_stop_heap_counts_as_flushed() {
+    let mut h = SendHeap::new(Flavour::SPEAD_64_48);
+    h.add_end();
+    h.add_item(0x1000, vec![5u8; 400], false);
+    let p = split(&heap_to_bytes(&h, 4, 200).unwrap());
+    assert!(p.len() > 1);
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&p[0]).unwrap();
+    assert!(s.is_stopped());
+    let st = s.stats();
+    assert_eq!((st.heaps, st.incomplete_heaps_flushed), (1, 1));
+    // A complete stop heap is not counted at all (spead2's add_packet destroys it).
+    let mut stop = SendHeap::new(Flavour::SPEAD_64_48);
+    stop.add_end();
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&heap_to_bytes(&stop, 5, 1472).unwrap())
+        .unwrap();
+    assert!(s.is_stopped());
+    assert_eq!(
+        (s.stats().heaps, s.stats().incomplete_heaps_flushed),
+        (0, 0)
+    );
+}
+
+#[test]
+fn contiguous_means_all_bytes_up_to_the_end() {
+    // A sized heap with its first packet only is not contiguous (spead2:
+    // received_length == min_length), even though what arrived starts at 0.
+    let a = packets(400, 2);
+    let mut s = Stream::new(StreamConfig {
+        deliver_incomplete: true,
+        ..StreamConfig::default()
+    });
+    s.add_datagram(&a[0]).unwrap();
+    s.stop();
+    let h = s.pop_heap().unwrap();
+    assert_eq!((h.complete, h.contiguous), (false, false));
+    assert!(h.items().is_empty());
+    // An unsized heap is contiguous only if no item lies beyond its data.
+    let short = raw(
+        5,
+        None,
+        0,
+        &[F.address(0x1000, 0), F.address(0x1001, 64)],
+        &[1; 32],
+    );
+    let whole = raw(
+        6,
+        None,
+        0,
+        &[F.address(0x1000, 0), F.address(0x1001, 16)],
+        &[1; 32],
+    );
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&short).unwrap();
+    s.add_datagram(&whole).unwrap();
+    s.stop();
+    let h = s.pop_heap().unwrap();
+    assert_eq!((h.cnt, h.complete, h.contiguous), (6, false, true));
+    assert_eq!(h.items().len(), 2);
+    assert!(s.pop_heap().is_none());
+}
+
+#[test]
+fn explicit_start_refuses_packets_until_started() {
+    let a = packets(20, 1);
+    let mut s = Stream::new(StreamConfig {
+        explicit_start: true,
+        ..StreamConfig::default()
+    });
+    assert_eq!(s.add_datagram(&a[0]), Err(Reject::NotStarted));
+    assert_eq!(s.add_buffer(&a[0]), 0);
+    assert_eq!(s.stats().packets_before_start, 1);
+    assert_eq!(s.stats().packets, 0);
+    s.start();
+    s.add_datagram(&a[0]).unwrap();
+    assert_eq!(s.pop_heap().unwrap().cnt, 1);
+}
+
+#[test]
+fn custom_stats_are_named_and_kept() {
+    let mut cfg = StreamConfig::default();
+    let idx = cfg
+        .add_stat("my_counter", crate::recv::StatMode::Counter)
+        .unwrap();
+    assert_eq!(idx, 9);
+    assert!(cfg
+        .add_stat("heaps", crate::recv::StatMode::Counter)
+        .is_err());
+    let mut s = Stream::new(cfg);
+    s.add_datagram(&packets(20, 1)[0]).unwrap();
+    *s.stats_mut().value_mut(idx).unwrap() += 3;
+    let st = s.stats();
+    assert_eq!(st.get("my_counter"), Some(3));
+    assert_eq!(st.get("heaps"), Some(1));
+    assert_eq!(st.get("single_packet_heaps"), Some(1));
+    assert_eq!(st.iter()[9], ("my_counter", 3));
+}
+
+#[test]
+fn a_heap_announced_larger_than_the_old_limit_is_accepted() {
+    // 512 MiB: beyond the 256 MiB we used to refuse by default, and taken lazily from
+    // the system, so only what arrives costs memory.
+    let len = 512 << 20;
+    let first = raw(1, Some(len), 0, &[F.address(0x1000, 0)], &[7; 64]);
+    let last = raw(1, Some(len), len - 64, &[], &[9; 64]);
+    let mut s = Stream::new(StreamConfig {
+        allow_out_of_order: true,
+        deliver_incomplete: true,
+        ..StreamConfig::default()
+    });
+    s.add_datagram(&first).unwrap();
+    s.add_datagram(&last).unwrap();
+    s.stop();
+    let h = s.pop_heap().unwrap();
+    assert_eq!(h.heap_length, Some(len));
+    assert_eq!(h.payload_ranges, vec![(0, 64), (len - 64, len)]);
+    assert_eq!(&h.payload()[len as usize - 64..], &[9; 64]);
 }

@@ -37,6 +37,15 @@ pub enum SendError {
     /// A caller buffer is shorter than the maximum packet size.
     #[error("buffer of {0} bytes is shorter than the maximum packet size")]
     BufferTooSmall(usize),
+    /// A heap's substream index is not below the number of substreams (spead2's
+    /// `async_send_heaps` refuses it with `invalid_argument`; it is never wrapped).
+    #[error("substream index {substream} is out of range for {substreams} substreams")]
+    SubstreamOutOfRange {
+        /// The index asked for.
+        substream: usize,
+        /// Substreams the transport has.
+        substreams: usize,
+    },
 }
 
 /// Turns one heap into packets, one call per packet.

@@ -6,6 +6,7 @@
 
 use std::io::{self, Read, Write};
 
+use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 use crate::wire::packet_size;
 
@@ -90,7 +91,7 @@ impl<R: Read> ByteStreamReader<R> {
     ///
     /// # Errors
     /// I/O errors of the reader.
-    pub fn pump(&mut self, stream: &mut Stream) -> io::Result<usize> {
+    pub fn pump<H: HeapSink>(&mut self, stream: &mut Stream<H>) -> io::Result<usize> {
         if self.eof {
             return Ok(0);
         }
@@ -156,7 +157,7 @@ impl<R: Read> ByteStreamReader<R> {
     ///
     /// # Errors
     /// I/O errors of the reader.
-    pub fn run(&mut self, stream: &mut Stream) -> io::Result<()> {
+    pub fn run<H: HeapSink>(&mut self, stream: &mut Stream<H>) -> io::Result<()> {
         while !self.eof {
             self.pump(stream)?;
         }

@@ -22,11 +22,20 @@ pub trait PacketSink {
     fn flush_packets(&mut self) -> io::Result<()> {
         Ok(())
     }
+
+    /// Number of substreams, when known (heaps for others are refused).
+    fn substreams(&self) -> Option<usize> {
+        None
+    }
 }
 
 impl PacketSink for UdpSender {
     fn send_packets(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
         self.send_batch(packets)
+    }
+
+    fn substreams(&self) -> Option<usize> {
+        Some(UdpSender::substreams(self))
     }
 }
 
@@ -36,6 +45,11 @@ impl<W: Write> PacketSink for PacketWriter<W> {
             self.write_packet(p)?;
         }
         Ok(())
+    }
+
+    fn substreams(&self) -> Option<usize> {
+        // A byte stream is one substream, as spead2's streambuf and TCP streams.
+        Some(1)
     }
 
     fn flush_packets(&mut self) -> io::Result<()> {
@@ -104,6 +118,15 @@ impl<S: PacketSink> Sender<S> {
     /// # Errors
     /// [`SendIoError`] when packetizing or I/O fails.
     pub fn send_heaps(&mut self, heaps: &[HeapReference<'_>]) -> Result<(), SendIoError> {
+        if let Some(n) = self.sink.substreams() {
+            if let Some(h) = heaps.iter().find(|h| h.substream >= n) {
+                return Err(SendError::SubstreamOutOfRange {
+                    substream: h.substream,
+                    substreams: n,
+                }
+                .into());
+            }
+        }
         let mut group = HeapGroup::new(heaps, self.max_packet_size, self.mode)?;
         // As spead2 after its queue ran empty: time spent idle is not caught up.
         self.limiter.resume(self.now_ns());
@@ -154,5 +177,69 @@ impl<S: PacketSink> Sender<S> {
     /// Returns the sink.
     pub fn into_sink(self) -> S {
         self.sink
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::send::Heap;
+    use crate::wire::Flavour;
+
+    /// Records packets with their substreams.
+    #[derive(Default)]
+    struct Recorder {
+        sent: Vec<(Vec<u8>, usize)>,
+    }
+
+    impl PacketSink for Recorder {
+        fn send_packets(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
+            self.sent
+                .extend(packets.iter().map(|(p, s)| (p.to_vec(), *s)));
+            Ok(())
+        }
+
+        fn substreams(&self) -> Option<usize> {
+            Some(2)
+        }
+    }
+
+    fn sender() -> Sender<Recorder> {
+        let limiter = RateLimiter::new(0.0, 1 << 16, 1.0);
+        Sender::new(Recorder::default(), 1472, limiter, GroupMode::Serial)
+    }
+
+    #[test]
+    fn substream_out_of_range_is_an_error_not_a_wrap() {
+        let mut s = sender();
+        let heap = Heap::new(Flavour::SPEAD_64_48);
+        let refs = [HeapReference {
+            heap: &heap,
+            cnt: 1,
+            substream: 2,
+        }];
+        let err = s.send_heaps(&refs).unwrap_err();
+        assert!(matches!(
+            err,
+            SendIoError::Packetize(SendError::SubstreamOutOfRange {
+                substream: 2,
+                substreams: 2
+            })
+        ));
+        assert!(s.sink_mut().sent.is_empty());
+    }
+
+    #[test]
+    fn udp_refuses_a_substream_beyond_its_destinations() {
+        let mut tx = UdpSender::new(&crate::transport::UdpSendConfig::new(vec!["127.0.0.1:9"
+            .parse()
+            .unwrap()]))
+        .unwrap();
+        let err = tx.send_batch(&[(&[0u8; 8][..], 1)]).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            err.to_string(),
+            "substream index 1 is out of range for 1 destinations"
+        );
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 
+use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 
 /// Receiver settings (spead2 defaults: 8 MiB buffer, 9200-byte packets).
@@ -195,7 +196,7 @@ impl UdpReceiver {
     ///
     /// # Errors
     /// Socket errors.
-    pub fn pump(&mut self, stream: &mut Stream) -> io::Result<usize> {
+    pub fn pump<H: HeapSink>(&mut self, stream: &mut Stream<H>) -> io::Result<usize> {
         let n = self.recv_batch()?;
         for i in 0..n {
             if stream.is_stopped() {
@@ -282,11 +283,17 @@ impl UdpSender {
         })
     }
 
-    /// Sends packets, each to the destination of its substream index (taken modulo
-    /// the number of destinations). Retries when the socket buffer is full.
+    /// Number of destinations (substreams).
+    pub fn substreams(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// Sends packets, each to the destination of its substream index. Retries when
+    /// the socket buffer is full.
     ///
     /// # Errors
-    /// Socket errors.
+    /// Socket errors, and `InvalidInput` (nothing sent) when a substream index is not
+    /// below the number of destinations: as spead2, an index is never wrapped.
     pub fn send_batch(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
         if self.addrs.is_empty() {
             return Err(io::Error::new(
@@ -295,6 +302,12 @@ impl UdpSender {
             ));
         }
         let nd = self.addrs.len();
+        if let Some((_, sub)) = packets.iter().find(|(_, s)| *s >= nd) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("substream index {sub} is out of range for {nd} destinations"),
+            ));
+        }
         let n = packets.len();
         // SAFETY: plain old data; every pointer is set below before use.
         self.iovs.resize_with(n, || unsafe { zeroed() });
@@ -304,7 +317,7 @@ impl UdpSender {
             self.iovs[i].iov_base = p.as_ptr() as *mut libc::c_void;
             self.iovs[i].iov_len = p.len();
             let h = &mut self.hdrs[i].msg_hdr;
-            let to = &self.addrs[sub % nd];
+            let to = &self.addrs[*sub];
             // sendmmsg only reads the name; the pointer is mutable in the C type only.
             h.msg_name = to.as_ptr().cast_mut().cast();
             h.msg_namelen = to.len();

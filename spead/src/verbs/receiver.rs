@@ -15,6 +15,7 @@ use verbs_api::{
 use super::config::{find_device, wait_timeout, IbvConfig};
 use super::frame::{self, FrameDrop, HEADERS};
 use super::{ud_qkey, VerbsError};
+use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 
 /// Completions taken per poll.
@@ -254,9 +255,9 @@ impl<C: Context> Receiver<C> {
     ///
     /// # Errors
     /// [`VerbsError::Verbs`] when polling, waiting or reposting fails.
-    pub fn poll_into(
+    pub fn poll_into<H: HeapSink>(
         &mut self,
-        stream: &mut Stream,
+        stream: &mut Stream<H>,
         timeout: Option<Duration>,
     ) -> Result<usize, VerbsError> {
         let mut delivered = 0;

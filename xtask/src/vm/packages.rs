@@ -81,6 +81,36 @@ pub const TOOL_PACKAGES: &[Package] = &[pkg(
     "decodes the simulator's and spead-capture's pcaps (RoCEv2, UDP) in CI",
 )];
 
+/// Installed on the host to build the emulated libibverbs (bindgen reads rdma-core's
+/// headers through libclang) and to run its tests: the unmodified Debian programs it must
+/// run, gcc for the C test programs and the layout check, objdump for the symbol checks.
+pub const EMU_PACKAGES: &[Package] = &[
+    pkg(
+        "libibverbs-dev",
+        "infiniband/verbs.h, whose structs bindgen turns into the emulator's layouts",
+    ),
+    pkg(
+        "libclang-dev",
+        "libclang, which bindgen uses to read infiniband/verbs.h",
+    ),
+    pkg(
+        "ibverbs-utils",
+        "ibv_devices, ibv_devinfo and the pingpongs, run unmodified on the emulator",
+    ),
+    pkg(
+        "rdmacm-utils",
+        "rping and mckey, started over the emulator with every symbol bound",
+    ),
+    pkg(
+        "gcc",
+        "builds the emulator's C test programs and its layout check against verbs.h",
+    ),
+    pkg(
+        "binutils",
+        "objdump, which the emulator's tests use to compare symbol versions",
+    ),
+];
+
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
 
 fn is_root() -> bool {

@@ -1,0 +1,44 @@
+//! # emulator: a drop-in `libibverbs.so.1` over the simulator
+//!
+//! Built as a shared library with the soname, symbol versions and struct layouts of
+//! Debian's rdma-core 44 `libibverbs.so.1`, so an unmodified, dynamically linked verbs
+//! program (`ibv_devinfo`, `ibv_rc_pingpong`, perftest, spead2 ...) that finds it first on
+//! `LD_LIBRARY_PATH` runs on an emulated NIC of [`backend_sim`] instead of a device.
+//!
+//! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
+//! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
+//! - [`device`], [`resources`], [`srq`], [`cq_ex`], [`qp_ex`], [`ah`], [`async_events`], [`rates`], [`kern`]:
+//!   the exported verbs; [`refused`]: those without a model yet (EOPNOTSUPP); [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
+//!   `verbs_context` tables the static-inline verbs jump through;
+//! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
+//!   runs the simulation on the wall clock); [`events`]: completion channels and async
+//!   events as eventfds;
+//! - [`leaks`]: live objects per kind, and the report at exit (`VERBS_EMU_LEAKS`);
+//! - [`topology`]: hosts, addresses and personalities (`VERBS_EMU_TOPOLOGY`,
+//!   `VERBS_EMU_HOST`, `VERBS_EMU_SEED`).
+//!
+//! Today every host of the topology lives in the one process: a program talks to the
+//! devices of its own host (loopback and multicast to itself). Two processes need the
+//! fabric process (see the README's emulator section), which does not exist yet.
+
+pub mod ah;
+pub mod async_events;
+pub mod convert;
+pub mod cq_ex;
+pub mod device;
+pub mod events;
+pub mod exports;
+pub mod ffi;
+pub mod flow;
+pub mod kern;
+pub mod leaks;
+pub mod objects;
+pub mod ops;
+pub mod qp_ex;
+pub mod rates;
+pub mod refused;
+pub mod resources;
+pub mod srq;
+pub mod state;
+pub mod strings;
+pub mod topology;

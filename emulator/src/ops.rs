@@ -1,0 +1,309 @@
+//! The function tables of an open context: `ibv_context.ops` (the data path that the
+//! static-inline `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq` and `ibv_req_notify_cq`
+//! jump through) and `struct verbs_context` (the extended verbs such as
+//! `ibv_query_device_ex` and `ibv_create_flow`). Ops the emulator lacks return
+//! EOPNOTSUPP (or NULL with errno EOPNOTSUPP) and say so once on stderr.
+
+use std::ffi::{c_int, c_void};
+use std::ptr::null_mut;
+
+use verbs_api::{
+    Completion, CompletionQueue, QpType, QueuePair, RecvWr, SendFlags, SendOpcode, SendWr, Sge,
+    WrDetail,
+};
+
+use crate::convert::{errno_of, wc_to_c};
+use crate::device::{query_device_ex, query_port};
+use crate::ffi;
+use crate::objects::{emu, set_errno, EmuAh, EmuCq, EmuQp};
+use crate::state::log_unsupported_once;
+
+// `struct ibv_sge` and verbs-api's `Sge` are the same three fields in the same places, so a
+// program's scatter-gather array is used in place (no copy per post).
+const _: () = {
+    assert!(std::mem::size_of::<ffi::ibv_sge>() == std::mem::size_of::<Sge>());
+    assert!(std::mem::offset_of!(ffi::ibv_sge, addr) == std::mem::offset_of!(Sge, addr));
+    assert!(std::mem::offset_of!(ffi::ibv_sge, length) == std::mem::offset_of!(Sge, length));
+    assert!(std::mem::offset_of!(ffi::ibv_sge, lkey) == std::mem::offset_of!(Sge, lkey));
+};
+
+/// Fills the tables of a new context: `abi_compat = UINTPTR_MAX` and `sz` make
+/// `verbs_get_ctx` find the `verbs_context`; every op points at this library.
+pub fn fill_ops(v: &mut ffi::verbs_context) {
+    v.context.abi_compat = usize::MAX as *mut c_void;
+    v.sz = std::mem::size_of::<ffi::verbs_context>();
+
+    let ops = &mut v.context.ops;
+    ops.poll_cq = Some(poll_cq);
+    ops.req_notify_cq = Some(req_notify_cq);
+    ops.post_send = Some(post_send);
+    ops.post_recv = Some(post_recv);
+    ops.post_srq_recv = Some(crate::srq::post_srq_recv);
+    ops.alloc_mw = Some(alloc_mw);
+    ops.bind_mw = Some(bind_mw);
+    ops.dealloc_mw = Some(dealloc_mw);
+
+    v.query_port = Some(query_port);
+    v.query_device_ex = Some(query_device_ex);
+    v.ibv_create_flow = Some(crate::flow::create_flow);
+    v.ibv_destroy_flow = Some(crate::flow::destroy_flow);
+    v.create_cq_ex = Some(crate::cq_ex::create_cq_ex);
+    v.create_qp_ex = Some(crate::qp_ex::create_qp_ex);
+    v.create_srq_ex = Some(create_srq_ex);
+    v.open_xrcd = Some(open_xrcd);
+    v.open_qp = Some(open_qp);
+    v.create_wq = Some(create_wq);
+    v.query_rt_values = Some(query_rt_values);
+    v.alloc_td = Some(alloc_td);
+    v.alloc_parent_domain = Some(alloc_parent_domain);
+    v.modify_cq = Some(modify_cq);
+    v.alloc_dm = Some(alloc_dm);
+    v.create_counters = Some(create_counters);
+    v.advise_mr = Some(advise_mr);
+    v.alloc_null_mr = Some(alloc_null_mr);
+}
+
+/// How many completions one poll moves through the simulator at a time (a stack buffer).
+const POLL_BATCH: usize = 16;
+
+/// `ibv_poll_cq`: up to `num` completions into `wc`; a negative value on error.
+unsafe extern "C" fn poll_cq(cq: *mut ffi::ibv_cq, num: c_int, wc: *mut ffi::ibv_wc) -> c_int {
+    let Ok(num) = usize::try_from(num) else {
+        return -libc::EINVAL;
+    };
+    if num > 0 && wc.is_null() {
+        return -libc::EINVAL;
+    }
+    // SAFETY: the inline caller passes a live CQ of ours.
+    let c: &EmuCq = unsafe { emu(cq) };
+    let mut buf = [Completion::default(); POLL_BATCH];
+    let mut done = 0usize;
+    while done < num {
+        let want = (num - done).min(POLL_BATCH);
+        let got = match c.cq.poll(&mut buf[..want]) {
+            Ok(n) => n,
+            Err(e) if done == 0 => return -errno_of(&e),
+            Err(_) => break,
+        };
+        for (i, w) in buf[..got].iter().enumerate() {
+            // SAFETY: done + i < num, inside the caller's array of `num` entries.
+            unsafe { wc.add(done + i).write(wc_to_c(w)) };
+        }
+        done += got;
+        if got < want {
+            break;
+        }
+    }
+    c_int::try_from(done).unwrap_or(c_int::MAX)
+}
+
+/// `ibv_req_notify_cq`.
+unsafe extern "C" fn req_notify_cq(cq: *mut ffi::ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: the inline caller passes a live CQ of ours.
+    let c: &EmuCq = unsafe { emu(cq) };
+    c.cq.req_notify(solicited_only != 0)
+        .map_or_else(|e| errno_of(&e), |()| 0)
+}
+
+/// A work request's scatter-gather list, in place.
+///
+/// # Safety
+/// `sg_list` points at `num_sge` valid entries (or `num_sge` is 0).
+pub(crate) unsafe fn sges<'a>(
+    sg_list: *mut ffi::ibv_sge,
+    num_sge: c_int,
+) -> Result<&'a [Sge], c_int> {
+    let n = usize::try_from(num_sge).map_err(|_| libc::EINVAL)?;
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if sg_list.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's `n` entries; ibv_sge and Sge have one layout (checked above).
+    Ok(unsafe { std::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
+}
+
+/// One C send request as verbs-api's.
+///
+/// # Safety
+/// `w` is a valid request of a program posting to `q`.
+unsafe fn send_wr<'a>(
+    q: &EmuQp,
+    w: &'a ffi::ibv_send_wr,
+) -> Result<SendWr<'a, backend_sim::verbs::SimAh>, c_int> {
+    let opcode = SendOpcode::from_raw(w.opcode).ok_or(libc::EINVAL)?;
+    let send_flags = SendFlags::from_bits(w.send_flags).ok_or(libc::EINVAL)?;
+    // SAFETY: the program's valid request.
+    let sg_list = unsafe { sges(w.sg_list, w.num_sge) }?;
+    let imm_data = if opcode.has_imm() {
+        // SAFETY: with an immediate opcode the union holds imm_data (network order).
+        u32::from_be(unsafe { w.__bindgen_anon_1.imm_data })
+    } else {
+        0
+    };
+    let detail = if q.qp.qp_type() == QpType::Ud {
+        // SAFETY: a UD request's union holds `ud`.
+        let ud = unsafe { w.wr.ud };
+        if ud.ah.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a live AH of ours (the man page's contract for UD sends).
+        let ah: &EmuAh = unsafe { emu(ud.ah) };
+        WrDetail::Ud {
+            ah: &ah.ah,
+            remote_qpn: ud.remote_qpn,
+            remote_qkey: ud.remote_qkey,
+        }
+    } else if opcode.is_atomic() {
+        // SAFETY: an atomic request's union holds `atomic`.
+        let a = unsafe { w.wr.atomic };
+        WrDetail::Atomic {
+            remote_addr: a.remote_addr,
+            compare_add: a.compare_add,
+            swap: a.swap,
+            rkey: a.rkey,
+        }
+    } else if opcode.is_rdma() {
+        // SAFETY: an RDMA request's union holds `rdma`.
+        let r = unsafe { w.wr.rdma };
+        WrDetail::Rdma {
+            remote_addr: r.remote_addr,
+            rkey: r.rkey,
+        }
+    } else {
+        WrDetail::None
+    };
+    Ok(SendWr {
+        wr_id: w.wr_id,
+        sg_list,
+        opcode,
+        send_flags,
+        imm_data,
+        detail,
+    })
+}
+
+/// A work request of a program's chain (`ibv_send_wr`, `ibv_recv_wr`).
+pub(crate) trait Chained {
+    /// The next request, NULL at the end.
+    fn next(&self) -> *mut Self;
+}
+
+impl Chained for ffi::ibv_send_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+impl Chained for ffi::ibv_recv_wr {
+    fn next(&self) -> *mut Self {
+        self.next
+    }
+}
+
+/// Posts a program's chain one request at a time with `post`; on failure `*bad_wr` is
+/// the first request not posted and the errno is returned.
+///
+/// # Safety
+/// `wr` is NULL or a chain of valid requests; `bad_wr` is NULL or valid for a write.
+pub(crate) unsafe fn post_chain<W: Chained>(
+    wr: *mut W,
+    bad_wr: *mut *mut W,
+    mut post: impl FnMut(&W) -> Result<(), c_int>,
+) -> c_int {
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: the program's chain of valid requests.
+        let w = unsafe { &*cur };
+        if let Err(e) = post(w) {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller's out-pointer.
+                unsafe { *bad_wr = cur };
+            }
+            return e;
+        }
+        cur = w.next();
+    }
+    0
+}
+
+/// Posts one receive request to `post_recv` (a QP's or an SRQ's).
+///
+/// # Safety
+/// `w`'s buffers lie in the program's registered memory, valid until the completion.
+pub(crate) unsafe fn post_one_recv(
+    w: &ffi::ibv_recv_wr,
+    post_recv: impl FnOnce(&[RecvWr<'_>]) -> verbs_api::Result<()>,
+) -> Result<(), c_int> {
+    // SAFETY: the program's SGE array.
+    let sg = unsafe { sges(w.sg_list, w.num_sge) }?;
+    post_recv(&[RecvWr::new(w.wr_id, sg)]).map_err(|e| errno_of(&e))
+}
+
+/// `ibv_post_send`: posts the chain one request at a time; on failure `*bad_wr` is the
+/// first request not posted.
+unsafe extern "C" fn post_send(
+    qp: *mut ffi::ibv_qp,
+    wr: *mut ffi::ibv_send_wr,
+    bad_wr: *mut *mut ffi::ibv_send_wr,
+) -> c_int {
+    // SAFETY: the inline caller passes a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    // SAFETY: the program's chain and out-pointer.
+    unsafe {
+        post_chain(wr, bad_wr, |w| {
+            // SAFETY: a valid request of the program's; its SGEs lie in registered
+            // memory valid until the completion (the verbs contract programs keep).
+            send_wr(q, w).and_then(|s| q.qp.post_send(&[s]).map_err(|e| errno_of(&e)))
+        })
+    }
+}
+
+/// `ibv_post_recv`, one request at a time as [`post_send`].
+unsafe extern "C" fn post_recv(
+    qp: *mut ffi::ibv_qp,
+    wr: *mut ffi::ibv_recv_wr,
+    bad_wr: *mut *mut ffi::ibv_recv_wr,
+) -> c_int {
+    // SAFETY: the inline caller passes a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    // SAFETY: the program's chain and out-pointer; its buffers lie in registered memory
+    // valid until the completions.
+    unsafe { post_chain(wr, bad_wr, |w| post_one_recv(w, |r| q.qp.post_recv(r))) }
+}
+
+/// Defines an op the emulator does not have yet: it logs once and fails with
+/// EOPNOTSUPP, as an int (`-> int`) or as NULL with errno (`-> ptr T`).
+macro_rules! refuse {
+    ($name:ident, $verb:literal, ($($t:ty),*) -> int) => {
+        extern "C" fn $name($(_: $t),*) -> c_int {
+            log_unsupported_once($verb, "EOPNOTSUPP");
+            libc::EOPNOTSUPP
+        }
+    };
+    ($name:ident, $verb:literal, ($($t:ty),*) -> ptr $r:ty) => {
+        extern "C" fn $name($(_: $t),*) -> *mut $r {
+            log_unsupported_once($verb, "EOPNOTSUPP");
+            set_errno(libc::EOPNOTSUPP);
+            null_mut()
+        }
+    };
+}
+
+type Ctx = *mut ffi::ibv_context;
+refuse!(alloc_mw, "ibv_alloc_mw", (*mut ffi::ibv_pd, ffi::ibv_mw_type) -> ptr ffi::ibv_mw);
+refuse!(bind_mw, "ibv_bind_mw", (*mut ffi::ibv_qp, *mut ffi::ibv_mw, *mut ffi::ibv_mw_bind) -> int);
+refuse!(dealloc_mw, "ibv_dealloc_mw", (*mut ffi::ibv_mw) -> int);
+refuse!(create_srq_ex, "ibv_create_srq_ex", (Ctx, *mut ffi::ibv_srq_init_attr_ex) -> ptr ffi::ibv_srq);
+refuse!(open_xrcd, "ibv_open_xrcd", (Ctx, *mut ffi::ibv_xrcd_init_attr) -> ptr ffi::ibv_xrcd);
+refuse!(open_qp, "ibv_open_qp", (Ctx, *mut ffi::ibv_qp_open_attr) -> ptr ffi::ibv_qp);
+refuse!(create_wq, "ibv_create_wq", (Ctx, *mut ffi::ibv_wq_init_attr) -> ptr ffi::ibv_wq);
+refuse!(query_rt_values, "ibv_query_rt_values_ex", (Ctx, *mut ffi::ibv_values_ex) -> int);
+refuse!(alloc_td, "ibv_alloc_td", (Ctx, *mut ffi::ibv_td_init_attr) -> ptr ffi::ibv_td);
+refuse!(alloc_parent_domain, "ibv_alloc_parent_domain", (Ctx, *mut ffi::ibv_parent_domain_init_attr) -> ptr ffi::ibv_pd);
+refuse!(modify_cq, "ibv_modify_cq", (*mut ffi::ibv_cq, *mut ffi::ibv_modify_cq_attr) -> int);
+refuse!(alloc_dm, "ibv_alloc_dm", (Ctx, *mut ffi::ibv_alloc_dm_attr) -> ptr ffi::ibv_dm);
+refuse!(create_counters, "ibv_create_counters", (Ctx, *mut ffi::ibv_counters_init_attr) -> ptr ffi::ibv_counters);
+refuse!(advise_mr, "ibv_advise_mr", (*mut ffi::ibv_pd, ffi::ib_uverbs_advise_mr_advice, u32, *mut ffi::ibv_sge, u32) -> int);
+refuse!(alloc_null_mr, "ibv_alloc_null_mr", (*mut ffi::ibv_pd) -> ptr ffi::ibv_mr);

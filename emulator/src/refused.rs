@@ -1,0 +1,112 @@
+//! Exported verbs the emulator has no model for yet: each fails the way libibverbs fails
+//! for a provider without the op (EOPNOTSUPP), and says so once on stderr.
+
+use std::ffi::{c_int, c_void};
+use std::ptr::null_mut;
+
+use crate::ffi;
+use crate::objects::set_errno;
+use crate::state::log_unsupported_once;
+
+fn refuse(verb: &'static str) {
+    log_unsupported_once(verb, "EOPNOTSUPP");
+    set_errno(libc::EOPNOTSUPP);
+}
+
+/// `ibv_import_device`: contexts cannot be shared between processes yet.
+pub extern "C" fn ibv_import_device(_cmd_fd: c_int) -> *mut ffi::ibv_context {
+    refuse("ibv_import_device");
+    null_mut()
+}
+
+/// `ibv_import_pd`.
+pub extern "C" fn ibv_import_pd(_ctx: *mut ffi::ibv_context, _handle: u32) -> *mut ffi::ibv_pd {
+    refuse("ibv_import_pd");
+    null_mut()
+}
+
+/// `ibv_import_mr`.
+pub extern "C" fn ibv_import_mr(_pd: *mut ffi::ibv_pd, _handle: u32) -> *mut ffi::ibv_mr {
+    refuse("ibv_import_mr");
+    null_mut()
+}
+
+/// `ibv_import_dm`.
+pub extern "C" fn ibv_import_dm(_ctx: *mut ffi::ibv_context, _handle: u32) -> *mut ffi::ibv_dm {
+    refuse("ibv_import_dm");
+    null_mut()
+}
+
+/// `ibv_unimport_pd`: nothing was ever imported, so there is nothing to release.
+pub extern "C" fn ibv_unimport_pd(_pd: *mut ffi::ibv_pd) {}
+
+/// `ibv_unimport_mr`: nothing was ever imported.
+pub extern "C" fn ibv_unimport_mr(_mr: *mut ffi::ibv_mr) {}
+
+/// `ibv_unimport_dm`: nothing was ever imported.
+pub extern "C" fn ibv_unimport_dm(_dm: *mut ffi::ibv_dm) {}
+
+/// `ibv_query_ece`: no enhanced connection establishment.
+pub extern "C" fn ibv_query_ece(_qp: *mut ffi::ibv_qp, _ece: *mut ffi::ibv_ece) -> c_int {
+    refuse("ibv_query_ece");
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_set_ece`.
+pub extern "C" fn ibv_set_ece(_qp: *mut ffi::ibv_qp, _ece: *mut ffi::ibv_ece) -> c_int {
+    refuse("ibv_set_ece");
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_reg_dmabuf_mr`: no dma-buf memory.
+pub extern "C" fn ibv_reg_dmabuf_mr(
+    _pd: *mut ffi::ibv_pd,
+    _offset: u64,
+    _length: usize,
+    _iova: u64,
+    _fd: c_int,
+    _access: c_int,
+) -> *mut ffi::ibv_mr {
+    refuse("ibv_reg_dmabuf_mr");
+    null_mut()
+}
+
+/// `ibv_rereg_mr`: bad flags are `IBV_REREG_MR_ERR_INPUT` with EINVAL, as in libibverbs;
+/// a valid request is `IBV_REREG_MR_ERR_CMD` with EOPNOTSUPP (no re-registration yet).
+pub extern "C" fn ibv_rereg_mr(
+    _mr: *mut ffi::ibv_mr,
+    flags: c_int,
+    _pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let supported = ffi::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
+    let translation = ffi::IBV_REREG_MR_CHANGE_TRANSLATION as c_int;
+    let change_access = ffi::IBV_REREG_MR_CHANGE_ACCESS as c_int;
+    if flags & !supported != 0
+        || (flags & translation != 0 && (length == 0 || addr.is_null()))
+        || (access != 0 && flags & change_access == 0)
+    {
+        set_errno(libc::EINVAL);
+        return ffi::IBV_REREG_MR_ERR_INPUT;
+    }
+    refuse("ibv_rereg_mr");
+    ffi::IBV_REREG_MR_ERR_CMD
+}
+
+/// `ibv_resize_cq`.
+pub extern "C" fn ibv_resize_cq(_cq: *mut ffi::ibv_cq, _cqe: c_int) -> c_int {
+    refuse("ibv_resize_cq");
+    libc::EOPNOTSUPP
+}
+
+/// `ibv_query_qp_data_in_order`: 0, no ordering promise (what libibverbs answers for a
+/// provider without the op).
+pub extern "C" fn ibv_query_qp_data_in_order(
+    _qp: *mut ffi::ibv_qp,
+    _op: ffi::ibv_wr_opcode,
+    _flags: u32,
+) -> c_int {
+    0
+}

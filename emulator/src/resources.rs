@@ -1,0 +1,713 @@
+//! The object verbs: protection domains, memory regions, completion channels and queues,
+//! queue pairs, address handles and multicast attachment.
+
+use std::ffi::{c_int, c_void};
+use std::ptr::{null_mut, NonNull};
+use std::sync::{Arc, Mutex};
+
+use verbs_api::{
+    AccessFlags, Completion, CompletionQueue, Context, Gid, QpInitAttr, QpType, QueuePair,
+    QueuePairExt,
+};
+
+use crate::convert::{
+    ah_from_c, cap_from_c, cap_to_c, errno_of, gid_from_c, qp_attr_from_c, qp_attr_to_c,
+};
+use crate::events::{ChannelState, Object};
+use crate::ffi;
+use crate::objects::{
+    context, emu, hand_out, init_sync, set_errno, take_back, EmuAh, EmuChannel, EmuCq, EmuMr,
+    EmuPd, EmuQp, Handed, Users,
+};
+use crate::qp_ex::Pending;
+use crate::srq::EmuSrq;
+use crate::state::{emu as emulator, log_unsupported_once};
+
+/// `ibv_alloc_pd`.
+///
+/// # Safety
+/// `ctx` is a live context of ours.
+pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::ibv_pd {
+    if ctx.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: a live context of ours.
+    match unsafe { context(ctx) }.sim().alloc_pd() {
+        Ok(pd) => {
+            use verbs_api::ProtectionDomain;
+            let raw = ffi::ibv_pd {
+                context: ctx,
+                handle: pd.handle(),
+            };
+            hand_out(Box::new(EmuPd {
+                raw,
+                pd,
+                users: Users::default(),
+            }))
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            null_mut()
+        }
+    }
+}
+
+/// `ibv_dealloc_pd`.
+///
+/// # Safety
+/// `pd` came from `ibv_alloc_pd` and is freed once, after its MRs, QPs and AHs.
+pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
+    if pd.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live PD of ours.
+    if unsafe { emu::<_, EmuPd>(pd) }.users.busy() {
+        return libc::EBUSY;
+    }
+    // SAFETY: the caller's contract.
+    drop(unsafe { take_back::<EmuPd, _>(pd) });
+    0
+}
+
+/// `ibv_reg_mr_iova2`: registers `addr..addr+length`. The simulator addresses a region by
+/// its virtual address, so `iova` must equal `addr`.
+///
+/// # Safety
+/// `pd` is a live PD of ours; the range is the caller's memory, valid while registered.
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: u32,
+) -> *mut ffi::ibv_mr {
+    if pd.is_null() || length == 0 {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    if iova != addr as u64 {
+        log_unsupported_once("ibv_reg_mr_iova", "an iova other than the address");
+        set_errno(libc::EOPNOTSUPP);
+        return null_mut();
+    }
+    // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
+    let access = access & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
+    let Some(flags) = AccessFlags::from_bits(access) else {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    };
+    // SAFETY: a live PD of ours.
+    let p: &EmuPd = unsafe { emu(pd) };
+    // SAFETY: a live context of ours (the PD's).
+    let c = unsafe { context(p.raw.context) };
+    // SAFETY: the caller registers memory it owns and keeps valid while registered; no
+    // Rust reference covers it.
+    match unsafe { c.sim().reg_mr(&p.pd, addr.cast(), length, flags) } {
+        Ok(mr) => {
+            use verbs_api::MemoryRegion;
+            let raw = ffi::ibv_mr {
+                context: p.raw.context,
+                pd,
+                addr,
+                length,
+                handle: mr.lkey(),
+                lkey: mr.lkey(),
+                rkey: mr.rkey(),
+            };
+            p.users.take();
+            hand_out(Box::new(EmuMr { raw, mr }))
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            null_mut()
+        }
+    }
+}
+
+/// `ibv_reg_mr`.
+///
+/// # Safety
+/// As [`ibv_reg_mr_iova2`].
+pub unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> *mut ffi::ibv_mr {
+    // SAFETY: forwards the caller's arguments.
+    unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as u32) }
+}
+
+/// `ibv_reg_mr_iova`.
+///
+/// # Safety
+/// As [`ibv_reg_mr_iova2`].
+pub unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut ffi::ibv_mr {
+    // SAFETY: forwards the caller's arguments.
+    unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as u32) }
+}
+
+/// `ibv_dereg_mr`.
+///
+/// # Safety
+/// `mr` came from `ibv_reg_mr*` and is freed once.
+pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ffi::ibv_mr) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { free_pd_child::<EmuMr, _>(mr, |m| m.raw.pd) }
+}
+
+/// Frees an object of a PD (an MR or AH) and releases the PD.
+///
+/// # Safety
+/// `p` is NULL or a live `T` of ours, freed once; `pd_of` gives its PD.
+unsafe fn free_pd_child<T: Handed, C>(
+    p: *mut C,
+    pd_of: impl FnOnce(&T) -> *mut ffi::ibv_pd,
+) -> c_int {
+    if p.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    let b = unsafe { take_back::<T, _>(p) };
+    // SAFETY: the PD outlives its objects (it cannot be freed while they exist).
+    unsafe { emu::<_, EmuPd>(pd_of(&b)) }.users.release();
+    0
+}
+
+/// `ibv_create_comp_channel`: its `fd` is an eventfd that becomes readable when an
+/// armed CQ gets a completion.
+///
+/// # Safety
+/// `ctx` is a live context of ours.
+pub unsafe extern "C" fn ibv_create_comp_channel(
+    ctx: *mut ffi::ibv_context,
+) -> *mut ffi::ibv_comp_channel {
+    if ctx.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    let Ok(e) = emulator() else {
+        set_errno(libc::ENODEV);
+        return null_mut();
+    };
+    // SAFETY: a live context of ours.
+    let sim = match unsafe { context(ctx) }.sim().create_comp_channel() {
+        Ok(s) => s,
+        Err(err) => {
+            set_errno(errno_of(&err));
+            return null_mut();
+        }
+    };
+    let state = match ChannelState::new(sim) {
+        Ok(s) => Arc::new(s),
+        Err(err) => {
+            set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+            return null_mut();
+        }
+    };
+    e.register_channel(&state);
+    let raw = ffi::ibv_comp_channel {
+        context: ctx,
+        fd: state.raw_fd(),
+        refcnt: 0,
+    };
+    hand_out(Box::new(EmuChannel { raw, state }))
+}
+
+/// `ibv_destroy_comp_channel`: EBUSY while CQs still use it.
+///
+/// # Safety
+/// `channel` came from `ibv_create_comp_channel` and is destroyed once.
+pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ffi::ibv_comp_channel) -> c_int {
+    if channel.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live channel of ours.
+    let ch: &EmuChannel = unsafe { emu(channel) };
+    if ch.state.cq_count() > 0 {
+        return libc::EBUSY;
+    }
+    // SAFETY: the caller's contract.
+    drop(unsafe { take_back::<EmuChannel, _>(channel) });
+    0
+}
+
+/// `ibv_create_cq`.
+///
+/// # Safety
+/// `ctx` is a live context of ours; `channel` is NULL or a live channel of ours.
+pub unsafe extern "C" fn ibv_create_cq(
+    ctx: *mut ffi::ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ffi::ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ffi::ibv_cq {
+    let (Ok(cqe), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    };
+    // SAFETY: the caller's contract.
+    unsafe { create_cq(ctx, cqe, cq_context, channel, vector, |_| {}) }.cast()
+}
+
+/// Creates a CQ (its C struct an `ibv_cq_ex`, whose start is the `ibv_cq`) and lets
+/// `extend` fill the extended part before the program sees it.
+///
+/// # Safety
+/// `ctx` is NULL or a live context of ours; `channel` is NULL or a live channel of ours.
+pub(crate) unsafe fn create_cq(
+    ctx: *mut ffi::ibv_context,
+    cqe: u32,
+    cq_context: *mut c_void,
+    channel: *mut ffi::ibv_comp_channel,
+    vector: u32,
+    extend: impl FnOnce(&mut ffi::ibv_cq_ex),
+) -> *mut ffi::ibv_cq_ex {
+    if ctx.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: a live context of ours.
+    let c = unsafe { context(ctx) };
+    let state = NonNull::new(channel).map(|ch| {
+        // SAFETY: a live channel of ours.
+        let ch: &EmuChannel = unsafe { emu(ch.as_ptr()) };
+        ch.state.clone()
+    });
+    let cq = match c
+        .sim()
+        .create_cq(cqe, state.as_deref().map(|s| &s.sim), vector)
+    {
+        Ok(cq) => cq,
+        Err(e) => {
+            set_errno(errno_of(&e));
+            return null_mut();
+        }
+    };
+    let mut raw = ffi::ibv_cq_ex {
+        context: ctx,
+        channel,
+        cq_context,
+        handle: cq.handle(),
+        cqe: c_int::try_from(cq.cqe()).unwrap_or(c_int::MAX),
+        ..ffi::ibv_cq_ex::default()
+    };
+    extend(&mut raw);
+    let handle = cq.handle();
+    let p: *mut ffi::ibv_cq_ex = hand_out(Box::new(EmuCq {
+        raw,
+        cq,
+        channel: state.clone(),
+        users: Users::default(),
+        current: Mutex::new(Completion::default()),
+    }));
+    // SAFETY: `p` is the live box just leaked; its sync objects are uninitialised.
+    unsafe {
+        init_sync(
+            std::ptr::addr_of_mut!((*p).mutex).cast(),
+            std::ptr::addr_of_mut!((*p).cond).cast(),
+        );
+    }
+    if let Some(s) = state {
+        s.add_cq(handle, p as usize);
+    }
+    c.state.add_object(Object::Cq, handle, p as usize);
+    p
+}
+
+/// `ibv_destroy_cq`.
+///
+/// # Safety
+/// `cq` came from `ibv_create_cq` and is destroyed once, after its QPs.
+pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
+    if cq.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live CQ of ours.
+    if unsafe { emu::<_, EmuCq>(cq) }.users.busy() {
+        return libc::EBUSY;
+    }
+    // SAFETY: the caller's contract.
+    let b = unsafe { take_back::<EmuCq, _>(cq) };
+    if let Some(s) = &b.channel {
+        s.remove_cq(b.raw.handle);
+    }
+    // SAFETY: the CQ's context outlives it.
+    unsafe { context(b.raw.context) }
+        .state
+        .remove_object(Object::Cq, b.raw.handle);
+    drop(b);
+    0
+}
+
+/// `ibv_get_cq_event`: waits for the next completion event on `channel` (or fails with
+/// EAGAIN when the program made its fd non-blocking).
+///
+/// # Safety
+/// `channel` is a live channel of ours; `cq` and `cq_context` are valid for writes.
+pub unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut ffi::ibv_comp_channel,
+    cq: *mut *mut ffi::ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    if channel.is_null() || cq.is_null() || cq_context.is_null() {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: a live channel of ours.
+    let ch: &EmuChannel = unsafe { emu(channel) };
+    match ch.state.get_event() {
+        Ok(addr) => {
+            let p = addr as *mut ffi::ibv_cq;
+            // SAFETY: `p` is a live CQ on this channel (destroyed CQs are forgotten);
+            // the out-pointers are the caller's.
+            unsafe {
+                *cq = p;
+                *cq_context = (*p).cq_context;
+            }
+            0
+        }
+        Err(e) => {
+            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+            -1
+        }
+    }
+}
+
+/// `ibv_ack_cq_events`.
+///
+/// # Safety
+/// `cq` is a live CQ of ours.
+pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ffi::ibv_cq, nevents: u32) {
+    if cq.is_null() {
+        return;
+    }
+    // SAFETY: a live CQ of ours.
+    let c: &EmuCq = unsafe { emu(cq) };
+    c.cq.ack_events(nevents);
+    // SAFETY: the counter belongs to the CQ; libibverbs updates it under the CQ's mutex,
+    // and programs only read it after ack, from the same thread.
+    unsafe {
+        let field = std::ptr::addr_of_mut!((*cq).comp_events_completed);
+        field.write(field.read().wrapping_add(nevents));
+    }
+}
+
+/// `ibv_create_qp`. The chosen queue sizes are written back to `init->cap`.
+///
+/// # Safety
+/// `pd` is a live PD of ours; `init` is a valid `struct ibv_qp_init_attr` naming live
+/// CQs of ours.
+pub unsafe extern "C" fn ibv_create_qp(
+    pd: *mut ffi::ibv_pd,
+    init: *mut ffi::ibv_qp_init_attr,
+) -> *mut ffi::ibv_qp {
+    // SAFETY: the caller's contract.
+    unsafe { create_qp(pd, init, None) }.cast()
+}
+
+/// Creates a QP (its C struct an `ibv_qp_ex`, whose start is the `ibv_qp`); with
+/// `send_ops`, the `ibv_qp_ex` send API is filled in too.
+///
+/// # Safety
+/// `pd` is NULL or a live PD of ours; `init` is NULL or valid, naming live CQs (and SRQ).
+pub(crate) unsafe fn create_qp(
+    pd: *mut ffi::ibv_pd,
+    init: *mut ffi::ibv_qp_init_attr,
+    send_ops: Option<fn(&mut ffi::ibv_qp_ex)>,
+) -> *mut ffi::ibv_qp_ex {
+    if pd.is_null() || init.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: the caller's valid attributes.
+    let a = unsafe { &mut *init };
+    if a.send_cq.is_null() || a.recv_cq.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    let Some(qp_type) = QpType::from_raw(a.qp_type) else {
+        set_errno(libc::EOPNOTSUPP);
+        return null_mut();
+    };
+    // SAFETY: live objects of ours.
+    let (p, send, recv): (&EmuPd, &EmuCq, &EmuCq) =
+        unsafe { (emu(pd), emu(a.send_cq), emu(a.recv_cq)) };
+    // SAFETY: the PD's context is live.
+    let c = unsafe { context(p.raw.context) };
+    let srq: Option<&EmuSrq> = NonNull::new(a.srq).map(|s| {
+        // SAFETY: a live SRQ of ours (the man page's contract).
+        unsafe { emu(s.as_ptr()) }
+    });
+    let attr = QpInitAttr {
+        send_cq: &send.cq,
+        recv_cq: &recv.cq,
+        srq: srq.map(|s| &s.srq),
+        cap: cap_from_c(&a.cap),
+        qp_type,
+        sq_sig_all: a.sq_sig_all != 0,
+    };
+    let qp = match c.sim().create_qp(&p.pd, &attr) {
+        Ok(q) => q,
+        Err(e) => {
+            set_errno(errno_of(&e));
+            return null_mut();
+        }
+    };
+    if let Ok((_, cap)) = qp.query(verbs_api::QpAttrMask::CAP) {
+        a.cap = cap_to_c(&cap);
+    }
+    let mut raw = ffi::ibv_qp_ex {
+        qp_base: ffi::ibv_qp {
+            context: p.raw.context,
+            qp_context: a.qp_context,
+            pd,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            handle: qp.qp_num(),
+            qp_num: qp.qp_num(),
+            state: ffi::IBV_QPS_RESET,
+            qp_type: a.qp_type,
+            ..ffi::ibv_qp::default()
+        },
+        ..ffi::ibv_qp_ex::default()
+    };
+    if let Some(fill) = send_ops {
+        fill(&mut raw);
+    }
+    for users in [&p.users, &send.users, &recv.users] {
+        users.take();
+    }
+    if let Some(s) = srq {
+        s.users.take();
+    }
+    let qp_num = qp.qp_num();
+    let q: *mut ffi::ibv_qp_ex = hand_out(Box::new(EmuQp {
+        raw,
+        qp,
+        extended: send_ops.is_some(),
+        pending: Mutex::new(Pending::default()),
+    }));
+    c.state.add_object(Object::Qp, qp_num, q as usize);
+    // SAFETY: `q` is the live box just leaked; its sync objects are uninitialised.
+    unsafe {
+        init_sync(
+            std::ptr::addr_of_mut!((*q).qp_base.mutex).cast(),
+            std::ptr::addr_of_mut!((*q).qp_base.cond).cast(),
+        );
+    }
+    q
+}
+
+/// `ibv_modify_qp`, checked against the kernel's state table (verbs-api) first.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `attr` is valid.
+pub unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut ffi::ibv_qp,
+    attr: *mut ffi::ibv_qp_attr,
+    mask: c_int,
+) -> c_int {
+    if qp.is_null() || attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's valid attributes.
+    let (a, m) = match qp_attr_from_c(unsafe { &*attr }, mask) {
+        Ok(x) => x,
+        Err(e) => return e,
+    };
+    // SAFETY: a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    match q.qp.modify(&a, m) {
+        Ok(()) => {
+            if let Ok(s) = q.qp.state() {
+                // SAFETY: the QP's own C struct; programs read `state` without locking.
+                unsafe { std::ptr::addr_of_mut!((*qp).state).write(s.as_raw()) };
+            }
+            0
+        }
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `ibv_query_qp`.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `attr` and `init` are valid for writes.
+pub unsafe extern "C" fn ibv_query_qp(
+    qp: *mut ffi::ibv_qp,
+    attr: *mut ffi::ibv_qp_attr,
+    mask: c_int,
+    init: *mut ffi::ibv_qp_init_attr,
+) -> c_int {
+    if qp.is_null() || attr.is_null() || init.is_null() {
+        return libc::EINVAL;
+    }
+    let Some(m) = u32::try_from(mask)
+        .ok()
+        .and_then(verbs_api::QpAttrMask::from_bits)
+    else {
+        return libc::EINVAL;
+    };
+    // SAFETY: a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    match q.qp.query(m) {
+        Ok((a, cap)) => {
+            // SAFETY: the caller's writable structs; the QP's C fields are ours to read.
+            unsafe {
+                attr.write(qp_attr_to_c(&a));
+                init.write(ffi::ibv_qp_init_attr {
+                    qp_context: (*qp).qp_context,
+                    send_cq: (*qp).send_cq,
+                    recv_cq: (*qp).recv_cq,
+                    srq: (*qp).srq,
+                    cap: cap_to_c(&cap),
+                    qp_type: (*qp).qp_type,
+                    sq_sig_all: 0,
+                });
+            }
+            0
+        }
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `ibv_destroy_qp`.
+///
+/// # Safety
+/// `qp` came from `ibv_create_qp` and is destroyed once.
+pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
+    if qp.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's contract.
+    let b = unsafe { take_back::<EmuQp, _>(qp) };
+    // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
+    unsafe {
+        let base = &b.raw.qp_base;
+        emu::<_, EmuPd>(base.pd).users.release();
+        emu::<_, EmuCq>(base.send_cq).users.release();
+        emu::<_, EmuCq>(base.recv_cq).users.release();
+        if !base.srq.is_null() {
+            emu::<_, EmuSrq>(base.srq).users.release();
+        }
+    }
+    // SAFETY: the QP's context outlives it.
+    unsafe { context(b.raw.qp_base.context) }
+        .state
+        .remove_object(Object::Qp, b.raw.qp_base.qp_num);
+    drop(b);
+    0
+}
+
+/// `ibv_qp_to_qp_ex`: the extended QP of a QP created by `ibv_create_qp_ex` with send
+/// ops, else NULL (as libibverbs answers).
+///
+/// # Safety
+/// `qp` is a live QP of ours.
+pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ffi::ibv_qp) -> *mut ffi::ibv_qp_ex {
+    if qp.is_null() {
+        return null_mut();
+    }
+    // SAFETY: a live QP of ours.
+    let q: &EmuQp = unsafe { emu(qp) };
+    if q.extended {
+        qp.cast()
+    } else {
+        null_mut()
+    }
+}
+
+/// `ibv_create_ah`.
+///
+/// # Safety
+/// `pd` is a live PD of ours; `attr` is valid.
+pub unsafe extern "C" fn ibv_create_ah(
+    pd: *mut ffi::ibv_pd,
+    attr: *mut ffi::ibv_ah_attr,
+) -> *mut ffi::ibv_ah {
+    if pd.is_null() || attr.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: a live PD of ours and the caller's valid attributes.
+    let (p, a): (&EmuPd, _) = unsafe { (emu(pd), ah_from_c(&*attr)) };
+    // SAFETY: the PD's context is live.
+    let c = unsafe { context(p.raw.context) };
+    match c.sim().create_ah(&p.pd, &a) {
+        Ok(ah) => {
+            let raw = ffi::ibv_ah {
+                context: p.raw.context,
+                pd,
+                handle: 0,
+            };
+            p.users.take();
+            hand_out(Box::new(EmuAh { raw, ah }))
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            null_mut()
+        }
+    }
+}
+
+/// `ibv_destroy_ah`.
+///
+/// # Safety
+/// `ah` came from `ibv_create_ah` and is destroyed once.
+pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ffi::ibv_ah) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { free_pd_child::<EmuAh, _>(ah, |a| a.raw.pd) }
+}
+
+/// Runs a multicast attach or detach of `qp` to `gid`.
+///
+/// # Safety
+/// `qp` is NULL or a live QP of ours; `gid` is NULL or valid.
+unsafe fn mcast(
+    qp: *mut ffi::ibv_qp,
+    gid: *const ffi::ibv_gid,
+    op: impl FnOnce(&EmuQp, Gid) -> verbs_api::Result<()>,
+) -> c_int {
+    if qp.is_null() || gid.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live QP of ours and the caller's GID.
+    let (q, g) = unsafe { (emu(qp), gid_from_c(&*gid)) };
+    op(q, g).map_or_else(|e| errno_of(&e), |()| 0)
+}
+
+/// `ibv_attach_mcast`.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `gid` is valid.
+pub unsafe extern "C" fn ibv_attach_mcast(
+    qp: *mut ffi::ibv_qp,
+    gid: *const ffi::ibv_gid,
+    lid: u16,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { mcast(qp, gid, |q, g| q.qp.attach_mcast(&g, lid)) }
+}
+
+/// `ibv_detach_mcast`.
+///
+/// # Safety
+/// `qp` is a live QP of ours; `gid` is valid.
+pub unsafe extern "C" fn ibv_detach_mcast(
+    qp: *mut ffi::ibv_qp,
+    gid: *const ffi::ibv_gid,
+    lid: u16,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { mcast(qp, gid, |q, g| q.qp.detach_mcast(&g, lid)) }
+}

@@ -1,0 +1,285 @@
+//! The process-wide emulator: the simulated fabric of the topology, the host this process
+//! is, its devices as `struct ibv_device`s, and the progress thread that moves the
+//! simulation on the wall clock and turns completion events into readable file descriptors.
+
+use std::collections::HashSet;
+use std::ffi::c_char;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use backend_sim::{Direction, FaultPlan, HostId, LinkFaultRule, Sim, SimVerbs};
+use verbs_api::{DeviceInfo, Verbs};
+
+use crate::events::{ChannelState, ContextState};
+use crate::ffi;
+use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
+
+/// A device of this host as libibverbs hands it out: the C struct first, so a
+/// `*mut ibv_device` is a `*mut EmuDevice`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct EmuDevice {
+    /// What programs read (`name`, `node_type`, `transport_type`, `ibdev_path`).
+    pub raw: ffi::ibv_device,
+    /// The simulator's description of it.
+    pub info: DeviceInfo,
+}
+
+/// The emulator of this process.
+#[derive(Debug)]
+pub struct Emu {
+    /// The simulated fabric (every host of the topology, in this process for now).
+    pub sim: Sim,
+    /// This process's host.
+    pub host: HostId,
+    /// Its description in the topology.
+    pub spec: HostSpec,
+    /// Its devices, allocated once and never freed (contexts point at them).
+    pub devices: Vec<Box<EmuDevice>>,
+    channels: Mutex<Vec<Weak<ChannelState>>>,
+    contexts: Mutex<Vec<Weak<ContextState>>>,
+}
+
+// SAFETY: the raw `ibv_device` structs hold only inline arrays and plain values (the
+// `_ops` pointers are null); they are written once before `Emu` is shared, then only read.
+unsafe impl Send for Emu {}
+// SAFETY: as above; every mutable part of `Emu` is behind a Mutex.
+unsafe impl Sync for Emu {}
+
+static EMU: OnceLock<Result<Emu, String>> = OnceLock::new();
+
+/// The emulator, built on first use from the environment (`VERBS_EMU_TOPOLOGY`,
+/// `VERBS_EMU_HOST`, `VERBS_EMU_SEED`).
+///
+/// # Errors
+/// The one-line reason the environment is unusable (printed once on stderr as well).
+pub fn emu() -> Result<&'static Emu, &'static str> {
+    let r = EMU.get_or_init(|| {
+        crate::leaks::arm();
+        let built = Emu::from_env();
+        match &built {
+            Ok(_) => start_progress_thread(),
+            Err(msg) => eprintln!("verbs-emu: {msg}"),
+        }
+        built
+    });
+    r.as_ref().map_err(String::as_str)
+}
+
+impl Emu {
+    fn from_env() -> Result<Self, String> {
+        let topology = Topology::from_env()?;
+        let seed = seed_from_env()?;
+        let me = topology.host_index(&host_from_env())?;
+        Emu::new(&topology, me, seed)
+    }
+
+    /// The emulator of host `me` (an index into `topology.hosts`) on a fabric seeded `seed`.
+    ///
+    /// # Errors
+    /// The topology cannot be built (a duplicate address).
+    pub fn new(topology: &Topology, me: usize, seed: u64) -> Result<Self, String> {
+        let sim = Sim::new(seed);
+        let mut plan = FaultPlan::none();
+        let mut host = None;
+        for (i, h) in topology.hosts.iter().enumerate() {
+            let id = sim
+                .add_host(&h.name, h.ip, h.personality)
+                .map_err(|e| format!("host {}: {e}", h.name))?;
+            if i == me {
+                host = Some(id);
+            }
+            if !h.faults.is_clean() {
+                let port = sim
+                    .port_of(id)
+                    .ok_or_else(|| format!("host {} has no port", h.name))?;
+                plan.links.push(LinkFaultRule {
+                    port,
+                    direction: Direction::FromSwitch,
+                    faults: h.faults.clone(),
+                });
+            }
+        }
+        let host = host.ok_or_else(|| format!("no host number {me} in the topology"))?;
+        sim.set_faults(plan)
+            .map_err(|e| format!("the topology's faults: {e}"))?;
+        let infos = sim
+            .verbs(host)
+            .devices()
+            .map_err(|e| format!("listing the devices of {}: {e}", topology.hosts[me].name))?;
+        let devices = infos.into_iter().map(new_device).collect();
+        Ok(Emu {
+            sim,
+            host,
+            spec: topology.hosts[me].clone(),
+            devices,
+            channels: Mutex::new(Vec::new()),
+            contexts: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// This host's verbs provider.
+    pub fn verbs(&self) -> SimVerbs {
+        self.sim.verbs(self.host)
+    }
+
+    /// Lets the progress thread deliver `channel`'s events.
+    pub fn register_channel(&self, channel: &Arc<ChannelState>) {
+        lock(&self.channels).push(Arc::downgrade(channel));
+    }
+
+    /// Lets the progress thread deliver `context`'s async events.
+    pub fn register_context(&self, context: &Arc<ContextState>) {
+        lock(&self.contexts).push(Arc::downgrade(context));
+    }
+
+    /// One round of progress: runs the simulation up to `virtual_now` and hands every
+    /// completion event to its channel's file descriptor and every async event to its
+    /// context's.
+    pub fn progress(&self, virtual_now: u64) {
+        let now = self.sim.now();
+        if virtual_now > now {
+            self.sim.run_for(virtual_now - now);
+        }
+        let live = live_of(&self.channels);
+        for c in live {
+            c.collect_events();
+        }
+        for c in live_of(&self.contexts) {
+            c.collect_events();
+        }
+    }
+}
+
+/// The registered objects still alive (the dead are forgotten).
+fn live_of<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
+    let mut l = lock(list);
+    l.retain(|w| w.strong_count() > 0);
+    l.iter().filter_map(Weak::upgrade).collect()
+}
+
+fn new_device(info: DeviceInfo) -> Box<EmuDevice> {
+    let mut raw = ffi::ibv_device {
+        node_type: info.node_type.as_raw(),
+        transport_type: info.transport_type.as_raw(),
+        ..ffi::ibv_device::default()
+    };
+    copy_c_string(&mut raw.name, &info.name);
+    copy_c_string(&mut raw.dev_name, &format!("uverbs-emu-{}", info.name));
+    copy_c_string(
+        &mut raw.dev_path,
+        &format!("/sys/class/infiniband_verbs/uverbs-emu-{}", info.name),
+    );
+    copy_c_string(&mut raw.ibdev_path, &ibdev_path(&info.name));
+    Box::new(EmuDevice { raw, info })
+}
+
+/// The `ibdev_path` the emulator gives device `name`; `ibv_read_sysfs_file` answers for it.
+pub fn ibdev_path(name: &str) -> String {
+    format!("/sys/class/infiniband/{name}")
+}
+
+/// Copies `s` into a fixed C array, truncated to leave room for the terminating NUL.
+pub fn copy_c_string(dst: &mut [c_char], s: &str) {
+    let n = s.len().min(dst.len().saturating_sub(1));
+    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
+        *d = *b as c_char;
+    }
+    if let Some(end) = dst.get_mut(n) {
+        *end = 0;
+    }
+}
+
+/// How often the progress thread looks, at most.
+const PROGRESS_TICK: Duration = Duration::from_micros(200);
+
+/// Starts the thread that runs the simulation on the wall clock. It needs `&'static Emu`,
+/// which exists once the OnceLock holds it: it waits for that, then runs for the life of
+/// the process.
+fn start_progress_thread() {
+    let spawned = std::thread::Builder::new()
+        .name("verbs-emu-progress".into())
+        .spawn(|| {
+            let start = Instant::now();
+            let emu = loop {
+                match EMU.get() {
+                    Some(Ok(e)) => break e,
+                    Some(Err(_)) => return,
+                    None => std::thread::sleep(PROGRESS_TICK),
+                }
+            };
+            loop {
+                let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                emu.progress(ns);
+                std::thread::sleep(PROGRESS_TICK);
+            }
+        });
+    if let Err(e) = spawned {
+        eprintln!(
+            "verbs-emu: cannot start the progress thread: {e}; completion channels will not signal"
+        );
+    }
+}
+
+/// Locks a mutex, going on after a panic elsewhere (the data stays consistent: every
+/// critical section here is a plain update).
+pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+static LOGGED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+/// Prints `verbs-emu: VERB is not emulated (WHAT)` the first time `verb` is refused.
+pub fn log_unsupported_once(verb: &'static str, what: &str) {
+    let mut g = lock(&LOGGED);
+    if g.get_or_insert_with(HashSet::new).insert(verb) {
+        eprintln!("verbs-emu: {verb} is not emulated ({what})");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c_strings_are_truncated_and_terminated() {
+        let mut a = [1 as c_char; 4];
+        copy_c_string(&mut a, "mlx5_0");
+        assert_eq!(a, [b'm' as c_char, b'l' as c_char, b'x' as c_char, 0]);
+        let mut b = [1 as c_char; 8];
+        copy_c_string(&mut b, "ab");
+        assert_eq!(&b[..3], &[b'a' as c_char, b'b' as c_char, 0]);
+    }
+
+    #[test]
+    fn topology_faults_reach_the_fabric() {
+        let mut t = Topology::default();
+        t.hosts[1].faults = backend_sim::LinkFaults::loss(0.25);
+        let e = Emu::new(&t, 0, 7).unwrap();
+        let h2 = e.sim.port_of(HostId(1)).unwrap();
+        let plan = e.sim.with_fabric(|f| f.faults().clone());
+        assert_eq!(
+            plan.links,
+            vec![LinkFaultRule {
+                port: h2,
+                direction: Direction::FromSwitch,
+                faults: backend_sim::LinkFaults::loss(0.25),
+            }]
+        );
+        assert!(plan.default_link.is_clean());
+    }
+
+    #[test]
+    fn each_host_sees_its_own_device() {
+        let t = Topology::default();
+        let e = Emu::new(&t, 1, 7).unwrap();
+        assert_eq!(e.spec.name, "h2");
+        assert_eq!(e.devices.len(), 1);
+        assert_eq!(e.devices[0].info.name, "mlx5_0");
+        let name: Vec<u8> = e.devices[0].raw.name[..7]
+            .iter()
+            .map(|&c| c as u8)
+            .collect();
+        assert_eq!(&name, b"mlx5_0\0");
+    }
+}

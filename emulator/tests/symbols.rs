@@ -1,0 +1,166 @@
+//! The library's dynamic symbol table against Debian's `libibverbs.so.1` and the programs
+//! linked to it (`objdump`, from binutils).
+
+mod common;
+
+use common::{lib_dir, require, run, stdout};
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+const DEBIAN_LIB: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+
+fn objdump(args: &[&str], file: &Path) -> String {
+    let mut c = Command::new(require("objdump", "binutils"));
+    c.args(args).arg(file);
+    let o = run(c);
+    assert!(o.status.success(), "objdump {args:?} {}", file.display());
+    stdout(&o)
+}
+
+/// `(name, version)` of the dynamic symbols `objdump -T` lists with an IBVERBS version,
+/// defined (`defined == true`) or needed.
+fn ibverbs_symbols(file: &Path, defined: bool) -> BTreeSet<(String, String)> {
+    objdump(&["-T"], file)
+        .lines()
+        .filter(|l| l.contains("IBVERBS_") && l.contains("*UND*") != defined)
+        .filter_map(|l| {
+            let mut words = l.split_whitespace().rev();
+            let name = words.next()?;
+            let version = words.next()?.trim_matches(|c| c == '(' || c == ')');
+            Some((name.to_owned(), version.to_owned()))
+        })
+        .collect()
+}
+
+fn ours() -> std::path::PathBuf {
+    lib_dir().join("libibverbs.so.1")
+}
+
+/// The "Version definitions" block of `objdump -p`, without its first line (the file).
+fn version_definitions(file: &Path) -> Vec<String> {
+    let text = objdump(&["-p"], file);
+    text.lines()
+        .skip_while(|l| !l.starts_with("Version definitions:"))
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn soname_and_version_nodes_are_debians() {
+    require("ibv_devinfo", "ibverbs-utils");
+    assert!(Path::new(DEBIAN_LIB).exists(), "install libibverbs1");
+    let p = objdump(&["-p"], &ours());
+    assert!(
+        p.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["SONAME", "libibverbs.so.1"]),
+        "{p}"
+    );
+    // The nodes, in order. Debian's also name each node's parent (a `\tIBVERBS_1.0` line
+    // after IBVERBS_1.1 ...); rust-lld, which links ours, writes no parent entries. The
+    // dynamic linker checks only that a needed version exists, never the parents.
+    let theirs: Vec<String> = version_definitions(Path::new(DEBIAN_LIB))
+        .into_iter()
+        .filter(|l| !l.starts_with('\t'))
+        .collect();
+    assert_eq!(theirs.len(), 13, "{theirs:?}");
+    assert_eq!(version_definitions(&ours()), theirs);
+}
+
+#[test]
+fn the_symbol_table_is_the_exports_table() {
+    let got = ibverbs_symbols(&ours(), true);
+    let want: BTreeSet<(String, String)> = ibverbs::exports::EXPORTS
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    assert_eq!(got, want);
+    // Each is where Debian's library has its default version.
+    let debian = ibverbs_symbols(Path::new(DEBIAN_LIB), true);
+    for s in &want {
+        assert!(debian.contains(s), "Debian's libibverbs has no {s:?}");
+    }
+}
+
+#[test]
+fn programs_find_every_symbol_they_need() {
+    let ours = ibverbs_symbols(&ours(), true);
+    for program in [
+        "ibv_devices",
+        "ibv_devinfo",
+        "ibv_rc_pingpong",
+        "ibv_uc_pingpong",
+        "ibv_ud_pingpong",
+        "ibv_srq_pingpong",
+    ] {
+        let needed = ibverbs_symbols(&require(program, "ibverbs-utils"), false);
+        assert!(!needed.is_empty(), "{program} links no IBVERBS symbol?");
+        let missing: Vec<_> = needed.difference(&ours).collect();
+        assert!(missing.is_empty(), "{program} needs {missing:?}");
+    }
+}
+
+/// `(name, version)` of the symbols Debian's library exports at their default version
+/// for programs: every public node's, and from the private node only
+/// `ibv_query_gid_type` (ibv_devinfo uses it; the rest is the provider interface).
+fn debian_public_symbols() -> BTreeSet<(String, String)> {
+    objdump(&["-T"], Path::new(DEBIAN_LIB))
+        .lines()
+        .filter(|l| l.contains(" IBVERBS_") && !l.contains("*UND*"))
+        .filter_map(|l| {
+            let mut words = l.split_whitespace().rev();
+            let name = words.next()?;
+            let version = words.next()?;
+            Some((name.to_owned(), version.to_owned()))
+        })
+        .filter(|(name, version)| {
+            name != version
+                && (!version.starts_with("IBVERBS_PRIVATE") || name == "ibv_query_gid_type")
+        })
+        .collect()
+}
+
+#[test]
+fn every_public_symbol_of_debians_library_is_exported() {
+    let want = debian_public_symbols();
+    assert_eq!(want.len(), 76, "{want:?}");
+    assert_eq!(ibverbs_symbols(&ours(), true), want);
+}
+
+/// Runs `program -h` with every symbol bound at start (`LD_BIND_NOW`), so the dynamic
+/// linker resolves all of the program's and its libraries' needs (Debian's librdmacm
+/// included) against the emulator before main.
+fn usage(program: &str, package: &str) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = common::emulated(&require(program, package));
+    c.arg0(program).arg("-h").env("LD_BIND_NOW", "1");
+    run(c)
+}
+
+#[test]
+fn rdma_core_programs_start_with_every_symbol_bound() {
+    for program in [
+        "ibv_rc_pingpong",
+        "ibv_uc_pingpong",
+        "ibv_ud_pingpong",
+        "ibv_srq_pingpong",
+    ] {
+        let o = usage(program, "ibverbs-utils");
+        assert_eq!(o.status.code(), Some(1), "{program}");
+        assert_eq!(
+            common::stderr(&o),
+            format!("{program}: invalid option -- 'h'\n")
+        );
+        assert!(stdout(&o).starts_with("Usage:\n"), "{program}");
+    }
+    // rdmacm-utils load Debian's librdmacm, which binds to this library too.
+    let o = usage("mckey", "rdmacm-utils");
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(common::stderr(&o), "mckey: invalid option -- 'h'\n");
+    assert!(stdout(&o).starts_with("usage: mckey\n"));
+    let o = usage("rping", "rdmacm-utils");
+    assert_eq!(common::stderr(&o), "");
+    assert!(stdout(&o).starts_with("rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n"));
+}
