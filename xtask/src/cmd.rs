@@ -526,6 +526,8 @@ pub fn ci() -> Result<(), Error> {
     )?;
     // The short form of every fuzz target.
     crate::fuzz::run(&root(), None, crate::fuzz::Budget::Seconds(CI_FUZZ_SECONDS))?;
+    // The slot pool's and the simulator's unsafe code under Miri.
+    crate::miri::run(&root())?;
     // The checks that decode our captures with tshark (a Debian package, so not part of
     // the simulator suite): the simulator's RoCEv2/RAW capture and spead-capture's pcaps.
     vm::packages::ensure_installed(&[vm::packages::TOOL_PACKAGES])?;
