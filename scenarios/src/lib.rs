@@ -11,6 +11,7 @@
 //! - [`outcome`]: what a run reports.
 //! - [`invariants`]: what must hold for every outcome.
 //! - [`strategy`]: proptest strategies for every part of a scenario.
+//! - [`swarm`]: many seeded random scenarios on every core, checked and shrunk.
 
 pub mod invariants;
 pub mod model;
@@ -20,6 +21,8 @@ pub mod payload;
 pub mod report;
 pub mod runner;
 pub mod strategy;
+#[cfg(feature = "sim")]
+pub mod swarm;
 
 pub use invariants::{check, Violation};
 pub use model::{

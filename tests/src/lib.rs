@@ -6,4 +6,5 @@
 pub mod spead2;
 
 pub mod conformance;
+pub mod pool_model;
 pub mod spead_verbs;

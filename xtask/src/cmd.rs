@@ -10,7 +10,7 @@ use crate::vm::{self, sh_quote, VmOptions};
 pub type Error = String;
 
 /// The workspace root (the parent of this crate's directory).
-fn root() -> PathBuf {
+pub fn root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
@@ -466,6 +466,12 @@ pub fn bench() -> Result<(), Error> {
     run(sim, "simulator benchmark (RAW_PACKET path)")
 }
 
+/// Seconds each fuzz target runs in CI (the long form: `cargo xtask fuzz --time 3600`).
+pub const CI_FUZZ_SECONDS: u64 = 15;
+
+/// The seeds of the fault swarm that every CI run checks.
+pub const CI_SWARM_SEEDS: &str = "0..400";
+
 /// `cargo xtask ci`: what `.ci/run` calls on every submission.
 pub fn ci() -> Result<(), Error> {
     let mut fmt = cargo();
@@ -498,6 +504,15 @@ pub fn ci() -> Result<(), Error> {
     run(doc, "verbs-api docs")?;
 
     test_sim(&[])?;
+    // The short form of the fault swarm (the long form: `cargo xtask swarm --seeds 0..10000`).
+    // Debug build: the simulator suite has just built it, and a release build costs more
+    // than the short run saves.
+    scenario_tool_in(
+        false,
+        &["swarm".into(), "--seeds".into(), CI_SWARM_SEEDS.into()],
+    )?;
+    // The short form of every fuzz target.
+    crate::fuzz::run(&root(), None, crate::fuzz::Budget::Seconds(CI_FUZZ_SECONDS))?;
     // The checks that decode our captures with tshark (a Debian package, so not part of
     // the simulator suite): the simulator's RoCEv2/RAW capture and spead-capture's pcaps.
     vm::packages::ensure_installed(&[vm::packages::TOOL_PACKAGES])?;
@@ -545,17 +560,18 @@ pub fn ci() -> Result<(), Error> {
 
 /// Runs the `scenario` tool (scenarios crate, release build) with `args`.
 pub fn scenario_tool(args: &[String]) -> Result<(), Error> {
+    scenario_tool_in(true, args)
+}
+
+/// Runs the `scenario` tool with `args`, built in release or (where the test suite has
+/// just built it, as in CI) debug.
+fn scenario_tool_in(release: bool, args: &[String]) -> Result<(), Error> {
     let mut c = cargo();
-    c.args([
-        "run",
-        "--quiet",
-        "--release",
-        "-p",
-        "scenarios",
-        "--bin",
-        "scenario",
-        "--",
-    ]);
+    c.args(["run", "--quiet"]);
+    if release {
+        c.arg("--release");
+    }
+    c.args(["-p", "scenarios", "--bin", "scenario", "--"]);
     c.args(args);
     run(c, "scenario tool")
 }

@@ -21,11 +21,16 @@
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks.
+//! - `cargo xtask fuzz [--time S | --runs N] [--target T]`: the cargo-fuzz targets in
+//!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
+//! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
+//!   form ([`cmd::CI_SWARM_SEEDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
 //!   (also with the hardware features), docs, the simulator suite, and the hardware suite
 //!   on Soft-RoCE in the VM.
 
 mod cmd;
+mod fuzz;
 mod vm;
 
 use std::process::ExitCode;
@@ -94,6 +99,27 @@ enum Command {
     },
     /// Run the benchmarks (spead vs spead2, the simulator's packet path).
     Bench,
+    /// The fault swarm: one random scenario per seed on every core, checked against the
+    /// invariants and run twice for the same trace: `cargo xtask swarm --seeds A..B
+    /// [--threads N] [--shrink N] [--out DIR]`. Shard a long run by seed range.
+    Swarm {
+        /// Arguments for `scenario swarm` (e.g. `--seeds 0..10000`).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Run every cargo-fuzz target in fuzz/ from its stored corpus (nightly; installs
+    /// cargo-fuzz if missing) and print the executions of each.
+    Fuzz {
+        /// Seconds per target.
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
+        time: u64,
+        /// Executions per target instead of a time.
+        #[arg(long, conflicts_with = "time", value_parser = clap::value_parser!(u64).range(1..))]
+        runs: Option<u64>,
+        /// Only this target.
+        #[arg(long)]
+        target: Option<String>,
+    },
     /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0).
     ///
     /// Prepares (and caches under target/softroce/) Debian's kernel, busybox and an
@@ -145,6 +171,11 @@ fn main() -> ExitCode {
         Command::Scenario { args } => cmd::scenario_tool(&args),
         Command::Replay { args } => cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()),
         Command::Bench => cmd::bench(),
+        Command::Fuzz { time, runs, target } => {
+            let budget = runs.map_or(fuzz::Budget::Seconds(time), fuzz::Budget::Runs);
+            fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ())
+        }
+        Command::Swarm { args } => cmd::scenario_tool(&[vec!["swarm".to_owned()], args].concat()),
         Command::Vm {
             timeout,
             env,

@@ -9,6 +9,9 @@
 //!   [--group G:PORT] [--out DIR]`: a capture through the simulated verbs receiver.
 //! - `scenario meerkat [--seed N]`: 64 senders, 16 groups, 16 receivers, ~10^6 frames;
 //!   wall time and peak memory.
+//! - `scenario swarm --seeds A..B [--threads N] [--shrink N] [--out DIR]`: one random
+//!   scenario per seed on every core, each checked and run twice; failing seeds are
+//!   shrunk and written to DIR as TOML with the command that reruns them.
 //!
 //! Exit status: 0 when everything holds, 1 on invariant violations or a replay that
 //! differs, 2 on errors (bad file, failed run).
@@ -84,6 +87,40 @@ enum Command {
         #[arg(long)]
         seed: Option<u64>,
     },
+    /// Random scenarios, one per seed, on every core: invariants and repeatable traces.
+    Swarm {
+        /// The seeds, as A..B (B excluded): one scenario each.
+        #[arg(long, value_parser = parse_seeds)]
+        seeds: std::ops::Range<u64>,
+        /// Worker threads (default: every core).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        threads: Option<u32>,
+        /// Runs the shrinker may spend on each failing seed (0: do not shrink).
+        #[arg(long, default_value_t = 256)]
+        shrink: u32,
+        /// Where failing scenarios are written (seed-N.toml, and shrunk-N.toml).
+        #[arg(long, default_value = "target/swarm")]
+        out: PathBuf,
+    },
+}
+
+/// Parses `A..B` with A < B.
+fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
+    let (a, b) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}` is not a seed range A..B"))?;
+    let a: u64 = a
+        .parse()
+        .map_err(|e| format!("`{a}` in `{text}` is not a seed: {e}"))?;
+    let b: u64 = b
+        .parse()
+        .map_err(|e| format!("`{b}` in `{text}` is not a seed: {e}"))?;
+    if a >= b {
+        return Err(format!(
+            "the seed range `{text}` is empty (A..B needs A < B)"
+        ));
+    }
+    Ok(a..b)
 }
 
 fn main() -> ExitCode {
@@ -110,6 +147,12 @@ fn main() -> ExitCode {
             &out,
         ),
         Command::Meerkat { seed } => cmd_meerkat(seed),
+        Command::Swarm {
+            seeds,
+            threads,
+            shrink,
+            out,
+        } => cmd_swarm(seeds, threads, shrink, &out),
     }
 }
 
@@ -264,5 +307,82 @@ fn cmd_meerkat(seed: Option<u64>) -> ExitCode {
             }
         }
         Err(e) => fail(e),
+    }
+}
+
+fn cmd_swarm(
+    seeds: std::ops::Range<u64>,
+    threads: Option<u32>,
+    shrink: u32,
+    out: &Path,
+) -> ExitCode {
+    use scenarios::swarm;
+    let threads = threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        |t| t as usize,
+    );
+    let total = seeds.end - seeds.start;
+    let bar = simrun::progress_bar(total, "scenarios");
+    let started = Instant::now();
+    let report = swarm::run(
+        &swarm::SwarmConfig {
+            seeds: seeds.clone(),
+            threads,
+            shrink_budget: shrink,
+        },
+        &|done, failed| {
+            bar.set_position(done);
+            bar.set_message(format!("{failed} failing"));
+        },
+    );
+    bar.finish_and_clear();
+    let wall = started.elapsed().as_secs_f64();
+    println!(
+        "swarm seeds {}..{}: {} scenarios (each run twice) on {threads} threads in {wall:.1} s; \
+         {} frames sent, {} heaps delivered; {} failing",
+        seeds.start,
+        seeds.end,
+        report.scenarios,
+        report.packets_sent,
+        report.heaps_delivered,
+        report.failures.len()
+    );
+    if report.failures.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    if let Err(e) = std::fs::create_dir_all(out) {
+        return fail(format!("cannot create {}: {e}", out.display()));
+    }
+    for f in &report.failures {
+        println!("seed {} FAILED (rerun: {}):", f.seed, f.command());
+        for p in &f.problems {
+            println!("  {p}");
+        }
+        let original = swarm::scenario_for_seed(f.seed);
+        write_scenario(&out.join(format!("seed-{}.toml", f.seed)), &original);
+        if let Some((small, problems)) = &f.shrunk {
+            let path = out.join(format!("shrunk-{}.toml", f.seed));
+            write_scenario(&path, small);
+            println!(
+                "  shrunk to {} senders, {} receivers, {} heaps: {} (rerun: cargo xtask scenario run {})",
+                small.senders.len(),
+                small.receivers.len(),
+                small.senders.iter().map(|s| s.heaps).sum::<u32>(),
+                problems.first().map_or("", String::as_str),
+                path.display()
+            );
+        }
+    }
+    ExitCode::from(1)
+}
+
+fn write_scenario(path: &Path, s: &Scenario) {
+    match s.to_toml() {
+        Ok(text) => {
+            if let Err(e) = std::fs::write(path, text) {
+                eprintln!("scenario: cannot write {}: {e}", path.display());
+            }
+        }
+        Err(e) => eprintln!("scenario: cannot write {}: {e}", path.display()),
     }
 }

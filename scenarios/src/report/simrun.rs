@@ -208,17 +208,7 @@ pub fn run(s: &Scenario, opts: &Options) -> Result<Run, RunError> {
         };
     }
     let bar = (opts.progress && opts.replay.is_none()).then(|| {
-        let bar = ProgressBar::with_draw_target(
-            Some(estimated_packets(s)),
-            ProgressDrawTarget::stderr_with_hz(4),
-        );
-        bar.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg} [{bar:40}] {pos}/{len} frames ({elapsed}, eta {eta})",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
+        let bar = progress_bar(estimated_packets(s), "frames");
         bar.set_message(s.name.clone());
         bar
     });
@@ -259,4 +249,17 @@ pub fn peak_rss_kib() -> Option<u64> {
 /// The I/O error of creating it.
 pub fn ensure_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)
+}
+
+/// A progress bar on stderr (drawn only when stderr is a terminal) counting `len` `unit`.
+pub fn progress_bar(len: u64, unit: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr_with_hz(4));
+    bar.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {{msg}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{elapsed}}, eta {{eta}})"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar
 }

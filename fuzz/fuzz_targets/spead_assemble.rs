@@ -1,6 +1,6 @@
 //! Fuzz the decoder and heap assembler: arbitrary bytes as one datagram, as a
 //! back-to-back buffer, and split into datagrams by a length prefix, in both
-//! assembly modes. Run with `cargo +nightly fuzz run decode_assemble` in `spead/`.
+//! assembly modes. Run with `cargo xtask fuzz --target spead_assemble`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,0 +1,335 @@
+//! The fault swarm: many random scenarios, each derived from one seed, run on the
+//! simulator on every core, each checked against the [invariants](crate::invariants) and
+//! run twice to check that the same seed gives the same trace.
+//!
+//! A seed is the whole input: `scenario_for_seed(seed)` builds the same scenario on any
+//! machine, so a seed range is a shard (`--seeds 0..5000` on one machine, `5000..10000`
+//! on another) and a failing seed is a complete bug report. A failing scenario is shrunk
+//! with proptest's value tree (fewer hosts, heaps, bytes and faults) and written as TOML,
+//! with the command that reruns it.
+
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use proptest::collection::vec;
+use proptest::prelude::*;
+use proptest::strategy::{BoxedStrategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+use crate::invariants::check;
+use crate::model::{Nic, Scenario, Transport};
+use crate::runner::sim::run_sim;
+use crate::strategy::{faults, group, host, receiver, sender};
+
+/// The scenarios the swarm draws from: mostly small ones (2-4 hosts, 1-2 groups, 1-2
+/// senders, 1-3 receivers, every fault kind), and one in eight wide (up to 64 senders,
+/// groups and receivers on up to 16 hosts, with few small heaps each, so a wide scenario
+/// costs about what a small one does).
+pub fn swarm_scenario() -> BoxedStrategy<Scenario> {
+    prop_oneof![7 => crate::strategy::scenario(), 1 => wide_scenario()].boxed()
+}
+
+/// A wide scenario: 2-16 hosts, 1-64 groups, 1-64 senders and 1-64 receivers.
+fn wide_scenario() -> impl Strategy<Value = Scenario> {
+    (
+        2usize..=16,
+        1usize..=64,
+        1usize..=64,
+        1usize..=64,
+        any::<u64>(),
+    )
+        .prop_flat_map(|(nh, ng, ns, nr, seed)| {
+            (
+                (0..nh).map(host).collect::<Vec<_>>(),
+                vec(sender(nh, ng), ns..=ns),
+                vec(receiver(nh, ng), nr..=nr),
+                Just((ng, seed, nh)),
+            )
+        })
+        .prop_flat_map(|(mut hosts, mut senders, receivers, (ng, seed, nh))| {
+            for s in &mut senders {
+                s.heaps = s.heaps.min(2);
+                s.heap_size = s.heap_size.min(4096);
+            }
+            for r in receivers.iter().filter(|r| r.transport == Transport::Raw) {
+                hosts[host_index(&r.host)].nic = Nic::Mlx5;
+            }
+            for s in &senders {
+                hosts[host_index(&s.host)].nic = Nic::Mlx5;
+            }
+            let packets: u64 = senders
+                .iter()
+                .map(|s| u64::from(s.heaps) * (s.heap_size as u64 / 256 + 1))
+                .sum();
+            (
+                Just((hosts, senders, receivers, ng, seed)),
+                faults(packets, nh),
+            )
+        })
+        .prop_map(|((hosts, senders, receivers, ng, seed), faults)| Scenario {
+            name: format!("swarm-wide-{seed:016x}"),
+            seed,
+            hosts,
+            groups: (0..ng).map(group).collect(),
+            senders,
+            receivers,
+            faults,
+        })
+}
+
+/// The index in `h{i}`.
+fn host_index(name: &str) -> usize {
+    name.get(1..).and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+/// The proptest runner whose random stream is a function of `seed` alone.
+fn runner_for(seed: u64) -> TestRunner {
+    let mut key = [0u8; 32];
+    key[..8].copy_from_slice(&seed.to_le_bytes());
+    key[8..16].copy_from_slice(b"swarm-v1");
+    TestRunner::new_with_rng(
+        Config {
+            failure_persistence: None,
+            ..Config::default()
+        },
+        TestRng::from_seed(RngAlgorithm::ChaCha, &key),
+    )
+}
+
+/// The value tree of seed `seed`'s scenario (its current value is the scenario; it
+/// shrinks).
+fn tree_for(seed: u64) -> Box<dyn ValueTree<Value = Scenario>> {
+    let mut runner = runner_for(seed);
+    // A strategy of these types never rejects a value, so new_tree cannot fail.
+    swarm_scenario()
+        .new_tree(&mut runner)
+        .expect("the swarm strategy filters nothing")
+}
+
+/// Seed `seed`'s scenario: the same on every machine and every run.
+pub fn scenario_for_seed(seed: u64) -> Scenario {
+    tree_for(seed).current()
+}
+
+/// What one scenario's run showed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedResult {
+    /// Frames the senders put on the wire.
+    pub packets_sent: u64,
+    /// Heaps the receivers delivered.
+    pub heaps_delivered: u64,
+    /// The trace hash (the same on both runs when the result is clean).
+    pub trace_hash: u64,
+}
+
+/// Runs `s` twice and checks every invariant and that both runs leave the same trace.
+///
+/// # Errors
+/// Every problem found, one line each.
+pub fn check_scenario(s: &Scenario) -> Result<SeedResult, Vec<String>> {
+    let first = run_sim(s).map_err(|e| vec![format!("run failed: {e}")])?;
+    let mut problems: Vec<String> = check(s, &first).iter().map(ToString::to_string).collect();
+    match run_sim(s) {
+        Ok(second) if second.trace_hash != first.trace_hash => problems.push(format!(
+            "the same seed gave two traces: {:016x?} then {:016x?}",
+            first.trace_hash, second.trace_hash
+        )),
+        Ok(second) if second != first => {
+            problems.push("the same seed gave two different outcomes".into());
+        }
+        Ok(_) => {}
+        Err(e) => problems.push(format!("second run failed: {e}")),
+    }
+    if problems.is_empty() {
+        Ok(SeedResult {
+            packets_sent: first.packets_sent,
+            heaps_delivered: first.receivers.iter().map(|r| r.heaps.len() as u64).sum(),
+            trace_hash: first.trace_hash.unwrap_or(0),
+        })
+    } else {
+        Err(problems)
+    }
+}
+
+/// A seed whose scenario broke an invariant.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    /// The seed.
+    pub seed: u64,
+    /// What went wrong with the seed's own scenario.
+    pub problems: Vec<String>,
+    /// The smallest scenario found that still fails, and what went wrong with it.
+    pub shrunk: Option<(Scenario, Vec<String>)>,
+}
+
+impl Failure {
+    /// The command that reruns this seed alone.
+    #[must_use]
+    pub fn command(&self) -> String {
+        format!("cargo xtask swarm --seeds {}..{}", self.seed, self.seed + 1)
+    }
+}
+
+/// Shrinks seed `seed`'s failing scenario: proptest's simplify/complicate walk over the
+/// value tree, at most `budget` runs.
+pub fn shrink(seed: u64, budget: u32) -> Option<(Scenario, Vec<String>)> {
+    let mut tree = tree_for(seed);
+    let mut best = None;
+    for _ in 0..budget {
+        let candidate = tree.current();
+        let failed = match check_scenario(&candidate) {
+            Err(problems) => {
+                best = Some((candidate, problems));
+                true
+            }
+            Ok(_) => false,
+        };
+        let moved = if failed {
+            tree.simplify()
+        } else {
+            tree.complicate()
+        };
+        if !moved {
+            break;
+        }
+    }
+    best
+}
+
+/// How to run a swarm.
+#[derive(Debug, Clone)]
+pub struct SwarmConfig {
+    /// The seeds: one scenario each.
+    pub seeds: Range<u64>,
+    /// Worker threads (at least one).
+    pub threads: usize,
+    /// Runs the shrinker may spend on each failing seed (0: do not shrink).
+    pub shrink_budget: u32,
+}
+
+/// The totals of a swarm.
+#[derive(Debug, Clone, Default)]
+pub struct SwarmReport {
+    /// Scenarios run (each twice).
+    pub scenarios: u64,
+    /// Frames sent over all scenarios (first runs).
+    pub packets_sent: u64,
+    /// Heaps delivered over all scenarios (first runs).
+    pub heaps_delivered: u64,
+    /// The failing seeds, in seed order.
+    pub failures: Vec<Failure>,
+}
+
+/// Runs every seed of `config.seeds` on `config.threads` threads, calling `progress`
+/// after each scenario with (scenarios done, failures so far). Seeds are handed out in
+/// order from a shared counter, so the report does not depend on the thread count.
+pub fn run(config: &SwarmConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> SwarmReport {
+    let next = AtomicU64::new(config.seeds.start);
+    let done = AtomicU64::new(0);
+    let report = Mutex::new(SwarmReport::default());
+    std::thread::scope(|scope| {
+        for _ in 0..config.threads.max(1) {
+            scope.spawn(|| loop {
+                let seed = next.fetch_add(1, Ordering::Relaxed);
+                if seed >= config.seeds.end {
+                    break;
+                }
+                let outcome = check_scenario(&scenario_for_seed(seed));
+                let failure = outcome.as_ref().err().map(|problems| Failure {
+                    seed,
+                    problems: problems.clone(),
+                    shrunk: (config.shrink_budget > 0)
+                        .then(|| shrink(seed, config.shrink_budget))
+                        .flatten(),
+                });
+                let failures = {
+                    let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
+                    r.scenarios += 1;
+                    if let Ok(res) = &outcome {
+                        r.packets_sent += res.packets_sent;
+                        r.heaps_delivered += res.heaps_delivered;
+                    }
+                    r.failures.extend(failure);
+                    r.failures.len() as u64
+                };
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, failures);
+            });
+        }
+    });
+    let mut report = report.into_inner().unwrap_or_else(|p| p.into_inner());
+    report.failures.sort_by_key(|f| f.seed);
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seed_always_gives_the_same_valid_scenario() {
+        for seed in [0, 1, 42, u64::MAX] {
+            let s = scenario_for_seed(seed);
+            assert_eq!(s, scenario_for_seed(seed), "seed {seed}");
+            assert_eq!(s.validate(), Ok(()), "seed {seed}");
+        }
+        assert_ne!(scenario_for_seed(1), scenario_for_seed(2));
+    }
+
+    #[test]
+    fn wide_scenarios_are_drawn_and_valid() {
+        let wide: Vec<Scenario> = (0..200)
+            .map(scenario_for_seed)
+            .filter(|s| s.name.starts_with("swarm-wide-"))
+            .collect();
+        assert!(
+            wide.len() >= 10,
+            "{} wide scenarios in 200 seeds",
+            wide.len()
+        );
+        for s in &wide {
+            assert_eq!(s.validate(), Ok(()), "{}", s.name);
+            assert!(s.senders.len() <= 64 && s.receivers.len() <= 64 && s.groups.len() <= 64);
+        }
+        assert!(wide.iter().any(|s| s.senders.len() > 16));
+    }
+
+    #[test]
+    fn the_report_does_not_depend_on_the_thread_count() {
+        let run_with = |threads| {
+            let r = run(
+                &SwarmConfig {
+                    seeds: 100..108,
+                    threads,
+                    shrink_budget: 0,
+                },
+                &|_, _| {},
+            );
+            (
+                r.scenarios,
+                r.packets_sent,
+                r.heaps_delivered,
+                r.failures.len(),
+            )
+        };
+        let one = run_with(1);
+        assert_eq!(one.0, 8);
+        assert!(one.1 > 0 && one.2 > 0, "{one:?}");
+        assert_eq!(one, run_with(3));
+    }
+
+    #[test]
+    fn a_failing_scenario_is_reported_with_its_problem_and_rerun_command() {
+        let mut s = scenario_for_seed(5);
+        s.receivers[0].groups = vec![s.groups.len() + 3];
+        let problems = check_scenario(&s).unwrap_err();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].starts_with("run failed: "), "{problems:?}");
+        let f = Failure {
+            seed: 17,
+            problems,
+            shrunk: None,
+        };
+        assert_eq!(f.command(), "cargo xtask swarm --seeds 17..18");
+    }
+}
