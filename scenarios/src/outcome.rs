@@ -1,6 +1,6 @@
 //! What a run reports: what was sent, and what each receiver made of it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One heap a sender sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,4 +62,9 @@ pub struct Outcome {
     pub receivers: Vec<ReceiverReport>,
     /// The fabric's trace hash (simulator only).
     pub trace_hash: Option<u64>,
+    /// Heaps a buggy sender's payload corruption touched (simulator only): for every
+    /// corrupted packet, the heap counter it was sent with and the one it carries after
+    /// the flip (a flip may move a packet to another heap). Such a heap may legitimately
+    /// complete with wrong bytes: nothing below the application can tell.
+    pub tainted: BTreeSet<u64>,
 }

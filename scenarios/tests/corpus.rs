@@ -126,7 +126,7 @@ fn every_corpus_scenario_keeps_the_invariants_and_shows_its_fault() {
                 assert!(all_complete(&r, &s, 0));
             }
             "corruption" => {
-                assert!(f.corrupted > 0 && f.dropped_checksum > 0);
+                assert!(f.corrupted() > 0 && f.dropped_checksum() > 0);
             }
             "partition" => {
                 assert!(f.dropped_partition > 0);

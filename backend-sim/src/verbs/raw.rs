@@ -2,7 +2,8 @@
 //! UDP checksums filled in when it asks for the offload); a receive takes the frame as it
 //! arrived, in the states that receive, with the checksum flag the NIC reports.
 
-use crate::frame::offload_checksums;
+use crate::frame::ipv4::{fold_checksum, sum_words, Ipv4Header, PROTO_TCP, PROTO_UDP};
+use crate::frame::{offload_checksums, FrameView};
 use verbs_api::{QpState, SendFlags, WcFlags};
 
 /// Prepares a frame the application gathered for the wire.
@@ -20,12 +21,40 @@ pub(crate) fn receives(state: QpState) -> bool {
     )
 }
 
-/// The completion flags of a received frame: IP_CSUM_OK for an untagged IPv4 frame.
+/// The completion flags of a received frame: IP_CSUM_OK when it is IPv4 whose header
+/// checksum verifies, carrying UDP or TCP whose checksum verifies too (a UDP checksum of
+/// 0, "none", has nothing to fail). That is what mlx5 reports: rdma-core's
+/// providers/mlx5/cq.c (`handle_responder`) sets the flag from the CQE's L3_OK and L4_OK
+/// bits for an IPv4 packet. A frame that fails is still delivered, without the flag.
 pub(crate) fn receive_flags(frame: &[u8]) -> WcFlags {
-    if frame.len() >= 34 && frame[12] == 0x08 && frame[13] == 0x00 {
+    if checksums_verify(frame) {
         WcFlags::IP_CSUM_OK
     } else {
         WcFlags::empty()
+    }
+}
+
+fn checksums_verify(frame: &[u8]) -> bool {
+    let Ok(view) = FrameView::parse(frame) else {
+        return false;
+    };
+    let Some((ip, off)) = view.ipv4 else {
+        return false;
+    };
+    if !Ipv4Header::checksum_ok(&frame[off..off + ip.header_len]) {
+        return false;
+    }
+    let segment = &frame[off + ip.header_len..off + usize::from(ip.total_len)];
+    match ip.protocol {
+        PROTO_UDP if segment.len() >= 8 && segment[6..8] == [0, 0] => true,
+        PROTO_UDP | PROTO_TCP if ip.flags_frag & 0x1fff == 0 => {
+            // The pseudo-header (addresses, protocol, length), then the segment.
+            let mut acc = sum_words(0, &ip.src.octets());
+            acc = sum_words(acc, &ip.dst.octets());
+            acc += u32::from(ip.protocol) + segment.len() as u32;
+            fold_checksum(sum_words(acc, segment)) == 0
+        }
+        _ => false,
     }
 }
 
@@ -54,6 +83,35 @@ mod tests {
         prepare_send(&mut frame, SendFlags::IP_CSUM);
         assert_eq!(check_integrity(&frame), Integrity::Ok);
         assert_eq!(receive_flags(&frame), WcFlags::IP_CSUM_OK);
+    }
+
+    #[test]
+    fn the_flag_is_set_only_when_the_checksums_really_verify() {
+        let mut spec = UdpFrameSpec::new(
+            Mac([2, 0, 10, 0, 0, 1]),
+            Mac([2, 0, 10, 0, 0, 2]),
+            (Ipv4Addr::new(10, 0, 0, 1), 5000),
+            (Ipv4Addr::new(10, 0, 0, 2), 7148),
+        );
+        let none = spec.build(b"payload");
+        spec.udp_checksum = true;
+        let summed = spec.build(b"payload");
+        assert_eq!(receive_flags(&none), WcFlags::IP_CSUM_OK, "no UDP checksum");
+        assert_eq!(receive_flags(&summed), WcFlags::IP_CSUM_OK);
+        let mut bad_ip = summed.clone();
+        bad_ip[22] ^= 1; // TTL: the header checksum fails
+        assert_eq!(receive_flags(&bad_ip), WcFlags::empty());
+        let mut bad_udp = summed.clone();
+        bad_udp[45] ^= 0x10; // payload: the UDP checksum fails
+        assert_eq!(receive_flags(&bad_udp), WcFlags::empty());
+        let mut unsummed = none.clone();
+        unsummed[45] ^= 0x10; // no UDP checksum: nothing catches it
+        assert_eq!(receive_flags(&unsummed), WcFlags::IP_CSUM_OK);
+        // TCP is checked the same way: these bytes are no valid TCP segment.
+        let mut tcp = none.clone();
+        tcp[23] = PROTO_TCP;
+        offload_checksums(&mut tcp);
+        assert_eq!(receive_flags(&tcp), WcFlags::empty());
     }
 
     #[test]
