@@ -277,6 +277,25 @@ mod tests {
     }
 
     #[test]
+    fn every_fault_kind_is_drawn() {
+        let faults: Vec<crate::model::Faults> = (0..400)
+            .map(|seed| scenario_for_seed(seed).faults)
+            .collect();
+        let some =
+            |f: &dyn Fn(&crate::model::Faults) -> bool| faults.iter().filter(|x| f(x)).count();
+        assert!(some(&|f| f.loss > 0.0) > 40);
+        assert!(some(&|f| f.burst.is_some()) > 20);
+        assert!(some(&|f| f.dup > 0.0) > 20);
+        assert!(some(&|f| f.reorder_window > 0) > 40);
+        assert!(some(&|f| f.corrupt > 0.0) > 20);
+        assert!(some(&|f| f.corrupt_switch > 0.0) > 20);
+        assert!(some(&|f| f.corrupt_payload > 0.0) > 10);
+        assert!(some(&|f| f.jitter_ns > 0) > 20);
+        assert!(some(&|f| !f.partitions.is_empty()) > 20);
+        assert!(some(&|f| !f.drop.is_empty()) > 40);
+    }
+
+    #[test]
     fn wide_scenarios_are_drawn_and_valid() {
         let wide: Vec<Scenario> = (0..200)
             .map(scenario_for_seed)
