@@ -7,6 +7,7 @@ use backend_sim::pcap::{self, PcapError, PcapFile, PcapWriter};
 use backend_sim::{
     CaptureFilter, Direction, Fabric, FabricError, LinkFaults, Output, PortId, ReplayOptions,
 };
+use netwire::pcap::PcapError as ReadError;
 use proptest::prelude::*;
 use std::net::Ipv4Addr;
 
@@ -242,38 +243,60 @@ fn replay_with_faults_on_top() {
 #[test]
 fn malformed_pcaps_give_clear_errors() {
     let good = handmade(1, false, &[(0, mframe(0)), (1, mframe(1))]);
+    let read_err = |bytes: &[u8]| match PcapFile::parse(bytes) {
+        Err(PcapError::Read(e)) => e,
+        other => panic!("{other:?}"),
+    };
     assert!(matches!(
-        PcapFile::parse(&good[..10]),
-        Err(PcapError::TooShort(10))
+        read_err(&good[..10]),
+        ReadError::Truncated {
+            offset: 0,
+            needed: 24,
+            got: 10,
+            ..
+        }
     ));
-    assert!(matches!(
-        PcapFile::parse(&[0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 0]),
-        Err(PcapError::Pcapng)
-    ));
+    // pcapng is read, and a section header cut short is named as such.
+    let e = read_err(&[0x0a, 0x0d, 0x0d, 0x0a, 0x1c, 0, 0, 0]);
+    assert!(
+        matches!(
+            e,
+            ReadError::Truncated {
+                what: "section header block",
+                ..
+            }
+        ),
+        "{e}"
+    );
     let mut bad = good.clone();
     bad[0] = 0;
-    assert!(matches!(PcapFile::parse(&bad), Err(PcapError::BadMagic(_))));
+    assert!(matches!(read_err(&bad), ReadError::BadMagic { .. }));
     assert!(matches!(
         PcapFile::parse(&handmade(105, false, &[])),
         Err(PcapError::UnsupportedLinkType(105))
     ));
-    let e = PcapFile::parse(&good[..good.len() - 3]).unwrap_err();
-    assert!(matches!(e, PcapError::Truncated { index: 1, .. }), "{e}");
-    assert!(e.to_string().contains("record 1"));
-    let e = PcapFile::parse(&good[..24 + 10]).unwrap_err();
+    let second = 24 + 16 + mframe(0).len();
+    let e = read_err(&good[..good.len() - 3]);
+    assert_eq!(e.offset(), second as u64, "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("truncated at byte {second}")),
+        "{e}"
+    );
     assert!(matches!(
-        e,
-        PcapError::Truncated {
-            index: 0,
-            need: 16,
+        read_err(&good[..24 + 10]),
+        ReadError::Truncated {
+            offset: 24,
+            needed: 16,
+            got: 10,
             ..
         }
     ));
     let mut huge = good.clone();
     huge[24 + 8..24 + 12].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
     assert!(matches!(
-        PcapFile::parse(&huge),
-        Err(PcapError::BadRecord { index: 0, .. })
+        read_err(&huge),
+        ReadError::Corrupt { offset: 24, .. }
     ));
     // A raw-IP record too short to be IPv4, and an SLL record shorter than its header.
     let mut f = fabric();

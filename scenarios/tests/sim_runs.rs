@@ -118,3 +118,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_rate_paced_sender_holds_its_rate_in_virtual_time() {
+    // 20 heaps of 30 kB at 1 GB/s (8 Gb/s) of packets: one byte per nanosecond. Heaps
+    // are alike (same packets, same spacing), so heap 20 completes exactly as much
+    // later than heap 1 as heaps 2..=20 take to send at the rate.
+    let mut s = Scenario::simple(1, 20, 30_000);
+    let rate = 1e9;
+    s.senders[0].rate = rate;
+    let o = assert_ok(&s);
+    let heaps = &o.receivers[0].heaps;
+    assert_eq!(heaps.len(), 20);
+    let size = s.effective_packet_size(0);
+    let heap_bytes: u64 = (0..20u32)
+        .map(|k| {
+            let (heap, _) = scenarios::runner::drive::build_heap(&s, 0, k);
+            let mut p = spead::send::Packetizer::new(&heap, s.heap_cnt(0, k), size).unwrap();
+            let mut buf = vec![0; size];
+            let mut n = 0;
+            while let Some(len) = p.next_packet(&mut buf).unwrap() {
+                n += len as u64;
+            }
+            n
+        })
+        .skip(1)
+        .sum();
+    assert_eq!(heaps[19].at_ns - heaps[0].at_ns, heap_bytes);
+}

@@ -2,8 +2,13 @@
 //! so that a capture can be replayed as a send.
 //!
 //! One object per heap: `cnt`, `flavour` (heap address bits), `complete`, `items`
-//! (`id`, `hex`, and `immediate` for immediates), `descriptors` (decoded, for people;
-//! the raw descriptor items are in `items` too, and those are what a replay sends).
+//! (`id`, `hex`, and `immediate` for immediates) in the order their item pointers came
+//! on the wire, descriptor items (0x05) and empty items included, so that sending the
+//! items again in that order reproduces the heap's packets byte for byte; and
+//! `descriptors` (decoded, for people: a replay sends the raw 0x05 items, and encodes
+//! `descriptors` only for a heap whose `items` have none, as a hand-written file may).
+//! spead2's `get_items` order (addressed items by address, then immediates by value,
+//! without descriptors or empty items) is [`crate::recv::Heap::items`].
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -11,7 +16,7 @@ use thiserror::Error;
 use crate::descriptor::Descriptor;
 use crate::recv::{Heap, Stats};
 use crate::send;
-use crate::wire::Flavour;
+use crate::wire::{Flavour, DESCRIPTOR_ID};
 
 /// One item.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +62,7 @@ pub struct HeapJson {
     /// Whether the heap was complete.
     #[serde(default = "default_true")]
     pub complete: bool,
-    /// Items in spead2's order.
+    /// Items in the order their pointers came on the wire.
     pub items: Vec<ItemJson>,
     /// Descriptors carried by the heap.
     #[serde(default)]
@@ -141,7 +146,7 @@ pub fn heap_json(heap: &Heap) -> HeapJson {
         flavour: heap.flavour.heap_address_bits() as u8,
         complete: heap.complete,
         items: heap
-            .items()
+            .wire_items()
             .iter()
             .map(|i| ItemJson {
                 id: i.id,
@@ -165,15 +170,20 @@ pub fn heap_json(heap: &Heap) -> HeapJson {
     }
 }
 
-/// A heap to send from its JSON form: descriptors first (re-encoded as spead2 does),
-/// then items in the listed order, immediates as immediates.
+/// A heap to send from its JSON form: the items in the listed order, immediates as
+/// immediates; when no item is a descriptor (0x05), the decoded `descriptors` first,
+/// encoded as spead2 does.
 ///
 /// # Errors
 /// [`JsonError`] for bad hex or flavours.
 pub fn send_heap(h: &HeapJson) -> Result<send::Heap, JsonError> {
     let flavour = Flavour::new(h.flavour).ok_or(JsonError::Flavour(h.flavour))?;
     let mut heap = send::Heap::new(flavour);
-    for d in &h.descriptors {
+    let raw_descriptors = h
+        .items
+        .iter()
+        .any(|i| i.id == DESCRIPTOR_ID && i.immediate.is_none());
+    for d in h.descriptors.iter().filter(|_| !raw_descriptors) {
         heap.add_descriptor(&Descriptor {
             id: d.id,
             name: d.name.clone().into_bytes(),
@@ -261,11 +271,19 @@ mod tests {
         s.add_buffer(&bytes);
         let got = heap_json(&s.pop_heap().unwrap());
         assert_eq!(got.descriptors.len(), 2);
-        assert_eq!(got.items.len(), 2);
+        // Wire order: the two descriptor items, then the items as added.
+        let ids: Vec<u64> = got.items.iter().map(|i| i.id).collect();
+        assert_eq!(ids, [DESCRIPTOR_ID, DESCRIPTOR_ID, 0x1000, 0x1001]);
+        assert_eq!(got.items[3].immediate, Some(77));
         assert_eq!(got.descriptors[0].dtype.as_deref(), Some(">u1"));
         let text = serde_json::to_string(&got).unwrap();
         let back: HeapJson = serde_json::from_str(&text).unwrap();
         let replay = send_heap(&back).unwrap();
+        assert_eq!(heap_to_bytes(&replay, back.cnt, 1472).unwrap(), bytes);
+        // A hand-written heap lists descriptors decoded only: they are encoded first.
+        let mut hand = back.clone();
+        hand.items.retain(|i| i.id != DESCRIPTOR_ID);
+        let replay = send_heap(&hand).unwrap();
         assert_eq!(heap_to_bytes(&replay, back.cnt, 1472).unwrap(), bytes);
         assert_eq!(from_hex("0aff"), Some(vec![10, 255]));
         assert_eq!(from_hex("0g"), None);

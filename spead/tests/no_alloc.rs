@@ -103,3 +103,47 @@ fn in_order_steady_state_allocates_nothing() {
 fn out_of_order_steady_state_allocates_nothing() {
     check(true);
 }
+
+/// A pcap source reads record after record through one buffer: once it has held the
+/// largest record, finding and handing out datagrams allocates nothing, in either
+/// container.
+#[test]
+fn pcap_source_allocates_nothing_per_record() {
+    use netwire::pcap::{Container, PcapWriter, Resolution, WriteFormat};
+    use spead::pcap::{Filter, PcapSource};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+
+    let frame = |payload: &[u8]| {
+        netwire::raw::udp_frame(
+            [2, 0, 0, 0, 0, 1],
+            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9000),
+            [1, 0, 0x5e, 10, 0, 1],
+            SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148),
+            64,
+            payload,
+        )
+    };
+    for container in [Container::Pcap, Container::PcapNg] {
+        let format = WriteFormat {
+            container,
+            resolution: Resolution::Micro,
+            ..WriteFormat::SIMULATOR
+        };
+        let mut w = PcapWriter::with_format(Vec::new(), format).unwrap();
+        w.write(0, &frame(&[9; 8000])).unwrap();
+        for i in 0..1000u64 {
+            w.write(i * 1000, &frame(&[i as u8; 1472])).unwrap();
+        }
+        let file = w.finish().unwrap();
+        let mut src = PcapSource::new(&file[..], Filter::ANY).unwrap();
+        assert_eq!(src.next_datagram().unwrap().unwrap().payload.len(), 8000);
+        let before = allocations();
+        let mut n = 0u64;
+        while let Some(d) = src.next_datagram().unwrap() {
+            assert_eq!(d.payload[0], n as u8);
+            n += 1;
+        }
+        assert_eq!(n, 1000, "{container:?}");
+        assert_eq!(allocations() - before, 0, "{container:?}");
+    }
+}

@@ -8,3 +8,10 @@ pub mod spead2;
 pub mod conformance;
 pub mod pool_model;
 pub mod spead_verbs;
+
+/// A file of `tests/data` (recordings of real spead2 traffic).
+pub fn data(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data")
+        .join(name)
+}

@@ -16,7 +16,7 @@ use spead::descriptor::Descriptor;
 use spead::json::{heap_json, HeapJson};
 use spead::recv::{Stream, StreamConfig};
 use spead::send::{heap_to_bytes, Heap};
-use spead::wire::Flavour;
+use spead::wire::{Flavour, DESCRIPTOR_ID};
 
 /// The spead2 version the tests are written against.
 pub const SPEAD2_VERSION: &str = "4.5.1";
@@ -393,17 +393,29 @@ pub fn our_receive(bytes: &[u8], config: StreamConfig) -> (Vec<HeapJson>, spead:
 /// The comparable part of a heap: cnt and (id, hex, immediate) of each item.
 pub type HeapSummary = (u64, Vec<(u64, String, Option<u64>)>);
 
-/// Summaries of our JSON heaps.
+/// Items as spead2's `get_items` lists them, from any order: without descriptor items
+/// (0x05) and empty addressed items, addressed items first in the order given (for
+/// heaps from spead2 or from us, which lay items out in the order they are sent, that
+/// is address order), then immediates by value. spead2's own lists come out unchanged.
+pub fn spead2_order(
+    items: impl IntoIterator<Item = (u64, String, Option<u64>)>,
+) -> Vec<(u64, String, Option<u64>)> {
+    let mut items: Vec<_> = items
+        .into_iter()
+        .filter(|(id, hex, imm)| imm.is_some() || (*id != DESCRIPTOR_ID && !hex.is_empty()))
+        .collect();
+    items.sort_by_key(|(_, _, imm)| imm.map_or((0, 0), |v| (1, v)));
+    items
+}
+
+/// Summaries of our JSON heaps, items in spead2's order ([`spead2_order`]).
 pub fn summarize(heaps: &[HeapJson]) -> Vec<HeapSummary> {
     heaps
         .iter()
         .map(|h| {
             (
                 h.cnt,
-                h.items
-                    .iter()
-                    .map(|i| (i.id, i.hex.clone(), i.immediate))
-                    .collect(),
+                spead2_order(h.items.iter().map(|i| (i.id, i.hex.clone(), i.immediate))),
             )
         })
         .collect()
@@ -425,15 +437,13 @@ pub fn summarize_tool_output(text: &str) -> (Vec<HeapSummary>, Option<serde_json
         let items = v["items"]
             .as_array()
             .map(|a| {
-                a.iter()
-                    .map(|i| {
-                        (
-                            i["id"].as_u64().unwrap_or(0),
-                            i["hex"].as_str().unwrap_or("").to_string(),
-                            i.get("immediate").and_then(|x| x.as_u64()),
-                        )
-                    })
-                    .collect()
+                spead2_order(a.iter().map(|i| {
+                    (
+                        i["id"].as_u64().unwrap_or(0),
+                        i["hex"].as_str().unwrap_or("").to_string(),
+                        i.get("immediate").and_then(|x| x.as_u64()),
+                    )
+                }))
             })
             .unwrap_or_default();
         heaps.push((cnt, items));

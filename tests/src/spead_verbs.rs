@@ -600,29 +600,6 @@ pub fn assert_exact_loss(o: &Outcome, plan: &Plan, lost: &[u64]) {
     assert_eq!(o.transport.dropped_total(), 0);
 }
 
-/// The path of a `spead` tool binary (`spead-capture`, `spead-recv`), built first with
-/// the same cargo into the same target directory (once per test process), so tests in
-/// this crate run the current tool.
-///
-/// # Panics
-/// When the build fails.
-pub fn tool_binary(name: &str) -> std::path::PathBuf {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let st = std::process::Command::new(cargo)
-            .args(["build", "-q", "-p", "spead", "--bins"])
-            .current_dir(&root)
-            .status()
-            .expect("run cargo build -p spead --bins");
-        assert!(st.success(), "cargo build -p spead --bins failed");
-    });
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| root.join("target"), std::path::PathBuf::from);
-    target.join("debug").join(name)
-}
-
 /// The UDP datagrams of a capture file: (destination, payload), in file order.
 ///
 /// # Panics

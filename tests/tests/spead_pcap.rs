@@ -6,19 +6,14 @@
 //! pumped into a [`Stream`] on a [`ThreadedReceiver`], with the tool's default
 //! configuration, and heaps turned into JSON by the function behind `--json`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use spead::json::{heap_json, HeapJson};
 use spead::pcap::{FileFormat, Filter, PcapSource, PcapStats};
 use spead::recv::{MemoryPool, Stats, Stream, StreamConfig};
 use spead::transport::ThreadedReceiver;
+use workspace_tests::data;
 use workspace_tests::spead2::{run_tool, summarize, summarize_tool_output, HeapSummary};
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data")
-        .join(name)
-}
 
 const ETH: &str = "spead2_lo_eth.pcap";
 const SLL: &str = "spead2_any_sll.pcap";
@@ -176,11 +171,11 @@ fn filters_select_streams_as_spead2_filters_do() {
     assert_eq!(main[0].descriptors.len(), 5);
     assert!(main[1..].iter().all(|h| h.descriptors.is_empty()));
     for (i, h) in main.iter().enumerate() {
-        let imm: Vec<(u64, Option<u64>)> = h
-            .items
+        let items = summarize(std::slice::from_ref(h)).remove(0).1;
+        let imm: Vec<(u64, Option<u64>)> = items
             .iter()
-            .filter(|it| it.immediate.is_some())
-            .map(|it| (it.id, it.immediate))
+            .filter(|it| it.2.is_some())
+            .map(|it| (it.0, it.2))
             .collect();
         let i = i as u64;
         assert_eq!(
@@ -190,11 +185,10 @@ fn filters_select_streams_as_spead2_filters_do() {
                 (0x1600, Some(1_000_000 + i * 1024))
             ]
         );
-        let sizes: Vec<(u64, usize)> = h
-            .items
+        let sizes: Vec<(u64, usize)> = items
             .iter()
-            .filter(|it| it.immediate.is_none())
-            .map(|it| (it.id, it.hex.len() / 2))
+            .filter(|it| it.2.is_none())
+            .map(|it| (it.0, it.1.len() / 2))
             .collect();
         assert_eq!(sizes, [(0x1800, 2048), (0x1801, 8192), (0x1802, 128)]);
     }
@@ -294,54 +288,4 @@ fn a_capture_cut_short_still_gives_the_heaps_before_the_cut() {
     }
     assert!(!cnts.is_empty() && cnts.len() < 5, "{cnts:?}");
     assert_eq!(cnts, (1..=cnts.len() as u64).collect::<Vec<_>>());
-}
-
-#[test]
-fn the_spead_recv_tool_prints_spead2_heaps() {
-    // Builds the tool first (cargo build -p spead --bins), so this never skips.
-    let bin = workspace_tests::spead_verbs::tool_binary("spead-recv");
-    for (file, filter, bpf) in [
-        (ETH, "", ""),
-        (SLL, "?*:7148", "udp dst port 7148"),
-        (PCAPNG, "?127.0.0.1:7149", "udp dst port 7149"),
-    ] {
-        let path = data(file);
-        let out = std::process::Command::new(&bin)
-            .arg(format!("pcap:{}{filter}", path.display()))
-            .arg("--json")
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let (heaps, stats) = summarize_tool_output(&String::from_utf8(out.stdout).unwrap());
-        let (theirs, their_stats, _) = spead2(&path, bpf);
-        assert_eq!(heaps, theirs, "{file}{filter}");
-        let stats = stats.unwrap();
-        for name in ["heaps", "packets", "single_packet_heaps"] {
-            assert_eq!(stats[name], their_stats[name], "{file}{filter}: {name}");
-        }
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains("0 dropped"), "{stderr}");
-    }
-    // A cut capture: heaps before the cut, then a clear error and exit status 1.
-    let bytes = std::fs::read(data(ETH)).unwrap();
-    let cut = workspace_tests::spead2::temp_path("tool-cut.pcap");
-    std::fs::write(&cut, &bytes[..30_000]).unwrap();
-    let out = std::process::Command::new(&bin)
-        .arg(format!("pcap:{}", cut.display()))
-        .arg("--json")
-        .output()
-        .unwrap();
-    std::fs::remove_file(&cut).unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("file truncated at byte 28934"), "{stderr}");
-    let (heaps, _) = summarize_tool_output(&String::from_utf8(out.stdout).unwrap());
-    assert_eq!(
-        heaps.iter().map(|h| h.0).collect::<Vec<_>>(),
-        [1, 1001, 2, 1002]
-    );
 }

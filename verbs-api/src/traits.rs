@@ -44,6 +44,15 @@ pub trait Verbs {
     /// [`crate::ErrorKind::NoDevice`] when there is no such device;
     /// [`crate::ErrorKind::PermissionDenied`] when the device files are not accessible.
     fn open(&self, name: &str) -> Result<Self::Context>;
+
+    /// True when this provider's devices sit on the host's own network, so that a
+    /// multicast receiver must also join its groups on the host (an IGMP membership, so
+    /// that switches forward the groups), as spead2's ibverbs reader does. Real devices
+    /// do; a simulated fabric has no host network, and a host join from a simulated run
+    /// would be a side effect on the real machine, so the default is false.
+    fn joins_host_multicast(&self) -> bool {
+        false
+    }
 }
 
 /// An open device (`struct ibv_context`) and the factory of every resource on it.

@@ -528,9 +528,9 @@ pub fn ci() -> Result<(), Error> {
     ]);
     tshark.args([
         "-p",
-        "workspace-tests",
+        "spead-tools",
         "--features",
-        "workspace-tests/tshark",
+        "spead-tools/tshark",
         "--test",
         "spead_capture",
     ]);
@@ -544,9 +544,9 @@ pub fn ci() -> Result<(), Error> {
     }
     clippy_hw.args([
         "-p",
-        "spead",
+        "spead-tools",
         "--features",
-        "spead/hw",
+        "spead-tools/hw",
         "--",
         "-D",
         "warnings",

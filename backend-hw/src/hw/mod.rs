@@ -133,6 +133,11 @@ fn c_name(raw: &[std::os::raw::c_char]) -> String {
 impl Verbs for HwVerbs {
     type Context = HwContext;
 
+    /// Real devices sit on the host's network: multicast receivers join on the host.
+    fn joins_host_multicast(&self) -> bool {
+        true
+    }
+
     fn devices(&self) -> Result<Vec<DeviceInfo>> {
         let list = self.list()?;
         if list.is_empty() {

@@ -2,7 +2,8 @@
 //! UDP checksums filled in when it asks for the offload); a receive takes the frame as it
 //! arrived, in the states that receive, with the checksum flag the NIC reports.
 
-use crate::frame::ipv4::{fold_checksum, sum_words, Ipv4Header, PROTO_TCP, PROTO_UDP};
+use crate::frame::ipv4::{Ipv4Header, PROTO_TCP, PROTO_UDP};
+use netwire::checksum::{fold_checksum, pseudo_header_sum, sum_words};
 use crate::frame::{offload_checksums, FrameView};
 use verbs_api::{QpState, SendFlags, WcFlags};
 
@@ -48,10 +49,7 @@ fn checksums_verify(frame: &[u8]) -> bool {
     match ip.protocol {
         PROTO_UDP if segment.len() >= 8 && segment[6..8] == [0, 0] => true,
         PROTO_UDP | PROTO_TCP if ip.flags_frag & 0x1fff == 0 => {
-            // The pseudo-header (addresses, protocol, length), then the segment.
-            let mut acc = sum_words(0, &ip.src.octets());
-            acc = sum_words(acc, &ip.dst.octets());
-            acc += u32::from(ip.protocol) + segment.len() as u32;
+            let acc = pseudo_header_sum(ip.src, ip.dst, ip.protocol, segment.len());
             fold_checksum(sum_words(acc, segment)) == 0
         }
         _ => false,

@@ -139,7 +139,6 @@ pub fn run(s: &Scenario, out: &Path, progress: bool) -> Result<Demo, RunError> {
             capture: Some(pcap.clone()),
             replay: None,
             progress,
-            ..Options::default()
         },
     )?;
     let mut text = String::new();
@@ -202,7 +201,6 @@ pub fn run(s: &Scenario, out: &Path, progress: bool) -> Result<Demo, RunError> {
             capture: None,
             replay: Some((ReplaySource::CaptureBySource(pcap.clone()), from)),
             progress: false,
-            ..Options::default()
         },
     )?;
     replay.outcome.sent = run.outcome.sent.clone();

@@ -176,7 +176,6 @@ pub fn replay(path: &Path, args: &ReplayArgs) -> Result<Replayed, RunError> {
             capture: None,
             replay: Some((ReplaySource::Records(pcap), 0)),
             progress: false,
-            ..Options::default()
         },
     )?;
     let mut text = String::new();

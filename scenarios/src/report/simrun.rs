@@ -12,7 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::model::{Nic, Scenario};
 use crate::outcome::Outcome;
-use crate::runner::drive::{build, Clock, ReceiverFault, RunError};
+use crate::runner::drive::{build, AsReceived, Clock, Recorder, RunError};
 use crate::runner::sim::fault_plan;
 
 /// Where replayed frames come from.
@@ -38,8 +38,6 @@ pub struct Options {
     pub replay: Option<(ReplaySource, usize)>,
     /// Show a progress bar (on stderr, only when it is a terminal).
     pub progress: bool,
-    /// A deliberate receiver bug (tests of the invariants only).
-    pub fault: ReceiverFault,
 }
 
 /// A finished run.
@@ -124,6 +122,18 @@ fn backend(e: impl std::fmt::Display) -> RunError {
 /// As the runner: an invalid scenario, an unsupported transport, a failing transport,
 /// or a capture or replay file that cannot be written or read.
 pub fn run(s: &Scenario, opts: &Options) -> Result<Run, RunError> {
+    run_with(s, opts, &mut AsReceived)
+}
+
+/// As [`run`], with the receivers' heaps recorded by `recorder`.
+///
+/// # Errors
+/// As [`run`].
+pub fn run_with(
+    s: &Scenario,
+    opts: &Options,
+    recorder: &mut dyn Recorder,
+) -> Result<Run, RunError> {
     s.validate()?;
     let started = Instant::now();
     let sim = Sim::new(s.seed);
@@ -191,7 +201,7 @@ pub fn run(s: &Scenario, opts: &Options) -> Result<Run, RunError> {
         bar,
         calls: Cell::new(0),
     };
-    let mut outcome = drive.run_with(s, &clock, 64, opts.fault)?;
+    let mut outcome = drive.run_with(s, &clock, 64, recorder)?;
     if let Some(bar) = &clock.bar {
         bar.finish_and_clear();
     }

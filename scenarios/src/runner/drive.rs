@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use spead::recv::{Stream, StreamConfig};
-use spead::send::{Heap, Packetizer};
+use spead::send::{Heap, Packetizer, RateLimiter, DEFAULT_BURST_RATE_RATIO};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use spead::verbs::{IbvConfig, Receiver, Sender};
@@ -184,6 +184,10 @@ struct SenderState {
     heap: u32,
     packets: Vec<Vec<u8>>,
     next: usize,
+    /// Paces every packet at the sender's rate (a burst of one byte), catching up after
+    /// a late round as spead2 does, on the clock's nanoseconds.
+    limiter: RateLimiter,
+    /// When the limiter lets the next packet go (0: now).
     next_time: u64,
 }
 
@@ -236,10 +240,11 @@ impl<C: Context> Drive<C> {
         clock: &dyn Clock,
         quiet_rounds: u32,
     ) -> Result<Outcome, RunError> {
-        self.run_with(s, clock, quiet_rounds, ReceiverFault::None)
+        self.run_with(s, clock, quiet_rounds, &mut AsReceived)
     }
 
-    /// As [`Drive::run`], with a deliberate receiver bug (tests of the tests only).
+    /// As [`Drive::run`], with each heap the receivers deliver turned into its record by
+    /// `recorder` (a test wraps [`AsReceived`] to play a broken receiver).
     ///
     /// # Errors
     /// A transport error.
@@ -248,7 +253,7 @@ impl<C: Context> Drive<C> {
         s: &Scenario,
         clock: &dyn Clock,
         quiet_rounds: u32,
-        fault: ReceiverFault,
+        recorder: &mut dyn Recorder,
     ) -> Result<Outcome, RunError> {
         let mut outcome = Outcome {
             receivers: vec![ReceiverReport::default(); self.receivers.len()],
@@ -261,10 +266,11 @@ impl<C: Context> Drive<C> {
         let mut states: Vec<SenderState> = self
             .senders
             .iter()
-            .map(|_| SenderState {
+            .map(|snd| SenderState {
                 heap: 0,
                 packets: Vec::new(),
                 next: 0,
+                limiter: RateLimiter::new(s.senders[snd.index].rate, 1, DEFAULT_BURST_RATE_RATIO),
                 next_time: 0,
             })
             .collect();
@@ -304,10 +310,12 @@ impl<C: Context> Drive<C> {
                     });
                     st.heap += 1;
                 }
-                if clock.now() < st.next_time {
+                if let Some(t) = st.limiter.wait_until(clock.now()) {
+                    st.next_time = t;
                     continue;
                 }
                 let pkt = &st.packets[st.next];
+                st.limiter.sent(pkt.len());
                 st.next += 1;
                 let copies = if drops.contains(&global) {
                     0
@@ -330,8 +338,7 @@ impl<C: Context> Drive<C> {
                         t.flush()?;
                     }
                 }
-                if spec.rate > 0.0 {
-                    st.next_time = clock.now() + (pkt.len() as f64 / spec.rate * 1e9) as u64;
+                if !st.limiter.is_unlimited() {
                     for t in &mut snd.transports {
                         t.flush()?;
                     }
@@ -361,8 +368,8 @@ impl<C: Context> Drive<C> {
                 }
                 let delay = s.receivers[r].consumer_delay_ns;
                 while let Some(h) = streams[r].pop_heap() {
-                    let short = fault.shortens(&outcome.sent, &h);
-                    record(&mut outcome.receivers[r], &h, clock.now(), short);
+                    let rec = recorder.record(&h, clock.now(), &outcome.sent);
+                    outcome.receivers[r].heaps.push(rec);
                     // The consumer spends `delay` on each heap, one after another.
                     busy_until[r] = busy_until[r].max(clock.now()) + delay;
                 }
@@ -417,8 +424,8 @@ impl<C: Context> Drive<C> {
         for (r, rt) in self.receivers.iter().enumerate() {
             streams[r].flush();
             while let Some(h) = streams[r].pop_heap() {
-                let short = fault.shortens(&outcome.sent, &h);
-                record(&mut outcome.receivers[r], &h, clock.now(), short);
+                let rec = recorder.record(&h, clock.now(), &outcome.sent);
+                outcome.receivers[r].heaps.push(rec);
             }
             let st = rt.transport.stats();
             let rep = &mut outcome.receivers[r];
@@ -437,48 +444,32 @@ impl<C: Context> Drive<C> {
     }
 }
 
-/// A deliberate receiver bug, applied by the drive loop where it records heaps: lets a
-/// test check that the invariants and proptest catch a broken receiver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ReceiverFault {
-    /// The receiver as written.
-    #[default]
-    None,
-    /// Off by one in reassembly: a complete heap that arrived in more than one packet is
-    /// recorded one byte short (its last payload byte lost).
-    OffByOneMultiPacket,
+/// How the receiving application records each heap its stream delivers.
+pub trait Recorder {
+    /// The record of `heap`, delivered at `now` ns; `sent` is every heap sent so far.
+    fn record(&mut self, heap: &spead::recv::Heap, now: u64, sent: &[SentHeap]) -> ReceivedHeap;
 }
 
-impl ReceiverFault {
-    fn shortens(self, sent: &[SentHeap], h: &spead::recv::Heap) -> bool {
-        self == ReceiverFault::OffByOneMultiPacket
-            && h.complete
-            && sent.iter().any(|x| x.cnt == h.cnt && x.packets > 1)
+/// Records each heap as it was received: its counter, completeness, the digest of its
+/// items' bytes in id order (complete heaps only) and its lengths.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AsReceived;
+
+impl Recorder for AsReceived {
+    fn record(&mut self, h: &spead::recv::Heap, now: u64, _sent: &[SentHeap]) -> ReceivedHeap {
+        let digest = h.complete.then(|| {
+            let mut items = h.items();
+            items.sort_by_key(|i| i.id);
+            // The items' bytes in id order, without copying them.
+            crate::payload::digest_chunks(items.iter().map(|i| i.bytes()))
+        });
+        ReceivedHeap {
+            cnt: h.cnt,
+            complete: h.complete,
+            digest,
+            received: h.received_length,
+            heap_len: h.heap_length.unwrap_or(h.received_length),
+            at_ns: now,
+        }
     }
-}
-
-fn record(rep: &mut ReceiverReport, h: &spead::recv::Heap, now: u64, short: bool) {
-    let digest = h.complete.then(|| {
-        let mut items = h.items();
-        items.sort_by_key(|i| i.id);
-        // The items' bytes in id order, without copying them (the broken receiver's
-        // last byte left out).
-        let last = items.len().saturating_sub(1);
-        crate::payload::digest_chunks(items.iter().enumerate().map(|(n, i)| {
-            let b = i.bytes();
-            if short && n == last {
-                &b[..b.len().saturating_sub(1)]
-            } else {
-                b
-            }
-        }))
-    });
-    rep.heaps.push(ReceivedHeap {
-        cnt: h.cnt,
-        complete: h.complete,
-        digest,
-        received: h.received_length - u64::from(short && h.received_length > 0),
-        heap_len: h.heap_length.unwrap_or(h.received_length),
-        at_ns: now,
-    });
 }

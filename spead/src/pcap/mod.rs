@@ -2,10 +2,10 @@
 //! arrived on a socket.
 //!
 //! - [`PcapReader`]: records of classic pcap files (either byte order, micro- or
-//!   nanosecond timestamps) and pcapng files.
+//!   nanosecond timestamps) and pcapng files (`netwire`'s reader).
 //! - [`parse_frame`]: from a frame to its UDP datagram, for the link types Ethernet
 //!   (with 802.1Q/802.1ad tags), Linux SLL and SLL2, raw IPv4 and BSD loopback. IPv4
-//!   only; IP options are skipped by the header length.
+//!   only; IP options are skipped by the header length (`netwire`'s decoder).
 //! - [`PcapSource`]: both together, with a destination [`Filter`] and per-cause
 //!   [`PcapStats`]; it yields [`Datagram`]s borrowed from one reused buffer (no
 //!   allocation per packet) and can pump a [`Stream`].
@@ -27,9 +27,7 @@
 //! # Ok(()) }
 //! ```
 
-mod file;
 mod filter;
-mod frame;
 
 #[cfg(test)]
 mod tests;
@@ -41,9 +39,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
-pub use file::{FileFormat, PcapError, PcapReader, Record, MAX_RECORD};
 pub use filter::{Filter, FilterError, PcapSpec};
-pub use frame::{link_type, parse_frame, DropCause, UdpFrame};
+pub use netwire::pcap::{
+    link_type, parse_frame, DropCause, FileFormat, PcapError, PcapReader, Record, UdpFrame,
+    MAX_RECORD,
+};
 
 use crate::recv::Stream;
 
@@ -233,15 +233,15 @@ impl<R: Read> PcapSource<R> {
                 }
             };
             self.stats.records += 1;
-            if (meta.orig_len as usize) > meta.end - meta.start {
+            if (meta.orig_len as usize) > meta.data.len() {
                 self.stats.count(DropCause::Truncated);
                 continue;
             }
-            let frame = &self.reader.buffer()[meta.start..meta.end];
-            match frame::locate(meta.link_type, frame, self.verify_ip_checksum) {
+            let frame = &self.reader.buffer()[meta.data.clone()];
+            match netwire::pcap::locate(meta.link_type, frame, self.verify_ip_checksum) {
                 Ok((src, dst, range)) if self.filter.matches(dst) => {
-                    let start = meta.start + range.start;
-                    break (meta.ts_ns, src, dst, start..meta.start + range.end);
+                    let start = meta.data.start + range.start;
+                    break (meta.ts_ns, src, dst, start..meta.data.start + range.end);
                 }
                 Ok(_) => self.stats.filtered += 1,
                 Err(cause) => self.stats.count(cause),

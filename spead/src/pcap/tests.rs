@@ -3,6 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
+use netwire::checksum::internet_checksum as ip_checksum;
 use proptest::prelude::*;
 
 use super::*;
@@ -12,17 +13,6 @@ use crate::wire::Flavour;
 
 const SRC: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 40000);
 const DST: SocketAddrV4 = SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148);
-
-fn ip_checksum(header: &[u8]) -> u16 {
-    let mut sum: u32 = header
-        .chunks(2)
-        .map(|w| u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])))
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
 
 /// An IPv4 packet (with `options`, a multiple of 4 bytes) carrying `payload`.
 fn ipv4(proto: u8, frag: u16, options: &[u8], l4: &[u8]) -> Vec<u8> {

@@ -2,7 +2,7 @@
 
 use super::pool::PoolBuffer;
 use crate::descriptor::{Descriptor, DescriptorError};
-use crate::items::{extract_items, ItemValue, RawItem};
+use crate::items::{extract_items, items_in_pointer_order, ItemValue, RawItem};
 use crate::wire::{Flavour, CTRL_STREAM_START, CTRL_STREAM_STOP, DESCRIPTOR_ID, STREAM_CTRL_ID};
 
 /// An item's bytes: a slice of the heap, or an immediate's big-endian bytes.
@@ -94,26 +94,39 @@ impl Heap {
             self.payload_end(),
             &mut raw,
         );
-        let hab_bytes = self.flavour.immediate_bytes();
-        raw.into_iter()
-            .filter_map(|r| match r.value {
-                ItemValue::Immediate(v) => Some(Item {
-                    id: r.id,
-                    immediate: Some(v),
-                    data: ItemData::Inline(v.to_be_bytes(), hab_bytes),
-                }),
-                ItemValue::Range(s, e) => {
-                    if !self.covered(s, e) || e as usize > self.payload.len() {
-                        return None;
-                    }
-                    Some(Item {
-                        id: r.id,
-                        immediate: None,
-                        data: ItemData::Slice(&self.payload.as_slice()[s as usize..e as usize]),
-                    })
-                }
-            })
+        raw.into_iter().filter_map(|r| self.item(r)).collect()
+    }
+
+    /// Every item in the order its pointer arrived (the wire order when the packets
+    /// came in order), descriptor and empty items included: what it takes to send the
+    /// heap again byte for byte. For incomplete heaps, only items whose bytes all
+    /// arrived.
+    pub fn wire_items(&self) -> Vec<Item<'_>> {
+        items_in_pointer_order(self.flavour, self.payload.pointers(), self.payload_end())
+            .into_iter()
+            .filter_map(|r| self.item(r))
             .collect()
+    }
+
+    /// The item of `r`, if its bytes arrived.
+    fn item(&self, r: RawItem) -> Option<Item<'_>> {
+        match r.value {
+            ItemValue::Immediate(v) => Some(Item {
+                id: r.id,
+                immediate: Some(v),
+                data: ItemData::Inline(v.to_be_bytes(), self.flavour.immediate_bytes()),
+            }),
+            ItemValue::Range(s, e) => {
+                if !self.covered(s, e) || e as usize > self.payload.len() {
+                    return None;
+                }
+                Some(Item {
+                    id: r.id,
+                    immediate: None,
+                    data: ItemData::Slice(&self.payload.as_slice()[s as usize..e as usize]),
+                })
+            }
+        }
     }
 
     /// The descriptors this heap carries, each decoded or its error.

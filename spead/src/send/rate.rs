@@ -1,4 +1,4 @@
-//! Rate limiting with spead2's semantics.
+//! Rate limiting with spead2's semantics, on nanoseconds from any clock.
 //!
 //! spead2 sends `burst_size` bytes back to back, then waits. Two lower bounds govern
 //! the next burst: the standard one advances by `burst / rate` per burst regardless of
@@ -6,43 +6,46 @@
 //! actually sent plus `burst / (rate * burst_rate_ratio)`. So after oversleeping the
 //! sender catches up, but never faster than the catch-up rate. After a sender was idle
 //! ([`RateLimiter::resume`]) the standard bound is moved to now, so idleness is not
-//! "caught up". Bytes are SPEAD packet bytes (UDP/IP headers excluded). The standard
-//! bound is kept as an `f64` offset from a fixed origin so rounding does not drift.
+//! "caught up". Bytes are whatever the caller counts (SPEAD packet bytes for the UDP
+//! sender, UDP/IP headers excluded). The standard bound is kept as an `f64` offset
+//! from the first instant seen, so rounding does not drift.
 //!
-//! This type is sans-IO: the caller asks when it may send and does the sleeping.
-
-use std::time::{Duration, Instant};
+//! This type is sans-IO: times are nanoseconds on the caller's clock (wall time since
+//! some start for a real sender, the simulator's virtual time for a simulated one);
+//! the caller asks when it may send and does the waiting.
 
 /// spead2's default burst size.
 pub const DEFAULT_BURST_SIZE: usize = 65536;
 /// spead2's default burst rate ratio.
 pub const DEFAULT_BURST_RATE_RATIO: f64 = 1.05;
 
-/// A rate limiter (sans-IO).
+/// A rate limiter (sans-IO) on nanosecond timestamps.
 #[derive(Debug, Clone)]
 pub struct RateLimiter {
-    seconds_per_byte: f64,
-    seconds_per_byte_burst: f64,
+    ns_per_byte: f64,
+    ns_per_byte_burst: f64,
     burst_size: usize,
     rate_bytes: usize,
-    origin: Option<Instant>,
-    /// Standard-rate bound, seconds after `origin`.
+    /// The first timestamp seen; the bounds count from it.
+    origin: Option<u64>,
+    /// Standard-rate bound, ns after `origin`.
     send_time: f64,
-    /// Catch-up bound, seconds after `origin`.
+    /// Catch-up bound, ns after `origin`.
     send_time_burst: f64,
 }
 
 impl RateLimiter {
-    /// `rate` in bytes per second (0 = unlimited), burst in bytes, and catch-up ratio.
+    /// `rate` in bytes per second (0 = unlimited), burst in bytes (at least 1; a burst
+    /// of 1 waits after every send), and catch-up ratio (at least 1).
     pub fn new(rate: f64, burst_size: usize, burst_rate_ratio: f64) -> Self {
-        let (spb, spb_burst) = if rate > 0.0 {
-            (1.0 / rate, 1.0 / (rate * burst_rate_ratio.max(1.0)))
+        let (per_byte, per_byte_burst) = if rate > 0.0 {
+            (1e9 / rate, 1e9 / (rate * burst_rate_ratio.max(1.0)))
         } else {
             (0.0, 0.0)
         };
         Self {
-            seconds_per_byte: spb,
-            seconds_per_byte_burst: spb_burst,
+            ns_per_byte: per_byte,
+            ns_per_byte_burst: per_byte_burst,
             burst_size: burst_size.max(1),
             rate_bytes: 0,
             origin: None,
@@ -53,30 +56,29 @@ impl RateLimiter {
 
     /// True when no limit applies.
     pub fn is_unlimited(&self) -> bool {
-        self.seconds_per_byte == 0.0
+        self.ns_per_byte == 0.0
     }
 
-    fn since_origin(&mut self, now: Instant) -> (Instant, f64) {
-        let origin = *self.origin.get_or_insert(now);
-        (origin, now.saturating_duration_since(origin).as_secs_f64())
+    fn since_origin(&mut self, now_ns: u64) -> (u64, f64) {
+        let origin = *self.origin.get_or_insert(now_ns);
+        (origin, now_ns.saturating_sub(origin) as f64)
     }
 
-    /// Before sending a packet at `now`: `None` to send now, or the instant to wait for
-    /// (then call again).
-    pub fn wait_until(&mut self, now: Instant) -> Option<Instant> {
+    /// Before sending at `now_ns`: `None` to send now, or the time (ns, same clock) to
+    /// wait for, then call again. The time returned is never earlier than the bound,
+    /// so calling again at it gives `None`.
+    pub fn wait_until(&mut self, now_ns: u64) -> Option<u64> {
         if self.is_unlimited() {
             return None;
         }
-        let (origin, t) = self.since_origin(now);
+        let (origin, t) = self.since_origin(now_ns);
         if self.rate_bytes >= self.burst_size {
             let bytes = self.rate_bytes as f64;
-            let next = self.send_time + bytes * self.seconds_per_byte;
-            let next_burst = self.send_time_burst + bytes * self.seconds_per_byte_burst;
+            let next = self.send_time + bytes * self.ns_per_byte;
+            let next_burst = self.send_time_burst + bytes * self.ns_per_byte_burst;
             let target = next.max(next_burst);
-            // Instants have nanosecond resolution: within a nanosecond counts as
-            // reached, or a caller sleeping until the returned instant would spin.
-            if t + 1e-9 < target {
-                return Some(origin + Duration::from_secs_f64(target));
+            if t < target {
+                return Some(origin + target.ceil() as u64);
             }
             self.send_time = next;
             // The catch-up bound counts from when this burst really goes out.
@@ -91,13 +93,13 @@ impl RateLimiter {
         self.rate_bytes += bytes;
     }
 
-    /// The sender had nothing to send until `now`: do not catch up on that time.
-    pub fn resume(&mut self, now: Instant) {
+    /// The sender had nothing to send until `now_ns`: do not catch up on that time.
+    pub fn resume(&mut self, now_ns: u64) {
         if self.is_unlimited() {
             return;
         }
-        let (_, t) = self.since_origin(now);
-        let pending = self.rate_bytes as f64 * self.seconds_per_byte;
+        let (_, t) = self.since_origin(now_ns);
+        let pending = self.rate_bytes as f64 * self.ns_per_byte;
         if self.send_time + pending < t {
             self.send_time = t - pending;
         }
@@ -108,35 +110,46 @@ impl RateLimiter {
 mod tests {
     use super::*;
 
-    fn ms(d: Duration) -> f64 {
-        d.as_secs_f64() * 1e3
-    }
+    const MS: u64 = 1_000_000;
 
     #[test]
     fn bursts_then_waits() {
-        let t0 = Instant::now();
+        let t0 = 5 * MS;
         let mut r = RateLimiter::new(1000.0, 100, 1.05);
         assert_eq!(r.wait_until(t0), None);
         r.sent(100);
         let w = r.wait_until(t0).unwrap();
-        assert!((ms(w - t0) - 100.0).abs() < 0.01);
+        assert_eq!(w - t0, 100 * MS);
         assert_eq!(r.wait_until(w), None);
         // Overslept by a second: the next bursts follow at the catch-up rate (105 B
         // per 100 ms), not all at once.
         r.sent(100);
-        let late = w + Duration::from_secs(1);
+        let late = w + 1000 * MS;
         assert_eq!(r.wait_until(late), None);
         r.sent(105);
         let next = r.wait_until(late).unwrap();
-        assert!((ms(next - late) - 100.0).abs() < 0.01);
+        assert_eq!(next - late, 100 * MS);
         assert!(RateLimiter::new(0.0, 10, 1.0).wait_until(t0).is_none());
     }
 
     #[test]
+    fn a_burst_of_one_byte_paces_every_send() {
+        // 1 GB/s, 1000-byte sends: one every microsecond, exactly, whenever asked.
+        let mut r = RateLimiter::new(1e9, 1, 1.0);
+        let mut now = 0;
+        for k in 1..=1000u64 {
+            assert_eq!(r.wait_until(now), None);
+            r.sent(1000);
+            now = r.wait_until(now + 10).unwrap();
+            assert_eq!(now, k * 1000);
+        }
+    }
+
+    #[test]
     fn idle_time_is_not_caught_up() {
-        let t0 = Instant::now();
-        let later = t0 + Duration::from_secs(10);
-        for (resume, expected_ms) in [(true, 100.0), (false, 50.0)] {
+        let t0 = 0;
+        let later = t0 + 10_000 * MS;
+        for (resume, expected_ms) in [(true, 100), (false, 50)] {
             let mut r = RateLimiter::new(1000.0, 100, 2.0);
             assert_eq!(r.wait_until(t0), None);
             r.sent(100);
@@ -149,18 +162,15 @@ mod tests {
             assert_eq!(r.wait_until(later), None);
             r.sent(100);
             let w = r.wait_until(later).unwrap();
-            assert!(
-                (ms(w - later) - expected_ms).abs() < 0.01,
-                "resume {resume}"
-            );
+            assert_eq!(w - later, expected_ms * MS, "resume {resume}");
         }
     }
 
     #[test]
     fn long_runs_do_not_drift() {
         // 40 Gb/s in 65536-byte bursts: 13107.2 ns each. A million bursts must land
-        // within a microsecond of 13.1072 s.
-        let t0 = Instant::now();
+        // within a nanosecond of 13.1072 s.
+        let t0 = 1;
         let mut r = RateLimiter::new(5e9, 65536, 1.05);
         let mut now = t0;
         assert_eq!(r.wait_until(now), None);
@@ -171,6 +181,6 @@ mod tests {
                 assert_eq!(r.wait_until(now), None);
             }
         }
-        assert!((ms(now - t0) - 13107.2).abs() < 1e-3);
+        assert!((now - t0).abs_diff(13_107_200_000) <= 1, "{}", now - t0);
     }
 }

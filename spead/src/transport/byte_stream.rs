@@ -9,6 +9,33 @@ use std::io::{self, Read, Write};
 use crate::recv::Stream;
 use crate::wire::packet_size;
 
+/// Why a byte stream could not be followed to its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StreamBreak {
+    /// The bytes at `at` do not start a SPEAD packet.
+    #[error("no SPEAD packet at byte {at}")]
+    NotSpead {
+        /// Offset in the stream.
+        at: u64,
+    },
+    /// The packet at `at` is longer than the largest accepted.
+    #[error("the packet at byte {at} is {size} bytes, more than the maximum of {max}")]
+    TooLong {
+        /// Offset in the stream.
+        at: u64,
+        /// The packet's size from its header.
+        size: usize,
+        /// The largest packet accepted.
+        max: usize,
+    },
+    /// The stream ended inside the packet that starts at `at`.
+    #[error("truncated: the stream ends inside the packet at byte {at}")]
+    Truncated {
+        /// Offset in the stream.
+        at: u64,
+    },
+}
+
 /// Feeds packets from a byte stream into a [`Stream`].
 #[derive(Debug)]
 pub struct ByteStreamReader<R> {
@@ -18,6 +45,11 @@ pub struct ByteStreamReader<R> {
     end: usize,
     max_packet_size: usize,
     eof: bool,
+    /// Bytes of the stream before `buf[start]`.
+    consumed: u64,
+    /// Bytes read from the stream.
+    read: u64,
+    broken: Option<StreamBreak>,
 }
 
 impl<R: Read> ByteStreamReader<R> {
@@ -31,7 +63,21 @@ impl<R: Read> ByteStreamReader<R> {
             end: 0,
             max_packet_size,
             eof: false,
+            consumed: 0,
+            read: 0,
+            broken: None,
         }
+    }
+
+    /// Bytes read from the stream so far.
+    pub fn bytes_read(&self) -> u64 {
+        self.read
+    }
+
+    /// Why the stream stopped before its end, if it did (each case also counts a
+    /// malformed packet).
+    pub fn broken(&self) -> Option<StreamBreak> {
+        self.broken
     }
 
     /// True once the stream ended (or could not be followed any further).
@@ -51,6 +97,7 @@ impl<R: Read> ByteStreamReader<R> {
         if self.start > 0 && self.buf.len() - self.end < self.max_packet_size {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
+            self.consumed += self.start as u64;
             self.start = 0;
         }
         let n = match self.reader.read(&mut self.buf[self.end..]) {
@@ -62,12 +109,19 @@ impl<R: Read> ByteStreamReader<R> {
             self.eof = true;
         }
         self.end += n;
+        self.read += n as u64;
         let mut count = 0;
         while !stream.is_stopped() {
             let avail = &self.buf[self.start..self.end];
+            let at = self.consumed + self.start as u64;
             match packet_size(avail) {
                 Ok(Some(size)) if size > self.max_packet_size => {
                     stream.stats_mut().packets_malformed += 1;
+                    self.broken = Some(StreamBreak::TooLong {
+                        at,
+                        size,
+                        max: self.max_packet_size,
+                    });
                     self.eof = true;
                     break;
                 }
@@ -79,11 +133,13 @@ impl<R: Read> ByteStreamReader<R> {
                 Ok(_) => {
                     if self.eof && !avail.is_empty() {
                         stream.stats_mut().packets_malformed += 1;
+                        self.broken = Some(StreamBreak::Truncated { at });
                     }
                     break;
                 }
                 Err(_) => {
                     stream.stats_mut().packets_malformed += 1;
+                    self.broken = Some(StreamBreak::NotSpead { at });
                     self.eof = true;
                     break;
                 }
@@ -188,18 +244,48 @@ mod tests {
     fn stops_at_garbage_and_oversize() {
         let mut stream = Stream::new(StreamConfig::default());
         let garbage = [0xffu8; 100];
-        ByteStreamReader::new(&garbage[..], 9000)
-            .run(&mut stream)
-            .unwrap();
+        let mut reader = ByteStreamReader::new(&garbage[..], 9000);
+        reader.run(&mut stream).unwrap();
         assert_eq!(stream.stats().packets_malformed, 1);
+        assert_eq!(reader.broken(), Some(StreamBreak::NotSpead { at: 0 }));
         let mut h = Heap::new(Flavour::SPEAD_64_48);
         h.add_item(0x1000, vec![0; 5000], false);
         let bytes = heap_to_bytes(&h, 1, 9000).unwrap();
         let mut stream = Stream::new(StreamConfig::default());
-        ByteStreamReader::new(&bytes[..], 1500)
-            .run(&mut stream)
-            .unwrap();
+        let mut reader = ByteStreamReader::new(&bytes[..], 1500);
+        reader.run(&mut stream).unwrap();
         assert_eq!(stream.stats().packets_malformed, 1);
         assert_eq!(stream.stats().packets, 0);
+        assert_eq!(
+            reader.broken(),
+            Some(StreamBreak::TooLong {
+                at: 0,
+                size: bytes.len(),
+                max: 1500
+            })
+        );
+    }
+
+    #[test]
+    fn says_where_a_stream_was_cut() {
+        let mut h = Heap::new(Flavour::SPEAD_64_48);
+        h.add_item(0x1000, vec![0; 5000], false);
+        let bytes = heap_to_bytes(&h, 1, 1472).unwrap();
+        // Two whole packets, then 10 bytes of the third.
+        let cut = 2 * 1472 + 10;
+        let mut stream = Stream::new(StreamConfig::default());
+        let mut reader = ByteStreamReader::new(&bytes[..cut], 9000);
+        reader.run(&mut stream).unwrap();
+        assert_eq!(stream.stats().packets, 2);
+        assert_eq!(reader.bytes_read(), cut as u64);
+        assert_eq!(
+            reader.broken(),
+            Some(StreamBreak::Truncated { at: 2 * 1472 })
+        );
+        let mut reader = ByteStreamReader::new(&bytes[..], 9000);
+        reader
+            .run(&mut Stream::new(StreamConfig::default()))
+            .unwrap();
+        assert_eq!(reader.broken(), None);
     }
 }

@@ -9,7 +9,7 @@ mod sender;
 mod threaded;
 mod udp;
 
-pub use byte_stream::{ByteStreamReader, PacketWriter};
+pub use byte_stream::{ByteStreamReader, PacketWriter, StreamBreak};
 pub use endpoint::{Endpoint, EndpointError};
 pub use sender::{PacketSink, SendIoError, Sender};
 pub use threaded::ThreadedReceiver;

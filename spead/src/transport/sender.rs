@@ -1,7 +1,7 @@
 //! Driving the packetizer into a transport, with batching and rate limiting.
 
 use std::io::{self, Write};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::byte_stream::PacketWriter;
 use super::udp::UdpSender;
@@ -61,6 +61,8 @@ pub struct Sender<S> {
     max_packet_size: usize,
     batch: usize,
     limiter: RateLimiter,
+    /// The wall-clock instant the limiter's nanoseconds count from.
+    epoch: Instant,
     mode: GroupMode,
     buf: Vec<u8>,
     /// Packets sent.
@@ -78,11 +80,17 @@ impl<S: PacketSink> Sender<S> {
             max_packet_size,
             batch,
             limiter,
+            epoch: Instant::now(),
             mode,
             buf: vec![0; batch * max_packet_size],
             packets: 0,
             bytes: 0,
         }
+    }
+
+    /// Wall time since the sender was made, ns (the rate limiter's clock).
+    fn now_ns(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
     /// The sink.
@@ -98,17 +106,18 @@ impl<S: PacketSink> Sender<S> {
     pub fn send_heaps(&mut self, heaps: &[HeapReference<'_>]) -> Result<(), SendIoError> {
         let mut group = HeapGroup::new(heaps, self.max_packet_size, self.mode)?;
         // As spead2 after its queue ran empty: time spent idle is not caught up.
-        self.limiter.resume(Instant::now());
+        self.limiter.resume(self.now_ns());
         let stride = self.max_packet_size;
         let mut meta: Vec<(usize, usize)> = Vec::with_capacity(self.batch);
         loop {
             let mut done = false;
             while meta.len() < self.batch {
-                if let Some(at) = self.limiter.wait_until(Instant::now()) {
+                let now = self.now_ns();
+                if let Some(at) = self.limiter.wait_until(now) {
                     if !meta.is_empty() {
                         break;
                     }
-                    std::thread::sleep(at.saturating_duration_since(Instant::now()));
+                    std::thread::sleep(Duration::from_nanos(at - now));
                     continue;
                 }
                 let i = meta.len();

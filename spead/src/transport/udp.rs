@@ -1,14 +1,17 @@
 //! UDP over kernel sockets: unicast and IPv4 multicast, batched with
-//! `recvmmsg`/`sendmmsg` through libc (std has neither).
+//! `recvmmsg`/`sendmmsg` through libc (std and socket2 have neither); sockets, their
+//! options and addresses through socket2.
 //!
 //! These types hold raw pointers for the batch calls, so they are not `Send`: create
 //! them on the thread that uses them.
 
 use std::io;
 use std::mem::{size_of, zeroed};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
 use std::time::Duration;
+
+use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 
 use crate::recv::Stream;
 
@@ -43,96 +46,45 @@ impl UdpRecvConfig {
     }
 }
 
-fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn set_int_opt(
-    sock: &UdpSocket,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: libc::c_int,
-) -> io::Result<()> {
-    // SAFETY: the fd is a live socket owned by `sock`; the option value points to a
-    // c_int that outlives the call and its size is passed correctly.
-    cvt(unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })
-    .map(drop)
-}
-
-fn get_int_opt(sock: &UdpSocket, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
-    let mut value: libc::c_int = 0;
-    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: value and len are valid for writes and len holds value's size.
-    cvt(unsafe {
-        libc::getsockopt(
-            sock.as_raw_fd(),
-            level,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    })?;
-    Ok(value)
-}
-
-/// Sets a socket buffer size, forcing past `rmem_max`/`wmem_max` when permitted.
+/// Sets a socket buffer size, forcing past `rmem_max`/`wmem_max` when permitted (as
+/// spead2 does; socket2 has no call for the FORCE options).
 fn set_buffer(sock: &UdpSocket, recv: bool, size: usize) -> io::Result<()> {
-    let size = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
-    let (opt, force) = if recv {
-        (libc::SO_RCVBUF, libc::SO_RCVBUFFORCE)
+    let s = SockRef::from(sock);
+    let (got, force) = if recv {
+        s.set_recv_buffer_size(size)?;
+        (s.recv_buffer_size()?, libc::SO_RCVBUFFORCE)
     } else {
-        (libc::SO_SNDBUF, libc::SO_SNDBUFFORCE)
+        s.set_send_buffer_size(size)?;
+        (s.send_buffer_size()?, libc::SO_SNDBUFFORCE)
     };
-    set_int_opt(sock, libc::SOL_SOCKET, opt, size)?;
-    // Linux reports double the requested size.
-    if get_int_opt(sock, libc::SOL_SOCKET, opt)? < size {
-        let _ = set_int_opt(sock, libc::SOL_SOCKET, force, size);
+    // Linux reports double the size granted; less than asked means the limit applied.
+    if got < size {
+        let value = libc::c_int::try_from(size).unwrap_or(libc::c_int::MAX);
+        // SAFETY: the fd is a live socket owned by `sock`; the option value points to
+        // a c_int that outlives the call and its size is passed. Failure (without
+        // CAP_NET_ADMIN) leaves the size the kernel granted, which is what we want.
+        let _ = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                force,
+                (&value as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
     }
     Ok(())
 }
 
-fn sockaddr_v4(addr: &SocketAddrV4) -> libc::sockaddr_in {
-    // SAFETY: sockaddr_in is plain old data; all-zero is a valid value.
-    let mut sa: libc::sockaddr_in = unsafe { zeroed() };
-    sa.sin_family = libc::AF_INET as libc::sa_family_t;
-    sa.sin_port = addr.port().to_be();
-    sa.sin_addr = libc::in_addr {
-        s_addr: u32::from(*addr.ip()).to_be(),
-    };
-    sa
-}
-
-/// An IPv4 UDP socket, optionally with SO_REUSEADDR set before bind (multicast).
-fn udp_v4(bind: SocketAddrV4, reuse: bool) -> io::Result<UdpSocket> {
-    // SAFETY: socket() has no memory preconditions.
-    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: fd is a freshly created socket that nothing else owns.
-    let sock = unsafe { UdpSocket::from_raw_fd(fd) };
+/// A UDP socket bound to `bind`, with SO_REUSEADDR set before the bind if `reuse`
+/// (several receivers of one multicast group).
+fn udp_socket(bind: SocketAddr, reuse: bool) -> io::Result<UdpSocket> {
+    let sock = Socket::new(Domain::for_address(bind), Type::DGRAM, None)?;
     if reuse {
-        set_int_opt(&sock, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
+        sock.set_reuse_address(true)?;
     }
-    let sa = sockaddr_v4(&bind);
-    // SAFETY: sa is a valid sockaddr_in and the length passed is its size.
-    cvt(unsafe {
-        libc::bind(
-            sock.as_raw_fd(),
-            (&sa as *const libc::sockaddr_in).cast(),
-            size_of::<libc::sockaddr_in>() as libc::socklen_t,
-        )
-    })?;
-    Ok(sock)
+    sock.bind(&bind.into())?;
+    Ok(sock.into())
 }
 
 /// Receives UDP datagrams in batches and feeds them to a [`Stream`].
@@ -153,12 +105,11 @@ impl UdpReceiver {
     pub fn bind(config: &UdpRecvConfig) -> io::Result<Self> {
         let sock = match config.addr {
             SocketAddr::V4(a) if a.ip().is_multicast() => {
-                let s = udp_v4(a, true)?;
+                let s = udp_socket(config.addr, true)?;
                 s.join_multicast_v4(a.ip(), &config.interface.unwrap_or(Ipv4Addr::UNSPECIFIED))?;
                 s
             }
-            SocketAddr::V4(a) => udp_v4(a, false)?,
-            SocketAddr::V6(_) => UdpSocket::bind(config.addr)?,
+            addr => udp_socket(addr, false)?,
         };
         set_buffer(&sock, true, config.buffer_size)?;
         sock.set_read_timeout(config.read_timeout)?;
@@ -294,8 +245,8 @@ impl UdpSendConfig {
 #[derive(Debug)]
 pub struct UdpSender {
     sock: UdpSocket,
-    dests: Vec<SocketAddr>,
-    addrs: Vec<libc::sockaddr_in>,
+    /// The destinations as the kernel takes them (IPv4 or IPv6).
+    addrs: Vec<SockAddr>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
 }
@@ -304,14 +255,15 @@ impl UdpSender {
     /// Opens the socket.
     ///
     /// # Errors
-    /// Socket errors; IPv6 destinations are sent one `send_to` at a time.
+    /// Socket errors.
     pub fn new(config: &UdpSendConfig) -> io::Result<Self> {
         let v6 = config.dests.iter().any(SocketAddr::is_ipv6);
-        let sock = match (config.bind, v6) {
-            (Some(b), _) => UdpSocket::bind(b)?,
-            (None, false) => udp_v4(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0), false)?,
-            (None, true) => UdpSocket::bind("[::]:0")?,
+        let any = if v6 {
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0))
+        } else {
+            SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0))
         };
+        let sock = udp_socket(config.bind.unwrap_or(any), false)?;
         set_buffer(&sock, false, config.buffer_size)?;
         if let Some(ttl) = config.ttl {
             if !v6 {
@@ -320,33 +272,11 @@ impl UdpSender {
             sock.set_ttl(ttl)?;
         }
         if let Some(iface) = config.interface {
-            let addr = libc::in_addr {
-                s_addr: u32::from(iface).to_be(),
-            };
-            // SAFETY: addr is a valid in_addr for IP_MULTICAST_IF and its size is passed.
-            cvt(unsafe {
-                libc::setsockopt(
-                    sock.as_raw_fd(),
-                    libc::IPPROTO_IP,
-                    libc::IP_MULTICAST_IF,
-                    (&addr as *const libc::in_addr).cast(),
-                    size_of::<libc::in_addr>() as libc::socklen_t,
-                )
-            })?;
+            SockRef::from(&sock).set_multicast_if_v4(&iface)?;
         }
-        let addrs = config
-            .dests
-            .iter()
-            .map(|d| match d {
-                SocketAddr::V4(a) => sockaddr_v4(a),
-                // SAFETY: plain old data; unused for IPv6 destinations.
-                SocketAddr::V6(_) => unsafe { zeroed() },
-            })
-            .collect();
         Ok(Self {
             sock,
-            dests: config.dests.clone(),
-            addrs,
+            addrs: config.dests.iter().map(|&d| SockAddr::from(d)).collect(),
             iovs: Vec::new(),
             hdrs: Vec::new(),
         })
@@ -358,19 +288,13 @@ impl UdpSender {
     /// # Errors
     /// Socket errors.
     pub fn send_batch(&mut self, packets: &[(&[u8], usize)]) -> io::Result<()> {
-        if self.dests.is_empty() {
+        if self.addrs.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "no destinations",
             ));
         }
-        let nd = self.dests.len();
-        if self.dests.iter().any(SocketAddr::is_ipv6) {
-            for (p, sub) in packets {
-                self.sock.send_to(p, self.dests[sub % nd])?;
-            }
-            return Ok(());
-        }
+        let nd = self.addrs.len();
         let n = packets.len();
         // SAFETY: plain old data; every pointer is set below before use.
         self.iovs.resize_with(n, || unsafe { zeroed() });
@@ -380,8 +304,10 @@ impl UdpSender {
             self.iovs[i].iov_base = p.as_ptr() as *mut libc::c_void;
             self.iovs[i].iov_len = p.len();
             let h = &mut self.hdrs[i].msg_hdr;
-            h.msg_name = (&mut self.addrs[sub % nd] as *mut libc::sockaddr_in).cast();
-            h.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            let to = &self.addrs[sub % nd];
+            // sendmmsg only reads the name; the pointer is mutable in the C type only.
+            h.msg_name = to.as_ptr().cast_mut().cast();
+            h.msg_namelen = to.len();
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
             h.msg_control = std::ptr::null_mut();
@@ -425,7 +351,35 @@ mod tests {
 
     #[test]
     fn loopback_round_trip() {
+        round_trip("127.0.0.1:0");
+    }
+
+    #[test]
+    fn ipv6_loopback_round_trip_through_sendmmsg() {
+        round_trip("[::1]:0");
+    }
+
+    #[test]
+    fn buffer_sizes_are_applied() {
+        // Linux reports double what it granted; 64 KiB is within every default limit.
         let mut cfg = UdpRecvConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.buffer_size = 64 << 10;
+        let rx = UdpReceiver::bind(&cfg).unwrap();
+        assert_eq!(
+            SockRef::from(&rx.sock).recv_buffer_size().unwrap(),
+            128 << 10
+        );
+        let mut send = UdpSendConfig::new(vec![rx.local_addr().unwrap()]);
+        send.buffer_size = 64 << 10;
+        let tx = UdpSender::new(&send).unwrap();
+        assert_eq!(
+            SockRef::from(&tx.sock).send_buffer_size().unwrap(),
+            128 << 10
+        );
+    }
+
+    fn round_trip(addr: &str) {
+        let mut cfg = UdpRecvConfig::new(addr.parse().unwrap());
         cfg.buffer_size = 4 << 20;
         let mut rx = UdpReceiver::bind(&cfg).unwrap();
         let dest = rx.local_addr().unwrap();

@@ -1,11 +1,15 @@
-//! Ethernet/IPv4/UDP framing for the raw verbs transports: prebuilt headers for sending,
-//! and the receive-side checks spead2 applies (IPv4 only; no VLAN tag, IP options or
-//! fragments), each rejection a counted cause.
+//! Ethernet/IPv4/UDP framing for the raw verbs transports: `netwire`'s prebuilt headers
+//! for sending, and on receive the checks spead2 applies (IPv4 only; no VLAN tag, IP
+//! options or fragments) on top of `netwire`'s UDP locator, each rejection a counted
+//! cause.
 
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::SocketAddrV4;
 
-/// Bytes of Ethernet, IPv4 (no options) and UDP headers in front of a SPEAD packet.
-pub const HEADERS: usize = 14 + 20 + 8;
+use netwire::eth::{ETHERTYPE_IPV4, ETH_HEADER_LEN};
+use netwire::raw::{locate_udp, DropCause};
+
+pub use netwire::checksum::internet_checksum as checksum;
+pub use netwire::raw::{udp_frame, HeaderTemplate, HEADERS};
 
 /// Why a received frame was not a SPEAD datagram for us.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -72,177 +76,56 @@ pub struct Datagram<'a> {
     pub payload: &'a [u8],
 }
 
-/// The internet checksum (RFC 1071) of `data`.
-pub fn checksum(data: &[u8]) -> u16 {
-    let mut sum: u32 = 0;
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [b] = chunks.remainder() {
-        sum += u32::from(*b) << 8;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// Parses an Ethernet frame as spead2's ibverbs reader does.
 ///
 /// # Errors
 /// The [`FrameDrop`] cause.
 pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, FrameDrop> {
-    if frame.len() < 14 {
+    if frame.len() < ETH_HEADER_LEN {
         return Err(FrameDrop::Truncated);
     }
     match u16::from_be_bytes([frame[12], frame[13]]) {
-        0x0800 => {}
+        ETHERTYPE_IPV4 => {}
         0x8100 | 0x88a8 => return Err(FrameDrop::Vlan),
         _ => return Err(FrameDrop::NotIpv4),
     }
-    let ip = &frame[14..];
-    if ip.len() < 20 {
-        return Err(FrameDrop::Truncated);
-    }
-    if ip[0] >> 4 != 4 {
-        return Err(FrameDrop::NotIpv4);
-    }
-    if ip[0] & 0x0f != 5 {
-        return Err(FrameDrop::IpOptions);
-    }
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if total < 28 || total > ip.len() {
-        return Err(FrameDrop::Truncated);
-    }
-    let frag = u16::from_be_bytes([ip[6], ip[7]]);
-    if frag & 0x3fff != 0 {
-        return Err(FrameDrop::Fragment);
-    }
-    if checksum(&ip[..20]) != 0 {
-        return Err(FrameDrop::IpChecksum);
-    }
-    if ip[9] != 17 {
-        return Err(FrameDrop::NotUdp);
-    }
-    let udp = &ip[20..total];
-    let udp_len = usize::from(u16::from_be_bytes([udp[4], udp[5]]));
-    if udp_len < 8 || udp_len > udp.len() {
-        return Err(FrameDrop::Truncated);
-    }
-    let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-    Ok(Datagram {
-        src: SocketAddrV4::new(src, u16::from_be_bytes([udp[0], udp[1]])),
-        dst: SocketAddrV4::new(dst, u16::from_be_bytes([udp[2], udp[3]])),
-        payload: &udp[8..udp_len],
-    })
-}
-
-/// Prebuilt Ethernet/IPv4/UDP headers for one destination; each packet only patches the
-/// lengths, the IP identification and (unless offloaded) the IP checksum.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeaderTemplate {
-    bytes: [u8; HEADERS],
-    ip_id: u16,
-}
-
-impl HeaderTemplate {
-    /// Headers from `src_mac`/`src` to `dst_mac`/`dst` with `ttl`. DF is set, as spead2
-    /// does; the UDP checksum is 0 (optional in IPv4).
-    pub fn new(
-        src_mac: [u8; 6],
-        src: SocketAddrV4,
-        dst_mac: [u8; 6],
-        dst: SocketAddrV4,
-        ttl: u8,
-    ) -> Self {
-        let mut b = [0u8; HEADERS];
-        b[0..6].copy_from_slice(&dst_mac);
-        b[6..12].copy_from_slice(&src_mac);
-        b[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
-        let ip = &mut b[14..34];
-        ip[0] = 0x45;
-        ip[6] = 0x40; // DF
-        ip[8] = ttl;
-        ip[9] = 17;
-        ip[12..16].copy_from_slice(&src.ip().octets());
-        ip[16..20].copy_from_slice(&dst.ip().octets());
-        let udp = &mut b[34..42];
-        udp[0..2].copy_from_slice(&src.port().to_be_bytes());
-        udp[2..4].copy_from_slice(&dst.port().to_be_bytes());
-        HeaderTemplate { bytes: b, ip_id: 0 }
-    }
-
-    /// Writes the headers for a `payload_len`-byte datagram into `out[..HEADERS]`. With
-    /// `offload_csum` the IP checksum is left 0 for the NIC (send flag IP_CSUM).
-    ///
-    /// # Panics
-    /// When `out` is shorter than [`HEADERS`] or the datagram exceeds 65507 bytes.
-    pub fn write(&mut self, out: &mut [u8], payload_len: usize, offload_csum: bool) {
-        assert!(payload_len <= 65_507, "UDP payload of {payload_len} bytes");
-        out[..HEADERS].copy_from_slice(&self.bytes);
-        let ip_total = (20 + 8 + payload_len) as u16;
-        out[16..18].copy_from_slice(&ip_total.to_be_bytes());
-        out[18..20].copy_from_slice(&self.ip_id.to_be_bytes());
-        self.ip_id = self.ip_id.wrapping_add(1);
-        if !offload_csum {
-            let c = checksum(&out[14..34]);
-            out[24..26].copy_from_slice(&c.to_be_bytes());
+    // spead2 refuses options before it looks further.
+    if let Some(&first) = frame.get(ETH_HEADER_LEN) {
+        if first >> 4 == 4 && first & 0x0f != 5 && frame.len() >= ETH_HEADER_LEN + 20 {
+            return Err(FrameDrop::IpOptions);
         }
-        out[38..40].copy_from_slice(&((8 + payload_len) as u16).to_be_bytes());
     }
-}
-
-/// A whole Ethernet/IPv4/UDP frame around `payload` (IP checksum filled, UDP checksum
-/// 0), as a raw sender would send it: for captures and replays that rebuild frames.
-///
-/// # Panics
-/// When `payload` exceeds 65507 bytes.
-pub fn udp_frame(
-    src_mac: [u8; 6],
-    src: SocketAddrV4,
-    dst_mac: [u8; 6],
-    dst: SocketAddrV4,
-    ttl: u8,
-    payload: &[u8],
-) -> Vec<u8> {
-    let mut t = HeaderTemplate::new(src_mac, src, dst_mac, dst, ttl);
-    let mut f = vec![0; HEADERS + payload.len()];
-    t.write(&mut f, payload.len(), false);
-    f[HEADERS..].copy_from_slice(payload);
-    f
+    let l = locate_udp(frame, ETH_HEADER_LEN, true).map_err(|cause| match cause {
+        DropCause::NotIpv4 | DropCause::UnsupportedLinkType => FrameDrop::NotIpv4,
+        DropCause::Fragment => FrameDrop::Fragment,
+        DropCause::BadChecksum => FrameDrop::IpChecksum,
+        DropCause::NotUdp => FrameDrop::NotUdp,
+        DropCause::Truncated | DropCause::BadIpHeader | DropCause::BadUdpLength => {
+            FrameDrop::Truncated
+        }
+    })?;
+    Ok(Datagram {
+        src: l.src,
+        dst: l.dst,
+        payload: &frame[l.payload],
+    })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::net::Ipv4Addr;
+
     use super::*;
 
     fn frame(payload: &[u8]) -> Vec<u8> {
-        let mut t = HeaderTemplate::new(
+        udp_frame(
             [2, 0, 10, 0, 0, 1],
             SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9000),
             [1, 0, 0x5e, 10, 0, 1],
             SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148),
             4,
-        );
-        let mut f = vec![0; HEADERS + payload.len()];
-        t.write(&mut f, payload.len(), false);
-        f[HEADERS..].copy_from_slice(payload);
-        f
-    }
-
-    #[test]
-    fn udp_frame_is_what_the_template_writes() {
-        let f = udp_frame(
-            [2, 0, 10, 0, 0, 1],
-            SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 9000),
-            [1, 0, 0x5e, 10, 0, 1],
-            SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148),
-            4,
-            b"spead!",
-        );
-        assert_eq!(f, frame(b"spead!"));
+            payload,
+        )
     }
 
     #[test]
@@ -268,6 +151,9 @@ mod tests {
         f[14] = 0x46;
         assert_eq!(parse(&f), Err(FrameDrop::IpOptions));
         let mut f = good.clone();
+        f[14] = 0x65;
+        assert_eq!(parse(&f), Err(FrameDrop::NotIpv4));
+        let mut f = good.clone();
         f[20] = 0x20; // MF
         assert_eq!(parse(&f), Err(FrameDrop::Fragment));
         let mut f = good.clone();
@@ -279,6 +165,9 @@ mod tests {
         let c = checksum(&f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
         assert_eq!(parse(&f), Err(FrameDrop::NotUdp));
+        let mut f = good.clone();
+        f[38..40].copy_from_slice(&4u16.to_be_bytes());
+        assert_eq!(parse(&f), Err(FrameDrop::Truncated), "UDP length below 8");
         assert_eq!(parse(&good[..30]), Err(FrameDrop::Truncated));
         assert_eq!(parse(&good[..good.len() - 1]), Err(FrameDrop::Truncated));
         assert_eq!(parse(&[]), Err(FrameDrop::Truncated));

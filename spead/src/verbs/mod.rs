@@ -53,6 +53,16 @@ pub enum VerbsError {
     /// A verbs call failed.
     #[error(transparent)]
     Verbs(#[from] verbs_api::Error),
+    /// The host would not join a multicast group on the interface (real devices only).
+    #[error("joining multicast group {group} on interface {iface}: {reason}")]
+    HostJoin {
+        /// The group.
+        group: Ipv4Addr,
+        /// The interface address.
+        iface: Ipv4Addr,
+        /// The kernel's answer.
+        reason: String,
+    },
 }
 
 /// The Q_Key a UD endpoint's port maps to.

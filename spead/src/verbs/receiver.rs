@@ -67,6 +67,8 @@ pub struct Receiver<C: Context> {
     stats: ReceiverStats,
     busy: bool,
     max_poll: u32,
+    /// The host's membership of the groups (real devices only; see
+    /// [`Verbs::joins_host_multicast`]), held for the receiver's life.
     _igmp: Option<UdpSocket>,
 }
 
@@ -88,6 +90,28 @@ fn slot_count(attr: &verbs_api::DeviceAttr, cfg: &IbvConfig, slot: usize) -> usi
         .min(attr.max_cqe as usize)
 }
 
+/// On a real network a switch forwards a group only after an IGMP join: a socket joined
+/// to every endpoint's group on the interface makes the host's kernel send it, as
+/// spead2's ibverbs reader does. The membership lasts as long as the socket.
+///
+/// # Errors
+/// [`VerbsError::HostJoin`] naming the group and interface the kernel refused.
+fn join_on_host(endpoints: &[SocketAddrV4], iface: Ipv4Addr) -> Result<UdpSocket, VerbsError> {
+    let join_error = |group: Ipv4Addr, e: std::io::Error| VerbsError::HostJoin {
+        group,
+        iface,
+        reason: e.to_string(),
+    };
+    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+        .map_err(|e| join_error(*endpoints[0].ip(), e))?;
+    for e in endpoints {
+        socket
+            .join_multicast_v4(e.ip(), &iface)
+            .map_err(|err| join_error(*e.ip(), err))?;
+    }
+    Ok(socket)
+}
+
 impl<C: Context> Receiver<C> {
     /// spead2's ibverbs reader: a RAW_PACKET QP with one flow rule per endpoint on the
     /// device that owns `cfg.interface`.
@@ -95,7 +119,9 @@ impl<C: Context> Receiver<C> {
     /// # Errors
     /// [`VerbsError::Config`] for arguments spead2 rejects; [`VerbsError::NoInterface`]
     /// when no device has the interface address; [`VerbsError::Verbs`] when the device
-    /// lacks RAW_PACKET or flow steering (Unsupported) or a call fails.
+    /// lacks RAW_PACKET or flow steering (Unsupported) or a call fails;
+    /// [`VerbsError::HostJoin`] when a backend on the host's network
+    /// ([`Verbs::joins_host_multicast`]) cannot join a group on the interface.
     pub fn raw<V: Verbs<Context = C>>(verbs: &V, cfg: &IbvConfig) -> Result<Self, VerbsError> {
         Self::new(verbs, cfg, QpType::RawPacket)
     }
@@ -188,17 +214,11 @@ impl<C: Context> Receiver<C> {
         // Post every slot before traffic can arrive.
         pool.post_recv_batch(&ep.qp, pool.take_n(slots))
             .map_err(verbs_api::Error::from)?;
-        // On real networks the switch forwards a group only after an IGMP join; a
-        // socket joined to the group on the interface does that (spead2 does the same).
-        // On the simulator the address is not the host's, the join fails, and the flow
-        // rule or attachment alone registers the membership.
-        let igmp = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
-            .ok()
-            .filter(|s| {
-                cfg.endpoints
-                    .iter()
-                    .all(|e| s.join_multicast_v4(e.ip(), &iface).is_ok())
-            });
+        let igmp = if verbs.joins_host_multicast() {
+            Some(join_on_host(&cfg.endpoints, iface)?)
+        } else {
+            None
+        };
         Ok(Receiver {
             mode,
             pool,

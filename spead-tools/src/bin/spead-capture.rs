@@ -10,24 +10,28 @@
 //! end the packet and byte counts go to stderr. `--count N` and `--duration SECONDS`
 //! (virtual seconds on the simulator) stop it; so do Ctrl-C and, with `--replay`, the
 //! end of the replay.
+//!
+//! A bad option, number, endpoint or interface exits with status 2 before anything
+//! runs; a failure at run time (an output that cannot be written, a replay capture that
+//! cannot be read) with status 1, naming it. A replay capture damaged part way is
+//! replayed up to the damage and what arrived is written out before the error.
 // Built with neither backend, the tool only reports that it has none.
 #![cfg_attr(
     not(any(feature = "sim", feature = "hw")),
     allow(dead_code, unused_imports)
 )]
 
-mod common;
-
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::net::SocketAddrV4;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use clap::Parser;
-use common::{ibv_config, open_receivers, parse_endpoint, Backend, IbvMode};
 use spead::verbs::frame::udp_frame;
 use spead::verbs::{IbvConfig, Receiver, RxFrame};
+use spead_tools::cli;
+use spead_tools::ibv::{self, ibv_config, open_receivers, parse_endpoint, Backend, IbvMode};
 use verbs_api::Context;
 
 #[derive(Parser, Debug)]
@@ -37,7 +41,8 @@ struct Args {
     output: String,
     /// Multicast endpoints GROUP:PORT (with --replay: default every destination in the
     /// capture, unicast ones moved to 239.x.y.z).
-    endpoints: Vec<String>,
+    #[arg(value_parser = parse_endpoint)]
+    endpoints: Vec<SocketAddrV4>,
     /// Verbs backend: hw (libibverbs) or sim (needs --replay). Default: sim with
     /// --replay, else hw.
     #[arg(long, value_enum)]
@@ -47,42 +52,29 @@ struct Args {
     mode: IbvMode,
     /// IPv4 address of the interface (or SPEAD2_IBV_INTERFACE). On the simulator the
     /// receiver host is 10.77.0.2, the default there.
-    #[arg(long = "ibv-interface")]
-    interface: Option<String>,
+    #[arg(long = "ibv-interface", value_parser = cli::interface)]
+    interface: Option<Ipv4Addr>,
     /// Completion vector (>= 0: interrupts, < 0: busy polling; or
     /// SPEAD2_IBV_COMP_VECTOR). Default 0 on hw, -1 on the simulator.
     #[arg(long = "ibv-comp-vector", allow_hyphen_values = true)]
     comp_vector: Option<i32>,
     /// Polls before waiting on the completion channel.
-    #[arg(long = "ibv-max-poll", default_value_t = 10)]
+    #[arg(long = "ibv-max-poll", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     max_poll: u32,
-    /// Largest UDP payload received.
-    #[arg(long = "max-size", default_value_t = 9200)]
+    /// Largest UDP payload received (1 to 65507).
+    #[arg(long = "max-size", default_value_t = 9200, value_parser = cli::ranged(1..=65_507))]
     max_size: usize,
     /// Receive buffer in bytes.
-    #[arg(long, default_value_t = 16 << 20)]
+    #[arg(long, default_value_t = 16 << 20, value_parser = cli::ranged(1..=1 << 31))]
     buffer: usize,
     /// Stop after this many packets.
-    #[arg(long)]
+    #[arg(long, value_parser = cli::ranged_u64(1..=u64::MAX))]
     count: Option<u64>,
     /// Stop after this many seconds (virtual seconds on the simulator).
-    #[arg(long)]
+    #[arg(long, value_parser = cli::positive)]
     duration: Option<f64>,
-    /// Replay this capture (pcap or pcapng) into a simulated fabric and capture it.
-    #[arg(long)]
-    replay: Option<std::path::PathBuf>,
-    /// Seed of the simulation.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Loss probability on the receiver's simulated link.
-    #[arg(long, default_value_t = 0.0)]
-    loss: f64,
-    /// Reorder probability on the receiver's simulated link (0.1 when given alone).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0)]
-    reorder: f64,
-    /// Duplication probability on the receiver's simulated link.
-    #[arg(long, default_value_t = 0.0)]
-    dup: f64,
+    #[command(flatten)]
+    sim: spead_tools::capture::ReplayArgs,
 }
 
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -216,12 +208,8 @@ fn capture<C: Context>(
 }
 
 fn run(args: &Args) -> Result<(u64, u64), String> {
-    let mut endpoints = args
-        .endpoints
-        .iter()
-        .map(|s| parse_endpoint(s))
-        .collect::<Result<Vec<_>, _>>()?;
-    let backend = args.backend.unwrap_or(if args.replay.is_some() {
+    let mut endpoints = args.endpoints.clone();
+    let backend = args.backend.unwrap_or(if args.sim.replay.is_some() {
         Backend::Sim
     } else {
         Backend::Hw
@@ -242,9 +230,9 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
     match backend {
         Backend::Hw => {
             if !cfg!(feature = "hw") {
-                return Err(common::hw_missing());
+                return Err(ibv::hw_missing());
             }
-            if args.replay.is_some() {
+            if args.sim.replay.is_some() {
                 return Err("--replay needs --backend sim".into());
             }
             if endpoints.is_empty() {
@@ -256,12 +244,12 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
         Backend::Sim => {
             #[cfg(feature = "sim")]
             {
-                let Some(path) = &args.replay else {
+                let Some(path) = &args.sim.replay else {
                     return Err(
                         "the sim backend has no traffic of its own: give --replay PCAP".into(),
                     );
                 };
-                let cap = common::read_capture(path)?;
+                let cap = spead_tools::capture::read_capture(path)?;
                 for (from, to) in &cap.moved {
                     eprintln!("spead-capture: unicast destination {from} replayed to group {to}");
                 }
@@ -269,14 +257,8 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
                     endpoints = cap.endpoints.clone();
                 }
                 let cfg = config(args, endpoints, Some(-1))?;
-                let faults = common::SimFaults {
-                    seed: args.seed,
-                    loss: args.loss,
-                    reorder: args.reorder,
-                    reorder_window_ns: 20_000,
-                    dup: args.dup,
-                };
-                let mut net = common::SimNet::new(args.mode, &faults)?;
+                let faults = spead_tools::sim::SimFaults::of(&args.sim);
+                let mut net = spead_tools::sim::SimNet::new(args.mode, &faults)?;
                 let verbs = net.verbs();
                 let mut receivers =
                     open_receivers(&verbs, &cfg, args.mode).map_err(|e| e.to_string())?;
@@ -288,13 +270,26 @@ fn run(args: &Args) -> Result<(u64, u64), String> {
                     );
                 }
                 out = open_out()?;
-                capture(
+                let captured = capture(
                     &mut receivers,
                     &mut out,
                     &|| net.now(),
                     &|| net.idle(),
                     &limits,
-                )?;
+                );
+                // What was captured is written out whatever happens next.
+                let flushed = out.out.flush();
+                captured?;
+                flushed.map_err(|e| format!("writing the capture: {e}"))?;
+                if let Some(broken) = &cap.broken {
+                    return Err(format!(
+                        "{broken} (the {} datagrams before it were replayed: {} packets, {} \
+                         bytes captured)",
+                        cap.datagrams.len(),
+                        out.packets,
+                        out.bytes
+                    ));
+                }
             }
             #[cfg(not(feature = "sim"))]
             {
@@ -314,12 +309,10 @@ fn config(
     endpoints: Vec<SocketAddrV4>,
     default_vector: Option<i32>,
 ) -> Result<IbvConfig, String> {
-    let sim_iface = common::SIM_RX_IP.to_string();
-    let iface = match (&args.interface, default_vector) {
-        (Some(i), _) => Some(i.as_str()),
-        (None, Some(_)) => Some(sim_iface.as_str()),
-        (None, None) => None,
-    };
+    // On the simulator (a default vector given) the receiver host is the default.
+    let iface = args
+        .interface
+        .or(default_vector.map(|_| spead_tools::capture::SIM_RX_IP));
     ibv_config(
         endpoints,
         iface,
@@ -356,11 +349,11 @@ fn capture_hw(
     _open_out: impl FnOnce() -> Result<PcapOut, String>,
     _limits: &Limits,
 ) -> Result<PcapOut, String> {
-    Err(common::hw_missing())
+    Err(ibv::hw_missing())
 }
 
 fn main() {
-    let args = Args::parse();
+    let args: Args = cli::parse("spead-capture");
     // SAFETY: installs a handler that only stores to an atomic (async-signal-safe).
     unsafe {
         libc::signal(
@@ -372,9 +365,6 @@ fn main() {
         Ok((packets, bytes)) => {
             eprintln!("spead-capture: {packets} packets, {bytes} bytes");
         }
-        Err(e) => {
-            eprintln!("spead-capture: {e}");
-            std::process::exit(1);
-        }
+        Err(e) => cli::fail("spead-capture", &e),
     }
 }

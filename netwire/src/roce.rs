@@ -5,13 +5,13 @@
 //! UDP and IB headers with the fields that routers may change (TOS, TTL, header checksum,
 //! UDP checksum, BTH resv8a) replaced by ones, preceded by 8 bytes of ones that stand for
 //! the IB LRH, then over the payload and pad; it is sent inverted, least significant byte
-//! first (as the Linux rxe driver computes it in `rxe_icrc.c`).
+//! first (as the Linux rxe driver computes it in `rxe_icrc.c`, whose seed 0xdebb20e3 is
+//! the CRC register after those 8 bytes of ones). The CRC itself is `crc32fast`'s.
 
-use super::crc32::crc32_le;
-use super::eth::{EthHeader, Mac, ETHERTYPE_IPV4};
-use super::ipv4::{Ipv4Header, IPV4_HEADER_LEN, PROTO_UDP};
-use super::udp::{UdpHeader, UDP_HEADER_LEN};
-use super::FrameError;
+use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4};
+use crate::ipv4::{Ipv4Header, IPV4_HEADER_LEN, PROTO_UDP};
+use crate::udp::{UdpHeader, UDP_HEADER_LEN};
+use crate::FrameError;
 use std::net::Ipv4Addr;
 
 /// The UDP destination port of RoCEv2.
@@ -36,8 +36,8 @@ pub const ICRC_LEN: usize = 4;
 pub const DEFAULT_PKEY: u16 = 0xffff;
 /// The destination QP number of multicast packets.
 pub const MULTICAST_QPN: u32 = 0x00ff_ffff;
-/// The register value after 8 bytes of 0xff from an all-ones start (rxe's seed).
-const ICRC_SEED: u32 = 0xdebb_20e3;
+/// The 8 bytes of ones that stand in for the LRH at the start of the ICRC.
+const LRH_ONES: [u8; 8] = [0xff; 8];
 
 /// BTH opcodes (IBA table 38): the transport in the top three bits, the operation below.
 #[allow(missing_docs)]
@@ -490,7 +490,7 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
     UdpHeader::write(&mut out, route.src_port, ROCEV2_UDP_PORT, udp_payload_len);
     h.write(&mut out);
     out.extend_from_slice(payload);
-    out.extend(std::iter::repeat_n(0u8, pad));
+    out.resize(out.len() + pad, 0);
     let icrc = compute_icrc(&out[14..]);
     out.extend_from_slice(&icrc.to_le_bytes());
     out
@@ -506,8 +506,11 @@ pub fn compute_icrc(ip: &[u8]) -> u32 {
         (usize::from(ip[0] & 0x0f) * 4).max(IPV4_HEADER_LEN)
     };
     let masked_len = hl + UDP_HEADER_LEN + BTH_LEN;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&LRH_ONES);
     if ip.len() < masked_len {
-        return !crc32_le(ICRC_SEED, ip);
+        crc.update(ip);
+        return crc.finalize();
     }
     let mut ps = [0u8; 60 + UDP_HEADER_LEN + BTH_LEN];
     ps[..masked_len].copy_from_slice(&ip[..masked_len]);
@@ -518,8 +521,9 @@ pub fn compute_icrc(ip: &[u8]) -> u32 {
     ps[hl + 6] = 0xff; // UDP checksum
     ps[hl + 7] = 0xff;
     ps[hl + UDP_HEADER_LEN + 4] = 0xff; // BTH resv8a
-    let crc = crc32_le(ICRC_SEED, &ps[..masked_len]);
-    !crc32_le(crc, &ip[masked_len..])
+    crc.update(&ps[..masked_len]);
+    crc.update(&ip[masked_len..]);
+    crc.finalize()
 }
 
 /// True if the IPv4 RoCEv2 datagram `ip` (IP header through ICRC) carries a correct ICRC.

@@ -111,3 +111,77 @@ fn udp_loopback_between_the_tools() {
     assert!(got.iter().all(|h| h["complete"] == true));
     assert_eq!(stats["incomplete_heaps_evicted"], 0);
 }
+
+#[test]
+fn max_heaps_is_heaps_in_flight_and_never_interleaves_heaps() {
+    // spead2_send's --max-heaps bounds the heaps queued for sending; heaps still go
+    // out one after another. So 1 and 8 give the same bytes, and a receiver with a
+    // single live-heap slot assembles every heap.
+    let outs: Vec<Vec<u8>> = ["1", "8"]
+        .iter()
+        .map(|m| {
+            let path = tmp(&format!("inflight-{m}.spead"));
+            let arg = format!("file:{}", path.display());
+            run(
+                SEND,
+                &[
+                    "--heaps",
+                    "12",
+                    "--heap-size",
+                    "20000",
+                    "--items",
+                    "2",
+                    "--max-heaps",
+                    m,
+                    &arg,
+                ],
+            );
+            let (got, stats) = heaps(&run(RECV, &["--json", "--max-heaps", "1", &arg]));
+            assert_eq!(got.len(), 12, "--max-heaps {m}");
+            assert!(got.iter().all(|h| h["complete"] == true), "--max-heaps {m}");
+            assert_eq!(stats["incomplete_heaps_evicted"], 0, "--max-heaps {m}");
+            let bytes = std::fs::read(&path).unwrap();
+            std::fs::remove_file(&path).unwrap();
+            bytes
+        })
+        .collect();
+    assert!(
+        outs[0] == outs[1],
+        "--max-heaps 1 and 8 sent different bytes"
+    );
+}
+
+#[test]
+fn substreams_each_get_descriptors_and_a_stop_heap_of_their_own() {
+    // As spead2_send: heap i on substream i % 2, descriptors in the first heap of
+    // each substream, then one stop heap per substream with distinct counters.
+    let path = tmp("substreams.spead");
+    let arg = format!("file:{}", path.display());
+    run(
+        SEND,
+        &[
+            "--heaps",
+            "4",
+            "--heap-size",
+            "3000",
+            "--items",
+            "2",
+            "--substreams",
+            "2",
+            &arg,
+        ],
+    );
+    let (got, _) = heaps(&run(RECV, &["--json", "--ignore-stop", &arg]));
+    std::fs::remove_file(&path).unwrap();
+    let cnts: Vec<u64> = got.iter().map(|h| h["cnt"].as_u64().unwrap()).collect();
+    assert_eq!(cnts, [1, 2, 3, 4, 5, 6]);
+    let descriptors: Vec<usize> = got
+        .iter()
+        .map(|h| h["descriptors"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(descriptors, [2, 2, 0, 0, 0, 0]);
+    for stop in &got[4..] {
+        assert_eq!(stop["items"][0]["id"], 6);
+        assert_eq!(stop["items"][0]["immediate"], 2);
+    }
+}

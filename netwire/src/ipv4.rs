@@ -1,6 +1,7 @@
-//! IPv4 headers and the Internet checksum (RFC 791, RFC 1071).
+//! IPv4 headers (RFC 791).
 
-use super::FrameError;
+use crate::checksum::internet_checksum;
+use crate::FrameError;
 use std::net::Ipv4Addr;
 
 /// Length of an IPv4 header without options.
@@ -9,39 +10,6 @@ pub const IPV4_HEADER_LEN: usize = 20;
 pub const PROTO_UDP: u8 = 17;
 /// IP protocol number of TCP.
 pub const PROTO_TCP: u8 = 6;
-
-/// Sums 16-bit big-endian words into a 32-bit accumulator (one's-complement carries are
-/// folded later by [`fold_checksum`]).
-#[must_use]
-pub fn sum_words(mut acc: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        acc = acc.wrapping_add(u32::from(u16::from_be_bytes([c[0], c[1]])));
-        // Fold early so the accumulator never overflows on jumbo frames.
-        if acc & 0x8000_0000 != 0 {
-            acc = (acc & 0xffff) + (acc >> 16);
-        }
-    }
-    if let [last] = chunks.remainder() {
-        acc = acc.wrapping_add(u32::from(*last) << 8);
-    }
-    acc
-}
-
-/// Folds a 32-bit accumulator to the 16-bit one's-complement checksum.
-#[must_use]
-pub fn fold_checksum(mut acc: u32) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    !(acc as u16)
-}
-
-/// The Internet checksum of `data`.
-#[must_use]
-pub fn internet_checksum(data: &[u8]) -> u16 {
-    fold_checksum(sum_words(0, data))
-}
 
 /// A parsed IPv4 header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +87,7 @@ impl Ipv4Header {
     /// True when the header's checksum verifies.
     #[must_use]
     pub fn checksum_ok(header_bytes: &[u8]) -> bool {
-        fold_checksum(sum_words(0, header_bytes)) == 0
+        internet_checksum(header_bytes) == 0
     }
 
     /// Appends a 20-byte header with a correct checksum to `out`.
@@ -161,5 +129,92 @@ impl Ipv4Header {
         hdr[11] = 0;
         let c = internet_checksum(&hdr[..hl]);
         hdr[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> Vec<u8> {
+        let mut out = Vec::new();
+        Ipv4Header::write(
+            &mut out,
+            0xb8,
+            100,
+            0x1234,
+            true,
+            4,
+            PROTO_UDP,
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(239, 10, 0, 1),
+        );
+        out.resize(IPV4_HEADER_LEN + 100, 0);
+        out
+    }
+
+    #[test]
+    fn round_trip_and_etherparse_agrees() {
+        let b = header();
+        let h = Ipv4Header::parse(&b).unwrap();
+        assert_eq!(
+            h,
+            Ipv4Header {
+                tos: 0xb8,
+                total_len: 120,
+                id: 0x1234,
+                flags_frag: 0x4000,
+                ttl: 4,
+                protocol: PROTO_UDP,
+                checksum: h.checksum,
+                src: Ipv4Addr::new(10, 0, 0, 1),
+                dst: Ipv4Addr::new(239, 10, 0, 1),
+                header_len: 20,
+            }
+        );
+        assert!(Ipv4Header::checksum_ok(&b[..20]));
+        let theirs = etherparse::Ipv4HeaderSlice::from_slice(&b)
+            .unwrap()
+            .to_header();
+        assert_eq!(theirs.calc_header_checksum(), h.checksum);
+        assert_eq!(theirs.identification, 0x1234);
+        assert!(theirs.dont_fragment);
+    }
+
+    #[test]
+    fn fill_checksum_repairs_a_header() {
+        let mut b = header();
+        let good = b[10..12].to_vec();
+        b[8] = 3; // a router's TTL decrement
+        assert!(!Ipv4Header::checksum_ok(&b[..20]));
+        Ipv4Header::fill_checksum(&mut b[..20]);
+        assert!(Ipv4Header::checksum_ok(&b[..20]));
+        assert_ne!(b[10..12], good[..]);
+    }
+
+    #[test]
+    fn impossible_headers_are_refused() {
+        let b = header();
+        let err = |b: &[u8]| Ipv4Header::parse(b).unwrap_err().to_string();
+        assert_eq!(
+            err(&b[..19]),
+            "ipv4 header truncated: need 20 bytes, have 19"
+        );
+        let mut v6 = b.clone();
+        v6[0] = 0x65;
+        assert_eq!(err(&v6), "malformed frame: ipv4: version is not 4");
+        let mut ihl = b.clone();
+        ihl[0] = 0x44;
+        assert_eq!(err(&ihl), "malformed frame: ipv4: IHL below 5");
+        let mut opts = b.clone();
+        opts[0] = 0x4f;
+        assert_eq!(
+            err(&opts[..40]),
+            "ipv4 options header truncated: need 60 bytes, have 40"
+        );
+        assert_eq!(
+            err(&b[..100]),
+            "malformed frame: ipv4: total length disagrees with the frame"
+        );
     }
 }

@@ -12,8 +12,11 @@
 //! verbs receiver on a receiver host (10.77.0.2) for the `ibv:` endpoints given, or for
 //! every destination of the capture (unicast ones moved to group 239.x.y.z), with
 //! optional faults on the receiver's link (`--seed`, `--loss`, `--reorder`, `--dup`).
-
-mod common;
+//!
+//! A bad option, number, source or interface exits with status 2 before anything runs.
+//! A source that fails (a missing, empty, garbage or truncated file or capture, a socket
+//! that cannot be bound) is named on stderr; the heaps before the fault are still
+//! printed, then the counters, and the exit status is 1.
 
 use std::fs::File;
 use std::io::{self, BufReader, Write};
@@ -23,12 +26,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
-use common::{ibv_config, parse_endpoint, Backend, IbvMode};
 use spead::json::{heap_json, stats_json};
 use spead::pcap::{PcapSource, PcapSpec};
 use spead::recv::{MemoryPool, Stream, StreamConfig};
+use spead::send::PREFIX_SIZE;
 use spead::transport::{ByteStreamReader, Endpoint, ThreadedReceiver, UdpReceiver, UdpRecvConfig};
 use spead::verbs::{IbvConfig, Receiver};
+use spead_tools::cli;
+use spead_tools::ibv::{self, ibv_config, parse_endpoint, Backend, IbvMode};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Receive SPEAD heaps (spead2-compatible)")]
@@ -38,28 +43,28 @@ struct Args {
     /// IPv4 only), optionally only those sent to GROUP:PORT (either may be *, e.g.
     /// pcap:obs.pcap?*:7148). Frames dropped by the pcap reader are reported on stderr.
     /// ibv:GROUP:PORT receives an IPv4 multicast endpoint through the verbs receiver.
-    #[arg(required_unless_present = "replay")]
-    sources: Vec<String>,
+    #[arg(required_unless_present = "replay", value_parser = parse_source)]
+    sources: Vec<SourceSpec>,
     /// Print heaps and counters as JSON lines.
     #[arg(long)]
     json: bool,
-    /// Maximum packet size accepted.
-    #[arg(long, default_value_t = 9200)]
+    /// Maximum packet size accepted (40 to 65536).
+    #[arg(long, default_value_t = 9200, value_parser = cli::ranged(PREFIX_SIZE as u64..=65_536))]
     packet: usize,
     /// Socket receive buffer size in bytes.
-    #[arg(long, default_value_t = 8 << 20)]
+    #[arg(long, default_value_t = 8 << 20, value_parser = cli::ranged(1..=1 << 31))]
     buffer: usize,
     /// Live heaps per substream.
-    #[arg(long = "max-heaps", default_value_t = 4)]
+    #[arg(long = "max-heaps", default_value_t = 4, value_parser = cli::ranged(1..=65_536))]
     max_heaps: usize,
     /// Substreams.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = cli::ranged(1..=65_536))]
     substreams: usize,
     /// Interface address for multicast.
     #[arg(long)]
     bind: Option<Ipv4Addr>,
     /// Stop after this many heaps.
-    #[arg(long)]
+    #[arg(long, value_parser = cli::ranged_u64(1..=u64::MAX))]
     heaps: Option<u64>,
     /// Accept packets of a heap out of order.
     #[arg(long = "allow-out-of-order")]
@@ -71,13 +76,13 @@ struct Args {
     #[arg(long = "ignore-stop")]
     ignore_stop: bool,
     /// Largest heap accepted, in bytes.
-    #[arg(long = "max-heap-size", default_value_t = 256 << 20)]
+    #[arg(long = "max-heap-size", default_value_t = 256 << 20, value_parser = cli::ranged_u64(1..=u64::MAX))]
     max_heap_size: u64,
     /// Heaps queued between the receive worker and the printer.
-    #[arg(long = "ring-heaps", default_value_t = 4)]
+    #[arg(long = "ring-heaps", default_value_t = 4, value_parser = cli::ranged(1..=65_536))]
     ring_heaps: usize,
     /// Heap buffers kept in the memory pool.
-    #[arg(long = "mem-pool", default_value_t = 16)]
+    #[arg(long = "mem-pool", default_value_t = 16, value_parser = cli::ranged(0..=65_536))]
     mem_pool: usize,
     /// Verbs backend of ibv: sources: hw (libibverbs, feature `hw`) or sim (the
     /// simulator, fed by --replay). Default: sim with --replay, else hw.
@@ -89,43 +94,38 @@ struct Args {
     ibv_mode: IbvMode,
     /// IPv4 address of the interface for ibv: sources (or SPEAD2_IBV_INTERFACE); with
     /// --replay the simulated receiver host's 10.77.0.2.
-    #[arg(long = "ibv-interface")]
-    ibv_interface: Option<String>,
+    #[arg(long = "ibv-interface", value_parser = cli::interface)]
+    ibv_interface: Option<Ipv4Addr>,
     /// Completion vector (>= 0: interrupts, < 0: busy polling; or
     /// SPEAD2_IBV_COMP_VECTOR). Default 0, or -1 with --replay.
     #[arg(long = "ibv-comp-vector", allow_hyphen_values = true)]
     ibv_comp_vector: Option<i32>,
     /// Polls before waiting on the completion channel.
-    #[arg(long = "ibv-max-poll", default_value_t = 10)]
+    #[arg(long = "ibv-max-poll", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
     ibv_max_poll: u32,
-    /// Replay this capture (pcap or pcapng) through a simulated fabric into the verbs
-    /// receiver.
-    #[arg(long)]
-    replay: Option<std::path::PathBuf>,
-    /// Seed of the simulation (--replay).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Loss probability on the simulated receiver's link (--replay).
-    #[arg(long, default_value_t = 0.0)]
-    loss: f64,
-    /// Reorder probability on the simulated receiver's link, frames held back up to
-    /// 20 us (--replay; 0.1 when given alone).
-    #[arg(long, num_args = 0..=1, default_missing_value = "0.1", default_value_t = 0.0)]
-    reorder: f64,
-    /// Duplication probability on the simulated receiver's link (--replay).
-    #[arg(long, default_value_t = 0.0)]
-    dup: f64,
+    #[command(flatten)]
+    sim: spead_tools::capture::ReplayArgs,
 }
 
+const TOOL: &str = "spead-recv";
+
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-/// A pcap source failed part way (the heaps before the failure were still delivered).
-static PCAP_FAILED: AtomicBool = AtomicBool::new(false);
+/// A source failed part way or held nothing (the heaps before the failure were still
+/// delivered); the exit status says so.
+static SOURCE_FAILED: AtomicBool = AtomicBool::new(false);
+
+/// Reports a source's failure on stderr and remembers it for the exit status.
+fn source_failed(message: &str) {
+    eprintln!("{TOOL}: {message}");
+    SOURCE_FAILED.store(true, Ordering::Relaxed);
+}
 
 extern "C" fn on_sigint(_: libc::c_int) {
     INTERRUPTED.store(true, Ordering::Relaxed);
 }
 
 /// One source named on the command line.
+#[derive(Debug, Clone)]
 enum SourceSpec {
     Endpoint(Endpoint),
     Pcap(PcapSpec),
@@ -144,15 +144,20 @@ impl std::str::FromStr for SourceSpec {
                 .parse()
                 .map(Self::Pcap)
                 .map_err(|e| format!("{s}: {e}")),
-            None => s.parse().map(Self::Endpoint).map_err(|e| e.to_string()),
+            None => cli::endpoint(s).map(Self::Endpoint),
         }
     }
+}
+
+fn parse_source(s: &str) -> Result<SourceSpec, String> {
+    s.parse()
 }
 
 /// One opened source.
 enum Source {
     Udp(UdpReceiver),
-    Bytes(ByteStreamReader<Box<dyn io::Read>>),
+    /// A byte stream, its name, and whether it is a file (which must not be empty).
+    Bytes(ByteStreamReader<Box<dyn io::Read>>, String, bool),
     Pcap(Box<PcapSource<BufReader<File>>>, String),
     Ibv(Box<dyn IbvPump>),
 }
@@ -214,13 +219,13 @@ impl<C: verbs_api::Context> Drop for IbvSource<C> {
 
 /// Opens the verbs receivers of `endpoints` on the backend the arguments select.
 fn open_ibv(endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump>, String> {
-    let replay = args.replay.is_some();
+    let replay = args.sim.replay.is_some();
     match args
         .backend
         .unwrap_or(if replay { Backend::Sim } else { Backend::Hw })
     {
         Backend::Hw if replay => Err("--replay runs on the simulator: drop --backend hw".into()),
-        Backend::Hw if !cfg!(feature = "hw") => Err(common::hw_missing()),
+        Backend::Hw if !cfg!(feature = "hw") => Err(ibv::hw_missing()),
         Backend::Hw => open_hw(ibv_cfg(endpoints, args, None)?, args),
         Backend::Sim => open_sim(endpoints, args),
     }
@@ -229,11 +234,11 @@ fn open_ibv(endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump
 fn ibv_cfg(
     endpoints: Vec<SocketAddrV4>,
     args: &Args,
-    sim_default: Option<(&str, i32)>,
+    sim_default: Option<(Ipv4Addr, i32)>,
 ) -> Result<IbvConfig, String> {
     ibv_config(
         endpoints,
-        args.ibv_interface.as_deref().or(sim_default.map(|d| d.0)),
+        args.ibv_interface.or(sim_default.map(|d| d.0)),
         args.ibv_comp_vector,
         sim_default.map_or(0, |d| d.1),
         args.ibv_max_poll,
@@ -244,8 +249,7 @@ fn ibv_cfg(
 #[cfg(feature = "hw")]
 fn open_hw(cfg: IbvConfig, args: &Args) -> Result<Box<dyn IbvPump>, String> {
     let verbs = backend_hw::HwVerbs::new();
-    let receivers =
-        common::open_receivers(&verbs, &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
+    let receivers = ibv::open_receivers(&verbs, &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
     Ok(Box::new(IbvSource {
         receivers,
         idle: Box::new(|| false),
@@ -254,15 +258,21 @@ fn open_hw(cfg: IbvConfig, args: &Args) -> Result<Box<dyn IbvPump>, String> {
 
 #[cfg(not(feature = "hw"))]
 fn open_hw(_cfg: IbvConfig, _args: &Args) -> Result<Box<dyn IbvPump>, String> {
-    Err(common::hw_missing())
+    Err(ibv::hw_missing())
 }
 
 #[cfg(feature = "sim")]
 fn open_sim(mut endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn IbvPump>, String> {
-    let Some(path) = &args.replay else {
+    let Some(path) = &args.sim.replay else {
         return Err("the sim backend has no traffic of its own: give --replay PATH".into());
     };
-    let cap = common::read_capture(path)?;
+    let cap = spead_tools::capture::read_capture(path)?;
+    if let Some(broken) = &cap.broken {
+        source_failed(&format!(
+            "{broken} (replaying the {} datagrams before it)",
+            cap.datagrams.len()
+        ));
+    }
     for (from, to) in &cap.moved {
         eprintln!("spead-recv: unicast destination {from} replayed to group {to}");
     }
@@ -272,18 +282,11 @@ fn open_sim(mut endpoints: Vec<SocketAddrV4>, args: &Args) -> Result<Box<dyn Ibv
     if endpoints.is_empty() {
         return Err(format!("{}: no UDP datagrams to replay", path.display()));
     }
-    let iface = common::SIM_RX_IP.to_string();
-    let cfg = ibv_cfg(endpoints, args, Some((&iface, -1)))?;
-    let faults = common::SimFaults {
-        seed: args.seed,
-        loss: args.loss,
-        reorder: args.reorder,
-        reorder_window_ns: 20_000,
-        dup: args.dup,
-    };
-    let mut net = common::SimNet::new(args.ibv_mode, &faults)?;
+    let cfg = ibv_cfg(endpoints, args, Some((spead_tools::capture::SIM_RX_IP, -1)))?;
+    let faults = spead_tools::sim::SimFaults::of(&args.sim);
+    let mut net = spead_tools::sim::SimNet::new(args.ibv_mode, &faults)?;
     let receivers =
-        common::open_receivers(&net.verbs(), &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
+        ibv::open_receivers(&net.verbs(), &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
     net.inject(&cap)?;
     if net.too_long > 0 {
         eprintln!(
@@ -302,7 +305,9 @@ fn open_sim(_endpoints: Vec<SocketAddrV4>, _args: &Args) -> Result<Box<dyn IbvPu
     Err("the sim backend is not compiled in (feature `sim`)".into())
 }
 
+/// Opens a source; an error names it.
 fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
+    let named = |name: String| move |e: io::Error| io::Error::new(e.kind(), format!("{name}: {e}"));
     let ep = match spec {
         SourceSpec::Endpoint(ep) => ep,
         SourceSpec::Ibv(e) => {
@@ -328,20 +333,31 @@ fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
             if many {
                 cfg.read_timeout = Some(Duration::from_millis(5));
             }
-            let rx = UdpReceiver::bind(&cfg)?;
-            eprintln!("spead-recv: listening on udp:{}", rx.local_addr()?);
+            let name = match args.bind {
+                Some(b) => format!("udp:{addr} (--bind {b})"),
+                None => format!("udp:{addr}"),
+            };
+            let rx = UdpReceiver::bind(&cfg).map_err(named(name))?;
+            eprintln!("{TOOL}: listening on udp:{}", rx.local_addr()?);
             Source::Udp(rx)
         }
         Endpoint::Tcp(addr) => {
-            let listener = TcpListener::bind(addr)?;
-            eprintln!("spead-recv: listening on tcp:{}", listener.local_addr()?);
-            let (conn, _) = listener.accept()?;
-            Source::Bytes(ByteStreamReader::new(Box::new(conn), args.packet))
+            let name = format!("tcp:{addr}");
+            let listener = TcpListener::bind(addr).map_err(named(name.clone()))?;
+            eprintln!("{TOOL}: listening on tcp:{}", listener.local_addr()?);
+            let (conn, _) = listener.accept().map_err(named(name.clone()))?;
+            Source::Bytes(
+                ByteStreamReader::new(Box::new(conn), args.packet),
+                name,
+                false,
+            )
         }
-        Endpoint::File(path) => Source::Bytes(ByteStreamReader::new(
-            Box::new(BufReader::new(File::open(path)?)),
-            args.packet,
-        )),
+        Endpoint::File(path) => {
+            let name = format!("file:{}", path.display());
+            let file = File::open(path).map_err(named(name.clone()))?;
+            let file: Box<dyn io::Read> = Box::new(BufReader::new(file));
+            Source::Bytes(ByteStreamReader::new(file, args.packet), name, true)
+        }
     })
 }
 
@@ -366,14 +382,8 @@ fn print_heap(out: &mut impl Write, heap: &spead::recv::Heap, json: bool) -> io:
 }
 
 fn main() {
-    let args = Args::parse();
-    let endpoints: Vec<SourceSpec> = match args.sources.iter().map(|s| s.parse()).collect() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("spead-recv: {e}");
-            std::process::exit(2);
-        }
-    };
+    let args: Args = cli::parse(TOOL);
+    let endpoints = args.sources.clone();
     // SAFETY: installs a handler that only stores to an atomic (async-signal-safe).
     unsafe {
         libc::signal(
@@ -406,7 +416,7 @@ fn main() {
             .iter()
             .filter(|s| !matches!(s, SourceSpec::Ibv(_)))
             .collect();
-        let with_ibv = !ibv.is_empty() || worker_args.replay.is_some();
+        let with_ibv = !ibv.is_empty() || worker_args.sim.replay.is_some();
         let many = others.len() + usize::from(with_ibv) > 1;
         let mut sources = others
             .iter()
@@ -429,10 +439,17 @@ fn main() {
                         rx.pump(stream)?;
                         alive = true;
                     }
-                    Source::Bytes(reader) => {
+                    Source::Bytes(reader, name, file) => {
                         if !reader.is_done() {
-                            reader.pump(stream)?;
+                            reader
+                                .pump(stream)
+                                .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
                             alive = true;
+                            if let Some(problem) = reader.broken() {
+                                source_failed(&format!("{name}: {problem}"));
+                            } else if reader.is_done() && *file && reader.bytes_read() == 0 {
+                                source_failed(&format!("{name}: empty file"));
+                            }
                         }
                     }
                     Source::Pcap(pcap, name) => {
@@ -440,8 +457,7 @@ fn main() {
                             // A broken file ends this source only: heaps assembled so
                             // far are still delivered, and the exit status says so.
                             if let Err(e) = pcap.pump(stream, 64) {
-                                eprintln!("spead-recv: {name}: {e}");
-                                PCAP_FAILED.store(true, Ordering::Relaxed);
+                                source_failed(&format!("{name}: {e}"));
                             }
                             if pcap.is_done() {
                                 eprintln!("spead-recv: {name}: {}", pcap.stats());
@@ -484,7 +500,7 @@ fn main() {
         }
     }
     let _ = out.flush();
-    if PCAP_FAILED.load(Ordering::Relaxed) {
+    if SOURCE_FAILED.load(Ordering::Relaxed) {
         status = 1;
     }
     std::process::exit(status);

@@ -2,12 +2,35 @@
 //! timestamps) and pcapng (sections of either byte order, several interfaces,
 //! `if_tsresol` / `if_tsoffset`).
 //!
-//! The reader owns one buffer that grows to the largest record and is reused, so
-//! reading a record does not allocate.
+//! The reader owns one buffer that grows to the largest block and is reused, so reading
+//! a record does not allocate. `pcap-file` parses what it parses correctly: the classic
+//! file header and the framing of pcapng blocks (length, padding, trailing length). This
+//! module reads the rest itself, because `pcap-file` 2.0 gets it wrong:
+//!
+//! - its classic packet parser refuses a record whose original length exceeds the snap
+//!   length, which is every packet of a capture made with a short snap length (`tcpdump
+//!   -s 96`); this reader takes the record header itself and reports the cut-short
+//!   packet by its `orig_len`;
+//! - its enhanced packet block keeps the raw timestamp as if it were nanoseconds,
+//!   whatever the interface's `if_tsresol`, and ignores `if_tsoffset`, so dumpcap's
+//!   microsecond files come out 1000 times too early; this reader reads the packet
+//!   blocks' fixed fields itself and scales them by the interface (which also keeps
+//!   `pcap-file` from allocating the packet options of every record);
+//! - its option lists fail without a closing `opt_endofopt`, which the format lets a
+//!   writer leave out (the list ends with the block), and its interface description
+//!   block fails when the reserved field is not 0, which readers must ignore; it also
+//!   reads `if_tsoffset` unsigned where the format says signed. This reader walks the
+//!   section header's and interface description's fields and options itself.
+//!
+//! Every case is tested in `tests` against a file that shows it.
 
 use std::io::{self, Read};
+use std::ops::Range;
 
-use thiserror::Error;
+use pcap_file::pcapng::RawBlock;
+use pcap_file::{Endianness, TsResolution};
+
+use super::PcapError;
 
 /// Records larger than this (captured bytes) are taken as corruption; libpcap uses the
 /// same bound (256 KiB), and a UDP datagram with its headers is far smaller.
@@ -24,68 +47,6 @@ const NG_IDB: u32 = 1;
 const NG_PB: u32 = 2;
 const NG_SPB: u32 = 3;
 const NG_EPB: u32 = 6;
-
-/// A capture file that cannot be read (any further).
-#[derive(Debug, Error)]
-pub enum PcapError {
-    /// The reader failed.
-    #[error("I/O error at byte {offset}: {source}")]
-    Io {
-        /// Byte offset where reading failed.
-        offset: u64,
-        /// The underlying error.
-        source: io::Error,
-    },
-    /// Neither pcap nor pcapng.
-    #[error("not a pcap or pcapng file (magic {magic:#010x} at byte 0)")]
-    BadMagic {
-        /// The first four bytes, big-endian.
-        magic: u32,
-    },
-    /// The file ends inside a header or record.
-    #[error("file truncated at byte {offset}: {what} needs {needed} bytes, only {got} left")]
-    Truncated {
-        /// Byte offset where the cut-short structure starts.
-        offset: u64,
-        /// What was being read.
-        what: &'static str,
-        /// Bytes it needs.
-        needed: u64,
-        /// Bytes that were there.
-        got: u64,
-    },
-    /// A header or record that makes no sense.
-    #[error("corrupt file at byte {offset}: {reason}")]
-    Corrupt {
-        /// Byte offset of the bad structure.
-        offset: u64,
-        /// What is wrong with it.
-        reason: String,
-    },
-}
-
-impl PcapError {
-    /// Byte offset in the file where the problem is.
-    pub fn offset(&self) -> u64 {
-        match self {
-            Self::Io { offset, .. }
-            | Self::Truncated { offset, .. }
-            | Self::Corrupt { offset, .. } => *offset,
-            Self::BadMagic { .. } => 0,
-        }
-    }
-}
-
-impl From<PcapError> for io::Error {
-    fn from(e: PcapError) -> Self {
-        let kind = match &e {
-            PcapError::Io { source, .. } => source.kind(),
-            PcapError::Truncated { .. } => io::ErrorKind::UnexpectedEof,
-            PcapError::BadMagic { .. } | PcapError::Corrupt { .. } => io::ErrorKind::InvalidData,
-        };
-        io::Error::new(kind, e)
-    }
-}
 
 /// Which container the file is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,14 +81,19 @@ pub struct Record<'a> {
     pub offset: u64,
 }
 
-/// Where the current record's bytes are in the reader's buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct RecordMeta {
+/// A [`Record`] that says where its bytes are in [`PcapReader::buffer`] instead of
+/// borrowing them, for callers that keep the reader borrowed mutably meanwhile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordInfo {
+    /// Timestamp in nanoseconds since the Unix epoch (0 when the record has none).
     pub ts_ns: u64,
+    /// Link type (LINKTYPE_* value) of the frame.
     pub link_type: u32,
+    /// Length of the frame on the wire.
     pub orig_len: u32,
-    pub start: usize,
-    pub end: usize,
+    /// Where the captured bytes are in the buffer.
+    pub data: Range<usize>,
+    /// Byte offset of the record in the file.
     pub offset: u64,
 }
 
@@ -161,15 +127,6 @@ impl Order {
         match self {
             Self::Little => u32::from_le_bytes(a),
             Self::Big => u32::from_be_bytes(a),
-        }
-    }
-
-    fn i64(self, b: &[u8]) -> i64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[..8]);
-        match self {
-            Self::Little => i64::from_le_bytes(a),
-            Self::Big => i64::from_be_bytes(a),
         }
     }
 }
@@ -218,42 +175,39 @@ impl<R: Read> PcapReader<R> {
                 got: got as u64,
             });
         }
-        let magic_be = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-        if magic_be == NG_SHB {
+        let magic = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
+        if magic == NG_SHB {
             this.format = FileFormat::PcapNg;
             this.read_section_header(0)?;
             return Ok(this);
         }
-        let (order, nanosecond) = match magic_be {
-            MAGIC_US => (Order::Big, false),
-            MAGIC_NS => (Order::Big, true),
-            m if m.swap_bytes() == MAGIC_US => (Order::Little, false),
-            m if m.swap_bytes() == MAGIC_NS => (Order::Little, true),
-            magic => return Err(PcapError::BadMagic { magic }),
-        };
-        this.order = order;
-        let got = this.fill(&mut head[4..])?;
-        if got < 20 {
-            return Err(PcapError::Truncated {
-                offset: 0,
-                what: "pcap file header",
-                needed: 24,
-                got: 4 + got as u64,
-            });
+        if ![MAGIC_US, MAGIC_NS].contains(&magic)
+            && ![MAGIC_US, MAGIC_NS].contains(&magic.swap_bytes())
+        {
+            return Err(PcapError::BadMagic { magic });
         }
-        let major = order.u16(&head[4..]);
-        if major != 2 {
+        this.read_exact(&mut head[4..], 0, "pcap file header", 4)?;
+        let (_, header) =
+            pcap_file::pcap::PcapHeader::from_slice(&head).map_err(|e| PcapError::Corrupt {
+                offset: 0,
+                reason: format!("pcap file header: {e}"),
+            })?;
+        if header.version_major != 2 {
             return Err(PcapError::Corrupt {
                 offset: 4,
-                reason: format!("unsupported pcap version {major}"),
+                reason: format!("unsupported pcap version {}", header.version_major),
             });
         }
+        this.order = match header.endianness {
+            Endianness::Big => Order::Big,
+            Endianness::Little => Order::Little,
+        };
         this.format = FileFormat::Pcap {
-            big_endian: order == Order::Big,
-            nanosecond,
-            snaplen: order.u32(&head[16..]),
+            big_endian: header.endianness == Endianness::Big,
+            nanosecond: header.ts_resolution == TsResolution::NanoSecond,
+            snaplen: header.snaplen,
             // The upper bits carry FCS information; the link type is the low 16 bits.
-            link_type: order.u32(&head[20..]) & 0xffff,
+            link_type: u32::from(header.datalink) & 0xffff,
         };
         Ok(this)
     }
@@ -279,18 +233,22 @@ impl<R: Read> PcapReader<R> {
             ts_ns: m.ts_ns,
             link_type: m.link_type,
             orig_len: m.orig_len,
-            data: &self.buf[m.start..m.end],
+            data: &self.buf[m.data],
             offset: m.offset,
         }))
     }
 
     /// The buffer the last [`Self::advance`] filled.
-    pub(crate) fn buffer(&self) -> &[u8] {
+    pub fn buffer(&self) -> &[u8] {
         &self.buf
     }
 
-    /// Reads the next record into the buffer and says where it is.
-    pub(crate) fn advance(&mut self) -> Result<Option<RecordMeta>, PcapError> {
+    /// Reads the next record into the buffer and says where it is: [`Self::next_record`]
+    /// without the borrow.
+    ///
+    /// # Errors
+    /// As [`Self::next_record`].
+    pub fn advance(&mut self) -> Result<Option<RecordInfo>, PcapError> {
         if self.done {
             return Ok(None);
         }
@@ -326,33 +284,46 @@ impl<R: Read> PcapReader<R> {
         Ok(got)
     }
 
-    /// Reads exactly `len` bytes into the start of the record buffer.
-    fn fill_buf(
+    /// Reads exactly `buf.len()` more bytes of the structure `what` that starts at
+    /// `offset`, of which `already` bytes were read before.
+    fn read_exact(
         &mut self,
-        len: usize,
+        buf: &mut [u8],
         offset: u64,
         what: &'static str,
         already: u64,
     ) -> Result<(), PcapError> {
-        if self.buf.len() < len {
-            self.buf.resize(len, 0);
-        }
-        let mut buf = std::mem::take(&mut self.buf);
-        let r = self.fill(&mut buf[..len]);
-        self.buf = buf;
-        let got = r?;
-        if got < len {
+        let got = self.fill(buf)?;
+        if got < buf.len() {
             return Err(PcapError::Truncated {
                 offset,
                 what,
-                needed: already + len as u64,
+                needed: already + buf.len() as u64,
                 got: already + got as u64,
             });
         }
         Ok(())
     }
 
-    fn advance_classic(&mut self) -> Result<Option<RecordMeta>, PcapError> {
+    /// [`Self::read_exact`] of `len` bytes into the record buffer at `at`.
+    fn fill_buf(
+        &mut self,
+        at: usize,
+        len: usize,
+        offset: u64,
+        what: &'static str,
+        already: u64,
+    ) -> Result<(), PcapError> {
+        if self.buf.len() < at + len {
+            self.buf.resize(at + len, 0);
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        let r = self.read_exact(&mut buf[at..at + len], offset, what, already);
+        self.buf = buf;
+        r
+    }
+
+    fn advance_classic(&mut self) -> Result<Option<RecordInfo>, PcapError> {
         let FileFormat::Pcap {
             nanosecond,
             link_type,
@@ -386,7 +357,7 @@ impl<R: Read> PcapReader<R> {
                 reason: format!("record of {caplen} captured bytes (limit {MAX_RECORD})"),
             });
         }
-        self.fill_buf(caplen as usize, offset, "record", 16)?;
+        self.fill_buf(0, caplen as usize, offset, "record", 16)?;
         let ts_ns = sec
             .saturating_mul(1_000_000_000)
             .saturating_add(if nanosecond {
@@ -394,32 +365,24 @@ impl<R: Read> PcapReader<R> {
             } else {
                 frac.saturating_mul(1000)
             });
-        Ok(Some(RecordMeta {
+        Ok(Some(RecordInfo {
             ts_ns,
             link_type,
             orig_len,
-            start: 0,
-            end: caplen as usize,
+            data: 0..caplen as usize,
             offset,
         }))
     }
 
     /// Reads a section header block whose type field (4 bytes) was already read.
     fn read_section_header(&mut self, offset: u64) -> Result<(), PcapError> {
-        let mut head = [0u8; 8];
-        let got = self.fill(&mut head)?;
-        if got < 8 {
-            return Err(PcapError::Truncated {
-                offset,
-                what: "section header block",
-                needed: 12,
-                got: 4 + got as u64,
-            });
-        }
-        let bom = &head[4..8];
-        self.order = if u32::from_le_bytes([bom[0], bom[1], bom[2], bom[3]]) == NG_BYTE_ORDER {
+        let mut head = [0u8; 12];
+        head[..4].copy_from_slice(&NG_SHB.to_be_bytes());
+        self.read_exact(&mut head[4..], offset, "section header block", 4)?;
+        let bom = [head[8], head[9], head[10], head[11]];
+        self.order = if u32::from_le_bytes(bom) == NG_BYTE_ORDER {
             Order::Little
-        } else if u32::from_be_bytes([bom[0], bom[1], bom[2], bom[3]]) == NG_BYTE_ORDER {
+        } else if u32::from_be_bytes(bom) == NG_BYTE_ORDER {
             Order::Big
         } else {
             return Err(PcapError::Corrupt {
@@ -427,42 +390,65 @@ impl<R: Read> PcapReader<R> {
                 reason: "pcapng section header with a bad byte-order magic".to_string(),
             });
         };
-        let total = self.order.u32(&head[0..4]);
-        if total < 28 || total % 4 != 0 || total > MAX_BLOCK {
-            return Err(PcapError::Corrupt {
-                offset,
-                reason: format!("pcapng section header block of {total} bytes"),
-            });
-        }
-        // Version, section length and options, then the trailing length.
-        let rest = total as usize - 12;
-        self.fill_buf(rest, offset, "section header block", 12)?;
-        let major = self.order.u16(&self.buf[0..]);
+        let total = self.order.u32(&head[4..8]);
+        self.read_block(offset, &head, total, 28, "section header block")?;
+        self.check_trailer(offset, total)?;
+        let major = self.order.u16(&self.buf[12..]);
         if major != 1 {
             return Err(PcapError::Corrupt {
                 offset: offset + 12,
                 reason: format!("unsupported pcapng version {major}"),
             });
         }
-        // The buffer holds everything after the byte-order magic.
-        self.check_trailer(offset, total, total as usize - 16)?;
         self.interfaces.clear();
         Ok(())
     }
 
-    /// Checks that a block's trailing length, at `at` in the buffer, matches `total`.
-    fn check_trailer(&self, offset: u64, total: u32, at: usize) -> Result<(), PcapError> {
-        let trailer = self.order.u32(&self.buf[at..at + 4]);
-        if trailer != total {
+    /// Checks a block's total length (at least `min`, a multiple of 4, at most
+    /// `MAX_BLOCK`) and reads the whole block into the start of the buffer: the `head`
+    /// bytes already read, then the rest.
+    fn read_block(
+        &mut self,
+        offset: u64,
+        head: &[u8],
+        total: u32,
+        min: u32,
+        what: &'static str,
+    ) -> Result<(), PcapError> {
+        if total < min || total % 4 != 0 || total > MAX_BLOCK {
             return Err(PcapError::Corrupt {
                 offset,
-                reason: format!("pcapng block length {total} but trailing length {trailer}"),
+                reason: format!("pcapng {what} of {total} bytes"),
             });
         }
-        Ok(())
+        let n = head.len();
+        self.buf.resize(self.buf.len().max(n), 0);
+        self.buf[..n].copy_from_slice(head);
+        self.fill_buf(n, total as usize - n, offset, what, n as u64)
     }
 
-    fn advance_ng(&mut self) -> Result<Option<RecordMeta>, PcapError> {
+    /// Checks the block of `total` bytes at the start of the buffer with `pcap-file`'s
+    /// block framing: a multiple of 4 bytes, whose trailing length matches.
+    fn check_trailer(&self, offset: u64, total: u32) -> Result<(), PcapError> {
+        let block = &self.buf[..total as usize];
+        let framed = match self.order {
+            Order::Little => {
+                RawBlock::from_slice::<byteorder_slice::LittleEndian>(block).map(|_| ())
+            }
+            Order::Big => RawBlock::from_slice::<byteorder_slice::BigEndian>(block).map(|_| ()),
+        };
+        framed.map_err(|e| {
+            let trailer = self.order.u32(&block[block.len() - 4..]);
+            let reason = if trailer == total {
+                format!("pcapng block of {total} bytes: {e}")
+            } else {
+                format!("pcapng block length {total} but trailing length {trailer}")
+            };
+            PcapError::Corrupt { offset, reason }
+        })
+    }
+
+    fn advance_ng(&mut self) -> Result<Option<RecordInfo>, PcapError> {
         loop {
             let offset = self.pos;
             let mut head = [0u8; 8];
@@ -482,54 +468,35 @@ impl<R: Read> PcapReader<R> {
                 self.read_section_header(offset)?;
                 continue;
             }
-            let got = self.fill(&mut head[4..])?;
-            if got < 4 {
-                return Err(PcapError::Truncated {
-                    offset,
-                    what: "block header",
-                    needed: 8,
-                    got: 4 + got as u64,
-                });
-            }
+            self.read_exact(&mut head[4..], offset, "block header", 4)?;
             let o = self.order;
             let block_type = o.u32(&head[0..]);
             let total = o.u32(&head[4..]);
-            if total < 12 || total % 4 != 0 || total > MAX_BLOCK {
-                return Err(PcapError::Corrupt {
-                    offset,
-                    reason: format!("pcapng block of {total} bytes"),
-                });
-            }
-            // The body and the trailing length: `total - 8` bytes.
+            self.read_block(offset, &head, total, 12, "block")?;
+            self.check_trailer(offset, total)?;
+            // The body is buf[8..8 + body_len], then the trailing length.
             let body_len = total as usize - 12;
-            self.fill_buf(body_len + 4, offset, "block", 8)?;
-            self.check_trailer(offset, total, body_len)?;
             match block_type {
                 NG_IDB => self.interface(offset, body_len)?,
                 NG_EPB | NG_PB => {
-                    let (iface, ts_high, ts_low, caplen, orig_len) = if block_type == NG_EPB {
-                        if body_len < 20 {
-                            return Err(self.short_block(offset, "enhanced packet block"));
-                        }
-                        (
-                            o.u32(&self.buf[0..]) as usize,
-                            o.u32(&self.buf[4..]),
-                            o.u32(&self.buf[8..]),
-                            o.u32(&self.buf[12..]),
-                            o.u32(&self.buf[16..]),
-                        )
+                    let what = if block_type == NG_EPB {
+                        "enhanced packet block"
                     } else {
-                        if body_len < 20 {
-                            return Err(self.short_block(offset, "packet block"));
-                        }
-                        (
-                            usize::from(o.u16(&self.buf[0..])),
-                            o.u32(&self.buf[4..]),
-                            o.u32(&self.buf[8..]),
-                            o.u32(&self.buf[12..]),
-                            o.u32(&self.buf[16..]),
-                        )
+                        "packet block"
                     };
+                    if body_len < 20 {
+                        return Err(short_block(offset, what));
+                    }
+                    let b = &self.buf[8..];
+                    // An EPB has a 32-bit interface id, a PB a 16-bit one and a drop count.
+                    let iface = if block_type == NG_EPB {
+                        o.u32(b) as usize
+                    } else {
+                        usize::from(o.u16(b))
+                    };
+                    let ts = (u64::from(o.u32(&b[4..])) << 32) | u64::from(o.u32(&b[8..]));
+                    let caplen = o.u32(&b[12..]);
+                    let orig_len = o.u32(&b[16..]);
                     if caplen as usize > body_len - 20 || caplen > MAX_RECORD {
                         return Err(PcapError::Corrupt {
                             offset,
@@ -539,44 +506,34 @@ impl<R: Read> PcapReader<R> {
                         });
                     }
                     let iface = self.iface(offset, iface)?;
-                    let ts = (u64::from(ts_high) << 32) | u64::from(ts_low);
-                    return Ok(Some(RecordMeta {
+                    return Ok(Some(RecordInfo {
                         ts_ns: ts_to_ns(ts, iface.units_per_sec, iface.offset_sec),
                         link_type: iface.link_type,
                         orig_len,
-                        start: 20,
-                        end: 20 + caplen as usize,
+                        data: 28..28 + caplen as usize,
                         offset,
                     }));
                 }
                 NG_SPB => {
                     if body_len < 4 {
-                        return Err(self.short_block(offset, "simple packet block"));
+                        return Err(short_block(offset, "simple packet block"));
                     }
                     let iface = self.iface(offset, 0)?;
-                    let orig_len = o.u32(&self.buf[0..]);
+                    let orig_len = o.u32(&self.buf[8..]);
                     let mut caplen = (body_len - 4).min(orig_len as usize);
                     if iface.snaplen > 0 {
                         caplen = caplen.min(iface.snaplen as usize);
                     }
-                    return Ok(Some(RecordMeta {
+                    return Ok(Some(RecordInfo {
                         ts_ns: 0,
                         link_type: iface.link_type,
                         orig_len,
-                        start: 4,
-                        end: 4 + caplen,
+                        data: 12..12 + caplen,
                         offset,
                     }));
                 }
                 _ => {} // statistics, name resolution, custom blocks...
             }
-        }
-    }
-
-    fn short_block(&self, offset: u64, what: &str) -> PcapError {
-        PcapError::Corrupt {
-            offset,
-            reason: format!("{what} too short for its fields"),
         }
     }
 
@@ -590,22 +547,24 @@ impl<R: Read> PcapReader<R> {
             })
     }
 
-    /// Parses an interface description block (body in the buffer).
+    /// Parses an interface description block whose body (`body_len` bytes) is at byte 8
+    /// of the buffer. Options end at `opt_endofopt` or at the end of the block.
     fn interface(&mut self, offset: u64, body_len: usize) -> Result<(), PcapError> {
         let o = self.order;
         if body_len < 8 {
-            return Err(self.short_block(offset, "interface description block"));
+            return Err(short_block(offset, "interface description block"));
         }
+        let body = &self.buf[8..8 + body_len];
         let mut iface = Interface {
-            link_type: u32::from(o.u16(&self.buf[0..])),
-            snaplen: o.u32(&self.buf[4..]),
+            link_type: u32::from(o.u16(body)),
+            snaplen: o.u32(&body[4..]),
             units_per_sec: 1_000_000,
             offset_sec: 0,
         };
         let mut pos = 8;
         while pos + 4 <= body_len {
-            let code = o.u16(&self.buf[pos..]);
-            let len = usize::from(o.u16(&self.buf[pos + 2..]));
+            let code = o.u16(&body[pos..]);
+            let len = usize::from(o.u16(&body[pos + 2..]));
             let value = pos + 4;
             if value + len > body_len {
                 return Err(PcapError::Corrupt {
@@ -616,7 +575,7 @@ impl<R: Read> PcapReader<R> {
             match (code, len) {
                 (0, _) => break,
                 (9, 1) => {
-                    let r = self.buf[value];
+                    let r = body[value];
                     let exp = u32::from(r & 0x7f);
                     let units = if r & 0x80 != 0 {
                         1u128.checked_shl(exp).filter(|_| exp < 128)
@@ -628,13 +587,27 @@ impl<R: Read> PcapReader<R> {
                         reason: format!("timestamp resolution {r:#04x}"),
                     })?;
                 }
-                (14, 8) => iface.offset_sec = o.i64(&self.buf[value..]),
+                (14, 8) => {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&body[value..value + 8]);
+                    iface.offset_sec = match o {
+                        Order::Little => i64::from_le_bytes(b),
+                        Order::Big => i64::from_be_bytes(b),
+                    };
+                }
                 _ => {}
             }
             pos = value + len.div_ceil(4) * 4;
         }
         self.interfaces.push(iface);
         Ok(())
+    }
+}
+
+fn short_block(offset: u64, what: &str) -> PcapError {
+    PcapError::Corrupt {
+        offset,
+        reason: format!("{what} too short for its fields"),
     }
 }
 

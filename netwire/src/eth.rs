@@ -1,6 +1,6 @@
 //! Ethernet II headers (no FCS: pcap files and the fabric carry frames without it).
 
-use super::FrameError;
+use crate::FrameError;
 
 /// Length of an Ethernet II header.
 pub const ETH_HEADER_LEN: usize = 14;
@@ -111,5 +111,73 @@ impl EthHeader {
         out.extend_from_slice(&dst.0);
         out.extend_from_slice(&src.0);
         out.extend_from_slice(&ethertype.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    #[test]
+    fn untagged_header_round_trip_and_etherparse_agrees() {
+        let (dst, src) = (Mac([1, 0, 0x5e, 10, 0, 1]), Mac([2, 0, 10, 0, 0, 1]));
+        let mut f = Vec::new();
+        EthHeader::write_untagged(dst, src, ETHERTYPE_IPV4, &mut f);
+        assert_eq!(
+            EthHeader::parse(&f),
+            Ok(EthHeader {
+                dst,
+                src,
+                ethertype: ETHERTYPE_IPV4,
+                vlan: None,
+                payload_offset: ETH_HEADER_LEN,
+            })
+        );
+        let theirs = etherparse::Ethernet2HeaderSlice::from_slice(&f).unwrap();
+        assert_eq!(theirs.destination(), dst.0);
+        assert_eq!(theirs.source(), src.0);
+        assert_eq!(theirs.ether_type(), etherparse::EtherType::IPV4);
+    }
+
+    #[test]
+    fn a_vlan_tag_is_stepped_over() {
+        let mut f = vec![0xff; 12];
+        f.extend_from_slice(&[0x81, 0x00, 0x20, 0x64, 0x08, 0x00]);
+        let h = EthHeader::parse(&f).unwrap();
+        assert_eq!(
+            (h.vlan, h.ethertype, h.payload_offset),
+            (Some(100), 0x0800, 18)
+        );
+        assert!(h.dst.is_broadcast() && h.dst.is_multicast());
+        assert_eq!(
+            EthHeader::parse(&f[..16]),
+            Err(FrameError::Truncated {
+                layer: "802.1Q",
+                need: 18,
+                have: 16
+            })
+        );
+        assert_eq!(
+            EthHeader::parse(&f[..13]),
+            Err(FrameError::Truncated {
+                layer: "ethernet",
+                need: 14,
+                have: 13
+            })
+        );
+    }
+
+    #[test]
+    fn multicast_macs_and_display() {
+        let m = Mac::for_ipv4_multicast(Ipv4Addr::new(239, 138, 0, 1));
+        assert_eq!(
+            m,
+            Mac([0x01, 0x00, 0x5e, 0x0a, 0x00, 0x01]),
+            "top bit of the 2nd octet dropped"
+        );
+        assert!(m.is_multicast() && !m.is_broadcast());
+        assert!(!Mac([2, 0, 0, 0, 0, 1]).is_multicast());
+        assert_eq!(m.to_string(), "01:00:5e:0a:00:01");
     }
 }
