@@ -81,7 +81,7 @@ pub use fabric::link;
 pub use clock::Nanos;
 pub use fabric::{
     CaptureFilter, Fabric, FabricError, FabricStats, Host, Output, PayloadCorruption, PortConfig,
-    PortStats, ReplayOptions, ReplaySummary,
+    PortStats, ReplayOptions, ReplaySummary, UndetectedCorruption,
 };
 pub use fault::{
     BurstLoss, Direction, DropReason, FaultPlan, LinkFaultRule, LinkFaults, Partition,

@@ -5,9 +5,11 @@
 //! error), so the fabric drops it where it arrives.
 
 use crate::fault::DropReason;
+use crate::frame::ipv4::{Ipv4Header, PROTO_TCP, PROTO_UDP};
 use crate::frame::roce::{self, ICRC_LEN};
 use crate::frame::udp::UdpHeader;
 use crate::frame::{check_integrity, FrameView, Integrity};
+use netwire::checksum::{fold_checksum, pseudo_header_sum, sum_words};
 
 /// A frame its sender corrupted (see [`crate::LinkFaults::corrupt_payload`]), as it left.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +20,54 @@ pub struct PayloadCorruption {
     pub bit: usize,
     /// The frame as sent, with the flip (flip `bit` back for the frame as meant).
     pub frame: Vec<u8>,
+}
+
+/// A frame flipped inside the switch that reached a port and passed every check its NIC
+/// makes, so it goes up as good: the 16-bit Internet checksum misses some pairs of flips
+/// (a frame flipped at the switch's ingress and again at its egress, in the same bit of
+/// two words, one each way), and a UDP checksum of 0 checks nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UndetectedCorruption {
+    /// The frame's global packet index.
+    pub index: u64,
+    /// The port it reached.
+    pub port: crate::ids::PortId,
+    /// The frame as it arrived.
+    pub frame: Vec<u8>,
+}
+
+/// True if a NIC's checks pass `frame`: a RoCEv2 frame's (see [`roce_drop`]), or for any
+/// other the IPv4 header and UDP/TCP checksums (see [`ip_checksums_verify`]).
+pub(crate) fn passes_checks(frame: &[u8]) -> bool {
+    if is_roce(frame) {
+        roce_drop(frame).is_none()
+    } else {
+        ip_checksums_verify(frame)
+    }
+}
+
+/// True if `frame` is IPv4 whose header checksum verifies, carrying UDP or TCP whose
+/// checksum verifies too (a UDP checksum of 0, "none", has nothing to fail): what an mlx5
+/// NIC reports as L3_OK and L4_OK, and a RAW_PACKET receive as IBV_WC_IP_CSUM_OK.
+pub(crate) fn ip_checksums_verify(frame: &[u8]) -> bool {
+    let Ok(view) = FrameView::parse(frame) else {
+        return false;
+    };
+    let Some((ip, off)) = view.ipv4 else {
+        return false;
+    };
+    if !Ipv4Header::checksum_ok(&frame[off..off + ip.header_len]) {
+        return false;
+    }
+    let segment = &frame[off + ip.header_len..off + usize::from(ip.total_len)];
+    match ip.protocol {
+        PROTO_UDP if segment.len() >= 8 && segment[6..8] == [0, 0] => true,
+        PROTO_UDP | PROTO_TCP if ip.flags_frag & 0x1fff == 0 => {
+            let acc = pseudo_header_sum(ip.src, ip.dst, ip.protocol, segment.len());
+            fold_checksum(sum_words(acc, segment)) == 0
+        }
+        _ => false,
+    }
 }
 
 /// Bytes of the Ethernet header, which flips on the wire and in the switch leave alone (a
@@ -114,7 +164,7 @@ mod tests {
             (Ipv4Addr::new(10, 0, 0, 2), 7148),
         );
         spec.udp_checksum = checksum;
-        spec.build(b"payload!")
+        spec.build(b"payload!\x00\x00\x00\x00\x00\x00\x00\x00\xff\xff")
     }
 
     fn roce_ud() -> Vec<u8> {
@@ -189,6 +239,25 @@ mod tests {
         )
         .build(b"");
         assert_eq!(corrupt_payload(&mut empty, 1), None);
+    }
+
+    #[test]
+    fn two_flips_can_cancel_in_the_internet_checksum() {
+        // Set the top bit of a zero payload word (byte 50) and clear the top bit of a
+        // word that has it (the 0xff bytes at 58): one word gains 0x8000, the other loses
+        // it, and the ones'-complement sum, so the UDP checksum, is unchanged.
+        let good = udp(true);
+        let word = (42..good.len() - 1)
+            .step_by(2)
+            .find(|&i| good[i] & 0x80 != 0)
+            .expect("a payload word with its top bit set");
+        let mut f = good.clone();
+        flip(&mut f, 50 * 8); // byte 50 (payload, zero): top bit set
+        flip(&mut f, word * 8); // top bit of that word cleared
+        assert_ne!(f, good);
+        assert!(passes_checks(&f), "the UDP checksum cannot see it");
+        flip(&mut f, word * 8);
+        assert!(!passes_checks(&f), "one flip alone it sees");
     }
 
     #[test]

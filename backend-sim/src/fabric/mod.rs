@@ -27,8 +27,8 @@ mod topology;
 mod tracer;
 
 pub use capture::CaptureFilter;
-pub(crate) use corruption::is_roce;
-pub use corruption::PayloadCorruption;
+pub(crate) use corruption::{ip_checksums_verify, is_roce};
+pub use corruption::{PayloadCorruption, UndetectedCorruption};
 pub use error::FabricError;
 pub use port::{Host, PortConfig};
 pub use replay::{ReplayOptions, ReplaySummary};
@@ -101,6 +101,9 @@ pub struct Fabric {
     stats: FabricStats,
     replays: Vec<Replay>,
     payload_corruptions: Vec<PayloadCorruption>,
+    /// Frames flipped in the switch: (index, the egress port, or `None` at ingress).
+    switch_flipped: rustc_hash::FxHashSet<(u64, Option<PortId>)>,
+    undetected: Vec<UndetectedCorruption>,
     scratch: Vec<PortId>,
     loopback_ns: Nanos,
 }
@@ -120,6 +123,8 @@ impl Fabric {
             stats: FabricStats::default(),
             replays: Vec::new(),
             payload_corruptions: Vec::new(),
+            switch_flipped: rustc_hash::FxHashSet::default(),
+            undetected: Vec::new(),
             scratch: Vec::new(),
             loopback_ns: 200,
         }
@@ -173,6 +178,14 @@ impl Fabric {
     #[must_use]
     pub fn payload_corruptions(&self) -> &[PayloadCorruption] {
         &self.payload_corruptions
+    }
+
+    /// Every frame flipped inside the switch that a port's checks then passed as good,
+    /// as it arrived: bad bytes that go up to the layer above, and nothing below it can
+    /// tell (see [`UndetectedCorruption`]).
+    #[must_use]
+    pub fn undetected_corruptions(&self) -> &[UndetectedCorruption] {
+        &self.undetected
     }
 
     // ---- topology ----
@@ -623,6 +636,7 @@ impl Fabric {
                     return self.drop(DropReason::Fcs, now, near, index);
                 }
                 self.stats.corrupted_switch += 1;
+                self.switch_flipped.insert((index, to));
             }
         }
         let event = |frame| match to {
@@ -780,6 +794,17 @@ impl Fabric {
         port.stats.rx_frames += 1;
         port.stats.rx_bytes += frame.len() as u64;
         self.stats.delivered += 1;
+        if !self.switch_flipped.is_empty()
+            && (self.switch_flipped.contains(&(index, None))
+                || self.switch_flipped.contains(&(index, Some(to))))
+            && corruption::passes_checks(&frame)
+        {
+            self.undetected.push(UndetectedCorruption {
+                index,
+                port: to,
+                frame: frame.clone(),
+            });
+        }
         Some(Output::Frame {
             port: to,
             frame,

@@ -2,9 +2,8 @@
 //! UDP checksums filled in when it asks for the offload); a receive takes the frame as it
 //! arrived, in the states that receive, with the checksum flag the NIC reports.
 
-use crate::frame::ipv4::{Ipv4Header, PROTO_TCP, PROTO_UDP};
-use netwire::checksum::{fold_checksum, pseudo_header_sum, sum_words};
-use crate::frame::{offload_checksums, FrameView};
+use crate::fabric::ip_checksums_verify;
+use crate::frame::offload_checksums;
 use verbs_api::{QpState, SendFlags, WcFlags};
 
 /// Prepares a frame the application gathered for the wire.
@@ -28,31 +27,10 @@ pub(crate) fn receives(state: QpState) -> bool {
 /// providers/mlx5/cq.c (`handle_responder`) sets the flag from the CQE's L3_OK and L4_OK
 /// bits for an IPv4 packet. A frame that fails is still delivered, without the flag.
 pub(crate) fn receive_flags(frame: &[u8]) -> WcFlags {
-    if checksums_verify(frame) {
+    if ip_checksums_verify(frame) {
         WcFlags::IP_CSUM_OK
     } else {
         WcFlags::empty()
-    }
-}
-
-fn checksums_verify(frame: &[u8]) -> bool {
-    let Ok(view) = FrameView::parse(frame) else {
-        return false;
-    };
-    let Some((ip, off)) = view.ipv4 else {
-        return false;
-    };
-    if !Ipv4Header::checksum_ok(&frame[off..off + ip.header_len]) {
-        return false;
-    }
-    let segment = &frame[off + ip.header_len..off + usize::from(ip.total_len)];
-    match ip.protocol {
-        PROTO_UDP if segment.len() >= 8 && segment[6..8] == [0, 0] => true,
-        PROTO_UDP | PROTO_TCP if ip.flags_frag & 0x1fff == 0 => {
-            let acc = pseudo_header_sum(ip.src, ip.dst, ip.protocol, segment.len());
-            fold_checksum(sum_words(acc, segment)) == 0
-        }
-        _ => false,
     }
 }
 
@@ -107,7 +85,7 @@ mod tests {
         assert_eq!(receive_flags(&unsummed), WcFlags::IP_CSUM_OK);
         // TCP is checked the same way: these bytes are no valid TCP segment.
         let mut tcp = none.clone();
-        tcp[23] = PROTO_TCP;
+        tcp[23] = crate::frame::ipv4::PROTO_TCP;
         offload_checksums(&mut tcp);
         assert_eq!(receive_flags(&tcp), WcFlags::empty());
     }

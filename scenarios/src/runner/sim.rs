@@ -41,9 +41,10 @@ fn mac(ip: Ipv4Addr) -> [u8; 6] {
     [0x02, 0x00, o[0], o[1], o[2], o[3]]
 }
 
-/// The heaps the senders' payload corruption touched in `sim` (see
-/// [`Outcome::tainted`]): the heap counter of each corrupted SPEAD packet as sent and as
-/// it left, where either decodes.
+/// The heaps corruption nothing below the application could see touched in `sim` (see
+/// [`Outcome::tainted`]): the heap counter of each SPEAD packet a sender corrupted, as
+/// sent and as it left, and of each packet flipped in the switch that the receiving
+/// NIC's checks passed, as it arrived; where they decode.
 pub fn tainted(sim: &Sim) -> BTreeSet<u64> {
     use backend_sim::frame::{roce, FrameView};
     let spead_cnt = |frame: &[u8]| -> Option<u64> {
@@ -63,6 +64,9 @@ pub fn tainted(sim: &Sim) -> BTreeSet<u64> {
             meant[c.bit / 8] ^= 0x80 >> (c.bit % 8);
             out.extend(spead_cnt(&c.frame));
             out.extend(spead_cnt(&meant));
+        }
+        for c in f.undetected_corruptions() {
+            out.extend(spead_cnt(&c.frame));
         }
         out
     })
