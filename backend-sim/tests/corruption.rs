@@ -73,6 +73,18 @@ fn raw_run(sim: &Sim, a: &Node, b: &Node) -> Vec<Completion> {
     got
 }
 
+/// Every frame to `p` gets a bit flipped in the switch's egress buffer, and a capture on
+/// `p` records what reaches it.
+fn flip_in_switch_and_capture(sim: &Sim, p: PortId) {
+    let faults = LinkFaults {
+        corrupt_switch: 1.0,
+        ..LinkFaults::default()
+    };
+    set(sim, p, Direction::FromSwitch, faults);
+    sim.with_fabric(|f| f.capture_to_memory(CaptureFilter::Port(p)))
+        .unwrap();
+}
+
 fn captured(sim: &Sim) -> Vec<Vec<u8>> {
     let bytes = sim.with_fabric(|f| f.finish_capture()).unwrap().unwrap();
     PcapFile::parse(&bytes)
@@ -120,17 +132,7 @@ fn a_switch_flip_reaches_a_raw_receive_without_the_checksum_flag() {
     assert!(clean
         .iter()
         .all(|w| w.wc_flags.contains(WcFlags::IP_CSUM_OK)));
-    set(
-        &sim,
-        pb,
-        Direction::FromSwitch,
-        LinkFaults {
-            corrupt_switch: 1.0,
-            ..LinkFaults::default()
-        },
-    );
-    sim.with_fabric(|f| f.capture_to_memory(CaptureFilter::Port(pb)))
-        .unwrap();
+    flip_in_switch_and_capture(&sim, pb);
     let unclaimed = sim.nic_stats(b.host).rx_unclaimed;
     let got = raw_run(&sim, &a, &b);
     let frames = captured(&sim);
@@ -163,17 +165,7 @@ fn a_switch_flip_in_a_roce_frame_is_dropped_by_the_first_nic_check_that_fails() 
     let pb = port(&sim, &b);
     let (qa, qb) = (ud_qp(&a), ud_qp(&b));
     let to_b = ah(&a, ip(2));
-    set(
-        &sim,
-        pb,
-        Direction::FromSwitch,
-        LinkFaults {
-            corrupt_switch: 1.0,
-            ..LinkFaults::default()
-        },
-    );
-    sim.with_fabric(|f| f.capture_to_memory(CaptureFilter::Port(pb)))
-        .unwrap();
+    flip_in_switch_and_capture(&sim, pb);
     post_recvs(&b, &qb, 0..256);
     let mut got = Vec::new();
     for i in 0..N {
