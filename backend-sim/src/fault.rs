@@ -17,13 +17,33 @@ pub enum Direction {
 /// Faults on one direction of one link.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct LinkFaults {
-    /// Probability that a frame is lost.
+    /// Probability that a frame is lost (independently of every other frame).
     pub loss: f64,
+    /// Bursts of loss (a Gilbert-Elliott channel), on top of `loss`.
+    pub burst: Option<BurstLoss>,
     /// Probability that a frame is delivered twice.
     pub duplicate: f64,
-    /// Probability that one bit of the frame (after the Ethernet header) is flipped. The
-    /// receiver then drops it by IP checksum, UDP checksum or ICRC, as hardware does.
+    /// Probability that one bit of the frame (after the Ethernet header) is flipped on the
+    /// wire. Every Ethernet frame carries an FCS (CRC-32, which catches any single-bit
+    /// error), so the receiving port (the switch's ingress for [`Direction::ToSwitch`],
+    /// the NIC for [`Direction::FromSwitch`]) drops it as [`DropReason::Fcs`].
     pub corrupt: f64,
+    /// Probability that one bit (after the Ethernet header) is flipped inside the switch,
+    /// after its ingress FCS check and before the egress FCS is made (a memory error in a
+    /// store-and-forward buffer): on [`Direction::ToSwitch`] as the frame enters the
+    /// switch (every copy it forwards carries the flip), on [`Direction::FromSwitch`] in
+    /// the egress buffer of this port. The FCS then passes; only the end-to-end checks can
+    /// catch it: the receiving NIC drops a RoCEv2 frame by IPv4 header, UDP checksum or
+    /// ICRC ([`DropReason::IpHeader`], [`DropReason::UdpChecksum`], [`DropReason::Icrc`]),
+    /// and a RAW_PACKET receive reports IBV_WC_IP_CSUM_OK unset.
+    pub corrupt_switch: f64,
+    /// Probability that one bit of a frame's payload (the UDP payload; for RoCEv2 the
+    /// message payload after the transport headers) is flipped by its sender before the
+    /// checksums and the ICRC are made (a buggy sender): the frame is valid on the wire and
+    /// only the receiving application's own validation can notice. Frames are made at the
+    /// sender, so this acts on [`Direction::ToSwitch`] only (a switch makes no checksums);
+    /// frames replayed from a capture are sent as recorded, without it.
+    pub corrupt_payload: f64,
     /// Extra fixed delay for every frame.
     pub delay_ns: Nanos,
     /// Extra uniform delay in `0..=jitter_ns` per frame; order is kept (a frame never
@@ -47,6 +67,15 @@ impl LinkFaults {
         *self == LinkFaults::default()
     }
 
+    /// Only wire corruption, with probability `p`.
+    #[must_use]
+    pub fn corrupt(p: f64) -> Self {
+        LinkFaults {
+            corrupt: p,
+            ..LinkFaults::default()
+        }
+    }
+
     /// Only loss, with probability `p`.
     #[must_use]
     pub fn loss(p: f64) -> Self {
@@ -55,6 +84,20 @@ impl LinkFaults {
             ..LinkFaults::default()
         }
     }
+}
+
+/// Bursts of loss as a Gilbert-Elliott channel: a link is in a good or a bad state; before
+/// each frame it moves from good to bad with probability `enter` and from bad to good with
+/// probability `leave`, and in the bad state it loses a frame with probability `loss`
+/// (counted as [`DropReason::Burst`]). The mean burst lasts `1 / leave` frames.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BurstLoss {
+    /// Probability per frame of entering a burst.
+    pub enter: f64,
+    /// Probability per frame of leaving a burst.
+    pub leave: f64,
+    /// Probability of losing a frame during a burst.
+    pub loss: f64,
 }
 
 /// Faults on one link direction of one port.
@@ -130,6 +173,8 @@ impl FaultPlan {
 pub enum DropReason {
     /// Random loss on a link.
     Loss,
+    /// Lost in a burst of loss on a link.
+    Burst,
     /// Named by the plan's drop list.
     DropList,
     /// A partition was in force.
@@ -138,8 +183,18 @@ pub enum DropReason {
     Overrun,
     /// No port has the destination MAC.
     NoRoute,
-    /// The receiver found a bad checksum or ICRC (the frame was corrupted).
-    BadChecksum,
+    /// The receiving port found a bad Ethernet FCS (a bit flipped on the wire): the
+    /// switch's ingress or the NIC drops the frame before anything else looks at it.
+    Fcs,
+    /// The receiving NIC found the IPv4 header of a RoCEv2 frame bad: its checksum fails
+    /// or its lengths do not fit the frame (rxe: the kernel's `ip_rcv_core`).
+    IpHeader,
+    /// The receiving NIC found the UDP checksum of a RoCEv2 frame present and wrong
+    /// (rxe: the kernel's UDP input verifies it before handing the datagram to rxe).
+    UdpChecksum,
+    /// The receiving NIC found the ICRC of a RoCEv2 frame wrong (rxe: `rxe_rcv` calls
+    /// `rxe_icrc_check`, drivers/infiniband/sw/rxe/rxe_icrc.c, and drops the packet).
+    Icrc,
     /// The frame was larger than the port's maximum frame size.
     TooLong,
 }

@@ -80,10 +80,12 @@ pub use fabric::link;
 
 pub use clock::Nanos;
 pub use fabric::{
-    CaptureFilter, Fabric, FabricError, FabricStats, Host, Output, PortConfig, PortStats,
-    ReplayOptions, ReplaySummary,
+    CaptureFilter, Fabric, FabricError, FabricStats, Host, Output, PayloadCorruption, PortConfig,
+    PortStats, ReplayOptions, ReplaySummary, UndetectedCorruption,
 };
-pub use fault::{Direction, DropReason, FaultPlan, LinkFaultRule, LinkFaults, Partition};
+pub use fault::{
+    BurstLoss, Direction, DropReason, FaultPlan, LinkFaultRule, LinkFaults, Partition,
+};
 pub use ids::{HostId, PortId};
 pub use link::LinkConfig;
 pub mod verbs;

@@ -314,14 +314,16 @@ fn corruption_is_dropped_by_the_ethernet_fcs() {
     }
     let delivered = deliveries(&mut f).len() as u64;
     let s = f.stats();
-    assert_eq!(s.corrupted, 100);
+    assert_eq!(s.corrupted_wire, 100);
     // Every corrupted frame fails the Ethernet FCS at the next hop (here the switch's
     // ingress), whatever its own checksums: none is delivered, not even UDP frames whose
     // checksum is 0 or a flip in a field no other check covers.
     assert_eq!(delivered, 0, "{delivered} corrupted frames delivered");
-    assert_eq!(s.dropped_checksum, 100);
+    assert_eq!(s.dropped_fcs, 100);
+    assert_eq!(s.dropped_checksum(), 100);
+    assert_eq!(f.port_stats(PortId(0)).unwrap().switch_fcs_errors, 100);
     assert_eq!(
-        f.port_stats(PortId(1)).unwrap().rx_bad_checksum,
+        f.port_stats(PortId(1)).unwrap().rx_fcs_errors,
         0,
         "dropped at the switch"
     );

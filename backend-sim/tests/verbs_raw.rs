@@ -75,20 +75,24 @@ fn ip_csum_offload_fills_checksums() {
         .ctx
         .create_flow(&qb, &FlowAttr::normal(1, vec![FlowSpec::udp_dst(5000)]))
         .unwrap();
-    post_recvs(&b, &qb, 0..1);
+    post_recvs(&b, &qb, 0..2);
     let mut f = frame(1, mac(2), ip(2), 5000, b"checksum me");
     f[24] = 0; // IP checksum cleared: the NIC fills it
     f[25] = 0;
     send(&a, &qa, 0, &f, SendFlags::IP_CSUM);
     let got = wait(&sim, &b.cq, 1);
-    assert_eq!(
-        got.len(),
-        1,
-        "delivered only because offload fixed the checksum"
-    );
+    assert_eq!(got.len(), 1);
+    assert!(got[0].wc_flags.contains(WcFlags::IP_CSUM_OK));
     let rx = read_slot(&b, 0, got[0].byte_len as usize);
     assert_eq!(check_integrity(&rx), Integrity::Ok);
     assert_ne!(&rx[40..42], &[0, 0], "UDP checksum filled");
+    // Without the offload the frame goes out with its bad checksum, and is delivered
+    // (a NIC does not drop a RAW frame for it) without the flag.
+    send(&a, &qa, 1, &f, SendFlags::empty());
+    let got = wait(&sim, &b.cq, 1);
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].wc_flags & WcFlags::IP_CSUM_OK, WcFlags::empty());
+    assert_eq!(read_slot(&b, 1, f.len()), f);
 }
 
 #[test]

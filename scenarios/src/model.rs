@@ -150,9 +150,23 @@ pub struct Faults {
     /// Packets may be delivered up to this many positions late.
     #[serde(default)]
     pub reorder_window: u32,
-    /// Probability each packet gets one bit flipped (receivers drop it by checksum).
+    /// Probability, on every link, that a packet gets one bit flipped on the wire (the
+    /// receiving port drops it by its Ethernet FCS).
     #[serde(default)]
     pub corrupt: f64,
+    /// Probability, on every link, that a packet gets one bit flipped inside the switch
+    /// (the FCS stays good: a RoCEv2 receiver's NIC drops it by IPv4 header, UDP checksum
+    /// or ICRC; a raw receiver sees IP_CSUM_OK unset and drops it).
+    #[serde(default)]
+    pub corrupt_switch: f64,
+    /// Probability that a sender corrupts one bit of a packet's payload before making its
+    /// checksums (a buggy sender: the packet is valid on the wire, and only the receiver's
+    /// own checks, SPEAD decoding or the heap digest, can notice).
+    #[serde(default)]
+    pub corrupt_payload: f64,
+    /// Bursts of loss on every link (a Gilbert-Elliott channel).
+    #[serde(default)]
+    pub burst: Option<Burst>,
     /// Extra delay per packet, ns.
     #[serde(default)]
     pub delay_ns: u64,
@@ -173,6 +187,9 @@ impl Faults {
             && self.dup == 0.0
             && self.reorder_window == 0
             && self.corrupt == 0.0
+            && self.corrupt_switch == 0.0
+            && self.corrupt_payload == 0.0
+            && self.burst.is_none()
             && self.partitions.is_empty()
     }
 
@@ -183,10 +200,32 @@ impl Faults {
             && self.dup == 0.0
             && self.reorder_window == 0
             && self.corrupt == 0.0
+            && self.corrupt_switch == 0.0
+            && self.corrupt_payload == 0.0
+            && self.burst.is_none()
             && self.delay_ns == 0
             && self.jitter_ns == 0
             && self.partitions.is_empty()
     }
+}
+
+/// Bursts of loss: before each packet a link enters a burst with probability `enter` and
+/// leaves one with probability `leave`; in a burst it loses each packet with probability
+/// `loss` (1 when not given).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    /// Probability per packet of entering a burst.
+    pub enter: f64,
+    /// Probability per packet of leaving a burst (the mean burst is `1 / leave` packets).
+    pub leave: f64,
+    /// Probability of losing a packet during a burst.
+    #[serde(default = "certain")]
+    pub loss: f64,
+}
+
+fn certain() -> f64 {
+    1.0
 }
 
 /// A whole scenario.
@@ -378,7 +417,17 @@ impl Scenario {
             }
         }
         let p = &self.faults;
-        for (name, v) in [("loss", p.loss), ("dup", p.dup), ("corrupt", p.corrupt)] {
+        let burst = p.burst.map_or([0.0; 3], |b| [b.enter, b.leave, b.loss]);
+        for (name, v) in [
+            ("loss", p.loss),
+            ("dup", p.dup),
+            ("corrupt", p.corrupt),
+            ("corrupt_switch", p.corrupt_switch),
+            ("corrupt_payload", p.corrupt_payload),
+            ("burst.enter", burst[0]),
+            ("burst.leave", burst[1]),
+            ("burst.loss", burst[2]),
+        ] {
             if !(0.0..=1.0).contains(&v) {
                 return invalid(format!("fault probability {name} = {v} is outside [0, 1]"));
             }
@@ -549,6 +598,20 @@ mod tests {
         let mut s = Scenario::simple(1, 1, 10);
         s.faults.loss = 1.5;
         assert!(s.validate().is_err());
+        let mut s = Scenario::simple(1, 1, 10);
+        s.faults.burst = Some(Burst {
+            enter: 0.1,
+            leave: f64::NAN,
+            loss: 1.0,
+        });
+        assert_eq!(
+            s.validate().unwrap_err().to_string(),
+            "fault probability burst.leave = NaN is outside [0, 1]"
+        );
+        let b: Faults =
+            toml::from_str("corrupt_switch = 0.1\n[burst]\nenter = 0.01\nleave = 0.2").unwrap();
+        assert_eq!(b.burst.map(|b| b.loss), Some(1.0));
+        assert!(!b.is_none() && !b.sender_applicable());
         let e = Scenario::from_toml(
             "name = \"x\"\nhosts = []\ngroups = []\nsenders = []\nreceivers = []\ntypo = 1",
         )

@@ -1,6 +1,6 @@
 //! What a run reports: what was sent, and what each receiver made of it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One heap a sender sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,4 +62,11 @@ pub struct Outcome {
     pub receivers: Vec<ReceiverReport>,
     /// The fabric's trace hash (simulator only).
     pub trace_hash: Option<u64>,
+    /// Heaps corruption that nothing below the application can see touched (simulator
+    /// only): for every packet a buggy sender corrupted, the heap counter it was sent with
+    /// and the one it carries after the flip (a flip may move a packet to another heap);
+    /// for every packet flipped in the switch that the receiving NIC's checks passed (the
+    /// Internet checksum misses some pairs of flips), the heap counter it arrived with.
+    /// Such a heap may legitimately complete with wrong bytes.
+    pub tainted: BTreeSet<u64>,
 }

@@ -20,14 +20,14 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use crate::invariants::check;
 use crate::model::{Nic, Scenario, Transport};
 use crate::runner::sim::run_sim;
-use crate::strategy::{faults, group, host, receiver, sender};
+use crate::strategy::{all_faults, group, host, receiver, sender};
 
 /// The scenarios the swarm draws from: mostly small ones (2-4 hosts, 1-2 groups, 1-2
-/// senders, 1-3 receivers, every fault kind), and one in eight wide (up to 64 senders,
+/// senders, 1-3 receivers, every fault kind: [`all_faults`]), and one in eight wide (up to 64 senders,
 /// groups and receivers on up to 16 hosts, with few small heaps each, so a wide scenario
 /// costs about what a small one does).
 pub fn swarm_scenario() -> BoxedStrategy<Scenario> {
-    prop_oneof![7 => crate::strategy::scenario(), 1 => wide_scenario()].boxed()
+    prop_oneof![7 => crate::strategy::every_fault_scenario(), 1 => wide_scenario()].boxed()
 }
 
 /// A wide scenario: 2-16 hosts, 1-64 groups, 1-64 senders and 1-64 receivers.
@@ -64,7 +64,7 @@ fn wide_scenario() -> impl Strategy<Value = Scenario> {
                 .sum();
             (
                 Just((hosts, senders, receivers, ng, seed)),
-                faults(packets, nh),
+                all_faults(packets, nh),
             )
         })
         .prop_map(|((hosts, senders, receivers, ng, seed), faults)| Scenario {
@@ -274,6 +274,25 @@ mod tests {
             assert_eq!(s.validate(), Ok(()), "seed {seed}");
         }
         assert_ne!(scenario_for_seed(1), scenario_for_seed(2));
+    }
+
+    #[test]
+    fn every_fault_kind_is_drawn() {
+        let faults: Vec<crate::model::Faults> = (0..400)
+            .map(|seed| scenario_for_seed(seed).faults)
+            .collect();
+        let some =
+            |f: &dyn Fn(&crate::model::Faults) -> bool| faults.iter().filter(|x| f(x)).count();
+        assert!(some(&|f| f.loss > 0.0) > 40);
+        assert!(some(&|f| f.burst.is_some()) > 20);
+        assert!(some(&|f| f.dup > 0.0) > 20);
+        assert!(some(&|f| f.reorder_window > 0) > 40);
+        assert!(some(&|f| f.corrupt > 0.0) > 20);
+        assert!(some(&|f| f.corrupt_switch > 0.0) > 20);
+        assert!(some(&|f| f.corrupt_payload > 0.0) > 10);
+        assert!(some(&|f| f.jitter_ns > 0) > 20);
+        assert!(some(&|f| !f.partitions.is_empty()) > 20);
+        assert!(some(&|f| !f.drop.is_empty()) > 40);
     }
 
     #[test]

@@ -68,6 +68,7 @@ fn the_corpus_is_complete() {
         "demo",
         "drop-list",
         "duplication",
+        "four-senders",
         "loss",
         "meerkat",
         "partition",
@@ -126,7 +127,32 @@ fn every_corpus_scenario_keeps_the_invariants_and_shows_its_fault() {
                 assert!(all_complete(&r, &s, 0));
             }
             "corruption" => {
-                assert!(f.corrupted > 0 && f.dropped_checksum > 0);
+                // Wire flips die at the FCS; switch flips reach the NICs: the UD
+                // receiver's drops RoCEv2 frames by IPv4 header, UDP checksum or ICRC, the
+                // raw receivers see IP_CSUM_OK unset and drop the packet themselves.
+                assert!(f.corrupted_wire > 0 && f.corrupted_switch > 0, "{f:?}");
+                assert!(f.dropped_fcs > 0 && f.dropped_icrc > 0, "{f:?}");
+                for rx in 0..2 {
+                    let d = &r.outcome.receivers[rx].dropped;
+                    assert!(d.get("checksum").copied().unwrap_or(0) > 0, "{d:?}");
+                }
+                // No sender corrupted anything; what is excused comes from flips the
+                // NIC's checks could not see (the ICRC leaves the BTH's reserved byte out).
+                // Each flip reaches at most the three receivers.
+                r.sim.with_fabric(|fab| {
+                    assert!(fab.payload_corruptions().is_empty());
+                    let undetected = fab.undetected_corruptions().len() as u64;
+                    assert!(undetected <= f.corrupted_switch * 3, "{undetected}");
+                });
+            }
+            "four-senders" => {
+                let senders: BTreeSet<usize> = r.outcome.receivers[0]
+                    .heaps
+                    .iter()
+                    .filter_map(|h| s.heap_origin(h.cnt).map(|o| o.0))
+                    .collect();
+                assert_eq!(senders, BTreeSet::from([0, 1, 2, 3]));
+                assert!(f.dropped_burst > 0 && f.dropped_fcs > 0, "{f:?}");
             }
             "partition" => {
                 assert!(f.dropped_partition > 0);
@@ -231,4 +257,42 @@ fn the_scenario_tool_runs_files_and_replays_captures() {
     assert!(out.contains("41 of 45 UDP datagrams"), "{out}");
     assert!(replay_out.join("spead2_lo.svg").exists());
     let _ = std::fs::remove_dir_all(&replay_out);
+}
+
+/// `scenario run FILE --pcap OUT`: the capture holds every frame transmitted, those the
+/// fabric or a receiver then dropped included, and the report shows the checksum drops.
+#[test]
+fn scenario_run_writes_the_capture_bad_frames_included() {
+    let tool = env!("CARGO_BIN_EXE_scenario");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let pcap = std::env::temp_dir().join(format!("scenario-pcap-{}.pcap", std::process::id()));
+    let out = std::process::Command::new(tool)
+        .args(["run", "corpus/corruption.toml", "--pcap"])
+        .arg(&pcap)
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let s =
+        Scenario::from_toml(&std::fs::read_to_string(dir.join("corpus/corruption.toml")).unwrap())
+            .unwrap();
+    let r = run("corruption", &s);
+    let f = r.sim.with_fabric(|f| f.stats());
+    let records = backend_sim::pcap::PcapFile::read(&pcap)
+        .unwrap()
+        .records
+        .len() as u64;
+    assert_eq!(records, f.transmitted);
+    assert!(
+        text.contains(&format!("{records} frames as transmitted")),
+        "{text}"
+    );
+    let drops = format!(
+        "checksum drops: {} FCS, {} IPv4 header, {} UDP checksum, {} ICRC",
+        f.dropped_fcs, f.dropped_ip_header, f.dropped_udp_checksum, f.dropped_icrc
+    );
+    assert!(text.contains(&drops), "{text}");
+    assert!(f.dropped_fcs > 0 && f.dropped_icrc > 0);
+    let _ = std::fs::remove_file(&pcap);
 }

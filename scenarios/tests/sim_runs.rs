@@ -51,6 +51,49 @@ fn an_exact_drop_list_makes_exactly_those_heaps_incomplete() {
     assert_eq!(heaps.iter().filter(|h| h.complete).count(), 4);
 }
 
+/// A buggy sender's packets are valid on the wire: the receiver's own checks are all that
+/// stands between them and a heap. Some complete with wrong bytes (their digest differs):
+/// exactly those the fabric recorded as touched, which the invariants excuse; without the
+/// record the same heaps are violations. A receiver with wire and switch flips instead
+/// never completes a wrong heap (assert_ok).
+#[test]
+fn a_buggy_sender_makes_wrong_heaps_only_where_it_corrupted() {
+    let mut s = Scenario::simple(2, 40, 6000);
+    s.faults.corrupt_payload = 0.1;
+    let mut o = assert_ok(&s);
+    let sent: std::collections::BTreeMap<u64, u64> =
+        o.sent.iter().map(|h| (h.cnt, h.digest)).collect();
+    let wrong: Vec<u64> = o
+        .receivers
+        .iter()
+        .flat_map(|r| &r.heaps)
+        .filter(|h| h.complete && sent.get(&h.cnt).copied() != h.digest)
+        .map(|h| h.cnt)
+        .collect();
+    assert!(
+        !wrong.is_empty(),
+        "no complete heap carried a corrupted payload"
+    );
+    assert!(
+        wrong.iter().all(|c| o.tainted.contains(c)),
+        "{wrong:?} {:?}",
+        o.tainted
+    );
+    o.tainted.clear();
+    let v = check(&s, &o);
+    assert!(v.iter().any(|x| x.what.contains("were not sent")), "{v:?}");
+    // Wire and switch flips at the same rate: caught below the application.
+    let mut s = Scenario::simple(2, 40, 6000);
+    s.faults.corrupt = 0.05;
+    s.faults.corrupt_switch = 0.05;
+    let o = assert_ok(&s);
+    assert!(o.tainted.is_empty());
+    assert!(o
+        .receivers
+        .iter()
+        .any(|r| r.dropped.get("checksum").copied().unwrap_or(0) > 0));
+}
+
 proptest! {
     #![proptest_config(scenarios::strategy::proptest_config(256))]
     #[test]

@@ -8,6 +8,7 @@ use std::net::Ipv4Addr;
 
 use backend_sim::{FaultPlan, HostId, LinkFaults, Personality, Sim, SimVerbs};
 use spead::recv::StreamConfig;
+use spead::verbs::FrameDrop;
 use workspace_tests::spead_verbs::{
     assert_exact_loss, drop_at_sender, drop_list, groups_to_receivers, lenient,
     multicast_to_two_receivers, receiver_specs, run_plan, Mode, Node, Outcome, Plan, RecvSpec,
@@ -251,22 +252,48 @@ fn duplicates_are_dropped_and_heaps_complete() {
 fn corrupted_frames_never_make_a_complete_heap_with_wrong_bytes() {
     for mode in MODES {
         let plan = Plan::new(mode, 3, 8, 16 * 1024);
+        // Flips on the wire: every one fails the Ethernet FCS of the port it reaches.
+        let (out, f) = run_with_faults(
+            14,
+            mode,
+            &plan,
+            LinkFaults::corrupt(0.05),
+            &[lenient(), lenient(), lenient()],
+        );
+        assert!(f.corrupted_wire > 0, "{mode:?}");
+        assert_eq!(f.dropped_fcs, f.corrupted_wire, "{mode:?}");
+        assert_eq!(f.dropped_checksum(), f.dropped_fcs, "{mode:?}");
+        let damaged: usize = out.iter().map(|o| o.incomplete.len() + o.lost.len()).sum();
+        assert!(damaged > 0, "{mode:?}");
+        // Flips inside the switch keep a good FCS: UD frames fail the NIC's checks (most
+        // the ICRC), raw frames arrive without IP_CSUM_OK and the receiver drops them.
+        // run_plan compares every delivered heap's bytes with what was sent.
         let (out, f) = run_with_faults(
             14,
             mode,
             &plan,
             LinkFaults {
-                corrupt: 0.05,
+                corrupt_switch: 0.05,
                 ..LinkFaults::default()
             },
             &[lenient(), lenient(), lenient()],
         );
-        assert!(f.corrupted > 0, "{mode:?}");
-        // Bad checksums (raw: IP and UDP, the UDP one filled by IP_CSUM offload; UD:
-        // ICRC) drop the corrupted frames; run_plan compared every delivered byte.
-        assert!(f.dropped_checksum > 0, "{mode:?}");
-        let damaged: usize = out.iter().map(|o| o.incomplete.len() + o.lost.len()).sum();
-        assert!(damaged > 0, "{mode:?}");
+        assert!(f.corrupted_switch > 0, "{mode:?}");
+        assert_eq!(f.dropped_fcs, 0, "{mode:?}");
+        let flagged: u64 = out
+            .iter()
+            .map(|o| {
+                o.transport
+                    .dropped
+                    .get(&FrameDrop::Checksum)
+                    .copied()
+                    .unwrap_or(0)
+            })
+            .sum();
+        match mode {
+            Mode::Ud => assert!(f.dropped_icrc > 0 && flagged == 0, "{mode:?}"),
+            Mode::Raw => assert!(f.dropped_checksum() == 0 && flagged > 0, "{mode:?}"),
+        }
         for o in &out {
             assert_eq!(o.stream.packets_malformed, 0, "{mode:?}");
         }

@@ -6,7 +6,6 @@
 
 use crate::clock::Nanos;
 use crate::fault::DropReason;
-use crate::rng::SimRng;
 
 /// Speed and length of a link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,27 +52,47 @@ fn ser_ns(bytes: usize, mul: u64) -> Nanos {
     ((wire * u128::from(mul) + 0xffff_ffff) >> 32) as Nanos
 }
 
+/// Where a bit of a frame is flipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FlipAt {
+    /// On a link's wire: the receiving port's FCS check drops the frame.
+    Wire,
+    /// Inside the switch, with a good FCS made afterwards.
+    Switch,
+    /// By the sender, in the payload, before the checksums were made (never a link's).
+    Payload,
+}
+
+/// A bit flip a link applies: where, and a uniform draw the fabric maps to a bit of the
+/// frame (it knows the frame's layout; the link knows only its length).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Flip {
+    pub at: FlipAt,
+    pub draw: u64,
+}
+
 /// What a link decided for one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// Lost, for this reason.
     Drop(DropReason),
-    /// Arrives at the far end at `arrival`; `duplicate` if a second copy follows;
-    /// `corrupt_bit` if one bit (index into the frame) is flipped.
+    /// Arrives at the far end at `arrival`; `duplicate` if a second copy follows; `flip`
+    /// if one bit of it is flipped on the way.
     Deliver {
         /// When the last bit has been serialized onto the wire.
         finish: Nanos,
         arrival: Nanos,
         duplicate: bool,
-        corrupt_bit: Option<usize>,
+        flip: Option<Flip>,
     },
 }
 
 /// One direction of a link, or a decorator around one.
 pub(crate) trait Link: std::fmt::Debug {
-    /// Puts a frame of `len` bytes on the link at `now`. Random draws come from `rng`, in
-    /// an order fixed by the stack, so a run is a pure function of its seed.
-    fn send(&mut self, now: Nanos, len: usize, rng: &mut SimRng) -> Verdict;
+    /// Puts a frame of `len` bytes on the link at `now`. A layer that draws randomness owns
+    /// its streams (derived from the run's seed, one per link and fault kind), so a run is
+    /// a pure function of its seed.
+    fn send(&mut self, now: Nanos, len: usize) -> Verdict;
 }
 
 /// The bare link: serialization at the configured bandwidth, then the propagation latency.
@@ -97,7 +116,7 @@ impl Wire {
 }
 
 impl Link for Wire {
-    fn send(&mut self, now: Nanos, len: usize, _rng: &mut SimRng) -> Verdict {
+    fn send(&mut self, now: Nanos, len: usize) -> Verdict {
         let start = now.max(self.busy_until);
         let finish = start + ser_ns(len, self.ser_mul);
         self.busy_until = finish;
@@ -105,7 +124,7 @@ impl Link for Wire {
             finish,
             arrival: finish + self.config.latency_ns,
             duplicate: false,
-            corrupt_bit: None,
+            flip: None,
         }
     }
 }
@@ -121,25 +140,24 @@ mod tests {
             bandwidth_bps: 8_000_000_000, // one byte per ns
         };
         let mut w = Wire::new(cfg);
-        let mut rng = SimRng::new(1);
         // 100 bytes + 24 bytes of preamble, IFG and FCS: 124 ns on the wire.
         assert_eq!(
-            w.send(0, 100, &mut rng),
+            w.send(0, 100),
             Verdict::Deliver {
                 finish: 124,
                 arrival: 624,
                 duplicate: false,
-                corrupt_bit: None
+                flip: None
             }
         );
         // Sent at 10 while the first is still serializing: it waits its turn.
         assert_eq!(
-            w.send(10, 100, &mut rng),
+            w.send(10, 100),
             Verdict::Deliver {
                 finish: 248,
                 arrival: 748,
                 duplicate: false,
-                corrupt_bit: None
+                flip: None
             }
         );
         assert_eq!(cfg.serialization_ns(100), 124);

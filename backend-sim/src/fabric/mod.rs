@@ -12,6 +12,7 @@
 //! is configured); and pcap `Replay` sources.
 
 mod capture;
+mod corruption;
 mod error;
 mod events;
 mod injector;
@@ -26,6 +27,8 @@ mod topology;
 mod tracer;
 
 pub use capture::CaptureFilter;
+pub(crate) use corruption::{ip_checksums_verify, is_roce};
+pub use corruption::{PayloadCorruption, UndetectedCorruption};
 pub use error::FabricError;
 pub use port::{Host, PortConfig};
 pub use replay::{ReplayOptions, ReplaySummary};
@@ -34,13 +37,12 @@ pub use stats::{FabricStats, PortStats};
 use crate::clock::{Clock, Nanos};
 use crate::fault::{Direction, DropReason, FaultPlan, LinkFaults};
 use crate::frame::eth::Mac;
-use crate::frame::{check_integrity, Integrity};
 use crate::ids::{HostId, PortId};
 use crate::pcap::PcapFile;
 use crate::rng::SimRng;
 use capture::{Capture, Sink};
 use events::{EventKind, EventQueue};
-use link::{Link, Verdict};
+use link::{FlipAt, Link, Verdict};
 use plan::Plan;
 use replay::Replay;
 use std::io;
@@ -91,12 +93,17 @@ impl Taps {
 pub struct Fabric {
     clock: Clock,
     queue: EventQueue,
+    seed: u64,
     rng: SimRng,
     topo: Topology,
     plan: Plan,
     taps: Taps,
     stats: FabricStats,
     replays: Vec<Replay>,
+    payload_corruptions: Vec<PayloadCorruption>,
+    /// Frames flipped in the switch: (index, the egress port, or `None` at ingress).
+    switch_flipped: rustc_hash::FxHashSet<(u64, Option<PortId>)>,
+    undetected: Vec<UndetectedCorruption>,
     scratch: Vec<PortId>,
     loopback_ns: Nanos,
 }
@@ -108,12 +115,16 @@ impl Fabric {
         Fabric {
             clock: Clock::default(),
             queue: EventQueue::default(),
+            seed,
             rng: SimRng::new(seed),
             topo: Topology::default(),
             plan: Plan::default(),
             taps: Taps::default(),
             stats: FabricStats::default(),
             replays: Vec::new(),
+            payload_corruptions: Vec::new(),
+            switch_flipped: rustc_hash::FxHashSet::default(),
+            undetected: Vec::new(),
             scratch: Vec::new(),
             loopback_ns: 200,
         }
@@ -122,7 +133,7 @@ impl Fabric {
     /// The seed of this run.
     #[must_use]
     pub fn seed(&self) -> u64 {
-        self.rng.seed()
+        self.seed
     }
 
     /// Virtual time now.
@@ -149,7 +160,8 @@ impl Fabric {
         self.taps.tracer.hash.event(tag, words);
     }
 
-    /// The fabric's random generator, for the layer above's own tie-breaking draws.
+    /// A random generator for the layer above's own draws: stream 0 of the run's seed,
+    /// which no link draws from (the links' streams are their own, see [`link`]).
     pub fn rng(&mut self) -> &mut SimRng {
         &mut self.rng
     }
@@ -158,6 +170,22 @@ impl Fabric {
     #[must_use]
     pub fn stats(&self) -> FabricStats {
         self.stats
+    }
+
+    /// Every frame a sender corrupted so far, as it left (one record per
+    /// [`FabricStats::corrupted_payload`]): what a run's checker needs to tell the damage
+    /// a buggy sender did from a receiver's own mistakes.
+    #[must_use]
+    pub fn payload_corruptions(&self) -> &[PayloadCorruption] {
+        &self.payload_corruptions
+    }
+
+    /// Every frame flipped inside the switch that a port's checks then passed as good,
+    /// as it arrived: bad bytes that go up to the layer above, and nothing below it can
+    /// tell (see [`UndetectedCorruption`]).
+    #[must_use]
+    pub fn undetected_corruptions(&self) -> &[UndetectedCorruption] {
+        &self.undetected
     }
 
     // ---- topology ----
@@ -174,7 +202,7 @@ impl Fabric {
     /// [`FabricError::DuplicateIp`] if another port has the address.
     pub fn add_port(&mut self, host: HostId, config: PortConfig) -> Result<PortId, FabricError> {
         self.topo
-            .add_port(host, config, &self.plan.plan.default_link)
+            .add_port(host, config, &self.plan.plan.default_link, self.seed)
     }
 
     /// Adds a host with one port at `ipv4` (MAC derived from it, default link).
@@ -399,11 +427,48 @@ impl Fabric {
         pcap: &PcapFile,
         opts: ReplayOptions,
     ) -> Result<ReplaySummary, FabricError> {
+        self.schedule_replay(from, pcap, opts, false)
+    }
+
+    /// Schedules a capture of this fabric (an Ethernet pcap such as
+    /// [`CaptureFilter::All`] writes) to be transmitted again in its recorded order and at
+    /// its recorded times, each frame from the port whose MAC is its source (`default`
+    /// when none is). A capture of a run, replayed on a fabric with the same hosts, seed
+    /// and fault plan, puts the same frames on the same links in the same order, so every
+    /// link draws the same faults and every receiver gets what it got in the run, however
+    /// many senders there were.
+    ///
+    /// # Errors
+    /// As [`Fabric::replay`].
+    pub fn replay_by_source(
+        &mut self,
+        default: PortId,
+        pcap: &PcapFile,
+        opts: ReplayOptions,
+    ) -> Result<ReplaySummary, FabricError> {
+        self.schedule_replay(default, pcap, opts, true)
+    }
+
+    fn schedule_replay(
+        &mut self,
+        from: PortId,
+        pcap: &PcapFile,
+        opts: ReplayOptions,
+        by_source: bool,
+    ) -> Result<ReplaySummary, FabricError> {
         let src_mac = self.topo.port(from)?.config.mac;
         let now = self.clock.now();
         let start = opts.start_at.unwrap_or(now).max(now);
         let resolve = |ip: Ipv4Addr| self.topo.mac_of_ip(ip);
-        let (replay, summary) = Replay::new(from, pcap, src_mac, &resolve, start)?;
+        let switch = &self.topo.switch;
+        let port_of = |f: &[u8]| {
+            let src = Mac([f[6], f[7], f[8], f[9], f[10], f[11]]);
+            by_source
+                .then(|| switch.port_of_mac(src))
+                .flatten()
+                .unwrap_or(from)
+        };
+        let (replay, summary) = Replay::new(pcap, src_mac, &resolve, &port_of, start)?;
         if let Some(at) = replay.next_at() {
             let id = self.replays.len();
             self.replays.push(replay);
@@ -444,6 +509,17 @@ impl Fabric {
     /// [`FabricError::UnknownPort`], [`FabricError::FrameTooShort`] or
     /// [`FabricError::FrameTooLong`]; no index is used up then.
     pub fn transmit(&mut self, from: PortId, frame: Vec<u8>) -> Result<u64, FabricError> {
+        self.send_frame(from, frame, true)
+    }
+
+    /// [`Fabric::transmit`] of a frame made at `from` now (`made`: the sender's payload
+    /// corruption applies) or replayed as recorded.
+    fn send_frame(
+        &mut self,
+        from: PortId,
+        mut frame: Vec<u8>,
+        made: bool,
+    ) -> Result<u64, FabricError> {
         let port = self.topo.port_mut(from)?;
         if frame.len() < 14 {
             return Err(FabricError::FrameTooShort(frame.len()));
@@ -461,6 +537,23 @@ impl Fabric {
         port.stats.tx_frames += 1;
         port.stats.tx_bytes += frame.len() as u64;
         let (mac, mc_loopback) = (port.config.mac, port.config.multicast_loopback);
+        // A buggy sender corrupts the payload before the checksums are made: the frame
+        // leaves (and is captured) bad but valid.
+        if let Some(draw) = made.then(|| port.up.payload_flip()).flatten() {
+            if let Some(bit) = corruption::corrupt_payload(&mut frame, draw) {
+                self.stats.corrupted_payload += 1;
+                self.payload_corruptions.push(PayloadCorruption {
+                    index,
+                    bit,
+                    frame: frame.clone(),
+                });
+                self.taps.seen(Seen::Corrupt {
+                    index,
+                    bit,
+                    at: FlipAt::Payload,
+                });
+            }
+        }
         self.taps.seen(Seen::Transmit {
             now,
             port: from,
@@ -495,45 +588,56 @@ impl Fabric {
                 }
             }
         }
-        let verdict = self.topo.ports[from.idx()]
-            .up
-            .send(now, frame.len(), &mut self.rng);
-        // The switch's ingress FCS check drops a corrupted frame, as Ethernet hardware does.
+        let verdict = self.topo.ports[from.idx()].up.send(now, frame.len());
         self.cross(verdict, now, from, None, frame, index);
         Ok(index)
     }
 
     /// Acts on a link's verdict for a frame crossing from `from` (to the switch when `to`
-    /// is `None`, else down to port `to`): the drop, the FCS check of a corrupted frame,
-    /// the duplicate and the arrival.
+    /// is `None`, else down to port `to`): the drop, the flipped bit (on the wire the
+    /// receiving port's FCS check drops the frame; in the switch it goes on, bad), the
+    /// duplicate and the arrival.
     fn cross(
         &mut self,
         verdict: Verdict,
         now: Nanos,
         from: PortId,
         to: Option<PortId>,
-        frame: Vec<u8>,
+        mut frame: Vec<u8>,
         index: u64,
     ) {
         let near = to.unwrap_or(from);
-        let (arrival, duplicate, corrupt_bit) = match verdict {
+        let (arrival, duplicate, flip) = match verdict {
             Verdict::Drop(r) => return self.drop(r, now, near, index),
             Verdict::Deliver {
                 arrival,
                 duplicate,
-                corrupt_bit,
+                flip,
                 ..
-            } => (arrival, duplicate, corrupt_bit),
+            } => (arrival, duplicate, flip),
         };
-        if let Some(bit) = corrupt_bit.filter(|&b| b / 8 < frame.len()) {
-            // Every Ethernet frame carries an FCS (CRC-32) that catches any single-bit
-            // error, so the next hop drops the frame whatever its own checksums say.
-            self.stats.corrupted += 1;
-            self.taps.seen(Seen::Corrupt { index, bit });
-            if let Some(to) = to {
-                self.topo.ports[to.idx()].stats.rx_bad_checksum += 1;
+        if let Some(f) = flip {
+            if let Some(bit) = corruption::bit_after_header(frame.len(), f.draw) {
+                corruption::flip(&mut frame, bit);
+                self.taps.seen(Seen::Corrupt {
+                    index,
+                    bit,
+                    at: f.at,
+                });
+                if f.at == FlipAt::Wire {
+                    // Every Ethernet frame carries an FCS (CRC-32) that catches any
+                    // single-bit error: the receiving port drops the frame.
+                    self.stats.corrupted_wire += 1;
+                    let stats = &mut self.topo.ports[near.idx()].stats;
+                    match to {
+                        Some(_) => stats.rx_fcs_errors += 1,
+                        None => stats.switch_fcs_errors += 1,
+                    }
+                    return self.drop(DropReason::Fcs, now, near, index);
+                }
+                self.stats.corrupted_switch += 1;
+                self.switch_flipped.insert((index, to));
             }
-            return self.drop(DropReason::BadChecksum, now, near, index);
         }
         let event = |frame| match to {
             None => EventKind::AtSwitch { from, frame, index },
@@ -653,33 +757,54 @@ impl Fabric {
         if self.plan.cuts(now, from, to) {
             return self.drop(DropReason::Partition, now, to, index);
         }
-        let verdict = self.topo.ports[to.idx()]
-            .down
-            .send(now, frame.len(), &mut self.rng);
+        let verdict = self.topo.ports[to.idx()].down.send(now, frame.len());
         self.cross(verdict, now, from, Some(to), frame, index);
     }
 
-    /// A frame at a port: the port's own checks, then up to the layer above.
+    /// A frame at a port (its FCS good): seen there (a capture of the port shows it), then
+    /// the NIC's checks of a RoCEv2 frame, then up to the layer above.
     fn arrive(&mut self, now: Nanos, to: PortId, frame: Vec<u8>, index: u64) -> Option<Output> {
         let port = &mut self.topo.ports[to.idx()];
         if frame.len() > port.config.max_frame {
             self.drop(DropReason::TooLong, now, to, index);
             return None;
         }
-        if port.config.verify_checksums && check_integrity(&frame) != Integrity::Ok {
-            port.stats.rx_bad_checksum += 1;
-            self.drop(DropReason::BadChecksum, now, to, index);
-            return None;
-        }
-        port.stats.rx_frames += 1;
-        port.stats.rx_bytes += frame.len() as u64;
-        self.stats.delivered += 1;
         self.taps.seen(Seen::Arrive {
             now,
             port: to,
             index,
             frame: &frame,
         });
+        let port = &mut self.topo.ports[to.idx()];
+        if let Some(reason) = port
+            .config
+            .verify_checksums
+            .then(|| corruption::roce_drop(&frame))
+            .flatten()
+        {
+            let s = &mut port.stats;
+            match reason {
+                DropReason::IpHeader => s.rx_ip_header_errors += 1,
+                DropReason::UdpChecksum => s.rx_udp_checksum_errors += 1,
+                _ => s.rx_icrc_errors += 1,
+            }
+            self.drop(reason, now, to, index);
+            return None;
+        }
+        port.stats.rx_frames += 1;
+        port.stats.rx_bytes += frame.len() as u64;
+        self.stats.delivered += 1;
+        if !self.switch_flipped.is_empty()
+            && (self.switch_flipped.contains(&(index, None))
+                || self.switch_flipped.contains(&(index, Some(to))))
+            && corruption::passes_checks(&frame)
+        {
+            self.undetected.push(UndetectedCorruption {
+                index,
+                port: to,
+                frame: frame.clone(),
+            });
+        }
         Some(Output::Frame {
             port: to,
             frame,
@@ -691,14 +816,14 @@ impl Fabric {
         let Some(r) = self.replays.get_mut(id) else {
             return;
         };
-        let from = r.from;
-        let Some(frame) = r.pop() else {
+        let Some((from, frame)) = r.pop() else {
             return;
         };
         let next = r.next_at();
         self.taps.seen(Seen::Replay { now, id });
-        // A frame the port cannot send is counted (too long) and the replay goes on.
-        let _ = self.transmit(from, frame);
+        // A frame the port cannot send is counted (too long) and the replay goes on. It is
+        // sent as recorded: a sender's payload corruption is already in it.
+        let _ = self.send_frame(from, frame, false);
         if let Some(at) = next {
             self.queue.push(at, EventKind::Replay { id });
         }

@@ -1,10 +1,10 @@
 //! Hosts and their ports: a port's configuration, its counters, and the two link stacks
 //! that join it to the switch.
 
-use super::injector::FaultInjector;
+use super::injector::{FaultInjector, LinkId};
 use super::link::{LinkConfig, Wire};
 use super::stats::PortStats;
-use crate::fault::LinkFaults;
+use crate::fault::{Direction, LinkFaults};
 use crate::frame::eth::Mac;
 use crate::ids::{HostId, PortId};
 use std::net::Ipv4Addr;
@@ -23,8 +23,10 @@ pub struct PortConfig {
     /// Whether multicast the port sends also comes back to it when it joined the group
     /// (NIC loopback; the verbs layer decides which QPs see the copy).
     pub multicast_loopback: bool,
-    /// Whether arriving frames have their IP/UDP checksums and ICRC verified (and dropped
-    /// when wrong), as a NIC does.
+    /// Whether arriving RoCEv2 frames have their IPv4 header, UDP checksum and ICRC
+    /// verified (and are dropped when one fails), as a RoCE NIC does. Other frames go up
+    /// whatever their checksums say (a RAW_PACKET receive reports them as the NIC does).
+    /// The FCS is always checked.
     pub verify_checksums: bool,
 }
 
@@ -70,11 +72,20 @@ pub(crate) struct Port {
 }
 
 impl Port {
-    pub fn new(host: HostId, config: PortConfig, faults: &LinkFaults) -> Self {
+    /// A port of `host` whose links start with `faults`, drawing from `seed`'s streams
+    /// named by the port's MAC.
+    pub fn new(host: HostId, config: PortConfig, faults: &LinkFaults, seed: u64) -> Self {
+        let link = |direction| {
+            let id = LinkId {
+                mac: config.mac,
+                direction,
+            };
+            FaultInjector::new(Wire::new(config.link), faults.clone(), seed, id)
+        };
         Port {
             host,
-            up: FaultInjector::new(Wire::new(config.link), faults.clone()),
-            down: FaultInjector::new(Wire::new(config.link), faults.clone()),
+            up: link(Direction::ToSwitch),
+            down: link(Direction::FromSwitch),
             config,
             stats: PortStats::default(),
         }

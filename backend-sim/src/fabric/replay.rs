@@ -1,5 +1,7 @@
-//! Replay: a pcap's records as a frame source at one port, sent at their recorded spacing
-//! as if that port's host had sent them (so the fault plan applies to them too).
+//! Replay: a pcap's records as a frame source, sent at their recorded spacing as if the
+//! host of one port had sent them, or each from the port whose MAC is its source (a
+//! capture of this fabric replayed in its transmit order); the fault plan applies to them
+//! too.
 
 use super::error::FabricError;
 use crate::clock::Nanos;
@@ -30,22 +32,22 @@ pub struct ReplaySummary {
     pub last_at: Nanos,
 }
 
-/// A replay in progress: the frames still to send from `from`, each with its time.
+/// A replay in progress: the frames still to send, each with its time and port.
 #[derive(Debug)]
 pub(crate) struct Replay {
-    pub from: PortId,
-    frames: VecDeque<(Nanos, Vec<u8>)>,
+    frames: VecDeque<(Nanos, PortId, Vec<u8>)>,
 }
 
 impl Replay {
     /// Converts every record of `pcap` (to Ethernet from `src_mac`, resolving unicast
-    /// destinations with `resolve`) and times it from `start`. A bad record fails the
-    /// whole replay, so a bad file schedules nothing.
+    /// destinations with `resolve`), times it from `start` and sends it from the port
+    /// `port_of` names for the frame. A bad record fails the whole replay, so a bad file
+    /// schedules nothing.
     pub fn new(
-        from: PortId,
         pcap: &PcapFile,
         src_mac: Mac,
         resolve: &dyn Fn(Ipv4Addr) -> Option<Mac>,
+        port_of: &dyn Fn(&[u8]) -> PortId,
         start: Nanos,
     ) -> Result<(Self, ReplaySummary), FabricError> {
         let mut frames = VecDeque::with_capacity(pcap.records.len());
@@ -59,7 +61,7 @@ impl Replay {
                         .saturating_add(rec.ts_ns.saturating_sub(first_ts))
                         .max(last_at);
                     last_at = at;
-                    frames.push_back((at, f));
+                    frames.push_back((at, port_of(&f), f));
                 }
                 Ok(Converted::Skipped(_)) => skipped += 1,
                 Err(reason) => {
@@ -78,7 +80,7 @@ impl Replay {
             first_at: frames.front().map_or(start, |f| f.0),
             last_at,
         };
-        Ok((Replay { from, frames }, summary))
+        Ok((Replay { frames }, summary))
     }
 
     /// When the next frame is due.
@@ -86,9 +88,10 @@ impl Replay {
         self.frames.front().map(|f| f.0)
     }
 
-    /// Takes the next frame; a finished replay gives its memory back.
-    pub fn pop(&mut self) -> Option<Vec<u8>> {
-        let f = self.frames.pop_front().map(|f| f.1);
+    /// Takes the next frame and the port it leaves from; a finished replay gives its
+    /// memory back.
+    pub fn pop(&mut self) -> Option<(PortId, Vec<u8>)> {
+        let f = self.frames.pop_front().map(|f| (f.1, f.2));
         if self.frames.is_empty() {
             self.frames = VecDeque::new();
         }

@@ -4,6 +4,7 @@
 //! smoltcp's `Tracer` and `PcapWriter` see a device's: they wrap its edges and change
 //! nothing.
 
+use super::link::FlipAt;
 use crate::clock::Nanos;
 use crate::fault::DropReason;
 use crate::ids::PortId;
@@ -24,7 +25,8 @@ pub(crate) enum Seen<'a> {
         from: PortId,
         index: u64,
     },
-    /// A frame reached a port, intact, and goes to the layer above.
+    /// A frame reached a port with a good FCS (what a capture on the port shows); the
+    /// NIC's checks of a RoCEv2 frame follow, and a [`Seen::Drop`] if one fails.
     Arrive {
         now: Nanos,
         port: PortId,
@@ -44,8 +46,8 @@ pub(crate) enum Seen<'a> {
         port: PortId,
         index: u64,
     },
-    /// A link flipped `bit` of a frame.
-    Corrupt { index: u64, bit: usize },
+    /// `bit` of a frame was flipped, `at` where.
+    Corrupt { index: u64, bit: usize, at: FlipAt },
     /// A timer of the layer above came due.
     Timer { now: Nanos, token: u64 },
     /// The next record of replay `id` is sent.

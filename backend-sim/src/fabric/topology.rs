@@ -40,12 +40,13 @@ impl Topology {
         HostId((self.hosts.len() - 1) as u32)
     }
 
-    /// Adds a port whose links start with `faults`.
+    /// Adds a port whose links start with `faults` and draw from `seed`'s streams.
     pub fn add_port(
         &mut self,
         host: HostId,
         config: PortConfig,
         faults: &LinkFaults,
+        seed: u64,
     ) -> Result<PortId, FabricError> {
         if host.0 as usize >= self.hosts.len() {
             return Err(FabricError::UnknownHost(host));
@@ -58,7 +59,7 @@ impl Topology {
         }
         let id = PortId(self.ports.len() as u32);
         self.switch.add_port(id, config.mac, config.ipv4);
-        self.ports.push(Port::new(host, config, faults));
+        self.ports.push(Port::new(host, config, faults, seed));
         self.hosts[host.0 as usize].ports.push(id);
         Ok(id)
     }

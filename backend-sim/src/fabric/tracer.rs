@@ -60,9 +60,9 @@ impl Tap for Tracer {
                 h.event(tag::DUPLICATE, &[now, u64::from(port.0), index]);
                 trace!(now, %port, index, "duplicate");
             }
-            Seen::Corrupt { index, bit } => {
-                h.event(tag::CORRUPT, &[index, bit as u64]);
-                trace!(index, bit, "corrupt");
+            Seen::Corrupt { index, bit, at } => {
+                h.event(tag::CORRUPT, &[index, bit as u64, at as u64]);
+                trace!(index, bit, ?at, "corrupt");
             }
             Seen::Timer { now, token } => {
                 h.event(tag::TIMER, &[now, token]);

@@ -2,6 +2,7 @@
 //! UDP checksums filled in when it asks for the offload); a receive takes the frame as it
 //! arrived, in the states that receive, with the checksum flag the NIC reports.
 
+use crate::fabric::ip_checksums_verify;
 use crate::frame::offload_checksums;
 use verbs_api::{QpState, SendFlags, WcFlags};
 
@@ -20,9 +21,13 @@ pub(crate) fn receives(state: QpState) -> bool {
     )
 }
 
-/// The completion flags of a received frame: IP_CSUM_OK for an untagged IPv4 frame.
+/// The completion flags of a received frame: IP_CSUM_OK when it is IPv4 whose header
+/// checksum verifies, carrying UDP or TCP whose checksum verifies too (a UDP checksum of
+/// 0, "none", has nothing to fail). That is what mlx5 reports: rdma-core's
+/// providers/mlx5/cq.c (`handle_responder`) sets the flag from the CQE's L3_OK and L4_OK
+/// bits for an IPv4 packet. A frame that fails is still delivered, without the flag.
 pub(crate) fn receive_flags(frame: &[u8]) -> WcFlags {
-    if frame.len() >= 34 && frame[12] == 0x08 && frame[13] == 0x00 {
+    if ip_checksums_verify(frame) {
         WcFlags::IP_CSUM_OK
     } else {
         WcFlags::empty()
@@ -54,6 +59,35 @@ mod tests {
         prepare_send(&mut frame, SendFlags::IP_CSUM);
         assert_eq!(check_integrity(&frame), Integrity::Ok);
         assert_eq!(receive_flags(&frame), WcFlags::IP_CSUM_OK);
+    }
+
+    #[test]
+    fn the_flag_is_set_only_when_the_checksums_really_verify() {
+        let mut spec = UdpFrameSpec::new(
+            Mac([2, 0, 10, 0, 0, 1]),
+            Mac([2, 0, 10, 0, 0, 2]),
+            (Ipv4Addr::new(10, 0, 0, 1), 5000),
+            (Ipv4Addr::new(10, 0, 0, 2), 7148),
+        );
+        let none = spec.build(b"payload");
+        spec.udp_checksum = true;
+        let summed = spec.build(b"payload");
+        assert_eq!(receive_flags(&none), WcFlags::IP_CSUM_OK, "no UDP checksum");
+        assert_eq!(receive_flags(&summed), WcFlags::IP_CSUM_OK);
+        let mut bad_ip = summed.clone();
+        bad_ip[22] ^= 1; // TTL: the header checksum fails
+        assert_eq!(receive_flags(&bad_ip), WcFlags::empty());
+        let mut bad_udp = summed.clone();
+        bad_udp[45] ^= 0x10; // payload: the UDP checksum fails
+        assert_eq!(receive_flags(&bad_udp), WcFlags::empty());
+        let mut unsummed = none.clone();
+        unsummed[45] ^= 0x10; // no UDP checksum: nothing catches it
+        assert_eq!(receive_flags(&unsummed), WcFlags::IP_CSUM_OK);
+        // TCP is checked the same way: these bytes are no valid TCP segment.
+        let mut tcp = none.clone();
+        tcp[23] = crate::frame::ipv4::PROTO_TCP;
+        offload_checksums(&mut tcp);
+        assert_eq!(receive_flags(&tcp), WcFlags::empty());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::personality::Personality;
 use super::rc::{self, Count, QpView, RcState};
 use super::{raw, steering, ud};
 use crate::clock::Nanos;
-use crate::fabric::{Fabric, Output};
+use crate::fabric::{is_roce, Fabric, Output};
 use crate::frame::eth::Mac;
 use crate::frame::roce::{self, build_roce_frame, opcode, RoceHeaders, RocePacket, RoceRoute};
 use crate::frame::FrameView;
@@ -65,15 +65,6 @@ pub(crate) struct World {
     steer_scratch: Vec<u32>,
     sniff_scratch: Vec<u32>,
     free_frames: Vec<Vec<u8>>,
-}
-
-/// True for an untagged IPv4/UDP frame to port 4791, read without a full parse.
-fn is_roce(f: &[u8]) -> bool {
-    if f.len() < 14 + 20 + 8 || f[12] != 0x08 || f[13] != 0x00 || f[23] != 17 {
-        return false;
-    }
-    let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
-    f.len() >= l4 + 4 && u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]) == roce::ROCEV2_UDP_PORT
 }
 
 impl World {

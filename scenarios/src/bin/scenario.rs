@@ -3,8 +3,10 @@
 //! - `scenario demo [--seed N] [--out DIR]`: the default scenario (corpus/demo.toml), its
 //!   per-receiver table, `DIR/demo.pcap`, `DIR/demo.svg`, and the pcap's replay through
 //!   the same receivers.
-//! - `scenario run FILE.toml [--seed N]`: a scenario file, its table and invariant check
-//!   (exit 1 on violations).
+//! - `scenario run FILE.toml [--seed N] [--pcap OUT]`: a scenario file, its table and
+//!   invariant check (exit 1 on violations); with `--pcap`, every frame the fabric carried,
+//!   as its sender put it on the wire (frames later lost or dropped by a check included,
+//!   a buggy sender's corrupted ones as they left).
 //! - `scenario replay FILE.pcap [--seed N] [--loss P] [--reorder W] [--dup P]
 //!   [--group G:PORT] [--out DIR]`: a capture through the simulated verbs receiver.
 //! - `scenario meerkat [--seed N]`: 64 senders, 16 groups, 16 receivers, ~10^6 frames;
@@ -56,6 +58,10 @@ enum Command {
         /// Seed (default: the file's).
         #[arg(long)]
         seed: Option<u64>,
+        /// Write every frame the fabric carried to this pcap, as transmitted (bad ones
+        /// included).
+        #[arg(long)]
+        pcap: Option<PathBuf>,
     },
     /// Replays a capture through the simulated verbs receiver.
     Replay {
@@ -126,7 +132,7 @@ fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Demo { seed, out } => cmd_demo(seed, &out),
-        Command::Run { file, seed } => cmd_run(&file, seed),
+        Command::Run { file, seed, pcap } => cmd_run(&file, seed, pcap.as_deref()),
         Command::Replay {
             file,
             seed,
@@ -184,13 +190,17 @@ fn cmd_demo(seed: Option<u64>, out: &Path) -> ExitCode {
     }
 }
 
-/// Runs `s` with a progress bar and prints its table and invariant check; true when
-/// every invariant holds.
-fn run_and_report(s: &Scenario) -> Result<(bool, simrun::Run), scenarios::runner::RunError> {
+/// Runs `s` with a progress bar (capturing to `pcap` if given) and prints its table and
+/// invariant check; true when every invariant holds.
+fn run_and_report(
+    s: &Scenario,
+    pcap: Option<&Path>,
+) -> Result<(bool, simrun::Run), scenarios::runner::RunError> {
     let run = simrun::run(
         s,
         &simrun::Options {
             progress: true,
+            capture: pcap.map(Path::to_path_buf),
             ..simrun::Options::default()
         },
     )?;
@@ -214,6 +224,13 @@ fn run_and_report(s: &Scenario) -> Result<(bool, simrun::Run), scenarios::runner
         "{}",
         table::fabric_line(&run.sim.with_fabric(|f| f.stats()))
     );
+    if let Some(path) = pcap {
+        println!(
+            "wrote {}: {} frames as transmitted (lost and corrupted ones included)",
+            path.display(),
+            run.sim.with_fabric(|f| f.stats().transmitted)
+        );
+    }
     let v = check(s, &run.outcome);
     if v.is_empty() {
         println!("invariants: all hold");
@@ -226,7 +243,7 @@ fn run_and_report(s: &Scenario) -> Result<(bool, simrun::Run), scenarios::runner
     Ok((v.is_empty(), run))
 }
 
-fn cmd_run(file: &Path, seed: Option<u64>) -> ExitCode {
+fn cmd_run(file: &Path, seed: Option<u64>, pcap: Option<&Path>) -> ExitCode {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: {e}", file.display())),
@@ -239,7 +256,7 @@ fn cmd_run(file: &Path, seed: Option<u64>) -> ExitCode {
         s.seed = seed;
     }
     let started = Instant::now();
-    match run_and_report(&s) {
+    match run_and_report(&s, pcap) {
         Ok((ok, _)) => {
             println!(
                 "wall time (not part of the results): {:.2} s",
@@ -287,7 +304,7 @@ fn cmd_meerkat(seed: Option<u64>) -> ExitCode {
         s.seed = seed;
     }
     let started = Instant::now();
-    match run_and_report(&s) {
+    match run_and_report(&s, None) {
         Ok((ok, run)) => {
             let wall = started.elapsed();
             let frames = run.sim.with_fabric(|f| f.stats()).transmitted;

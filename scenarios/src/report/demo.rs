@@ -8,11 +8,12 @@
 //! bytes received and (for complete heaps) the payload digest, in delivery order — and
 //! its packet counters (received, accepted, dropped by cause) must equal the original
 //! run's. The capture holds every frame as its sender put it on the wire (before the
-//! fabric's faults); the replay sends each frame again from its source host at its
-//! recorded virtual time, and the fabric, seeded alike, draws its random faults for the
-//! same frames in the same order, so the same frames are lost, duplicated and delayed on
-//! the same links. That holds for one sender (the demo); with several, frames due at the
-//! same instant are taken in another order on replay and the draws differ.
+//! link faults; a buggy sender's corrupted payload included); the replay sends the frames
+//! again in the captured order, each from its source host at its recorded virtual time
+//! ([`backend_sim::Fabric::replay_by_source`]). Every link draws its faults from streams
+//! of its own (one per link and fault kind, from the seed), so the same frames crossing
+//! a link in the same order are lost, duplicated, corrupted and delayed alike, however
+//! many senders share the fabric.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -290,18 +291,37 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// The replay check holds beyond the demo for one-sender scenarios: UD (RoCE
-    /// frames), corruption, partitions, drops and duplicates at the sender, reordering.
-    /// (With several senders the fabric's random draws come in another order on replay,
-    /// so `two-senders` differs; see the module docs.)
+    /// The replay check holds beyond the demo: UD (RoCE frames), corruption of every
+    /// kind, partitions, drops and duplicates at the sender, reordering, and several
+    /// senders (two, and four on four hosts with every link fault).
     #[test]
     fn corpus_scenarios_replay_to_the_same_result() {
         let dir = std::env::temp_dir().join(format!("scenario-replay-test-{}", std::process::id()));
-        for name in ["ud-rxe", "corruption", "partition", "drop-list", "reorder"] {
+        for name in [
+            "ud-rxe",
+            "corruption",
+            "partition",
+            "drop-list",
+            "reorder",
+            "two-senders",
+            "four-senders",
+        ] {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("corpus/{name}.toml"));
             let s = Scenario::from_toml(&std::fs::read_to_string(path).unwrap()).unwrap();
             let d = run(&s, &dir.join(name), false).unwrap();
             assert!(d.ok(), "{name}:\n{}", d.text);
+            assert_eq!(d.comparison.len(), s.receivers.len(), "{name}");
+            if name == "four-senders" {
+                assert_eq!(s.senders.len(), 4);
+                let f = d.run.sim.with_fabric(|f| f.stats());
+                assert!(f.dropped_loss > 0 && f.dropped_burst > 0 && f.duplicated > 0);
+                assert!(f.dropped_fcs > 0 && f.corrupted_switch > 0, "{f:?}");
+                // Not a trivial match: the faults cost every receiver something.
+                assert!(d
+                    .comparison
+                    .iter()
+                    .all(|c| c.original.1 > 0 || c.original.0 < 80));
+            }
         }
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -22,16 +22,10 @@ pub enum ReplaySource {
     File(PathBuf),
     /// Records already converted (e.g. re-addressed datagrams of a foreign capture).
     Records(PcapFile),
-    /// A capture of this scenario's fabric: every frame is sent again from the host
-    /// whose address is its IPv4 source (the given host when none matches), at the
-    /// virtual time it was recorded.
+    /// A capture of this scenario's fabric: every frame is sent again, in the order it
+    /// was recorded and at the virtual time it was, from the host whose MAC is its
+    /// source (the given host when none is); see [`backend_sim::Fabric::replay_by_source`].
     CaptureBySource(PathBuf),
-}
-
-/// The IPv4 source of an untagged Ethernet frame.
-fn ipv4_src(frame: &[u8]) -> Option<std::net::Ipv4Addr> {
-    (frame.len() >= 34 && frame[12..14] == [0x08, 0x00])
-        .then(|| std::net::Ipv4Addr::new(frame[26], frame[27], frame[28], frame[29]))
 }
 
 /// How to run.
@@ -187,33 +181,13 @@ pub fn run_with(
             }
             ReplaySource::CaptureBySource(path) => {
                 let pcap = PcapFile::read(path).map_err(backend)?;
-                let mut by_host: Vec<Vec<backend_sim::pcap::PcapRecord>> =
-                    vec![Vec::new(); s.hosts.len()];
-                for rec in pcap.records {
-                    let h = ipv4_src(&rec.data)
-                        .and_then(|ip| s.hosts.iter().position(|h| h.ip == ip))
-                        .unwrap_or(*from);
-                    by_host[h].push(rec);
-                }
-                let mut n = 0;
-                for (h, records) in by_host.into_iter().enumerate() {
-                    let Some(first) = records.first().map(|r| r.ts_ns) else {
-                        continue;
-                    };
-                    let part = PcapFile {
-                        link_type: pcap.link_type,
-                        snaplen: pcap.snaplen,
-                        records,
-                    };
-                    let opts = ReplayOptions {
-                        start_at: Some(first),
-                    };
-                    n += sim
-                        .with_fabric(|f| f.replay(ports[h], &part, opts))
-                        .map_err(backend)?
-                        .frames;
-                }
-                n
+                // The recorded times are the run's virtual times: start where it did.
+                let opts = ReplayOptions {
+                    start_at: pcap.records.first().map(|r| r.ts_ns),
+                };
+                sim.with_fabric(|f| f.replay_by_source(port, &pcap, opts))
+                    .map_err(backend)?
+                    .frames
             }
         };
     }
@@ -232,6 +206,7 @@ pub fn run_with(
         bar.finish_and_clear();
     }
     outcome.trace_hash = Some(sim.trace_hash());
+    outcome.tainted = crate::runner::sim::tainted(&sim);
     if opts.capture.is_some() {
         sim.finish_capture().map_err(backend)?;
     }

@@ -230,17 +230,25 @@ pub fn render(rows: &[Row]) -> String {
 /// The fabric's counters on one line.
 pub fn fabric_line(f: &FabricStats) -> String {
     format!(
-        "fabric: {} frames transmitted, {} delivered to ports, {} duplicated, {} corrupted; \
-         lost: {} random loss, {} drop list, {} partition, {} overrun, {} bad checksum, {} no route",
+        "fabric: {} frames transmitted, {} delivered to ports, {} duplicated, \
+         corrupted {} on the wire / {} in the switch / {} by the sender; \
+         lost: {} random loss, {} in bursts, {} drop list, {} partition, {} overrun, {} no route; \
+         checksum drops: {} FCS, {} IPv4 header, {} UDP checksum, {} ICRC",
         f.transmitted,
         f.delivered,
         f.duplicated,
-        f.corrupted,
+        f.corrupted_wire,
+        f.corrupted_switch,
+        f.corrupted_payload,
         f.dropped_loss,
+        f.dropped_burst,
         f.dropped_list,
         f.dropped_partition,
         f.dropped_overrun,
-        f.dropped_checksum,
-        f.dropped_no_route
+        f.dropped_no_route,
+        f.dropped_fcs,
+        f.dropped_ip_header,
+        f.dropped_udp_checksum,
+        f.dropped_icrc,
     )
 }

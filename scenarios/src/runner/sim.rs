@@ -2,10 +2,11 @@
 //! simulator's fault plan (exact drops and duplicates are applied at the senders, as on
 //! hardware), raw receivers on mlx5 hosts, UD on any.
 
+use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::Path;
 
-use backend_sim::{FaultPlan, LinkFaults, Partition, Personality, Sim};
+use backend_sim::{BurstLoss, FaultPlan, LinkFaults, Partition, Personality, Sim};
 
 use super::drive::{build, Clock, RunError};
 use crate::model::{Nic, Scenario};
@@ -40,14 +41,52 @@ fn mac(ip: Ipv4Addr) -> [u8; 6] {
     [0x02, 0x00, o[0], o[1], o[2], o[3]]
 }
 
+/// The heaps corruption nothing below the application could see touched in `sim` (see
+/// [`Outcome::tainted`]): the heap counter of each SPEAD packet a sender corrupted, as
+/// sent and as it left, and of each packet flipped in the switch that the receiving
+/// NIC's checks passed, as it arrived; where they decode.
+pub fn tainted(sim: &Sim) -> BTreeSet<u64> {
+    use backend_sim::frame::{roce, FrameView};
+    let spead_cnt = |frame: &[u8]| -> Option<u64> {
+        let view = FrameView::parse(frame).ok()?;
+        let udp = &frame[view.udp_payload()?];
+        let packet = if view.is_roce() {
+            roce::parse_roce(udp).ok()?.payload
+        } else {
+            udp
+        };
+        spead::wire::decode_packet(packet).ok().map(|p| p.heap_cnt)
+    };
+    sim.with_fabric(|f| {
+        let mut out = BTreeSet::new();
+        for c in f.payload_corruptions() {
+            let mut meant = c.frame.clone();
+            meant[c.bit / 8] ^= 0x80 >> (c.bit % 8);
+            out.extend(spead_cnt(&c.frame));
+            out.extend(spead_cnt(&meant));
+        }
+        for c in f.undetected_corruptions() {
+            out.extend(spead_cnt(&c.frame));
+        }
+        out
+    })
+}
+
 /// The simulator's fault plan for a scenario's fabric faults.
 pub fn fault_plan(s: &Scenario, ports: &[backend_sim::PortId]) -> FaultPlan {
     let f = &s.faults;
     FaultPlan {
         default_link: LinkFaults {
             loss: f.loss,
+            burst: f.burst.map(|b| BurstLoss {
+                enter: b.enter,
+                leave: b.leave,
+                loss: b.loss,
+            }),
             duplicate: f.dup,
             corrupt: f.corrupt,
+            corrupt_switch: f.corrupt_switch,
+            corrupt_payload: f.corrupt_payload,
             delay_ns: f.delay_ns,
             jitter_ns: f.jitter_ns,
             reorder: if f.reorder_window > 0 { 0.25 } else { 0.0 },
@@ -119,6 +158,7 @@ pub fn run_sim_with(s: &Scenario, capture: Option<&Path>) -> Result<SimRun, RunE
     let outcome = drive.run(s, &SimClock(&sim), u32::MAX)?;
     let mut outcome = outcome;
     outcome.trace_hash = Some(sim.trace_hash());
+    outcome.tainted = tainted(&sim);
     if capture.is_some() {
         sim.finish_capture()
             .map_err(|e| RunError::Backend(e.to_string()))?;

@@ -30,11 +30,14 @@ pub enum FrameDrop {
     NotUdp,
     /// UDP to an address or port this receiver does not listen on.
     WrongEndpoint,
+    /// The NIC found the IPv4 header or the UDP checksum wrong (IBV_WC_IP_CSUM_OK unset,
+    /// on a device that verifies them).
+    Checksum,
 }
 
 impl FrameDrop {
     /// Every cause, for reports.
-    pub const ALL: [FrameDrop; 8] = [
+    pub const ALL: [FrameDrop; 9] = [
         FrameDrop::Truncated,
         FrameDrop::Vlan,
         FrameDrop::NotIpv4,
@@ -43,6 +46,7 @@ impl FrameDrop {
         FrameDrop::IpChecksum,
         FrameDrop::NotUdp,
         FrameDrop::WrongEndpoint,
+        FrameDrop::Checksum,
     ];
 
     /// A short name (`snake_case`) for counters and JSON.
@@ -56,6 +60,7 @@ impl FrameDrop {
             FrameDrop::IpChecksum => "ip_checksum",
             FrameDrop::NotUdp => "not_udp",
             FrameDrop::WrongEndpoint => "wrong_endpoint",
+            FrameDrop::Checksum => "checksum",
         }
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint, Notification};
 use verbs_api::pool::{SlotPool, SlotPoolConfig, SlotToken};
 use verbs_api::{
-    ipv4_multicast_mac, Completion, Context, FlowAttr, Gid, QpState, QpType, QueuePair, Verbs,
-    GRH_LEN,
+    ipv4_multicast_mac, Completion, Context, DeviceCapFlags, FlowAttr, Gid, QpState, QpType,
+    QueuePair, Verbs, WcFlags, GRH_LEN,
 };
 
 use super::config::{find_device, wait_timeout, IbvConfig};
@@ -46,8 +46,15 @@ impl ReceiverStats {
 }
 
 enum Mode<C: Context> {
-    Raw { flows: Vec<C::Flow> },
-    Ud { groups: Vec<Ipv4Addr> },
+    /// `checksums`: the device verifies IPv4 and UDP checksums on receive and reports
+    /// the result as IBV_WC_IP_CSUM_OK (it has IBV_DEVICE_RAW_IP_CSUM).
+    Raw {
+        flows: Vec<C::Flow>,
+        checksums: bool,
+    },
+    Ud {
+        groups: Vec<Ipv4Addr>,
+    },
 }
 
 /// A verbs receive transport; see the module docs of [`super`].
@@ -199,7 +206,10 @@ impl<C: Context> Receiver<C> {
                     );
                     flows.push(ep.ctx.create_flow(&ep.qp, &rule)?);
                 }
-                Mode::Raw { flows }
+                Mode::Raw {
+                    flows,
+                    checksums: attr.device_cap_flags.contains(DeviceCapFlags::RAW_IP_CSUM),
+                }
             }
         };
         // Post every slot before traffic can arrive.
@@ -307,8 +317,14 @@ impl<C: Context> Receiver<C> {
             self.stats.frames += 1;
             let bytes = self.pool.received(&token, wc);
             let (verdict, grh) = match &self.mode {
-                Mode::Raw { .. } => (
+                Mode::Raw { checksums, .. } => (
                     match frame::parse(bytes) {
+                        // A bit flipped where the FCS could not see it (in a switch):
+                        // the NIC's checksum verdict is the only one that covers the
+                        // UDP payload.
+                        Ok(_) if *checksums && !wc.wc_flags.contains(WcFlags::IP_CSUM_OK) => {
+                            Err(FrameDrop::Checksum)
+                        }
                         Ok(d) if self.endpoints.contains(&d.dst) => Ok(d.payload),
                         Ok(_) => Err(FrameDrop::WrongEndpoint),
                         Err(cause) => Err(cause),
@@ -373,7 +389,7 @@ impl<C: Context> Drop for Receiver<C> {
     fn drop(&mut self) {
         // Flow rules go before the QP (the Endpoint drops after this); multicast
         // attachments are detached explicitly, as libibverbs expects before destroy.
-        if let Mode::Raw { flows } = &mut self.mode {
+        if let Mode::Raw { flows, .. } = &mut self.mode {
             flows.clear();
         }
         if let Mode::Ud { groups } = &self.mode {
