@@ -168,33 +168,81 @@ pub fn all_faults(packets: u64, hosts: usize) -> impl Strategy<Value = Faults> {
     )
 }
 
-/// A whole valid scenario for the simulator: 2-4 hosts, 1-2 groups, 1-2 senders, 1-3
-/// receivers, and [`faults`]. Raw receivers are placed on mlx5 hosts.
+/// The size of generated scenarios: inclusive ranges of hosts, groups, senders and
+/// receivers, and caps on each sender's heaps and heap size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape {
+    /// Hosts, `h0` ..
+    pub hosts: (usize, usize),
+    /// Multicast groups.
+    pub groups: (usize, usize),
+    /// Senders.
+    pub senders: (usize, usize),
+    /// Receivers.
+    pub receivers: (usize, usize),
+    /// At most this many heaps per sender.
+    pub max_heaps: u32,
+    /// At most this many bytes per heap.
+    pub max_heap_size: usize,
+    /// The scenario's name: this prefix and the seed.
+    pub name: &'static str,
+}
+
+impl Shape {
+    /// 2-4 hosts, 1-2 groups, 1-2 senders, 1-3 receivers, heaps as [`sender`] draws them.
+    pub const SMALL: Shape = Shape {
+        hosts: (2, 4),
+        groups: (1, 2),
+        senders: (1, 2),
+        receivers: (1, 3),
+        max_heaps: u32::MAX,
+        max_heap_size: usize::MAX,
+        name: "prop",
+    };
+}
+
+/// A whole valid scenario for the simulator: [`Shape::SMALL`] with [`faults`]. Raw
+/// receivers are placed on mlx5 hosts.
 pub fn scenario() -> impl Strategy<Value = Scenario> {
-    scenario_of(|packets, hosts| faults(packets, hosts).boxed())
+    scenario_of(Shape::SMALL, |packets, hosts| {
+        faults(packets, hosts).boxed()
+    })
 }
 
 /// As [`scenario`], with [`all_faults`]: what the fault swarm draws. (The scenario
 /// properties keep to [`faults`], whose shrinking the broken-receiver test relies on.)
 pub fn every_fault_scenario() -> impl Strategy<Value = Scenario> {
-    scenario_of(|packets, hosts| all_faults(packets, hosts).boxed())
+    scenario_of(Shape::SMALL, |packets, hosts| {
+        all_faults(packets, hosts).boxed()
+    })
 }
 
-/// A scenario as [`scenario`] describes, its faults drawn by `faults(packets, hosts)`.
-fn scenario_of(faults: fn(u64, usize) -> BoxedStrategy<Faults>) -> impl Strategy<Value = Scenario> {
-    (2usize..=4, 1usize..=2, any::<u64>())
-        .prop_flat_map(|(nh, ng, seed)| {
+/// A scenario of `shape`, its faults drawn by `faults(packets, hosts)`. Raw receivers'
+/// hosts and every sender's host get mlx5 NICs (raw frames need mlx5 at both ends).
+pub fn scenario_of(
+    shape: Shape,
+    faults: fn(u64, usize) -> BoxedStrategy<Faults>,
+) -> impl Strategy<Value = Scenario> {
+    (
+        shape.hosts.0..=shape.hosts.1,
+        shape.groups.0..=shape.groups.1,
+        any::<u64>(),
+    )
+        .prop_flat_map(move |(nh, ng, seed)| {
             (
                 (0..nh).map(host).collect::<Vec<_>>(),
-                vec(sender(nh, ng), 1..=2),
-                vec(receiver(nh, ng), 1..=3),
+                vec(sender(nh, ng), shape.senders.0..=shape.senders.1),
+                vec(receiver(nh, ng), shape.receivers.0..=shape.receivers.1),
                 Just(ng),
                 Just(seed),
                 Just(nh),
             )
         })
-        .prop_flat_map(move |(mut hosts, senders, receivers, ng, seed, nh)| {
-            // Raw frames need mlx5 at both ends: raw receivers' hosts and senders' hosts.
+        .prop_flat_map(move |(mut hosts, mut senders, receivers, ng, seed, nh)| {
+            for snd in &mut senders {
+                snd.heaps = snd.heaps.min(shape.max_heaps);
+                snd.heap_size = snd.heap_size.min(shape.max_heap_size);
+            }
             for r in receivers.iter().filter(|r| r.transport == Transport::Raw) {
                 let i = r.host[1..].parse::<usize>().unwrap_or(0);
                 hosts[i].nic = Nic::Mlx5;
@@ -215,15 +263,17 @@ fn scenario_of(faults: fn(u64, usize) -> BoxedStrategy<Faults>) -> impl Strategy
                 faults(packets, nh),
             )
         })
-        .prop_map(|((hosts, senders, receivers, ng, seed), faults)| Scenario {
-            name: format!("prop-{seed:016x}"),
-            seed,
-            hosts,
-            groups: (0..ng).map(group).collect(),
-            senders,
-            receivers,
-            faults,
-        })
+        .prop_map(
+            move |((hosts, senders, receivers, ng, seed), faults)| Scenario {
+                name: format!("{}-{seed:016x}", shape.name),
+                seed,
+                hosts,
+                groups: (0..ng).map(group).collect(),
+                senders,
+                receivers,
+                faults,
+            },
+        )
 }
 
 /// Scenarios that run the same on the simulator and on real verbs (the differential

@@ -12,15 +12,14 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::strategy::{BoxedStrategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use crate::invariants::check;
-use crate::model::{Nic, Scenario, Transport};
+use crate::model::Scenario;
 use crate::runner::sim::run_sim;
-use crate::strategy::{all_faults, group, host, receiver, sender};
+use crate::strategy::{all_faults, scenario_of, Shape};
 
 /// The scenarios the swarm draws from: mostly small ones (2-4 hosts, 1-2 groups, 1-2
 /// senders, 1-3 receivers, every fault kind: [`all_faults`]), and one in eight wide (up to 64 senders,
@@ -30,57 +29,21 @@ pub fn swarm_scenario() -> BoxedStrategy<Scenario> {
     prop_oneof![7 => crate::strategy::every_fault_scenario(), 1 => wide_scenario()].boxed()
 }
 
-/// A wide scenario: 2-16 hosts, 1-64 groups, 1-64 senders and 1-64 receivers.
+/// A wide scenario: 2-16 hosts, 1-64 groups, 1-64 senders and 1-64 receivers, each sender
+/// with at most two heaps of 4 KiB, and every fault kind.
 fn wide_scenario() -> impl Strategy<Value = Scenario> {
-    (
-        2usize..=16,
-        1usize..=64,
-        1usize..=64,
-        1usize..=64,
-        any::<u64>(),
+    scenario_of(
+        Shape {
+            hosts: (2, 16),
+            groups: (1, 64),
+            senders: (1, 64),
+            receivers: (1, 64),
+            max_heaps: 2,
+            max_heap_size: 4096,
+            name: "swarm-wide",
+        },
+        |packets, hosts| all_faults(packets, hosts).boxed(),
     )
-        .prop_flat_map(|(nh, ng, ns, nr, seed)| {
-            (
-                (0..nh).map(host).collect::<Vec<_>>(),
-                vec(sender(nh, ng), ns..=ns),
-                vec(receiver(nh, ng), nr..=nr),
-                Just((ng, seed, nh)),
-            )
-        })
-        .prop_flat_map(|(mut hosts, mut senders, receivers, (ng, seed, nh))| {
-            for s in &mut senders {
-                s.heaps = s.heaps.min(2);
-                s.heap_size = s.heap_size.min(4096);
-            }
-            for r in receivers.iter().filter(|r| r.transport == Transport::Raw) {
-                hosts[host_index(&r.host)].nic = Nic::Mlx5;
-            }
-            for s in &senders {
-                hosts[host_index(&s.host)].nic = Nic::Mlx5;
-            }
-            let packets: u64 = senders
-                .iter()
-                .map(|s| u64::from(s.heaps) * (s.heap_size as u64 / 256 + 1))
-                .sum();
-            (
-                Just((hosts, senders, receivers, ng, seed)),
-                all_faults(packets, nh),
-            )
-        })
-        .prop_map(|((hosts, senders, receivers, ng, seed), faults)| Scenario {
-            name: format!("swarm-wide-{seed:016x}"),
-            seed,
-            hosts,
-            groups: (0..ng).map(group).collect(),
-            senders,
-            receivers,
-            faults,
-        })
-}
-
-/// The index in `h{i}`.
-fn host_index(name: &str) -> usize {
-    name.get(1..).and_then(|n| n.parse().ok()).unwrap_or(0)
 }
 
 /// The proptest runner whose random stream is a function of `seed` alone.
