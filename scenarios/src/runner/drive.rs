@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use spead::recv::{Stream, StreamConfig};
-use spead::send::{Heap, Packetizer, RateLimiter, DEFAULT_BURST_RATE_RATIO};
+use spead::send::{Heap, ItemValue, Packetizer, RateLimiter, DEFAULT_BURST_RATE_RATIO};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 use spead::verbs::{IbvConfig, Receiver, Sender};
@@ -12,7 +12,7 @@ use verbs_api::{Context, Verbs};
 
 use crate::model::{Scenario, Transport};
 use crate::outcome::{Outcome, ReceivedHeap, ReceiverReport, SentHeap};
-use crate::payload::{digest, heap_payload, item_layout};
+use crate::payload::{digest_chunks, item_layout, SenderPayloads};
 
 /// Why a scenario could not run.
 #[derive(Debug, thiserror::Error)]
@@ -182,8 +182,15 @@ pub fn build<V: Verbs>(
 
 struct SenderState {
     heap: u32,
-    packets: Vec<Vec<u8>>,
+    /// The current heap's packets, back to back (a buffer kept for every heap).
+    packets: Vec<u8>,
+    /// Where each packet of the current heap ends in `packets`.
+    ends: Vec<usize>,
     next: usize,
+    /// The sender's payloads, and the heap being sent (its item buffers kept too).
+    payloads: SenderPayloads,
+    layout: Vec<(u64, usize, usize)>,
+    current: Heap,
     /// Paces every packet at the sender's rate (a burst of one byte), catching up after
     /// a late round as spead2 does, on the clock's nanoseconds.
     limiter: RateLimiter,
@@ -191,29 +198,64 @@ struct SenderState {
     next_time: u64,
 }
 
+/// Makes `heap` sender `payloads`' heap `k` with items at `layout` ([`item_layout`]),
+/// reusing its item buffers when it already has that layout.
+fn fill_heap(payloads: &SenderPayloads, layout: &[(u64, usize, usize)], k: u32, heap: &mut Heap) {
+    if heap.items.len() != layout.len() {
+        *heap = Heap::new(Flavour::SPEAD_64_48);
+        for &(id, _, len) in layout {
+            heap.add_item(id, vec![0; len], false);
+        }
+    }
+    for (item, &(_, off, _)) in heap.items.iter_mut().zip(layout) {
+        if let ItemValue::Bytes { data, .. } = &mut item.value {
+            payloads.fill(k, off, data);
+        }
+    }
+}
+
+/// The bytes of `heap`'s addressed items, in layout order.
+fn item_bytes(heap: &Heap) -> impl Iterator<Item = &[u8]> {
+    heap.items.iter().filter_map(|i| match &i.value {
+        ItemValue::Bytes { data, .. } => Some(data.as_slice()),
+        ItemValue::Inline(_) => None,
+    })
+}
+
 /// The heap sender `i` sends as its `k`-th, exactly as [`crate::payload`] defines it.
 pub fn build_heap(s: &Scenario, i: usize, k: u32) -> (Heap, Vec<u8>) {
     let snd = &s.senders[i];
-    let payload = heap_payload(s.seed, i, k, snd.heap_size);
+    let payloads = SenderPayloads::new(s.seed, i, snd.heap_size);
     let mut heap = Heap::new(Flavour::SPEAD_64_48);
-    for (id, off, len) in item_layout(snd.heap_size, snd.items) {
-        heap.add_item(id, payload[off..off + len].to_vec(), false);
-    }
-    (heap, payload)
+    fill_heap(&payloads, &item_layout(snd.heap_size, snd.items), k, &mut heap);
+    (heap, payloads.heap(k))
 }
 
-fn packetize(heap: &Heap, cnt: u64, size: usize) -> Result<Vec<Vec<u8>>, RunError> {
-    let mut p = Packetizer::new(heap, cnt, size)
-        .map_err(|e| RunError::Backend(format!("packetizer: {e:?}")))?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; size];
-    while let Some(n) = p
-        .next_packet(&mut buf)
-        .map_err(|e| RunError::Backend(format!("packetizer: {e:?}")))?
-    {
-        out.push(buf[..n].to_vec());
+/// Cuts `heap` into packets of at most `size` bytes, back to back in `buf` (which only
+/// grows, so a sender's buffer is allocated once), with their ends in `ends`.
+fn packetize(
+    heap: &Heap,
+    cnt: u64,
+    size: usize,
+    buf: &mut Vec<u8>,
+    ends: &mut Vec<usize>,
+) -> Result<(), RunError> {
+    let err = |e| RunError::Backend(format!("packetizer: {e:?}"));
+    let mut p = Packetizer::new(heap, cnt, size).map_err(err)?;
+    ends.clear();
+    let mut at = 0;
+    loop {
+        if buf.len() < at + size {
+            buf.resize(at + size, 0);
+        }
+        match p.next_packet(&mut buf[at..at + size]).map_err(err)? {
+            Some(n) => {
+                at += n;
+                ends.push(at);
+            }
+            None => return Ok(()),
+        }
     }
-    Ok(out)
 }
 
 /// The stream configuration of receiver `r`.
@@ -269,7 +311,18 @@ impl<C: Context> Drive<C> {
             .map(|snd| SenderState {
                 heap: 0,
                 packets: Vec::new(),
+                ends: Vec::new(),
                 next: 0,
+                payloads: SenderPayloads::new(
+                    s.seed,
+                    snd.index,
+                    s.senders[snd.index].heap_size,
+                ),
+                layout: item_layout(
+                    s.senders[snd.index].heap_size,
+                    s.senders[snd.index].items,
+                ),
+                current: Heap::new(Flavour::SPEAD_64_48),
                 limiter: RateLimiter::new(s.senders[snd.index].rate, 1, DEFAULT_BURST_RATE_RATIO),
                 next_time: 0,
             })
@@ -293,20 +346,26 @@ impl<C: Context> Drive<C> {
             for (si, snd) in self.senders.iter_mut().enumerate() {
                 let spec = &s.senders[snd.index];
                 let st = &mut states[si];
-                if st.next >= st.packets.len() {
+                if st.next >= st.ends.len() {
                     if st.heap >= spec.heaps {
                         continue;
                     }
                     let cnt = s.heap_cnt(snd.index, st.heap);
-                    let (heap, payload) = build_heap(s, snd.index, st.heap);
-                    st.packets = packetize(&heap, cnt, snd.packet_size)?;
+                    fill_heap(&st.payloads, &st.layout, st.heap, &mut st.current);
+                    packetize(
+                        &st.current,
+                        cnt,
+                        snd.packet_size,
+                        &mut st.packets,
+                        &mut st.ends,
+                    )?;
                     st.next = 0;
                     outcome.sent.push(SentHeap {
                         sender: snd.index,
                         cnt,
-                        len: payload.len(),
-                        digest: digest(&payload),
-                        packets: st.packets.len() as u32,
+                        len: st.payloads.len(),
+                        digest: digest_chunks(item_bytes(&st.current)),
+                        packets: st.ends.len() as u32,
                     });
                     st.heap += 1;
                 }
@@ -314,7 +373,8 @@ impl<C: Context> Drive<C> {
                     st.next_time = t;
                     continue;
                 }
-                let pkt = &st.packets[st.next];
+                let start = st.next.checked_sub(1).map_or(0, |i| st.ends[i]);
+                let pkt = &st.packets[start..st.ends[st.next]];
                 st.limiter.sent(pkt.len());
                 st.next += 1;
                 let copies = if drops.contains(&global) {
@@ -333,7 +393,7 @@ impl<C: Context> Drive<C> {
                 }
                 // A heap's last packet goes out at once (spead2 sends heaps promptly);
                 // holding it for the batch would let later heaps overtake it.
-                if st.next == st.packets.len() {
+                if st.next == st.ends.len() {
                     for t in &mut snd.transports {
                         t.flush()?;
                     }
@@ -346,7 +406,7 @@ impl<C: Context> Drive<C> {
                 progressed = true;
             }
             let senders_done = states.iter().zip(&self.senders).all(|(st, snd)| {
-                st.heap >= s.senders[snd.index].heaps && st.next >= st.packets.len()
+                st.heap >= s.senders[snd.index].heaps && st.next >= st.ends.len()
             });
             if senders_done {
                 for snd in &mut self.senders {
