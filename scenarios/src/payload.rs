@@ -6,8 +6,8 @@ pub const FIRST_ITEM_ID: u64 = 0x1000;
 
 /// A 64-bit digest of heap payloads, eight bytes at a time (not cryptographic; it catches
 /// corruption and misassembly, which is what the invariants need). The little-endian
-/// words are dealt round-robin to four lanes, each mixing its words with FxHash's
-/// rotate-xor-multiply step (four independent chains, so the multiplies overlap); the
+/// words are dealt round-robin to eight lanes, each mixing its words with FxHash's
+/// rotate-xor-multiply step (independent chains, so the multiplies overlap); the
 /// lanes are then folded in order and the byte length is mixed in last, so that trailing
 /// zero bytes change the digest.
 pub fn digest(bytes: &[u8]) -> u64 {
@@ -24,8 +24,9 @@ pub fn digest_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> u64 {
     d.finish()
 }
 
-/// The lanes of [`Digest`].
-const LANES: usize = 4;
+/// The lanes of [`Digest`]: enough independent multiply chains to keep the multiplier
+/// busy (its latency is a few cycles, its throughput one a cycle).
+const LANES: usize = 8;
 
 /// FxHash's multiplier.
 const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
@@ -41,9 +42,10 @@ fn word_at(bytes: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// The streaming state behind [`digest_chunks`].
+/// The streaming state behind [`digest_chunks`]: [`Digest::update`] with the bytes in
+/// order, in pieces of any size, then [`Digest::finish`].
 #[derive(Debug, Default)]
-struct Digest {
+pub struct Digest {
     lanes: [u64; LANES],
     /// Whole words mixed so far (the next one goes to lane `words % LANES`).
     words: u64,
@@ -60,7 +62,8 @@ impl Digest {
         self.words += 1;
     }
 
-    fn update(&mut self, mut bytes: &[u8]) {
+    /// Takes the next `bytes`.
+    pub fn update(&mut self, mut bytes: &[u8]) {
         self.len += bytes.len() as u64;
         if self.carried > 0 {
             let take = (8 - self.carried).min(bytes.len());
@@ -79,16 +82,15 @@ impl Digest {
             bytes = &bytes[8..];
         }
         let mut blocks = bytes.chunks_exact(8 * LANES);
-        let [mut a, mut b, mut c, mut d] = self.lanes;
+        let mut lanes = self.lanes;
         let mut n = 0u64;
         for blk in &mut blocks {
-            a = mix(a, word_at(blk, 0));
-            b = mix(b, word_at(blk, 8));
-            c = mix(c, word_at(blk, 16));
-            d = mix(d, word_at(blk, 24));
+            for (i, lane) in lanes.iter_mut().enumerate() {
+                *lane = mix(*lane, word_at(blk, 8 * i));
+            }
             n += 1;
         }
-        self.lanes = [a, b, c, d];
+        self.lanes = lanes;
         self.words += n * LANES as u64;
         let mut words = blocks.remainder().chunks_exact(8);
         for w in &mut words {
@@ -99,7 +101,8 @@ impl Digest {
         self.carried = rest.len();
     }
 
-    fn finish(mut self) -> u64 {
+    /// The digest of everything taken.
+    pub fn finish(mut self) -> u64 {
         if self.carried > 0 {
             self.carry[self.carried..].fill(0);
             self.mix_word(u64::from_le_bytes(self.carry));
@@ -188,6 +191,16 @@ impl SenderPayloads {
             .zip(pattern)
         {
             *d = s ^ p;
+        }
+    }
+
+    /// As [`SenderPayloads::fill`], also feeding the bytes to `digest` a few KiB at a
+    /// time, while they are still in the cache.
+    pub fn fill_digest(&self, k: u32, offset: usize, out: &mut [u8], digest: &mut Digest) {
+        const BLOCK: usize = 4096;
+        for (i, block) in out.chunks_mut(BLOCK).enumerate() {
+            self.fill(k, offset + i * BLOCK, block);
+            digest.update(block);
         }
     }
 
@@ -294,6 +307,16 @@ mod tests {
         across[8..16].copy_from_slice(&a[..8]);
         assert_ne!(digest(&same_lane), digest(&a));
         assert_ne!(digest(&across), digest(&a));
+    }
+
+    #[test]
+    fn a_fill_with_its_digest_gives_the_bytes_and_their_digest() {
+        let p = SenderPayloads::new(9, 1, 10_000);
+        let mut out = vec![0; 9_000];
+        let mut d = Digest::default();
+        p.fill_digest(3, 1_000, &mut out, &mut d);
+        assert_eq!(out, p.heap(3)[1_000..]);
+        assert_eq!(d.finish(), digest(&out));
     }
 
     #[test]
