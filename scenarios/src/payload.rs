@@ -164,7 +164,8 @@ impl SenderPayloads {
 
     /// The word heap `k`'s bytes are XORed with.
     fn heap_word(&self, k: u32) -> u64 {
-        let mut state = self.seed ^ (self.sender << 40) ^ (u64::from(k) + 1).wrapping_mul(0x9e37_79b9);
+        let mut state =
+            self.seed ^ (self.sender << 40) ^ (u64::from(k) + 1).wrapping_mul(0x9e37_79b9);
         splitmix(&mut state)
     }
 
@@ -173,7 +174,10 @@ impl SenderPayloads {
     /// # Panics
     /// When the range exceeds the payload length.
     pub fn fill(&self, k: u32, offset: usize, out: &mut [u8]) {
-        assert!(offset + out.len() <= self.len, "payload range out of bounds");
+        assert!(
+            offset + out.len() <= self.len,
+            "payload range out of bounds"
+        );
         // Byte j of `out` is payload byte offset + j: XOR with byte (offset + j) % 8 of
         // the heap's word, so rotate the word to start at byte offset % 8.
         let word = self.heap_word(k).rotate_right(8 * (offset % 8) as u32);

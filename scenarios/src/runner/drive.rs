@@ -3,10 +3,12 @@
 use std::collections::BTreeMap;
 
 use spead::recv::{Stream, StreamConfig};
-use spead::send::{Heap, ItemValue, Packetizer, RateLimiter, DEFAULT_BURST_RATE_RATIO};
+use spead::send::{
+    Cursor, Heap, ItemValue, Packetizer, RateLimiter, SendError, DEFAULT_BURST_RATE_RATIO,
+};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use spead::verbs::{IbvConfig, Receiver, Sender};
+use spead::verbs::{IbvConfig, Receiver, SendWithError, Sender};
 use spead::wire::Flavour;
 use verbs_api::{Context, Verbs};
 
@@ -184,11 +186,12 @@ pub fn build<V: Verbs>(
 
 struct SenderState {
     heap: u32,
-    /// The current heap's packets, back to back (a buffer kept for every heap).
-    packets: Vec<u8>,
-    /// Where each packet of the current heap ends in `packets`.
-    ends: Vec<usize>,
-    next: usize,
+    /// Where the packetizer stands in the current heap (None before the first).
+    cursor: Option<Cursor>,
+    /// The current heap's record in the outcome.
+    sent_index: usize,
+    /// One packet, for packets sent other than once one way.
+    scratch: Vec<u8>,
     /// The sender's payloads, and the heap being sent (its item buffers kept too).
     payloads: SenderPayloads,
     layout: Vec<(u64, usize, usize)>,
@@ -229,35 +232,17 @@ pub fn build_heap(s: &Scenario, i: usize, k: u32) -> (Heap, Vec<u8>) {
     let snd = &s.senders[i];
     let payloads = SenderPayloads::new(s.seed, i, snd.heap_size);
     let mut heap = Heap::new(Flavour::SPEAD_64_48);
-    fill_heap(&payloads, &item_layout(snd.heap_size, snd.items), k, &mut heap);
+    fill_heap(
+        &payloads,
+        &item_layout(snd.heap_size, snd.items),
+        k,
+        &mut heap,
+    );
     (heap, payloads.heap(k))
 }
 
-/// Cuts `heap` into packets of at most `size` bytes, back to back in `buf` (which only
-/// grows, so a sender's buffer is allocated once), with their ends in `ends`.
-fn packetize(
-    heap: &Heap,
-    cnt: u64,
-    size: usize,
-    buf: &mut Vec<u8>,
-    ends: &mut Vec<usize>,
-) -> Result<(), RunError> {
-    let err = |e| RunError::Backend(format!("packetizer: {e:?}"));
-    let mut p = Packetizer::new(heap, cnt, size).map_err(err)?;
-    ends.clear();
-    let mut at = 0;
-    loop {
-        if buf.len() < at + size {
-            buf.resize(at + size, 0);
-        }
-        match p.next_packet(&mut buf[at..at + size]).map_err(err)? {
-            Some(n) => {
-                at += n;
-                ends.push(at);
-            }
-            None => return Ok(()),
-        }
-    }
+fn packetizer_error(e: SendError) -> RunError {
+    RunError::Backend(format!("packetizer: {e}"))
 }
 
 /// The stream configuration of receiver `r`.
@@ -312,18 +297,11 @@ impl<C: Context> Drive<C> {
             .iter()
             .map(|snd| SenderState {
                 heap: 0,
-                packets: Vec::new(),
-                ends: Vec::new(),
-                next: 0,
-                payloads: SenderPayloads::new(
-                    s.seed,
-                    snd.index,
-                    s.senders[snd.index].heap_size,
-                ),
-                layout: item_layout(
-                    s.senders[snd.index].heap_size,
-                    s.senders[snd.index].items,
-                ),
+                cursor: None,
+                sent_index: 0,
+                scratch: Vec::new(),
+                payloads: SenderPayloads::new(s.seed, snd.index, s.senders[snd.index].heap_size),
+                layout: item_layout(s.senders[snd.index].heap_size, s.senders[snd.index].items),
                 current: Heap::new(Flavour::SPEAD_64_48),
                 limiter: RateLimiter::new(s.senders[snd.index].rate, 1, DEFAULT_BURST_RATE_RATIO),
                 next_time: 0,
@@ -348,26 +326,22 @@ impl<C: Context> Drive<C> {
             for (si, snd) in self.senders.iter_mut().enumerate() {
                 let spec = &s.senders[snd.index];
                 let st = &mut states[si];
-                if st.next >= st.ends.len() {
+                if !st.cursor.is_some_and(|c| c.has_next()) {
                     if st.heap >= spec.heaps {
                         continue;
                     }
                     let cnt = s.heap_cnt(snd.index, st.heap);
                     let digest = fill_heap(&st.payloads, &st.layout, st.heap, &mut st.current);
-                    packetize(
-                        &st.current,
-                        cnt,
-                        snd.packet_size,
-                        &mut st.packets,
-                        &mut st.ends,
-                    )?;
-                    st.next = 0;
+                    let p = Packetizer::new(&st.current, cnt, snd.packet_size)
+                        .map_err(packetizer_error)?;
+                    st.cursor = Some(p.pause());
+                    st.sent_index = outcome.sent.len();
                     outcome.sent.push(SentHeap {
                         sender: snd.index,
                         cnt,
                         len: st.payloads.len(),
                         digest,
-                        packets: st.ends.len() as u32,
+                        packets: 0,
                     });
                     st.heap += 1;
                 }
@@ -375,10 +349,10 @@ impl<C: Context> Drive<C> {
                     st.next_time = t;
                     continue;
                 }
-                let start = st.next.checked_sub(1).map_or(0, |i| st.ends[i]);
-                let pkt = &st.packets[start..st.ends[st.next]];
-                st.limiter.sent(pkt.len());
-                st.next += 1;
+                let Some(cursor) = st.cursor else {
+                    continue;
+                };
+                let mut p = Packetizer::resume(&st.current, cursor).map_err(packetizer_error)?;
                 let copies = if drops.contains(&global) {
                     0
                 } else if dups.contains(&global) {
@@ -387,15 +361,40 @@ impl<C: Context> Drive<C> {
                     1
                 };
                 global += 1;
-                for _ in 0..copies {
-                    for t in &mut snd.transports {
-                        t.send(pkt)?;
-                        outcome.packets_sent += 1;
+                let len = if let ([t], 1) = (snd.transports.as_mut_slice(), copies) {
+                    // The usual case: the packet is cut straight into the send slot.
+                    let n = t.send_with(|buf| p.next_packet(buf)).map_err(|e| match e {
+                        SendWithError::Fill(e) => packetizer_error(e),
+                        SendWithError::Verbs(e) => e.into(),
+                    })?;
+                    outcome.packets_sent += 1;
+                    n
+                } else {
+                    // Dropped, duplicated or sent both ways: cut once, copy to each.
+                    st.scratch.resize(snd.packet_size, 0);
+                    let n = p.next_packet(&mut st.scratch).map_err(packetizer_error)?;
+                    if let Some(n) = n {
+                        for _ in 0..copies {
+                            for t in &mut snd.transports {
+                                t.send(&st.scratch[..n])?;
+                                outcome.packets_sent += 1;
+                            }
+                        }
                     }
-                }
+                    n
+                };
+                let Some(len) = len else {
+                    return Err(RunError::Backend(
+                        "packetizer: no packet where one was due".into(),
+                    ));
+                };
+                st.limiter.sent(len);
+                outcome.sent[st.sent_index].packets += 1;
+                let heap_done = !p.has_next();
+                st.cursor = Some(p.pause());
                 // A heap's last packet goes out at once (spead2 sends heaps promptly);
                 // holding it for the batch would let later heaps overtake it.
-                if st.next == st.ends.len() {
+                if heap_done {
                     for t in &mut snd.transports {
                         t.flush()?;
                     }
@@ -408,7 +407,7 @@ impl<C: Context> Drive<C> {
                 progressed = true;
             }
             let senders_done = states.iter().zip(&self.senders).all(|(st, snd)| {
-                st.heap >= s.senders[snd.index].heaps && st.next >= st.ends.len()
+                st.heap >= s.senders[snd.index].heaps && !st.cursor.is_some_and(|c| c.has_next())
             });
             if senders_done {
                 for snd in &mut self.senders {
