@@ -20,7 +20,8 @@
 //!   cached under `target/softroce/`; see the [`vm`] module.
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
-//! - `cargo xtask bench`: the benchmarks.
+//! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
+//!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
 //! - `cargo xtask fuzz [--time S | --runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
@@ -97,7 +98,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Run the benchmarks (spead vs spead2, the simulator's packet path).
+    /// Run the benchmarks (spead vs spead2, the simulator's packet path and its per-frame
+    /// cost from 10^4 to 10^7 frames, the harness micro-benchmarks, the MeerKAT scenario).
     Bench,
     /// The fault swarm: one random scenario per seed on every core, checked against the
     /// invariants and run twice for the same trace: `cargo xtask swarm --seeds A..B

@@ -392,10 +392,15 @@ fn cmd_meerkat(seed: Option<u64>) -> ExitCode {
         Ok((ok, run)) => {
             let wall = started.elapsed();
             let frames = run.sim.with_fabric(|f| f.stats()).transmitted;
+            let cpu = simrun::cpu_seconds();
             println!(
-                "wall time: {:.2} s ({:.0} frames/s); peak memory (VmHWM): {}",
+                "wall time: {:.2} s ({:.0} frames/s); cpu time: {}; peak memory (VmHWM): {}",
                 wall.as_secs_f64(),
                 frames as f64 / wall.as_secs_f64(),
+                cpu.map_or_else(
+                    || "unknown (no /proc/self/stat)".to_string(),
+                    |c| format!("{c:.2} s ({:.0} frames/s)", frames as f64 / c)
+                ),
                 simrun::peak_rss_kib().map_or_else(
                     || "unknown (no /proc/self/status)".to_string(),
                     |k| format!("{:.1} MiB", k as f64 / 1024.0)
