@@ -302,13 +302,15 @@ impl UdpFrameSpec {
 }
 
 /// Fills the IPv4 header checksum and (if UDP) the UDP checksum of `frame` in place, as a
-/// NIC does for a send with IP_CSUM. Frames that do not parse are left alone.
-pub fn offload_checksums(frame: &mut [u8]) {
+/// NIC does for a send with IP_CSUM. Frames that do not parse are left alone. True when
+/// the frame now passes [`check_integrity`] for sure: an IPv4 UDP frame (not RoCEv2, whose
+/// ICRC this does not fill), so that a receiver need not compute the checksums again.
+pub fn offload_checksums(frame: &mut [u8]) -> bool {
     let Ok(view) = FrameView::parse(frame) else {
-        return;
+        return false;
     };
     let Some((ip, ip_off)) = view.ipv4 else {
-        return;
+        return false;
     };
     Ipv4Header::fill_checksum(&mut frame[ip_off..ip_off + ip.header_len]);
     if let L4::Udp { header, offset } = view.l4 {
@@ -317,7 +319,10 @@ pub fn offload_checksums(frame: &mut [u8]) {
             ip.dst,
             &mut frame[offset..offset + usize::from(header.len)],
         );
+        // RoCEv2's ICRC is not filled here.
+        return header.dst_port != roce::ROCEV2_UDP_PORT;
     }
+    false
 }
 
 #[cfg(test)]

@@ -15,12 +15,16 @@ pub(crate) enum EventKind {
         from: PortId,
         frame: Vec<u8>,
         index: u64,
+        /// The sender's NIC filled its checksums ([`super::Fabric::transmit_offloaded`]).
+        sound: bool,
     },
     /// A frame reaches a host port (over its downlink, or by NIC loopback).
     Arrive {
         to: PortId,
         frame: Vec<u8>,
         index: u64,
+        /// As in `AtSwitch`.
+        sound: bool,
     },
     /// A timer set by the layer above (the verbs model) fires.
     Timer { token: u64 },

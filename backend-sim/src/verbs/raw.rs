@@ -5,11 +5,11 @@
 use crate::frame::offload_checksums;
 use verbs_api::{QpState, SendFlags, WcFlags};
 
-/// Prepares a frame the application gathered for the wire.
-pub(crate) fn prepare_send(frame: &mut [u8], flags: SendFlags) {
-    if flags.contains(SendFlags::IP_CSUM) {
-        offload_checksums(frame);
-    }
+/// Prepares a frame the application gathered for the wire; true when the NIC filled
+/// every checksum a receiver checks (the application asked for the offload, and it is an
+/// IPv4 UDP frame: see [`offload_checksums`]).
+pub(crate) fn prepare_send(frame: &mut [u8], flags: SendFlags) -> bool {
+    flags.contains(SendFlags::IP_CSUM) && offload_checksums(frame)
 }
 
 /// Whether a RAW_PACKET QP in `state` takes frames.
@@ -49,11 +49,33 @@ mod tests {
         frame[24..26].fill(0);
         assert_eq!(check_integrity(&frame), Integrity::BadIpChecksum);
         let mut plain = frame.clone();
-        prepare_send(&mut plain, SendFlags::empty());
+        assert!(!prepare_send(&mut plain, SendFlags::empty()));
         assert_eq!(plain, frame, "without IP_CSUM the frame goes out as built");
-        prepare_send(&mut frame, SendFlags::IP_CSUM);
+        assert!(
+            prepare_send(&mut frame, SendFlags::IP_CSUM),
+            "filled: sound"
+        );
         assert_eq!(check_integrity(&frame), Integrity::Ok);
         assert_eq!(receive_flags(&frame), WcFlags::IP_CSUM_OK);
+    }
+
+    #[test]
+    fn only_a_filled_udp_frame_is_sound_not_roce_or_other_frames() {
+        let roce = UdpFrameSpec::new(
+            Mac([2, 0, 10, 0, 0, 1]),
+            Mac([2, 0, 10, 0, 0, 2]),
+            (Ipv4Addr::new(10, 0, 0, 1), 5000),
+            (Ipv4Addr::new(10, 0, 0, 2), 4791),
+        );
+        let mut frame = roce.build(&[0; 40]);
+        assert!(
+            !prepare_send(&mut frame, SendFlags::IP_CSUM),
+            "RoCEv2's ICRC is not filled, so the receiver still checks"
+        );
+        let mut arp = vec![0xffu8; 6];
+        arp.extend_from_slice(&[2, 0, 10, 0, 0, 1, 0x08, 0x06]);
+        arp.extend_from_slice(&[0; 28]);
+        assert!(!prepare_send(&mut arp, SendFlags::IP_CSUM));
     }
 
     #[test]

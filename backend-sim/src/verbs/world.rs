@@ -545,9 +545,14 @@ impl World {
             QpType::RawPacket => {
                 let mut frame = payload;
                 payload = Vec::new();
-                raw::prepare_send(&mut frame, wr.flags);
+                let offloaded = raw::prepare_send(&mut frame, wr.flags);
                 self.sniff(dev, &frame);
-                match self.fabric.transmit(port, frame) {
+                let sent = if offloaded {
+                    self.fabric.transmit_offloaded(port, frame)
+                } else {
+                    self.fabric.transmit(port, frame)
+                };
+                match sent {
                     Ok(_) => WcStatus::Success,
                     Err(_) => WcStatus::LocLenErr,
                 }
