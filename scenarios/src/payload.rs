@@ -27,6 +27,7 @@ pub fn digest_chunks<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> u64 {
 /// The lanes of [`Digest`]: enough independent multiply chains to keep the multiplier
 /// busy (its latency is a few cycles, its throughput one a cycle).
 const LANES: usize = 8;
+const _: () = assert!(LANES.is_power_of_two());
 
 /// FxHash's multiplier.
 const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
@@ -77,7 +78,7 @@ impl Digest {
             self.carried = 0;
         }
         // Single words up to lane 0, then one word per lane at a time.
-        while self.words % LANES as u64 != 0 && bytes.len() >= 8 {
+        while self.words & (LANES as u64 - 1) != 0 && bytes.len() >= 8 {
             self.mix_word(word_at(bytes, 0));
             bytes = &bytes[8..];
         }

@@ -36,15 +36,20 @@ mod tests {
     use crate::frame::{check_integrity, Integrity, UdpFrameSpec};
     use std::net::Ipv4Addr;
 
-    #[test]
-    fn a_frame_sent_with_ip_csum_arrives_with_valid_checksums_and_the_flag() {
-        let spec = UdpFrameSpec::new(
+    /// A UDP frame from 10.0.0.1:5000 to 10.0.0.2:`port`.
+    fn udp_to(port: u16, payload: &[u8]) -> Vec<u8> {
+        UdpFrameSpec::new(
             Mac([2, 0, 10, 0, 0, 1]),
             Mac([2, 0, 10, 0, 0, 2]),
             (Ipv4Addr::new(10, 0, 0, 1), 5000),
-            (Ipv4Addr::new(10, 0, 0, 2), 7148),
-        );
-        let mut frame = spec.build(b"payload");
+            (Ipv4Addr::new(10, 0, 0, 2), port),
+        )
+        .build(payload)
+    }
+
+    #[test]
+    fn a_frame_sent_with_ip_csum_arrives_with_valid_checksums_and_the_flag() {
+        let mut frame = udp_to(7148, b"payload");
         // An application that leaves the checksums to the NIC: zero them.
         frame[24..26].fill(0);
         assert_eq!(check_integrity(&frame), Integrity::BadIpChecksum);
@@ -61,13 +66,7 @@ mod tests {
 
     #[test]
     fn only_a_filled_udp_frame_is_sound_not_roce_or_other_frames() {
-        let roce = UdpFrameSpec::new(
-            Mac([2, 0, 10, 0, 0, 1]),
-            Mac([2, 0, 10, 0, 0, 2]),
-            (Ipv4Addr::new(10, 0, 0, 1), 5000),
-            (Ipv4Addr::new(10, 0, 0, 2), 4791),
-        );
-        let mut frame = roce.build(&[0; 40]);
+        let mut frame = udp_to(4791, &[0; 40]);
         assert!(
             !prepare_send(&mut frame, SendFlags::IP_CSUM),
             "RoCEv2's ICRC is not filled, so the receiver still checks"
