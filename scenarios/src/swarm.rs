@@ -184,50 +184,93 @@ pub struct SwarmReport {
     pub failures: Vec<Failure>,
 }
 
-/// Runs every seed of `config.seeds` on `config.threads` threads, calling `progress`
-/// after each scenario with (scenarios done, failures so far). Seeds are handed out in
-/// order from a shared counter, so the report does not depend on the thread count.
-pub fn run(config: &SwarmConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> SwarmReport {
-    let next = AtomicU64::new(config.seeds.start);
-    let done = AtomicU64::new(0);
-    let report = Mutex::new(SwarmReport::default());
+/// Runs `work` for every seed of `seeds` on `threads` threads (independent scenarios
+/// on every core) and returns the results in seed order, whatever the thread count:
+/// seeds are handed out in order from a shared counter. `done` is called after each seed
+/// with the number of seeds finished so far and that seed's result.
+pub fn par_seeds<T: Send>(
+    seeds: Range<u64>,
+    threads: usize,
+    work: impl Fn(u64) -> T + Sync,
+    done: &(dyn Fn(u64, &T) + Sync),
+) -> Vec<(u64, T)> {
+    let next = AtomicU64::new(seeds.start);
+    let finished = AtomicU64::new(0);
+    let results = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
-        for _ in 0..config.threads.max(1) {
+        for _ in 0..threads.max(1) {
             scope.spawn(|| loop {
                 let seed = next.fetch_add(1, Ordering::Relaxed);
-                if seed >= config.seeds.end {
+                if seed >= seeds.end {
                     break;
                 }
-                let outcome = check_scenario(&scenario_for_seed(seed));
-                let failure = outcome.as_ref().err().map(|problems| Failure {
-                    seed,
-                    problems: problems.clone(),
-                    shrunk: (config.shrink_budget > 0)
-                        .then(|| shrink(seed, config.shrink_budget))
-                        .flatten(),
-                });
-                let failures = {
-                    let mut r = report.lock().unwrap_or_else(|p| p.into_inner());
-                    r.scenarios += 1;
-                    if let Ok(res) = &outcome {
-                        r.packets_sent += res.packets_sent;
-                        r.heaps_delivered += res.heaps_delivered;
-                    }
-                    r.failures.extend(failure);
-                    r.failures.len() as u64
-                };
-                progress(done.fetch_add(1, Ordering::Relaxed) + 1, failures);
+                let result = work(seed);
+                done(finished.fetch_add(1, Ordering::Relaxed) + 1, &result);
+                results
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((seed, result));
             });
         }
     });
-    let mut report = report.into_inner().unwrap_or_else(|p| p.into_inner());
-    report.failures.sort_by_key(|f| f.seed);
+    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    results.sort_by_key(|(seed, _)| *seed);
+    results
+}
+
+/// Runs every seed of `config.seeds` on `config.threads` threads ([`par_seeds`]),
+/// calling `progress` after each scenario with (scenarios done, failures so far). The
+/// report does not depend on the thread count.
+pub fn run(config: &SwarmConfig, progress: &(dyn Fn(u64, u64) + Sync)) -> SwarmReport {
+    let failing = AtomicU64::new(0);
+    let results = par_seeds(
+        config.seeds.clone(),
+        config.threads,
+        |seed| {
+            let outcome = check_scenario(&scenario_for_seed(seed));
+            let failure = outcome.as_ref().err().map(|problems| Failure {
+                seed,
+                problems: problems.clone(),
+                shrunk: (config.shrink_budget > 0)
+                    .then(|| shrink(seed, config.shrink_budget))
+                    .flatten(),
+            });
+            (outcome.ok(), failure)
+        },
+        &|done, (_, failure): &(Option<SeedResult>, Option<Failure>)| {
+            let failures = failing.fetch_add(u64::from(failure.is_some()), Ordering::Relaxed)
+                + u64::from(failure.is_some());
+            progress(done, failures);
+        },
+    );
+    let mut report = SwarmReport::default();
+    for (_, (ok, failure)) in results {
+        report.scenarios += 1;
+        if let Some(res) = ok {
+            report.packets_sent += res.packets_sent;
+            report.heaps_delivered += res.heaps_delivered;
+        }
+        report.failures.extend(failure);
+    }
     report
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seeds_run_on_every_thread_come_back_in_seed_order() {
+        let calls = AtomicU64::new(0);
+        for threads in [1, 2, 5] {
+            let got = par_seeds(10..17, threads, |seed| seed * seed, &|_, _| {
+                calls.fetch_add(1, Ordering::Relaxed);
+            });
+            let want: Vec<(u64, u64)> = (10..17).map(|s| (s, s * s)).collect();
+            assert_eq!(got, want, "{threads} threads");
+        }
+        assert_eq!(calls.load(Ordering::Relaxed), 21);
+    }
 
     #[test]
     fn a_seed_always_gives_the_same_valid_scenario() {

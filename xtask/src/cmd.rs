@@ -467,7 +467,14 @@ pub fn bench() -> Result<(), Error> {
     run(spead, "spead benchmark (ours vs spead2)")?;
     let mut sim = cargo();
     sim.args(["bench", "-p", "backend-sim", "--bench", "raw_path"]);
-    run(sim, "simulator benchmark (RAW_PACKET path)")
+    run(
+        sim,
+        "simulator benchmark (RAW_PACKET path; per-frame cost from 10^4 to 10^7 frames)",
+    )?;
+    let mut payload = cargo();
+    payload.args(["bench", "-p", "scenarios", "--bench", "payload"]);
+    run(payload, "scenario harness micro-benchmarks (criterion)")?;
+    scenario_tool(&["meerkat".to_owned()])
 }
 
 /// Seconds each fuzz target runs in CI (the long form: `cargo xtask fuzz --time 3600`).

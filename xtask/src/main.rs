@@ -23,7 +23,8 @@
 //!   exits with CMD's exit code.
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
-//! - `cargo xtask bench`: the benchmarks.
+//! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
+//!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
 //! - `cargo xtask fuzz [--time S | --runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
@@ -103,7 +104,8 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Run the benchmarks (spead vs spead2, the simulator's packet path).
+    /// Run the benchmarks (spead vs spead2, the simulator's packet path and its per-frame
+    /// cost from 10^4 to 10^7 frames, the harness micro-benchmarks, the MeerKAT scenario).
     Bench,
     /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
     /// `emulator`) and runs CMD with it first on LD_LIBRARY_PATH, so an unmodified,

@@ -7,6 +7,8 @@
 //!   invariant check (exit 1 on violations); with `--pcap`, every frame the fabric carried,
 //!   as its sender put it on the wire (frames later lost or dropped by a check included,
 //!   a buggy sender's corrupted ones as they left).
+//! - `scenario run FILE.toml --seeds A..B [--threads N]`: the scenario once with each seed,
+//!   the seeds in parallel, one line per seed (exit 1 on violations).
 //! - `scenario replay FILE.pcap [--seed N] [--loss P] [--reorder W] [--dup P]
 //!   [--group G:PORT] [--out DIR]`: a capture through the simulated verbs receiver.
 //! - `scenario meerkat [--seed N]`: 64 senders, 16 groups, 16 receivers, ~10^6 frames;
@@ -51,17 +53,24 @@ enum Command {
         #[arg(long, default_value = "target/demo")]
         out: PathBuf,
     },
-    /// Runs a scenario file on the simulator and checks the invariants.
+    /// Runs a scenario file on the simulator and checks the invariants; with `--seeds
+    /// A..B`, once per seed, the seeds in parallel on every core, one line each.
     Run {
         /// The scenario (TOML).
         file: PathBuf,
         /// Seed (default: the file's).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "seeds")]
         seed: Option<u64>,
         /// Write every frame the fabric carried to this pcap, as transmitted (bad ones
         /// included).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "seeds")]
         pcap: Option<PathBuf>,
+        /// Seeds, as A..B (B excluded): the scenario once with each.
+        #[arg(long, value_parser = parse_seeds)]
+        seeds: Option<std::ops::Range<u64>>,
+        /// Worker threads for `--seeds` (default: every core).
+        #[arg(long, requires = "seeds", value_parser = clap::value_parser!(u32).range(1..=1024))]
+        threads: Option<u32>,
     },
     /// Replays a capture through the simulated verbs receiver.
     Replay {
@@ -132,7 +141,19 @@ fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Demo { seed, out } => cmd_demo(seed, &out),
-        Command::Run { file, seed, pcap } => cmd_run(&file, seed, pcap.as_deref()),
+        Command::Run {
+            file,
+            seed,
+            pcap,
+            seeds: None,
+            ..
+        } => cmd_run(&file, seed, pcap.as_deref()),
+        Command::Run {
+            file,
+            seeds: Some(seeds),
+            threads,
+            ..
+        } => cmd_run_seeds(&file, seeds, threads),
         Command::Replay {
             file,
             seed,
@@ -243,14 +264,96 @@ fn run_and_report(
     Ok((v.is_empty(), run))
 }
 
-fn cmd_run(file: &Path, seed: Option<u64>, pcap: Option<&Path>) -> ExitCode {
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => return fail(format!("{}: {e}", file.display())),
-    };
-    let mut s = match Scenario::from_toml(&text) {
+/// The scenario in `file`.
+fn load(file: &Path) -> Result<Scenario, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    Scenario::from_toml(&text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// Worker threads: `threads`, or every core.
+fn threads_or_cores(threads: Option<u32>) -> usize {
+    threads.map_or_else(
+        || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
+        |t| t as usize,
+    )
+}
+
+fn cmd_run_seeds(file: &Path, seeds: std::ops::Range<u64>, threads: Option<u32>) -> ExitCode {
+    let s = match load(file) {
         Ok(s) => s,
-        Err(e) => return fail(format!("{}: {e}", file.display())),
+        Err(e) => return fail(e),
+    };
+    let threads = threads_or_cores(threads);
+    let started = Instant::now();
+    let results = scenarios::swarm::par_seeds(
+        seeds.clone(),
+        threads,
+        |seed| {
+            let mut s = s.clone();
+            s.seed = seed;
+            scenarios::runner::run_sim(&s).map(|o| {
+                let violations: Vec<String> =
+                    check(&s, &o).iter().map(ToString::to_string).collect();
+                let complete = o
+                    .receivers
+                    .iter()
+                    .flat_map(|r| &r.heaps)
+                    .filter(|h| h.complete)
+                    .count();
+                (
+                    o.trace_hash.unwrap_or(0),
+                    o.packets_sent,
+                    complete,
+                    violations,
+                )
+            })
+        },
+        &|_, _| {},
+    );
+    let mut failing = 0;
+    let mut frames = 0;
+    for (seed, r) in &results {
+        match r {
+            Ok((hash, sent, complete, violations)) => {
+                frames += sent;
+                let verdict = if violations.is_empty() {
+                    "invariants: all hold".to_string()
+                } else {
+                    failing += 1;
+                    format!(
+                        "invariants: {} violated: {}",
+                        violations.len(),
+                        violations[0]
+                    )
+                };
+                println!("seed {seed}: trace hash {hash:016x}, {sent} frames, {complete} complete heaps; {verdict}");
+            }
+            Err(e) => {
+                failing += 1;
+                println!("seed {seed}: run failed: {e}");
+            }
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    println!(
+        "{:?} seeds {}..{}: {} runs on {threads} threads in {wall:.2} s wall ({:.0} frames/s); {failing} failing",
+        s.name,
+        seeds.start,
+        seeds.end,
+        results.len(),
+        frames as f64 / wall
+    );
+    if failing == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn cmd_run(file: &Path, seed: Option<u64>, pcap: Option<&Path>) -> ExitCode {
+    let mut s = match load(file) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
     };
     if let Some(seed) = seed {
         s.seed = seed;
@@ -308,10 +411,15 @@ fn cmd_meerkat(seed: Option<u64>) -> ExitCode {
         Ok((ok, run)) => {
             let wall = started.elapsed();
             let frames = run.sim.with_fabric(|f| f.stats()).transmitted;
+            let cpu = simrun::cpu_seconds();
             println!(
-                "wall time: {:.2} s ({:.0} frames/s); peak memory (VmHWM): {}",
+                "wall time: {:.2} s ({:.0} frames/s); cpu time: {}; peak memory (VmHWM): {}",
                 wall.as_secs_f64(),
                 frames as f64 / wall.as_secs_f64(),
+                cpu.map_or_else(
+                    || "unknown (no /proc/self/stat)".to_string(),
+                    |c| format!("{c:.2} s ({:.0} frames/s)", frames as f64 / c)
+                ),
                 simrun::peak_rss_kib().map_or_else(
                     || "unknown (no /proc/self/status)".to_string(),
                     |k| format!("{:.1} MiB", k as f64 / 1024.0)
@@ -334,10 +442,7 @@ fn cmd_swarm(
     out: &Path,
 ) -> ExitCode {
     use scenarios::swarm;
-    let threads = threads.map_or_else(
-        || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get),
-        |t| t as usize,
-    );
+    let threads = threads_or_cores(threads);
     let total = seeds.end - seeds.start;
     let bar = simrun::progress_bar(total, "scenarios");
     let started = Instant::now();

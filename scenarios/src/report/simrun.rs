@@ -228,6 +228,19 @@ pub fn peak_rss_kib() -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// Seconds this process has spent on a CPU, user and system (`/proc/self/stat`'s utime
+/// and stime, in the kernel's fixed 100 Hz USER_HZ ticks), or None off Linux. On a
+/// shared machine this, unlike wall time, does not count time other processes had.
+pub fn cpu_seconds() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after it are plain.
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    // utime and stime are fields 14 and 15; `rest` starts at field 3.
+    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+}
+
 /// A path's parent directory, created if missing.
 ///
 /// # Errors
@@ -247,4 +260,16 @@ pub fn progress_bar(len: u64, unit: &str) -> ProgressBar {
         .progress_chars("=> "),
     );
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_reads_and_never_runs_backwards() {
+        let a = cpu_seconds().expect("/proc/self/stat on Linux");
+        let b = cpu_seconds().expect("/proc/self/stat on Linux");
+        assert!(a >= 0.0 && b >= a, "{a} then {b}");
+    }
 }

@@ -3,16 +3,18 @@
 use std::collections::BTreeMap;
 
 use spead::recv::{Stream, StreamConfig};
-use spead::send::{Heap, Packetizer, RateLimiter, DEFAULT_BURST_RATE_RATIO};
+use spead::send::{
+    Cursor, Heap, ItemValue, Packetizer, RateLimiter, SendError, DEFAULT_BURST_RATE_RATIO,
+};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
-use spead::verbs::{IbvConfig, Receiver, Sender};
+use spead::verbs::{IbvConfig, Receiver, SendWithError, Sender};
 use spead::wire::Flavour;
 use verbs_api::{Context, Verbs};
 
 use crate::model::{Scenario, Transport};
 use crate::outcome::{Outcome, ReceivedHeap, ReceiverReport, SentHeap};
-use crate::payload::{digest, heap_payload, item_layout};
+use crate::payload::{item_layout, Digest, SenderPayloads};
 
 /// Why a scenario could not run.
 #[derive(Debug, thiserror::Error)]
@@ -157,7 +159,9 @@ pub fn build<V: Verbs>(
         let size = packet_size(i);
         let mut cfg = IbvConfig::new(vec![SocketAddrV4::new(g.addr, g.port)], ip(h));
         cfg.max_size = size;
-        cfg.buffer_size = 256 * (size + 42);
+        // A paced sender has few packets in flight: 64 slots (two post batches) keep its
+        // buffer warm in the cache instead of cycling through cold memory.
+        cfg.buffer_size = 64 * (size + 42);
         cfg.comp_vector = -1;
         let subscribed = |t: Transport| {
             s.receivers
@@ -182,8 +186,16 @@ pub fn build<V: Verbs>(
 
 struct SenderState {
     heap: u32,
-    packets: Vec<Vec<u8>>,
-    next: usize,
+    /// Where the packetizer stands in the current heap (None before the first).
+    cursor: Option<Cursor>,
+    /// The current heap's record in the outcome.
+    sent_index: usize,
+    /// One packet, for packets sent other than once one way.
+    scratch: Vec<u8>,
+    /// The sender's payloads, and the heap being sent (its item buffers kept too).
+    payloads: SenderPayloads,
+    layout: Vec<(u64, usize, usize)>,
+    current: Heap,
     /// Paces every packet at the sender's rate (a burst of one byte), catching up after
     /// a late round as spead2 does, on the clock's nanoseconds.
     limiter: RateLimiter,
@@ -191,29 +203,46 @@ struct SenderState {
     next_time: u64,
 }
 
+/// Makes `heap` sender `payloads`' heap `k` with items at `layout` ([`item_layout`]),
+/// reusing its item buffers when it already has that layout; returns the payload's
+/// digest.
+fn fill_heap(
+    payloads: &SenderPayloads,
+    layout: &[(u64, usize, usize)],
+    k: u32,
+    heap: &mut Heap,
+) -> u64 {
+    if heap.items.len() != layout.len() {
+        *heap = Heap::new(Flavour::SPEAD_64_48);
+        for &(id, _, len) in layout {
+            heap.add_item(id, vec![0; len], false);
+        }
+    }
+    let mut digest = Digest::default();
+    for (item, &(_, off, _)) in heap.items.iter_mut().zip(layout) {
+        if let ItemValue::Bytes { data, .. } = &mut item.value {
+            payloads.fill_digest(k, off, data, &mut digest);
+        }
+    }
+    digest.finish()
+}
+
 /// The heap sender `i` sends as its `k`-th, exactly as [`crate::payload`] defines it.
 pub fn build_heap(s: &Scenario, i: usize, k: u32) -> (Heap, Vec<u8>) {
     let snd = &s.senders[i];
-    let payload = heap_payload(s.seed, i, k, snd.heap_size);
+    let payloads = SenderPayloads::new(s.seed, i, snd.heap_size);
     let mut heap = Heap::new(Flavour::SPEAD_64_48);
-    for (id, off, len) in item_layout(snd.heap_size, snd.items) {
-        heap.add_item(id, payload[off..off + len].to_vec(), false);
-    }
-    (heap, payload)
+    fill_heap(
+        &payloads,
+        &item_layout(snd.heap_size, snd.items),
+        k,
+        &mut heap,
+    );
+    (heap, payloads.heap(k))
 }
 
-fn packetize(heap: &Heap, cnt: u64, size: usize) -> Result<Vec<Vec<u8>>, RunError> {
-    let mut p = Packetizer::new(heap, cnt, size)
-        .map_err(|e| RunError::Backend(format!("packetizer: {e:?}")))?;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; size];
-    while let Some(n) = p
-        .next_packet(&mut buf)
-        .map_err(|e| RunError::Backend(format!("packetizer: {e:?}")))?
-    {
-        out.push(buf[..n].to_vec());
-    }
-    Ok(out)
+fn packetizer_error(e: SendError) -> RunError {
+    RunError::Backend(format!("packetizer: {e}"))
 }
 
 /// The stream configuration of receiver `r`.
@@ -268,8 +297,12 @@ impl<C: Context> Drive<C> {
             .iter()
             .map(|snd| SenderState {
                 heap: 0,
-                packets: Vec::new(),
-                next: 0,
+                cursor: None,
+                sent_index: 0,
+                scratch: Vec::new(),
+                payloads: SenderPayloads::new(s.seed, snd.index, s.senders[snd.index].heap_size),
+                layout: item_layout(s.senders[snd.index].heap_size, s.senders[snd.index].items),
+                current: Heap::new(Flavour::SPEAD_64_48),
                 limiter: RateLimiter::new(s.senders[snd.index].rate, 1, DEFAULT_BURST_RATE_RATIO),
                 next_time: 0,
             })
@@ -293,20 +326,22 @@ impl<C: Context> Drive<C> {
             for (si, snd) in self.senders.iter_mut().enumerate() {
                 let spec = &s.senders[snd.index];
                 let st = &mut states[si];
-                if st.next >= st.packets.len() {
+                if !st.cursor.is_some_and(|c| c.has_next()) {
                     if st.heap >= spec.heaps {
                         continue;
                     }
                     let cnt = s.heap_cnt(snd.index, st.heap);
-                    let (heap, payload) = build_heap(s, snd.index, st.heap);
-                    st.packets = packetize(&heap, cnt, snd.packet_size)?;
-                    st.next = 0;
+                    let digest = fill_heap(&st.payloads, &st.layout, st.heap, &mut st.current);
+                    let p = Packetizer::new(&st.current, cnt, snd.packet_size)
+                        .map_err(packetizer_error)?;
+                    st.cursor = Some(p.pause());
+                    st.sent_index = outcome.sent.len();
                     outcome.sent.push(SentHeap {
                         sender: snd.index,
                         cnt,
-                        len: payload.len(),
-                        digest: digest(&payload),
-                        packets: st.packets.len() as u32,
+                        len: st.payloads.len(),
+                        digest,
+                        packets: 0,
                     });
                     st.heap += 1;
                 }
@@ -314,9 +349,10 @@ impl<C: Context> Drive<C> {
                     st.next_time = t;
                     continue;
                 }
-                let pkt = &st.packets[st.next];
-                st.limiter.sent(pkt.len());
-                st.next += 1;
+                let Some(cursor) = st.cursor else {
+                    continue;
+                };
+                let mut p = Packetizer::resume(&st.current, cursor).map_err(packetizer_error)?;
                 let copies = if drops.contains(&global) {
                     0
                 } else if dups.contains(&global) {
@@ -325,15 +361,40 @@ impl<C: Context> Drive<C> {
                     1
                 };
                 global += 1;
-                for _ in 0..copies {
-                    for t in &mut snd.transports {
-                        t.send(pkt)?;
-                        outcome.packets_sent += 1;
+                let len = if let ([t], 1) = (snd.transports.as_mut_slice(), copies) {
+                    // The usual case: the packet is cut straight into the send slot.
+                    let n = t.send_with(|buf| p.next_packet(buf)).map_err(|e| match e {
+                        SendWithError::Fill(e) => packetizer_error(e),
+                        SendWithError::Verbs(e) => e.into(),
+                    })?;
+                    outcome.packets_sent += 1;
+                    n
+                } else {
+                    // Dropped, duplicated or sent both ways: cut once, copy to each.
+                    st.scratch.resize(snd.packet_size, 0);
+                    let n = p.next_packet(&mut st.scratch).map_err(packetizer_error)?;
+                    if let Some(n) = n {
+                        for _ in 0..copies {
+                            for t in &mut snd.transports {
+                                t.send(&st.scratch[..n])?;
+                                outcome.packets_sent += 1;
+                            }
+                        }
                     }
-                }
+                    n
+                };
+                let Some(len) = len else {
+                    return Err(RunError::Backend(
+                        "packetizer: no packet where one was due".into(),
+                    ));
+                };
+                st.limiter.sent(len);
+                outcome.sent[st.sent_index].packets += 1;
+                let heap_done = !p.has_next();
+                st.cursor = Some(p.pause());
                 // A heap's last packet goes out at once (spead2 sends heaps promptly);
                 // holding it for the batch would let later heaps overtake it.
-                if st.next == st.packets.len() {
+                if heap_done {
                     for t in &mut snd.transports {
                         t.flush()?;
                     }
@@ -346,7 +407,7 @@ impl<C: Context> Drive<C> {
                 progressed = true;
             }
             let senders_done = states.iter().zip(&self.senders).all(|(st, snd)| {
-                st.heap >= s.senders[snd.index].heaps && st.next >= st.packets.len()
+                st.heap >= s.senders[snd.index].heaps && !st.cursor.is_some_and(|c| c.has_next())
             });
             if senders_done {
                 for snd in &mut self.senders {

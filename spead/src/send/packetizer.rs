@@ -46,12 +46,26 @@ pub enum SendError {
         /// Substreams the transport has.
         substreams: usize,
     },
+    /// A paused packetizer was resumed on a heap other than its own.
+    #[error("a packetizer was resumed on another heap than the one it was cutting")]
+    NotThisHeap,
 }
 
 /// Turns one heap into packets, one call per packet.
 #[derive(Debug, Clone)]
 pub struct Packetizer<'h> {
     heap: &'h Heap,
+    at: Cursor,
+}
+
+/// Where a [`Packetizer`] stands in its heap, without the borrow of the heap: a caller
+/// that sends one packet now and the next later keeps this in between
+/// ([`Packetizer::pause`], [`Packetizer::resume`]) and builds each packet straight into
+/// its send buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    /// Items in the heap, to check that it is resumed on the heap it was made for.
+    items: usize,
     flavour: Flavour,
     cnt: u64,
     max_packet_size: usize,
@@ -64,6 +78,13 @@ pub struct Packetizer<'h> {
     next_address: u64,
     next_item: usize,
     next_item_offset: usize,
+}
+
+impl Cursor {
+    /// True while packets remain.
+    pub fn has_next(&self) -> bool {
+        self.payload_offset < self.payload_size
+    }
 }
 
 impl<'h> Packetizer<'h> {
@@ -102,34 +123,55 @@ impl<'h> Packetizer<'h> {
         }
         Ok(Self {
             heap,
-            flavour,
-            cnt,
-            max_packet_size,
-            payload_size,
-            real_payload_size,
-            max_item_pointers,
-            need_null_item,
-            payload_offset: 0,
-            next_item_pointer: 0,
-            next_address: 0,
-            next_item: 0,
-            next_item_offset: 0,
+            at: Cursor {
+                items: heap.items.len(),
+                flavour,
+                cnt,
+                max_packet_size,
+                payload_size,
+                real_payload_size,
+                max_item_pointers,
+                need_null_item,
+                payload_offset: 0,
+                next_item_pointer: 0,
+                next_address: 0,
+                next_item: 0,
+                next_item_offset: 0,
+            },
         })
+    }
+
+    /// Where this packetizer stands, to [`Packetizer::resume`] later on the same heap.
+    pub fn pause(self) -> Cursor {
+        self.at
+    }
+
+    /// Goes on from `at` on `heap`, which must be the heap (unchanged) that `at` was
+    /// paused on.
+    ///
+    /// # Errors
+    /// [`SendError::NotThisHeap`] when `heap`'s items or payload size differ from those of
+    /// the heap `at` was made for.
+    pub fn resume(heap: &'h Heap, at: Cursor) -> Result<Self, SendError> {
+        if heap.items.len() != at.items || heap.payload_size() != at.real_payload_size {
+            return Err(SendError::NotThisHeap);
+        }
+        Ok(Self { heap, at })
     }
 
     /// The maximum packet size in use (rounded).
     pub fn max_packet_size(&self) -> usize {
-        self.max_packet_size
+        self.at.max_packet_size
     }
 
     /// HEAP_LENGTH as sent (including padding).
     pub fn heap_length(&self) -> u64 {
-        self.payload_size
+        self.at.payload_size
     }
 
     /// True while packets remain.
     pub fn has_next(&self) -> bool {
-        self.payload_offset < self.payload_size
+        self.at.payload_offset < self.at.payload_size
     }
 
     /// Writes the next packet into `buf` and returns its length, or `Ok(None)` when
@@ -141,19 +183,22 @@ impl<'h> Packetizer<'h> {
         if !self.has_next() {
             return Ok(None);
         }
-        if buf.len() < self.max_packet_size {
+        if buf.len() < self.at.max_packet_size {
             return Err(SendError::BufferTooSmall(buf.len()));
         }
         let heap = self.heap;
-        let flavour = self.flavour;
+        let flavour = self.at.flavour;
         if heap.repeat_pointers {
-            self.next_item_pointer = 0;
-            self.next_address = 0;
+            self.at.next_item_pointer = 0;
+            self.at.next_address = 0;
         }
-        let n_items = heap.items.len() + usize::from(self.need_null_item);
-        let n_pointers = self.max_item_pointers.min(n_items - self.next_item_pointer);
-        let mut payload_len = (self.payload_size - self.payload_offset)
-            .min((self.max_packet_size - n_pointers * POINTER_SIZE - PREFIX_SIZE) as u64)
+        let n_items = heap.items.len() + usize::from(self.at.need_null_item);
+        let n_pointers = self
+            .at
+            .max_item_pointers
+            .min(n_items - self.at.next_item_pointer);
+        let mut payload_len = (self.at.payload_size - self.at.payload_offset)
+            .min((self.at.max_packet_size - n_pointers * POINTER_SIZE - PREFIX_SIZE) as u64)
             as usize;
         buf[..8].copy_from_slice(&flavour.header((n_pointers + 4) as u16));
         let mut pos = 8;
@@ -162,17 +207,17 @@ impl<'h> Packetizer<'h> {
             *pos += 8;
         };
         for word in [
-            flavour.immediate(HEAP_CNT_ID, self.cnt),
-            flavour.immediate(HEAP_LENGTH_ID, self.payload_size),
-            flavour.immediate(PAYLOAD_OFFSET_ID, self.payload_offset),
+            flavour.immediate(HEAP_CNT_ID, self.at.cnt),
+            flavour.immediate(HEAP_LENGTH_ID, self.at.payload_size),
+            flavour.immediate(PAYLOAD_OFFSET_ID, self.at.payload_offset),
             flavour.immediate(PAYLOAD_LENGTH_ID, payload_len as u64),
         ] {
             put(&mut pos, word.to_be_bytes());
         }
         let imm_bytes = flavour.immediate_bytes();
         for _ in 0..n_pointers {
-            let word = match heap.items.get(self.next_item_pointer) {
-                None => flavour.address(NULL_ID, self.next_address).to_be_bytes(),
+            let word = match heap.items.get(self.at.next_item_pointer) {
+                None => flavour.address(NULL_ID, self.at.next_address).to_be_bytes(),
                 Some(item) => match &item.value {
                     ItemValue::Inline(v) => flavour.immediate(item.id, *v).to_be_bytes(),
                     ItemValue::Bytes {
@@ -184,29 +229,29 @@ impl<'h> Packetizer<'h> {
                         w
                     }
                     ItemValue::Bytes { data, .. } => {
-                        let w = flavour.address(item.id, self.next_address).to_be_bytes();
-                        self.next_address += data.len() as u64;
+                        let w = flavour.address(item.id, self.at.next_address).to_be_bytes();
+                        self.at.next_address += data.len() as u64;
                         w
                     }
                 },
             };
             put(&mut pos, word);
-            self.next_item_pointer += 1;
+            self.at.next_item_pointer += 1;
         }
         // spead2 places a packet's padding (beyond the real payload) straight after
         // the item pointers, before that packet's item bytes. Receivers then see the
         // bytes shifted when real data and padding share a packet, but byte equality
         // with spead2 is the contract, so we do the same.
-        let real_end = self.real_payload_size.max(self.payload_offset);
-        let real =
-            (real_end.min(self.payload_offset + payload_len as u64) - self.payload_offset) as usize;
+        let real_end = self.at.real_payload_size.max(self.at.payload_offset);
+        let real = (real_end.min(self.at.payload_offset + payload_len as u64)
+            - self.at.payload_offset) as usize;
         let padding = payload_len - real;
         buf[pos..pos + padding].fill(0);
         pos += padding;
         payload_len = real;
-        self.payload_offset += (real + padding) as u64;
+        self.at.payload_offset += (real + padding) as u64;
         while payload_len > 0 {
-            match heap.items.get(self.next_item) {
+            match heap.items.get(self.at.next_item) {
                 None => {
                     buf[pos..pos + payload_len].fill(0);
                     pos += payload_len;
@@ -214,21 +259,21 @@ impl<'h> Packetizer<'h> {
                 }
                 Some(item) => match &item.value {
                     ItemValue::Bytes { data, .. } if !item.is_immediate(flavour) => {
-                        let n = (data.len() - self.next_item_offset).min(payload_len);
+                        let n = (data.len() - self.at.next_item_offset).min(payload_len);
                         buf[pos..pos + n].copy_from_slice(
-                            &data[self.next_item_offset..self.next_item_offset + n],
+                            &data[self.at.next_item_offset..self.at.next_item_offset + n],
                         );
                         pos += n;
-                        self.next_item_offset += n;
-                        if self.next_item_offset == data.len() {
-                            self.next_item += 1;
-                            self.next_item_offset = 0;
+                        self.at.next_item_offset += n;
+                        if self.at.next_item_offset == data.len() {
+                            self.at.next_item += 1;
+                            self.at.next_item_offset = 0;
                         }
                         payload_len -= n;
                     }
                     _ => {
-                        self.next_item += 1;
-                        self.next_item_offset = 0;
+                        self.at.next_item += 1;
+                        self.at.next_item_offset = 0;
                     }
                 },
             }
@@ -238,7 +283,7 @@ impl<'h> Packetizer<'h> {
 
     /// All remaining packets, appended back to back to `out` (as spead2's BytesStream).
     pub fn write_all(&mut self, out: &mut Vec<u8>) {
-        let mut buf = vec![0u8; self.max_packet_size];
+        let mut buf = vec![0u8; self.at.max_packet_size];
         while let Ok(Some(n)) = self.next_packet(&mut buf) {
             out.extend_from_slice(&buf[..n]);
         }
@@ -262,6 +307,30 @@ mod tests {
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()
+    }
+
+    #[test]
+    fn a_paused_and_resumed_packetizer_cuts_the_same_packets() {
+        let mut h = Heap::new(Flavour::SPEAD_64_48);
+        h.add_item(0x1000, vec![7u8; 3000], false);
+        h.add_item(0x1001, vec![9u8; 10], false);
+        let whole = heap_to_bytes(&h, 5, 1024).unwrap();
+        let mut cut = Vec::new();
+        let mut at = Packetizer::new(&h, 5, 1024).unwrap().pause();
+        let mut buf = [0u8; 1024];
+        while at.has_next() {
+            let mut p = Packetizer::resume(&h, at).unwrap();
+            let n = p.next_packet(&mut buf).unwrap().unwrap();
+            cut.extend_from_slice(&buf[..n]);
+            at = p.pause();
+        }
+        assert_eq!(cut, whole);
+        let mut other = h.clone();
+        other.add_item(0x1002, vec![1u8; 4], false);
+        assert!(matches!(
+            Packetizer::resume(&other, at),
+            Err(SendError::NotThisHeap)
+        ));
     }
 
     #[test]
