@@ -18,7 +18,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 use crate::invariants::check;
 use crate::model::Scenario;
-use crate::runner::sim::run_sim;
+use crate::runner::sim::{run_sim, run_sim_with};
 use crate::strategy::{all_faults, scenario_of, Shape};
 
 /// The scenarios the swarm draws from: mostly small ones (2-4 hosts, 1-2 groups, 1-2
@@ -86,13 +86,20 @@ pub struct SeedResult {
     pub trace_hash: u64,
 }
 
-/// Runs `s` twice and checks every invariant and that both runs leave the same trace.
+/// Runs `s` twice and checks every invariant, that no verbs object outlives the run, and
+/// that both runs leave the same trace.
 ///
 /// # Errors
 /// Every problem found, one line each.
 pub fn check_scenario(s: &Scenario) -> Result<SeedResult, Vec<String>> {
-    let first = run_sim(s).map_err(|e| vec![format!("run failed: {e}")])?;
+    let run = run_sim_with(s, None).map_err(|e| vec![format!("run failed: {e}")])?;
+    let first = run.outcome;
     let mut problems: Vec<String> = check(s, &first).iter().map(ToString::to_string).collect();
+    // The run has dropped every receiver and sender: nothing of theirs may be left.
+    let live = run.sim.live_objects();
+    if live.total() != 0 {
+        problems.push(format!("verbs objects left after the run: {live:?}"));
+    }
     match run_sim(s) {
         Ok(second) if second.trace_hash != first.trace_hash => problems.push(format!(
             "the same seed gave two traces: {:016x?} then {:016x?}",

@@ -28,6 +28,11 @@ pub(crate) struct Span {
 }
 
 impl MrTable {
+    /// Registered regions.
+    pub(crate) fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
     pub fn register(&mut self, e: MrEntry) -> u32 {
         // Keys look like mlx5's: an index in the upper bits and a varying low byte.
         self.next_key = self.next_key.wrapping_add(0x101);

@@ -29,5 +29,5 @@ pub use personality::Personality;
 pub use provider::SimVerbs;
 pub use qp::SimQp;
 pub use records::NicStats;
-pub use sim::Sim;
+pub use sim::{LiveObjects, Sim};
 pub use srq::SimSrq;

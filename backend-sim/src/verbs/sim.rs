@@ -181,9 +181,62 @@ impl Sim {
         lock(&self.world).fabric.trace_hash()
     }
 
+    /// The verbs objects that exist now, of every host: after a program has dropped
+    /// everything it made, all counts are 0 (anything else is a leak).
+    #[must_use]
+    pub fn live_objects(&self) -> LiveObjects {
+        let w = lock(&self.world);
+        LiveObjects {
+            contexts: w.ctxs.len(),
+            pds: w.pds.len(),
+            mrs: w.mrs.len(),
+            cqs: w.cqs.len(),
+            channels: w.channels.len(),
+            srqs: w.srqs.len(),
+            qps: w.qps.len(),
+            flows: w.flows.len(),
+        }
+    }
+
     /// The seed (print it when a test fails).
     #[must_use]
     pub fn seed(&self) -> u64 {
         lock(&self.world).fabric.seed()
+    }
+}
+
+/// How many verbs objects of each kind exist in a simulation ([`Sim::live_objects`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LiveObjects {
+    /// Open device contexts.
+    pub contexts: usize,
+    /// Protection domains.
+    pub pds: usize,
+    /// Memory regions.
+    pub mrs: usize,
+    /// Completion queues.
+    pub cqs: usize,
+    /// Completion channels.
+    pub channels: usize,
+    /// Shared receive queues.
+    pub srqs: usize,
+    /// Queue pairs.
+    pub qps: usize,
+    /// Flow steering rules.
+    pub flows: usize,
+}
+
+impl LiveObjects {
+    /// All objects of every kind.
+    #[must_use]
+    pub fn total(&self) -> usize {
+        self.contexts
+            + self.pds
+            + self.mrs
+            + self.cqs
+            + self.channels
+            + self.srqs
+            + self.qps
+            + self.flows
     }
 }
