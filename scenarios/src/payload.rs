@@ -283,6 +283,23 @@ mod tests {
     }
 
     #[test]
+    fn digest_sees_every_bit_of_zeros_and_packets_swapped_in_a_heap() {
+        let zeros = [0u8; 512];
+        let base = digest(&zeros);
+        for bit in 0..zeros.len() * 8 {
+            let mut b = zeros;
+            b[bit / 8] ^= 1 << (bit % 8);
+            assert_ne!(digest(&b), base, "flip of bit {bit} in zeros");
+        }
+        // A 64 KiB heap whose 8 KiB packets land in the wrong order.
+        let heap = heap_payload(3, 1, 0, 65536);
+        let mut swapped = heap.clone();
+        swapped[..8192].copy_from_slice(&heap[8192..16384]);
+        swapped[8192..16384].copy_from_slice(&heap[..8192]);
+        assert_ne!(digest(&swapped), digest(&heap));
+    }
+
+    #[test]
     fn a_heap_filled_piecewise_equals_the_whole_and_every_word_differs_between_heaps() {
         let p = SenderPayloads::new(5, 2, 1003);
         let whole = p.heap(7);

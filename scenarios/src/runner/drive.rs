@@ -322,6 +322,9 @@ impl<C: Context> Drive<C> {
             .collect();
         loop {
             let mut progressed = false;
+            // Sending moves no time on the simulator; on hardware the round's start is
+            // close enough for pacing (the limiter catches up as spead2's does).
+            let round_start = clock.now();
             // Senders, one packet each per round.
             for (si, snd) in self.senders.iter_mut().enumerate() {
                 let spec = &s.senders[snd.index];
@@ -345,7 +348,7 @@ impl<C: Context> Drive<C> {
                     });
                     st.heap += 1;
                 }
-                if let Some(t) = st.limiter.wait_until(clock.now()) {
+                if let Some(t) = st.limiter.wait_until(round_start) {
                     st.next_time = t;
                     continue;
                 }
