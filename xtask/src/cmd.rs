@@ -128,18 +128,18 @@ fn local_rdma_device() -> Option<String> {
 
 /// A test binary of backend-hw built on the host.
 #[derive(Debug)]
-struct TestBinary {
-    executable: PathBuf,
+pub(crate) struct TestBinary {
+    pub(crate) executable: PathBuf,
     /// The package folder (cargo runs tests there).
-    cwd: PathBuf,
+    pub(crate) cwd: PathBuf,
     /// Number of tests it lists, or None when listing failed.
-    tests: Option<usize>,
+    pub(crate) tests: Option<usize>,
 }
 
 /// What building backend-hw's tests produced.
 #[derive(Debug, Default)]
-struct HwBuild {
-    tests: Vec<TestBinary>,
+pub(crate) struct HwBuild {
+    pub(crate) tests: Vec<TestBinary>,
     /// The folder of the `rc_pingpong` and `ud_pingpong` examples, when both were built.
     examples: Option<PathBuf>,
 }
@@ -159,7 +159,7 @@ const HW_TEST_TARGETS: [&str; 3] = ["conformance_hw", "spead_verbs_hw", "differe
 
 /// `cargo test -p backend-hw --features device-tests --no-run --message-format=json`:
 /// the test binaries (and the examples, which `cargo test` builds too).
-fn build_hw_tests() -> Result<HwBuild, Error> {
+pub(crate) fn build_hw_tests() -> Result<HwBuild, Error> {
     let mut c = cargo();
     c.args([
         "test",
@@ -524,6 +524,9 @@ pub fn ci() -> Result<(), Error> {
         emu,
         "emulator tests (Debian programs on the emulated libibverbs)",
     )?;
+    // The hardware suites (conformance, backend-hw, SPEAD over verbs, differential),
+    // unmodified, on the emulated libibverbs.
+    crate::emu_suite::run(&[])?;
     // The short form of the fault swarm (the long form: `cargo xtask swarm --seeds 0..10000`).
     // Debug build: the simulator suite has just built it, and a release build costs more
     // than the short run saves.

@@ -11,6 +11,9 @@
 //!   (`RDMA_DEVICE=rxe0`), `backend-hw/scripts/pingpong-interop.sh` (our pingpong examples
 //!   against rdma-core's, both roles) and a leak check (`rdma resource show` before and
 //!   after). While backend-hw has no tests it runs the smoke check instead.
+//! - `cargo xtask test --backend emu [-- TEST-ARGS]`: the same test binaries, unmodified, on
+//!   the emulated libibverbs (one rxe-personality host, `emulator/topologies/`), so each
+//!   conformance case runs on the simulator directly, through the C ABI, and on rxe.
 //! - `cargo xtask vm [--timeout SECS] [-e KEY=VALUE]... [-v] [--keep] -- CMD ARGS...`: boot
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
@@ -36,6 +39,7 @@
 //!   the VM.
 
 mod cmd;
+mod emu_suite;
 mod fuzz;
 mod miri;
 mod vm;
@@ -61,6 +65,9 @@ enum Backend {
     Sim,
     /// libibverbs on a real device, or on Soft-RoCE in a VM with `--vm`.
     Hw,
+    /// The hardware suites, unmodified, on the emulated libibverbs (one rxe-personality
+    /// host): needs rdma-core's headers and libclang, which xtask installs.
+    Emu,
 }
 
 #[derive(Debug, Subcommand)]
@@ -199,6 +206,11 @@ fn main() -> ExitCode {
             timeout,
             rest,
         } => cmd::test_hw(vm, timeout, &rest),
+        Command::Test {
+            backend: Backend::Emu,
+            rest,
+            ..
+        } => emu_suite::run(&rest),
         Command::Ci => cmd::ci(),
         Command::Demo { args } => cmd::scenario_tool(&[vec!["demo".to_owned()], args].concat()),
         Command::Scenario { args } => cmd::scenario_tool(&args),
