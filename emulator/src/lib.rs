@@ -8,7 +8,8 @@
 //! - [`ffi`]: rdma-core's structs through bindgen (build.rs), never copied by hand;
 //! - [`exports`]: each exported function's version node (`libibverbs.map` defines them);
 //! - [`device`], [`resources`], [`srq`], [`cq_ex`], [`qp_ex`], [`ah`], [`async_events`], [`rates`], [`kern`]:
-//!   the exported verbs; [`refused`]: those without a model yet (EOPNOTSUPP); [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
+//!   the exported verbs; [`refused`]: those without a model yet (EOPNOTSUPP); [`provider`]: the provider
+//!   interface (IBVERBS_PRIVATE_34) that Debian's provider libraries bind to; [`flow`]: steering rules; [`ops`]: the `ibv_context.ops` and
 //!   `verbs_context` tables the static-inline verbs jump through;
 //! - [`state`]: the process's emulator (topology, host, devices, the progress thread that
 //!   runs the simulation on the wall clock); [`events`]: completion channels and async
@@ -34,6 +35,7 @@ pub mod kern;
 pub mod leaks;
 pub mod objects;
 pub mod ops;
+pub mod provider;
 pub mod qp_ex;
 pub mod rates;
 pub mod refused;

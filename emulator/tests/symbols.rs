@@ -74,6 +74,7 @@ fn the_symbol_table_is_the_exports_table() {
     let got = ibverbs_symbols(&ours(), true);
     let want: BTreeSet<(String, String)> = ibverbs::exports::EXPORTS
         .iter()
+        .chain(ibverbs::provider::DATA_EXPORTS)
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
     assert_eq!(got, want);
@@ -102,10 +103,10 @@ fn programs_find_every_symbol_they_need() {
     }
 }
 
-/// `(name, version)` of the symbols Debian's library exports at their default version
-/// for programs: every public node's, and from the private node only
-/// `ibv_query_gid_type` (ibv_devinfo uses it; the rest is the provider interface).
-fn debian_public_symbols() -> BTreeSet<(String, String)> {
+/// `(name, version)` of the symbols Debian's library exports at their default version:
+/// every public node's, and the private node's (`ibv_query_gid_type`, which ibv_devinfo
+/// uses, and the provider interface that Debian's provider libraries bind to).
+fn debian_symbols() -> BTreeSet<(String, String)> {
     objdump(&["-T"], Path::new(DEBIAN_LIB))
         .lines()
         .filter(|l| l.contains(" IBVERBS_") && !l.contains("*UND*"))
@@ -115,17 +116,18 @@ fn debian_public_symbols() -> BTreeSet<(String, String)> {
             let version = words.next()?;
             Some((name.to_owned(), version.to_owned()))
         })
-        .filter(|(name, version)| {
-            name != version
-                && (!version.starts_with("IBVERBS_PRIVATE") || name == "ibv_query_gid_type")
-        })
+        .filter(|(name, version)| name != version)
         .collect()
 }
 
 #[test]
-fn every_public_symbol_of_debians_library_is_exported() {
-    let want = debian_public_symbols();
-    assert_eq!(want.len(), 76, "{want:?}");
+fn every_symbol_of_debians_library_is_exported() {
+    let want = debian_symbols();
+    let private = want
+        .iter()
+        .filter(|(_, v)| v == "IBVERBS_PRIVATE_34")
+        .count();
+    assert_eq!((want.len(), private), (146, 71), "{want:?}");
     assert_eq!(ibverbs_symbols(&ours(), true), want);
 }
 
@@ -160,6 +162,23 @@ fn rdma_core_programs_start_with_every_symbol_bound() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(common::stderr(&o), "mckey: invalid option -- 'h'\n");
     assert!(stdout(&o).starts_with("usage: mckey\n"));
+    // perftest links Debian's provider libraries (libmlx5, libefa), which bind to this
+    // library's provider interface.
+    for program in [
+        "ib_send_bw",
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_lat",
+        "ib_read_lat",
+    ] {
+        let o = usage(program, "perftest");
+        assert_eq!(o.status.code(), Some(1), "{program}");
+        assert_eq!(common::stderr(&o), "", "{program}");
+        assert!(
+            stdout(&o).starts_with(&format!("Usage:\n  {program} ")),
+            "{program}"
+        );
+    }
     let o = usage("rping", "rdmacm-utils");
     assert_eq!(common::stderr(&o), "");
     assert!(stdout(&o).starts_with("rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n"));
