@@ -66,7 +66,13 @@ fn soname_and_version_nodes_are_debians() {
         .filter(|l| !l.starts_with('\t'))
         .collect();
     assert_eq!(theirs.len(), 13, "{theirs:?}");
-    assert_eq!(version_definitions(&ours()), theirs);
+    // The library also carries librdmacm's and libmlx5's nodes (tests/rdmacm.rs), after
+    // these.
+    let ibverbs: Vec<String> = version_definitions(&ours())
+        .into_iter()
+        .filter(|l| l.contains(" IBVERBS_"))
+        .collect();
+    assert_eq!(ibverbs, theirs);
 }
 
 #[test]
