@@ -82,3 +82,28 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Builds `tests/c/NAME.c` against Debian's rdma-core headers, linked with `libs` (Debian's
+/// link libraries: `-libverbs`, `-lrdmacm` ...); returns the program.
+pub fn build_c(name: &str, libs: &[&str]) -> PathBuf {
+    let gcc = require("gcc", "gcc");
+    assert!(
+        Path::new("/usr/include/infiniband/verbs.h").exists(),
+        "infiniband/verbs.h is missing: install libibverbs-dev"
+    );
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    // Tests run in parallel and may build the same program: each build has its own file.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{n}"));
+    let mut c = Command::new(gcc);
+    c.args(["-Wall", "-Werror", "-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(libs);
+    let o = run(c);
+    assert!(o.status.success(), "gcc {name}.c: {}", stderr(&o));
+    exe
+}
