@@ -4,7 +4,6 @@
 mod common;
 
 use common::{emulated, require, run, stderr, stdout};
-use std::process::Command;
 
 #[test]
 fn ibv_devices_lists_the_hosts_device() {
