@@ -6,7 +6,7 @@ Usage: spead2_multicast.py GROUP PORT HEAPS
 Heap i carries item 0x1000 (i as a 64-bit big-endian integer) and item 0x1001 (a byte
 array of 100 + 3000 * (i % 4) bytes, byte k = (7 * i + k) % 251). Prints, as JSON lines,
 every received heap: its cnt and each item's id and hex value, then
-{"stats": {...}} with the stream's counters.
+{"stats": {...}} with the stream's heap counters.
 """
 
 import json
@@ -95,7 +95,6 @@ def main():
                 "stats": {
                     "heaps": s["heaps"],
                     "incomplete_heaps_evicted": s["incomplete_heaps_evicted"],
-                    "packets": s["packets"],
                 }
             }
         )

@@ -113,6 +113,10 @@ pub const EMU_PACKAGES: &[Package] = &[
         "binutils",
         "objdump, which the emulator's tests use to compare symbol versions",
     ),
+    pkg(
+        "iproute2",
+        "`ip` gives spead2's network namespace the emulated host's address (its multicast join)",
+    ),
 ];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
