@@ -191,3 +191,43 @@ impl EventChannel {
         unsafe { &*p.cast::<EventChannel>() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn ep(id: u32) -> Endpoint {
+        Endpoint {
+            host: Ipv4Addr::new(10, 100, 0, 1),
+            id,
+        }
+    }
+
+    #[test]
+    fn events_come_out_in_order_and_an_ids_events_can_be_taken_away() {
+        let ch = ChannelShared::new().unwrap();
+        ch.push(Queued {
+            id: ep(1),
+            event: KEvent::AddrResolved,
+        });
+        ch.push(Queued {
+            id: ep(2),
+            event: KEvent::RouteResolved,
+        });
+        ch.push(Queued {
+            id: ep(1),
+            event: KEvent::Disconnected,
+        });
+        let taken = ch.take_events_of(ep(1));
+        assert_eq!(taken.len(), 2);
+        assert!(matches!(taken[1].event, KEvent::Disconnected));
+        let q = ch.pop().unwrap();
+        assert_eq!(q.id, ep(2));
+        // The counts the taken events left are skipped; then the channel is empty.
+        // SAFETY: sets O_NONBLOCK on our own descriptor.
+        unsafe { libc::fcntl(ch.raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        let e = ch.pop().unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EAGAIN));
+    }
+}

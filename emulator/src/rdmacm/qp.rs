@@ -432,3 +432,110 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut ffi::rdma_cm_id) {
     }
     destroy_cqs(&mut cid.raw);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdmacm::channel::ChannelShared;
+    use crate::rdmacm::id::Peer;
+    use crate::rdmacm::network::Endpoint;
+    use std::sync::Arc;
+
+    fn id(qp_type: u32, conn: Conn) -> IdInner {
+        let ch = Arc::new(ChannelShared::new().unwrap());
+        let mut g = IdInner::new(ffi::RDMA_PS_TCP, qp_type, 0x1234, ch, false);
+        g.device = Some(0);
+        g.conn = conn;
+        g.peer = Some(Peer {
+            ep: Endpoint {
+                host: std::net::Ipv4Addr::new(10, 100, 0, 1),
+                id: 9,
+            },
+            qpn: 77,
+            psn: 0x5678,
+        });
+        g.resp_res = 2;
+        g.init_depth = 3;
+        g.retry_count = 6;
+        g.rnr_retry_count = 5;
+        g
+    }
+
+    fn mask(bits: &[u32]) -> c_int {
+        bits.iter().fold(0, |m, b| m | *b) as c_int
+    }
+
+    #[test]
+    fn before_a_connection_every_state_gets_the_init_attributes() {
+        let mut g = id(ffi::IBV_QPT_UD, Conn::None);
+        g.qkey = ffi::RDMA_UDP_QKEY;
+        let (a, m) = init_attr(&g, ffi::IBV_QPS_INIT).unwrap();
+        let want = [
+            ffi::IBV_QP_STATE,
+            ffi::IBV_QP_PKEY_INDEX,
+            ffi::IBV_QP_PORT,
+            ffi::IBV_QP_QKEY,
+        ];
+        assert_eq!(m, mask(&want));
+        assert_eq!(
+            (a.qkey, a.port_num, a.qp_state),
+            (ffi::RDMA_UDP_QKEY, 1, ffi::IBV_QPS_INIT)
+        );
+        let g = id(ffi::IBV_QPT_RC, Conn::None);
+        let (a, m) = init_attr(&g, ffi::IBV_QPS_RTR).unwrap();
+        let want = [
+            ffi::IBV_QP_STATE,
+            ffi::IBV_QP_PKEY_INDEX,
+            ffi::IBV_QP_PORT,
+            ffi::IBV_QP_ACCESS_FLAGS,
+        ];
+        assert_eq!(m, mask(&want));
+        assert_eq!((a.qp_access_flags, a.rq_psn), (0, 0x1234));
+        let mut g = id(ffi::IBV_QPT_RC, Conn::None);
+        g.device = None;
+        assert_eq!(init_attr(&g, ffi::IBV_QPS_INIT).err(), Some(libc::EINVAL));
+    }
+
+    #[test]
+    fn a_connection_gives_the_cm_attributes_of_each_state() {
+        let g = id(ffi::IBV_QPT_RC, Conn::ReqRcvd);
+        let (a, _) = init_attr(&g, ffi::IBV_QPS_INIT).unwrap();
+        assert_eq!(
+            a.qp_access_flags,
+            ffi::IBV_ACCESS_REMOTE_WRITE
+                | ffi::IBV_ACCESS_REMOTE_READ
+                | ffi::IBV_ACCESS_REMOTE_ATOMIC
+        );
+        let (a, m) = init_attr(&g, ffi::IBV_QPS_RTS).unwrap();
+        let want = [
+            ffi::IBV_QP_STATE,
+            ffi::IBV_QP_SQ_PSN,
+            ffi::IBV_QP_TIMEOUT,
+            ffi::IBV_QP_RETRY_CNT,
+            ffi::IBV_QP_RNR_RETRY,
+            ffi::IBV_QP_MAX_QP_RD_ATOMIC,
+        ];
+        assert_eq!(m, mask(&want));
+        // The send PSN is the peer's starting PSN; the ACK timeout the path's life + 1.
+        assert_eq!(
+            (
+                a.sq_psn,
+                a.timeout,
+                a.retry_cnt,
+                a.rnr_retry,
+                a.max_rd_atomic
+            ),
+            (0x5678, 19, 6, 5, 3)
+        );
+        let mut uc = id(ffi::IBV_QPT_UC, Conn::Established);
+        uc.ack_timeout = Some(14);
+        let (_, m) = init_attr(&uc, ffi::IBV_QPS_RTS).unwrap();
+        assert_eq!(m, mask(&[ffi::IBV_QP_STATE, ffi::IBV_QP_SQ_PSN]));
+        assert_eq!(route::ack_timeout(&uc), 14);
+        // Nothing to move to RTR with before the REP, nor to SQD ever.
+        let sent = id(ffi::IBV_QPT_RC, Conn::ReqSent);
+        assert_eq!(init_attr(&sent, ffi::IBV_QPS_RTR).err(), Some(libc::EINVAL));
+        assert!(init_attr(&sent, ffi::IBV_QPS_INIT).is_ok());
+        assert_eq!(init_attr(&g, ffi::IBV_QPS_SQD).err(), Some(libc::EINVAL));
+    }
+}
