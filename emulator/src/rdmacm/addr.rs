@@ -147,6 +147,15 @@ pub fn classify_local(ip: IpAddr, host: Ipv4Addr) -> Result<Local, c_int> {
     }
 }
 
+/// The MAC of a host of the topology with address `ip` (None: no such host). The one place
+/// the connection manager asks the emulated fabric.
+pub fn topology_mac(ip: Ipv4Addr) -> Option<[u8; 6]> {
+    crate::state::emu()
+        .ok()
+        .and_then(|e| e.sim.with_fabric(|f| f.mac_of_ip(ip)))
+        .map(|m| m.0)
+}
+
 /// Whether `dst` lies in the /24 of `host` (the subnet every topology host shares the
 /// switch on).
 pub fn same_subnet(dst: Ipv4Addr, host: Ipv4Addr) -> bool {

@@ -13,7 +13,7 @@ use crate::rdmacm::cm::{cm, listen_service, post, Cm, MAX_BACKLOG};
 use crate::rdmacm::event::complete;
 use crate::rdmacm::id::{cm_id, fail, CmId, IdInner, State};
 use crate::rdmacm::query::publish;
-use crate::state::{emu, lock};
+use crate::state::lock;
 
 /// Binds id `g` to `a` (the kernel's `rdma_bind_addr` after librdmacm's checks).
 fn bind(c: &Cm, n: u32, g: &mut IdInner, a: SocketAddr) -> Result<(), c_int> {
@@ -103,12 +103,7 @@ fn reach(dst: &SocketAddr, host: Ipv4Addr) -> Reach {
     if v4.is_loopback() {
         return Reach::NoDevice;
     }
-    let known = v4 == host
-        || v4.is_multicast()
-        || emu()
-            .ok()
-            .and_then(|e| e.sim.with_fabric(|f| f.mac_of_ip(v4)))
-            .is_some();
+    let known = v4 == host || v4.is_multicast() || addr::topology_mac(v4).is_some();
     if known {
         Reach::Now
     } else if addr::same_subnet(v4, host) {

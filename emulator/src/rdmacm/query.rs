@@ -10,7 +10,6 @@ use crate::rdmacm::addr;
 use crate::rdmacm::devices;
 use crate::rdmacm::id::{CmId, IdInner};
 use crate::rdmacm::route;
-use crate::state::emu;
 
 /// The MAC of `ip` on the fabric (a multicast group's for a group), zeros if unknown.
 fn mac_of(ip: IpAddr) -> [u8; 6] {
@@ -23,10 +22,7 @@ fn mac_of(ip: IpAddr) -> [u8; 6] {
     if v4.is_multicast() {
         return verbs_api::ipv4_multicast_mac(v4);
     }
-    emu()
-        .ok()
-        .and_then(|e| e.sim.with_fabric(|f| f.mac_of_ip(v4)))
-        .map_or([0; 6], |m| m.0)
+    addr::topology_mac(v4).unwrap_or([0; 6])
 }
 
 /// The GID field of an unrouted RoCE id: the interface's hardware address, as the kernel
