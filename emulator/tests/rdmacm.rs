@@ -90,6 +90,9 @@ fn the_connection_manager_fails_the_way_the_kernel_does() {
          devices 1: mlx5_0, list ends 1\n\
          getaddrinfo: flags 1 family 2 qp_type 2 ps 0x106 src 10.100.0.1:7471 dst_len 0\n\
          getaddrinfo: flags 0 qp_type 2 ps 0x106 dst 10.100.0.2:18515\n\
+         old channel after the move: EAGAIN\n\
+         moved: RDMA_CM_EVENT_ADDR_RESOLVED status 0\n\
+         moved id's channel is the new one 1\n\
          rsocket: EOPNOTSUPP\n\
          done\n"
     );

@@ -2,7 +2,7 @@
  * to addresses this host does not have, a port in use, unreachable and silent
  * destinations, connecting where nobody listens (here, and on another host of the
  * topology), a rejecting listener, calls out of order, a non-blocking channel, options,
- * the device list, rdma_getaddrinfo, and a refused rsocket. Prints each outcome. */
+ * the device list, rdma_getaddrinfo, moving an id to another channel, and a refused rsocket. Prints each outcome. */
 #include "cm_util.h"
 #include <fcntl.h>
 #include <rdma/rsocket.h>
@@ -147,6 +147,19 @@ int main(void)
 	printf("getaddrinfo: flags %d qp_type %d ps 0x%x dst %s\n", res->ai_flags, res->ai_qp_type,
 	       res->ai_port_space, addr_str(res->ai_dst_addr));
 	rdma_freeaddrinfo(res);
+
+	/* An id moves to another channel with the event it has queued. */
+	struct rdma_event_channel *ch2 = rdma_create_event_channel();
+	if (!ch2) FAIL("rdma_create_event_channel");
+	CHECK(rdma_create_id(ch, &a, NULL, RDMA_PS_TCP));
+	s = sin_of("10.100.0.3", 1);
+	CHECK(rdma_resolve_addr(a, NULL, (struct sockaddr *)&s, 100));
+	CHECK(rdma_migrate_id(a, ch2));
+	printf("old channel after the move: %s\n", err(rdma_get_cm_event(ch, &ev)));
+	rdma_ack_cm_event(expect(ch2, RDMA_CM_EVENT_ADDR_RESOLVED, "moved"));
+	printf("moved id's channel is the new one %d\n", a->channel == ch2);
+	CHECK(rdma_destroy_id(a));
+	rdma_destroy_event_channel(ch2);
 
 	printf("rsocket: %s\n", rsocket(AF_INET, SOCK_STREAM, 0) < 0 ? err(-1) : "made");
 	rdma_destroy_event_channel(ch);
