@@ -15,7 +15,7 @@ use verbs_api::{AsyncEvent, CompletionChannel, Context, EventElement};
 use crate::state::lock;
 
 /// A new eventfd in semaphore mode (each read takes one count), close-on-exec.
-fn semaphore_fd() -> io::Result<OwnedFd> {
+pub fn semaphore_fd() -> io::Result<OwnedFd> {
     // SAFETY: eventfd takes no pointers; a negative return is checked below.
     let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
     if raw < 0 {
@@ -26,7 +26,7 @@ fn semaphore_fd() -> io::Result<OwnedFd> {
 }
 
 /// Adds one count to an eventfd (one event is ready).
-fn signal(fd: &OwnedFd) {
+pub fn signal(fd: &OwnedFd) {
     let one: u64 = 1;
     // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
     let n = unsafe {
@@ -46,7 +46,7 @@ fn signal(fd: &OwnedFd) {
 
 /// Takes one count from an eventfd: blocks while it is zero (unless the program made the
 /// descriptor non-blocking: then EAGAIN); retries after EINTR.
-fn wait(fd: &OwnedFd) -> io::Result<()> {
+pub fn wait(fd: &OwnedFd) -> io::Result<()> {
     loop {
         let mut count: u64 = 0;
         // SAFETY: reads at most 8 bytes into a live u64.

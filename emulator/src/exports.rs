@@ -24,6 +24,9 @@ macro_rules! symbol_versions {
     };
 }
 
+// The connection manager (rdmacm::exports) and mlx5dv name their symbols the same way.
+pub(crate) use symbol_versions;
+
 symbol_versions! {
     ibv_copy_path_rec_from_kern = crate::kern::ibv_copy_path_rec_from_kern => "IBVERBS_1.0",
     ibv_copy_path_rec_to_kern = crate::kern::ibv_copy_path_rec_to_kern => "IBVERBS_1.0",

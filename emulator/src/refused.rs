@@ -8,7 +8,8 @@ use crate::ffi;
 use crate::objects::set_errno;
 use crate::state::log_unsupported_once;
 
-fn refuse(verb: &'static str) {
+/// Logs `verb` once as not emulated and sets errno to EOPNOTSUPP.
+pub(crate) fn refuse(verb: &'static str) {
     log_unsupported_once(verb, "EOPNOTSUPP");
     set_errno(libc::EOPNOTSUPP);
 }

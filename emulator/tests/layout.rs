@@ -1,6 +1,6 @@
-//! The bindgen layouts against gcc's: a C program built with Debian's verbs.h prints the
-//! size and member offsets of the structs the emulator hands out or reads, and Rust's
-//! `size_of`/`offset_of` on [`ibverbs::ffi`] must give the same numbers.
+//! The bindgen layouts against gcc's: a C program built with Debian's verbs.h and
+//! rdma_cma.h prints the size and member offsets of the structs the emulator hands out or
+//! reads, and Rust's `size_of`/`offset_of` on [`ibverbs::ffi`] must give the same numbers.
 
 mod common;
 
@@ -48,8 +48,19 @@ fn layouts_match_gcc() {
         ibv_device_attr_ex { orig_attr, comp_mask, odp_caps, device_cap_flags_ex, raw_packet_caps, max_dm_size }
         ibv_port_attr { state, max_mtu, active_mtu, gid_tbl_len, port_cap_flags, max_msg_sz, pkey_tbl_len, lid, active_width, active_speed, phys_state, link_layer, flags, port_cap_flags2 }
         ibv_gid_entry { gid, gid_index, port_num, gid_type, ndev_ifindex }
+        ibv_sa_path_rec { dgid, sgid, dlid, slid, raw_traffic, flow_label, hop_limit, traffic_class, reversible, numb_path, pkey, sl, mtu_selector, mtu, rate_selector, rate, packet_life_time_selector, packet_life_time, preference }
+        rdma_event_channel { fd }
+        rdma_ib_addr { sgid, dgid, pkey }
+        rdma_addr { addr }
+        rdma_route { addr, path_rec, num_paths }
+        rdma_cm_id { verbs, channel, context, qp, route, ps, port_num, event, send_cq_channel, send_cq, recv_cq_channel, recv_cq, srq, pd, qp_type }
+        rdma_conn_param { private_data, private_data_len, responder_resources, initiator_depth, flow_control, retry_count, rnr_retry_count, srq, qp_num }
+        rdma_ud_param { private_data, private_data_len, ah_attr, qp_num, qkey }
+        rdma_cm_event { id, listen_id, event, status, param }
+        rdma_addrinfo { ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len, ai_src_addr, ai_dst_addr, ai_src_canonname, ai_dst_canonname, ai_route_len, ai_route, ai_connect_len, ai_connect, ai_next }
+        rdma_cm_join_mc_attr_ex { comp_mask, join_flags, addr }
     };
-    let mut c_src = String::from("#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n");
+    let mut c_src = String::from("#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\n#include <rdma/rdma_cma.h>\nint main(void) {\n");
     for (expr, _) in &rust {
         c_src.push_str(&format!("\tprintf(\"%zu\\n\", (size_t)({expr}));\n"));
     }

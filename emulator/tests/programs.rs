@@ -4,7 +4,6 @@
 mod common;
 
 use common::{emulated, require, run, stderr, stdout};
-use std::process::Command;
 
 #[test]
 fn ibv_devices_lists_the_hosts_device() {
@@ -107,28 +106,9 @@ fn an_unknown_host_is_a_clear_error() {
     );
 }
 
-/// Builds `tests/c/NAME.c` against Debian's libibverbs headers and link library.
+/// Builds `tests/c/NAME.c` against Debian's libibverbs.
 fn build_c(name: &str) -> std::path::PathBuf {
-    let gcc = require("gcc", "gcc");
-    assert!(
-        std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
-        "infiniband/verbs.h is missing: install libibverbs-dev"
-    );
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/c")
-        .join(format!("{name}.c"));
-    // Tests run in parallel and may build the same program: each build has its own file.
-    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let exe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{n}"));
-    let mut c = Command::new(gcc);
-    c.args(["-Wall", "-Werror", "-O1", "-pthread", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg("-libverbs");
-    let o = run(c);
-    assert!(o.status.success(), "gcc {name}.c: {}", stderr(&o));
-    exe
+    common::build_c(name, &["-libverbs"])
 }
 
 /// Builds and runs `tests/c/NAME.c` on the emulator; it must succeed with nothing on

@@ -21,15 +21,22 @@ fn objdump(args: &[&str], file: &Path) -> String {
 /// `(name, version)` of the dynamic symbols `objdump -T` lists with an IBVERBS version,
 /// defined (`defined == true`) or needed.
 fn ibverbs_symbols(file: &Path, defined: bool) -> BTreeSet<(String, String)> {
+    versioned_symbols(file, "IBVERBS_", defined)
+}
+
+/// `(name, version)` of the dynamic symbols whose version starts with `node` (`IBVERBS_`,
+/// `RDMACM_`, `MLX5_`), defined or needed; a node's own entry (name == version) is left out.
+fn versioned_symbols(file: &Path, node: &str, defined: bool) -> BTreeSet<(String, String)> {
     objdump(&["-T"], file)
         .lines()
-        .filter(|l| l.contains("IBVERBS_") && l.contains("*UND*") != defined)
+        .filter(|l| l.contains(node) && l.contains("*UND*") != defined)
         .filter_map(|l| {
             let mut words = l.split_whitespace().rev();
             let name = words.next()?;
             let version = words.next()?.trim_matches(|c| c == '(' || c == ')');
             Some((name.to_owned(), version.to_owned()))
         })
+        .filter(|(name, version)| name != version)
         .collect()
 }
 
@@ -66,7 +73,13 @@ fn soname_and_version_nodes_are_debians() {
         .filter(|l| !l.starts_with('\t'))
         .collect();
     assert_eq!(theirs.len(), 13, "{theirs:?}");
-    assert_eq!(version_definitions(&ours()), theirs);
+    // The library also carries librdmacm's and libmlx5's nodes (tests/rdmacm.rs), after
+    // these.
+    let ibverbs: Vec<String> = version_definitions(&ours())
+        .into_iter()
+        .filter(|l| l.contains(" IBVERBS_"))
+        .collect();
+    assert_eq!(ibverbs, theirs);
 }
 
 #[test]
@@ -157,7 +170,7 @@ fn rdma_core_programs_start_with_every_symbol_bound() {
         );
         assert!(stdout(&o).starts_with("Usage:\n"), "{program}");
     }
-    // rdmacm-utils load Debian's librdmacm, which binds to this library too.
+    // rdmacm-utils load librdmacm.so.1: the emulator's, the same library.
     let o = usage("mckey", "rdmacm-utils");
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(common::stderr(&o), "mckey: invalid option -- 'h'\n");
@@ -182,4 +195,81 @@ fn rdma_core_programs_start_with_every_symbol_bound() {
     let o = usage("rping", "rdmacm-utils");
     assert_eq!(common::stderr(&o), "");
     assert!(stdout(&o).starts_with("rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n"));
+}
+
+const DEBIAN_RDMACM: &str = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
+const DEBIAN_MLX5: &str = "/usr/lib/x86_64-linux-gnu/libmlx5.so.1";
+
+/// The version nodes of `file` named `node...`, as `(hash, name)`.
+fn nodes(file: &Path, node: &str) -> Vec<(String, String)> {
+    version_definitions(file)
+        .into_iter()
+        .filter(|l| !l.starts_with('\t'))
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w.len() == 4 && w[3].starts_with(node)).then(|| (w[2].to_owned(), w[3].to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn librdmacm_and_libmlx5_nodes_are_debians() {
+    require("rping", "rdmacm-utils");
+    for lib in [DEBIAN_RDMACM, DEBIAN_MLX5] {
+        assert!(
+            Path::new(lib).exists(),
+            "install librdmacm1 and ibverbs-providers"
+        );
+    }
+    let rdmacm = nodes(Path::new(DEBIAN_RDMACM), "RDMACM_");
+    assert_eq!(rdmacm.len(), 4, "{rdmacm:?}");
+    assert_eq!(nodes(&ours(), "RDMACM_"), rdmacm);
+    let mlx5 = nodes(Path::new(DEBIAN_MLX5), "MLX5_");
+    assert_eq!(mlx5.len(), 25, "{mlx5:?}");
+    assert_eq!(nodes(&ours(), "MLX5_"), mlx5);
+}
+
+#[test]
+fn every_librdmacm_symbol_is_exported_where_debian_has_it() {
+    let debian = versioned_symbols(Path::new(DEBIAN_RDMACM), "RDMACM_", true);
+    assert_eq!(debian.len(), 68, "{debian:?}");
+    let got = versioned_symbols(&ours(), "RDMACM_", true);
+    assert_eq!(got, debian);
+    let table: BTreeSet<(String, String)> = ibverbs::rdmacm::exports::EXPORTS
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    assert_eq!(table, got);
+}
+
+#[test]
+fn the_mlx5dv_functions_spead2_looks_up_carry_debians_versions() {
+    let got = versioned_symbols(&ours(), "MLX5_", true);
+    let debian = versioned_symbols(Path::new(DEBIAN_MLX5), "MLX5_", true);
+    assert_eq!(got.len(), 4, "{got:?}");
+    for s in &got {
+        assert!(debian.contains(s), "Debian's libmlx5 has no {s:?}");
+    }
+}
+
+#[test]
+fn rdmacm_utils_find_every_librdmacm_symbol_they_need() {
+    let ours = versioned_symbols(&ours(), "RDMACM_", true);
+    for program in [
+        "rping",
+        "mckey",
+        "udaddy",
+        "cmtime",
+        "ucmatose",
+        "rdma_client",
+        "rdma_server",
+        "rcopy",
+        "riostream",
+        "rstream",
+    ] {
+        let needed = versioned_symbols(&require(program, "rdmacm-utils"), "RDMACM_", false);
+        assert!(!needed.is_empty(), "{program} links no RDMACM symbol?");
+        let missing: Vec<_> = needed.difference(&ours).collect();
+        assert!(missing.is_empty(), "{program} needs {missing:?}");
+    }
 }

@@ -615,15 +615,18 @@ pub struct EmuArgs {
 }
 
 /// The folder `cargo xtask emu` puts first on `LD_LIBRARY_PATH`: the built emulator as
-/// `libibverbs.so.1`.
+/// `libibverbs.so.1`, and under the names of the libraries it also stands in for
+/// (`librdmacm.so.1`, `libmlx5.so.1`; glibc loads the one file once under every name).
 fn emu_lib_dir() -> Result<PathBuf, Error> {
     let so = root().join("target/debug/libibverbs.so");
     let dir = root().join("target/emu/lib");
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let link = dir.join("libibverbs.so.1");
-    let _ = std::fs::remove_file(&link);
-    std::os::unix::fs::symlink(&so, &link)
-        .map_err(|e| format!("cannot link {} to {}: {e}", link.display(), so.display()))?;
+    for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&so, &link)
+            .map_err(|e| format!("cannot link {} to {}: {e}", link.display(), so.display()))?;
+    }
     Ok(dir)
 }
 

@@ -17,9 +17,10 @@ fn deps_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// A folder holding the built emulator as `libibverbs.so.1`, the way programs look it up.
-/// Made once per test binary; the link is replaced atomically (a rename), so a program
-/// started meanwhile by another test never finds the folder without it.
+/// A folder holding the built emulator as `libibverbs.so.1`, `librdmacm.so.1` and
+/// `libmlx5.so.1` (one library under three names, as `cargo xtask emu` links it), the way
+/// programs look them up. Made once per test binary; each link is replaced atomically (a
+/// rename), so a program started meanwhile by another test never finds one missing.
 pub fn lib_dir() -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     DIR.get_or_init(|| {
@@ -31,10 +32,12 @@ pub fn lib_dir() -> PathBuf {
         );
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("emulib");
         std::fs::create_dir_all(&dir).expect("create the library folder");
-        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&so, &tmp).expect("link libibverbs.so.1");
-        std::fs::rename(&tmp, dir.join("libibverbs.so.1")).expect("put libibverbs.so.1 in place");
+        for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
+            let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(&so, &tmp).expect("link the library");
+            std::fs::rename(&tmp, dir.join(name)).expect("put the link in place");
+        }
         dir
     })
     .clone()
@@ -78,4 +81,29 @@ pub fn stdout(o: &Output) -> String {
 /// Stderr as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Builds `tests/c/NAME.c` against Debian's rdma-core headers, linked with `libs` (Debian's
+/// link libraries: `-libverbs`, `-lrdmacm` ...); returns the program.
+pub fn build_c(name: &str, libs: &[&str]) -> PathBuf {
+    let gcc = require("gcc", "gcc");
+    assert!(
+        Path::new("/usr/include/infiniband/verbs.h").exists(),
+        "infiniband/verbs.h is missing: install libibverbs-dev"
+    );
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/c")
+        .join(format!("{name}.c"));
+    // Tests run in parallel and may build the same program: each build has its own file.
+    static BUILDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let exe = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{n}"));
+    let mut c = Command::new(gcc);
+    c.args(["-Wall", "-Werror", "-O1", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .args(libs);
+    let o = run(c);
+    assert!(o.status.success(), "gcc {name}.c: {}", stderr(&o));
+    exe
 }

@@ -98,8 +98,12 @@ pub const EMU_PACKAGES: &[Package] = &[
         "ibv_devices, ibv_devinfo and the pingpongs, run unmodified on the emulator",
     ),
     pkg(
+        "librdmacm-dev",
+        "rdma/rdma_cma.h, whose structs bindgen turns into the emulated librdmacm's layouts",
+    ),
+    pkg(
         "rdmacm-utils",
-        "rping and mckey, started over the emulator with every symbol bound",
+        "rping and mckey, run on the emulated librdmacm",
     ),
     pkg(
         "gcc",
@@ -108,6 +112,10 @@ pub const EMU_PACKAGES: &[Package] = &[
     pkg(
         "binutils",
         "objdump, which the emulator's tests use to compare symbol versions",
+    ),
+    pkg(
+        "iproute2",
+        "`ip` gives spead2's network namespace the emulated host's address (its multicast join)",
     ),
 ];
 

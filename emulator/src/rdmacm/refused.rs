@@ -1,0 +1,201 @@
+//! The rest of librdmacm: rsockets (`rsocket`, `rsend` ... except `rpoll` and `rselect`,
+//! which poll ordinary descriptors as librdmacm's do), endpoints (`rdma_create_ep`), SRQs
+//! on ids, `rdma_notify` and ECE have no model: each fails with EOPNOTSUPP and says so once
+//! on stderr. `rdma_destroy_ep`, `rdma_destroy_srq` and `rdma_get_request` work on what
+//! the other calls made.
+
+use std::ffi::{c_int, c_void};
+
+use crate::ffi;
+use crate::rdmacm::event::rdma_get_cm_event;
+use crate::rdmacm::id::{cm_id, fail};
+use crate::refused::refuse;
+use crate::state::lock;
+
+macro_rules! refused {
+    ($($(#[$doc:meta])* $name:ident($($arg:ident: $t:ty),*) -> $ret:ty = $err:expr;)*) => {$(
+        $(#[$doc])*
+        pub extern "C" fn $name($($arg: $t),*) -> $ret {
+            $(let _ = $arg;)*
+            refuse(stringify!($name));
+            $err
+        }
+    )*};
+}
+
+refused! {
+    /// `rsocket`.
+    rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int = -1;
+    /// `rbind`.
+    rbind(s: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> c_int = -1;
+    /// `rlisten`.
+    rlisten(s: c_int, backlog: c_int) -> c_int = -1;
+    /// `raccept`.
+    raccept(s: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> c_int = -1;
+    /// `rconnect`.
+    rconnect(s: c_int, addr: *const libc::sockaddr, len: libc::socklen_t) -> c_int = -1;
+    /// `rshutdown`.
+    rshutdown(s: c_int, how: c_int) -> c_int = -1;
+    /// `rclose`.
+    rclose(s: c_int) -> c_int = -1;
+    /// `rrecv`.
+    rrecv(s: c_int, buf: *mut c_void, len: usize, flags: c_int) -> isize = -1;
+    /// `rrecvfrom`.
+    rrecvfrom(s: c_int, buf: *mut c_void, len: usize, flags: c_int, addr: *mut libc::sockaddr, alen: *mut libc::socklen_t) -> isize = -1;
+    /// `rrecvmsg`.
+    rrecvmsg(s: c_int, msg: *mut libc::msghdr, flags: c_int) -> isize = -1;
+    /// `rsend`.
+    rsend(s: c_int, buf: *const c_void, len: usize, flags: c_int) -> isize = -1;
+    /// `rsendto`.
+    rsendto(s: c_int, buf: *const c_void, len: usize, flags: c_int, addr: *const libc::sockaddr, alen: libc::socklen_t) -> isize = -1;
+    /// `rsendmsg`.
+    rsendmsg(s: c_int, msg: *const libc::msghdr, flags: c_int) -> isize = -1;
+    /// `rread`.
+    rread(s: c_int, buf: *mut c_void, count: usize) -> isize = -1;
+    /// `rreadv`.
+    rreadv(s: c_int, iov: *const libc::iovec, n: c_int) -> isize = -1;
+    /// `rwrite`.
+    rwrite(s: c_int, buf: *const c_void, count: usize) -> isize = -1;
+    /// `rwritev`.
+    rwritev(s: c_int, iov: *const libc::iovec, n: c_int) -> isize = -1;
+    /// `rgetpeername`.
+    rgetpeername(s: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> c_int = -1;
+    /// `rgetsockname`.
+    rgetsockname(s: c_int, addr: *mut libc::sockaddr, len: *mut libc::socklen_t) -> c_int = -1;
+    /// `rsetsockopt`.
+    rsetsockopt(s: c_int, level: c_int, name: c_int, val: *const c_void, len: libc::socklen_t) -> c_int = -1;
+    /// `rgetsockopt`.
+    rgetsockopt(s: c_int, level: c_int, name: c_int, val: *mut c_void, len: *mut libc::socklen_t) -> c_int = -1;
+    /// `rfcntl` (variadic in C; its one optional argument arrives as the third register).
+    rfcntl(s: c_int, cmd: c_int, arg: usize) -> c_int = -1;
+    /// `riomap`.
+    riomap(s: c_int, buf: *mut c_void, len: usize, prot: c_int, flags: c_int, offset: libc::off_t) -> libc::off_t = -1;
+    /// `riounmap`.
+    riounmap(s: c_int, buf: *mut c_void, len: usize) -> c_int = -1;
+    /// `riowrite`.
+    riowrite(s: c_int, buf: *const c_void, count: usize, offset: libc::off_t, flags: c_int) -> usize = usize::MAX;
+    /// `rdma_create_ep`.
+    rdma_create_ep(id: *mut *mut ffi::rdma_cm_id, res: *mut ffi::rdma_addrinfo, pd: *mut ffi::ibv_pd, attr: *mut ffi::ibv_qp_init_attr) -> c_int = -1;
+    /// `rdma_create_srq`.
+    rdma_create_srq(id: *mut ffi::rdma_cm_id, pd: *mut ffi::ibv_pd, attr: *mut ffi::ibv_srq_init_attr) -> c_int = -1;
+    /// `rdma_create_srq_ex`.
+    rdma_create_srq_ex(id: *mut ffi::rdma_cm_id, attr: *mut ffi::ibv_srq_init_attr_ex) -> c_int = -1;
+    /// `rdma_notify`.
+    rdma_notify(id: *mut ffi::rdma_cm_id, event: ffi::ibv_event_type) -> c_int = -1;
+    /// `rdma_set_local_ece`.
+    rdma_set_local_ece(id: *mut ffi::rdma_cm_id, ece: *mut ffi::ibv_ece) -> c_int = -1;
+    /// `rdma_get_remote_ece`.
+    rdma_get_remote_ece(id: *mut ffi::rdma_cm_id, ece: *mut ffi::ibv_ece) -> c_int = -1;
+}
+
+/// `rpoll`: with no rsockets, `poll` on the descriptors (what librdmacm does for
+/// descriptors that are not rsockets).
+///
+/// # Safety
+/// `fds` is valid for `nfds` entries.
+pub unsafe extern "C" fn rpoll(
+    fds: *mut libc::pollfd,
+    nfds: libc::nfds_t,
+    timeout: c_int,
+) -> c_int {
+    // SAFETY: forwards the caller's array.
+    unsafe { libc::poll(fds, nfds, timeout) }
+}
+
+/// `rselect`: `select` on ordinary descriptors.
+///
+/// # Safety
+/// The sets are NULL or valid; `timeout` is NULL or valid.
+pub unsafe extern "C" fn rselect(
+    nfds: c_int,
+    readfds: *mut libc::fd_set,
+    writefds: *mut libc::fd_set,
+    exceptfds: *mut libc::fd_set,
+    timeout: *mut libc::timeval,
+) -> c_int {
+    // SAFETY: forwards the caller's sets.
+    unsafe { libc::select(nfds, readfds, writefds, exceptfds, timeout) }
+}
+
+/// `rdma_destroy_ep`: the id's QP, then the id.
+///
+/// # Safety
+/// `id` is a live id of ours, destroyed once.
+pub unsafe extern "C" fn rdma_destroy_ep(id: *mut ffi::rdma_cm_id) {
+    if id.is_null() {
+        return;
+    }
+    // SAFETY: the caller's live id.
+    unsafe {
+        crate::rdmacm::qp::rdma_destroy_qp(id);
+        rdma_destroy_srq(id);
+        crate::rdmacm::lifecycle::rdma_destroy_id(id);
+    }
+}
+
+/// `rdma_destroy_srq`: the id's SRQ, if it has one.
+///
+/// # Safety
+/// `id` is a live id of ours.
+pub unsafe extern "C" fn rdma_destroy_srq(id: *mut ffi::rdma_cm_id) {
+    if id.is_null() {
+        return;
+    }
+    // SAFETY: the caller's live id.
+    let cid = unsafe { cm_id(id) };
+    if !cid.raw.srq.is_null() {
+        // SAFETY: the id's SRQ.
+        unsafe { crate::srq::ibv_destroy_srq(cid.raw.srq) };
+        cid.raw.srq = std::ptr::null_mut();
+    }
+}
+
+/// `rdma_get_request`: on a synchronous listener, waits for the next connect request and
+/// gives its id (holding the event in `id->event`).
+///
+/// # Safety
+/// `listen` is a live id of ours; `id` is valid for a write.
+pub unsafe extern "C" fn rdma_get_request(
+    listen: *mut ffi::rdma_cm_id,
+    id: *mut *mut ffi::rdma_cm_id,
+) -> c_int {
+    if listen.is_null() || id.is_null() {
+        return fail(libc::EINVAL);
+    }
+    // SAFETY: the caller's live id.
+    let l = unsafe { cm_id(listen) };
+    if !lock(&l.shared.inner).sync {
+        return fail(libc::EINVAL);
+    }
+    if !l.raw.event.is_null() {
+        // SAFETY: the listener's own unacknowledged event.
+        unsafe { crate::rdmacm::event::rdma_ack_cm_event(l.raw.event) };
+        l.raw.event = std::ptr::null_mut();
+    }
+    let mut ev = std::ptr::null_mut();
+    // SAFETY: the listener's channel and a local out-pointer.
+    if unsafe { rdma_get_cm_event(l.raw.channel, &mut ev) } != 0 {
+        return -1;
+    }
+    // SAFETY: the event just received.
+    let (kind, status, new) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
+    let err = if kind == ffi::RDMA_CM_EVENT_REJECTED {
+        Some(libc::ECONNREFUSED)
+    } else if status != 0 {
+        Some(-status)
+    } else if kind != ffi::RDMA_CM_EVENT_CONNECT_REQUEST {
+        Some(libc::EINVAL)
+    } else {
+        None
+    };
+    if let Some(e) = err {
+        l.raw.event = ev;
+        return fail(e);
+    }
+    // SAFETY: the new id of the request, now the program's; and the caller's pointer.
+    unsafe {
+        (*new).event = ev;
+        id.write(new);
+    }
+    0
+}
