@@ -2,8 +2,9 @@
 //! `libibverbs/driver.h`), which only provider libraries call.
 //!
 //! Programs such as perftest's `ib_send_bw` link Debian's provider libraries
-//! (`libmlx5.so.1`, `libefa.so.1`) directly, for their direct-verbs extensions. Loading
-//! one over this library binds its references to the provider interface: the provider's
+//! (`libefa.so.1`, and `libmlx5.so.1` where it is not this library's emulated one, see
+//! [`crate::mlx5dv`]) directly, for their direct-verbs extensions. Loading one over this
+//! library binds its references to the provider interface: the provider's
 //! constructor calls `verbs_register_driver_34`, its op tables point at the `ibv_cmd_*`
 //! functions, and its destroy paths read `verbs_allow_disassociate_destroy`. Without those
 //! symbols the dynamic linker stops the program at start ("undefined symbol:

@@ -243,12 +243,29 @@ fn every_librdmacm_symbol_is_exported_where_debian_has_it() {
 }
 
 #[test]
-fn the_mlx5dv_functions_spead2_looks_up_carry_debians_versions() {
+fn the_mlx5dv_functions_spead2_and_perftest_use_carry_debians_versions() {
     let got = versioned_symbols(&ours(), "MLX5_", true);
     let debian = versioned_symbols(Path::new(DEBIAN_MLX5), "MLX5_", true);
-    assert_eq!(got.len(), 4, "{got:?}");
+    // spead2's four (looked up by dlopen) and perftest's nine (linked).
+    assert_eq!(got.len(), 13, "{got:?}");
     for s in &got {
         assert!(debian.contains(s), "Debian's libmlx5 has no {s:?}");
+    }
+    let table: BTreeSet<(String, String)> = ibverbs::mlx5dv::EXPORTS
+        .iter()
+        .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
+        .collect();
+    assert_eq!(table, got);
+    for program in [
+        "ib_send_bw",
+        "ib_write_bw",
+        "ib_read_bw",
+        "ib_send_lat",
+        "ib_read_lat",
+    ] {
+        let needed = versioned_symbols(&require(program, "perftest"), "MLX5_", false);
+        let missing: Vec<_> = needed.difference(&got).collect();
+        assert!(missing.is_empty(), "{program} needs {missing:?}");
     }
 }
 
