@@ -142,6 +142,11 @@ macro_rules! conformance_tests {
             ud_controlled_qkey_is_sent_as_given,
             ud_grh_across_sges,
             ud_unsignaled_sends,
+            ud_send_queue_full_enomem,
+            ud_send_queue_full_in_err,
+            ud_send_error_in_a_list,
+            rc_send_queue_full_enomem,
+            uc_send_queue_full_enomem,
         );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {
