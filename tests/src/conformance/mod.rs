@@ -147,6 +147,8 @@ macro_rules! conformance_tests {
             ud_send_error_in_a_list,
             rc_send_queue_full_enomem,
             uc_send_queue_full_enomem,
+            cq_resize_rounds_like_create,
+            cq_resize_keeps_completions_and_refuses_below_them,
         );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {

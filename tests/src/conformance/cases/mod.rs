@@ -4,6 +4,7 @@
 //! docs/divergences.md lists it.
 
 mod cq;
+mod cq_resize;
 mod device;
 mod memory;
 mod multicast;
@@ -16,6 +17,7 @@ mod uc;
 mod ud;
 
 pub use cq::*;
+pub use cq_resize::*;
 pub use device::*;
 pub use memory::*;
 pub use multicast::*;
