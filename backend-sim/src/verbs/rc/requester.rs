@@ -411,18 +411,28 @@ impl Requester {
             let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
                 return;
             };
-            let qp = nic.qp();
-            if !(qp.attr.retry_cnt == 7 && qp.personality.retry_cnt_7_is_infinite()) {
-                if self.retry_left == 0 {
-                    self.fail(nic, i, WcStatus::RetryExcErr);
-                    return;
-                }
-                self.retry_left -= 1;
+            if !self.take_retry(nic) {
+                self.fail(nic, i, WcStatus::RetryExcErr);
+                return;
             }
         } else if self.timer_gen != gen {
             return;
         }
         self.retransmit(nic);
+    }
+
+    /// Takes one retry from `retry_cnt` (none from 7 where that means for ever); false
+    /// when none is left.
+    fn take_retry(&mut self, nic: &impl Nic) -> bool {
+        let qp = nic.qp();
+        if qp.attr.retry_cnt == 7 && qp.personality.retry_cnt_7_is_infinite() {
+            return true;
+        }
+        if self.retry_left == 0 {
+            return false;
+        }
+        self.retry_left -= 1;
+        true
     }
 
     /// Go-back-N: sends again every WQE that was sent and is not done.
@@ -494,7 +504,16 @@ impl Requester {
                         };
                         match syn {
                             syndrome::NAK_PSN_SEQ_ERROR => {
+                                // It acknowledges what came before it, then counts as a
+                                // retry, as a timeout does (rxe_comp.c: the NAK leads
+                                // to COMPST_ERROR_RETRY, which takes one from retry_cnt
+                                // unless it is 7; the IB spec's Retry Count covers
+                                // both): with none left the WQE fails.
                                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
+                                if !self.take_retry(nic) {
+                                    self.fail(nic, i, WcStatus::RetryExcErr);
+                                    return;
+                                }
                                 self.retransmit(nic);
                             }
                             syndrome::NAK_INVALID_REQUEST => {

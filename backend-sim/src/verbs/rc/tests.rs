@@ -491,3 +491,26 @@ fn an_rnr_failure_lands_on_the_wqe_that_was_refused_not_a_later_one() {
         ]
     );
 }
+
+#[test]
+fn a_psn_sequence_nak_takes_a_retry_and_fails_the_wqe_when_none_is_left() {
+    // SEND 1 is lost; SEND 2 draws a PSN sequence error NAK. With retry_cnt 1 the NAK
+    // takes the retry and both are sent again; with 0 the first fails (rxe_comp.c).
+    for (retry, want) in [
+        (1, vec![(1, WcStatus::Success), (2, WcStatus::Success)]),
+        (
+            0,
+            vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)],
+        ),
+    ] {
+        let mut p = Pair::new(false, attr(retry, 0));
+        p.nic_mut(1).post_recv(10, 0, 64);
+        p.nic_mut(1).post_recv(11, 64, 64);
+        p.lose = vec![0];
+        p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 8)]));
+        p.post(0, wr(2, SendOpcode::Send, &[p.nic(0).sge(8, 8)]));
+        p.run();
+        assert_eq!(statuses(&p, 0), want, "retry_cnt {retry}");
+        assert_eq!(p.nic(1).out_of_sequence, 1);
+    }
+}

@@ -6,6 +6,7 @@
 mod cq;
 mod cq_resize;
 mod device;
+mod loss;
 mod memory;
 mod multicast;
 mod qp;
@@ -19,6 +20,7 @@ mod ud;
 pub use cq::*;
 pub use cq_resize::*;
 pub use device::*;
+pub use loss::*;
 pub use memory::*;
 pub use multicast::*;
 pub use qp::*;
