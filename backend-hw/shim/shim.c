@@ -431,6 +431,15 @@ int shim_destroy_cq(struct ibv_cq *cq)
 	return ret ? err_of(ret) : 0;
 }
 
+int shim_resize_cq(struct ibv_cq *cq, int cqe, uint32_t *actual_cqe)
+{
+	int ret = ibv_resize_cq(cq, cqe);
+	if (ret)
+		return err_of(ret);
+	*actual_cqe = (uint32_t)cq->cqe;
+	return 0;
+}
+
 int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only)
 {
 	int ret = ibv_req_notify_cq(cq, solicited_only);

@@ -267,6 +267,7 @@ int shim_get_cq_event(struct ibv_comp_channel *ch, int timeout_ms, void **cq_con
 int shim_create_cq(struct ibv_context *ctx, int cqe, void *cq_context, struct ibv_comp_channel *ch,
 		   int comp_vector, struct ibv_cq **out, uint32_t *handle, uint32_t *actual_cqe);
 int shim_destroy_cq(struct ibv_cq *cq);
+int shim_resize_cq(struct ibv_cq *cq, int cqe, uint32_t *actual_cqe);
 int shim_req_notify_cq(struct ibv_cq *cq, int solicited_only);
 void shim_ack_cq_events(struct ibv_cq *cq, unsigned int n);
 int shim_poll_cq(struct ibv_cq *cq, int n, struct shim_wc *out, int *polled);

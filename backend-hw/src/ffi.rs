@@ -382,6 +382,7 @@ extern "C" {
         actual_cqe: *mut u32,
     ) -> c_int;
     pub fn shim_destroy_cq(cq: *mut ibv_cq) -> c_int;
+    pub fn shim_resize_cq(cq: *mut ibv_cq, cqe: c_int, actual_cqe: *mut u32) -> c_int;
     pub fn shim_req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int;
     pub fn shim_ack_cq_events(cq: *mut ibv_cq, n: c_uint);
     pub fn shim_poll_cq(cq: *mut ibv_cq, n: c_int, out: *mut shim_wc, polled: *mut c_int) -> c_int;

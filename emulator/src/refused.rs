@@ -96,12 +96,6 @@ pub extern "C" fn ibv_rereg_mr(
     ffi::IBV_REREG_MR_ERR_CMD
 }
 
-/// `ibv_resize_cq`.
-pub extern "C" fn ibv_resize_cq(_cq: *mut ffi::ibv_cq, _cqe: c_int) -> c_int {
-    refuse("ibv_resize_cq");
-    libc::EOPNOTSUPP
-}
-
 /// `ibv_query_qp_data_in_order`: 0, no ordering promise (what libibverbs answers for a
 /// provider without the op).
 pub extern "C" fn ibv_query_qp_data_in_order(

@@ -348,6 +348,29 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
     0
 }
 
+/// `ibv_resize_cq`: the simulated device resizes as rxe does (see `SimCq::resize`) and
+/// `cq->cqe` then holds the new size.
+///
+/// # Safety
+/// `cq` is NULL or a live CQ of ours.
+pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ffi::ibv_cq, cqe: c_int) -> c_int {
+    let Ok(cqe) = u32::try_from(cqe) else {
+        return libc::EINVAL;
+    };
+    if cq.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: a live CQ of ours.
+    let c: &EmuCq = unsafe { emu(cq) };
+    if let Err(e) = c.cq.resize(cqe) {
+        return errno_of(&e);
+    }
+    let size = c_int::try_from(c.cq.cqe()).unwrap_or(c_int::MAX);
+    // SAFETY: the CQ's own C struct, which the program reads after we return.
+    unsafe { std::ptr::addr_of_mut!((*cq).cqe).write(size) };
+    0
+}
+
 /// `ibv_get_cq_event`: waits for the next completion event on `channel` (or fails with
 /// EAGAIN when the program made its fd non-blocking).
 ///

@@ -262,3 +262,16 @@ fn extended_qps_build_and_post_through_the_qp_ex_send_api() {
          done\n"
     );
 }
+
+#[test]
+fn a_cq_resizes_to_the_rounded_size_and_keeps_its_completions() {
+    assert_eq!(
+        run_clean("resize_cq"),
+        "created: cqe 7\n\
+         resize to 20: 0, cqe 31\n\
+         resize to 2 with 3 waiting: Invalid argument, cqe 31\n\
+         resize to 3: 0, cqe 3\n\
+         resize to 0: Invalid argument\n\
+         polled 3: 10/0 11/0 12/0\n"
+    );
+}

@@ -1,10 +1,46 @@
 //! The conformance suite on the simulator, rxe personality: one host with one device
-//! `rxe0` whose QPs talk to each other, as on Soft-RoCE in the VM.
+//! `rxe0` whose QPs talk to each other, as on Soft-RoCE in the VM. The cases about loss
+//! add a second device `rxe1` to the host (its own port on the fabric) and lose frames
+//! with the fault plan's drop list.
 
 use std::net::Ipv4Addr;
 
-use backend_sim::{Personality, Sim, SimVerbs};
-use workspace_tests::conformance::Env;
+use backend_sim::fabric::PortConfig;
+use backend_sim::{HostId, Personality, Sim, SimVerbs};
+use workspace_tests::conformance::{Env, LossyLink, LossyLinks};
+
+/// The simulator's side of a lossy link: the next frame handed to the fabric is lost.
+#[derive(Debug)]
+struct SimLink {
+    sim: Sim,
+}
+
+impl LossyLink for SimLink {
+    fn peer_device(&self) -> &str {
+        "rxe1"
+    }
+
+    fn lose_next(&self, _dest_qpn: u32, _psn: u32) -> Result<(), String> {
+        let (next, mut plan) = self
+            .sim
+            .with_fabric(|f| (f.stats().transmitted, f.faults().clone()));
+        plan.drop_packets.push(next);
+        self.sim.set_faults(plan).map_err(|e| e.to_string())
+    }
+}
+
+fn lossy(sim: &Sim, host: HostId) -> LossyLinks {
+    let sim = sim.clone();
+    LossyLinks::new(move || {
+        sim.add_device(
+            host,
+            Personality::Rxe,
+            PortConfig::with_ip(Ipv4Addr::new(10, 77, 0, 2)),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Box::new(SimLink { sim: sim.clone() }))
+    })
+}
 
 fn env() -> Env<SimVerbs> {
     let sim = Sim::new(0x5eed);
@@ -15,6 +51,7 @@ fn env() -> Env<SimVerbs> {
         verbs: sim.verbs(host),
         device: "rxe0".into(),
         port: 1,
+        lossy: Some(lossy(&sim, host)),
     }
 }
 

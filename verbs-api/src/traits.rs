@@ -303,8 +303,21 @@ pub trait CompletionQueue: Debug {
     /// The CQ's handle (unique per context), as events name it.
     fn handle(&self) -> u32;
 
-    /// The number of entries the CQ holds (at least what was asked for).
+    /// The number of entries the CQ holds (at least what was asked for; after
+    /// [`CompletionQueue::resize`], what the device gave then).
     fn cqe(&self) -> u32;
+
+    /// `ibv_resize_cq`: makes the CQ hold at least `cqe` entries, keeping the completions
+    /// it holds, in order. The device rounds as at creation (rxe and mlx5: the smallest
+    /// 2^k - 1 >= `cqe`) and may shrink the CQ; [`CompletionQueue::cqe`] then reports the
+    /// new size.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidArgument`] (EINVAL) for 0, for more than the device's
+    /// `max_cqe`, or for fewer entries than completions wait in the CQ (the man page's
+    /// rule, which rxe enforces); [`crate::ErrorKind::Unsupported`] where the device or
+    /// backend cannot resize.
+    fn resize(&self, cqe: u32) -> Result<()>;
 
     /// `ibv_poll_cq`: moves up to `wc.len()` completions into `wc`, oldest first, and
     /// returns how many. Allocates nothing.

@@ -373,7 +373,8 @@ pub(crate) struct EventCounts {
 pub(crate) struct Cq {
     pub(crate) ptr: NonNull<ffi::ibv_cq>,
     handle: u32,
-    cqe: u32,
+    /// The size the device gave (changed by a resize).
+    cqe: AtomicU32,
     events: Box<EventCounts>,
     channel: Option<Arc<Channel>>,
     pub(crate) ctx: Arc<Ctx>,
@@ -481,7 +482,7 @@ impl HwCq {
         Ok(HwCq(Arc::new(Cq {
             ptr,
             handle,
-            cqe: actual,
+            cqe: AtomicU32::new(actual),
             events,
             channel: channel.map(|c| c.0.clone()),
             ctx: ctx.clone(),
@@ -499,7 +500,28 @@ impl CompletionQueue for HwCq {
     }
 
     fn cqe(&self) -> u32 {
-        self.0.cqe
+        self.0.cqe.load(Ordering::Acquire)
+    }
+
+    fn resize(&self, cqe: u32) -> Result<()> {
+        const OP: &str = "ibv_resize_cq";
+        // A size past c_int is EINVAL for the provider too; it cannot be passed on.
+        let cqe_c = c_int::try_from(cqe).map_err(|_| {
+            Error::from_errno(OP, errno::EINVAL, format!("{cqe} entries: too many"))
+        })?;
+        let mut actual = 0;
+        // SAFETY: the CQ is alive; the provider takes its own lock against concurrent
+        // polls while it swaps the ring; `actual` is valid for writes.
+        let ret = unsafe { ffi::shim_resize_cq(self.0.ptr.as_ptr(), cqe_c, &mut actual) };
+        if ret != 0 {
+            return Err(os_error(
+                OP,
+                ret,
+                format!("CQ {} to {cqe} entries", self.0.handle),
+            ));
+        }
+        self.0.cqe.store(actual, Ordering::Release);
+        Ok(())
     }
 
     fn poll(&self, wc: &mut [Completion]) -> Result<usize> {

@@ -8,6 +8,7 @@ use crate::verbs::objects::{err, lock, Kind, Res};
 use crate::verbs::personality::Personality;
 use crate::verbs::qp::SimQp;
 use crate::verbs::rc::RcState;
+use crate::verbs::send_queue::SendQueue;
 use crate::verbs::srq::SimSrq;
 use crate::verbs::world::{Arm, Channel, Cq, FlowRule, Qp, Srq, World};
 use std::collections::VecDeque;
@@ -245,7 +246,7 @@ impl Context for SimContext {
         drop(w);
         Ok(SimCq {
             res: self.new_res(id, Kind::Cq),
-            cqe,
+            cqe: cqe.into(),
             _channel: channel.map(|c| c.res.clone()),
         })
     }
@@ -336,6 +337,7 @@ impl Context for SimContext {
             groups: Vec::new(),
             ud_psn: 0,
             rc,
+            sq: SendQueue::default(),
         };
         w.qps.insert(qpn, qp);
         drop(w);

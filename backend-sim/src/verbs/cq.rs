@@ -2,7 +2,9 @@
 //! empty queue, one-shot arming, waiting in virtual time.
 
 use crate::verbs::objects::{err, lock, Res};
+use crate::verbs::personality::Personality;
 use crate::verbs::world::{Arm, World};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use verbs_api::{Completion, CompletionChannel, CompletionQueue, ErrorKind, Result};
@@ -41,8 +43,20 @@ impl CompletionChannel for SimChannel {
 #[derive(Debug)]
 pub struct SimCq {
     pub(crate) res: Arc<Res>,
-    pub(crate) cqe: u32,
+    pub(crate) cqe: AtomicU32,
     pub(crate) _channel: Option<Arc<Res>>,
+}
+
+impl SimCq {
+    /// How many completions wait in the CQ now, without letting virtual time pass (a
+    /// poll of an empty CQ takes the simulation's next event first).
+    #[must_use]
+    pub fn queued(&self) -> usize {
+        lock(&self.res.world)
+            .cqs
+            .get(&self.res.id)
+            .map_or(0, |c| c.entries.len())
+    }
 }
 
 impl CompletionQueue for SimCq {
@@ -51,7 +65,41 @@ impl CompletionQueue for SimCq {
     }
 
     fn cqe(&self) -> u32 {
-        self.cqe
+        self.cqe.load(Ordering::Relaxed)
+    }
+
+    /// As rxe resizes (`rxe_resize_cq` in drivers/infiniband/sw/rxe/rxe_verbs.c): the
+    /// size checked as at creation and against the completions waiting
+    /// (`rxe_cq_chk_attr`, rxe_cq.c: EINVAL when `cqe` is below their count), then the
+    /// ring rebuilt at the rounded size with them in order (`rxe_queue_resize`,
+    /// rxe_queue.c). mlx5's driver does not compare with the completions waiting
+    /// (`mlx5_ib_resize_cq`); what the device does with more than fit is not modelled:
+    /// the mlx5 personality refuses as rxe does, as the man page requires.
+    fn resize(&self, cqe: u32) -> Result<()> {
+        const OP: &str = "ibv_resize_cq";
+        let mut w = lock(&self.res.world);
+        let Some(c) = w.cqs.get_mut(&self.res.id) else {
+            return Err(err(ErrorKind::InvalidState, OP, "CQ destroyed"));
+        };
+        let max = c.personality.device_attr(0).max_cqe;
+        let waiting = c.entries.len();
+        if cqe == 0 || cqe > max {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("cqe {cqe} outside 1..={max}"),
+            ));
+        }
+        if (cqe as usize) < waiting {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("cqe {cqe} is below the {waiting} completions in the CQ"),
+            ));
+        }
+        c.cqe = Personality::queue_depth(cqe);
+        self.cqe.store(c.cqe, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Moves completions out; when none is there, lets the simulation take its next event
@@ -91,8 +139,11 @@ impl CompletionQueue for SimCq {
     }
 }
 
+/// Moves up to `wc.len()` completions out of CQ `id`; a polled send CQE gives its QP the
+/// send-queue slots it holds back (mlx5, see `send_queue`).
 pub(crate) fn drain_cq(w: &mut World, id: u32, wc: &mut [Completion]) -> Result<usize> {
-    let Some(cq) = w.cqs.get_mut(&id) else {
+    let World { cqs, qps, .. } = w;
+    let Some(cq) = cqs.get_mut(&id) else {
         return Err(err(ErrorKind::InvalidState, "ibv_poll_cq", "CQ destroyed"));
     };
     if cq.broken {
@@ -104,7 +155,12 @@ pub(crate) fn drain_cq(w: &mut World, id: u32, wc: &mut [Completion]) -> Result<
     }
     let n = wc.len().min(cq.entries.len());
     for (slot, c) in wc.iter_mut().zip(cq.entries.drain(..n)) {
-        *slot = c;
+        *slot = c.wc;
+        if c.frees > 0 {
+            if let Some(qp) = qps.get_mut(&c.wc.qp_num) {
+                qp.sq.reclaim(c.frees);
+            }
+        }
     }
     Ok(n)
 }

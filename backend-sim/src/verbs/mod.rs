@@ -14,6 +14,7 @@ mod qp;
 mod raw;
 mod rc;
 mod records;
+mod send_queue;
 mod sim;
 mod srq;
 mod steering;

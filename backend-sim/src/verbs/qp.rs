@@ -1,9 +1,10 @@
-//! Queue pairs: state, modify, and posting (RAW/UD execute at once, RC/UC go to the
-//! connected-transport engine).
+//! Queue pairs: state, modify, and posting (RAW/UD execute at once and complete in a NIC
+//! event after the post, RC/UC go to the connected-transport engine).
 
 use crate::verbs::ah::SimAh;
 use crate::verbs::objects::{err, lock, Res};
 use crate::verbs::personality::Personality;
+use crate::verbs::send_queue::Executed;
 use crate::verbs::world::{completion, RecvWqe, SgeList, UdDest, World, WrCopy};
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
@@ -195,7 +196,15 @@ impl QueuePair for SimQp {
                 )
                 .with_bad_wr(i));
             }
-            let (send_cq, sig_all) = (qp.send_cq, qp.sq_sig_all);
+            let sig_all = qp.sq_sig_all;
+            // The ring holds max_send_wr WQEs; a request that finds it full fails (after
+            // the checks above, as rdma-core's providers check) and the ones before it
+            // stay posted.
+            let in_use = qp.sq.in_use() + qp.rc.as_ref().map_or(0, |rc| rc.queued());
+            if in_use >= qp.cap.max_send_wr as usize {
+                return Err(err(ErrorKind::QueueFull, OP, "the send queue is full").with_bad_wr(i));
+            }
+            let stopped = qp.sq.stopped();
             let now = w.fabric.now();
             w.fabric.trace_event(
                 super::world::vtag::POST_SEND,
@@ -207,36 +216,39 @@ impl QueuePair for SimQp {
                 ],
             );
             let wc_op = wr.opcode.completion_opcode();
-            if state != QpState::Rts && !queues {
-                w.complete(
-                    send_cq,
-                    completion(wr.wr_id, WcStatus::WrFlushErr, wc_op, self.qpn),
-                    false,
-                );
+            let ud_like = matches!(self.qp_type, QpType::RawPacket | QpType::Ud);
+            if (state != QpState::Rts && !queues) || (ud_like && stopped) {
+                // Flushed by the NIC, completed after the post as any send.
+                let wc = completion(wr.wr_id, WcStatus::WrFlushErr, wc_op, self.qpn);
+                w.queue_send(self.qpn, Executed { wc, reported: true });
                 continue;
             }
             match self.qp_type {
                 QpType::RawPacket | QpType::Ud => {
                     let posted = w.send_now(self.qpn, &copy);
                     let ok = posted.status.is_success();
-                    if !ok || sig_all || wr.send_flags.contains(verbs_api::SendFlags::SIGNALED) {
-                        let mut c = completion(wr.wr_id, posted.status, wc_op, self.qpn);
-                        c.byte_len = posted.byte_len;
-                        if ok && wr.opcode == verbs_api::SendOpcode::SendWithImm {
-                            // rxe and mlx5 flag it (imm_data left 0).
-                            c.wc_flags |= verbs_api::WcFlags::WITH_IMM;
-                        }
-                        w.complete(send_cq, c, false);
+                    let mut wc = completion(wr.wr_id, posted.status, wc_op, self.qpn);
+                    wc.byte_len = posted.byte_len;
+                    if ok && wr.opcode == verbs_api::SendOpcode::SendWithImm {
+                        // rxe and mlx5 flag it (imm_data left 0).
+                        wc.wc_flags |= verbs_api::WcFlags::WITH_IMM;
                     }
                     if !ok {
-                        // rxe moves the QP to ERR (its receives are flushed); mlx5 to SQE.
-                        let p = w.qps.get(&self.qpn).map(|q| w.devices[q.dev].personality);
-                        if p == Some(Personality::Rxe) {
-                            w.enter_error(self.qpn);
-                        } else if let Some(q) = w.qps.get_mut(&self.qpn) {
-                            q.state = QpState::Sqe;
+                        // The requester stops here; what follows is flushed, and the
+                        // QP leaves RTS when this completion is made.
+                        if let Some(q) = w.qps.get_mut(&self.qpn) {
+                            q.sq.stop();
                         }
                     }
+                    let signaled =
+                        sig_all || wr.send_flags.contains(verbs_api::SendFlags::SIGNALED);
+                    w.queue_send(
+                        self.qpn,
+                        Executed {
+                            wc,
+                            reported: signaled || !ok,
+                        },
+                    );
                 }
                 _ => {
                     if inline {

@@ -5,6 +5,7 @@
 use super::flow_match::Matcher;
 use super::personality::Personality;
 use super::rc::RcState;
+use super::send_queue::SendQueue;
 use super::wqe::RecvWqe;
 use crate::frame::eth::Mac;
 use crate::ids::{HostId, PortId};
@@ -89,11 +90,19 @@ pub(crate) struct Cq {
     pub ctx: u32,
     pub personality: Personality,
     pub cqe: u32,
-    pub entries: VecDeque<Completion>,
+    pub entries: VecDeque<Cqe>,
     pub channel: Option<u32>,
     pub arm: Arm,
     pub unacked: u32,
     pub broken: bool,
+}
+
+/// A completion in a CQ, and the send-queue slots polling it gives back to its QP (mlx5;
+/// see [`super::send_queue`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Cqe {
+    pub wc: Completion,
+    pub frees: u32,
 }
 
 #[derive(Debug, Default)]
@@ -128,6 +137,8 @@ pub(crate) struct Qp {
     pub ud_psn: u32,
     /// RC/UC protocol state.
     pub rc: Option<Box<RcState>>,
+    /// Sends completing after the post (UD, RAW, flushes) and mlx5's unreclaimed slots.
+    pub sq: SendQueue,
 }
 
 #[derive(Debug)]

@@ -9,6 +9,7 @@
 use super::memory::{self, MrTable};
 use super::personality::Personality;
 use super::rc::{self, Count, QpView, RcState};
+use super::send_queue::Executed;
 use super::{raw, steering, ud};
 use crate::clock::Nanos;
 use crate::fabric::{is_roce, Fabric, Output};
@@ -25,7 +26,7 @@ use verbs_api::{
     WcOpcode, WcStatus,
 };
 
-pub(crate) use super::records::{Arm, Channel, Cq, Ctx, Device, FlowRule, NicStats, Qp, Srq};
+pub(crate) use super::records::{Arm, Channel, Cq, Cqe, Ctx, Device, FlowRule, NicStats, Qp, Srq};
 pub(crate) use super::wqe::{completion, RecvWqe, SgeList, UdDest, WrCopy};
 
 /// Trace tags of the verbs layer.
@@ -65,6 +66,9 @@ pub(crate) struct World {
     steer_scratch: Vec<u32>,
     sniff_scratch: Vec<u32>,
     free_frames: Vec<Vec<u8>>,
+    /// QPs whose completer has work for the next step (sends completed after the post).
+    due: Vec<u32>,
+    due_scratch: Vec<u32>,
 }
 
 impl World {
@@ -87,6 +91,8 @@ impl World {
             steer_scratch: Vec::new(),
             sniff_scratch: Vec::new(),
             free_frames: Vec::new(),
+            due: Vec::new(),
+            due_scratch: Vec::new(),
         }
     }
 
@@ -145,16 +151,22 @@ impl World {
 
     // ---- time ----
 
-    /// Takes the next event (at most `deadline`) and lets the NICs handle it. False when
-    /// nothing was due by then (the clock then stands at `deadline`, unless it is MAX).
+    /// Takes the next event (at most `deadline`) and lets the NICs handle it: first the
+    /// completers' work left by posts (at the current time), then the fabric's next
+    /// event. False when nothing was due by then (the clock then stands at `deadline`,
+    /// unless it is MAX).
     pub fn advance(&mut self, deadline: Nanos) -> bool {
+        if !self.due.is_empty() {
+            self.run_completers();
+            return true;
+        }
         match self.fabric.step_until(deadline) {
             Some(Output::Frame { port, frame, .. }) => {
                 self.on_frame(port, frame);
                 true
             }
             Some(Output::Timer { token }) => {
-                self.on_rc_timer(token);
+                self.on_timer(token);
                 true
             }
             None => false,
@@ -183,6 +195,12 @@ impl World {
 
     /// Adds a completion to `cq`, with overrun and notification handling.
     pub fn complete(&mut self, cq: u32, wc: Completion, solicited: bool) {
+        self.push_cqe(cq, wc, solicited, 0);
+    }
+
+    /// [`World::complete`] of a CQE whose poll gives `frees` send-queue slots back to its
+    /// QP (mlx5).
+    fn push_cqe(&mut self, cq: u32, wc: Completion, solicited: bool, frees: u32) {
         self.fabric.trace_event(
             vtag::COMPLETION,
             &[
@@ -216,7 +234,7 @@ impl World {
             return;
         }
         let error_solicits = !wc.status.is_success() && c.personality == Personality::Mlx5;
-        c.entries.push_back(wc);
+        c.entries.push_back(Cqe { wc, frees });
         let fire = match c.arm {
             Arm::None => false,
             Arm::Next => true,
@@ -253,7 +271,6 @@ impl World {
         };
         let rq: Vec<RecvWqe> = qp.rq.drain(..).collect();
         let recv_cq = qp.recv_cq;
-        let send_cq = qp.send_cq;
         let pending = qp
             .rc
             .as_mut()
@@ -269,13 +286,70 @@ impl World {
             );
         }
         for (wr_id, op) in pending {
-            self.complete(
-                send_cq,
-                completion(wr_id, WcStatus::WrFlushErr, op, qpn),
-                false,
-            );
+            self.retire_send(qpn, completion(wr_id, WcStatus::WrFlushErr, op, qpn), true);
         }
         true
+    }
+
+    // ---- send completions ----
+
+    /// A send WQE of `qpn` leaves the NIC's queue: with a CQE on the QP's send CQ when
+    /// `reported`, else silently (an unsignaled success). Keeps mlx5's slot count.
+    pub fn retire_send(&mut self, qpn: u32, wc: Completion, reported: bool) {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        let personality = self.devices[qp.dev].personality;
+        let frees = qp.sq.retire(personality, reported);
+        if reported {
+            let cq = qp.send_cq;
+            self.push_cqe(cq, wc, false, frees);
+        }
+    }
+
+    /// Queues the completion of a send the NIC executed (or flushes) at post time; the
+    /// completer makes it at the next step (see [`super::send_queue`]).
+    pub fn queue_send(&mut self, qpn: u32, e: Executed) {
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            return;
+        };
+        if qp.sq.push(e) {
+            self.due.push(qpn);
+        }
+    }
+
+    /// The completers of the QPs with work left by posts, in the order it was left: the
+    /// queued sends of each, then its RC/UC machine's.
+    fn run_completers(&mut self) {
+        let mut due = std::mem::replace(&mut self.due, std::mem::take(&mut self.due_scratch));
+        for &qpn in &due {
+            if let Some(qp) = self.qps.get_mut(&qpn) {
+                qp.sq.take_due();
+            }
+            self.complete_queued_sends(qpn);
+            self.run_rc(qpn, |rc, nic| rc.on_completer(nic));
+        }
+        due.clear();
+        self.due_scratch = due;
+    }
+
+    /// Completes `qpn`'s queued sends in order. A failed send moves the QP to ERR on rxe
+    /// (its receives flushed), to SQE on mlx5, once its completion is made.
+    fn complete_queued_sends(&mut self, qpn: u32) {
+        while let Some(e) = self.qps.get_mut(&qpn).and_then(|q| q.sq.pop()) {
+            self.retire_send(qpn, e.wc, e.reported);
+            let failed = !e.wc.status.is_success() && e.wc.status != WcStatus::WrFlushErr;
+            if failed {
+                let Some(qp) = self.qps.get_mut(&qpn) else {
+                    return;
+                };
+                if self.devices[qp.dev].personality == Personality::Rxe {
+                    self.enter_error(qpn);
+                } else if matches!(qp.state, QpState::Rts | QpState::Sqd) {
+                    qp.state = QpState::Sqe;
+                }
+            }
+        }
     }
 
     /// Applies a modify the state table accepted.
@@ -359,6 +433,7 @@ impl World {
         match new {
             QpState::Reset => {
                 qp.rq.clear();
+                qp.sq.reset();
                 qp.ud_psn = 0;
                 if let Some(rc) = qp.rc.as_mut() {
                     rc.reset();
@@ -773,7 +848,8 @@ impl World {
             })
     }
 
-    fn on_rc_timer(&mut self, token: u64) {
+    /// A timer of an RC/UC machine came due.
+    fn on_timer(&mut self, token: u64) {
         let qpn = (token & 0x00ff_ffff) as u32;
         let kind = (token >> 24) & 0xff;
         let gen = (token >> 32) as u32;
@@ -986,13 +1062,21 @@ impl rc::Nic for QpNic<'_> {
     }
 
     fn complete_send(&mut self, wc: Completion) {
-        let cq = self.qp().send_cq;
-        self.w.complete(cq, wc, false);
+        self.w.retire_send(self.qpn, wc, true);
+    }
+
+    fn retire_unsignaled(&mut self) {
+        let wc = completion(0, WcStatus::Success, WcOpcode::Send, self.qpn);
+        self.w.retire_send(self.qpn, wc, false);
     }
 
     fn complete_recv(&mut self, wc: Completion, solicited: bool) {
         let cq = self.qp().recv_cq;
         self.w.complete(cq, wc, solicited);
+    }
+
+    fn completer_due(&mut self) {
+        self.w.due.push(self.qpn);
     }
 
     fn set_timer(&mut self, at: Nanos, kind: rc::Timer, gen: u32) {

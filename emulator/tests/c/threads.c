@@ -42,6 +42,8 @@ static void *run(void *arg)
 		struct ibv_sge ssge = { .addr = (uintptr_t)buf, .length = 64, .lkey = mr->lkey };
 		struct ibv_send_wr swr = {
 			.wr_id = 1000 + r, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND,
+			/* Signaled: mlx5 frees a send slot only when a CQE at or after it is polled. */
+			.send_flags = IBV_SEND_SIGNALED,
 			.wr.ud = { .ah = ah, .remote_qpn = qp->qp_num, .remote_qkey = QKEY },
 		}, *bad_s;
 		CHECK(!ibv_post_send(qp, &swr, &bad_s));

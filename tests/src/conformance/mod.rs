@@ -10,12 +10,15 @@
 //! `#[test]` for one backend.
 //!
 //! All QPs live on one device and talk to each other through it (loopback), as Soft-RoCE
-//! requires (SOFT-ROCE.md).
+//! requires (SOFT-ROCE.md), except in the cases about loss, whose second QP is on a
+//! second device behind a link that can lose packets ([`loss`]).
 
 pub mod cases;
+pub mod loss;
 pub mod outcome;
 pub mod rig;
 
+pub use loss::{LossyLink, LossyLinks, VethLink};
 pub use rig::{Env, Rig};
 
 /// Instantiates every conformance case as a `#[test]`, given an expression that makes
@@ -142,6 +145,16 @@ macro_rules! conformance_tests {
             ud_controlled_qkey_is_sent_as_given,
             ud_grh_across_sges,
             ud_unsignaled_sends,
+            ud_send_queue_full_enomem,
+            ud_send_queue_full_in_err,
+            ud_send_error_in_a_list,
+            rc_send_queue_full_enomem,
+            uc_send_queue_full_enomem,
+            cq_resize_rounds_like_create,
+            cq_resize_keeps_completions_and_refuses_below_them,
+            rc_psn_nak_counts_as_a_retry,
+            uc_resynchronises_after_a_lost_message,
+            uc_drops_the_rest_of_a_message_after_a_lost_packet,
         );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {

@@ -24,6 +24,9 @@ pub struct Env<V: Verbs> {
     pub device: String,
     /// The port to use.
     pub port: u8,
+    /// A second device behind a link that can lose packets, for the cases about loss
+    /// (`None`: the backend has none, and those cases fail saying so).
+    pub lossy: Option<super::loss::LossyLinks>,
 }
 
 impl<V: Verbs> Env<V> {
@@ -64,10 +67,18 @@ impl<C: Context> std::fmt::Debug for Rig<C> {
 /// # Panics
 /// When the device cannot be opened or has no IPv4 GID: the case cannot run.
 pub fn open<V: Verbs>(env: &Env<V>) -> Rig<V::Context> {
+    open_device(env, &env.device)
+}
+
+/// Opens the device `name` of the env's backend, at the env's port.
+///
+/// # Panics
+/// As [`open`].
+pub fn open_device<V: Verbs>(env: &Env<V>, name: &str) -> Rig<V::Context> {
     let ctx = env
         .verbs
-        .open(&env.device)
-        .unwrap_or_else(|e| panic!("open {}: {e}", env.device));
+        .open(name)
+        .unwrap_or_else(|e| panic!("open {name}: {e}"));
     let attr = ctx.query_device().expect("query_device");
     let port_attr = ctx.query_port(env.port).expect("query_port");
     let mut found = None;

@@ -81,10 +81,14 @@ pub(crate) trait Nic {
     /// Sends a packet to the connected peer (the NIC fills in the destination QP, P_Key
     /// and addresses).
     fn transmit(&mut self, h: RoceHeaders, payload: &[u8]);
-    /// A completion on the send CQ.
+    /// A send WQE leaves the queue with a completion on the send CQ.
     fn complete_send(&mut self, wc: Completion);
+    /// A send WQE leaves the queue without a completion (an unsignaled success).
+    fn retire_unsignaled(&mut self);
     /// A completion on the receive CQ (`solicited` for the solicited event).
     fn complete_recv(&mut self, wc: Completion, solicited: bool);
+    /// Asks for [`RcState::on_completer`] at the simulation's next step.
+    fn completer_due(&mut self);
     /// Asks for [`RcState::on_timer`] with `(kind, gen)` at `at`.
     fn set_timer(&mut self, at: Nanos, kind: Timer, gen: u32);
     /// An affiliated asynchronous event on the QP.
@@ -151,6 +155,11 @@ impl RcState {
         self.req.arm_drain_notify()
     }
 
+    /// Send WQEs on the queue (posted, not yet completed).
+    pub fn queued(&self) -> usize {
+        self.req.queued()
+    }
+
     /// Queues a send WR and transmits what the state allows.
     ///
     /// # Errors
@@ -162,6 +171,12 @@ impl RcState {
     /// SQD -> RTS: transmits what was queued meanwhile.
     pub fn resume(&mut self, nic: &mut impl Nic) {
         self.req.pump(nic);
+    }
+
+    /// The completer's turn asked for through [`Nic::completer_due`]: UC WQEs sent since
+    /// complete (rxe completes a UC WQE after the post, as a UD one: see `send_queue`).
+    pub fn on_completer(&mut self, nic: &mut impl Nic) {
+        self.req.on_completer(nic);
     }
 
     /// A timer set through [`Nic::set_timer`] came due.

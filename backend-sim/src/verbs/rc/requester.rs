@@ -48,6 +48,8 @@ pub(super) struct Requester {
     ack_deadline: u64,
     ack_timer_pending: bool,
     drain_notify: bool,
+    /// UC: the completer's turn is asked for.
+    completer_due: bool,
 }
 
 /// The opcode of packet `k` of a SEND or WRITE message.
@@ -72,6 +74,7 @@ impl Requester {
     pub fn take_outstanding(&mut self) -> Vec<(u64, WcOpcode)> {
         self.timer_gen = self.timer_gen.wrapping_add(1);
         self.ack_deadline = 0;
+        self.completer_due = false;
         self.sq
             .drain(..)
             .map(|w| (w.wr.wr_id, w.completion_opcode()))
@@ -84,6 +87,11 @@ impl Requester {
             ack_timer_pending: self.ack_timer_pending,
             ..Requester::default()
         };
+    }
+
+    /// WQEs on the send queue.
+    pub fn queued(&self) -> usize {
+        self.sq.len()
     }
 
     /// The PSN the next new packet will carry (what query_qp reports as sq_psn).
@@ -202,8 +210,11 @@ impl Requester {
             w.data = data;
             self.next_psn = psn_add(self.next_psn, npsn);
             self.transmit_wqe(nic, i, mtu, qp.uc);
-            if qp.uc {
-                self.sq[i].done = true;
+            if qp.uc && !self.completer_due {
+                // UC needs no ACK: the WQE is done once sent, and the completer makes its
+                // completion after the post (rxe_xmit_packet, as for UD).
+                self.completer_due = true;
+                nic.completer_due();
             }
         }
         if !nic.qp().uc {
@@ -341,6 +352,8 @@ impl Requester {
                     _ => w.data.len() as u32,
                 };
                 nic.complete_send(c);
+            } else {
+                nic.retire_unsignaled();
             }
         }
         let sqd = nic.qp().state == QpState::Sqd;
@@ -354,12 +367,28 @@ impl Requester {
     /// Completes WQE `i` with an error (always reported), then the QP enters ERR and the
     /// rest is flushed. The WQEs done before it complete first, which shifts its index.
     fn fail(&mut self, nic: &mut impl Nic, i: usize, status: WcStatus) {
+        if nic.qp().uc {
+            // The UC WQEs sent before it are done: they complete first.
+            self.sq.iter_mut().take(i).for_each(|w| w.done |= w.sent);
+        }
         let i = i - self.complete_done(nic);
         if let Some(w) = self.sq.remove(i) {
             let c = completion(w.wr.wr_id, status, w.completion_opcode(), nic.qp().qpn);
             nic.complete_send(c);
         }
         enter_error(nic, self);
+    }
+
+    /// UC: the WQEs sent are done and complete, in order.
+    pub fn on_completer(&mut self, nic: &mut impl Nic) {
+        if !std::mem::take(&mut self.completer_due) {
+            return;
+        }
+        if !nic.qp().uc || !matches!(nic.qp().state, QpState::Rts | QpState::Sqd) {
+            return;
+        }
+        self.sq.iter_mut().for_each(|w| w.done |= w.sent);
+        self.complete_done(nic);
     }
 
     pub fn on_timer(&mut self, nic: &mut impl Nic, kind: u64, gen: u32) {
@@ -382,18 +411,28 @@ impl Requester {
             let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
                 return;
             };
-            let qp = nic.qp();
-            if !(qp.attr.retry_cnt == 7 && qp.personality.retry_cnt_7_is_infinite()) {
-                if self.retry_left == 0 {
-                    self.fail(nic, i, WcStatus::RetryExcErr);
-                    return;
-                }
-                self.retry_left -= 1;
+            if !self.take_retry(nic) {
+                self.fail(nic, i, WcStatus::RetryExcErr);
+                return;
             }
         } else if self.timer_gen != gen {
             return;
         }
         self.retransmit(nic);
+    }
+
+    /// Takes one retry from `retry_cnt` (none from 7 where that means for ever); false
+    /// when none is left.
+    fn take_retry(&mut self, nic: &impl Nic) -> bool {
+        let qp = nic.qp();
+        if qp.attr.retry_cnt == 7 && qp.personality.retry_cnt_7_is_infinite() {
+            return true;
+        }
+        if self.retry_left == 0 {
+            return false;
+        }
+        self.retry_left -= 1;
+        true
     }
 
     /// Go-back-N: sends again every WQE that was sent and is not done.
@@ -465,7 +504,16 @@ impl Requester {
                         };
                         match syn {
                             syndrome::NAK_PSN_SEQ_ERROR => {
+                                // It acknowledges what came before it, then counts as a
+                                // retry, as a timeout does (rxe_comp.c: the NAK leads
+                                // to COMPST_ERROR_RETRY, which takes one from retry_cnt
+                                // unless it is 7; the IB spec's Retry Count covers
+                                // both): with none left the WQE fails.
                                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
+                                if !self.take_retry(nic) {
+                                    self.fail(nic, i, WcStatus::RetryExcErr);
+                                    return;
+                                }
                                 self.retransmit(nic);
                             }
                             syndrome::NAK_INVALID_REQUEST => {

@@ -29,6 +29,8 @@ struct TestNic {
     events: Vec<EventType>,
     no_wqe: u64,
     out_of_sequence: u64,
+    /// The machine asked for its completer's turn.
+    completer_due: bool,
 }
 
 impl TestNic {
@@ -70,6 +72,7 @@ impl TestNic {
             events: Vec::new(),
             no_wqe: 0,
             out_of_sequence: 0,
+            completer_due: false,
         }
     }
 
@@ -127,6 +130,10 @@ impl Nic for TestNic {
     }
     fn complete_send(&mut self, wc: Completion) {
         self.send_cq.push(wc);
+    }
+    fn retire_unsignaled(&mut self) {}
+    fn completer_due(&mut self) {
+        self.completer_due = true;
     }
     fn complete_recv(&mut self, wc: Completion, _solicited: bool) {
         self.recv_cq.push(wc);
@@ -226,10 +233,15 @@ impl Pair {
         }
     }
 
-    /// Takes the next packet or, with none in flight, the earliest timer. False when
-    /// nothing is left.
+    /// Takes a completer's turn a machine asked for, else the next packet or, with none
+    /// in flight, the earliest timer. False when nothing is left.
     fn step(&mut self) -> bool {
-        if let Some((at, to, h, p)) = self.wire.pop_front() {
+        if let Some(i) = (0..2).find(|&i| self.ends[i].1.completer_due) {
+            let (rc, nic) = &mut self.ends[i];
+            nic.completer_due = false;
+            nic.now = self.now;
+            rc.on_completer(nic);
+        } else if let Some((at, to, h, p)) = self.wire.pop_front() {
             self.now = self.now.max(at);
             let (rc, nic) = &mut self.ends[to];
             nic.now = self.now;
@@ -454,7 +466,7 @@ fn uc_loses_a_message_with_a_gap_and_resynchronises_on_the_next() {
     assert_eq!(rx.len(), 1);
     assert_eq!((rx[0].wr_id, rx[0].byte_len), (1, 2048));
     assert_eq!(p.nic(1).read(4096, 2048), data);
-    // The sender completed both at once (UC completes on transmission).
+    // The sender completed both (UC completes once sent, in the completer's turn).
     assert_eq!(p.nic(0).send_cq.len(), 2);
 }
 
@@ -478,4 +490,27 @@ fn an_rnr_failure_lands_on_the_wqe_that_was_refused_not_a_later_one() {
             (12, WcStatus::WrFlushErr)
         ]
     );
+}
+
+#[test]
+fn a_psn_sequence_nak_takes_a_retry_and_fails_the_wqe_when_none_is_left() {
+    // SEND 1 is lost; SEND 2 draws a PSN sequence error NAK. With retry_cnt 1 the NAK
+    // takes the retry and both are sent again; with 0 the first fails (rxe_comp.c).
+    for (retry, want) in [
+        (1, vec![(1, WcStatus::Success), (2, WcStatus::Success)]),
+        (
+            0,
+            vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr)],
+        ),
+    ] {
+        let mut p = Pair::new(false, attr(retry, 0));
+        p.nic_mut(1).post_recv(10, 0, 64);
+        p.nic_mut(1).post_recv(11, 64, 64);
+        p.lose = vec![0];
+        p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 8)]));
+        p.post(0, wr(2, SendOpcode::Send, &[p.nic(0).sge(8, 8)]));
+        p.run();
+        assert_eq!(statuses(&p, 0), want, "retry_cnt {retry}");
+        assert_eq!(p.nic(1).out_of_sequence, 1);
+    }
 }

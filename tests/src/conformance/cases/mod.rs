@@ -4,23 +4,29 @@
 //! docs/divergences.md lists it.
 
 mod cq;
+mod cq_resize;
 mod device;
+mod loss;
 mod memory;
 mod multicast;
 mod qp;
 mod rc_errors;
 mod rc_ops;
+mod send_queue;
 mod srq;
 mod uc;
 mod ud;
 
 pub use cq::*;
+pub use cq_resize::*;
 pub use device::*;
+pub use loss::*;
 pub use memory::*;
 pub use multicast::*;
 pub use qp::*;
 pub use rc_errors::*;
 pub use rc_ops::*;
+pub use send_queue::*;
 pub use srq::*;
 pub use uc::*;
 pub use ud::*;
