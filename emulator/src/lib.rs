@@ -28,6 +28,7 @@ pub mod cq_ex;
 pub mod device;
 pub mod events;
 pub mod exports;
+pub mod fabric;
 pub mod ffi;
 pub mod flow;
 pub mod kern;
