@@ -53,9 +53,10 @@ const READ_BATCH: usize = 256;
 pub struct ServerStats {
     /// Processes that joined.
     pub joined: u64,
-    /// Connections refused (another user, a bad or refused hello).
+    /// Connections refused before they joined (another user, garbage or a refused
+    /// hello).
     pub refused: u64,
-    /// Connections hung up on for a malformed message.
+    /// Joined processes hung up on for a malformed message.
     pub bad_messages: u64,
     /// Frames for a host no process is.
     pub no_process: u64,
@@ -477,8 +478,12 @@ impl Server {
 
     /// Tells connection `i` why, then closes it.
     fn hang_up(&mut self, i: usize, why: &str) {
-        self.stats.bad_messages += 1;
         if let Some(c) = self.conns[i].as_ref() {
+            if c.host.is_some() {
+                self.stats.bad_messages += 1;
+            } else {
+                self.stats.refused += 1;
+            }
             FromFabric::Error(why).encode(&mut self.out);
             let _ = sys::send(c.fd.as_fd(), &self.out, true);
         }
