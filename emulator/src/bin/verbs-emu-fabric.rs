@@ -1,10 +1,13 @@
 //! `verbs-emu-fabric`: the fabric process that emulated processes join (see the
 //! emulator's `fabric` module). It prints its socket's path on the first line of stdout
 //! once it listens (what `VERBS_EMU_FABRIC` must name), serves until SIGTERM, SIGINT or
-//! SIGHUP, then prints a summary of the run on stderr and removes its socket.
+//! SIGHUP (or, with `--stop-on-eof`, until its stdin closes or gets input: a parent that
+//! holds the other end of a pipe stops it by closing it, and by dying), then prints a
+//! summary of the run on stderr and removes its socket.
 //!
 //! ```text
-//! verbs-emu-fabric [--topology FILE] [--seed N] [--pcap OUT] [--dir DIR] [--die-with-parent]
+//! verbs-emu-fabric [--topology FILE] [--seed N] [--pcap OUT] [--dir DIR]
+//!                  [--die-with-parent] [--stop-on-eof]
 //! ```
 
 use std::io::Write;
@@ -17,7 +20,7 @@ use ibverbs::fabric::sys;
 use ibverbs::topology::{Topology, SEED_ENV, TOPOLOGY_ENV};
 
 const USAGE: &str = "usage: verbs-emu-fabric [--topology FILE] [--seed N] [--pcap OUT] \
-                     [--dir DIR] [--die-with-parent]";
+                     [--dir DIR] [--die-with-parent] [--stop-on-eof]";
 
 #[derive(Debug, Default)]
 struct Args {
@@ -26,6 +29,7 @@ struct Args {
     pcap: Option<PathBuf>,
     dir: Option<PathBuf>,
     die_with_parent: bool,
+    stop_on_eof: bool,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -44,6 +48,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             "--pcap" => a.pcap = Some(value("--pcap")?.into()),
             "--dir" => a.dir = Some(value("--dir")?.into()),
             "--die-with-parent" => a.die_with_parent = true,
+            "--stop-on-eof" => a.stop_on_eof = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -106,7 +111,12 @@ fn serve(a: &Args) -> Result<(), String> {
         .and_then(|()| out.flush())
         .map_err(|e| format!("cannot print the socket's path: {e}"))?;
     drop(out);
-    let result = server.run(stop.as_fd());
+    let stdin = std::io::stdin();
+    let mut stops = vec![stop.as_fd()];
+    if a.stop_on_eof {
+        stops.push(stdin.as_fd());
+    }
+    let result = server.run(&stops);
     eprintln!("verbs-emu-fabric: {}", server.summary());
     result.map_err(|e| format!("stopped: {e}"))
 }
@@ -143,6 +153,8 @@ mod tests {
     #[test]
     fn arguments_parse_and_bad_ones_are_named() {
         let a = p(&["--seed", "7", "--pcap", "x.pcap", "--die-with-parent"]).unwrap();
+        assert!(!a.stop_on_eof);
+        assert!(p(&["--stop-on-eof"]).unwrap().stop_on_eof);
         assert_eq!(a.seed, Some(7));
         assert_eq!(a.pcap, Some(PathBuf::from("x.pcap")));
         assert!(a.die_with_parent && a.topology.is_none() && a.dir.is_none());

@@ -238,11 +238,12 @@ impl Server {
         Nanos::try_from(self.start.elapsed().as_nanos()).unwrap_or(Nanos::MAX)
     }
 
-    /// Serves until `stop` becomes readable, then ends the capture.
+    /// Serves until one of `stop` becomes readable (or hangs up), then ends the capture.
     ///
     /// # Errors
     /// A failing `ppoll` or `accept`, or the capture's first write error.
-    pub fn run(&mut self, stop: BorrowedFd<'_>) -> io::Result<()> {
+    pub fn run(&mut self, stop: &[BorrowedFd<'_>]) -> io::Result<()> {
+        let n = stop.len();
         loop {
             let now = self.now();
             self.deliver(now);
@@ -251,16 +252,17 @@ impl Server {
                 .next_event_time()
                 .map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
             self.fds.clear();
-            self.fds.push(sys::pollin(stop.as_raw_fd()));
+            self.fds
+                .extend(stop.iter().map(|s| sys::pollin(s.as_raw_fd())));
             self.fds.push(sys::pollin(self.listener.as_raw_fd()));
             for c in self.conns.iter().flatten() {
                 self.fds.push(sys::pollin(c.fd.as_raw_fd()));
             }
             sys::poll(&mut self.fds, timeout)?;
-            if self.fds[0].revents != 0 {
+            if self.fds[..n].iter().any(|p| p.revents != 0) {
                 break;
             }
-            let ready: Vec<bool> = self.fds[2..].iter().map(|p| p.revents != 0).collect();
+            let ready: Vec<bool> = self.fds[n + 1..].iter().map(|p| p.revents != 0).collect();
             let live: Vec<usize> = (0..self.conns.len())
                 .filter(|&i| self.conns[i].is_some())
                 .collect();
@@ -269,7 +271,7 @@ impl Server {
                     self.read(i);
                 }
             }
-            if self.fds[1].revents != 0 {
+            if self.fds[n].revents != 0 {
                 self.accept()?;
             }
         }
