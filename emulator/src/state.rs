@@ -9,7 +9,7 @@
 
 use std::collections::HashSet;
 use std::ffi::c_char;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,7 @@ use backend_sim::{HostId, PortId, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
 use crate::events::{ChannelState, ContextState};
-use crate::fabric::client::{FabricLink, Member};
+use crate::fabric::client::{self, Member};
 use crate::fabric::{sys, FABRIC_ENV};
 use crate::ffi;
 use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
@@ -51,12 +51,10 @@ pub struct Emu {
     member: Option<Joined>,
 }
 
-/// This host's membership of a fabric process: the link, and the descriptor that wakes
-/// the progress thread when the port has something to send.
+/// This host's membership of a fabric process.
 #[derive(Debug)]
 struct Joined {
     member: Mutex<Member>,
-    wake: std::os::fd::OwnedFd,
 }
 
 // SAFETY: the raw `ibv_device` structs hold only inline arrays and plain values (the
@@ -125,13 +123,10 @@ impl Emu {
         let mac = sim
             .with_fabric(|f| f.port_config(port).map(|c| c.mac))
             .map_err(|e| format!("host {}: {e}", spec.name))?;
-        let link = FabricLink::join(socket, &spec.name, mac, spec.ip)?;
-        let wake = sys::eventfd()
-            .map_err(|e| format!("cannot make the progress thread's wake-up descriptor: {e}"))?;
-        let member = Member::new(&sim, port, link, &wake)?;
+        let (tx, rx) = client::join(socket, &spec.name, mac, spec.ip)?;
+        let member = Member::new(&sim, port, tx, rx)?;
         let joined = Joined {
             member: Mutex::new(member),
-            wake,
         };
         Emu::with_sim(topology, me, sim, host, Some(joined))
     }
@@ -303,24 +298,23 @@ fn start_progress_thread() {
 }
 
 impl Joined {
-    /// Waits until the fabric sends something, the port has something to send, the next
+    /// Waits until the fabric rings (frames in the ring, or a control message), the next
     /// event of the simulation is due, or a tick has passed (completion channels are
     /// signalled at least that often).
     fn wait(&self, sim: &Sim, start: Instant) {
         let now = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
         let next = sim.with_fabric(|f| f.next_event_time());
-        let timeout = next.map_or(PROGRESS_TICK, |t| {
+        let mut timeout = next.map_or(PROGRESS_TICK, |t| {
             Duration::from_nanos(t.saturating_sub(now)).min(PROGRESS_TICK)
         });
-        let mut fds = [
-            sys::pollin(lock(&self.member).fd().as_raw_fd()),
-            sys::pollin(self.wake.as_raw_fd()),
-        ];
+        let member = lock(&self.member);
+        if member.about_to_sleep() {
+            timeout = Duration::ZERO;
+        }
+        let mut fds = [sys::pollin(member.fd().as_raw_fd())];
+        drop(member);
         if sys::poll(&mut fds, Some(timeout)).is_err() {
             std::thread::sleep(PROGRESS_TICK);
-        }
-        if fds[1].revents != 0 {
-            sys::drain(self.wake.as_fd());
         }
     }
 }

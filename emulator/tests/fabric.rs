@@ -14,8 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use backend_sim::fabric::ExternalMsg;
 use common::{emulated, require};
-use ibverbs::fabric::client::FabricLink;
+use ibverbs::fabric::client::{self, Receiver};
 use ibverbs::fabric::sys::{self, Recv};
 use ibverbs::fabric::wire::{FromFabric, ToFabric, MAX_MSG};
 use netwire::eth::Mac;
@@ -424,7 +425,9 @@ fn opcodes(pcap: &Path) -> BTreeMap<u8, u64> {
 
 #[test]
 fn a_capture_holds_the_roce_frames_of_the_run() {
-    let prog = require("ibv_rc_pingpong", "ibverbs-utils");
+    // UC: what crosses the fabric does not depend on timing (RC would add a
+    // retransmission whenever a process is descheduled past its ACK timeout).
+    let prog = require("ibv_uc_pingpong", "ibverbs-utils");
     let dir = scratch("pcap");
     let pcap = dir.join("run.pcap");
     let fabric = Fabric::start(&dir, &["--pcap", pcap.to_str().expect("a UTF-8 path")]);
@@ -433,13 +436,13 @@ fn a_capture_holds_the_roce_frames_of_the_run() {
         server_and_client(&prog, &fabric, &dir, &["-g", "1", "-n", &iters], None);
     let summary = fabric.stop();
     assert_pair(&server, &client, 1, ",", 4096 * u64::from(ITERS) * 2, ITERS);
-    // Each side sends ITERS messages of 4096 bytes in 1024-byte packets (first, two
-    // middles, last, the last asking for the ACK the other side sends).
+    // Each side sends ITERS messages of 4096 bytes in 1024-byte packets: UC SEND_FIRST,
+    // two SEND_MIDDLEs, SEND_LAST.
     let n = u64::from(ITERS) * 2;
-    let want = BTreeMap::from([(0x00, n), (0x01, 2 * n), (0x02, n), (0x11, n)]);
+    let want = BTreeMap::from([(0x20, n), (0x21, 2 * n), (0x22, n)]);
     assert_eq!(opcodes(&pcap), want, "{summary}");
     assert!(
-        summary.starts_with(&format!("{} frames from hosts, {} delivered", 5 * n, 5 * n)),
+        summary.starts_with(&format!("{} frames from hosts, {} delivered", 4 * n, 4 * n)),
         "{summary}"
     );
 }
@@ -507,13 +510,12 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
     };
     assert_eq!(refused(&fabric, b"\x00garbage"), "unknown message tag 0x00");
     assert_eq!(
-        refused(&fabric, b"Fxx"),
-        "frame of 2 bytes (expected 14 ..= 9014)"
+        refused(&fabric, b"Dx"),
+        "doorbell message of 1 bytes (expected 0)"
     );
-    let frame_first = [&b"F"[..], &frame(mac_of(2), mac_of(1), 0)].concat();
-    assert_eq!(refused(&fabric, &frame_first), "a message before the hello");
+    assert_eq!(refused(&fabric, b"D"), "a message before the hello");
     assert_eq!(
-        refused(&fabric, b"H\x01short"),
+        refused(&fabric, b"H\x02short"),
         "hello of 6 bytes (at least 11)"
     );
     assert_eq!(
@@ -526,75 +528,115 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
          (02:00:0a:64:00:02): give the program the fabric's topology"
     );
     assert_eq!(
-        refused(&fabric, &vec![b'F'; 70_000]),
+        refused(&fabric, &vec![b'H'; 70_000]),
         format!("a message of 70000 bytes (at most {MAX_MSG})")
     );
     // A host that joined, then sent garbage: hung up on, and free again.
     let fd = raw(&fabric);
     sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
-    assert_eq!(FromFabric::decode(&answer(&fd)), Ok(FromFabric::Welcome));
+    assert_eq!(
+        FromFabric::decode(&answer(&fd)),
+        Ok(FromFabric::Welcome { ring: 4 << 20 })
+    );
     sys::send(fd.as_fd(), b"J\x01", false).expect("send");
     assert_eq!(
         error_of(&answer(&fd)),
         "group message of 1 bytes (expected 4)"
     );
     drop(fd);
+    // A host that wrote garbage into its ring: hung up on too.
+    let fd = raw(&fabric);
+    sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
+    let mut msg = vec![0u8; MAX_MSG + 1];
+    let (_, shared) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
+    let shared = shared.expect("the rings' memfd");
+    scribble_head(&shared);
+    sys::send(fd.as_fd(), b"D", false).expect("ring the doorbell");
+    assert_eq!(
+        error_of(&answer(&fd)),
+        "its ring: the shared ring is corrupt: the producer's head is out of range"
+    );
+    drop(fd);
 
     // Still serving: two hosts join and a frame goes from one to the other; a third host
     // gets a multicast frame only once it joined the group; a host is one process only.
-    let mut h1 = FabricLink::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1 joins");
-    let mut h2 = FabricLink::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2 joins");
-    let mut h3 = FabricLink::join(&fabric.socket, "h3", mac_of(3), ip_of(3)).expect("h3 joins");
-    let again = FabricLink::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).unwrap_err();
+    let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
+    let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
+    let (mut h3, mut h3_rx) = client::join(&fabric.socket, "h3", mac_of(3), ip_of(3)).expect("h3");
+    let again = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).unwrap_err();
     assert!(
         again.ends_with("refused host h2: host h2 is already joined by another process"),
         "{again}"
     );
     let to_h2 = frame(mac_of(2), mac_of(1), 0x5a);
-    h1.send(&backend_sim::fabric::ExternalMsg::Frame {
+    h1.send(&ExternalMsg::Frame {
         frame: to_h2.clone(),
         index: 0,
     });
     assert_eq!(next_frame(&mut h2), to_h2);
     let group = Ipv4Addr::new(239, 1, 1, 1);
-    h3.send(&backend_sim::fabric::ExternalMsg::JoinGroup(group));
+    h3.send(&ExternalMsg::JoinGroup(group));
     let mut mc = frame(Mac([0x01, 0x00, 0x5e, 1, 1, 1]), mac_of(1), 0);
     mc[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     mc[30..34].copy_from_slice(&group.octets());
-    // The join and the frame travel on different sockets: the frame goes only after the
-    // fabric has the membership, which h3's next frame (to h2, after its join) proves.
+    // The join travels on the socket, frames in the ring: the fabric reads the socket
+    // first in a round, so once a frame h3 sent after its join has arrived, the fabric
+    // has the membership.
     let from_h3 = frame(mac_of(2), mac_of(3), 0x33);
-    h3.send(&backend_sim::fabric::ExternalMsg::Frame {
+    h3.send(&ExternalMsg::Frame {
         frame: from_h3.clone(),
         index: 0,
     });
     assert_eq!(next_frame(&mut h2), from_h3);
-    h1.send(&backend_sim::fabric::ExternalMsg::Frame {
+    h1.send(&ExternalMsg::Frame {
         frame: mc.clone(),
         index: 0,
     });
-    assert_eq!(next_frame(&mut h3), mc);
-    assert!(!h1.is_gone() && !h2.is_gone() && !h3.is_gone());
-    drop((h1, h2, h3));
+    assert_eq!(next_frame(&mut h3_rx), mc);
+    assert!(!h1_rx.is_gone() && !h2.is_gone() && !h3_rx.is_gone());
+    drop((h1, h1_rx, _h2, h2, h3, h3_rx));
     let summary = fabric.stop();
     assert!(
-        summary.ends_with("4 processes joined, 8 refused, 1 hung up on for bad messages"),
+        summary.ends_with("5 processes joined, 8 refused, 2 hung up on for bad messages"),
         "{summary}"
     );
 }
 
+/// Writes an impossible head into the ring a joined process sends on (the first word
+/// of the shared file).
+fn scribble_head(shared: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: maps the first page of the fabric's memfd (its size is far larger), writes
+    // one aligned word, unmaps it; nothing else in this process uses the mapping.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            shared.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "map the rings");
+        p.cast::<u64>().write_volatile(u64::MAX);
+        libc::munmap(p, 4096);
+    }
+}
+
 /// The next frame the fabric sends to `link`.
-fn next_frame(link: &mut FabricLink) -> Vec<u8> {
+fn next_frame(link: &mut Receiver) -> Vec<u8> {
     let start = Instant::now();
+    let mut buf = Vec::new();
     loop {
-        let mut got = None;
-        link.receive(|_, f| got = Some(f.to_vec()));
-        if let Some(f) = got {
-            return f;
+        link.read_control();
+        if link.pop(&mut buf).is_some() {
+            return buf;
         }
         assert!(!link.is_gone(), "the fabric went away");
         assert!(start.elapsed() < DEADLINE, "no frame came");
-        let mut p = [sys::pollin(std::os::fd::AsRawFd::as_raw_fd(&link.fd()))];
-        sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
+        if !link.about_to_sleep() {
+            let mut p = [sys::pollin(std::os::fd::AsRawFd::as_raw_fd(&link.fd()))];
+            sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
+        }
     }
 }

@@ -1,10 +1,11 @@
 //! External links: a port whose link leads out of this fabric, to a switch that something
 //! outside the simulation runs (the emulator's fabric process). What the port's NIC
-//! transmits goes to an outbox the layer above drains, instead of up the port's link; what
-//! arrives from outside is handed in with [`Fabric::inject`] and reaches the port at the
-//! current virtual time. Multicast memberships of the port are told to the outside too,
-//! so its switch can route groups. NIC loopback (frames to the port's own MAC, multicast
-//! copies back to a member port) stays inside, as on a real NIC.
+//! transmits goes to an outbox the layer above drains, instead of up the port's link (or,
+//! with an [`ExternalSink`], straight to the layer above at the moment it is sent); what arrives
+//! from outside is handed in with [`Fabric::inject`] and reaches the port at the current
+//! virtual time. Multicast memberships of the port are told to the outside too, so its
+//! switch can route groups. NIC loopback (frames to the port's own MAC, multicast copies
+//! back to a member port) stays inside, as on a real NIC.
 //!
 //! An open fabric's time must not run ahead of the outside's: [`Fabric::set_horizon`]
 //! caps every step at a time the layer above gives (the emulator's wall clock), so an
@@ -42,9 +43,11 @@ pub enum ExternalMsg {
     LeaveMac(Mac),
 }
 
-/// Called when the outbox gets something while it was empty (the layer above wakes the
-/// thread that drains it).
-pub type Waker = Box<dyn Fn() + Send + Sync>;
+/// Takes each message of an external port as it happens, instead of the outbox (the
+/// layer above sends it on at once: a frame a NIC sent is then on its way before the send
+/// completes, as on a wire). It runs inside the simulation's call, so it must not call
+/// back into the simulation. A frame's buffer is kept for reuse afterwards.
+pub type ExternalSink = Box<dyn FnMut(PortId, &ExternalMsg) + Send>;
 
 /// The fabric's external ports and their outbox.
 #[derive(Default)]
@@ -53,7 +56,7 @@ pub(crate) struct External {
     outbox: VecDeque<(PortId, ExternalMsg)>,
     /// Frame buffers back from the layer above, reused by [`Fabric::inject`].
     spare: Vec<Vec<u8>>,
-    waker: Option<Waker>,
+    sink: Option<ExternalSink>,
     /// The latest time a step may reach.
     pub horizon: Option<Nanos>,
 }
@@ -64,7 +67,7 @@ impl std::fmt::Debug for External {
             .field("ports", &self.ports)
             .field("outbox", &self.outbox.len())
             .field("spare", &self.spare.len())
-            .field("waker", &self.waker.is_some())
+            .field("sink", &self.sink.is_some())
             .field("horizon", &self.horizon)
             .finish()
     }
@@ -80,17 +83,21 @@ impl External {
         !self.ports.is_empty() && self.ports.contains(&port)
     }
 
-    /// Queues `msg` from `port` if the port is external; wakes the drainer when the
-    /// outbox was empty.
+    /// Hands `msg` from `port` to the sink, or queues it in the outbox, if the port is
+    /// external.
     pub fn tell(&mut self, port: PortId, msg: ExternalMsg) {
         if !self.owns(port) {
             return;
         }
-        let was_empty = self.outbox.is_empty();
-        self.outbox.push_back((port, msg));
-        if was_empty {
-            if let Some(w) = &self.waker {
-                w();
+        match &mut self.sink {
+            None => self.outbox.push_back((port, msg)),
+            Some(sink) => {
+                sink(port, &msg);
+                if let ExternalMsg::Frame { frame, .. } = msg {
+                    if self.spare.len() < MAX_SPARE {
+                        self.spare.push(frame);
+                    }
+                }
             }
         }
     }
@@ -118,10 +125,11 @@ impl Fabric {
         self.external.owns(port)
     }
 
-    /// Sets the function called when the outbox gets something while it was empty
-    /// (`None`: nobody is woken; the layer above drains when it likes).
-    pub fn set_external_waker(&mut self, waker: Option<Waker>) {
-        self.external.waker = waker;
+    /// Sends what external ports have to tell to `sink` as it happens (`None`: to the
+    /// outbox, which [`Fabric::take_external`] drains). Anything already in the outbox
+    /// stays there.
+    pub fn set_external_sink(&mut self, sink: Option<ExternalSink>) {
+        self.external.sink = sink;
     }
 
     /// Moves everything the external ports have to tell into `out` (appended, in order).
@@ -129,12 +137,20 @@ impl Fabric {
         out.append(&mut self.external.outbox);
     }
 
-    /// Gives a frame buffer back (one that [`Fabric::take_external`] handed out) for
-    /// [`Fabric::inject`] to reuse.
+    /// Gives a frame buffer back (one that [`Fabric::take_external`] handed out, or
+    /// one [`Fabric::spare_frame`] gave that was not used) for reuse.
     pub fn recycle_frame(&mut self, frame: Vec<u8>) {
         if self.external.spare.len() < MAX_SPARE {
             self.external.spare.push(frame);
         }
+    }
+
+    /// An empty frame buffer to fill for [`Fabric::inject`]: a recycled one when there
+    /// is one, so the receive path allocates nothing once traffic flows both ways.
+    pub fn spare_frame(&mut self) -> Vec<u8> {
+        let mut v = self.external.spare.pop().unwrap_or_default();
+        v.clear();
+        v
     }
 
     /// A frame from outside reaches `to` now, at the end of its link: the port's checks
@@ -144,24 +160,19 @@ impl Fabric {
     ///
     /// # Errors
     /// [`FabricError::UnknownPort`] or [`FabricError::FrameTooShort`]; nothing is
-    /// scheduled then.
-    pub fn inject(&mut self, to: PortId, frame: &[u8], index: u64) -> Result<(), FabricError> {
-        self.topo.port(to)?;
-        if frame.len() < 14 {
-            return Err(FabricError::FrameTooShort(frame.len()));
+    /// scheduled then (the buffer is kept for reuse).
+    pub fn inject(&mut self, to: PortId, frame: Vec<u8>, index: u64) -> Result<(), FabricError> {
+        let refused = match self.topo.port(to) {
+            Err(e) => Some(e),
+            Ok(_) if frame.len() < 14 => Some(FabricError::FrameTooShort(frame.len())),
+            Ok(_) => None,
+        };
+        if let Some(e) = refused {
+            self.recycle_frame(frame);
+            return Err(e);
         }
-        let mut buf = self.external.spare.pop().unwrap_or_default();
-        buf.clear();
-        buf.extend_from_slice(frame);
         let now = self.clock.now();
-        self.queue.push(
-            now,
-            EventKind::Arrive {
-                to,
-                frame: buf,
-                index,
-            },
-        );
+        self.queue.push(now, EventKind::Arrive { to, frame, index });
         Ok(())
     }
 
@@ -290,7 +301,7 @@ mod tests {
         f.schedule_timer(1000, 9);
         assert_eq!(f.step(), Some(Output::Timer { token: 9 }));
         let frame = frame_to(ma, mb, 80);
-        f.inject(a, &frame, 77).unwrap();
+        f.inject(a, frame.clone(), 77).unwrap();
         assert_eq!(
             f.step(),
             Some(Output::Frame {
@@ -302,27 +313,30 @@ mod tests {
         assert_eq!(f.now(), 1000);
         assert_eq!(f.port_stats(a).unwrap().rx_frames, 1);
         // Too long for the port: dropped on arrival, as from a link.
-        f.inject(a, &vec![0u8; 9015], 78).unwrap();
+        f.inject(a, vec![0u8; 9015], 78).unwrap();
         assert_eq!(f.step(), None);
         assert_eq!(f.stats().dropped_too_long, 1);
         assert!(matches!(
-            f.inject(a, &frame[..13], 79),
+            f.inject(a, frame[..13].to_vec(), 79),
             Err(FabricError::FrameTooShort(13))
         ));
         assert!(matches!(
-            f.inject(PortId(9), &frame, 79),
+            f.inject(PortId(9), frame, 79),
             Err(FabricError::UnknownPort(_))
         ));
     }
 
     #[test]
-    fn recycled_buffers_are_reused_by_inject() {
+    fn recycled_buffers_are_handed_out_again() {
         let (mut f, a, _, ma, mb) = two_hosts();
         let mut buf = Vec::with_capacity(4096);
         buf.push(1);
         let ptr = buf.as_ptr();
         f.recycle_frame(buf);
-        f.inject(a, &frame_to(ma, mb, 64), 0).unwrap();
+        let mut buf = f.spare_frame();
+        assert_eq!((buf.as_ptr(), buf.len()), (ptr, 0));
+        buf.extend_from_slice(&frame_to(ma, mb, 64));
+        f.inject(a, buf, 0).unwrap();
         match f.step() {
             Some(Output::Frame { frame, .. }) => {
                 assert_eq!(frame.as_ptr(), ptr);
@@ -333,23 +347,35 @@ mod tests {
     }
 
     #[test]
-    fn the_waker_is_called_when_the_outbox_fills_from_empty() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        use std::sync::Arc;
+    fn a_sink_takes_messages_as_they_happen_and_frames_are_reused() {
+        use std::sync::{Arc, Mutex};
         let (mut f, a, _, ma, mb) = two_hosts();
         f.set_external(a).unwrap();
-        let woken = Arc::new(AtomicUsize::new(0));
-        let w = woken.clone();
-        f.set_external_waker(Some(Box::new(move || {
-            w.fetch_add(1, Ordering::SeqCst);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        f.set_external_sink(Some(Box::new(move |port, msg| {
+            s.lock().unwrap().push((port, msg.clone()));
         })));
-        f.transmit(a, frame_to(mb, ma, 60)).unwrap();
-        f.transmit(a, frame_to(mb, ma, 60)).unwrap();
-        assert_eq!(woken.load(Ordering::SeqCst), 1);
+        let frame = frame_to(mb, ma, 60);
+        f.transmit(a, frame.clone()).unwrap();
+        let g = Ipv4Addr::new(239, 0, 0, 9);
+        f.join_group(a, g).unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![
+                (a, ExternalMsg::Frame { frame, index: 0 }),
+                (a, ExternalMsg::JoinGroup(g))
+            ]
+        );
         let mut out = VecDeque::new();
         f.take_external(&mut out);
-        f.transmit(a, frame_to(mb, ma, 60)).unwrap();
-        assert_eq!(woken.load(Ordering::SeqCst), 2);
+        assert!(out.is_empty());
+        // The sent frame's buffer is the next spare one.
+        assert_eq!(f.spare_frame().capacity(), 60);
+        f.set_external_sink(None);
+        f.leave_group(a, g).unwrap();
+        f.take_external(&mut out);
+        assert_eq!(out, VecDeque::from([(a, ExternalMsg::LeaveGroup(g))]));
     }
 
     #[test]
@@ -407,7 +433,7 @@ mod tests {
             panic!("the switch fabric delivered nothing");
         };
         assert_eq!((port, i2), (sb, index));
-        hb.inject(b, &f2, i2).unwrap();
+        hb.inject(b, f2, i2).unwrap();
         assert_eq!(
             hb.step(),
             Some(Output::Frame {

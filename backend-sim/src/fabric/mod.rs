@@ -31,7 +31,7 @@ pub use capture::CaptureFilter;
 pub(crate) use corruption::{ip_checksums_verify, is_roce};
 pub use corruption::{PayloadCorruption, UndetectedCorruption};
 pub use error::FabricError;
-pub use external::{ExternalMsg, Waker};
+pub use external::{ExternalMsg, ExternalSink};
 pub use port::{Host, PortConfig};
 pub use replay::{ReplayOptions, ReplaySummary};
 pub use stats::{FabricStats, PortStats};

@@ -1,76 +1,179 @@
-//! An emulated process's side of the fabric: the connection it joins with (a hello naming
-//! its host), and the pump its progress thread runs: frames from the fabric are injected
-//! into the host's port at the current virtual time, and what the host's NIC transmitted
-//! (frames, multicast joins and leaves) goes to the fabric.
+//! An emulated process's side of the fabric: joining (a hello naming its host, a welcome
+//! bringing the shared-memory rings), the [`Sender`] that puts what the host's NIC
+//! transmits into the ring to the fabric the moment it is sent (multicast joins and
+//! leaves go on the socket), and the [`Receiver`] whose frames the progress thread
+//! injects into the host's port at the current virtual time ([`Member::pump`]).
 
-use std::collections::VecDeque;
-use std::io;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
 use backend_sim::frame::eth::Mac;
 use backend_sim::{Nanos, PortId, Sim};
 
+use super::ring::{Consumer, Producer, Region, RingError, Way};
 use super::sys::{self, Recv};
 use super::wire::{FromFabric, ToFabric, MAX_MSG};
 
 /// How long a hello waits for the fabric's answer.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Most messages taken from the socket in one round (the rest wait for the next).
+/// How long a frame waits for room in a full ring before the fabric counts as gone.
+const FULL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most frames taken from the ring in one round (the rest wait for the next).
 const RECV_BATCH: usize = 256;
 
-/// A joined connection to the fabric process.
+/// What both ends of a link share: where the fabric is, and whether it is gone.
 #[derive(Debug)]
-pub struct FabricLink {
-    fd: OwnedFd,
+struct Shared {
     path: PathBuf,
-    buf: Vec<u8>,
-    out: Vec<u8>,
-    /// Set once the fabric is gone (told once on stderr).
-    gone: bool,
+    gone: AtomicBool,
 }
 
-impl FabricLink {
-    /// Connects to the fabric's socket at `path` and joins as `host` (whose port has
-    /// `mac` and `ip`); waits for the fabric's welcome.
-    ///
-    /// # Errors
-    /// A one-line reason: no fabric there, or the fabric refused (an unknown host, one
-    /// another process already is, a topology that differs).
-    pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<Self, String> {
-        let at = || format!("the fabric at {}", path.display());
-        let fd = sys::connect(path).map_err(|e| format!("cannot join {}: {e}", at()))?;
-        let mut link = FabricLink {
-            fd,
-            path: path.to_path_buf(),
-            buf: vec![0; MAX_MSG + 1],
-            out: Vec::with_capacity(MAX_MSG),
-            gone: false,
-        };
-        ToFabric::Hello { mac, ip, host }.encode(&mut link.out);
-        sys::send(link.fd.as_fd(), &link.out, false)
-            .map_err(|e| format!("cannot join {}: {e}", at()))?;
-        let n = match sys::recv_wait(link.fd.as_fd(), &mut link.buf, HELLO_TIMEOUT) {
-            Ok(Recv::Msg(n)) => n,
-            Ok(Recv::Closed) => return Err(format!("{} hung up on host {host}", at())),
-            Ok(other) => return Err(format!("{} answered {other:?} to the hello", at())),
-            Err(e) => return Err(format!("{} did not welcome host {host}: {e}", at())),
-        };
-        match FromFabric::decode(&link.buf[..n]) {
-            Ok(FromFabric::Welcome) => Ok(link),
-            Ok(FromFabric::Error(why)) => Err(format!("{} refused host {host}: {why}", at())),
-            Ok(FromFabric::Frame { .. }) => {
-                Err(format!("{} sent a frame before its welcome", at()))
-            }
-            Err(why) => Err(format!("{} answered garbage: {why}", at())),
+impl Shared {
+    /// Marks the fabric gone, saying so (once) on stderr.
+    fn lost(&self, why: &dyn std::fmt::Display) {
+        if !self.gone.swap(true, Ordering::SeqCst) {
+            eprintln!(
+                "verbs-emu: lost the fabric at {} ({why}); this host's frames go nowhere now",
+                self.path.display()
+            );
         }
     }
 
-    /// The socket, for polling.
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+}
+
+/// Connects to the fabric's socket at `path` and joins as `host` (whose port has `mac`
+/// and `ip`); waits for the fabric's welcome and maps the rings it brings.
+///
+/// # Errors
+/// A one-line reason: no fabric there, or the fabric refused (an unknown host, one
+/// another process already is, a topology that differs).
+pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, Receiver), String> {
+    let at = || format!("the fabric at {}", path.display());
+    let fd = sys::connect(path).map_err(|e| format!("cannot join {}: {e}", at()))?;
+    let mut buf = vec![0; MAX_MSG + 1];
+    let mut out = Vec::with_capacity(MAX_MSG);
+    ToFabric::Hello { mac, ip, host }.encode(&mut out);
+    sys::send(fd.as_fd(), &out, false).map_err(|e| format!("cannot join {}: {e}", at()))?;
+    let (n, rings) = match sys::recv_with_fd(fd.as_fd(), &mut buf, HELLO_TIMEOUT) {
+        Ok((Recv::Msg(n), rings)) => (n, rings),
+        Ok((Recv::Closed, _)) => return Err(format!("{} hung up on host {host}", at())),
+        Ok((other, _)) => return Err(format!("{} answered {other:?} to the hello", at())),
+        Err(e) => return Err(format!("{} did not welcome host {host}: {e}", at())),
+    };
+    let ring = match FromFabric::decode(&buf[..n]) {
+        Ok(FromFabric::Welcome { ring }) => ring as usize,
+        Ok(FromFabric::Error(why)) => return Err(format!("{} refused host {host}: {why}", at())),
+        Ok(FromFabric::Doorbell) => return Err(format!("{} rang before its welcome", at())),
+        Err(why) => return Err(format!("{} answered garbage: {why}", at())),
+    };
+    let rings = rings.ok_or_else(|| format!("{} sent no rings with its welcome", at()))?;
+    let region = Region::map(rings.as_fd(), ring)
+        .map_err(|e| format!("cannot map the rings of {}: {e}", at()))?;
+    let region = Arc::new(region);
+    let send_fd = fd
+        .try_clone()
+        .map_err(|e| format!("cannot share the socket of {}: {e}", at()))?;
+    let shared = Arc::new(Shared {
+        path: path.to_path_buf(),
+        gone: AtomicBool::new(false),
+    });
+    Ok((
+        Sender {
+            fd: send_fd,
+            out,
+            tx: Producer::new(region.clone(), Way::ToFabric),
+            shared: shared.clone(),
+        },
+        Receiver {
+            fd,
+            buf,
+            rx: Consumer::new(region, Way::FromFabric),
+            shared,
+        },
+    ))
+}
+
+/// What the host's port sends to the fabric.
+#[derive(Debug)]
+pub struct Sender {
+    fd: OwnedFd,
+    out: Vec<u8>,
+    tx: Producer,
+    shared: Arc<Shared>,
+}
+
+impl Sender {
+    fn control(&mut self, m: ToFabric<'_>) {
+        m.encode(&mut self.out);
+        if let Err(e) = sys::send(self.fd.as_fd(), &self.out, false) {
+            self.shared.lost(&e);
+        }
+    }
+
+    /// Tells the fabric what the port did: a frame goes into the ring (waiting while it
+    /// is full: the fabric always drains it), the rest on the socket. Nothing is sent once
+    /// the fabric is gone.
+    pub fn send(&mut self, msg: &ExternalMsg) {
+        if self.shared.is_gone() {
+            return;
+        }
+        match msg {
+            ExternalMsg::Frame { frame, .. } => self.push(frame),
+            ExternalMsg::JoinGroup(g) => self.control(ToFabric::Join(*g)),
+            ExternalMsg::LeaveGroup(g) => self.control(ToFabric::Leave(*g)),
+            ExternalMsg::JoinMac(m) => self.control(ToFabric::JoinMac(*m)),
+            ExternalMsg::LeaveMac(m) => self.control(ToFabric::LeaveMac(*m)),
+        }
+    }
+
+    fn push(&mut self, frame: &[u8]) {
+        let mut since: Option<Instant> = None;
+        loop {
+            match self.tx.push(frame, 0) {
+                Ok(ring) => {
+                    if ring {
+                        self.control(ToFabric::Doorbell);
+                    }
+                    return;
+                }
+                Err(RingError::Full) => match since {
+                    None => {
+                        // Make sure the fabric is awake to drain it, then wait for room.
+                        self.control(ToFabric::Doorbell);
+                        since = Some(Instant::now());
+                    }
+                    Some(t) if t.elapsed() > FULL_TIMEOUT => {
+                        return self.shared.lost(&"its ring stayed full");
+                    }
+                    Some(_) => std::thread::sleep(Duration::from_micros(20)),
+                },
+                Err(e) => return self.shared.lost(&e),
+            }
+        }
+    }
+}
+
+/// What the fabric sends to the host's port.
+#[derive(Debug)]
+pub struct Receiver {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+    rx: Consumer,
+    shared: Arc<Shared>,
+}
+
+impl Receiver {
+    /// The socket, for polling (doorbells and the fabric's farewell arrive there).
     #[must_use]
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
@@ -79,156 +182,118 @@ impl FabricLink {
     /// True once the fabric has gone away.
     #[must_use]
     pub fn is_gone(&self) -> bool {
-        self.gone
+        self.shared.is_gone()
     }
 
-    fn lost(&mut self, e: &io::Error) {
-        if !self.gone {
-            self.gone = true;
-            eprintln!(
-                "verbs-emu: lost the fabric at {} ({e}); this host's frames go nowhere now",
-                self.path.display()
-            );
-        }
-    }
-
-    /// Tells the fabric what the port did (waits while the socket is full: the fabric
-    /// always reads). Nothing is sent once the fabric is gone.
-    pub fn send(&mut self, msg: &ExternalMsg) {
-        if self.gone {
-            return;
-        }
-        let m = match msg {
-            ExternalMsg::Frame { frame, .. } => ToFabric::Frame(frame),
-            ExternalMsg::JoinGroup(g) => ToFabric::Join(*g),
-            ExternalMsg::LeaveGroup(g) => ToFabric::Leave(*g),
-            ExternalMsg::JoinMac(m) => ToFabric::JoinMac(*m),
-            ExternalMsg::LeaveMac(m) => ToFabric::LeaveMac(*m),
-        };
-        m.encode(&mut self.out);
-        if let Err(e) = sys::send(self.fd.as_fd(), &self.out, false) {
-            self.lost(&e);
-        }
-    }
-
-    /// Hands each frame waiting from the fabric to `each` (its index and bytes), up to a
-    /// batch; returns how many. A message that is not a frame ends the link (the fabric
-    /// sends nothing else after its welcome).
-    pub fn receive(&mut self, mut each: impl FnMut(u64, &[u8])) -> usize {
-        let mut n = 0;
-        while n < RECV_BATCH && !self.gone {
-            let len = match sys::recv(self.fd.as_fd(), &mut self.buf) {
-                Ok(Recv::Msg(len)) => len,
-                Ok(Recv::Empty) => break,
-                Ok(Recv::Closed) => {
-                    self.lost(&io::Error::from(io::ErrorKind::ConnectionReset));
-                    break;
-                }
-                Ok(Recv::Truncated(len)) => {
-                    let e = io::Error::other(format!("a message of {len} bytes"));
-                    self.lost(&e);
-                    break;
-                }
-                Err(e) => {
-                    self.lost(&e);
-                    break;
-                }
-            };
-            match FromFabric::decode(&self.buf[..len]) {
-                Ok(FromFabric::Frame { index, frame }) => {
-                    each(index, frame);
-                    n += 1;
-                }
-                Ok(FromFabric::Error(why)) => {
-                    let e = io::Error::other(format!("it said: {why}"));
-                    self.lost(&e);
-                }
-                Ok(FromFabric::Welcome) | Err(_) => {
-                    let e = io::Error::other("it sent something that is not a frame");
-                    self.lost(&e);
-                }
+    /// Reads the control messages waiting on the socket: doorbells (nothing to do but
+    /// wake up), or the fabric's farewell.
+    pub fn read_control(&mut self) {
+        while !self.is_gone() {
+            match sys::recv(self.fd.as_fd(), &mut self.buf) {
+                Ok(Recv::Empty) => return,
+                Ok(Recv::Msg(n)) => match FromFabric::decode(&self.buf[..n]) {
+                    Ok(FromFabric::Doorbell) => {}
+                    Ok(FromFabric::Error(why)) => self.shared.lost(&format!("it said: {why}")),
+                    Ok(FromFabric::Welcome { .. }) | Err(_) => {
+                        self.shared
+                            .lost(&"it sent something that is not a doorbell");
+                    }
+                },
+                Ok(Recv::Closed) => self.shared.lost(&"it hung up"),
+                Ok(Recv::Truncated(n)) => self.shared.lost(&format!("a message of {n} bytes")),
+                Err(e) => self.shared.lost(&e),
             }
         }
-        n
+    }
+
+    /// Takes the next frame from the fabric into `buf` (the one copy out of the shared
+    /// memory) and returns its index; `None` when there is none (or the ring broke).
+    pub fn pop(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
+        if self.is_gone() {
+            return None;
+        }
+        match self.rx.pop(buf) {
+            Ok(got) => got,
+            Err(e) => {
+                self.shared.lost(&e);
+                None
+            }
+        }
+    }
+
+    /// Before sleeping on [`Receiver::fd`]: asks for a doorbell when frames come. True
+    /// if some are there already (then do not sleep).
+    #[must_use]
+    pub fn about_to_sleep(&self) -> bool {
+        !self.is_gone() && self.rx.sleep_or_not()
     }
 }
 
-/// The process's host as a member of the fabric: the link, the host's external port,
-/// and the buffers of one pump round.
+/// The process's host as a member of the fabric: its external port and what the fabric
+/// sends it.
 #[derive(Debug)]
 pub struct Member {
-    link: FabricLink,
+    rx: Receiver,
     port: PortId,
-    outq: VecDeque<(PortId, ExternalMsg)>,
-    sent: Vec<Vec<u8>>,
 }
 
 impl Member {
-    /// `port` of `sim` leads to the fabric over `link` from now on; `wake` is signalled
-    /// when the port has something to send.
+    /// `port` of `sim` leads to the fabric from now on: what it sends goes out through
+    /// `tx` as it is sent, and [`Member::pump`] brings in what `rx` receives. Virtual
+    /// time stops where it stands until the first pump.
     ///
     /// # Errors
     /// The port does not exist.
-    pub fn new(sim: &Sim, port: PortId, link: FabricLink, wake: &OwnedFd) -> Result<Self, String> {
-        let waker = wake
-            .try_clone()
-            .map_err(|e| format!("cannot share the progress thread's wake-up descriptor: {e}"))?;
+    pub fn new(sim: &Sim, port: PortId, mut tx: Sender, rx: Receiver) -> Result<Self, String> {
         sim.with_fabric(|f| {
             f.set_external(port)?;
             f.set_horizon(Some(f.now()));
-            f.set_external_waker(Some(Box::new(move || sys::signal(waker.as_fd()))));
+            f.set_external_sink(Some(Box::new(move |_, msg| tx.send(msg))));
             Ok::<_, backend_sim::FabricError>(())
         })
         .map_err(|e| format!("the host's port: {e}"))?;
-        Ok(Member {
-            link,
-            port,
-            outq: VecDeque::new(),
-            sent: Vec::new(),
-        })
+        Ok(Member { rx, port })
     }
 
-    /// The link's socket, for polling.
+    /// The socket the fabric rings on, for polling.
     #[must_use]
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.link.fd()
+        self.rx.fd()
+    }
+
+    /// Before the progress thread sleeps: true if frames are waiting already.
+    #[must_use]
+    pub fn about_to_sleep(&self) -> bool {
+        self.rx.about_to_sleep()
     }
 
     /// One round at wall-clock time `now` (virtual nanoseconds): lets the simulation run
-    /// up to `now` and no further, injects what the fabric sent, lets the NIC handle it,
-    /// and sends what the port has for the fabric.
+    /// up to `now` and no further, injects what the fabric sent, and lets the NIC handle
+    /// it (what it sends in turn leaves through the sink at once).
     pub fn pump(&mut self, sim: &Sim, now: Nanos) {
         sim.with_fabric(|f| f.set_horizon(Some(now)));
         sim.run_for(now.saturating_sub(sim.now()));
+        self.rx.read_control();
         let port = self.port;
-        let link = &mut self.link;
+        let rx = &mut self.rx;
         let got = sim.with_fabric(|f| {
-            link.receive(|index, frame| {
-                // The wire checked the length: a port refuses nothing else.
-                let _ = f.inject(port, frame, index);
-            })
+            for n in 0..RECV_BATCH {
+                let mut buf = f.spare_frame();
+                match rx.pop(&mut buf) {
+                    // The ring checked the length: the port refuses nothing else.
+                    Some(index) => {
+                        let _ = f.inject(port, buf, index);
+                    }
+                    None => {
+                        f.recycle_frame(buf);
+                        return n;
+                    }
+                }
+            }
+            RECV_BATCH
         });
         if got > 0 {
             sim.run_for(0);
-        }
-        self.flush(sim);
-    }
-
-    /// Sends everything the port has for the fabric, then gives the frame buffers back.
-    pub fn flush(&mut self, sim: &Sim) {
-        loop {
-            sim.with_fabric(|f| f.take_external(&mut self.outq));
-            if self.outq.is_empty() {
-                return;
-            }
-            while let Some((_, msg)) = self.outq.pop_front() {
-                self.link.send(&msg);
-                if let ExternalMsg::Frame { frame, .. } = msg {
-                    self.sent.push(frame);
-                }
-            }
-            let sent = &mut self.sent;
-            sim.with_fabric(|f| sent.drain(..).for_each(|b| f.recycle_frame(b)));
         }
     }
 }

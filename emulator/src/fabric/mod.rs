@@ -13,6 +13,7 @@
 //! before.
 
 pub mod client;
+pub mod ring;
 pub mod server;
 pub mod sys;
 pub mod wire;

@@ -1,9 +1,10 @@
 //! The fabric process's event loop: one [`Fabric`] with a port per host of the topology
 //! (the switch, the links with the topology's faults drawn from the seed, the pcap
 //! capture) and no NICs: those live in the emulated processes, one per host, that join
-//! over the Unix socket. A frame a process sends is transmitted from its host's port at
-//! the fabric's virtual time (the wall clock since the fabric started); what arrives at a
-//! port goes to the process of its host.
+//! over the Unix socket and get a pair of shared-memory rings with the welcome. A frame a
+//! process puts in its ring is transmitted from its host's port at the fabric's virtual
+//! time (the wall clock since the fabric started); what arrives at a port goes into the
+//! ring to the process of its host.
 //!
 //! The socket lives in a fresh private directory (0700) and is 0600; a peer of another
 //! user is refused (`SO_PEERCRED`). Whatever a peer sends, the fabric does not fall over:
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 use backend_sim::frame::eth::Mac;
 use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
 
+use super::ring::{Consumer, Producer, Region, RingError, Way, DEFAULT_CAP};
 use super::sys::{self, Recv};
 use super::wire::{FromFabric, ToFabric, MAX_MSG};
 use crate::topology::Topology;
@@ -44,8 +46,8 @@ pub const SOCKET_NAME: &str = "fabric.sock";
 /// fabric remember).
 const MAX_MEMBERSHIPS: usize = 4096;
 
-/// Most messages read from one process in one round, so one busy sender cannot starve
-/// the others.
+/// Most messages or frames read from one process in one round, so one busy sender cannot
+/// starve the others.
 const READ_BATCH: usize = 256;
 
 /// Counters of what the fabric did besides moving frames (those are in [`FabricStats`]).
@@ -60,7 +62,7 @@ pub struct ServerStats {
     pub bad_messages: u64,
     /// Frames for a host no process is.
     pub no_process: u64,
-    /// Frames dropped because the receiving process's socket was full.
+    /// Frames dropped because the receiving process's ring was full.
     pub process_full: u64,
 }
 
@@ -88,6 +90,8 @@ struct Conn {
     host: Option<usize>,
     /// Memberships held, with counts, to undo when the process goes.
     groups: Vec<(Group, u32)>,
+    /// The rings, once joined: frames from the process, frames to it.
+    rings: Option<(Consumer, Producer)>,
 }
 
 /// The fabric process's state.
@@ -102,6 +106,7 @@ pub struct Server {
     start: Instant,
     buf: Vec<u8>,
     out: Vec<u8>,
+    /// Frame buffers for reuse.
     spare: Vec<Vec<u8>>,
     fds: Vec<libc::pollfd>,
     stats: ServerStats,
@@ -247,10 +252,13 @@ impl Server {
         loop {
             let now = self.now();
             self.deliver(now);
-            let timeout = self
+            let mut timeout = self
                 .fabric
                 .next_event_time()
                 .map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
+            if self.rings_waiting() {
+                timeout = Some(Duration::ZERO);
+            }
             self.fds.clear();
             self.fds
                 .extend(stop.iter().map(|s| sys::pollin(s.as_raw_fd())));
@@ -270,6 +278,7 @@ impl Server {
                 if r {
                     self.read(i);
                 }
+                self.drain_ring(i);
             }
             if self.fds[n].revents != 0 {
                 self.accept()?;
@@ -289,6 +298,32 @@ impl Server {
         Ok(())
     }
 
+    /// Before sleeping: asks every joined process for a doorbell when it puts frames in
+    /// its ring. True if one has some already (then do not sleep).
+    fn rings_waiting(&self) -> bool {
+        let mut any = false;
+        for c in self.conns.iter().flatten() {
+            if let Some((rx, _)) = &c.rings {
+                any |= rx.sleep_or_not();
+            }
+        }
+        any
+    }
+
+    /// Transmits what connection `i` put in its ring (a batch at most), from its host's
+    /// port, now; hangs up on it if the ring is corrupt.
+    fn drain_ring(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let Some((port, (rx, _))) = c.host.map(|s| self.slots[s].port).zip(c.rings.as_mut()) else {
+            return;
+        };
+        if let Err(why) = transmit_ring(&mut self.fabric, &mut self.spare, port, rx, READ_BATCH) {
+            self.hang_up(i, &why);
+        }
+    }
+
     /// Hands every frame due by `now` to its host's process.
     fn deliver(&mut self, now: Nanos) {
         while let Some(out) = self.fabric.step_until(now) {
@@ -296,26 +331,34 @@ impl Server {
                 continue;
             };
             let conn = self.slots.get(port.0 as usize).and_then(|s| s.conn);
-            match conn.and_then(|c| self.conns[c].as_ref()) {
-                None => self.stats.no_process += 1,
-                Some(c) => {
-                    FromFabric::Frame {
-                        index,
-                        frame: &frame,
-                    }
-                    .encode(&mut self.out);
-                    match sys::send(c.fd.as_fd(), &self.out, true) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                            self.stats.process_full += 1;
-                        }
-                        // A process that went away: its hang-up is read next round.
-                        Err(_) => self.stats.no_process += 1,
-                    }
+            let pushed = conn.and_then(|c| self.conns[c].as_mut()).and_then(|c| {
+                c.rings
+                    .as_mut()
+                    .map(|(_, tx)| (tx.push(&frame, index), &c.fd))
+            });
+            let broken = match pushed {
+                None => {
+                    self.stats.no_process += 1;
+                    None
                 }
-            }
+                Some((Ok(true), fd)) => {
+                    FromFabric::Doorbell.encode(&mut self.out);
+                    // A full socket already holds a message that wakes the process.
+                    let _ = sys::send(fd.as_fd(), &self.out, true);
+                    None
+                }
+                Some((Ok(false), _)) => None,
+                Some((Err(RingError::Full), _)) => {
+                    self.stats.process_full += 1;
+                    None
+                }
+                Some((Err(e), _)) => conn.map(|c| (c, e)),
+            };
             if self.spare.len() < 1024 {
                 self.spare.push(frame);
+            }
+            if let Some((c, e)) = broken {
+                self.hang_up(c, &format!("its ring: {e}"));
             }
         }
     }
@@ -337,6 +380,7 @@ impl Server {
                 fd,
                 host: None,
                 groups: Vec::new(),
+                rings: None,
             };
             match self.conns.iter().position(Option::is_none) {
                 Some(i) => self.conns[i] = Some(conn),
@@ -389,18 +433,8 @@ impl Server {
             (None, ToFabric::Hello { mac, ip, host }) => self.hello(i, mac, ip, host),
             (Some(_), ToFabric::Hello { .. }) => Err("a second hello".into()),
             (None, _) => Err("a message before the hello".into()),
-            (Some(s), ToFabric::Frame(frame)) => {
-                let port = port(s);
-                let mut v = self.spare.pop().unwrap_or_default();
-                v.clear();
-                v.extend_from_slice(frame);
-                // The fabric's clock stands at the wall clock of this round: the frame
-                // leaves the host's port now.
-                self.fabric
-                    .transmit(port, v)
-                    .map(|_| ())
-                    .map_err(|e| format!("a frame the port cannot send: {e}"))
-            }
+            // The ring is drained every round; the doorbell only woke the fabric.
+            (Some(_), ToFabric::Doorbell) => Ok(()),
             (Some(s), ToFabric::Join(g)) => self.member(i, port(s), Group::Ip(g), true),
             (Some(s), ToFabric::Leave(g)) => self.member(i, port(s), Group::Ip(g), false),
             (Some(s), ToFabric::JoinMac(m)) => self.member(i, port(s), Group::Mac(m), true),
@@ -434,14 +468,22 @@ impl Server {
             }
             self.close(old);
         }
+        let (shared, region) =
+            Region::create(DEFAULT_CAP).map_err(|e| format!("cannot make your rings: {e}"))?;
+        let ring = u32::try_from(region.cap()).map_err(|_| "rings too large")?;
+        FromFabric::Welcome { ring }.encode(&mut self.out);
+        let c = self.conns[i].as_mut().ok_or("gone")?;
+        sys::send_with_fd(c.fd.as_fd(), &self.out, shared.as_fd())
+            .map_err(|e| format!("the welcome: {e}"))?;
+        let region = std::sync::Arc::new(region);
+        c.rings = Some((
+            Consumer::new(region.clone(), Way::ToFabric),
+            Producer::new(region, Way::FromFabric),
+        ));
+        c.host = Some(s);
         self.slots[s].conn = Some(i);
-        if let Some(c) = self.conns[i].as_mut() {
-            c.host = Some(s);
-        }
         self.stats.joined += 1;
-        FromFabric::Welcome.encode(&mut self.out);
-        let c = self.conns[i].as_ref().ok_or("gone")?;
-        sys::send(c.fd.as_fd(), &self.out, true).map_err(|e| format!("the welcome: {e}"))
+        Ok(())
     }
 
     /// One membership more (`join`) or fewer of connection `i`'s port.
@@ -494,7 +536,7 @@ impl Server {
 
     /// Forgets connection `i`: its host is free again and its memberships are undone.
     fn close(&mut self, i: usize) {
-        let Some(c) = self.conns[i].take() else {
+        let Some(mut c) = self.conns[i].take() else {
             return;
         };
         let Some(s) = c.host else {
@@ -502,6 +544,11 @@ impl Server {
         };
         self.slots[s].conn = None;
         let port = self.slots[s].port;
+        if let Some((rx, _)) = c.rings.as_mut() {
+            // What the process sent before it went is on the wire: it goes on (a ring
+            // found corrupt just stops here).
+            let _ = transmit_ring(&mut self.fabric, &mut self.spare, port, rx, usize::MAX);
+        }
         for (g, n) in c.groups {
             for _ in 0..n {
                 let _ = match g {
@@ -511,6 +558,36 @@ impl Server {
             }
         }
     }
+}
+
+/// Transmits up to `limit` frames from ring `rx` out of `port`, now.
+///
+/// # Errors
+/// The ring is corrupt, or holds a frame the port cannot send.
+fn transmit_ring(
+    fabric: &mut Fabric,
+    spare: &mut Vec<Vec<u8>>,
+    port: PortId,
+    rx: &mut Consumer,
+    limit: usize,
+) -> Result<(), String> {
+    for _ in 0..limit {
+        let mut v = spare.pop().unwrap_or_default();
+        match rx.pop(&mut v) {
+            Ok(Some(_)) => {
+                // The ring checked the length against the ports' maximum.
+                fabric
+                    .transmit(port, v)
+                    .map_err(|e| format!("a frame its port cannot send: {e}"))?;
+            }
+            Ok(None) => {
+                spare.push(v);
+                return Ok(());
+            }
+            Err(e) => return Err(format!("its ring: {e}")),
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Server {

@@ -1,6 +1,7 @@
 //! The system calls the fabric and its clients make, as safe functions: `SOCK_SEQPACKET`
 //! Unix sockets (listen, accept, connect, send, receive), the peer's credentials
-//! (`SO_PEERCRED`), `ppoll`, eventfds and a signalfd, and the private run directory.
+//! (`SO_PEERCRED`), descriptors passed along (`SCM_RIGHTS`), `ppoll`, a signalfd, and the
+//! private run directory.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
@@ -227,6 +228,135 @@ pub fn recv_wait(fd: BorrowedFd<'_>, buf: &mut [u8], timeout: Duration) -> io::R
     recv(fd, buf)
 }
 
+/// Sends one message with a descriptor attached (`SCM_RIGHTS`), without waiting.
+///
+/// # Errors
+/// The error of `sendmsg`.
+pub fn send_with_fd(sock: BorrowedFd<'_>, msg: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: msg.as_ptr().cast_mut().cast(),
+        iov_len: msg.len(),
+    };
+    // A control buffer for one descriptor, 8-aligned as cmsghdr needs.
+    let mut control = [0u64; 4];
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
+    assert!(
+        space <= std::mem::size_of_val(&control),
+        "control buffer too small"
+    );
+    // SAFETY: msghdr is plain data; all zeroes is valid before the fields are set.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = control.as_mut_ptr().cast();
+    hdr.msg_controllen = space as _;
+    // SAFETY: `hdr` points at a control buffer of `space` bytes, enough for one cmsghdr
+    // with one int, so CMSG_FIRSTHDR is non-null and its data area is inside the buffer.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&hdr);
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd.as_raw_fd());
+    }
+    loop {
+        // SAFETY: `hdr` and everything it points at are live for the call.
+        let n = unsafe {
+            libc::sendmsg(
+                sock.as_raw_fd(),
+                &hdr,
+                libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+            )
+        };
+        if n >= 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Receives one message and the descriptor attached to it, if any, waiting at most
+/// `timeout`. Descriptors beyond the first are closed.
+///
+/// # Errors
+/// The error of `ppoll` or `recvmsg`; `TimedOut` when nothing came.
+pub fn recv_with_fd(
+    sock: BorrowedFd<'_>,
+    buf: &mut [u8],
+    timeout: Duration,
+) -> io::Result<(Recv, Option<OwnedFd>)> {
+    let mut p = [pollin(sock.as_raw_fd())];
+    if poll(&mut p, Some(timeout))? == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!("no answer in {} s", timeout.as_secs()),
+        ));
+    }
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 16];
+    // SAFETY: msghdr is plain data; all zeroes is valid before the fields are set.
+    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
+    hdr.msg_iov = &mut iov;
+    hdr.msg_iovlen = 1;
+    hdr.msg_control = control.as_mut_ptr().cast();
+    hdr.msg_controllen = std::mem::size_of_val(&control) as _;
+    let n = loop {
+        // SAFETY: `hdr` points at live buffers of the sizes it gives.
+        let n = unsafe {
+            libc::recvmsg(
+                sock.as_raw_fd(),
+                &mut hdr,
+                libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC,
+            )
+        };
+        if n >= 0 {
+            break n.unsigned_abs();
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => return Ok((Recv::Empty, None)),
+            io::ErrorKind::ConnectionReset => return Ok((Recv::Closed, None)),
+            _ => return Err(e),
+        }
+    };
+    let mut passed = None;
+    // SAFETY: the kernel filled `control` and set `msg_controllen`; the CMSG macros walk
+    // only inside it, and each SCM_RIGHTS payload holds whole ints, each a new descriptor
+    // of ours.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&hdr);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+                let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    if passed.is_none() {
+                        passed = Some(fd);
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&hdr, cmsg);
+        }
+    }
+    let got = if n == 0 {
+        Recv::Closed
+    } else if hdr.msg_flags & libc::MSG_TRUNC != 0 {
+        Recv::Truncated(n)
+    } else {
+        Recv::Msg(n)
+    };
+    Ok((got, passed))
+}
+
 /// `ppoll` on `fds` for at most `timeout` (`None`: until one is ready); retries after
 /// EINTR with the same timeout. Returns how many descriptors are ready.
 ///
@@ -279,36 +409,6 @@ pub fn pollin(fd: RawFd) -> libc::pollfd {
         events: libc::POLLIN,
         revents: 0,
     }
-}
-
-/// A new non-blocking, close-on-exec eventfd (a counter).
-///
-/// # Errors
-/// The error of `eventfd`.
-pub fn eventfd() -> io::Result<OwnedFd> {
-    // SAFETY: eventfd takes no pointers.
-    owned(unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) })
-}
-
-/// Adds one to an eventfd (never blocks: a counter near overflow is readable anyway).
-pub fn signal(fd: BorrowedFd<'_>) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64. A failure (EAGAIN at the counter's limit)
-    // leaves the descriptor readable, which is all a waiter needs.
-    let _ = unsafe {
-        libc::write(
-            fd.as_raw_fd(),
-            std::ptr::from_ref(&one).cast(),
-            std::mem::size_of::<u64>(),
-        )
-    };
-}
-
-/// Empties an eventfd (or reads one signalfd record: both are at most 128 bytes).
-pub fn drain(fd: BorrowedFd<'_>) {
-    let mut buf = [0u8; 128];
-    // SAFETY: reads at most 128 bytes into a live buffer; EAGAIN means nothing to take.
-    let _ = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
 }
 
 /// Blocks SIGTERM, SIGINT and SIGHUP for this thread (and the threads it starts) and
@@ -421,14 +521,27 @@ mod tests {
     }
 
     #[test]
-    fn an_eventfd_wakes_a_poll() {
-        let e = eventfd().unwrap();
-        let mut p = [pollin(e.as_raw_fd())];
-        assert_eq!(poll(&mut p, Some(Duration::ZERO)).unwrap(), 0);
-        signal(e.as_fd());
-        assert_eq!(poll(&mut p, Some(Duration::from_secs(5))).unwrap(), 1);
-        drain(e.as_fd());
-        assert_eq!(poll(&mut p, Some(Duration::ZERO)).unwrap(), 0);
+    fn a_descriptor_travels_with_a_message() {
+        let d = temp_dir("fd");
+        private_dir(&d).unwrap();
+        let path = d.join("s");
+        let l = listen(&path).unwrap();
+        let c = connect(&path).unwrap();
+        let s = accept(l.as_fd()).unwrap().unwrap();
+        let file = std::fs::File::create(d.join("passed")).unwrap();
+        send_with_fd(s.as_fd(), b"here", file.as_fd()).unwrap();
+        let mut buf = [0u8; 16];
+        let (got, fd) = recv_with_fd(c.as_fd(), &mut buf, Duration::from_secs(5)).unwrap();
+        assert_eq!(got, Recv::Msg(4));
+        let fd = fd.unwrap();
+        assert_ne!(fd.as_raw_fd(), file.as_raw_fd());
+        // The same open file.
+        let got = std::fs::File::from(fd).metadata().unwrap();
+        assert_eq!(got.ino(), file.metadata().unwrap().ino());
+        send(s.as_fd(), b"plain", false).unwrap();
+        let (got, fd) = recv_with_fd(c.as_fd(), &mut buf, Duration::from_secs(5)).unwrap();
+        assert_eq!((got, fd.is_none()), (Recv::Msg(5), true));
+        std::fs::remove_dir_all(&d).unwrap();
     }
 
     #[test]

@@ -1,15 +1,17 @@
-//! The messages between an emulated process and the fabric process, one per
-//! `SOCK_SEQPACKET` packet (message boundaries are the socket's), a tag byte first:
+//! The control messages between an emulated process and the fabric process, one per
+//! `SOCK_SEQPACKET` packet (message boundaries are the socket's), a tag byte first.
+//! Frames do not travel here but in the shared-memory rings ([`super::ring`]) that come
+//! with the welcome.
 //!
-//! | from    | tag | body                                             |
-//! |---------|-----|--------------------------------------------------|
-//! | process | `H` | version, port MAC (6), port IPv4 (4), host name  |
-//! | process | `F` | a frame its NIC sent (Ethernet header first)     |
-//! | process | `J` / `L` | IPv4 group joined / left (4)               |
-//! | process | `j` / `l` | Ethernet group joined / left (6)           |
-//! | fabric  | `W` | version: welcome, the process is its host now    |
-//! | fabric  | `E` | a one-line reason, then the fabric hangs up      |
-//! | fabric  | `F` | global index (8, little-endian), then a frame    |
+//! | from    | tag       | body                                                      |
+//! |---------|-----------|-----------------------------------------------------------|
+//! | process | `H`       | version, port MAC (6), port IPv4 (4), host name           |
+//! | process | `J` / `L` | IPv4 group joined / left (4)                              |
+//! | process | `j` / `l` | Ethernet group joined / left (6)                          |
+//! | both    | `D`       | nothing: a doorbell, the peer's ring has frames           |
+//! | fabric  | `W`       | version, ring size (4, little-endian), with the rings'    |
+//! |         |           | memfd attached (`SCM_RIGHTS`): the process is its host now |
+//! | fabric  | `E`       | a one-line reason, then the fabric hangs up               |
 //!
 //! Decoding never trusts the peer: every length is checked and a bad message is an
 //! error naming what was wrong.
@@ -19,15 +21,15 @@ use std::net::Ipv4Addr;
 use backend_sim::frame::eth::Mac;
 
 /// The protocol version both sides speak.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// The longest frame either side sends (the ports' 9014-byte maximum).
 pub const MAX_FRAME: usize = 9014;
-/// The longest message: a fabric frame with its tag and index.
-pub const MAX_MSG: usize = 1 + 8 + MAX_FRAME;
 /// The shortest frame (an Ethernet header).
 pub const MIN_FRAME: usize = 14;
 /// The longest host name.
 pub const MAX_NAME: usize = 64;
+/// The longest message either side sends (an error's reason is cut to fit).
+pub const MAX_MSG: usize = 1024;
 
 /// What an emulated process tells the fabric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,8 +43,8 @@ pub enum ToFabric<'a> {
         /// The host's name in the topology.
         host: &'a str,
     },
-    /// A frame its NIC transmitted.
-    Frame(&'a [u8]),
+    /// Its ring to the fabric has frames.
+    Doorbell,
     /// One more membership of the IPv4 group.
     Join(Ipv4Addr),
     /// One membership fewer.
@@ -56,17 +58,15 @@ pub enum ToFabric<'a> {
 /// What the fabric tells a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FromFabric<'a> {
-    /// The hello was accepted.
-    Welcome,
+    /// The hello was accepted; the rings' memfd is attached.
+    Welcome {
+        /// The data area of each ring, in bytes.
+        ring: u32,
+    },
     /// Refused, with the reason; the fabric hangs up.
     Error(&'a str),
-    /// A frame for the process's port, with its global index in the fabric.
-    Frame {
-        /// The fabric's index of the frame (for traces).
-        index: u64,
-        /// The frame.
-        frame: &'a [u8],
-    },
+    /// The process's ring from the fabric has frames.
+    Doorbell,
 }
 
 fn ipv4(b: &[u8]) -> Ipv4Addr {
@@ -88,17 +88,6 @@ fn body_len(what: &str, body: &[u8], want: usize) -> Result<(), String> {
     }
 }
 
-fn frame_len(frame: &[u8]) -> Result<(), String> {
-    if (MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
-        Ok(())
-    } else {
-        Err(format!(
-            "frame of {} bytes (expected {MIN_FRAME} ..= {MAX_FRAME})",
-            frame.len()
-        ))
-    }
-}
-
 impl<'a> ToFabric<'a> {
     /// Writes the message into `out` (cleared first).
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -110,10 +99,7 @@ impl<'a> ToFabric<'a> {
                 out.extend_from_slice(&ip.octets());
                 out.extend_from_slice(host.as_bytes());
             }
-            ToFabric::Frame(f) => {
-                out.push(b'F');
-                out.extend_from_slice(f);
-            }
+            ToFabric::Doorbell => out.push(b'D'),
             ToFabric::Join(g) => {
                 out.push(b'J');
                 out.extend_from_slice(&g.octets());
@@ -162,7 +148,7 @@ impl<'a> ToFabric<'a> {
                     host,
                 })
             }
-            b'F' => frame_len(body).map(|()| ToFabric::Frame(body)),
+            b'D' => body_len("doorbell", body, 0).map(|()| ToFabric::Doorbell),
             b'J' | b'L' => {
                 body_len("group", body, 4)?;
                 let g = ipv4(body);
@@ -191,16 +177,19 @@ impl<'a> FromFabric<'a> {
     pub fn encode(&self, out: &mut Vec<u8>) {
         out.clear();
         match *self {
-            FromFabric::Welcome => out.extend_from_slice(&[b'W', VERSION]),
+            FromFabric::Welcome { ring } => {
+                out.extend_from_slice(&[b'W', VERSION]);
+                out.extend_from_slice(&ring.to_le_bytes());
+            }
             FromFabric::Error(why) => {
                 out.push(b'E');
-                out.extend_from_slice(why.as_bytes());
+                let mut end = why.len().min(MAX_MSG - 1);
+                while !why.is_char_boundary(end) {
+                    end -= 1;
+                }
+                out.extend_from_slice(&why.as_bytes()[..end]);
             }
-            FromFabric::Frame { index, frame } => {
-                out.push(b'F');
-                out.extend_from_slice(&index.to_le_bytes());
-                out.extend_from_slice(frame);
-            }
+            FromFabric::Doorbell => out.push(b'D'),
         }
     }
 
@@ -212,32 +201,22 @@ impl<'a> FromFabric<'a> {
         let (&tag, body) = msg.split_first().ok_or("empty message")?;
         match tag {
             b'W' => {
-                body_len("welcome", body, 1)?;
-                if body[0] == VERSION {
-                    Ok(FromFabric::Welcome)
-                } else {
-                    Err(format!(
-                        "the fabric speaks protocol version {} (this library {VERSION})",
-                        body[0]
-                    ))
+                if let Some(&v) = body.first().filter(|&&v| v != VERSION) {
+                    return Err(format!(
+                        "the fabric speaks protocol version {v} (this library {VERSION})"
+                    ));
                 }
+                body_len("welcome", body, 5)?;
+                let mut ring = [0u8; 4];
+                ring.copy_from_slice(&body[1..]);
+                Ok(FromFabric::Welcome {
+                    ring: u32::from_le_bytes(ring),
+                })
             }
             b'E' => Ok(FromFabric::Error(
                 std::str::from_utf8(body).unwrap_or("(a reason that is not UTF-8)"),
             )),
-            b'F' => {
-                if body.len() < 8 {
-                    return Err(format!("frame message of {} bytes", msg.len()));
-                }
-                let (index, frame) = body.split_at(8);
-                frame_len(frame)?;
-                let mut i = [0u8; 8];
-                i.copy_from_slice(index);
-                Ok(FromFabric::Frame {
-                    index: u64::from_le_bytes(i),
-                    frame,
-                })
-            }
+            b'D' => body_len("doorbell", body, 0).map(|()| FromFabric::Doorbell),
             other => Err(format!("unknown message tag 0x{other:02x}")),
         }
     }
@@ -255,35 +234,34 @@ mod tests {
 
     #[test]
     fn every_message_round_trips() {
-        let frame = [7u8; 60];
         round_trip_to(ToFabric::Hello {
             mac: Mac([2, 0, 10, 100, 0, 1]),
             ip: Ipv4Addr::new(10, 100, 0, 1),
             host: "h1",
         });
-        round_trip_to(ToFabric::Frame(&frame));
+        round_trip_to(ToFabric::Doorbell);
         round_trip_to(ToFabric::Join(Ipv4Addr::new(239, 0, 0, 1)));
         round_trip_to(ToFabric::Leave(Ipv4Addr::new(239, 0, 0, 1)));
         round_trip_to(ToFabric::JoinMac(Mac([1, 0, 0x5e, 0, 0, 1])));
         round_trip_to(ToFabric::LeaveMac(Mac([1, 0, 0x5e, 0, 0, 1])));
         let mut buf = Vec::new();
         for m in [
-            FromFabric::Welcome,
+            FromFabric::Welcome { ring: 4 << 20 },
             FromFabric::Error("no host h9 in the fabric's topology"),
-            FromFabric::Frame {
-                index: 0x0102_0304_0506_0708,
-                frame: &frame,
-            },
+            FromFabric::Doorbell,
         ] {
             m.encode(&mut buf);
             assert_eq!(FromFabric::decode(&buf), Ok(m));
         }
-        FromFabric::Frame {
-            index: 1,
-            frame: &frame,
-        }
-        .encode(&mut buf);
-        assert_eq!(&buf[..9], &[b'F', 1, 0, 0, 0, 0, 0, 0, 0]);
+        FromFabric::Welcome { ring: 1 }.encode(&mut buf);
+        assert_eq!(buf, [b'W', VERSION, 1, 0, 0, 0]);
+        let long = "é".repeat(600);
+        FromFabric::Error(&long).encode(&mut buf);
+        assert_eq!(buf.len(), MAX_MSG - 1);
+        assert_eq!(
+            FromFabric::decode(&buf),
+            Ok(FromFabric::Error(&long[..1022]))
+        );
     }
 
     #[test]
@@ -291,24 +269,20 @@ mod tests {
         let d = |b: &[u8]| ToFabric::decode(b).unwrap_err();
         assert_eq!(d(b""), "empty message");
         assert_eq!(d(b"Z"), "unknown message tag 0x5a");
-        assert_eq!(d(b"H\x01abc"), "hello of 4 bytes (at least 11)");
+        assert_eq!(d(b"H\x02abc"), "hello of 4 bytes (at least 11)");
         assert_eq!(
             d(b"H\x07\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h1"),
-            "protocol version 7 (this fabric speaks 1)"
+            "protocol version 7 (this fabric speaks 2)"
         );
         assert_eq!(
-            d(b"H\x01\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
+            d(b"H\x02\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
             "host name is not 1 to 64 printable ASCII characters"
         );
         assert_eq!(
-            d(b"H\x01\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
+            d(b"H\x02\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
             "host name is not 1 to 64 printable ASCII characters"
         );
-        assert_eq!(d(b"Fshort"), "frame of 5 bytes (expected 14 ..= 9014)");
-        assert_eq!(
-            d(&[b'F'; MAX_FRAME + 2]),
-            "frame of 9015 bytes (expected 14 ..= 9014)"
-        );
+        assert_eq!(d(b"Dx"), "doorbell message of 1 bytes (expected 0)");
         assert_eq!(d(b"J\x01\x02\x03"), "group message of 3 bytes (expected 4)");
         assert_eq!(
             d(b"l\x01\x02\x03\x04\x05\x06\x07"),
@@ -316,10 +290,10 @@ mod tests {
         );
         let f = |b: &[u8]| FromFabric::decode(b).unwrap_err();
         assert_eq!(
-            f(b"W\x02"),
-            "the fabric speaks protocol version 2 (this library 1)"
+            f(b"W\x01"),
+            "the fabric speaks protocol version 1 (this library 2)"
         );
-        assert_eq!(f(b"F\x01\x02"), "frame message of 3 bytes");
+        assert_eq!(f(b"W\x02\x01"), "welcome message of 2 bytes (expected 5)");
         assert_eq!(f(b"x"), "unknown message tag 0x78");
         assert_eq!(
             FromFabric::decode(b"E\xff"),
