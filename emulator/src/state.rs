@@ -285,7 +285,7 @@ fn start_progress_thread() {
                 let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 emu.progress(ns);
                 match &emu.member {
-                    Some(j) => j.wait(&emu.sim, start),
+                    Some(j) => j.wait(),
                     None => std::thread::sleep(PROGRESS_TICK),
                 }
             }
@@ -298,19 +298,16 @@ fn start_progress_thread() {
 }
 
 impl Joined {
-    /// Waits until the fabric rings (frames in the ring, or a control message), the next
-    /// event of the simulation is due, or a tick has passed (completion channels are
-    /// signalled at least that often).
-    fn wait(&self, sim: &Sim, start: Instant) {
-        let now = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        let next = sim.with_fabric(|f| f.next_event_time());
-        let mut timeout = next.map_or(PROGRESS_TICK, |t| {
-            Duration::from_nanos(t.saturating_sub(now)).min(PROGRESS_TICK)
-        });
+    /// Waits until the fabric rings (frames in the ring, or a control message) or a tick
+    /// has passed (timers of the simulation are due at most that late, and completion
+    /// channels are signalled at least that often).
+    fn wait(&self) {
         let member = lock(&self.member);
-        if member.about_to_sleep() {
-            timeout = Duration::ZERO;
-        }
+        let timeout = if member.about_to_sleep() {
+            Duration::ZERO
+        } else {
+            PROGRESS_TICK
+        };
         let mut fds = [sys::pollin(member.fd().as_raw_fd())];
         drop(member);
         if sys::poll(&mut fds, Some(timeout)).is_err() {

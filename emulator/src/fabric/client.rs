@@ -267,33 +267,27 @@ impl Member {
         self.rx.about_to_sleep()
     }
 
-    /// One round at wall-clock time `now` (virtual nanoseconds): lets the simulation run
-    /// up to `now` and no further, injects what the fabric sent, and lets the NIC handle
-    /// it (what it sends in turn leaves through the sink at once).
+    /// One round at wall-clock time `now` (virtual nanoseconds): injects what the fabric
+    /// sent, then lets the simulation run up to `now` and no further (the NIC handles the
+    /// frames; what it sends in turn leaves through the sink at once). Two turns of the
+    /// simulation's lock: a program polling a CQ in a loop takes it all the time.
     pub fn pump(&mut self, sim: &Sim, now: Nanos) {
-        sim.with_fabric(|f| f.set_horizon(Some(now)));
-        sim.run_for(now.saturating_sub(sim.now()));
         self.rx.read_control();
         let port = self.port;
         let rx = &mut self.rx;
-        let got = sim.with_fabric(|f| {
-            for n in 0..RECV_BATCH {
+        sim.with_fabric(|f| {
+            f.set_horizon(Some(now));
+            for _ in 0..RECV_BATCH {
                 let mut buf = f.spare_frame();
-                match rx.pop(&mut buf) {
-                    // The ring checked the length: the port refuses nothing else.
-                    Some(index) => {
-                        let _ = f.inject(port, buf, index);
-                    }
-                    None => {
-                        f.recycle_frame(buf);
-                        return n;
-                    }
-                }
+                let Some(index) = rx.pop(&mut buf) else {
+                    f.recycle_frame(buf);
+                    return;
+                };
+                // The ring checked the length: the port refuses nothing else.
+                let _ = f.inject(port, buf, index);
             }
-            RECV_BATCH
         });
-        if got > 0 {
-            sim.run_for(0);
-        }
+        // Everything due by the horizon: the frames just injected, timers.
+        sim.run_for(Nanos::MAX);
     }
 }
