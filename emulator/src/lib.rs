@@ -16,11 +16,15 @@
 //!   events as eventfds;
 //! - [`leaks`]: live objects per kind, and the report at exit (`VERBS_EMU_LEAKS`);
 //! - [`topology`]: hosts, addresses and personalities (`VERBS_EMU_TOPOLOGY`,
-//!   `VERBS_EMU_HOST`, `VERBS_EMU_SEED`).
+//!   `VERBS_EMU_HOST`, `VERBS_EMU_SEED`);
+//! - [`fabric`]: the fabric process (`verbs-emu-fabric`: switch, link faults, capture)
+//!   and a process's link to it (`VERBS_EMU_FABRIC`), so that two programs talk as two
+//!   hosts would.
 //!
-//! Today every host of the topology lives in the one process: a program talks to the
-//! devices of its own host (loopback and multicast to itself). Two processes need the
-//! fabric process (see the README's emulator section), which does not exist yet.
+//! Alone, a process simulates every host of the topology and reaches only its own
+//! (loopback and multicast to itself). With `VERBS_EMU_FABRIC` naming a fabric process's
+//! socket, it keeps only its host's NIC and its frames cross the fabric's switch to the
+//! processes of the other hosts (see the README's emulator section).
 
 pub mod ah;
 pub mod async_events;
@@ -29,6 +33,7 @@ pub mod cq_ex;
 pub mod device;
 pub mod events;
 pub mod exports;
+pub mod fabric;
 pub mod ffi;
 pub mod flow;
 pub mod kern;

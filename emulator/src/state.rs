@@ -1,16 +1,24 @@
 //! The process-wide emulator: the simulated fabric of the topology, the host this process
 //! is, its devices as `struct ibv_device`s, and the progress thread that moves the
 //! simulation on the wall clock and turns completion events into readable file descriptors.
+//!
+//! Alone, a process simulates every host of the topology (a program reaches its own host
+//! only). With `VERBS_EMU_FABRIC` naming a fabric process's socket, its host's port leads
+//! to that fabric instead ([`crate::fabric`]), and the progress thread also moves frames
+//! between the two.
 
 use std::collections::HashSet;
 use std::ffi::c_char;
+use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use backend_sim::{Direction, FaultPlan, HostId, LinkFaultRule, Sim, SimVerbs};
+use backend_sim::{HostId, PortId, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
 use crate::events::{ChannelState, ContextState};
+use crate::fabric::client::{self, Member};
+use crate::fabric::{sys, FABRIC_ENV};
 use crate::ffi;
 use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
 
@@ -28,7 +36,8 @@ pub struct EmuDevice {
 /// The emulator of this process.
 #[derive(Debug)]
 pub struct Emu {
-    /// The simulated fabric (every host of the topology, in this process for now).
+    /// The simulation: every host of the topology; with a fabric process, only this
+    /// host's NIC does anything and its port leads to the fabric.
     pub sim: Sim,
     /// This process's host.
     pub host: HostId,
@@ -38,6 +47,14 @@ pub struct Emu {
     pub devices: Vec<Box<EmuDevice>>,
     channels: Mutex<Vec<Weak<ChannelState>>>,
     contexts: Mutex<Vec<Weak<ContextState>>>,
+    /// The fabric process this host joined, if any.
+    member: Option<Joined>,
+}
+
+/// This host's membership of a fabric process.
+#[derive(Debug)]
+struct Joined {
+    member: Mutex<Member>,
 }
 
 // SAFETY: the raw `ibv_device` structs hold only inline arrays and plain values (the
@@ -49,7 +66,7 @@ unsafe impl Sync for Emu {}
 static EMU: OnceLock<Result<Emu, String>> = OnceLock::new();
 
 /// The emulator, built on first use from the environment (`VERBS_EMU_TOPOLOGY`,
-/// `VERBS_EMU_HOST`, `VERBS_EMU_SEED`).
+/// `VERBS_EMU_HOST`, `VERBS_EMU_SEED`, `VERBS_EMU_FABRIC`).
 ///
 /// # Errors
 /// The one-line reason the environment is unusable (printed once on stderr as well).
@@ -71,7 +88,10 @@ impl Emu {
         let topology = Topology::from_env()?;
         let seed = seed_from_env()?;
         let me = topology.host_index(&host_from_env())?;
-        Emu::new(&topology, me, seed)
+        match std::env::var_os(FABRIC_ENV).filter(|p| !p.is_empty()) {
+            Some(path) => Emu::joined(&topology, me, seed, std::path::Path::new(&path)),
+            None => Emu::new(&topology, me, seed),
+        }
     }
 
     /// The emulator of host `me` (an index into `topology.hosts`) on a fabric seeded `seed`.
@@ -79,30 +99,45 @@ impl Emu {
     /// # Errors
     /// The topology cannot be built (a duplicate address).
     pub fn new(topology: &Topology, me: usize, seed: u64) -> Result<Self, String> {
-        let sim = Sim::new(seed);
-        let mut plan = FaultPlan::none();
-        let mut host = None;
-        for (i, h) in topology.hosts.iter().enumerate() {
-            let id = sim
-                .add_host(&h.name, h.ip, h.personality)
-                .map_err(|e| format!("host {}: {e}", h.name))?;
-            if i == me {
-                host = Some(id);
-            }
-            if !h.faults.is_clean() {
-                let port = sim
-                    .port_of(id)
-                    .ok_or_else(|| format!("host {} has no port", h.name))?;
-                plan.links.push(LinkFaultRule {
-                    port,
-                    direction: Direction::FromSwitch,
-                    faults: h.faults.clone(),
-                });
-            }
-        }
-        let host = host.ok_or_else(|| format!("no host number {me} in the topology"))?;
-        sim.set_faults(plan)
+        let (sim, host, ports) = build_sim(topology, me, seed)?;
+        sim.set_faults(crate::fabric::fault_plan(topology, &ports))
             .map_err(|e| format!("the topology's faults: {e}"))?;
+        Emu::with_sim(topology, me, sim, host, None)
+    }
+
+    /// The emulator of host `me` joined to the fabric process at `socket`: the fabric
+    /// applies the links' faults, so this process's simulation has none.
+    ///
+    /// # Errors
+    /// The topology cannot be built, or the fabric cannot be joined (the reason names
+    /// the socket).
+    pub fn joined(
+        topology: &Topology,
+        me: usize,
+        seed: u64,
+        socket: &std::path::Path,
+    ) -> Result<Self, String> {
+        let (sim, host, ports) = build_sim(topology, me, seed)?;
+        let spec = &topology.hosts[me];
+        let port = ports[me];
+        let mac = sim
+            .with_fabric(|f| f.port_config(port).map(|c| c.mac))
+            .map_err(|e| format!("host {}: {e}", spec.name))?;
+        let (tx, rx) = client::join(socket, &spec.name, mac, spec.ip)?;
+        let member = Member::new(&sim, port, tx, rx)?;
+        let joined = Joined {
+            member: Mutex::new(member),
+        };
+        Emu::with_sim(topology, me, sim, host, Some(joined))
+    }
+
+    fn with_sim(
+        topology: &Topology,
+        me: usize,
+        sim: Sim,
+        host: HostId,
+        member: Option<Joined>,
+    ) -> Result<Self, String> {
         let infos = sim
             .verbs(host)
             .devices()
@@ -115,7 +150,14 @@ impl Emu {
             devices,
             channels: Mutex::new(Vec::new()),
             contexts: Mutex::new(Vec::new()),
+            member,
         })
+    }
+
+    /// True if this host joined a fabric process.
+    #[must_use]
+    pub fn is_joined(&self) -> bool {
+        self.member.is_some()
     }
 
     /// This host's verbs provider.
@@ -137,9 +179,14 @@ impl Emu {
     /// completion event to its channel's file descriptor and every async event to its
     /// context's.
     pub fn progress(&self, virtual_now: u64) {
-        let now = self.sim.now();
-        if virtual_now > now {
-            self.sim.run_for(virtual_now - now);
+        match &self.member {
+            Some(j) => lock(&j.member).pump(&self.sim, virtual_now),
+            None => {
+                let now = self.sim.now();
+                if virtual_now > now {
+                    self.sim.run_for(virtual_now - now);
+                }
+            }
         }
         let live = live_of(&self.channels);
         for c in live {
@@ -149,6 +196,32 @@ impl Emu {
             c.collect_events();
         }
     }
+}
+
+/// Builds the simulation of every host of `topology` (no faults yet): the simulator's id
+/// of host `me`, and each host's port.
+fn build_sim(
+    topology: &Topology,
+    me: usize,
+    seed: u64,
+) -> Result<(Sim, HostId, Vec<PortId>), String> {
+    let sim = Sim::new(seed);
+    let mut host = None;
+    let mut ports = Vec::new();
+    for (i, h) in topology.hosts.iter().enumerate() {
+        let id = sim
+            .add_host(&h.name, h.ip, h.personality)
+            .map_err(|e| format!("host {}: {e}", h.name))?;
+        if i == me {
+            host = Some(id);
+        }
+        ports.push(
+            sim.port_of(id)
+                .ok_or_else(|| format!("host {} has no port", h.name))?,
+        );
+    }
+    let host = host.ok_or_else(|| format!("no host number {me} in the topology"))?;
+    Ok((sim, host, ports))
 }
 
 /// The registered objects still alive (the dead are forgotten).
@@ -211,13 +284,35 @@ fn start_progress_thread() {
             loop {
                 let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
                 emu.progress(ns);
-                std::thread::sleep(PROGRESS_TICK);
+                match &emu.member {
+                    Some(j) => j.wait(),
+                    None => std::thread::sleep(PROGRESS_TICK),
+                }
             }
         });
     if let Err(e) = spawned {
         eprintln!(
             "verbs-emu: cannot start the progress thread: {e}; completion channels will not signal"
         );
+    }
+}
+
+impl Joined {
+    /// Waits until the fabric rings (frames in the ring, or a control message) or a tick
+    /// has passed (timers of the simulation are due at most that late, and completion
+    /// channels are signalled at least that often).
+    fn wait(&self) {
+        let member = lock(&self.member);
+        let timeout = if member.about_to_sleep() {
+            Duration::ZERO
+        } else {
+            PROGRESS_TICK
+        };
+        let mut fds = [sys::pollin(member.fd().as_raw_fd())];
+        drop(member);
+        if sys::poll(&mut fds, Some(timeout)).is_err() {
+            std::thread::sleep(PROGRESS_TICK);
+        }
     }
 }
 
@@ -240,6 +335,7 @@ pub fn log_unsupported_once(verb: &'static str, what: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use backend_sim::{Direction, LinkFaultRule};
 
     #[test]
     fn c_strings_are_truncated_and_terminated() {
@@ -258,6 +354,7 @@ mod tests {
         let e = Emu::new(&t, 0, 7).unwrap();
         let h2 = e.sim.port_of(HostId(1)).unwrap();
         let plan = e.sim.with_fabric(|f| f.faults().clone());
+        assert!(!e.is_joined());
         assert_eq!(
             plan.links,
             vec![LinkFaultRule {

@@ -21,9 +21,10 @@
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
 //!   cached under `target/softroce/`; see the [`vm`] module.
-//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--leaks] -- CMD ARGS...`: build the
-//!   emulated libibverbs (crate `emulator`) and run CMD with it first on `LD_LIBRARY_PATH`;
-//!   exits with CMD's exit code.
+//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--pcap OUT] [--leaks] -- CMD
+//!   ARGS...`: build the emulated libibverbs (crate `emulator`), start its fabric process
+//!   and run CMD with the library first on `LD_LIBRARY_PATH`, joined to the fabric; exits
+//!   with CMD's exit code. `--fabric-only` serves a fabric for programs started by hand.
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
@@ -115,9 +116,10 @@ enum Command {
     /// cost from 10^4 to 10^7 frames, the harness micro-benchmarks, the MeerKAT scenario).
     Bench,
     /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
-    /// `emulator`) and runs CMD with it first on LD_LIBRARY_PATH, so an unmodified,
-    /// dynamically linked verbs program (ibv_devinfo, ...) sees the simulated devices of
-    /// its host. Exits with CMD's exit code.
+    /// `emulator`), starts the fabric process (switch, link faults, capture) and runs CMD
+    /// with the library first on LD_LIBRARY_PATH, so an unmodified, dynamically linked
+    /// verbs program (ibv_devinfo, ...) sees the simulated devices of its host and reaches
+    /// the other hosts' programs. Stops the fabric and exits with CMD's exit code.
     Emu {
         /// A topology file (TOML: [[host]] name, ip, personality); default: hosts h1..h4,
         /// 10.100.0.1..4/24, one mlx5 device each.
@@ -132,8 +134,23 @@ enum Command {
         /// At CMD's exit, name the verbs objects it did not destroy (sets VERBS_EMU_LEAKS).
         #[arg(long)]
         leaks: bool,
+        /// Capture every frame between hosts into this pcap file.
+        #[arg(long, value_name = "OUT")]
+        pcap: Option<std::path::PathBuf>,
+        /// Start only the fabric process: print its socket's path (for VERBS_EMU_FABRIC)
+        /// and serve programs started by hand until Ctrl-C.
+        #[arg(long)]
+        fabric_only: bool,
+        /// Run CMD without a fabric process: it simulates every host itself and reaches
+        /// only its own.
+        #[arg(long)]
+        no_fabric: bool,
         /// The command to run, and its arguments.
-        #[arg(last = true, required = true, value_name = "CMD")]
+        #[arg(
+            last = true,
+            required_unless_present = "fabric_only",
+            value_name = "CMD"
+        )]
         cmd: Vec<String>,
     },
     /// Run the tests that exercise our unsafe code outside FFI (slot pools, simulated
@@ -221,6 +238,9 @@ fn main() -> ExitCode {
             seed,
             host,
             leaks,
+            pcap,
+            fabric_only,
+            no_fabric,
             cmd,
         } => {
             let args = cmd::EmuArgs {
@@ -228,6 +248,9 @@ fn main() -> ExitCode {
                 seed,
                 host,
                 leaks,
+                pcap,
+                fabric_only,
+                no_fabric,
             };
             match cmd::emu(&cmd, &args) {
                 Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),

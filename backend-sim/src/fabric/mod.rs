@@ -15,6 +15,7 @@ mod capture;
 mod corruption;
 mod error;
 mod events;
+mod external;
 mod injector;
 pub mod link;
 mod plan;
@@ -30,6 +31,7 @@ pub use capture::CaptureFilter;
 pub(crate) use corruption::{ip_checksums_verify, is_roce};
 pub use corruption::{PayloadCorruption, UndetectedCorruption};
 pub use error::FabricError;
+pub use external::{ExternalMsg, ExternalSink};
 pub use port::{Host, PortConfig};
 pub use replay::{ReplayOptions, ReplaySummary};
 pub use stats::{FabricStats, PortStats};
@@ -42,6 +44,7 @@ use crate::pcap::PcapFile;
 use crate::rng::SimRng;
 use capture::{Capture, Sink};
 use events::{EventKind, EventQueue};
+use external::External;
 use link::{FlipAt, Link, Verdict};
 use plan::Plan;
 use replay::Replay;
@@ -106,6 +109,7 @@ pub struct Fabric {
     undetected: Vec<UndetectedCorruption>,
     scratch: Vec<PortId>,
     loopback_ns: Nanos,
+    external: External,
 }
 
 impl Fabric {
@@ -127,6 +131,7 @@ impl Fabric {
             undetected: Vec::new(),
             scratch: Vec::new(),
             loopback_ns: 200,
+            external: External::default(),
         }
     }
 
@@ -275,6 +280,7 @@ impl Fabric {
     pub fn join_group(&mut self, port: PortId, group: Ipv4Addr) -> Result<(), FabricError> {
         self.topo.port(port)?;
         self.topo.switch.join(port, group);
+        self.external.tell(port, ExternalMsg::JoinGroup(group));
         Ok(())
     }
 
@@ -284,7 +290,11 @@ impl Fabric {
     /// [`FabricError::UnknownPort`].
     pub fn leave_group(&mut self, port: PortId, group: Ipv4Addr) -> Result<bool, FabricError> {
         self.topo.port(port)?;
-        Ok(self.topo.switch.leave(port, group))
+        let had = self.topo.switch.leave(port, group);
+        if had {
+            self.external.tell(port, ExternalMsg::LeaveGroup(group));
+        }
+        Ok(had)
     }
 
     /// Registers one membership of `port` in the Ethernet multicast group `mac` (for
@@ -295,6 +305,7 @@ impl Fabric {
     pub fn join_mac_group(&mut self, port: PortId, mac: Mac) -> Result<(), FabricError> {
         self.topo.port(port)?;
         self.topo.switch.join_mac(port, mac);
+        self.external.tell(port, ExternalMsg::JoinMac(mac));
         Ok(())
     }
 
@@ -304,7 +315,11 @@ impl Fabric {
     /// [`FabricError::UnknownPort`].
     pub fn leave_mac_group(&mut self, port: PortId, mac: Mac) -> Result<bool, FabricError> {
         self.topo.port(port)?;
-        Ok(self.topo.switch.leave_mac(port, mac))
+        let had = self.topo.switch.leave_mac(port, mac);
+        if had {
+            self.external.tell(port, ExternalMsg::LeaveMac(mac));
+        }
+        Ok(had)
     }
 
     /// True if `port` is a member of `group`.
@@ -588,6 +603,12 @@ impl Fabric {
                 }
             }
         }
+        if self.external.owns(from) {
+            // The link leads outside: its switch takes it from there.
+            self.external
+                .tell(from, ExternalMsg::Frame { frame, index });
+            return Ok(index);
+        }
         let verdict = self.topo.ports[from.idx()].up.send(now, frame.len());
         self.cross(verdict, now, from, None, frame, index);
         Ok(index)
@@ -690,6 +711,11 @@ impl Fabric {
     /// by then the clock moves to `deadline` (if it is not `Nanos::MAX`) and `None` is
     /// returned.
     pub fn step_until(&mut self, deadline: Nanos) -> Option<Output> {
+        let now = self.clock.now();
+        let deadline = self
+            .external
+            .horizon
+            .map_or(deadline, |h| deadline.min(h.max(now)));
         loop {
             match self.queue.peek_time() {
                 Some(t) if t <= deadline => {}

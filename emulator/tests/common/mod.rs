@@ -63,7 +63,8 @@ pub fn emulated(program: &Path) -> Command {
     c.env("LD_LIBRARY_PATH", lib_dir())
         .env_remove("VERBS_EMU_HOST")
         .env_remove("VERBS_EMU_TOPOLOGY")
-        .env_remove("VERBS_EMU_SEED");
+        .env_remove("VERBS_EMU_SEED")
+        .env_remove("VERBS_EMU_FABRIC");
     c
 }
 

@@ -1,0 +1,293 @@
+//! An emulated process's side of the fabric: joining (a hello naming its host, a welcome
+//! bringing the shared-memory rings), the [`Sender`] that puts what the host's NIC
+//! transmits into the ring to the fabric the moment it is sent (multicast joins and
+//! leaves go on the socket), and the [`Receiver`] whose frames the progress thread
+//! injects into the host's port at the current virtual time ([`Member::pump`]).
+
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use backend_sim::fabric::ExternalMsg;
+use backend_sim::frame::eth::Mac;
+use backend_sim::{Nanos, PortId, Sim};
+
+use super::ring::{Consumer, Producer, Region, RingError, Way};
+use super::sys::{self, Recv};
+use super::wire::{FromFabric, ToFabric, MAX_MSG};
+
+/// How long a hello waits for the fabric's answer.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a frame waits for room in a full ring before the fabric counts as gone.
+const FULL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Most frames taken from the ring in one round (the rest wait for the next).
+const RECV_BATCH: usize = 256;
+
+/// What both ends of a link share: where the fabric is, and whether it is gone.
+#[derive(Debug)]
+struct Shared {
+    path: PathBuf,
+    gone: AtomicBool,
+}
+
+impl Shared {
+    /// Marks the fabric gone, saying so (once) on stderr.
+    fn lost(&self, why: &dyn std::fmt::Display) {
+        if !self.gone.swap(true, Ordering::SeqCst) {
+            eprintln!(
+                "verbs-emu: lost the fabric at {} ({why}); this host's frames go nowhere now",
+                self.path.display()
+            );
+        }
+    }
+
+    fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::SeqCst)
+    }
+}
+
+/// Connects to the fabric's socket at `path` and joins as `host` (whose port has `mac`
+/// and `ip`); waits for the fabric's welcome and maps the rings it brings.
+///
+/// # Errors
+/// A one-line reason: no fabric there, or the fabric refused (an unknown host, one
+/// another process already is, a topology that differs).
+pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, Receiver), String> {
+    let at = || format!("the fabric at {}", path.display());
+    let fd = sys::connect(path).map_err(|e| format!("cannot join {}: {e}", at()))?;
+    let mut buf = vec![0; MAX_MSG + 1];
+    let mut out = Vec::with_capacity(MAX_MSG);
+    ToFabric::Hello { mac, ip, host }.encode(&mut out);
+    sys::send(fd.as_fd(), &out, false).map_err(|e| format!("cannot join {}: {e}", at()))?;
+    let (n, rings) = match sys::recv_with_fd(fd.as_fd(), &mut buf, HELLO_TIMEOUT) {
+        Ok((Recv::Msg(n), rings)) => (n, rings),
+        Ok((Recv::Closed, _)) => return Err(format!("{} hung up on host {host}", at())),
+        Ok((other, _)) => return Err(format!("{} answered {other:?} to the hello", at())),
+        Err(e) => return Err(format!("{} did not welcome host {host}: {e}", at())),
+    };
+    let ring = match FromFabric::decode(&buf[..n]) {
+        Ok(FromFabric::Welcome { ring }) => ring as usize,
+        Ok(FromFabric::Error(why)) => return Err(format!("{} refused host {host}: {why}", at())),
+        Ok(FromFabric::Doorbell) => return Err(format!("{} rang before its welcome", at())),
+        Err(why) => return Err(format!("{} answered garbage: {why}", at())),
+    };
+    let rings = rings.ok_or_else(|| format!("{} sent no rings with its welcome", at()))?;
+    let region = Region::map(rings.as_fd(), ring)
+        .map_err(|e| format!("cannot map the rings of {}: {e}", at()))?;
+    let region = Arc::new(region);
+    let send_fd = fd
+        .try_clone()
+        .map_err(|e| format!("cannot share the socket of {}: {e}", at()))?;
+    let shared = Arc::new(Shared {
+        path: path.to_path_buf(),
+        gone: AtomicBool::new(false),
+    });
+    Ok((
+        Sender {
+            fd: send_fd,
+            out,
+            tx: Producer::new(region.clone(), Way::ToFabric),
+            shared: shared.clone(),
+        },
+        Receiver {
+            fd,
+            buf,
+            rx: Consumer::new(region, Way::FromFabric),
+            shared,
+        },
+    ))
+}
+
+/// What the host's port sends to the fabric.
+#[derive(Debug)]
+pub struct Sender {
+    fd: OwnedFd,
+    out: Vec<u8>,
+    tx: Producer,
+    shared: Arc<Shared>,
+}
+
+impl Sender {
+    fn control(&mut self, m: ToFabric<'_>) {
+        m.encode(&mut self.out);
+        if let Err(e) = sys::send(self.fd.as_fd(), &self.out, false) {
+            self.shared.lost(&e);
+        }
+    }
+
+    /// Tells the fabric what the port did: a frame goes into the ring (waiting while it
+    /// is full: the fabric always drains it), the rest on the socket. Nothing is sent once
+    /// the fabric is gone.
+    pub fn send(&mut self, msg: &ExternalMsg) {
+        if self.shared.is_gone() {
+            return;
+        }
+        match msg {
+            ExternalMsg::Frame { frame, .. } => self.push(frame),
+            ExternalMsg::JoinGroup(g) => self.control(ToFabric::Join(*g)),
+            ExternalMsg::LeaveGroup(g) => self.control(ToFabric::Leave(*g)),
+            ExternalMsg::JoinMac(m) => self.control(ToFabric::JoinMac(*m)),
+            ExternalMsg::LeaveMac(m) => self.control(ToFabric::LeaveMac(*m)),
+        }
+    }
+
+    fn push(&mut self, frame: &[u8]) {
+        let mut since: Option<Instant> = None;
+        loop {
+            match self.tx.push(frame, 0) {
+                Ok(ring) => {
+                    if ring {
+                        self.control(ToFabric::Doorbell);
+                    }
+                    return;
+                }
+                Err(RingError::Full) => match since {
+                    None => {
+                        // Make sure the fabric is awake to drain it, then wait for room.
+                        self.control(ToFabric::Doorbell);
+                        since = Some(Instant::now());
+                    }
+                    Some(t) if t.elapsed() > FULL_TIMEOUT => {
+                        return self.shared.lost(&"its ring stayed full");
+                    }
+                    Some(_) => std::thread::sleep(Duration::from_micros(20)),
+                },
+                Err(e) => return self.shared.lost(&e),
+            }
+        }
+    }
+}
+
+/// What the fabric sends to the host's port.
+#[derive(Debug)]
+pub struct Receiver {
+    fd: OwnedFd,
+    buf: Vec<u8>,
+    rx: Consumer,
+    shared: Arc<Shared>,
+}
+
+impl Receiver {
+    /// The socket, for polling (doorbells and the fabric's farewell arrive there).
+    #[must_use]
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// True once the fabric has gone away.
+    #[must_use]
+    pub fn is_gone(&self) -> bool {
+        self.shared.is_gone()
+    }
+
+    /// Reads the control messages waiting on the socket: doorbells (nothing to do but
+    /// wake up), or the fabric's farewell.
+    pub fn read_control(&mut self) {
+        while !self.is_gone() {
+            match sys::recv(self.fd.as_fd(), &mut self.buf) {
+                Ok(Recv::Empty) => return,
+                Ok(Recv::Msg(n)) => match FromFabric::decode(&self.buf[..n]) {
+                    Ok(FromFabric::Doorbell) => {}
+                    Ok(FromFabric::Error(why)) => self.shared.lost(&format!("it said: {why}")),
+                    Ok(FromFabric::Welcome { .. }) | Err(_) => {
+                        self.shared
+                            .lost(&"it sent something that is not a doorbell");
+                    }
+                },
+                Ok(Recv::Closed) => self.shared.lost(&"it hung up"),
+                Ok(Recv::Truncated(n)) => self.shared.lost(&format!("a message of {n} bytes")),
+                Err(e) => self.shared.lost(&e),
+            }
+        }
+    }
+
+    /// Takes the next frame from the fabric into `buf` (the one copy out of the shared
+    /// memory) and returns its index; `None` when there is none (or the ring broke).
+    pub fn pop(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
+        if self.is_gone() {
+            return None;
+        }
+        match self.rx.pop(buf) {
+            Ok(got) => got,
+            Err(e) => {
+                self.shared.lost(&e);
+                None
+            }
+        }
+    }
+
+    /// Before sleeping on [`Receiver::fd`]: asks for a doorbell when frames come. True
+    /// if some are there already (then do not sleep).
+    #[must_use]
+    pub fn about_to_sleep(&self) -> bool {
+        !self.is_gone() && self.rx.sleep_or_not()
+    }
+}
+
+/// The process's host as a member of the fabric: its external port and what the fabric
+/// sends it.
+#[derive(Debug)]
+pub struct Member {
+    rx: Receiver,
+    port: PortId,
+}
+
+impl Member {
+    /// `port` of `sim` leads to the fabric from now on: what it sends goes out through
+    /// `tx` as it is sent, and [`Member::pump`] brings in what `rx` receives. Virtual
+    /// time stops where it stands until the first pump.
+    ///
+    /// # Errors
+    /// The port does not exist.
+    pub fn new(sim: &Sim, port: PortId, mut tx: Sender, rx: Receiver) -> Result<Self, String> {
+        sim.with_fabric(|f| {
+            f.set_external(port)?;
+            f.set_horizon(Some(f.now()));
+            f.set_external_sink(Some(Box::new(move |_, msg| tx.send(msg))));
+            Ok::<_, backend_sim::FabricError>(())
+        })
+        .map_err(|e| format!("the host's port: {e}"))?;
+        Ok(Member { rx, port })
+    }
+
+    /// The socket the fabric rings on, for polling.
+    #[must_use]
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.rx.fd()
+    }
+
+    /// Before the progress thread sleeps: true if frames are waiting already.
+    #[must_use]
+    pub fn about_to_sleep(&self) -> bool {
+        self.rx.about_to_sleep()
+    }
+
+    /// One round at wall-clock time `now` (virtual nanoseconds): injects what the fabric
+    /// sent, then lets the simulation run up to `now` and no further (the NIC handles the
+    /// frames; what it sends in turn leaves through the sink at once). Two turns of the
+    /// simulation's lock: a program polling a CQ in a loop takes it all the time.
+    pub fn pump(&mut self, sim: &Sim, now: Nanos) {
+        self.rx.read_control();
+        let port = self.port;
+        let rx = &mut self.rx;
+        sim.with_fabric(|f| {
+            f.set_horizon(Some(now));
+            for _ in 0..RECV_BATCH {
+                let mut buf = f.spare_frame();
+                let Some(index) = rx.pop(&mut buf) else {
+                    f.recycle_frame(buf);
+                    return;
+                };
+                // The ring checked the length: the port refuses nothing else.
+                let _ = f.inject(port, buf, index);
+            }
+        });
+        // Everything due by the horizon: the frames just injected, timers.
+        sim.run_for(Nanos::MAX);
+    }
+}

@@ -1,0 +1,44 @@
+//! The fabric process and the link to it: how two emulated processes on one machine talk
+//! to each other as two hosts would.
+//!
+//! The fabric process ([`server`], the `verbs-emu-fabric` binary) owns the switch, the
+//! links with the topology's faults (drawn from its seed) and the pcap capture; it has a
+//! port per host of the topology and no NICs. Each emulated process keeps only its own
+//! host's NIC (it DMAs into the program's memory), whose port's link leads out of the
+//! process's simulation (backend-sim's external links): the process joins the fabric over
+//! a `SOCK_SEQPACKET` Unix socket ([`client`]: a hello naming its host, then one message
+//! per frame and per multicast join or leave, see [`wire`]), and its progress thread
+//! injects the frames that come back at the current virtual time. Both sides run on the
+//! wall clock. With [`FABRIC_ENV`] unset a process simulates every host itself, as
+//! before.
+
+pub mod client;
+pub mod ring;
+pub mod server;
+pub mod sys;
+pub mod wire;
+
+use backend_sim::{Direction, FaultPlan, LinkFaultRule, PortId};
+
+use crate::topology::Topology;
+
+/// Environment variable naming the fabric's socket: a process joins that fabric as its
+/// host (`VERBS_EMU_HOST`) instead of simulating every host itself.
+pub const FABRIC_ENV: &str = "VERBS_EMU_FABRIC";
+
+/// The topology's link faults as a fault plan: each host's faults act on the frames the
+/// switch sends to it (`ports[i]` is host `i`'s port).
+#[must_use]
+pub fn fault_plan(topology: &Topology, ports: &[PortId]) -> FaultPlan {
+    let mut plan = FaultPlan::none();
+    for (h, &port) in topology.hosts.iter().zip(ports) {
+        if !h.faults.is_clean() {
+            plan.links.push(LinkFaultRule {
+                port,
+                direction: Direction::FromSwitch,
+                faults: h.faults.clone(),
+            });
+        }
+    }
+    plan
+}

@@ -1,0 +1,554 @@
+//! Shared-memory frame rings between the fabric and a joined process: one memfd (made and
+//! sealed by the fabric, passed in its welcome) holding two single-producer,
+//! single-consumer rings of whole frames, one each way.
+//!
+//! A ring is a 128-byte header (the producer's `head` on one cache line, the consumer's
+//! `tail` and `waiting` flag on another) and a data area of `cap` bytes, a power of two.
+//! A record is 16 bytes (frame length `u32`, zero `u32`, the fabric's index `u64`, all
+//! little-endian), then the frame, padded to 8 bytes; a record never wraps: when it does
+//! not fit before the end, a length of `u32::MAX` there says "go on at the start".
+//! Positions are byte counts that only grow.
+//!
+//! Each side keeps its own position (the producer its head, the consumer its tail) and
+//! reads the other's from the header, checking it: a peer that writes garbage into the
+//! shared memory gets [`RingError::Corrupt`], never a crash. The memfd is sealed against
+//! shrinking, so no access past its end can fault.
+//!
+//! Wake-ups: a consumer about to sleep sets `waiting` and looks again; a producer that
+//! finds `waiting` set after publishing clears it and rings the peer's doorbell (a message
+//! on the socket). Both use sequentially consistent atomics, so a record published while
+//! the consumer went to sleep is either seen by its second look or rung for.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::wire::{MAX_FRAME, MIN_FRAME};
+
+/// Bytes of a ring's header.
+const HEADER: usize = 128;
+const HEAD_AT: usize = 0;
+const TAIL_AT: usize = 64;
+const WAITING_AT: usize = 72;
+/// Bytes of a record's header.
+const RECORD: usize = 16;
+/// The length that marks "go on at the start of the data area".
+const WRAP: u32 = u32::MAX;
+
+/// The data area of each ring by default: 4 MiB, some 460 jumbo frames.
+pub const DEFAULT_CAP: usize = 4 << 20;
+
+/// What a ring refuses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RingError {
+    /// No room now (the consumer is behind).
+    Full,
+    /// The peer wrote something impossible into the shared memory.
+    Corrupt(&'static str),
+}
+
+impl std::fmt::Display for RingError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RingError::Full => f.write_str("the ring is full"),
+            RingError::Corrupt(why) => write!(f, "the shared ring is corrupt: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for RingError {}
+
+/// The mapped memfd: both rings.
+#[derive(Debug)]
+pub struct Region {
+    base: NonNull<u8>,
+    len: usize,
+    cap: usize,
+}
+
+// SAFETY: the region is plain shared memory; every access goes through atomics (the
+// header words) or raw byte copies of areas the SPSC protocol hands to one side at a time.
+unsafe impl Send for Region {}
+// SAFETY: as above.
+unsafe impl Sync for Region {}
+
+/// The memfd's size for rings of `cap` bytes.
+#[must_use]
+pub fn region_len(cap: usize) -> usize {
+    2 * (HEADER + cap)
+}
+
+fn valid_cap(cap: usize) -> bool {
+    cap.is_power_of_two() && (RECORD + MAX_FRAME + 8..=1 << 30).contains(&cap)
+}
+
+impl Region {
+    /// A new sealed memfd holding two empty rings of `cap` bytes, mapped: the fabric's.
+    ///
+    /// # Errors
+    /// `InvalidInput` for a `cap` that is not a power of two between 16 KiB and 1 GiB,
+    /// or the failing call's error.
+    pub fn create(cap: usize) -> io::Result<(OwnedFd, Region)> {
+        if !valid_cap(cap) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("ring size {cap} is not a power of two in 16 KiB ..= 1 GiB"),
+            ));
+        }
+        let len = region_len(cap);
+        // SAFETY: the name is a NUL-terminated literal.
+        let raw = unsafe {
+            libc::memfd_create(
+                c"verbs-emu-rings".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a new descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let size = libc::off_t::try_from(len).map_err(io::Error::other)?;
+        // SAFETY: ftruncate and fcntl take no pointers.
+        let sealed = unsafe {
+            libc::ftruncate(fd.as_raw_fd(), size) == 0
+                && libc::fcntl(
+                    fd.as_raw_fd(),
+                    libc::F_ADD_SEALS,
+                    libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+                ) == 0
+        };
+        if !sealed {
+            return Err(io::Error::last_os_error());
+        }
+        let region = Region::map_len(fd.as_fd(), len, cap)?;
+        Ok((fd, region))
+    }
+
+    /// Maps a memfd the fabric passed, holding rings of `cap` bytes: the process's.
+    ///
+    /// # Errors
+    /// `InvalidData` if `cap` is impossible or the file is smaller than the rings, or the
+    /// failing call's error.
+    pub fn map(fd: BorrowedFd<'_>, cap: usize) -> io::Result<Region> {
+        let len = region_len(cap);
+        let size = std::fs::File::from(fd.try_clone_to_owned()?)
+            .metadata()?
+            .len();
+        if !valid_cap(cap) || size < len as u64 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("rings of {cap} bytes do not fit a shared file of {size} bytes"),
+            ));
+        }
+        Region::map_len(fd, len, cap)
+    }
+
+    fn map_len(fd: BorrowedFd<'_>, len: usize, cap: usize) -> io::Result<Region> {
+        // SAFETY: a new shared mapping of `len` bytes of the file; no address is imposed.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| io::Error::other("mmap gave null"))?;
+        Ok(Region { base, len, cap })
+    }
+
+    /// Each ring's data area in bytes.
+    #[must_use]
+    pub fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// The atomic at byte `at` of the region.
+    fn u64_at(&self, at: usize) -> &AtomicU64 {
+        debug_assert!(at.is_multiple_of(8) && at + 8 <= self.len);
+        // SAFETY: `at` is 8-aligned inside the page-aligned mapping, which lives as long
+        // as `self`; shared memory is only ever accessed atomically at these words.
+        unsafe { &*self.base.as_ptr().add(at).cast::<AtomicU64>() }
+    }
+
+    fn u32_at(&self, at: usize) -> &AtomicU32 {
+        debug_assert!(at.is_multiple_of(4) && at + 4 <= self.len);
+        // SAFETY: as for `u64_at`, 4-aligned.
+        unsafe { &*self.base.as_ptr().add(at).cast::<AtomicU32>() }
+    }
+
+    /// Copies `src` into the region at byte `at`.
+    fn write(&self, at: usize, src: &[u8]) {
+        assert!(at + src.len() <= self.len, "a ring write past its region");
+        // SAFETY: the range is inside the mapping (checked); the SPSC protocol gives this
+        // area to the producer until it publishes it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.as_ptr().add(at), src.len())
+        };
+    }
+
+    /// Copies the region's bytes at `at` into `dst`.
+    fn read(&self, at: usize, dst: &mut [u8]) {
+        assert!(at + dst.len() <= self.len, "a ring read past its region");
+        // SAFETY: the range is inside the mapping (checked); a peer writing it meanwhile
+        // can only make the copy garbage, which the caller validates.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(at), dst.as_mut_ptr(), dst.len())
+        };
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly what `map_len` mapped; nothing refers to it any more
+        // (the rings hold the region by `Arc`).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Which of the two rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// Frames a process sends to the fabric.
+    ToFabric = 0,
+    /// Frames the fabric sends to a process.
+    FromFabric = 1,
+}
+
+fn ring_base(region: &Region, way: Way) -> usize {
+    way as usize * (HEADER + region.cap)
+}
+
+fn padded(len: usize) -> usize {
+    RECORD + len.next_multiple_of(8)
+}
+
+/// The writing end of one ring.
+#[derive(Debug)]
+pub struct Producer {
+    region: Arc<Region>,
+    base: usize,
+    head: u64,
+}
+
+impl Producer {
+    /// The producer of ring `way` of a fresh `region` (an empty ring).
+    #[must_use]
+    pub fn new(region: Arc<Region>, way: Way) -> Self {
+        let base = ring_base(&region, way);
+        Producer {
+            region,
+            base,
+            head: 0,
+        }
+    }
+
+    /// Appends a frame with the fabric's `index`; returns whether the consumer sleeps
+    /// and must be rung for (its `waiting` flag, now cleared).
+    ///
+    /// # Errors
+    /// [`RingError::Full`], or [`RingError::Corrupt`] when the consumer's tail is
+    /// impossible. A frame of a bad length is the caller's bug: it is refused as corrupt.
+    pub fn push(&mut self, frame: &[u8], index: u64) -> Result<bool, RingError> {
+        if !(MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
+            return Err(RingError::Corrupt("a frame of an impossible length"));
+        }
+        let r = &*self.region;
+        let cap = r.cap as u64;
+        let tail = r.u64_at(self.base + TAIL_AT).load(Ordering::SeqCst);
+        if tail > self.head || self.head - tail > cap {
+            return Err(RingError::Corrupt("the consumer's tail is out of range"));
+        }
+        let need = padded(frame.len()) as u64;
+        let pos = self.head % cap;
+        let to_end = cap - pos;
+        let skip = if to_end < need { to_end } else { 0 };
+        if self.head + skip + need - tail > cap {
+            return Err(RingError::Full);
+        }
+        let data = self.base + HEADER;
+        if skip > 0 {
+            r.write(data + pos as usize, &WRAP.to_le_bytes());
+            self.head += skip;
+        }
+        let at = data + (self.head % cap) as usize;
+        let mut hdr = [0u8; RECORD];
+        hdr[..4].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        hdr[8..].copy_from_slice(&index.to_le_bytes());
+        r.write(at, &hdr);
+        r.write(at + RECORD, frame);
+        self.head += need;
+        r.u64_at(self.base + HEAD_AT)
+            .store(self.head, Ordering::SeqCst);
+        Ok(r.u32_at(self.base + WAITING_AT).swap(0, Ordering::SeqCst) != 0)
+    }
+}
+
+/// The reading end of one ring.
+#[derive(Debug)]
+pub struct Consumer {
+    region: Arc<Region>,
+    base: usize,
+    tail: u64,
+}
+
+impl Consumer {
+    /// The consumer of ring `way` of a fresh `region` (an empty ring).
+    #[must_use]
+    pub fn new(region: Arc<Region>, way: Way) -> Self {
+        let base = ring_base(&region, way);
+        Consumer {
+            region,
+            base,
+            tail: 0,
+        }
+    }
+
+    /// Takes the next frame into `out` (replacing its contents: the one copy out of the
+    /// shared memory) and returns its index; `None` when the ring is empty.
+    ///
+    /// # Errors
+    /// [`RingError::Corrupt`] when the producer wrote something impossible; the ring is
+    /// unusable then.
+    pub fn pop(&mut self, out: &mut Vec<u8>) -> Result<Option<u64>, RingError> {
+        let r = &*self.region;
+        let cap = r.cap as u64;
+        let data = self.base + HEADER;
+        loop {
+            let head = r.u64_at(self.base + HEAD_AT).load(Ordering::SeqCst);
+            if head == self.tail {
+                return Ok(None);
+            }
+            if head < self.tail || head - self.tail > cap {
+                return Err(RingError::Corrupt("the producer's head is out of range"));
+            }
+            let pos = self.tail % cap;
+            let mut hdr = [0u8; RECORD];
+            let to_end = cap - pos;
+            r.read(data + pos as usize, &mut hdr[..4]);
+            let len = u32::from_le_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            if len == WRAP {
+                if head - self.tail < to_end {
+                    return Err(RingError::Corrupt("a wrap mark past the head"));
+                }
+                self.tail += to_end;
+                continue;
+            }
+            let len = len as usize;
+            let need = padded(len) as u64;
+            if !(MIN_FRAME..=MAX_FRAME).contains(&len) {
+                return Err(RingError::Corrupt("a frame of an impossible length"));
+            }
+            if need > to_end || need > head - self.tail {
+                return Err(RingError::Corrupt(
+                    "a record past the head or the ring's end",
+                ));
+            }
+            r.read(data + pos as usize, &mut hdr);
+            let mut index = [0u8; 8];
+            index.copy_from_slice(&hdr[8..]);
+            out.resize(len, 0);
+            r.read(data + pos as usize + RECORD, out);
+            self.tail += need;
+            r.u64_at(self.base + TAIL_AT)
+                .store(self.tail, Ordering::SeqCst);
+            return Ok(Some(u64::from_le_bytes(index)));
+        }
+    }
+
+    /// Before sleeping: says so, then looks again. True if something is there after all
+    /// (then do not sleep; the flag stays set, which costs the producer one doorbell).
+    #[must_use]
+    pub fn sleep_or_not(&self) -> bool {
+        let r = &*self.region;
+        r.u32_at(self.base + WAITING_AT).store(1, Ordering::SeqCst);
+        r.u64_at(self.base + HEAD_AT).load(Ordering::SeqCst) != self.tail
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAP: usize = 32 << 10;
+
+    fn frame(len: usize, fill: u8) -> Vec<u8> {
+        vec![fill; len]
+    }
+
+    fn pair() -> (Producer, Consumer, Arc<Region>) {
+        let (_fd, r) = Region::create(CAP).unwrap();
+        let r = Arc::new(r);
+        (
+            Producer::new(r.clone(), Way::ToFabric),
+            Consumer::new(r.clone(), Way::ToFabric),
+            r,
+        )
+    }
+
+    #[test]
+    fn frames_come_out_in_order_with_their_indices() {
+        let (mut p, mut c, _) = pair();
+        let mut out = Vec::new();
+        assert_eq!(c.pop(&mut out), Ok(None));
+        assert_eq!(p.push(&frame(60, 1), 7), Ok(false));
+        assert_eq!(p.push(&frame(9014, 2), 8), Ok(false));
+        assert_eq!(c.pop(&mut out), Ok(Some(7)));
+        assert_eq!(out, frame(60, 1));
+        assert_eq!(c.pop(&mut out), Ok(Some(8)));
+        assert_eq!(out, frame(9014, 2));
+        assert_eq!(c.pop(&mut out), Ok(None));
+    }
+
+    #[test]
+    fn a_full_ring_refuses_and_wraps_once_drained() {
+        let (mut p, mut c, _) = pair();
+        let mut out = Vec::new();
+        // 1000-byte frames take 1016 bytes each: 32 fit in 32 KiB.
+        for i in 0..32 {
+            assert_eq!(p.push(&frame(1000, i), u64::from(i)), Ok(false), "{i}");
+        }
+        assert_eq!(p.push(&frame(1000, 99), 99), Err(RingError::Full));
+        // Round and round: every record comes out whole, in order, across the wraps.
+        let (mut pushed, mut popped) = (32u64, 0u64);
+        while pushed < 2000 {
+            let len = 1000 + (pushed as usize % 7) * 8;
+            match p.push(&frame(len, pushed as u8), pushed) {
+                Ok(_) => pushed += 1,
+                Err(RingError::Full) => {
+                    assert_eq!(c.pop(&mut out), Ok(Some(popped)));
+                    assert_eq!(
+                        out.len(),
+                        if popped < 32 {
+                            1000
+                        } else {
+                            1000 + (popped as usize % 7) * 8
+                        }
+                    );
+                    assert!(out.iter().all(|&b| b == popped as u8));
+                    popped += 1;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        while let Some(ix) = c.pop(&mut out).unwrap() {
+            assert_eq!(ix, popped);
+            popped += 1;
+        }
+        assert_eq!(popped, 2000);
+    }
+
+    #[test]
+    fn a_sleeping_consumer_is_rung_for_once() {
+        let (mut p, mut c, _) = pair();
+        assert!(!c.sleep_or_not());
+        assert_eq!(p.push(&frame(64, 0), 0), Ok(true));
+        assert_eq!(p.push(&frame(64, 0), 1), Ok(false));
+        assert!(c.sleep_or_not());
+        let mut out = Vec::new();
+        assert_eq!(c.pop(&mut out), Ok(Some(0)));
+    }
+
+    #[test]
+    fn garbage_in_the_shared_memory_is_an_error_not_a_crash() {
+        let (mut p, mut c, r) = pair();
+        let mut out = Vec::new();
+        p.push(&frame(64, 0), 0).unwrap();
+        // A length no frame has.
+        r.write(HEADER, &5u32.to_le_bytes());
+        assert_eq!(
+            c.pop(&mut out),
+            Err(RingError::Corrupt("a frame of an impossible length"))
+        );
+        // A head that ran away.
+        let (_, mut c, r) = pair();
+        r.u64_at(HEAD_AT).store(u64::MAX, Ordering::SeqCst);
+        assert_eq!(
+            c.pop(&mut out),
+            Err(RingError::Corrupt("the producer's head is out of range"))
+        );
+        // A record longer than what was published.
+        let (mut p, mut c, r) = pair();
+        p.push(&frame(64, 0), 0).unwrap();
+        r.write(HEADER, &1000u32.to_le_bytes());
+        assert_eq!(
+            c.pop(&mut out),
+            Err(RingError::Corrupt(
+                "a record past the head or the ring's end"
+            ))
+        );
+        // A tail ahead of the head.
+        let (mut p, _, r) = pair();
+        r.u64_at(TAIL_AT).store(5, Ordering::SeqCst);
+        assert_eq!(
+            p.push(&frame(64, 0), 0),
+            Err(RingError::Corrupt("the consumer's tail is out of range"))
+        );
+        assert_eq!(
+            p.push(&frame(3, 0), 0),
+            Err(RingError::Corrupt("a frame of an impossible length"))
+        );
+    }
+
+    #[test]
+    fn the_memfd_is_sealed_and_maps_again() {
+        let (fd, r) = Region::create(CAP).unwrap();
+        // SAFETY: ftruncate takes no pointers.
+        assert_ne!(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) }, 0);
+        let again = Arc::new(Region::map(fd.as_fd(), CAP).unwrap());
+        let mut p = Producer::new(Arc::new(r), Way::FromFabric);
+        let mut c = Consumer::new(again, Way::FromFabric);
+        p.push(&frame(100, 3), 42).unwrap();
+        let mut out = Vec::new();
+        assert_eq!(c.pop(&mut out), Ok(Some(42)));
+        assert_eq!(out, frame(100, 3));
+        assert_eq!(
+            Region::map(fd.as_fd(), CAP * 2).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+        assert_eq!(
+            Region::create(1000).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
+
+    #[test]
+    fn two_threads_move_every_frame_once() {
+        let (mut p, mut c, _) = pair();
+        const N: u64 = 20_000;
+        let t = std::thread::spawn(move || {
+            let mut i = 0;
+            while i < N {
+                let len = 14 + (i as usize * 37) % 3000;
+                match p.push(&frame(len, i as u8), i) {
+                    Ok(_) => i += 1,
+                    Err(RingError::Full) => std::thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        let mut out = Vec::new();
+        let mut want = 0;
+        while want < N {
+            match c.pop(&mut out).unwrap() {
+                Some(ix) => {
+                    assert_eq!(ix, want);
+                    assert_eq!(out.len(), 14 + (want as usize * 37) % 3000);
+                    assert!(out.iter().all(|&b| b == want as u8));
+                    want += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        t.join().unwrap();
+    }
+}

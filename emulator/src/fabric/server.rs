@@ -1,0 +1,618 @@
+//! The fabric process's event loop: one [`Fabric`] with a port per host of the topology
+//! (the switch, the links with the topology's faults drawn from the seed, the pcap
+//! capture) and no NICs: those live in the emulated processes, one per host, that join
+//! over the Unix socket and get a pair of shared-memory rings with the welcome. A frame a
+//! process puts in its ring is transmitted from its host's port at the fabric's virtual
+//! time (the wall clock since the fabric started); what arrives at a port goes into the
+//! ring to the process of its host.
+//!
+//! The socket lives in a fresh private directory (0700) and is 0600; a peer of another
+//! user is refused (`SO_PEERCRED`). Whatever a peer sends, the fabric does not fall over:
+//! a malformed message gets the peer an error message and a hang-up, and the others go
+//! on.
+
+use std::io;
+use std::net::Ipv4Addr;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use backend_sim::frame::eth::Mac;
+use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
+
+use super::ring::{Consumer, Producer, Region, RingError, Way, DEFAULT_CAP};
+use super::sys::{self, Recv};
+use super::wire::{FromFabric, ToFabric, MAX_MSG};
+use crate::topology::Topology;
+
+/// How a fabric is set up.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The hosts and their links' faults.
+    pub topology: Topology,
+    /// The seed of the links' random draws.
+    pub seed: u64,
+    /// Where to write a pcap of every frame a host sends (`None`: no capture).
+    pub pcap: Option<PathBuf>,
+    /// The private directory to make for the socket (it must not exist); `None`:
+    /// `verbs-emu-fabric-PID` under `$XDG_RUNTIME_DIR` or the temporary directory.
+    pub dir: Option<PathBuf>,
+}
+
+/// The socket's file name in the run directory.
+pub const SOCKET_NAME: &str = "fabric.sock";
+
+/// Most multicast memberships one process may hold (a bound on what a peer can make the
+/// fabric remember).
+const MAX_MEMBERSHIPS: usize = 4096;
+
+/// Most messages or frames read from one process in one round, so one busy sender cannot
+/// starve the others.
+const READ_BATCH: usize = 256;
+
+/// Counters of what the fabric did besides moving frames (those are in [`FabricStats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Processes that joined.
+    pub joined: u64,
+    /// Connections refused before they joined (another user, garbage or a refused
+    /// hello).
+    pub refused: u64,
+    /// Joined processes hung up on for a malformed message.
+    pub bad_messages: u64,
+    /// Frames for a host no process is.
+    pub no_process: u64,
+    /// Frames dropped because the receiving process's ring was full.
+    pub process_full: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Ip(Ipv4Addr),
+    Mac(Mac),
+}
+
+/// A host of the topology, as the fabric sees it.
+#[derive(Debug)]
+struct Slot {
+    name: String,
+    ip: Ipv4Addr,
+    mac: Mac,
+    port: PortId,
+    /// The connection that is this host.
+    conn: Option<usize>,
+}
+
+#[derive(Debug)]
+struct Conn {
+    fd: OwnedFd,
+    /// The host (an index into the slots) once the hello was accepted.
+    host: Option<usize>,
+    /// Memberships held, with counts, to undo when the process goes.
+    groups: Vec<(Group, u32)>,
+    /// The rings, once joined: frames from the process, frames to it.
+    rings: Option<(Consumer, Producer)>,
+}
+
+/// The fabric process's state.
+#[derive(Debug)]
+pub struct Server {
+    fabric: Fabric,
+    listener: OwnedFd,
+    dir: PathBuf,
+    socket: PathBuf,
+    slots: Vec<Slot>,
+    conns: Vec<Option<Conn>>,
+    start: Instant,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    /// Frame buffers for reuse.
+    spare: Vec<Vec<u8>>,
+    fds: Vec<libc::pollfd>,
+    stats: ServerStats,
+    capturing: bool,
+}
+
+impl Server {
+    /// Builds the fabric of `config` and listens on its socket.
+    ///
+    /// # Errors
+    /// A one-line reason: the directory, socket or pcap file cannot be made, or the
+    /// topology does not build.
+    pub fn bind(config: &Config) -> Result<Self, String> {
+        let mut fabric = Fabric::new(config.seed);
+        let mut slots = Vec::new();
+        for h in &config.topology.hosts {
+            let id = fabric.add_host(h.name.clone());
+            let port_config = PortConfig {
+                // The NIC in the host's process loops multicast back and checks RoCE
+                // checksums; the fabric is the wire and the switch only.
+                multicast_loopback: false,
+                verify_checksums: false,
+                ..PortConfig::with_ip(h.ip)
+            };
+            let mac = port_config.mac;
+            let port = fabric
+                .add_port(id, port_config)
+                .map_err(|e| format!("host {}: {e}", h.name))?;
+            slots.push(Slot {
+                name: h.name.clone(),
+                ip: h.ip,
+                mac,
+                port,
+                conn: None,
+            });
+        }
+        let ports: Vec<PortId> = slots.iter().map(|s| s.port).collect();
+        fabric
+            .set_faults(super::fault_plan(&config.topology, &ports))
+            .map_err(|e| format!("the topology's faults: {e}"))?;
+        let dir = config.dir.clone().unwrap_or_else(|| {
+            sys::runtime_root().join(format!("verbs-emu-fabric-{}", std::process::id()))
+        });
+        sys::private_dir(&dir)
+            .map_err(|e| format!("cannot make the private directory {}: {e}", dir.display()))?;
+        let socket = dir.join(SOCKET_NAME);
+        let listener = match sys::listen(&socket) {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!("cannot listen on {}: {e}", socket.display()));
+            }
+        };
+        let mut server = Server {
+            fabric,
+            listener,
+            dir,
+            socket,
+            slots,
+            conns: Vec::new(),
+            start: Instant::now(),
+            buf: vec![0; MAX_MSG + 1],
+            out: Vec::with_capacity(MAX_MSG),
+            spare: Vec::new(),
+            fds: Vec::new(),
+            stats: ServerStats::default(),
+            capturing: false,
+        };
+        if let Some(p) = &config.pcap {
+            server
+                .fabric
+                .capture_to_file(p, CaptureFilter::All)
+                .map_err(|e| format!("cannot capture to {}: {e}", p.display()))?;
+            server.capturing = true;
+        }
+        Ok(server)
+    }
+
+    /// The socket processes join at (what `VERBS_EMU_FABRIC` names).
+    #[must_use]
+    pub fn socket_path(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The fabric's counters.
+    #[must_use]
+    pub fn fabric_stats(&self) -> FabricStats {
+        self.fabric.stats()
+    }
+
+    /// The server's own counters.
+    #[must_use]
+    pub fn stats(&self) -> ServerStats {
+        self.stats
+    }
+
+    /// The one-line summary the fabric prints when it stops.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let f = self.fabric.stats();
+        let s = self.stats;
+        let lost: Vec<String> = [
+            ("loss", f.dropped_loss),
+            ("burst", f.dropped_burst),
+            ("FCS", f.dropped_fcs),
+            ("overrun", f.dropped_overrun),
+            ("no route", f.dropped_no_route),
+            ("no process", s.no_process),
+            ("process full", s.process_full),
+        ]
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(what, n)| format!("{what} {n}"))
+        .collect();
+        format!(
+            "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
+             the switch; {} processes joined, {} refused, {} hung up on for bad messages",
+            f.transmitted,
+            f.delivered,
+            if lost.is_empty() {
+                "none".to_owned()
+            } else {
+                lost.join(", ")
+            },
+            f.duplicated,
+            f.corrupted_switch,
+            s.joined,
+            s.refused,
+            s.bad_messages,
+        )
+    }
+
+    fn now(&self) -> Nanos {
+        Nanos::try_from(self.start.elapsed().as_nanos()).unwrap_or(Nanos::MAX)
+    }
+
+    /// Serves until one of `stop` becomes readable (or hangs up), then ends the capture.
+    ///
+    /// # Errors
+    /// A failing `ppoll` or `accept`, or the capture's first write error.
+    pub fn run(&mut self, stop: &[BorrowedFd<'_>]) -> io::Result<()> {
+        let n = stop.len();
+        loop {
+            let now = self.now();
+            self.deliver(now);
+            let mut timeout = self
+                .fabric
+                .next_event_time()
+                .map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
+            if self.rings_waiting() {
+                timeout = Some(Duration::ZERO);
+            }
+            self.fds.clear();
+            self.fds
+                .extend(stop.iter().map(|s| sys::pollin(s.as_raw_fd())));
+            self.fds.push(sys::pollin(self.listener.as_raw_fd()));
+            for c in self.conns.iter().flatten() {
+                self.fds.push(sys::pollin(c.fd.as_raw_fd()));
+            }
+            sys::poll(&mut self.fds, timeout)?;
+            if self.fds[..n].iter().any(|p| p.revents != 0) {
+                break;
+            }
+            let ready: Vec<bool> = self.fds[n + 1..].iter().map(|p| p.revents != 0).collect();
+            let live: Vec<usize> = (0..self.conns.len())
+                .filter(|&i| self.conns[i].is_some())
+                .collect();
+            for (i, r) in live.into_iter().zip(ready) {
+                if r {
+                    self.read(i);
+                }
+                self.drain_ring(i);
+            }
+            if self.fds[n].revents != 0 {
+                self.accept()?;
+            }
+        }
+        self.finish()
+    }
+
+    /// Ends the capture (flushing the file).
+    fn finish(&mut self) -> io::Result<()> {
+        if self.capturing {
+            self.capturing = false;
+            self.fabric
+                .finish_capture()
+                .map_err(|e| io::Error::other(format!("the capture: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Before sleeping: asks every joined process for a doorbell when it puts frames in
+    /// its ring. True if one has some already (then do not sleep).
+    fn rings_waiting(&self) -> bool {
+        let mut any = false;
+        for c in self.conns.iter().flatten() {
+            if let Some((rx, _)) = &c.rings {
+                any |= rx.sleep_or_not();
+            }
+        }
+        any
+    }
+
+    /// Transmits what connection `i` put in its ring (a batch at most), from its host's
+    /// port, now; hangs up on it if the ring is corrupt.
+    fn drain_ring(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let Some((port, (rx, _))) = c.host.map(|s| self.slots[s].port).zip(c.rings.as_mut()) else {
+            return;
+        };
+        if let Err(why) = transmit_ring(&mut self.fabric, &mut self.spare, port, rx, READ_BATCH) {
+            self.hang_up(i, &why);
+        }
+    }
+
+    /// Hands every frame due by `now` to its host's process.
+    fn deliver(&mut self, now: Nanos) {
+        while let Some(out) = self.fabric.step_until(now) {
+            let Output::Frame { port, frame, index } = out else {
+                continue;
+            };
+            let conn = self.slots.get(port.0 as usize).and_then(|s| s.conn);
+            let pushed = conn.and_then(|c| self.conns[c].as_mut()).and_then(|c| {
+                c.rings
+                    .as_mut()
+                    .map(|(_, tx)| (tx.push(&frame, index), &c.fd))
+            });
+            let broken = match pushed {
+                None => {
+                    self.stats.no_process += 1;
+                    None
+                }
+                Some((Ok(true), fd)) => {
+                    FromFabric::Doorbell.encode(&mut self.out);
+                    // A full socket already holds a message that wakes the process.
+                    let _ = sys::send(fd.as_fd(), &self.out, true);
+                    None
+                }
+                Some((Ok(false), _)) => None,
+                Some((Err(RingError::Full), _)) => {
+                    self.stats.process_full += 1;
+                    None
+                }
+                Some((Err(e), _)) => conn.map(|c| (c, e)),
+            };
+            if self.spare.len() < 1024 {
+                self.spare.push(frame);
+            }
+            if let Some((c, e)) = broken {
+                self.hang_up(c, &format!("its ring: {e}"));
+            }
+        }
+    }
+
+    fn accept(&mut self) -> io::Result<()> {
+        while let Some(fd) = sys::accept(self.listener.as_fd())? {
+            match sys::peer_uid(fd.as_fd()) {
+                Ok(uid) if uid_allowed(uid, sys::my_uid()) => {}
+                Ok(uid) => {
+                    self.refuse(&fd, &format!("user {uid} may not join this fabric"));
+                    continue;
+                }
+                Err(e) => {
+                    self.refuse(&fd, &format!("cannot tell who you are: {e}"));
+                    continue;
+                }
+            }
+            let conn = Conn {
+                fd,
+                host: None,
+                groups: Vec::new(),
+                rings: None,
+            };
+            match self.conns.iter().position(Option::is_none) {
+                Some(i) => self.conns[i] = Some(conn),
+                None => self.conns.push(Some(conn)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Tells a peer why (best effort) and counts the refusal; the caller drops the fd.
+    fn refuse(&mut self, fd: &OwnedFd, why: &str) {
+        self.stats.refused += 1;
+        FromFabric::Error(why).encode(&mut self.out);
+        let _ = sys::send(fd.as_fd(), &self.out, true);
+    }
+
+    /// Reads what connection `i` sent (a batch at most).
+    fn read(&mut self, i: usize) {
+        for _ in 0..READ_BATCH {
+            let Some(c) = self.conns[i].as_ref() else {
+                return;
+            };
+            let got = sys::recv(c.fd.as_fd(), &mut self.buf);
+            let n = match got {
+                Ok(Recv::Msg(n)) => n,
+                Ok(Recv::Empty) => return,
+                Ok(Recv::Closed) | Err(_) => return self.close(i),
+                Ok(Recv::Truncated(n)) => {
+                    return self.hang_up(i, &format!("a message of {n} bytes (at most {MAX_MSG})"));
+                }
+            };
+            if let Err(why) = self.handle(i, n) {
+                return self.hang_up(i, &why);
+            }
+        }
+    }
+
+    /// Acts on the message of `n` bytes in the buffer from connection `i`.
+    fn handle(&mut self, i: usize, n: usize) -> Result<(), String> {
+        let buf = std::mem::take(&mut self.buf);
+        let r = ToFabric::decode(&buf[..n]).and_then(|m| self.act(i, m));
+        self.buf = buf;
+        r
+    }
+
+    fn act(&mut self, i: usize, msg: ToFabric<'_>) -> Result<(), String> {
+        let host = self.conns[i].as_ref().and_then(|c| c.host);
+        let port = |s: usize| self.slots[s].port;
+        match (host, msg) {
+            (None, ToFabric::Hello { mac, ip, host }) => self.hello(i, mac, ip, host),
+            (Some(_), ToFabric::Hello { .. }) => Err("a second hello".into()),
+            (None, _) => Err("a message before the hello".into()),
+            // The ring is drained every round; the doorbell only woke the fabric.
+            (Some(_), ToFabric::Doorbell) => Ok(()),
+            (Some(s), ToFabric::Join(g)) => self.member(i, port(s), Group::Ip(g), true),
+            (Some(s), ToFabric::Leave(g)) => self.member(i, port(s), Group::Ip(g), false),
+            (Some(s), ToFabric::JoinMac(m)) => self.member(i, port(s), Group::Mac(m), true),
+            (Some(s), ToFabric::LeaveMac(m)) => self.member(i, port(s), Group::Mac(m), false),
+        }
+    }
+
+    fn hello(&mut self, i: usize, mac: Mac, ip: Ipv4Addr, host: &str) -> Result<(), String> {
+        let Some(s) = self.slots.iter().position(|s| s.name == host) else {
+            let names: Vec<&str> = self.slots.iter().map(|s| s.name.as_str()).collect();
+            return Err(format!(
+                "no host {host} in the fabric's topology (it has {})",
+                names.join(", ")
+            ));
+        };
+        let slot = &self.slots[s];
+        if slot.ip != ip || slot.mac != mac {
+            return Err(format!(
+                "host {host} is {} ({}) in the fabric's topology, not {ip} ({mac}): give \
+                 the program the fabric's topology",
+                slot.ip, slot.mac
+            ));
+        }
+        if let Some(old) = slot.conn {
+            // The process that was this host may have gone without our noticing yet.
+            let gone = self.conns[old]
+                .as_ref()
+                .is_none_or(|c| sys::hung_up(c.fd.as_fd()));
+            if !gone {
+                return Err(format!("host {host} is already joined by another process"));
+            }
+            self.close(old);
+        }
+        let (shared, region) =
+            Region::create(DEFAULT_CAP).map_err(|e| format!("cannot make your rings: {e}"))?;
+        let ring = u32::try_from(region.cap()).map_err(|_| "rings too large")?;
+        FromFabric::Welcome { ring }.encode(&mut self.out);
+        let c = self.conns[i].as_mut().ok_or("gone")?;
+        sys::send_with_fd(c.fd.as_fd(), &self.out, shared.as_fd())
+            .map_err(|e| format!("the welcome: {e}"))?;
+        let region = std::sync::Arc::new(region);
+        c.rings = Some((
+            Consumer::new(region.clone(), Way::ToFabric),
+            Producer::new(region, Way::FromFabric),
+        ));
+        c.host = Some(s);
+        self.slots[s].conn = Some(i);
+        self.stats.joined += 1;
+        Ok(())
+    }
+
+    /// One membership more (`join`) or fewer of connection `i`'s port.
+    fn member(&mut self, i: usize, port: PortId, g: Group, join: bool) -> Result<(), String> {
+        let Some(c) = self.conns[i].as_mut() else {
+            return Ok(());
+        };
+        let at = c.groups.iter().position(|(x, _)| *x == g);
+        if join {
+            match at {
+                Some(k) => c.groups[k].1 += 1,
+                None if c.groups.len() >= MAX_MEMBERSHIPS => {
+                    return Err(format!("more than {MAX_MEMBERSHIPS} multicast groups"));
+                }
+                None => c.groups.push((g, 1)),
+            }
+            let _ = match g {
+                Group::Ip(ip) => self.fabric.join_group(port, ip),
+                Group::Mac(m) => self.fabric.join_mac_group(port, m),
+            };
+        } else {
+            let Some(k) = at else {
+                return Err(format!("left a group it had not joined ({g:?})"));
+            };
+            c.groups[k].1 -= 1;
+            if c.groups[k].1 == 0 {
+                c.groups.remove(k);
+            }
+            let _ = match g {
+                Group::Ip(ip) => self.fabric.leave_group(port, ip),
+                Group::Mac(m) => self.fabric.leave_mac_group(port, m),
+            };
+        }
+        Ok(())
+    }
+
+    /// Tells connection `i` why, then closes it.
+    fn hang_up(&mut self, i: usize, why: &str) {
+        if let Some(c) = self.conns[i].as_ref() {
+            if c.host.is_some() {
+                self.stats.bad_messages += 1;
+            } else {
+                self.stats.refused += 1;
+            }
+            FromFabric::Error(why).encode(&mut self.out);
+            let _ = sys::send(c.fd.as_fd(), &self.out, true);
+        }
+        self.close(i);
+    }
+
+    /// Forgets connection `i`: its host is free again and its memberships are undone.
+    fn close(&mut self, i: usize) {
+        let Some(mut c) = self.conns[i].take() else {
+            return;
+        };
+        let Some(s) = c.host else {
+            return;
+        };
+        self.slots[s].conn = None;
+        let port = self.slots[s].port;
+        if let Some((rx, _)) = c.rings.as_mut() {
+            // What the process sent before it went is on the wire: it goes on (a ring
+            // found corrupt just stops here).
+            let _ = transmit_ring(&mut self.fabric, &mut self.spare, port, rx, usize::MAX);
+        }
+        for (g, n) in c.groups {
+            for _ in 0..n {
+                let _ = match g {
+                    Group::Ip(ip) => self.fabric.leave_group(port, ip),
+                    Group::Mac(m) => self.fabric.leave_mac_group(port, m),
+                };
+            }
+        }
+    }
+}
+
+/// Transmits up to `limit` frames from ring `rx` out of `port`, now.
+///
+/// # Errors
+/// The ring is corrupt, or holds a frame the port cannot send.
+fn transmit_ring(
+    fabric: &mut Fabric,
+    spare: &mut Vec<Vec<u8>>,
+    port: PortId,
+    rx: &mut Consumer,
+    limit: usize,
+) -> Result<(), String> {
+    for _ in 0..limit {
+        let mut v = spare.pop().unwrap_or_default();
+        match rx.pop(&mut v) {
+            Ok(Some(_)) => {
+                // The ring checked the length against the ports' maximum.
+                fabric
+                    .transmit(port, v)
+                    .map_err(|e| format!("a frame its port cannot send: {e}"))?;
+            }
+            Ok(None) => {
+                spare.push(v);
+                return Ok(());
+            }
+            Err(e) => return Err(format!("its ring: {e}")),
+        }
+    }
+    Ok(())
+}
+
+impl Drop for Server {
+    /// Removes the run directory and its socket; flushes a capture not yet finished.
+    fn drop(&mut self) {
+        let _ = self.finish();
+        let _ = std::fs::remove_file(&self.socket);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Whether a peer of user `peer` may join a fabric run by user `me`: only the same user.
+#[must_use]
+pub fn uid_allowed(peer: u32, me: u32) -> bool {
+    peer == me
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_same_user_may_join() {
+        assert!(uid_allowed(1000, 1000));
+        assert!(!uid_allowed(0, 1000));
+        assert!(!uid_allowed(1000, 0));
+    }
+}

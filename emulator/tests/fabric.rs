@@ -1,0 +1,642 @@
+//! Two processes, two hosts: the fabric process (`verbs-emu-fabric`) and Debian's
+//! unmodified pingpongs as server on host h1 and client on host h2, each joined to it
+//! (`VERBS_EMU_FABRIC`); they meet on localhost TCP as usual, then talk over the fabric.
+//! Also: a lossy link that RC recovers from, a capture of the run, and garbage on the
+//! fabric's socket.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use backend_sim::fabric::ExternalMsg;
+use common::{emulated, require};
+use ibverbs::fabric::client::{self, Receiver};
+use ibverbs::fabric::sys::{self, Recv};
+use ibverbs::fabric::wire::{FromFabric, ToFabric, MAX_MSG};
+use netwire::eth::Mac;
+
+/// How long any one program may take before the test gives up on it.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// A scratch folder of this test (fresh each run).
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fabric-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("make the scratch folder");
+    d
+}
+
+/// A running fabric process.
+struct Fabric {
+    child: Child,
+    socket: PathBuf,
+    err: PathBuf,
+}
+
+impl Fabric {
+    /// Starts `verbs-emu-fabric` with `args` and waits for its readiness line (the socket's
+    /// path on stdout).
+    fn start(scratch: &Path, args: &[&str]) -> Fabric {
+        let err = scratch.join("fabric.err");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_verbs-emu-fabric"))
+            .arg("--dir")
+            .arg(scratch.join("run"))
+            .arg("--die-with-parent")
+            .args(args)
+            .env_remove("VERBS_EMU_TOPOLOGY")
+            .env_remove("VERBS_EMU_SEED")
+            .stdout(Stdio::piped())
+            .stderr(File::create(&err).expect("the fabric's stderr file"))
+            .spawn()
+            .expect("start verbs-emu-fabric");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("its stdout"))
+            .read_line(&mut line)
+            .expect("read the fabric's first line");
+        assert!(
+            line.ends_with("/fabric.sock\n"),
+            "the fabric did not start: {line:?}; stderr: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        Fabric {
+            child,
+            socket: PathBuf::from(line.trim_end()),
+            err,
+        }
+    }
+
+    /// Stops it (SIGTERM) and returns its summary line.
+    fn stop(mut self) -> String {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill takes no pointers; the pid is our own child's, not yet reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let status = wait(&mut self.child, "verbs-emu-fabric");
+        let err = std::fs::read_to_string(&self.err).expect("the fabric's stderr");
+        assert!(status.success(), "the fabric failed ({status}): {err}");
+        assert!(!self.socket.exists(), "the socket outlived the fabric");
+        err.lines()
+            .last()
+            .and_then(|l| l.strip_prefix("verbs-emu-fabric: "))
+            .unwrap_or_else(|| panic!("no summary from the fabric: {err}"))
+            .to_owned()
+    }
+}
+
+/// Waits for `child` to exit, at most [`DEADLINE`] (then kills it and fails).
+fn wait(child: &mut Child, what: &str) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("wait for a child") {
+            return s;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish in {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A TCP port nobody listens on now.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// True if some socket listens on TCP `port` (IPv4 or IPv6), from /proc/net.
+fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+/// What a program printed and how it ended.
+struct Ran {
+    status: ExitStatus,
+    out: String,
+    err: String,
+}
+
+/// A pingpong as host `host` joined to `fabric`, with its output in files of `scratch`.
+fn pingpong(
+    program: &Path,
+    fabric: &Fabric,
+    scratch: &Path,
+    host: &str,
+    args: &[String],
+    topology: Option<&Path>,
+) -> (Child, PathBuf, PathBuf) {
+    let out = scratch.join(format!("{host}.out"));
+    let err = scratch.join(format!("{host}.err"));
+    let mut c = emulated(program);
+    c.env("VERBS_EMU_FABRIC", &fabric.socket)
+        .env("VERBS_EMU_HOST", host)
+        .args(args)
+        .stdout(File::create(&out).expect("stdout file"))
+        .stderr(File::create(&err).expect("stderr file"));
+    if let Some(t) = topology {
+        c.env("VERBS_EMU_TOPOLOGY", t);
+    }
+    (c.spawn().expect("start the pingpong"), out, err)
+}
+
+fn finish((mut child, out, err): (Child, PathBuf, PathBuf), what: &str) -> Ran {
+    let status = wait(&mut child, what);
+    Ran {
+        status,
+        out: std::fs::read_to_string(out).expect("its stdout"),
+        err: std::fs::read_to_string(err).expect("its stderr"),
+    }
+}
+
+/// Runs `program ARGS` as server on h1 and `program ARGS localhost` as client on h2
+/// (reading `topology` when given: it must be the fabric's).
+fn server_and_client(
+    program: &Path,
+    fabric: &Fabric,
+    scratch: &Path,
+    args: &[&str],
+    topology: Option<&Path>,
+) -> (Ran, Ran) {
+    let port = free_port();
+    let mut a: Vec<String> = args.iter().map(|s| (*s).to_owned()).collect();
+    a.extend(["-p".to_owned(), port.to_string()]);
+    let mut server = pingpong(program, fabric, scratch, "h1", &a, topology);
+    // The server is ready when it listens for the client's TCP connection.
+    let start = Instant::now();
+    while !listening(port) {
+        if let Some(s) = server.0.try_wait().expect("poll the server") {
+            panic!(
+                "the server exited ({s}) before listening: {}",
+                std::fs::read_to_string(&server.2).unwrap_or_default()
+            );
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the server never listened on {port}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    a.push("localhost".to_owned());
+    let client = pingpong(program, fabric, scratch, "h2", &a, topology);
+    let client = finish(client, "the client");
+    let server = finish(server, "the server");
+    (server, client)
+}
+
+/// Checks a pingpong's stdout line by line: `{psn}` stands for a 6-digit hex PSN (drawn
+/// by the program), `{t}` for a number the wall clock decides (seconds, rates).
+fn assert_lines(what: &str, out: &str, want: &[String]) {
+    let got: Vec<&str> = out.lines().collect();
+    assert_eq!(got.len(), want.len(), "{what} printed:\n{out}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(line_matches(g, w), "{what}: {g:?} is not {w:?}");
+    }
+}
+
+fn line_matches(got: &str, pattern: &str) -> bool {
+    let mut rest = got;
+    let mut parts = pattern.split('{').peekable();
+    let first = parts.next().unwrap_or("");
+    let Some(r) = rest.strip_prefix(first) else {
+        return false;
+    };
+    rest = r;
+    for part in parts {
+        let Some((hole, lit)) = part.split_once('}') else {
+            return false;
+        };
+        let n = match hole {
+            "psn" => {
+                let n = rest.chars().take_while(char::is_ascii_hexdigit).count();
+                if n != 6 {
+                    return false;
+                }
+                n
+            }
+            "t" => {
+                let n = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.')
+                    .count();
+                if rest[..n].parse::<f64>().is_err() {
+                    return false;
+                }
+                n
+            }
+            _ => return false,
+        };
+        let Some(r) = rest[n..].strip_prefix(lit) else {
+            return false;
+        };
+        rest = r;
+    }
+    rest.is_empty()
+}
+
+/// The address lines of one side of a pingpong with `qps` QPs (numbered from 0x11 on
+/// each host), then its byte and iteration lines.
+fn expected(me: u8, peer: u8, qps: u32, local_sep: &str, bytes: u64, iters: u32) -> Vec<String> {
+    let mut v = Vec::new();
+    for q in 0..qps {
+        v.push(format!(
+            "  local address:  LID 0x0000, QPN 0x{:06x}, PSN 0x{{psn}}{local_sep} GID ::ffff:10.100.0.{me}",
+            0x11 + q
+        ));
+    }
+    for q in 0..qps {
+        v.push(format!(
+            "  remote address: LID 0x0000, QPN 0x{:06x}, PSN 0x{{psn}}, GID ::ffff:10.100.0.{peer}",
+            0x11 + q
+        ));
+    }
+    v.push(format!("{bytes} bytes in {{t}} seconds = {{t}} Mbit/sec"));
+    v.push(format!("{iters} iters in {{t}} seconds = {{t}} usec/iter"));
+    v
+}
+
+fn assert_pair(server: &Ran, client: &Ran, qps: u32, sep: &str, bytes: u64, iters: u32) {
+    for (who, r, me, peer) in [("server", server, 1, 2), ("client", client, 2, 1)] {
+        assert!(
+            r.status.success(),
+            "{who} failed ({}): {}{}",
+            r.status,
+            r.out,
+            r.err
+        );
+        assert_eq!(r.err, "", "{who}'s stderr");
+        assert_lines(who, &r.out, &expected(me, peer, qps, sep, bytes, iters));
+    }
+}
+
+const ITERS: u32 = 100;
+
+/// A pingpong between h1 and h2 on a lossless fabric: both print what they should, and
+/// the fabric lost nothing but (`strays`) frames that reached a host after its process
+/// exited.
+fn run_pingpong(
+    name: &str,
+    program: &str,
+    args: &[&str],
+    qps: u32,
+    sep: &str,
+    size: u64,
+    strays: bool,
+) {
+    let prog = require(program, "ibverbs-utils");
+    let dir = scratch(name);
+    let fabric = Fabric::start(&dir, &[]);
+    let iters = ITERS.to_string();
+    let mut a = vec!["-g", "1", "-n", &iters];
+    a.extend_from_slice(args);
+    let (server, client) = server_and_client(&prog, &fabric, &dir, &a, None);
+    let summary = fabric.stop();
+    assert_pair(
+        &server,
+        &client,
+        qps,
+        sep,
+        size * u64::from(ITERS) * 2,
+        ITERS,
+    );
+    let lost = summary
+        .split("lost: ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .unwrap_or_else(|| panic!("no losses in {summary:?}"));
+    let stray = lost.starts_with("no process ") && !lost.contains(',');
+    assert!(lost == "none" || (strays && stray), "{summary}");
+    assert!(
+        summary.ends_with("2 processes joined, 0 refused, 0 hung up on for bad messages"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn rc_pingpong_between_two_hosts() {
+    run_pingpong("rc", "ibv_rc_pingpong", &[], 1, ",", 4096, false);
+}
+
+#[test]
+fn uc_pingpong_between_two_hosts() {
+    run_pingpong("uc", "ibv_uc_pingpong", &[], 1, ",", 4096, false);
+}
+
+#[test]
+fn ud_pingpong_between_two_hosts() {
+    // UD messages fit one packet: the path MTU's 1024 bytes.
+    run_pingpong(
+        "ud",
+        "ibv_ud_pingpong",
+        &["-s", "1024"],
+        1,
+        ":",
+        1024,
+        false,
+    );
+}
+
+#[test]
+fn srq_pingpong_between_two_hosts() {
+    // 16 QPs on each side share one SRQ. Each side keeps a send in flight on every QP, so
+    // it may post up to 15 beyond its count: those reach a peer that has finished (as
+    // on a real fabric), and how many depends on the timing.
+    run_pingpong("srq", "ibv_srq_pingpong", &[], 16, ",", 4096, true);
+}
+
+/// The fabric's counts of frames from hosts, delivered, and lost to random loss, from
+/// its summary line (`S frames from hosts, D delivered, lost: loss L; ...`).
+fn counts(summary: &str) -> (u64, u64, u64) {
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let num = |i: usize| -> u64 {
+        words
+            .get(i)
+            .and_then(|w| w.trim_end_matches([',', ';']).parse().ok())
+            .unwrap_or_else(|| panic!("no number at word {i} of {summary:?}"))
+    };
+    let loss = words
+        .iter()
+        .position(|w| *w == "loss")
+        .map_or(0, |i| num(i + 1));
+    (num(0), num(4), loss)
+}
+
+#[test]
+fn rc_recovers_from_loss_on_the_fabric() {
+    let prog = require("ibv_rc_pingpong", "ibverbs-utils");
+    let dir = scratch("loss");
+    let topo = dir.join("lossy.toml");
+    std::fs::write(
+        &topo,
+        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\nfaults = { loss = 0.02 }\n\n\
+         [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\nfaults = { loss = 0.02 }\n",
+    )
+    .expect("write the topology");
+    let topo_arg = topo.to_str().expect("a UTF-8 path");
+    let fabric = Fabric::start(&dir, &["--topology", topo_arg, "--seed", "5"]);
+    let iters = ITERS.to_string();
+    // The programs read the same topology: their ports' addresses must agree.
+    let (server, client) = server_and_client(
+        &prog,
+        &fabric,
+        &dir,
+        &["-g", "1", "-n", &iters],
+        Some(&topo),
+    );
+    let summary = fabric.stop();
+    assert_pair(&server, &client, 1, ",", 4096 * u64::from(ITERS) * 2, ITERS);
+    let (sent, delivered, lost) = counts(&summary);
+    // Every message arrived, so the lost frames were sent again: more frames than the
+    // lossless run's 10 per iteration (4 packets and an ACK each way).
+    assert!(lost > 0, "the seed lost nothing: {summary}");
+    assert_eq!(sent, delivered + lost, "{summary}");
+    assert!(sent > 10 * u64::from(ITERS), "{summary}");
+}
+
+/// BTH opcodes of the RoCEv2 frames in a pcap, counted.
+fn opcodes(pcap: &Path) -> BTreeMap<u8, u64> {
+    let f = File::open(pcap).expect("open the capture");
+    let mut r = netwire::pcap::PcapReader::new(BufReader::new(f)).expect("a pcap");
+    let mut n = BTreeMap::new();
+    while let Some(rec) = r.next_record().expect("a good record") {
+        let view = netwire::frame::FrameView::parse(rec.data).expect("a good frame");
+        assert!(view.is_roce(), "a frame that is not RoCEv2 in the capture");
+        let udp = view.udp_payload().expect("a UDP payload");
+        let bth = netwire::roce::Bth::parse(&rec.data[udp]).expect("a BTH");
+        *n.entry(bth.opcode).or_insert(0) += 1;
+    }
+    n
+}
+
+#[test]
+fn a_capture_holds_the_roce_frames_of_the_run() {
+    // UC: what crosses the fabric does not depend on timing (RC would add a
+    // retransmission whenever a process is descheduled past its ACK timeout).
+    let prog = require("ibv_uc_pingpong", "ibverbs-utils");
+    let dir = scratch("pcap");
+    let pcap = dir.join("run.pcap");
+    let fabric = Fabric::start(&dir, &["--pcap", pcap.to_str().expect("a UTF-8 path")]);
+    let iters = ITERS.to_string();
+    let (server, client) =
+        server_and_client(&prog, &fabric, &dir, &["-g", "1", "-n", &iters], None);
+    let summary = fabric.stop();
+    assert_pair(&server, &client, 1, ",", 4096 * u64::from(ITERS) * 2, ITERS);
+    // Each side sends ITERS messages of 4096 bytes in 1024-byte packets: UC SEND_FIRST,
+    // two SEND_MIDDLEs, SEND_LAST.
+    let n = u64::from(ITERS) * 2;
+    let want = BTreeMap::from([(0x20, n), (0x21, 2 * n), (0x22, n)]);
+    assert_eq!(opcodes(&pcap), want, "{summary}");
+    assert!(
+        summary.starts_with(&format!("{} frames from hosts, {} delivered", 4 * n, 4 * n)),
+        "{summary}"
+    );
+}
+
+/// A raw connection to the fabric's socket.
+fn raw(fabric: &Fabric) -> std::os::fd::OwnedFd {
+    sys::connect(&fabric.socket).expect("connect to the fabric")
+}
+
+/// The next message the fabric sends on `fd` (an error or a frame), waiting for it.
+fn answer(fd: &std::os::fd::OwnedFd) -> Vec<u8> {
+    use std::os::fd::AsFd;
+    let mut buf = vec![0u8; MAX_MSG + 1];
+    match sys::recv_wait(fd.as_fd(), &mut buf, Duration::from_secs(30)).expect("an answer") {
+        Recv::Msg(n) => buf[..n].to_vec(),
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+fn error_of(msg: &[u8]) -> String {
+    match FromFabric::decode(msg) {
+        Ok(FromFabric::Error(why)) => why.to_owned(),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+fn mac_of(last: u8) -> Mac {
+    Mac([0x02, 0x00, 10, 100, 0, last])
+}
+
+fn ip_of(last: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 100, 0, last)
+}
+
+fn frame(dst: Mac, src: Mac, fill: u8) -> Vec<u8> {
+    let mut f = vec![fill; 64];
+    f[..6].copy_from_slice(&dst.0);
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    f
+}
+
+/// Sends `msg` on a fresh connection and returns the fabric's error.
+fn refused(fabric: &Fabric, msg: &[u8]) -> String {
+    use std::os::fd::AsFd;
+    let fd = raw(fabric);
+    sys::send(fd.as_fd(), msg, false).expect("send");
+    error_of(&answer(&fd))
+}
+
+#[test]
+fn garbage_on_the_socket_leaves_the_fabric_serving() {
+    use std::os::fd::AsFd;
+    let dir = scratch("garbage");
+    let fabric = Fabric::start(&dir, &[]);
+    let mut buf = Vec::new();
+    let hello = |host: &'static str, last: u8, buf: &mut Vec<u8>| {
+        ToFabric::Hello {
+            mac: mac_of(last),
+            ip: ip_of(last),
+            host,
+        }
+        .encode(buf);
+        buf.clone()
+    };
+    assert_eq!(refused(&fabric, b"\x00garbage"), "unknown message tag 0x00");
+    assert_eq!(
+        refused(&fabric, b"Dx"),
+        "doorbell message of 1 bytes (expected 0)"
+    );
+    assert_eq!(refused(&fabric, b"D"), "a message before the hello");
+    assert_eq!(
+        refused(&fabric, b"H\x02short"),
+        "hello of 6 bytes (at least 11)"
+    );
+    assert_eq!(
+        refused(&fabric, &hello("h9", 9, &mut buf)),
+        "no host h9 in the fabric's topology (it has h1, h2, h3, h4)"
+    );
+    assert_eq!(
+        refused(&fabric, &hello("h1", 2, &mut buf)),
+        "host h1 is 10.100.0.1 (02:00:0a:64:00:01) in the fabric's topology, not 10.100.0.2 \
+         (02:00:0a:64:00:02): give the program the fabric's topology"
+    );
+    assert_eq!(
+        refused(&fabric, &vec![b'H'; 70_000]),
+        format!("a message of 70000 bytes (at most {MAX_MSG})")
+    );
+    // A host that joined, then sent garbage: hung up on, and free again.
+    let fd = raw(&fabric);
+    sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
+    assert_eq!(
+        FromFabric::decode(&answer(&fd)),
+        Ok(FromFabric::Welcome { ring: 4 << 20 })
+    );
+    sys::send(fd.as_fd(), b"J\x01", false).expect("send");
+    assert_eq!(
+        error_of(&answer(&fd)),
+        "group message of 1 bytes (expected 4)"
+    );
+    drop(fd);
+    // A host that wrote garbage into its ring: hung up on too.
+    let fd = raw(&fabric);
+    sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
+    let mut msg = vec![0u8; MAX_MSG + 1];
+    let (_, shared) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
+    let shared = shared.expect("the rings' memfd");
+    scribble_head(&shared);
+    sys::send(fd.as_fd(), b"D", false).expect("ring the doorbell");
+    assert_eq!(
+        error_of(&answer(&fd)),
+        "its ring: the shared ring is corrupt: the producer's head is out of range"
+    );
+    drop(fd);
+
+    // Still serving: two hosts join and a frame goes from one to the other; a third host
+    // gets a multicast frame only once it joined the group; a host is one process only.
+    let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
+    let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
+    let (mut h3, mut h3_rx) = client::join(&fabric.socket, "h3", mac_of(3), ip_of(3)).expect("h3");
+    let again = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).unwrap_err();
+    assert!(
+        again.ends_with("refused host h2: host h2 is already joined by another process"),
+        "{again}"
+    );
+    let to_h2 = frame(mac_of(2), mac_of(1), 0x5a);
+    h1.send(&ExternalMsg::Frame {
+        frame: to_h2.clone(),
+        index: 0,
+    });
+    assert_eq!(next_frame(&mut h2), to_h2);
+    let group = Ipv4Addr::new(239, 1, 1, 1);
+    h3.send(&ExternalMsg::JoinGroup(group));
+    let mut mc = frame(Mac([0x01, 0x00, 0x5e, 1, 1, 1]), mac_of(1), 0);
+    mc[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    mc[30..34].copy_from_slice(&group.octets());
+    // The join travels on the socket, frames in the ring: the fabric reads the socket
+    // first in a round, so once a frame h3 sent after its join has arrived, the fabric
+    // has the membership.
+    let from_h3 = frame(mac_of(2), mac_of(3), 0x33);
+    h3.send(&ExternalMsg::Frame {
+        frame: from_h3.clone(),
+        index: 0,
+    });
+    assert_eq!(next_frame(&mut h2), from_h3);
+    h1.send(&ExternalMsg::Frame {
+        frame: mc.clone(),
+        index: 0,
+    });
+    assert_eq!(next_frame(&mut h3_rx), mc);
+    assert!(!h1_rx.is_gone() && !h2.is_gone() && !h3_rx.is_gone());
+    drop((h1, h1_rx, _h2, h2, h3, h3_rx));
+    let summary = fabric.stop();
+    assert!(
+        summary.ends_with("5 processes joined, 8 refused, 2 hung up on for bad messages"),
+        "{summary}"
+    );
+}
+
+/// Writes an impossible head into the ring a joined process sends on (the first word
+/// of the shared file).
+fn scribble_head(shared: &std::os::fd::OwnedFd) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: maps the first page of the fabric's memfd (its size is far larger), writes
+    // one aligned word, unmaps it; nothing else in this process uses the mapping.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            shared.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "map the rings");
+        p.cast::<u64>().write_volatile(u64::MAX);
+        libc::munmap(p, 4096);
+    }
+}
+
+/// The next frame the fabric sends to `link`.
+fn next_frame(link: &mut Receiver) -> Vec<u8> {
+    let start = Instant::now();
+    let mut buf = Vec::new();
+    loop {
+        link.read_control();
+        if link.pop(&mut buf).is_some() {
+            return buf;
+        }
+        assert!(!link.is_gone(), "the fabric went away");
+        assert!(start.elapsed() < DEADLINE, "no frame came");
+        if !link.about_to_sleep() {
+            let mut p = [sys::pollin(std::os::fd::AsRawFd::as_raw_fd(&link.fd()))];
+            sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
+        }
+    }
+}
