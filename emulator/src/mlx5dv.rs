@@ -7,8 +7,10 @@
 //! ordinary receive path and perftest its plain verbs; every other function fails with
 //! EOPNOTSUPP (returned, or as errno with NULL), logged once. `cargo xtask emu` links
 //! `libmlx5.so.1` to this library (the MLX5_1.x nodes of `libibverbs.map`), so a call
-//! never reaches Debian's libmlx5, whose functions would read the emulator's objects as
-//! its own.
+//! never reaches Debian's libmlx5, whose functions that do not first check the device
+//! (`mlx5dv_init_obj`, `mlx5dv_qp_ex_from_ibv_qp_ex` ...) would read the emulator's
+//! objects as its own. (Debian's libmlx5 does load over the emulator, and its
+//! `mlx5dv_is_supported` answers false too: see [`crate::state::EmuDevice`].)
 
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;

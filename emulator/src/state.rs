@@ -29,6 +29,11 @@ use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
 pub struct EmuDevice {
     /// What programs read (`name`, `node_type`, `transport_type`, `ibdev_path`).
     pub raw: ffi::ibv_device,
+    /// Where rdma-core's `struct verbs_device` (which starts with its `ibv_device`) keeps
+    /// the provider's ops: always null, so a provider library asked about this device
+    /// (Debian's libmlx5's `mlx5dv_is_supported` compares that pointer with its own ops)
+    /// finds it is not theirs.
+    pub provider_ops: *const std::ffi::c_void,
     /// The simulator's description of it.
     pub info: DeviceInfo,
 }
@@ -244,7 +249,11 @@ fn new_device(info: DeviceInfo) -> Box<EmuDevice> {
         &format!("/sys/class/infiniband_verbs/uverbs-emu-{}", info.name),
     );
     copy_c_string(&mut raw.ibdev_path, &ibdev_path(&info.name));
-    Box::new(EmuDevice { raw, info })
+    Box::new(EmuDevice {
+        raw,
+        provider_ops: std::ptr::null(),
+        info,
+    })
 }
 
 /// The `ibdev_path` the emulator gives device `name`; `ibv_read_sysfs_file` answers for it.
