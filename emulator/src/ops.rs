@@ -241,8 +241,11 @@ pub(crate) unsafe fn post_one_recv(
     post_recv(&[RecvWr::new(w.wr_id, sg)]).map_err(|e| errno_of(&e))
 }
 
-/// `ibv_post_send`: posts the chain one request at a time; on failure `*bad_wr` is the
-/// first request not posted.
+/// `ibv_post_send`: posts the whole chain in one call to the QP, as a provider queues a
+/// list before it rings the doorbell once (rdma-core's rxe and mlx5 providers), so no
+/// request of the list can complete while later ones are being queued (a list longer
+/// than the free slots fails at the first that does not fit, whatever the progress
+/// thread does meanwhile). On failure `*bad_wr` is the first request not posted.
 unsafe extern "C" fn post_send(
     qp: *mut ffi::ibv_qp,
     wr: *mut ffi::ibv_send_wr,
@@ -250,14 +253,44 @@ unsafe extern "C" fn post_send(
 ) -> c_int {
     // SAFETY: the inline caller passes a live QP of ours.
     let q: &EmuQp = unsafe { emu(qp) };
-    // SAFETY: the program's chain and out-pointer.
-    unsafe {
-        post_chain(wr, bad_wr, |w| {
-            // SAFETY: a valid request of the program's; its SGEs lie in registered
-            // memory valid until the completion (the verbs contract programs keep).
-            send_wr(q, w).and_then(|s| q.qp.post_send(&[s]).map_err(|e| errno_of(&e)))
-        })
+    let mut chain: Vec<*mut ffi::ibv_send_wr> = Vec::new();
+    let mut wrs = Vec::new();
+    let mut cur = wr;
+    let mut failed = None;
+    while !cur.is_null() {
+        // SAFETY: the program's chain of valid requests.
+        let w = unsafe { &*cur };
+        // SAFETY: a valid request of the program's.
+        match unsafe { send_wr(q, w) } {
+            Ok(s) => wrs.push(s),
+            Err(e) => {
+                failed = Some((chain.len(), e));
+                break;
+            }
+        }
+        chain.push(cur);
+        cur = w.next;
     }
+    // What converted is posted first: a request the emulator cannot read fails where it
+    // stands in the list, after the ones before it, as a provider would fail it.
+    let posted = if wrs.is_empty() {
+        Ok(())
+    } else {
+        // SAFETY: each request's SGEs lie in the program's registered memory, valid until
+        // its completion (the verbs contract the program keeps).
+        unsafe { q.qp.post_send(&wrs) }
+    };
+    let (index, errno) = match (posted, failed) {
+        (Ok(()), None) => return 0,
+        (Err(e), _) => (e.bad_wr().unwrap_or(0), errno_of(&e)),
+        (Ok(()), Some((index, errno))) => (index, errno),
+    };
+    if !bad_wr.is_null() {
+        // SAFETY: the caller's out-pointer; `index` is a request of the chain (the one that
+        // failed to convert is `cur`).
+        unsafe { *bad_wr = chain.get(index).copied().unwrap_or(cur) };
+    }
+    errno
 }
 
 /// `ibv_post_recv`, one request at a time as [`post_send`].
