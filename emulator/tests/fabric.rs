@@ -640,3 +640,65 @@ fn next_frame(link: &mut Receiver) -> Vec<u8> {
         }
     }
 }
+
+/// The result row under perftest's `#bytes` header, split into fields, from `out`.
+fn perftest_row(out: &str) -> Option<Vec<String>> {
+    let mut lines = out.lines();
+    lines.find(|l| l.trim_start().starts_with("#bytes"))?;
+    Some(
+        lines
+            .next()?
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// perftest (Debian's, unmodified: it links the emulated libmlx5 and Debian's libefa)
+/// between h1 and h2: RC send, RDMA write and read bandwidth, send and read latency. Each
+/// side exits 0 with nothing on stderr; the bandwidth rows give the message size and the
+/// iterations, on both sides for send and write and read (perftest reports on both), the
+/// latency rows on the client (and for send on the server too). The rates depend on the
+/// wall clock and are not asserted.
+#[test]
+fn perftest_between_two_hosts() {
+    for (program, size, reporters) in [
+        ("ib_send_bw", "65536", 2),
+        ("ib_write_bw", "65536", 2),
+        ("ib_read_bw", "65536", 2),
+        ("ib_send_lat", "2", 2),
+        ("ib_read_lat", "2", 1),
+    ] {
+        let prog = require(program, "perftest");
+        let dir = scratch(program);
+        let fabric = Fabric::start(&dir, &[]);
+        let (server, client) = server_and_client(
+            &prog,
+            &fabric,
+            &dir,
+            &["-d", "mlx5_0", "-x", "1", "-n", "100"],
+            None,
+        );
+        let summary = fabric.stop();
+        let mut rows = 0;
+        for (who, r) in [("client", &client), ("server", &server)] {
+            assert!(
+                r.status.success(),
+                "{program} {who} failed ({}): {}{}",
+                r.status,
+                r.out,
+                r.err
+            );
+            assert_eq!(r.err, "", "{program} {who}'s stderr");
+            if let Some(row) = perftest_row(&r.out) {
+                assert_eq!(&row[..2], [size, "100"], "{program} {who}: {}", r.out);
+                rows += 1;
+            }
+        }
+        assert_eq!(rows, reporters, "{program}: {}\n{}", client.out, server.out);
+        assert!(
+            summary.ends_with("2 processes joined, 0 refused, 0 hung up on for bad messages"),
+            "{program}: {summary}"
+        );
+    }
+}

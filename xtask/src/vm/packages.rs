@@ -117,6 +117,10 @@ pub const EMU_PACKAGES: &[Package] = &[
         "iproute2",
         "`ip` gives spead2's network namespace the emulated host's address (its multicast join)",
     ),
+    pkg(
+        "perftest",
+        "ib_send_bw .. ib_read_lat, run unmodified between two emulated hosts",
+    ),
 ];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
