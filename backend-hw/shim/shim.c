@@ -37,6 +37,7 @@ static const uint32_t LAYOUT[] = {
 	/* shim_device_info */
 	sizeof(struct shim_device_info), FIELD(shim_device_info, guid),
 	FIELD(shim_device_info, node_type), FIELD(shim_device_info, transport_type),
+	FIELD(shim_device_info, dev_path),
 	/* shim_context_info */
 	sizeof(struct shim_context_info), FIELD(shim_context_info, async_fd),
 	/* shim_device_attr */
@@ -127,6 +128,7 @@ int shim_get_device_list(struct shim_device_info *out, int cap, int *num)
 		out[i].guid = ibv_get_device_guid(list[i]);
 		out[i].node_type = list[i]->node_type;
 		out[i].transport_type = list[i]->transport_type;
+		strncpy(out[i].dev_path, list[i]->dev_path, SHIM_PATH_LEN - 1);
 	}
 	*num = n;
 	ibv_free_device_list(list);

@@ -15,12 +15,14 @@
 #include <infiniband/verbs.h>
 
 #define SHIM_NAME_LEN 64
+#define SHIM_PATH_LEN 256 /* IBV_SYSFS_PATH_MAX */
 
 struct shim_device_info {
 	char name[SHIM_NAME_LEN];
 	uint64_t guid; /* as ibv_get_device_guid gives it (big-endian value) */
 	int32_t node_type;
 	int32_t transport_type;
+	char dev_path[SHIM_PATH_LEN]; /* the uverbs device's sysfs directory */
 };
 
 struct shim_context_info {

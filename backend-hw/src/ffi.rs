@@ -33,6 +33,8 @@ opaque!(
 );
 
 pub const NAME_LEN: usize = 64;
+/// `IBV_SYSFS_PATH_MAX`.
+pub const PATH_LEN: usize = 256;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +43,7 @@ pub struct shim_device_info {
     pub guid: u64,
     pub node_type: i32,
     pub transport_type: i32,
+    pub dev_path: [c_char; PATH_LEN],
 }
 
 #[repr(C)]
@@ -485,6 +488,7 @@ pub fn rust_layout() -> Vec<(&'static str, usize)> {
         "shim_device_info.guid" => offset_of!(shim_device_info, guid),
         "shim_device_info.node_type" => offset_of!(shim_device_info, node_type),
         "shim_device_info.transport_type" => offset_of!(shim_device_info, transport_type),
+        "shim_device_info.dev_path" => offset_of!(shim_device_info, dev_path),
         "sizeof shim_context_info" => size_of::<shim_context_info>(),
         "shim_context_info.async_fd" => offset_of!(shim_context_info, async_fd),
         "sizeof shim_device_attr" => size_of::<shim_device_attr>(),

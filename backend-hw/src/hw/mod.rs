@@ -109,6 +109,13 @@ impl HwVerbs {
     }
 }
 
+/// True when the device is the kernel's: its `dev_path` (`/sys/class/infiniband_verbs/
+/// uverbsN`, which libibverbs reads the device list from) exists.
+fn on_host_network(d: &ffi::shim_device_info) -> bool {
+    let path = c_name(&d.dev_path);
+    !path.is_empty() && std::path::Path::new(&path).exists()
+}
+
 fn c_name(raw: &[std::os::raw::c_char]) -> String {
     let bytes: Vec<u8> = raw
         .iter()
@@ -121,9 +128,14 @@ fn c_name(raw: &[std::os::raw::c_char]) -> String {
 impl Verbs for HwVerbs {
     type Context = HwContext;
 
-    /// Real devices sit on the host's network: multicast receivers join on the host.
+    /// A kernel device (one with a uverbs directory in sysfs) sits on the host's network,
+    /// so multicast receivers join on the host. A library whose devices have none (the
+    /// emulated libibverbs of `emulator/`, whose hosts' addresses are the fabric's) does
+    /// not: a host join would fail (ENODEV) or subscribe the real machine.
     fn joins_host_multicast(&self) -> bool {
-        true
+        self.list().map_or(true, |list| {
+            list.is_empty() || list.iter().any(on_host_network)
+        })
     }
 
     fn devices(&self) -> Result<Vec<DeviceInfo>> {
@@ -172,10 +184,16 @@ impl Verbs for HwVerbs {
                 node_type: NodeType::Unknown,
                 transport_type: TransportType::Unknown,
             });
+        let on_host_network = self
+            .list()?
+            .iter()
+            .find(|d| c_name(&d.name) == name)
+            .is_none_or(on_host_network);
         Ok(HwContext {
             inner: Arc::new(Ctx {
                 ptr,
                 device,
+                on_host_network,
                 num_comp_vectors: u32::try_from(info.num_comp_vectors).unwrap_or(0),
                 attr: Mutex::new(None),
             }),
@@ -188,6 +206,8 @@ pub(crate) struct Ctx {
     pub(crate) ptr: NonNull<ffi::ibv_context>,
     pub(crate) device: DeviceInfo,
     pub(crate) num_comp_vectors: u32,
+    /// A kernel device, on the host's network (see [`HwVerbs::joins_host_multicast`]).
+    pub(crate) on_host_network: bool,
     /// The device attributes, queried once (they do not change).
     attr: Mutex<Option<DeviceAttr>>,
 }

@@ -126,15 +126,16 @@ impl HwQp {
     /// the port's interface with a UDP socket, as librdmacm's `rdma_join_multicast` does:
     /// without the host's membership the kernel neither loops the group's packets back to
     /// local QPs nor asks switches (IGMP) for them. `None` for other GIDs and ports, and
-    /// when no interface of this host has the port's address (the kernel's ENODEV from
-    /// IP_ADD_MEMBERSHIP): a kernel RoCE device's IPv4 GIDs are its netdev's addresses
-    /// (drivers/infiniband/core/roce_gid_mgmt.c), so such a port has no host network stack
-    /// to subscribe (an emulated NIC, whose hosts' addresses are the fabric's).
+    /// for a device that is not the kernel's (an emulated NIC, whose hosts' addresses are
+    /// the fabric's, so there is no host network stack to subscribe).
     fn join_ipv4_group(&self, gid: &Gid) -> Result<Option<UdpSocket>> {
         const OP: &str = "ibv_attach_mcast";
         let Some(group) = gid.to_ipv4() else {
             return Ok(None);
         };
+        if !self.0.pd.ctx.on_host_network {
+            return Ok(None);
+        }
         let ctx = HwContext {
             inner: self.0.pd.ctx.clone(),
         };
@@ -161,21 +162,15 @@ impl HwQp {
                 ),
             ));
         };
-        let joined = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
-            .and_then(|s| s.join_multicast_v4(&group, &iface).map(|()| s));
-        if joined
-            .as_ref()
-            .is_err_and(|e| e.raw_os_error() == Some(errno::ENODEV))
-        {
-            return Ok(None);
-        }
-        let sock = joined.map_err(|e| {
-            Error::new(
-                ErrorKind::from_errno(e.raw_os_error().unwrap_or(errno::EIO)),
-                OP,
-                format!("joining IPv4 group {group} on the interface of {iface}: {e}"),
-            )
-        })?;
+        let sock = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+            .and_then(|s| s.join_multicast_v4(&group, &iface).map(|()| s))
+            .map_err(|e| {
+                Error::new(
+                    ErrorKind::from_errno(e.raw_os_error().unwrap_or(errno::EIO)),
+                    OP,
+                    format!("joining IPv4 group {group} on the interface of {iface}: {e}"),
+                )
+            })?;
         Ok(Some(sock))
     }
 

@@ -93,19 +93,11 @@ fn slot_count(attr: &verbs_api::DeviceAttr, cfg: &IbvConfig, slot: usize) -> usi
 
 /// On a real network a switch forwards a group only after an IGMP join: a socket joined
 /// to every endpoint's group on the interface makes the host's kernel send it, as
-/// spead2's ibverbs reader does. The membership lasts as long as the socket. `None` when
-/// no interface of this host has the address `iface` (the kernel's ENODEV): a kernel RoCE
-/// or Ethernet device's addresses are its netdev's, so such a device has no host network
-/// stack to subscribe (an emulated NIC, whose hosts' addresses are the fabric's).
+/// spead2's ibverbs reader does. The membership lasts as long as the socket.
 ///
 /// # Errors
 /// [`VerbsError::HostJoin`] naming the group and interface the kernel refused.
-fn join_on_host(
-    endpoints: &[SocketAddrV4],
-    iface: Ipv4Addr,
-) -> Result<Option<UdpSocket>, VerbsError> {
-    /// Linux's errno for "no such device".
-    const ENODEV: i32 = 19;
+fn join_on_host(endpoints: &[SocketAddrV4], iface: Ipv4Addr) -> Result<UdpSocket, VerbsError> {
     let join_error = |group: Ipv4Addr, e: std::io::Error| VerbsError::HostJoin {
         group,
         iface,
@@ -114,13 +106,11 @@ fn join_on_host(
     let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
         .map_err(|e| join_error(*endpoints[0].ip(), e))?;
     for e in endpoints {
-        match socket.join_multicast_v4(e.ip(), &iface) {
-            Ok(()) => {}
-            Err(err) if err.raw_os_error() == Some(ENODEV) => return Ok(None),
-            Err(err) => return Err(join_error(*e.ip(), err)),
-        }
+        socket
+            .join_multicast_v4(e.ip(), &iface)
+            .map_err(|err| join_error(*e.ip(), err))?;
     }
-    Ok(Some(socket))
+    Ok(socket)
 }
 
 impl<C: Context> Receiver<C> {
@@ -226,7 +216,7 @@ impl<C: Context> Receiver<C> {
         pool.post_recv_batch(&ep.qp, pool.take_n(slots))
             .map_err(verbs_api::Error::from)?;
         let igmp = if verbs.joins_host_multicast() {
-            join_on_host(&cfg.endpoints, iface)?
+            Some(join_on_host(&cfg.endpoints, iface)?)
         } else {
             None
         };
