@@ -2,9 +2,9 @@
 //! values are libibverbs' on both sides, so enums and flags pass as raw values.
 
 use verbs_api::{
-    AccessFlags, AhAttr, AtomicCap, Completion, DeviceAttr, DeviceCapFlags, FlowSpec, Gid,
-    GlobalRoute, LinkLayer, Mtu, PathMigState, PortAttr, PortState, QpAttr, QpCap, QpState,
-    RawPacketCaps, WcFlags, WcOpcode, WcStatus,
+    AhAttr, AtomicCap, Completion, DeviceAttr, DeviceCapFlags, FlowSpec, Gid, GlobalRoute,
+    LinkLayer, Mtu, PathMigState, PortAttr, PortState, QpAttr, QpCap, QpState, RawPacketCaps,
+    WcFlags, WcOpcode, WcStatus,
 };
 
 use crate::ffi;
@@ -197,7 +197,7 @@ pub(crate) fn flow_spec(s: &FlowSpec) -> ffi::shim_flow_spec {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
-    use verbs_api::{FlowAttr, QpModify};
+    use verbs_api::{AccessFlags, FlowAttr, QpModify};
 
     #[test]
     fn shim_layouts_match_the_rust_mirrors() {
