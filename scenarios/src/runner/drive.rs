@@ -284,6 +284,7 @@ impl<C: Context> Drive<C> {
         quiet_rounds: u32,
         recorder: &mut dyn Recorder,
     ) -> Result<Outcome, RunError> {
+        let _span = tracing::debug_span!("drive", senders = self.senders.len()).entered();
         let mut outcome = Outcome {
             receivers: vec![ReceiverReport::default(); self.receivers.len()],
             ..Outcome::default()
