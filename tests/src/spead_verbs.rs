@@ -171,6 +171,8 @@ pub struct RecvSpec<'a, V> {
     pub buffer_size: usize,
     /// How its stream assembles heaps.
     pub stream: StreamConfig,
+    /// [`IbvConfig::verify_checksums`] (off, as spead2, unless a test asks).
+    pub verify_checksums: bool,
 }
 
 /// Traffic of a multi-group run: the sender sends `heaps` heaps to every group, one
@@ -330,6 +332,7 @@ pub fn run_plan<V: Verbs>(
             );
             cfg.max_size = plan.packet;
             cfg.buffer_size = s.buffer_size;
+            cfg.verify_checksums = s.verify_checksums;
             let r = match mode {
                 Mode::Raw => Receiver::raw(s.node.verbs, &cfg).expect("raw receiver"),
                 Mode::Ud => Receiver::ud(s.node.verbs, &cfg).expect("UD receiver"),
@@ -553,6 +556,7 @@ pub fn receiver_specs<'a, V>(
                 .collect(),
             buffer_size: 1024 * plan.packet,
             stream: stream.clone(),
+            verify_checksums: false,
         })
         .collect()
 }

@@ -137,11 +137,24 @@ fn run_with_faults(
     faults: LinkFaults,
     streams: &[StreamConfig],
 ) -> (Vec<Outcome>, backend_sim::FabricStats) {
+    run_with_faults_verifying(seed, mode, plan, faults, streams, false)
+}
+
+/// As [`run_with_faults`], the receivers' `verify_checksums` set to `verify`.
+fn run_with_faults_verifying(
+    seed: u64,
+    mode: Mode,
+    plan: &Plan,
+    faults: LinkFaults,
+    streams: &[StreamConfig],
+    verify: bool,
+) -> (Vec<Outcome>, backend_sim::FabricStats) {
     let net = Net::new(seed, mode, streams.len() as u8);
     let mut specs: Vec<RecvSpec<'_, SimVerbs>> =
         receiver_specs(&net.receivers(), plan, StreamConfig::default());
     for (s, c) in specs.iter_mut().zip(streams) {
         s.stream = c.clone();
+        s.verify_checksums = verify;
     }
     let out = run_plan(
         net.node(0),
@@ -266,9 +279,10 @@ fn corrupted_frames_never_make_a_complete_heap_with_wrong_bytes() {
         let damaged: usize = out.iter().map(|o| o.incomplete.len() + o.lost.len()).sum();
         assert!(damaged > 0, "{mode:?}");
         // Flips inside the switch keep a good FCS: UD frames fail the NIC's checks (most
-        // the ICRC), raw frames arrive without IP_CSUM_OK and the receiver drops them.
-        // run_plan compares every delivered heap's bytes with what was sent.
-        let (out, f) = run_with_faults(
+        // the ICRC), raw frames arrive without IP_CSUM_OK and a receiver that asked for
+        // checksums (verify_checksums; spead2 checks none) drops them. run_plan
+        // compares every delivered heap's bytes with what was sent.
+        let (out, f) = run_with_faults_verifying(
             14,
             mode,
             &plan,
@@ -277,6 +291,7 @@ fn corrupted_frames_never_make_a_complete_heap_with_wrong_bytes() {
                 ..LinkFaults::default()
             },
             &[lenient(), lenient(), lenient()],
+            true,
         );
         assert!(f.corrupted_switch > 0, "{mode:?}");
         assert_eq!(f.dropped_fcs, 0, "{mode:?}");
@@ -312,6 +327,7 @@ fn receive_buffer_exhaustion_is_counted_at_the_nic() {
             groups: vec![0],
             buffer_size: 8 * (plan.packet + 64),
             stream: lenient(),
+            verify_checksums: false,
         }];
         let out = run_plan(
             net.node(0),
@@ -354,51 +370,137 @@ fn fault_runs_are_deterministic() {
     assert_eq!(run(), run());
 }
 
-/// Frames steered to a raw receiver that spead2 would not accept are counted by cause,
-/// and frames = delivered + dropped.
+/// Frames steered to a raw receiver: what spead2's `udp_from_ethernet` refuses is
+/// counted by cause and dropped; IP options are skipped and UDP checksums (wrong or
+/// zero) ignored, as in spead2, unless `verify_checksums` asks for them; frames =
+/// delivered + dropped.
 #[test]
 fn raw_receiver_counts_each_drop_cause() {
     use spead::verbs::frame::{checksum, udp_frame};
     use spead::verbs::{FrameDrop, IbvConfig, Receiver};
     use std::net::SocketAddrV4;
 
-    let net = Net::new(31, Mode::Raw, 1);
-    let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 3, 1), 7160);
-    let mut cfg = IbvConfig::new(vec![group], net.hosts[1].1);
+    for verify in [false, true] {
+        let net = Net::new(31, Mode::Raw, 1);
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 3, 1), 7160);
+        let mut cfg = IbvConfig::new(vec![group], net.hosts[1].1);
+        cfg.max_size = 1472;
+        cfg.buffer_size = 64 * 1472;
+        cfg.verify_checksums = verify;
+        let mut rx = Receiver::raw(&net.verbs[1], &cfg).unwrap();
+        let tx_port = net.sim.port_of(net.hosts[0].0).unwrap();
+        let o = group.ip().octets();
+        let good = |cnt: u64| {
+            let p = Plan::new(Mode::Raw, 1, 1, 100);
+            let pkt = &p.packets_of(cnt)[0];
+            udp_frame(
+                sim_mac(net.hosts[0].1),
+                SocketAddrV4::new(net.hosts[0].1, 9000),
+                [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
+                group,
+                4,
+                pkt,
+            )
+        };
+        let fix_ip_checksum = |f: &mut Vec<u8>| {
+            f[24..26].copy_from_slice(&[0, 0]);
+            let c = checksum(&f[14..14 + usize::from(f[14] & 0x0f) * 4]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        };
+        // IP options: a 4-byte NOP option (IHL 6): spead2 skips them.
+        let mut options = good(2);
+        options.splice(34..34, [1u8, 1, 1, 1]);
+        options[14] = 0x46;
+        let total = u16::from_be_bytes([options[16], options[17]]) + 4;
+        options[16..18].copy_from_slice(&total.to_be_bytes());
+        fix_ip_checksum(&mut options);
+        // A first fragment (MF set).
+        let mut fragment = good(3);
+        fragment[20] = 0x20;
+        fix_ip_checksum(&mut fragment);
+        // No UDP checksum (zero), and a wrong one.
+        let mut zero = good(5);
+        zero[40..42].copy_from_slice(&[0, 0]);
+        let mut wrong = good(6);
+        wrong[40] ^= 0x5a;
+        let frames = [good(1), options, fragment, good(4), zero, wrong];
+        for f in frames {
+            net.sim.with_fabric(|fab| fab.transmit(tx_port, f)).unwrap();
+        }
+        net.sim.run_until_idle();
+        let mut stream = spead::recv::Stream::new(lenient());
+        while rx
+            .poll_into(&mut stream, Some(std::time::Duration::from_millis(1)))
+            .unwrap()
+            > 0
+        {}
+        let s = rx.stats();
+        assert_eq!(s.frames, 6, "{s:?}");
+        assert_eq!(s.frames, s.delivered + s.dropped_total());
+        assert_eq!(s.dropped.get(&FrameDrop::Fragment), Some(&1), "{s:?}");
+        let checksum_drops = s.dropped.get(&FrameDrop::Checksum).copied();
+        if verify {
+            assert_eq!(s.delivered, 4, "{s:?}");
+            assert_eq!(checksum_drops, Some(1), "the wrong UDP checksum: {s:?}");
+        } else {
+            assert_eq!(s.delivered, 5, "{s:?}");
+            assert_eq!(checksum_drops, None, "{s:?}");
+        }
+        stream.flush();
+        let mut cnts = Vec::new();
+        while let Some(h) = stream.pop_heap() {
+            assert!(h.complete);
+            cnts.push(h.cnt);
+        }
+        let want: &[u64] = if verify {
+            &[1, 2, 4, 5]
+        } else {
+            &[1, 2, 4, 5, 6]
+        };
+        assert_eq!(cnts, want, "verify {verify}");
+    }
+}
+
+/// spead2's reader endpoints (`create_flow`): a multicast group, a unicast address of
+/// the interface and `0.0.0.0` (the port on every address), all on one reader, each
+/// steered by its own flow rule; a port no endpoint names reaches no receive queue.
+#[test]
+fn raw_reader_takes_multicast_unicast_and_wildcard_endpoints() {
+    use spead::verbs::frame::udp_frame;
+    use spead::verbs::{IbvConfig, Receiver};
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(32, Mode::Raw, 1);
+    let (tx_ip, rx_ip) = (net.hosts[0].1, net.hosts[1].1);
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 4, 1), 7000);
+    let unicast = SocketAddrV4::new(rx_ip, 7001);
+    let wildcard = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7002);
+    let mut cfg = IbvConfig::new(vec![group, unicast, wildcard], rx_ip);
     cfg.max_size = 1472;
     cfg.buffer_size = 64 * 1472;
     let mut rx = Receiver::raw(&net.verbs[1], &cfg).unwrap();
     let tx_port = net.sim.port_of(net.hosts[0].0).unwrap();
     let o = group.ip().octets();
-    let good = |cnt: u64| {
+    let frame = |cnt: u64, dst_mac: [u8; 6], dst: SocketAddrV4| {
         let p = Plan::new(Mode::Raw, 1, 1, 100);
-        let pkt = &p.packets_of(cnt)[0];
         udp_frame(
-            sim_mac(net.hosts[0].1),
-            SocketAddrV4::new(net.hosts[0].1, 9000),
-            [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
-            group,
+            sim_mac(tx_ip),
+            SocketAddrV4::new(tx_ip, 9000),
+            dst_mac,
+            dst,
             4,
-            pkt,
+            &p.packets_of(cnt)[0],
         )
     };
-    let fix_ip_checksum = |f: &mut Vec<u8>| {
-        f[24..26].copy_from_slice(&[0, 0]);
-        let c = checksum(&f[14..14 + usize::from(f[14] & 0x0f) * 4]);
-        f[24..26].copy_from_slice(&c.to_be_bytes());
-    };
-    // IP options: a 4-byte NOP option (IHL 6).
-    let mut options = good(2);
-    options.splice(34..34, [1u8, 1, 1, 1]);
-    options[14] = 0x46;
-    let total = u16::from_be_bytes([options[16], options[17]]) + 4;
-    options[16..18].copy_from_slice(&total.to_be_bytes());
-    fix_ip_checksum(&mut options);
-    // A first fragment (MF set).
-    let mut fragment = good(3);
-    fragment[20] = 0x20;
-    fix_ip_checksum(&mut fragment);
-    let frames = [good(1), options, fragment, good(4)];
+    let to_rx = sim_mac(rx_ip);
+    let frames = [
+        frame(1, [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]], group),
+        frame(2, to_rx, unicast),
+        frame(3, to_rx, SocketAddrV4::new(rx_ip, 7002)),
+        // No endpoint has port 7003: no flow rule steers it to the reader.
+        frame(4, to_rx, SocketAddrV4::new(rx_ip, 7003)),
+        frame(5, to_rx, SocketAddrV4::new(rx_ip, 7002)),
+    ];
     for f in frames {
         net.sim.with_fabric(|fab| fab.transmit(tx_port, f)).unwrap();
     }
@@ -410,15 +512,25 @@ fn raw_receiver_counts_each_drop_cause() {
         > 0
     {}
     let s = rx.stats();
-    assert_eq!(s.frames, s.delivered + s.dropped_total());
-    assert_eq!(s.delivered, 2, "{s:?}");
-    assert_eq!(s.dropped.get(&FrameDrop::IpOptions), Some(&1), "{s:?}");
-    assert_eq!(s.dropped.get(&FrameDrop::Fragment), Some(&1), "{s:?}");
+    assert_eq!((s.frames, s.delivered), (4, 4), "{s:?}");
     stream.flush();
     let mut cnts = Vec::new();
     while let Some(h) = stream.pop_heap() {
         assert!(h.complete);
         cnts.push(h.cnt);
     }
-    assert_eq!(cnts, [1, 4]);
+    assert_eq!(cnts, [1, 2, 3, 5]);
+    // A unicast endpoint must be an address of the interface (spead2 looks its MAC up).
+    let other = IbvConfig::new(vec![SocketAddrV4::new(tx_ip, 7001)], rx_ip);
+    let e = Receiver::raw(&net.verbs[1], &other).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("no network interface has address {tx_ip} (the device's interface is {rx_ip})")
+    );
+    // UD readers attach to groups only.
+    let e = Receiver::ud(&net.verbs[1], &cfg).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("endpoint {unicast} is not an IPv4 multicast address")
+    );
 }

@@ -3,8 +3,9 @@
 //! Sources: `udp:HOST:PORT` (multicast when the address is), `tcp:HOST:PORT` (listen,
 //! accept one connection), `file:PATH` (packets back to back), `pcap:PATH[?GROUP:PORT]`
 //! (the UDP payloads of a pcap or pcapng capture, optionally only those sent to
-//! GROUP:PORT, either of which may be `*`), `ibv:GROUP:PORT` (IPv4 multicast through
-//! the verbs receiver, raw or UD, on real verbs or the simulator). With `--json`, prints
+//! GROUP:PORT, either of which may be `*`), `ibv:ADDRESS:PORT` (an IPv4 endpoint through
+//! the verbs receiver, raw or UD, on real verbs or the simulator: a multicast group, or
+//! with raw also a unicast address of the interface or `0.0.0.0`). With `--json`, prints
 //! one JSON object per heap and the counters at exit.
 //!
 //! `--replay PATH` builds a simulated fabric (mlx5 for raw, rxe for UD), injects the
@@ -42,7 +43,9 @@ struct Args {
     /// the UDP payloads of a pcap/pcapng capture (Ethernet, Linux SLL/SLL2 or raw IPv4;
     /// IPv4 only), optionally only those sent to GROUP:PORT (either may be *, e.g.
     /// pcap:obs.pcap?*:7148). Frames dropped by the pcap reader are reported on stderr.
-    /// ibv:GROUP:PORT receives an IPv4 multicast endpoint through the verbs receiver.
+    /// ibv:ADDRESS:PORT receives an IPv4 endpoint (a multicast group; with --ibv-mode raw
+    /// also a unicast address of the interface, or 0.0.0.0 for the port on every
+    /// address) through the verbs receiver.
     #[arg(required_unless_present = "replay", value_parser = parse_source)]
     sources: Vec<SourceSpec>,
     /// Print heaps and counters as JSON lines.

@@ -2,12 +2,15 @@
 //! simulator, on Soft-RoCE and on NICs.
 //!
 //! - [`Receiver::raw`]: spead2's ibverbs reader. One RAW_PACKET QP, one flow rule per
-//!   endpoint (destination MAC derived from the group, IPv4 destination, UDP port),
-//!   receive slots from a registered pool, batched reposting, interrupt-driven
-//!   (completion channel, `comp_vector >= 0`) or busy-polling (`comp_vector < 0`).
-//!   Frames that are VLAN-tagged, carry IP options, are fragments, or are not UDP to an
-//!   endpoint are counted by cause and dropped. Needs RAW_PACKET and flow steering
-//!   (mlx5; the simulator's mlx5 personality).
+//!   endpoint as spead2 builds them (a multicast group: its 01:00:5e MAC, the group and
+//!   the UDP port; a unicast address: the interface's MAC, the address and the port;
+//!   `0.0.0.0`: the port only), receive slots from a registered pool, batched
+//!   reposting, interrupt-driven (completion channel, `comp_vector >= 0`) or
+//!   busy-polling (`comp_vector < 0`). IP options are skipped; as in spead2 no checksum
+//!   is checked unless [`IbvConfig::verify_checksums`] asks. Frames that are
+//!   VLAN-tagged, fragments, or not UDP to an endpoint are counted by cause and
+//!   dropped. Needs RAW_PACKET and flow steering (mlx5; the simulator's mlx5
+//!   personality).
 //! - [`Receiver::ud`]: the same over UD multicast: the QP attaches to each group's GID
 //!   and the 40-byte GRH in front of every message is skipped. Runs on rxe and
 //!   InfiniBand.

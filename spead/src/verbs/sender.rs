@@ -126,7 +126,7 @@ impl<C: Context> Sender<C> {
         qp_type: QpType,
         headers: usize,
     ) -> Result<(Endpoint<C>, SlotPool<C>, SocketAddrV4, std::net::Ipv4Addr), VerbsError> {
-        let iface = cfg.validate()?;
+        let iface = cfg.validate_multicast()?;
         if cfg.endpoints.len() != 1 {
             return Err(VerbsError::Config(
                 "a sender sends to exactly one endpoint".into(),
