@@ -534,3 +534,28 @@ fn raw_reader_takes_multicast_unicast_and_wildcard_endpoints() {
         format!("endpoint {unicast} is not an IPv4 multicast address")
     );
 }
+
+/// A `SPEAD2_IBV_INTERFACE` that is not an IPv4 address is ignored with spead2's
+/// warning, and the reader stays on a kernel socket; IPv6 readers are never rerouted.
+#[test]
+fn a_bad_ibv_interface_leaves_udp_readers_on_the_kernel() {
+    use spead::transport::UdpRecvConfig;
+    use spead::verbs::{EnvOverride, UdpReader};
+
+    let net = Net::new(33, Mode::Raw, 1);
+    let env = EnvOverride::decide(Some("10.0.0.2/24"), None);
+    assert_eq!(env.interface, None);
+    assert_eq!(env.warnings.len(), 1);
+    let udp = UdpRecvConfig::new("127.0.0.1:0".parse().unwrap());
+    let r = UdpReader::open_with(&net.verbs[1], &udp, &env).unwrap();
+    assert!(!r.is_ibv());
+    let good = EnvOverride::decide(Some("10.0.0.2"), None);
+    let v6 = UdpRecvConfig::new("[::1]:0".parse().unwrap());
+    assert!(!UdpReader::open_with(&net.verbs[1], &v6, &good)
+        .unwrap()
+        .is_ibv());
+    let v4 = UdpRecvConfig::new("0.0.0.0:7300".parse().unwrap());
+    assert!(UdpReader::open_with(&net.verbs[1], &v4, &good)
+        .unwrap()
+        .is_ibv());
+}

@@ -19,6 +19,9 @@
 //!   headers from a prebuilt template (IP checksum offloaded when the device can), one
 //!   signaled work request per batch.
 //!
+//! - [`UdpReader`]: `SPEAD2_IBV_INTERFACE` rerouting plain UDP readers to
+//!   [`Receiver::raw`], as spead2's UDP reader factory does.
+//!
 //! UD carries no UDP port, so the port of an endpoint selects the Q_Key
 //! ([`ud_qkey`]): senders and receivers of the same endpoint agree, and different ports
 //! on one group stay apart.
@@ -27,6 +30,7 @@ mod config;
 pub mod frame;
 mod iface;
 mod receiver;
+mod reroute;
 mod sender;
 
 pub use config::{
@@ -35,6 +39,7 @@ pub use config::{
 pub use frame::FrameDrop;
 pub use iface::interface_mac;
 pub use receiver::{Receiver, ReceiverStats, RxFrame};
+pub use reroute::{EnvOverride, UdpReader};
 pub use sender::{SendWithError, Sender, SenderStats};
 
 use std::net::Ipv4Addr;
@@ -56,6 +61,9 @@ pub enum VerbsError {
     /// A verbs call failed.
     #[error(transparent)]
     Verbs(#[from] verbs_api::Error),
+    /// A kernel socket failed (a UDP reader left on the kernel, see [`UdpReader`]).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     /// The host would not join a multicast group on the interface (real devices only).
     #[error("joining multicast group {group} on interface {iface}: {reason}")]
     HostJoin {
