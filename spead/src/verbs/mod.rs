@@ -40,7 +40,9 @@ pub use frame::FrameDrop;
 pub use iface::interface_mac;
 pub use receiver::{Receiver, ReceiverStats, RxFrame};
 pub use reroute::{EnvOverride, UdpReader};
-pub use sender::{SendWithError, Sender, SenderStats};
+pub use sender::{
+    HeapSent, SendHeapsError, SendStreamConfig, SendWithError, Sender, SenderStats, MAX_SGE,
+};
 
 use std::net::Ipv4Addr;
 
