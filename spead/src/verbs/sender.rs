@@ -22,7 +22,7 @@ use std::time::Duration;
 use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint, Notification};
 use verbs_api::pool::{SlotPool, SlotPoolConfig, SlotToken};
 use verbs_api::{
-    ipv4_multicast_mac, AccessFlags, AhAttr, Completion, Context, DeviceCapFlags, Gid,
+    ipv4_multicast_mac, AccessFlags, AhAttr, Completion, CompletionQueue, Context, DeviceCapFlags, Gid,
     MemoryRegion, QpState, QpType, QueuePair, RawPacketCaps, SendFlags, SendOpcode, SendWr, Sge,
     Verbs, WrDetail, MULTICAST_QPN,
 };
@@ -505,9 +505,9 @@ impl<C: Context> Sender<C> {
             .into());
         }
         let mut group = HeapGroup::new(heaps, self.max_size, mode)?;
-        // What has completed by now frees its place in the queue.
+        // What the CQ holds now frees its place in the queue (one poll, no wait).
         if self.posted > 0 {
-            self.reap(Some(Duration::ZERO))?;
+            self.reap(None)?;
         }
         if self.heaps_in_flight + heaps.len() > self.config.max_heaps {
             return Err(SendHeapsError::QueueFull {
@@ -537,7 +537,11 @@ impl<C: Context> Sender<C> {
         self.heaps_in_flight += heaps.len();
         self.stats.heaps += heaps.len() as u64;
         let mut parts: Vec<Part<'_>> = Vec::with_capacity(MAX_SGE);
+        let group_len = heaps.len();
         loop {
+            if (0..group_len).all(|i| group.is_done(i)) {
+                break;
+            }
             if let Some(at) = self.limiter.wait_until(clock.now_ns()) {
                 self.stats.rate_waits += 1;
                 self.post_pending()?;
@@ -834,10 +838,14 @@ impl<C: Context> Sender<C> {
         Ok(())
     }
 
-    /// Takes send completions (waiting up to `timeout`), frees their batches' slots and
-    /// retires the heaps whose packets are all done. Returns the completions taken.
+    /// Takes send completions (waiting up to `timeout`; `None`: one poll of the CQ, no
+    /// wait), frees their batches' slots and retires the heaps whose packets are all
+    /// done. Returns the completions taken.
     fn reap(&mut self, timeout: Option<Duration>) -> Result<usize, VerbsError> {
-        let got = self.ep.wait(&mut self.wcs, 10, timeout)?;
+        let got = match timeout {
+            Some(t) => self.ep.wait(&mut self.wcs, 10, Some(t))?,
+            None => self.ep.cq.poll(&mut self.wcs)?,
+        };
         let n = self.tokens.len();
         let mut lowest = None::<u64>;
         for i in 0..got {
