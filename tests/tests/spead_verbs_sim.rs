@@ -868,3 +868,18 @@ fn raw_sender_keeps_max_heaps_in_flight() {
     assert_eq!(tx.heaps_in_flight(), 0);
     assert_eq!(tx.stats().heaps_completed, 4);
 }
+
+#[test]
+fn gathered_heaps_reach_their_substreams_on_the_simulator() {
+    for mode in MODES {
+        let net = Net::new(37, mode, 1);
+        workspace_tests::spead_verbs::gathered_heaps_reach_their_substreams(
+            net.node(0),
+            net.node(1),
+            mode,
+            || {
+                net.sim.run_until_idle();
+            },
+        );
+    }
+}
