@@ -708,6 +708,11 @@ pub fn gathered_heaps_reach_their_substreams<V: Verbs>(
         }
     };
     let mut receivers = [open_rx(groups[0]), open_rx(groups[1])];
+    let mut a = Heap::new(Flavour::SPEAD_64_48);
+    a.add_item(0x1000, payload(1, 20 * 1024), false);
+    a.add_item(0x1001, payload(2, 100), false);
+    let mut b = Heap::new(Flavour::SPEAD_64_48);
+    b.add_item(0x1002, payload(3, 3000), false);
     let mut cfg = IbvConfig::new(groups.to_vec(), tx.iface);
     cfg.max_size = packet;
     cfg.buffer_size = 64 * packet;
@@ -721,11 +726,6 @@ pub fn gathered_heaps_reach_their_substreams<V: Verbs>(
             ..SendStreamConfig::default()
         })
         .expect("stream config");
-    let mut a = Heap::new(Flavour::SPEAD_64_48);
-    a.add_item(0x1000, payload(1, 20 * 1024), false);
-    a.add_item(0x1001, payload(2, 100), false);
-    let mut b = Heap::new(Flavour::SPEAD_64_48);
-    b.add_item(0x1002, payload(3, 3000), false);
     let ItemValue::Bytes { data, .. } = &a.items[0].value else {
         unreachable!("a bytes item")
     };
@@ -750,14 +750,21 @@ pub fn gathered_heaps_reach_their_substreams<V: Verbs>(
     settle();
     let s = sender.stats();
     assert_eq!(s.completion_errors, 0);
-    assert_eq!(s.gathered_bytes, 20 * 1024, "the registered item is not copied");
+    assert_eq!(
+        s.gathered_bytes,
+        20 * 1024,
+        "the registered item is not copied"
+    );
     let mut done: Vec<HeapSent> = sender.take_completed().collect();
     done.sort_by_key(|h| h.cnt);
     assert_eq!(done.len(), 2);
     assert!(done.iter().all(|h| h.ok));
     assert_eq!(done.iter().map(|h| h.bytes).sum::<u64>(), s.bytes);
     let want = [
-        (1, vec![(0x1000, payload(1, 20 * 1024)), (0x1001, payload(2, 100))]),
+        (
+            1,
+            vec![(0x1000, payload(1, 20 * 1024)), (0x1001, payload(2, 100))],
+        ),
         (2, vec![(0x1002, payload(3, 3000))]),
     ];
     for (r, (cnt, items)) in receivers.iter_mut().zip(want) {

@@ -622,22 +622,26 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     let mut cfg = IbvConfig::new(vec![g0, g1], net.hosts[0].1);
     cfg.max_size = 1024;
     cfg.buffer_size = 64 * 1024;
-    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
-    assert_eq!(tx.substreams(), 2);
     let mut big = Heap::new(Flavour::SPEAD_64_48);
-    big.add_item(0x1000, (0..5000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>(), false);
+    big.add_item(
+        0x1000,
+        (0..5000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>(),
+        false,
+    );
     big.add_item(0x1001, vec![0xab; 10], false);
     let mut small = Heap::new(Flavour::SPEAD_64_48);
     small.add_item(0x1002, vec![0xcd; 1500], false);
+    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    assert_eq!(tx.substreams(), 2);
     let spead::send::ItemValue::Bytes { data, .. } = &big.items[0].value else {
         unreachable!()
     };
-    // SAFETY: `big` outlives the sender (declared before it would be dropped: the
-    // sender is dropped at the end of the test after draining) and is not written
-    // while its packets are in flight.
+    // SAFETY: `big`, declared before the sender, outlives it, and nothing writes it.
     unsafe { tx.add_memory_region(data.as_ptr(), data.len()) }.unwrap();
+    // SAFETY: as above (inside `big`'s item); refused anyway.
     let e = unsafe { tx.add_memory_region(data.as_ptr().add(100), 10) }.unwrap_err();
     assert_eq!(e.to_string(), "memory regions overlap");
+    // SAFETY: as above; refused anyway.
     let e = unsafe { tx.add_memory_region(data.as_ptr(), 0) }.unwrap_err();
     assert_eq!(e.to_string(), "memory region must have non-zero size");
     net.sim
@@ -663,13 +667,21 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     tx.send_heaps(&refs, GroupMode::Serial, &mut clock).unwrap();
     tx.drain().unwrap();
     net.sim.run_until_idle();
-    let pcap = net.sim.with_fabric(|f| f.finish_capture()).unwrap().unwrap();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
     let want: Vec<_> = p1
         .iter()
         .map(|p| (g0, p.clone()))
         .chain(p2.iter().map(|p| (g1, p.clone())))
         .collect();
-    assert_eq!(datagrams(&pcap), want, "the wire carries the generator's packets");
+    assert_eq!(
+        datagrams(&pcap),
+        want,
+        "the wire carries the generator's packets"
+    );
     let len = |ps: &[Vec<u8>]| ps.iter().map(|p| p.len() as u64).sum::<u64>();
     let done: Vec<HeapSent> = tx.take_completed().collect();
     assert_eq!(
@@ -690,7 +702,10 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
         ]
     );
     let s = tx.stats();
-    assert_eq!(s.gathered_bytes, 5000, "the registered item is never copied");
+    assert_eq!(
+        s.gathered_bytes, 5000,
+        "the registered item is never copied"
+    );
     assert_eq!(s.packets, (p1.len() + p2.len()) as u64);
     assert_eq!((s.heaps, s.heaps_completed, s.completion_errors), (2, 2, 0));
     assert_eq!(tx.heaps_in_flight(), 0);
@@ -752,7 +767,11 @@ fn raw_sender_paces_packets_on_virtual_time() {
     assert_eq!(clock.waits, want);
     assert_eq!(tx.stats().rate_waits, 7);
     net.sim.run_until_idle();
-    let pcap = net.sim.with_fabric(|f| f.finish_capture()).unwrap().unwrap();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
     let mut src =
         spead::pcap::PcapSource::new(std::io::Cursor::new(pcap), spead::pcap::Filter::default())
             .unwrap();
@@ -842,7 +861,11 @@ fn raw_sender_keeps_max_heaps_in_flight() {
         e.to_string(),
         "the send queue is full: 0 heaps in flight, 3 more asked, max_heaps 2"
     );
-    assert_eq!(tx.stats().packets, sent, "nothing of a refused group is sent");
+    assert_eq!(
+        tx.stats().packets,
+        sent,
+        "nothing of a refused group is sent"
+    );
     // The completions of heaps 1 and 2 were taken before the refusal: room for two.
     tx.send_heaps(&[r(3), r(4)], GroupMode::Serial, &mut clock)
         .unwrap();

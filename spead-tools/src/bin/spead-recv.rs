@@ -5,7 +5,9 @@
 //! (the UDP payloads of a pcap or pcapng capture, optionally only those sent to
 //! GROUP:PORT, either of which may be `*`), `ibv:ADDRESS:PORT` (an IPv4 endpoint through
 //! the verbs receiver, raw or UD, on real verbs or the simulator: a multicast group, or
-//! with raw also a unicast address of the interface or `0.0.0.0`). With `--json`, prints
+//! with raw also a unicast address of the interface or `0.0.0.0`). As in `spead2_recv`,
+//! `SPEAD2_IBV_INTERFACE` set to an IPv4 address turns `udp:` sources of IPv4 endpoints
+//! into ibverbs readers on that interface (`--bind` wins), in builds with `hw`. With `--json`, prints
 //! one JSON object per heap and the counters at exit.
 //!
 //! `--replay PATH` builds a simulated fabric (mlx5 for raw, rxe for UD), injects the
@@ -308,6 +310,38 @@ fn open_sim(_endpoints: Vec<SocketAddrV4>, _args: &Args) -> Result<Box<dyn IbvPu
     Err("the sim backend is not compiled in (feature `sim`)".into())
 }
 
+/// A `udp:` source rerouted by `SPEAD2_IBV_INTERFACE` to the ibverbs reader (raw, on
+/// libibverbs), as spead2's UDP reader factory does.
+#[cfg(feature = "hw")]
+fn reroute_udp(cfg: IbvConfig, name: &str) -> Option<io::Result<Source>> {
+    let verbs = backend_hw::HwVerbs::new();
+    Some(match Receiver::raw(&verbs, &cfg) {
+        Ok(receiver) => {
+            eprintln!(
+                "{TOOL}: {name} uses ibverbs on {} (SPEAD2_IBV_INTERFACE)",
+                cfg.interface.unwrap_or(Ipv4Addr::UNSPECIFIED)
+            );
+            Ok(Source::Ibv(Box::new(IbvSource {
+                receivers: vec![receiver],
+                idle: Box::new(|| false),
+            })))
+        }
+        Err(e) => Err(io::Error::other(format!("{name}: ibverbs: {e}"))),
+    })
+}
+
+/// Without libibverbs, spead2's warning, and the source stays a kernel socket.
+#[cfg(not(feature = "hw"))]
+fn reroute_udp(_cfg: IbvConfig, _name: &str) -> Option<io::Result<Source>> {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        eprintln!(
+            "{TOOL}: warning: SPEAD2_IBV_INTERFACE found, but ibverbs support not compiled in"
+        );
+    });
+    None
+}
+
 /// Opens a source; an error names it.
 fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
     let named = |name: String| move |e: io::Error| io::Error::new(e.kind(), format!("{name}: {e}"));
@@ -340,6 +374,11 @@ fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
                 Some(b) => format!("udp:{addr} (--bind {b})"),
                 None => format!("udp:{addr}"),
             };
+            if let Some(ibv) = spead::verbs::EnvOverride::from_env().reader_config(&cfg) {
+                if let Some(source) = reroute_udp(ibv, &name) {
+                    return source;
+                }
+            }
             let rx = UdpReceiver::bind(&cfg).map_err(named(name))?;
             eprintln!("{TOOL}: listening on udp:{}", rx.local_addr()?);
             Source::Udp(rx)

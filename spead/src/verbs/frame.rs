@@ -165,9 +165,16 @@ mod tests {
         assert_eq!(parse(&f, true), Err(FrameDrop::NotUdp));
         let mut f = good.clone();
         f[38..40].copy_from_slice(&4u16.to_be_bytes());
-        assert_eq!(parse(&f, true), Err(FrameDrop::Truncated), "UDP length below 8");
+        assert_eq!(
+            parse(&f, true),
+            Err(FrameDrop::Truncated),
+            "UDP length below 8"
+        );
         assert_eq!(parse(&good[..30], true), Err(FrameDrop::Truncated));
-        assert_eq!(parse(&good[..good.len() - 1], true), Err(FrameDrop::Truncated));
+        assert_eq!(
+            parse(&good[..good.len() - 1], true),
+            Err(FrameDrop::Truncated)
+        );
         assert_eq!(parse(&[], true), Err(FrameDrop::Truncated));
     }
 

@@ -105,8 +105,8 @@ fn join_on_host(groups: &[SocketAddrV4], iface: Ipv4Addr) -> Result<UdpSocket, V
         iface,
         reason: e.to_string(),
     };
-    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
-        .map_err(|e| join_error(*groups[0].ip(), e))?;
+    let socket =
+        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| join_error(*groups[0].ip(), e))?;
     for e in groups {
         socket
             .join_multicast_v4(e.ip(), &iface)
@@ -414,9 +414,7 @@ impl<C: Context> Receiver<C> {
                         // A bit flipped where the FCS could not see it (in a switch):
                         // the NIC's checksum verdict is the only one that covers the
                         // UDP payload. Asked for only: spead2 checks no checksum.
-                        Ok(_)
-                            if *nic_checksums && !wc.wc_flags.contains(WcFlags::IP_CSUM_OK) =>
-                        {
+                        Ok(_) if *nic_checksums && !wc.wc_flags.contains(WcFlags::IP_CSUM_OK) => {
                             Err(FrameDrop::Checksum)
                         }
                         Ok(d) if self.endpoints.iter().any(|e| endpoint_matches(e, &d.dst)) => {

@@ -55,9 +55,9 @@ impl EnvOverride {
                 if let Some(v) = comp_vector.filter(|v| !v.is_empty()) {
                     match v.parse::<i32>() {
                         Ok(n) => out.comp_vector = n,
-                        Err(_) => out
-                            .warnings
-                            .push(format!("{ENV_COMP_VECTOR} is not a valid integer, ignoring")),
+                        Err(_) => out.warnings.push(format!(
+                            "{ENV_COMP_VECTOR} is not a valid integer, ignoring"
+                        )),
                     }
                 }
             }
@@ -110,7 +110,7 @@ pub enum UdpReader<C: Context> {
     /// read timeout, used as the wait of each [`UdpReader::pump`].
     Ibv {
         /// The reader.
-        receiver: Receiver<C>,
+        receiver: Box<Receiver<C>>,
         /// How long one pump waits for frames.
         timeout: Option<Duration>,
     },
@@ -138,7 +138,7 @@ impl<C: Context> UdpReader<C> {
     ) -> Result<Self, VerbsError> {
         match env.reader_config(cfg) {
             Some(ibv) => Ok(UdpReader::Ibv {
-                receiver: Receiver::raw(verbs, &ibv)?,
+                receiver: Box::new(Receiver::raw(verbs, &ibv)?),
                 timeout: cfg.read_timeout,
             }),
             None => Ok(UdpReader::Kernel(UdpReceiver::bind(cfg)?)),
@@ -199,7 +199,10 @@ mod tests {
         let c = env.reader_config(&udp).unwrap();
         assert_eq!(c.endpoints, ["239.1.2.3:7148".parse().unwrap()]);
         assert_eq!(c.interface, Some(Ipv4Addr::new(10, 0, 0, 2)));
-        assert_eq!((c.max_size, c.buffer_size, c.comp_vector), (4000, 1 << 20, 5));
+        assert_eq!(
+            (c.max_size, c.buffer_size, c.comp_vector),
+            (4000, 1 << 20, 5)
+        );
         udp.interface = Some(Ipv4Addr::new(10, 9, 9, 9));
         assert_eq!(
             env.reader_config(&udp).unwrap().interface,

@@ -22,9 +22,9 @@ use std::time::Duration;
 use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint, Notification};
 use verbs_api::pool::{SlotPool, SlotPoolConfig, SlotToken};
 use verbs_api::{
-    ipv4_multicast_mac, AccessFlags, AhAttr, Completion, CompletionQueue, Context, DeviceCapFlags, Gid,
-    MemoryRegion, QpState, QpType, QueuePair, RawPacketCaps, SendFlags, SendOpcode, SendWr, Sge,
-    Verbs, WrDetail, MULTICAST_QPN,
+    ipv4_multicast_mac, AccessFlags, AhAttr, Completion, CompletionQueue, Context, DeviceCapFlags,
+    Gid, MemoryRegion, QpState, QpType, QueuePair, RawPacketCaps, SendFlags, SendOpcode, SendWr,
+    Sge, Verbs, WrDetail, MULTICAST_QPN,
 };
 
 use super::config::{find_device, IbvConfig};
@@ -406,12 +406,15 @@ impl<C: Context> Sender<C> {
             return bad("max_heaps must be at least 1".into());
         }
         if !config.rate.is_finite() || config.rate < 0.0 {
-            return bad(format!("rate {} is not a finite non-negative number", config.rate));
+            return bad(format!(
+                "rate {} is not a finite non-negative number",
+                config.rate
+            ));
         }
         if config.burst_size == 0 {
             return bad("burst_size must be at least 1".into());
         }
-        if !(config.burst_rate_ratio >= 1.0) || !config.burst_rate_ratio.is_finite() {
+        if !config.burst_rate_ratio.is_finite() || config.burst_rate_ratio < 1.0 {
             return bad(format!(
                 "burst_rate_ratio {} is below 1",
                 config.burst_rate_ratio
@@ -438,7 +441,11 @@ impl<C: Context> Sender<C> {
     /// [`VerbsError::Config`] for an empty region ("memory region must have non-zero
     /// size") or one overlapping a registered one ("memory regions overlap"), as spead2;
     /// the registration's error.
-    pub unsafe fn add_memory_region(&mut self, ptr: *const u8, len: usize) -> Result<(), VerbsError> {
+    pub unsafe fn add_memory_region(
+        &mut self,
+        ptr: *const u8,
+        len: usize,
+    ) -> Result<(), VerbsError> {
         if len == 0 {
             return Err(VerbsError::Config(
                 "memory region must have non-zero size".into(),
@@ -720,7 +727,8 @@ impl<C: Context> Sender<C> {
         let mut copy_at = self.headers + prefix;
         meta.sge[0] = self.pool.send_sge(&self.tokens[pos], copy_at);
         let slot_addr = meta.sge[0].addr;
-        let can_skip_copy = 1 + parts.len() <= MAX_SGE;
+        // spead2: the slot's SGE and one per part must fit in MAX_SGE (before merging).
+        let can_skip_copy = parts.len() < MAX_SGE;
         let mut len = prefix;
         let mut gathered = 0;
         for part in parts {
