@@ -711,6 +711,12 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     assert_eq!(tx.heaps_in_flight(), 0);
     assert!(clock.waits.is_empty(), "no rate limit set");
     assert_eq!(MAX_SGE, 4);
+    drop(tx);
+    assert_eq!(
+        net.sim.live_objects().total(),
+        0,
+        "every verbs object released, the regions' MRs before the PD"
+    );
 }
 
 /// The shared rate limiter on the simulator's virtual time: with a burst of one byte,
