@@ -611,7 +611,7 @@ fn packets_of(heap: &spead::send::Heap, cnt: u64, max: usize) -> Vec<Vec<u8>> {
 #[test]
 fn raw_sender_gathers_registered_items_and_sends_substreams() {
     use backend_sim::CaptureFilter;
-    use spead::send::{GroupMode, Heap, HeapReference};
+    use spead::send::{GroupMode, Heap, HeapReference, ItemValue};
     use spead::verbs::{HeapSent, IbvConfig, Sender, MAX_SGE};
     use spead::wire::Flavour;
     use std::net::SocketAddrV4;
@@ -631,9 +631,13 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     big.add_item(0x1001, vec![0xab; 10], false);
     let mut small = Heap::new(Flavour::SPEAD_64_48);
     small.add_item(0x1002, vec![0xcd; 1500], false);
+    let mut four = Heap::new(Flavour::SPEAD_64_48);
+    for k in 0..4u8 {
+        four.add_item(0x1010 + u64::from(k), vec![k; 100], false);
+    }
     let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
     assert_eq!(tx.substreams(), 2);
-    let spead::send::ItemValue::Bytes { data, .. } = &big.items[0].value else {
+    let ItemValue::Bytes { data, .. } = &big.items[0].value else {
         unreachable!()
     };
     // SAFETY: `big`, declared before the sender, outlives it, and nothing writes it.
@@ -711,6 +715,35 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     assert_eq!(tx.heaps_in_flight(), 0);
     assert!(clock.waits.is_empty(), "no rate limit set");
     assert_eq!(MAX_SGE, 4);
+    // Four registered items in one packet: with the slot's SGE that is five, more than
+    // MAX_SGE, so spead2 copies them all (it decides before merging).
+    for item in &four.items {
+        let ItemValue::Bytes { data, .. } = &item.value else {
+            unreachable!()
+        };
+        // SAFETY: `four`, declared before the sender, outlives it; nothing writes it.
+        unsafe { tx.add_memory_region(data.as_ptr(), data.len()) }.unwrap();
+    }
+    net.sim
+        .with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
+        .unwrap();
+    let refs = [HeapReference {
+        heap: &four,
+        cnt: 3,
+        substream: 1,
+    }];
+    tx.send_heaps(&refs, GroupMode::Serial, &mut clock).unwrap();
+    tx.drain().unwrap();
+    net.sim.run_until_idle();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
+    let p3 = packets_of(&four, 3, 1024);
+    assert_eq!(p3.len(), 1);
+    assert_eq!(datagrams(&pcap), [(g1, p3[0].clone())]);
+    assert_eq!(tx.stats().gathered_bytes, 5000, "copied, not gathered");
     drop(tx);
     assert_eq!(
         net.sim.live_objects().total(),
