@@ -544,6 +544,32 @@ impl<C: Context> Sender<C> {
         }
         self.heaps_in_flight += heaps.len();
         self.stats.heaps += heaps.len() as u64;
+        let cut = self.cut_group(&mut group, heaps, seq0, clock);
+        // Heaps of the group already retired are gone from the front of the queue.
+        for seq in seq0.max(self.first_seq)..seq0 + heaps.len() as u64 {
+            let f = &mut self.in_flight[(seq - self.first_seq) as usize];
+            f.cut = true;
+            // A group cut short: its heaps are reported failed once what was posted
+            // has completed.
+            f.sent.ok &= cut.is_ok();
+        }
+        let posted = self.post_pending();
+        // A heap whose completions all came back while it was being cut.
+        self.retire(seq0, heaps.len());
+        cut?;
+        posted?;
+        Ok(())
+    }
+
+    /// Cuts every packet of `group` into slots and posts them in batches, paced by the
+    /// rate limiter.
+    fn cut_group(
+        &mut self,
+        group: &mut HeapGroup<'_>,
+        heaps: &[HeapReference<'_>],
+        seq0: u64,
+        clock: &mut dyn Clock,
+    ) -> Result<(), SendHeapsError> {
         let mut parts: Vec<Part<'_>> = Vec::with_capacity(MAX_SGE);
         let group_len = heaps.len();
         loop {
@@ -578,12 +604,6 @@ impl<C: Context> Sender<C> {
                 self.post_pending()?;
             }
         }
-        for i in 0..heaps.len() {
-            self.in_flight[(seq0 - self.first_seq) as usize + i].cut = true;
-        }
-        self.post_pending()?;
-        // A heap whose completions all came back while it was being cut.
-        self.retire(seq0, heaps.len());
         Ok(())
     }
 
@@ -893,7 +913,7 @@ impl<C: Context> Sender<C> {
     /// Reports the heaps `from..from + count` (sequence numbers) that are cut and have
     /// nothing outstanding, and drops finished heaps from the front of the queue.
     fn retire(&mut self, from: u64, count: usize) {
-        for seq in from..from + count as u64 {
+        for seq in from.max(self.first_seq)..from + count as u64 {
             let Some(f) = self.in_flight.get_mut((seq - self.first_seq) as usize) else {
                 break;
             };
