@@ -14,11 +14,12 @@
 //! - [`Receiver::ud`]: the same over UD multicast: the QP attaches to each group's GID
 //!   and the 40-byte GRH in front of every message is skipped. Runs on rxe and
 //!   InfiniBand.
-//! - [`Sender::raw`] / [`Sender::ud`]: the sending side: packets written straight into
-//!   registered slots (the packetizer writes into them: no copy), Ethernet/IPv4/UDP
-//!   headers from a prebuilt template (IP checksum offloaded when the device can), one
-//!   signaled work request per batch.
-//!
+//! - [`Sender::raw`] / [`Sender::ud`]: spead2's ibverbs writer: one substream per
+//!   multicast endpoint, packets written straight into registered slots (the packetizer
+//!   writes into them), item bytes in user-registered memory gathered by SGE without a
+//!   copy ([`Sender::add_memory_region`]), Ethernet/IPv4/UDP headers from a prebuilt
+//!   template (IP checksum offloaded when the device can), one signaled work request
+//!   per batch; [`Sender::send_heaps`] with spead2's `max_heaps` queue and rate limit.
 //! - [`UdpReader`]: `SPEAD2_IBV_INTERFACE` rerouting plain UDP readers to
 //!   [`Receiver::raw`], as spead2's UDP reader factory does.
 //!

@@ -193,9 +193,11 @@ impl<C: Context> Receiver<C> {
     /// addresses (of the interface) or `0.0.0.0` (every address, that port).
     ///
     /// # Errors
-    /// [`VerbsError::Config`] for arguments spead2 rejects; [`VerbsError::NoInterface`]
-    /// when no device has the interface address; [`VerbsError::Verbs`] when the device
-    /// lacks RAW_PACKET or flow steering (Unsupported) or a call fails;
+    /// [`VerbsError::Config`] for arguments spead2 rejects, or a unicast endpoint whose
+    /// interface MAC cannot be found (on a simulated or emulated device: one that is not
+    /// the interface's address); [`VerbsError::NoInterface`] when no device has the
+    /// interface address; [`VerbsError::Verbs`] when the device lacks RAW_PACKET or flow
+    /// steering (Unsupported) or a call fails;
     /// [`VerbsError::HostJoin`] when a backend on the host's network
     /// ([`Verbs::joins_host_multicast`]) cannot join a group on the interface.
     pub fn raw<V: Verbs<Context = C>>(verbs: &V, cfg: &IbvConfig) -> Result<Self, VerbsError> {
