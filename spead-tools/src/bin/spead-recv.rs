@@ -311,9 +311,10 @@ fn open_sim(_endpoints: Vec<SocketAddrV4>, _args: &Args) -> Result<Box<dyn IbvPu
 }
 
 /// A `udp:` source rerouted by `SPEAD2_IBV_INTERFACE` to the ibverbs reader (raw, on
-/// libibverbs), as spead2's UDP reader factory does.
+/// libibverbs), as spead2's UDP reader factory does; `None` when it stays a socket.
 #[cfg(feature = "hw")]
-fn reroute_udp(cfg: IbvConfig, name: &str) -> Option<io::Result<Source>> {
+fn reroute_udp(udp: &UdpRecvConfig, name: &str) -> Option<io::Result<Source>> {
+    let cfg = spead::verbs::EnvOverride::from_env().reader_config(udp)?;
     let verbs = backend_hw::HwVerbs::new();
     Some(match Receiver::raw(&verbs, &cfg) {
         Ok(receiver) => {
@@ -330,15 +331,18 @@ fn reroute_udp(cfg: IbvConfig, name: &str) -> Option<io::Result<Source>> {
     })
 }
 
-/// Without libibverbs, spead2's warning, and the source stays a kernel socket.
+/// Without libibverbs, spead2's warning when the variable is set (whatever its value),
+/// once; the source stays a socket.
 #[cfg(not(feature = "hw"))]
-fn reroute_udp(_cfg: IbvConfig, _name: &str) -> Option<io::Result<Source>> {
+fn reroute_udp(_udp: &UdpRecvConfig, _name: &str) -> Option<io::Result<Source>> {
     static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        eprintln!(
-            "{TOOL}: warning: SPEAD2_IBV_INTERFACE found, but ibverbs support not compiled in"
-        );
-    });
+    if std::env::var_os(spead::verbs::ENV_INTERFACE).is_some_and(|v| !v.is_empty()) {
+        WARNED.call_once(|| {
+            eprintln!(
+                "{TOOL}: warning: SPEAD2_IBV_INTERFACE found, but ibverbs support not compiled in"
+            );
+        });
+    }
     None
 }
 
@@ -374,10 +378,8 @@ fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
                 Some(b) => format!("udp:{addr} (--bind {b})"),
                 None => format!("udp:{addr}"),
             };
-            if let Some(ibv) = spead::verbs::EnvOverride::from_env().reader_config(&cfg) {
-                if let Some(source) = reroute_udp(ibv, &name) {
-                    return source;
-                }
+            if let Some(source) = reroute_udp(&cfg, &name) {
+                return source;
             }
             let rx = UdpReceiver::bind(&cfg).map_err(named(name))?;
             eprintln!("{TOOL}: listening on udp:{}", rx.local_addr()?);
