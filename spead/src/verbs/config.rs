@@ -24,7 +24,10 @@ pub const ENV_COMP_VECTOR: &str = "SPEAD2_IBV_COMP_VECTOR";
 /// How a verbs reader or writer is set up (spead2's `udp_ibv_config`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IbvConfig {
-    /// Multicast endpoints (group and UDP port).
+    /// Endpoints (address and UDP port). A reader takes multicast groups, unicast
+    /// addresses of the interface and `0.0.0.0` (every address, that port), each steered
+    /// by its own flow rule as spead2 builds them; a writer takes multicast groups, one
+    /// substream each.
     pub endpoints: Vec<SocketAddrV4>,
     /// IPv4 address of the interface: selects the RDMA device and port.
     pub interface: Option<Ipv4Addr>,
@@ -40,6 +43,13 @@ pub struct IbvConfig {
     pub max_poll: u32,
     /// IPv4 TTL of sent packets.
     pub ttl: u8,
+    /// Receive side, off by default as in spead2 (which checks no checksum): when set,
+    /// frames whose IPv4 header checksum is wrong are dropped
+    /// ([`super::FrameDrop::IpChecksum`]), and on devices that verify checksums on
+    /// receive (IBV_DEVICE_RAW_IP_CSUM) frames the NIC did not mark IBV_WC_IP_CSUM_OK
+    /// (IPv4 header or a non-zero UDP checksum wrong) are dropped
+    /// ([`super::FrameDrop::Checksum`]).
+    pub verify_checksums: bool,
 }
 
 impl Default for IbvConfig {
@@ -52,6 +62,7 @@ impl Default for IbvConfig {
             comp_vector: 0,
             max_poll: DEFAULT_MAX_POLL,
             ttl: 1,
+            verify_checksums: false,
         }
     }
 }
@@ -98,8 +109,9 @@ impl IbvConfig {
         Ok(())
     }
 
-    /// spead2's checks: at least one endpoint, every endpoint IPv4 multicast, an
-    /// interface given, sizes sensible.
+    /// spead2's checks for a reader (`recv::udp_ibv_config`): at least one endpoint
+    /// (any IPv4 address: multicast, unicast or `0.0.0.0`), an interface given, sizes
+    /// sensible.
     ///
     /// # Errors
     /// [`VerbsError::Config`] naming the problem.
@@ -107,11 +119,6 @@ impl IbvConfig {
         let bad = |m: String| Err(VerbsError::Config(m));
         if self.endpoints.is_empty() {
             return bad("at least one endpoint is required".into());
-        }
-        for e in &self.endpoints {
-            if !e.ip().is_multicast() {
-                return bad(format!("endpoint {e} is not an IPv4 multicast address"));
-            }
         }
         let Some(iface) = self.interface else {
             return bad(format!(
@@ -131,6 +138,22 @@ impl IbvConfig {
                 "buffer_size {} is smaller than max_size {}",
                 self.buffer_size, self.max_size
             ));
+        }
+        Ok(iface)
+    }
+
+    /// As [`IbvConfig::validate`], and every endpoint IPv4 multicast: what spead2's
+    /// writer (`send::udp_ibv_config`) requires, and what a UD reader needs (it can
+    /// only attach to groups).
+    ///
+    /// # Errors
+    /// [`VerbsError::Config`] naming the problem.
+    pub fn validate_multicast(&self) -> Result<Ipv4Addr, VerbsError> {
+        let iface = self.validate()?;
+        if let Some(e) = self.endpoints.iter().find(|e| !e.ip().is_multicast()) {
+            return Err(VerbsError::Config(format!(
+                "endpoint {e} is not an IPv4 multicast address"
+            )));
         }
         Ok(iface)
     }
@@ -225,8 +248,9 @@ mod tests {
             vec![SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 1)],
             Ipv4Addr::new(10, 0, 0, 1),
         );
+        assert_eq!(uni.validate().unwrap(), Ipv4Addr::new(10, 0, 0, 1));
         assert!(uni
-            .validate()
+            .validate_multicast()
             .unwrap_err()
             .to_string()
             .contains("not an IPv4 multicast address"));
