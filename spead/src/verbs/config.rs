@@ -10,8 +10,10 @@ use super::VerbsError;
 
 /// spead2's default maximum packet (UDP payload) size.
 pub const DEFAULT_MAX_SIZE: usize = 9200;
-/// spead2's default receive buffer size for ibverbs readers.
+/// spead2's default receive buffer size for ibverbs readers (`recv::udp_ibv_config`).
 pub const DEFAULT_BUFFER_SIZE: usize = 16 * 1024 * 1024;
+/// spead2's default send buffer size for ibverbs writers (`send::udp_ibv_config`).
+pub const DEFAULT_SEND_BUFFER_SIZE: usize = 512 * 1024;
 /// spead2's default `max_poll`.
 pub const DEFAULT_MAX_POLL: u32 = 10;
 
@@ -33,7 +35,8 @@ pub struct IbvConfig {
     pub interface: Option<Ipv4Addr>,
     /// Largest SPEAD packet (UDP payload), bytes.
     pub max_size: usize,
-    /// Bytes of receive (or send) buffer; with `max_size` it sets the slot count,
+    /// Bytes of receive (or send) buffer (spead2's defaults: [`DEFAULT_BUFFER_SIZE`] to
+    /// receive, [`DEFAULT_SEND_BUFFER_SIZE`] to send); with `max_size` it sets the slot count,
     /// bounded by the device's `max_qp_wr` and `max_cqe`.
     pub buffer_size: usize,
     /// Completion vector: >= 0 waits on a completion channel (interrupts), taken modulo
@@ -68,12 +71,22 @@ impl Default for IbvConfig {
 }
 
 impl IbvConfig {
-    /// A configuration for `endpoints` on the interface with address `interface`.
+    /// A reader's configuration for `endpoints` on the interface with address `interface`
+    /// (spead2's `recv::udp_ibv_config` defaults).
     pub fn new(endpoints: Vec<SocketAddrV4>, interface: Ipv4Addr) -> Self {
         IbvConfig {
             endpoints,
             interface: Some(interface),
             ..IbvConfig::default()
+        }
+    }
+
+    /// A writer's configuration: as [`IbvConfig::new`], with spead2's send buffer size
+    /// ([`DEFAULT_SEND_BUFFER_SIZE`], `send::udp_ibv_config`'s default).
+    pub fn new_sender(endpoints: Vec<SocketAddrV4>, interface: Ipv4Addr) -> Self {
+        IbvConfig {
+            buffer_size: DEFAULT_SEND_BUFFER_SIZE,
+            ..IbvConfig::new(endpoints, interface)
         }
     }
 
@@ -238,6 +251,16 @@ pub(crate) fn wait_timeout(busy: bool, timeout: Option<Duration>) -> Option<Dura
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn readers_and_writers_have_spead2s_buffer_defaults() {
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 1, 2, 3), 7148);
+        let iface = Ipv4Addr::new(10, 0, 0, 1);
+        assert_eq!(IbvConfig::new(vec![group], iface).buffer_size, 16 << 20);
+        let w = IbvConfig::new_sender(vec![group], iface);
+        assert_eq!(w.buffer_size, 512 << 10);
+        assert_eq!((w.max_size, w.ttl, w.interface), (9200, 1, Some(iface)));
+    }
 
     #[test]
     fn spead2_argument_checks() {
