@@ -753,6 +753,9 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
             ))
         );
         let mut fabric = fabric;
+        // Child::wait closes the child's stdin first, and a closed stdin stops the fabric
+        // (--stop-on-eof): hold it open for as long as this process lives.
+        let _stdin = fabric.child.stdin.take();
         let status = fabric
             .child
             .wait()
