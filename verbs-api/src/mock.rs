@@ -9,7 +9,7 @@ use std::cell::UnsafeCell;
 use crate::{AccessFlags, MemoryRegion};
 
 pub use crate::traits::{
-    MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow,
+    MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow, MockMemoryWindow,
     MockProtectionDomain, MockQueuePair, MockSharedReceiveQueue, MockVerbs,
 };
 
