@@ -75,6 +75,7 @@ impl Flow for SimFlow {
 impl Context for SimContext {
     type Pd = SimPd;
     type Mr = SimMr;
+    type Mw = crate::verbs::mw::SimMw;
     type CompChannel = SimChannel;
     type Cq = SimCq;
     type Srq = SimSrq;
@@ -145,6 +146,19 @@ impl Context for SimContext {
                 format!("no GID {index} on port {port_num}"),
             )),
         }
+    }
+
+    fn alloc_mw(&self, _pd: &SimPd, _t: verbs_api::MwType) -> Result<crate::verbs::mw::SimMw> {
+        Err(err(ErrorKind::Unsupported, "ibv_alloc_mw", "todo"))
+    }
+
+    fn bind_mw(
+        &self,
+        _qp: &SimQp,
+        _mw: &crate::verbs::mw::SimMw,
+        _b: &verbs_api::MwBind,
+    ) -> Result<u32> {
+        Err(err(ErrorKind::Unsupported, "ibv_bind_mw", "todo"))
     }
 
     fn alloc_pd(&self) -> Result<SimPd> {

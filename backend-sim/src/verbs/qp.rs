@@ -163,6 +163,7 @@ impl QueuePair for SimQp {
                     })
                 }
                 WrDetail::None => {}
+                WrDetail::Invalidate { .. } | WrDetail::BindMw { .. } => {}
             }
             // rdma-core's rxe provider refuses an atomic whose SGEs hold fewer than 8 bytes
             // or whose remote address is not 8-byte aligned (`validate_send_wr`).

@@ -154,6 +154,21 @@ macro_rules! conformance_tests {
             uc_send_queue_full_enomem,
             cq_resize_rounds_like_create,
             cq_resize_keeps_completions_and_refuses_below_them,
+            mw_device_caps,
+            mw_type1_bind_write_read,
+            mw_access_outside_the_window,
+            mw_write_through_read_only_window,
+            mw_type1_rebind_and_unbind,
+            mw_old_rkey_refused_after_rebind,
+            mw_bind_refusals,
+            mw_bind_to_region_without_mw_bind,
+            mw_bind_past_the_region,
+            mw_type2_bind_and_local_inv,
+            mw_type2_send_with_inv,
+            mw_type2_errors,
+            mw_type2_only_through_its_qp,
+            mw_send_with_inv_bad_rkey,
+            mw_dealloc_bound_window,
         );
         mod lossy_link {
             use super::*;
