@@ -4,6 +4,7 @@
 use crate::verbs::ah::SimAh;
 use crate::verbs::cq::{SimChannel, SimCq};
 use crate::verbs::mr::{alloc_owned, register, SimMr};
+use crate::verbs::mw::SimMw;
 use crate::verbs::objects::{err, lock, Kind, Res};
 use crate::verbs::personality::Personality;
 use crate::verbs::qp::SimQp;
@@ -20,7 +21,7 @@ use std::sync::{Arc, MutexGuard};
 use verbs_api::{
     AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow, FlowAttr,
     FlowRuleType, FlowSpec, Gid, LinkLayer, PortAttr, PortState, ProtectionDomain, QpAttr,
-    QpInitAttr, QpState, QpType, Result, SrqAttr, SrqInitAttr,
+    QpInitAttr, QpState, QpType, QueuePair, Result, SrqAttr, SrqInitAttr, inc_rkey, MwBind, MwType, SendWr,
 };
 
 /// An open simulated device.
@@ -75,7 +76,7 @@ impl Flow for SimFlow {
 impl Context for SimContext {
     type Pd = SimPd;
     type Mr = SimMr;
-    type Mw = crate::verbs::mw::SimMw;
+    type Mw = SimMw;
     type CompChannel = SimChannel;
     type Cq = SimCq;
     type Srq = SimSrq;
@@ -148,17 +149,63 @@ impl Context for SimContext {
         }
     }
 
-    fn alloc_mw(&self, _pd: &SimPd, _t: verbs_api::MwType) -> Result<crate::verbs::mw::SimMw> {
-        Err(err(ErrorKind::Unsupported, "ibv_alloc_mw", "todo"))
+    fn alloc_mw(&self, pd: &SimPd, mw_type: MwType) -> Result<SimMw> {
+        let mut w = self.world();
+        if w.pds.get(&pd.res.id) != Some(&self.dev) {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                "ibv_alloc_mw",
+                "the PD belongs to another device context",
+            ));
+        }
+        let handle = w.handle();
+        let rkey = w.mrs.alloc_mw(pd.res.id, mw_type, handle);
+        drop(w);
+        Ok(SimMw {
+            world: self.res.world.clone(),
+            index: rkey >> 8,
+            handle,
+            mw_type,
+            _pd: pd.res.clone(),
+        })
     }
 
-    fn bind_mw(
-        &self,
-        _qp: &SimQp,
-        _mw: &crate::verbs::mw::SimMw,
-        _b: &verbs_api::MwBind,
-    ) -> Result<u32> {
-        Err(err(ErrorKind::Unsupported, "ibv_bind_mw", "todo"))
+    fn bind_mw(&self, qp: &SimQp, mw: &SimMw, bind: &MwBind) -> Result<u32> {
+        const OP: &str = "ibv_bind_mw";
+        let w = self.world();
+        // libibverbs' inline ibv_bind_mw: only type 1, and the region in the window's PD.
+        if mw.mw_type != MwType::Type1 {
+            return Err(err(ErrorKind::InvalidArgument, OP, "ibv_bind_mw binds type 1 windows only")
+                .with_bad_wr(0));
+        }
+        let Some(region) = w.mrs.region(bind.bind_info.mr_lkey) else {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("no memory region has lkey {:#x}", bind.bind_info.mr_lkey),
+            )
+            .with_bad_wr(0));
+        };
+        if region.pd != mw._pd.id {
+            return Err(err(
+                ErrorKind::PermissionDenied,
+                OP,
+                "the region and the window are on different protection domains",
+            )
+            .with_bad_wr(0));
+        }
+        // The providers (rxe_bind_mw, mlx5_bind_mw): a type 1 window cannot be zero based.
+        if bind.bind_info.mw_access_flags.contains(AccessFlags::ZERO_BASED) {
+            return Err(err(ErrorKind::InvalidArgument, OP, "a type 1 window cannot be ZERO_BASED")
+                .with_bad_wr(0));
+        }
+        let rkey = inc_rkey(w.mrs.mw(mw.index).map_or(0, |m| m.user_rkey));
+        drop(w);
+        let wr = SendWr::<'_, SimAh>::bind_mw(bind.wr_id, mw.handle, rkey, bind.bind_info)
+            .flags(bind.send_flags);
+        // SAFETY: a BIND_MW request has no scatter-gather list: it names no memory.
+        unsafe { qp.post_send(&[wr]) }?;
+        Ok(rkey)
     }
 
     fn alloc_pd(&self) -> Result<SimPd> {

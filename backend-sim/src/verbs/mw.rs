@@ -1,22 +1,40 @@
-//! Memory windows.
+//! Memory windows: the application's side (`struct ibv_mw`); the device's side is in the
+//! key table ([`super::memory::MrTable`]), binds and invalidations run on the send queue.
 
+use crate::verbs::objects::{lock, Res, Shared};
+use std::sync::Arc;
 use verbs_api::{MemoryWindow, MwType};
 
-/// A memory window.
+/// A memory window; dropping it deallocates it (unbinding it).
 #[derive(Debug)]
 pub struct SimMw {
+    pub(crate) world: Shared,
+    /// The window's index in the key table (its rkey's upper 24 bits).
+    pub(crate) index: u32,
     pub(crate) handle: u32,
     pub(crate) mw_type: MwType,
+    pub(crate) _pd: Arc<Res>,
+}
+
+impl Drop for SimMw {
+    fn drop(&mut self) {
+        lock(&self.world).mrs.dealloc_mw(self.index);
+    }
 }
 
 impl MemoryWindow for SimMw {
     fn handle(&self) -> u32 {
         self.handle
     }
+
     fn mw_type(&self) -> MwType {
         self.mw_type
     }
+
     fn rkey(&self) -> u32 {
-        0
+        lock(&self.world)
+            .mrs
+            .mw(self.index)
+            .map_or(0, |m| m.user_rkey)
     }
 }

@@ -72,6 +72,8 @@ pub(crate) trait Nic {
     fn path_mtu(&self) -> usize;
     /// The key table of registered memory.
     fn mrs(&self) -> &MrTable;
+    /// The key table, to bind, invalidate and unbind memory windows.
+    fn mrs_mut(&mut self) -> &mut MrTable;
     /// Maps a key-table verdict to what the device reports (a bad lkey differs).
     fn local_status(&self, s: WcStatus) -> WcStatus;
     /// Takes the next receive WQE (the QP's RQ or its SRQ) and the PD it was posted in.

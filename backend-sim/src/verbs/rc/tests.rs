@@ -292,6 +292,8 @@ fn wr(wr_id: u64, opcode: SendOpcode, sges: &[Sge]) -> WrCopy {
         atomic: None,
         ud: None,
         inline: None,
+        inv: None,
+        bind: None,
     }
 }
 
