@@ -116,6 +116,9 @@ impl Nic for TestNic {
     fn mrs(&self) -> &MrTable {
         &self.mrs
     }
+    fn mrs_mut(&mut self) -> &mut MrTable {
+        &mut self.mrs
+    }
     fn local_status(&self, s: WcStatus) -> WcStatus {
         s
     }
