@@ -178,15 +178,17 @@ impl Context for SimContext {
             return Err(err(ErrorKind::InvalidArgument, OP, "ibv_bind_mw binds type 1 windows only")
                 .with_bad_wr(0));
         }
-        let Some(region) = w.mrs.region(bind.bind_info.mr_lkey) else {
+        let region = w.mrs.region(bind.bind_info.mr_lkey);
+        if region.is_none() && bind.bind_info.length > 0 {
             return Err(err(
                 ErrorKind::InvalidArgument,
                 OP,
                 format!("no memory region has lkey {:#x}", bind.bind_info.mr_lkey),
             )
             .with_bad_wr(0));
-        };
-        if region.pd != mw._pd.id {
+        }
+        // (No region and length 0: libibverbs' unbind with a NULL region.)
+        if region.is_some_and(|r| r.pd != mw._pd.id) {
             return Err(err(
                 ErrorKind::PermissionDenied,
                 OP,

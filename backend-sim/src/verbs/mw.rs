@@ -22,6 +22,17 @@ impl Drop for SimMw {
     }
 }
 
+impl SimMw {
+    /// Sets the rkey the application's side holds, as a program writing `ibv_mw.rkey`
+    /// does (after a type 2 bind completes, or to undo a failed bind): the next bind
+    /// names the window by it, and a stale one fails that bind.
+    pub fn set_rkey(&self, rkey: u32) {
+        if let Some(m) = lock(&self.world).mrs.mw_mut(self.index) {
+            m.user_rkey = rkey;
+        }
+    }
+}
+
 impl MemoryWindow for SimMw {
     fn handle(&self) -> u32 {
         self.handle
