@@ -193,9 +193,12 @@ impl MrTable {
             None
         };
         let access = info.mw_access_flags;
-        let supported = AccessFlags::REMOTE_READ
+        // RXE_ACCESS_SUPPORTED_MW: a region's rights and ZERO_BASED.
+        let supported = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_READ
             | AccessFlags::REMOTE_WRITE
             | AccessFlags::REMOTE_ATOMIC
+            | AccessFlags::MW_BIND
             | AccessFlags::ZERO_BASED;
         if !supported.contains(access) {
             return Err(ERR);

@@ -169,6 +169,9 @@ macro_rules! conformance_tests {
             mw_type2_only_through_its_qp,
             mw_send_with_inv_bad_rkey,
             mw_dealloc_bound_window,
+            mw_type2_zero_based,
+            mw_atomic_through_window,
+            mw_uc_bind_and_write,
         );
         mod lossy_link {
             use super::*;

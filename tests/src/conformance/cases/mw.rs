@@ -29,10 +29,14 @@ struct Setup<C: Context> {
 }
 
 fn setup<V: Verbs>(env: &Env<V>) -> Setup<V::Context> {
+    setup_on(env, QpType::Rc)
+}
+
+fn setup_on<V: Verbs>(env: &Env<V>, qp_type: QpType) -> Setup<V::Context> {
     let rig = open(env);
     let cq_a = rig.ctx.create_cq(64, None, 0).expect("create_cq a");
     let cq_b = rig.ctx.create_cq(64, None, 0).expect("create_cq b");
-    let (a, b) = rig.rc_pair_on(&cq_a, &cq_b, ALL_REMOTE);
+    let (a, b) = rig.pair_with(qp_type, &cq_a, &cq_b, ALL_REMOTE, |_, _| {});
     let mr = rig
         .ctx
         .alloc_mr(&rig.pd, 4096, AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND)
@@ -542,5 +546,83 @@ pub fn mw_dealloc_bound_window<V: Verbs>(env: &Env<V>) {
         "cq_b: wr 1 Success BindMw len 0 imm - flags - qp b src 0",
         "post WRITE: ok",
         "cq_a: wr 2 RemAccessErr Send len 0 imm - flags - qp a src 0",
+    ]);
+}
+
+/// A type 2 window bound ZERO_BASED (rxe refuses that only for type 1): the peer's
+/// remote address is an offset from the window's start.
+pub fn mw_type2_zero_based<V: Verbs>(env: &Env<V>) {
+    let mut s = setup(env);
+    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type2).expect("alloc_mw");
+    let info = s.window_info(RW | AccessFlags::ZERO_BASED);
+    let rkey = s.bind2(&mw, 1, info);
+    fill(&s.local, 0, b"zero-based write");
+    let buf = [sge(&s.local, 0, 16)];
+    let r = try_send(&s.a, &[SendWr::rdma_write(2, &buf, 8, rkey).signaled()]);
+    s.log.result("post WRITE at offset 8", &r);
+    s.log.collect("cq_a", &s.cq_a, 1);
+    s.log.line(format!(
+        "landed {:?}",
+        String::from_utf8_lossy(&read(&s.mr, WIN_OFF + 8, 16))
+    ));
+    s.log.check(&[
+        "post BIND_MW: ok",
+        "window's rkey is the new one: true",
+        "cq_b: wr 1 Success BindMw len 0 imm - flags - qp b src 0",
+        "post WRITE at offset 8: ok",
+        "cq_a: wr 2 Success RdmaWrite len 16 imm - flags - qp a src 0",
+        "landed \"zero-based write\"",
+    ]);
+}
+
+/// Atomics through a window bound with REMOTE_ATOMIC (its region has LOCAL_WRITE, as
+/// C10-74 requires): a fetch-and-add returns the old value and adds.
+pub fn mw_atomic_through_window<V: Verbs>(env: &Env<V>) {
+    let mut s = setup(env);
+    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let info = s.window_info(AccessFlags::REMOTE_ATOMIC);
+    s.bind1(&mw, 1, info);
+    s.mr.write(WIN_OFF + 16, &40u64.to_ne_bytes()).expect("write MR");
+    let buf = [sge(&s.local, 64, 8)];
+    let r = try_send(
+        &s.a,
+        &[SendWr::fetch_add(2, &buf, s.mr.addr() + WIN_OFF as u64 + 16, mw.rkey(), 2).signaled()],
+    );
+    s.log.result("post FETCH_ADD", &r);
+    s.log.collect("cq_a", &s.cq_a, 1);
+    s.log.line(format!(
+        "old {} new {}",
+        read_u64(&s.local, 64),
+        read_u64(&s.mr, WIN_OFF + 16)
+    ));
+    s.log.check(&[
+        "bind_mw: ok",
+        "rkey: returned = window's true, = inc_rkey(old) true",
+        "cq_b: wr 1 Success BindMw len 0 imm - flags - qp b src 0",
+        "post FETCH_ADD: ok",
+        "cq_a: wr 2 Success FetchAdd len 8 imm - flags - qp a src 0",
+        "old 40 new 42",
+    ]);
+}
+
+/// Windows on UC QPs: a type 1 bind on a UC QP completes as on RC, and the peer's UC RDMA
+/// WRITE goes through the window.
+pub fn mw_uc_bind_and_write<V: Verbs>(env: &Env<V>) {
+    let mut s = setup_on(env, QpType::Uc);
+    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let info = s.window_info(AccessFlags::REMOTE_WRITE);
+    s.bind1(&mw, 1, info);
+    s.write(2, WIN_OFF + 32, mw.rkey());
+    s.log.line(format!(
+        "landed {:?}",
+        String::from_utf8_lossy(&read(&s.mr, WIN_OFF + 32, 16))
+    ));
+    s.log.check(&[
+        "bind_mw: ok",
+        "rkey: returned = window's true, = inc_rkey(old) true",
+        "cq_b: wr 1 Success BindMw len 0 imm - flags - qp b src 0",
+        "post WRITE: ok",
+        "cq_a: wr 2 Success RdmaWrite len 16 imm - flags - qp a src 0",
+        "landed \"through a window\"",
     ]);
 }
