@@ -169,14 +169,14 @@ fn bad_calls_give_the_documented_errno_and_missing_verbs_are_logged_once() {
          modify_qp RESET to RTS: EINVAL\n\
          modify_qp unknown mask bit: EINVAL\n\
          post_send unknown opcode: EINVAL, bad_wr is it 1\n\
-         alloc_mw: EOPNOTSUPP\n\
-         alloc_mw again: EOPNOTSUPP\n\
+         alloc_td: EOPNOTSUPP\n\
+         alloc_td again: EOPNOTSUPP\n\
          destroy_comp_channel after its CQ: ok\n\
          dealloc_pd after its QP: ok\n"
     );
     assert_eq!(
         stderr(&o),
-        "verbs-emu: ibv_alloc_mw is not emulated (EOPNOTSUPP)\n"
+        "verbs-emu: ibv_alloc_td is not emulated (EOPNOTSUPP)\n"
     );
 }
 
