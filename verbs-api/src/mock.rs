@@ -9,8 +9,8 @@ use std::cell::UnsafeCell;
 use crate::{AccessFlags, MemoryRegion};
 
 pub use crate::traits::{
-    MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow, MockMemoryWindow,
-    MockProtectionDomain, MockQueuePair, MockSharedReceiveQueue, MockVerbs,
+    MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow,
+    MockMemoryWindow, MockProtectionDomain, MockQueuePair, MockSharedReceiveQueue, MockVerbs,
 };
 
 /// A memory region backed by owned, zeroed memory, with chosen keys.

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use verbs_api::{
     AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceCapFlags, DeviceInfo, Error,
-    ErrorKind, EventElement, EventType, FlowAttr, FlowRuleType, Gid, LinkLayer, NodeType, PortAttr,
-    MwBind, MwType, PortState, QpInitAttr, QpType, Result, SrqInitAttr, TransportType, Verbs,
+    ErrorKind, EventElement, EventType, FlowAttr, FlowRuleType, Gid, LinkLayer, MwBind, MwType,
+    NodeType, PortAttr, PortState, QpInitAttr, QpType, Result, SrqInitAttr, TransportType, Verbs,
 };
 
 use crate::diagnose::{self, errno};

@@ -342,7 +342,11 @@ impl QueuePair for HwQp {
             let ret = unsafe {
                 ffi::shim_post_send(self.0.ptr.as_ptr(), buf.as_ptr(), chunk.len(), &mut bad)
             };
-            let posted = if ret == 0 { chunk.len() } else { bad.min(chunk.len()) };
+            let posted = if ret == 0 {
+                chunk.len()
+            } else {
+                bad.min(chunk.len())
+            };
             for w in &buf[..posted] {
                 if w.opcode == SendOpcode::BindMw.as_raw() {
                     // As a caller of ibv_post_send does for a type 2 window (and

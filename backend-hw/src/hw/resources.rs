@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use verbs_api::{
     AccessFlags, AddressHandle, AhAttr, Completion, CompletionChannel, CompletionQueue, Error,
-    ErrorKind, MemoryRegion, MemoryWindow, MwBind, MwType, ProtectionDomain, RecvWr, Result, SharedReceiveQueue, SrqAttr,
-    SrqAttrMask, SrqInitAttr,
+    ErrorKind, MemoryRegion, MemoryWindow, MwBind, MwType, ProtectionDomain, RecvWr, Result,
+    SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr,
 };
 
 use super::{convert, invalid, os_error, Ctx};
@@ -352,7 +352,12 @@ pub(crate) fn mr_ptr(ctx: &Ctx, lkey: u32, op: &'static str) -> Result<*mut ffi:
     lock(&ctx.mrs)
         .get(&lkey)
         .map(|&p| p as *mut ffi::ibv_mr)
-        .ok_or_else(|| invalid(op, format!("no memory region of this context has lkey {lkey:#x}")))
+        .ok_or_else(|| {
+            invalid(
+                op,
+                format!("no memory region of this context has lkey {lkey:#x}"),
+            )
+        })
 }
 
 /// The `ibv_mw` with `handle` on `ctx`.
@@ -360,7 +365,12 @@ pub(crate) fn mw_ptr(ctx: &Ctx, handle: u32, op: &'static str) -> Result<*mut ff
     lock(&ctx.mws)
         .get(&handle)
         .map(|&p| p as *mut ffi::ibv_mw)
-        .ok_or_else(|| invalid(op, format!("no memory window of this context has handle {handle}")))
+        .ok_or_else(|| {
+            invalid(
+                op,
+                format!("no memory window of this context has handle {handle}"),
+            )
+        })
 }
 
 /// Sets the rkey of the window `mw` points to (after posting its bind).

@@ -19,9 +19,10 @@ const ENODATA: i32 = 61;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
-    AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow, FlowAttr,
-    FlowRuleType, FlowSpec, Gid, LinkLayer, PortAttr, PortState, ProtectionDomain, QpAttr,
-    QpInitAttr, QpState, QpType, QueuePair, Result, SrqAttr, SrqInitAttr, inc_rkey, MwBind, MwType, SendWr,
+    inc_rkey, AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow,
+    FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, MwBind, MwType, PortAttr, PortState,
+    ProtectionDomain, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result, SendWr, SrqAttr,
+    SrqInitAttr,
 };
 
 /// An open simulated device.
@@ -175,8 +176,12 @@ impl Context for SimContext {
         let w = self.world();
         // libibverbs' inline ibv_bind_mw: only type 1, and the region in the window's PD.
         if mw.mw_type != MwType::Type1 {
-            return Err(err(ErrorKind::InvalidArgument, OP, "ibv_bind_mw binds type 1 windows only")
-                .with_bad_wr(0));
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "ibv_bind_mw binds type 1 windows only",
+            )
+            .with_bad_wr(0));
         }
         let region = w.mrs.region(bind.bind_info.mr_lkey);
         if region.is_none() && bind.bind_info.length > 0 {
@@ -197,9 +202,17 @@ impl Context for SimContext {
             .with_bad_wr(0));
         }
         // The providers (rxe_bind_mw, mlx5_bind_mw): a type 1 window cannot be zero based.
-        if bind.bind_info.mw_access_flags.contains(AccessFlags::ZERO_BASED) {
-            return Err(err(ErrorKind::InvalidArgument, OP, "a type 1 window cannot be ZERO_BASED")
-                .with_bad_wr(0));
+        if bind
+            .bind_info
+            .mw_access_flags
+            .contains(AccessFlags::ZERO_BASED)
+        {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "a type 1 window cannot be ZERO_BASED",
+            )
+            .with_bad_wr(0));
         }
         let rkey = inc_rkey(w.mrs.mw(mw.index).map_or(0, |m| m.user_rkey));
         drop(w);

@@ -65,6 +65,14 @@ pub(crate) struct MwRules {
     pub range_is_the_region: bool,
 }
 
+/// Where a remote access arrives: the target QP's PD and number, and its device's rules.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RemoteAt {
+    pub pd: u32,
+    pub qpn: u32,
+    pub rules: MwRules,
+}
+
 /// A BIND_MW work request as the device takes it (rxe's `rxe_send_wr.wr.mw`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BindWqe {
@@ -216,7 +224,8 @@ impl MrTable {
             }
         }
         if let Some(mr) = mr {
-            let writable = access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC);
+            let writable =
+                access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC);
             let inside = if access.contains(AccessFlags::ZERO_BASED) {
                 info.length <= mr.len
             } else {
@@ -272,14 +281,13 @@ impl MrTable {
     /// binding QP for type 2, bound, the right), then the range (see [`MwRules`]).
     pub fn check_remote_at(
         &self,
-        pd: u32,
-        qpn: u32,
-        rules: MwRules,
+        at: RemoteAt,
         rkey: u32,
         va: u64,
         len: u64,
         need: AccessFlags,
     ) -> Option<Span> {
+        let RemoteAt { pd, qpn, rules } = at;
         if len == 0 || rkey >> 8 < MIN_MW_INDEX {
             return self.check_remote(pd, rkey, va, len, need);
         }

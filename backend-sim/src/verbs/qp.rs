@@ -1,8 +1,8 @@
 //! Queue pairs: state, modify, and posting (RAW/UD execute at once and complete in a NIC
 //! event after the post, RC/UC go to the connected-transport engine).
 
-use crate::verbs::memory::BindWqe;
 use crate::verbs::ah::SimAh;
+use crate::verbs::memory::BindWqe;
 use crate::verbs::objects::{err, lock, Res};
 use crate::verbs::personality::Personality;
 use crate::verbs::send_queue::Executed;
@@ -194,7 +194,10 @@ impl QueuePair for SimQp {
                 return Err(err(
                     ErrorKind::InvalidArgument,
                     OP,
-                    format!("{} needs its detail (WrDetail::Invalidate or BindMw)", wr.opcode),
+                    format!(
+                        "{} needs its detail (WrDetail::Invalidate or BindMw)",
+                        wr.opcode
+                    ),
                 )
                 .with_bad_wr(i));
             }

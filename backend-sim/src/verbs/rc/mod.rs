@@ -43,6 +43,17 @@ pub(crate) struct QpView {
     pub personality: Personality,
 }
 
+impl QpView {
+    /// What the key table needs to check a remote access arriving at this QP.
+    pub fn remote_at(&self) -> crate::verbs::memory::RemoteAt {
+        crate::verbs::memory::RemoteAt {
+            pd: self.pd,
+            qpn: self.qpn,
+            rules: self.personality.mw_rules(),
+        }
+    }
+}
+
 /// Receive-side counters the machine bumps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {

@@ -350,9 +350,7 @@ impl Responder {
         if let Some(reth) = pkt.headers.reth {
             let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_WRITE) {
                 nic.mrs().check_remote_at(
-                    qp.pd,
-                    qp.qpn,
-                    qp.personality.mw_rules(),
+                    qp.remote_at(),
                     reth.rkey,
                     reth.va,
                     u64::from(reth.dma_len),
@@ -438,15 +436,7 @@ impl Responder {
         }
         let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_ATOMIC) {
             nic.mrs()
-                .check_remote_at(
-                    qp.pd,
-                    qp.qpn,
-                    qp.personality.mw_rules(),
-                    a.rkey,
-                    a.va,
-                    8,
-                    AccessFlags::REMOTE_ATOMIC,
-                )
+                .check_remote_at(qp.remote_at(), a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
         } else {
             None
         };
@@ -515,9 +505,7 @@ impl Responder {
         let qp = nic.qp();
         let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_READ) {
             nic.mrs().check_remote_at(
-                qp.pd,
-                qp.qpn,
-                qp.personality.mw_rules(),
+                qp.remote_at(),
                 reth.rkey,
                 reth.va,
                 u64::from(reth.dma_len),

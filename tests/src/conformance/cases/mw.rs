@@ -39,7 +39,11 @@ fn setup_on<V: Verbs>(env: &Env<V>, qp_type: QpType) -> Setup<V::Context> {
     let (a, b) = rig.pair_with(qp_type, &cq_a, &cq_b, ALL_REMOTE, |_, _| {});
     let mr = rig
         .ctx
-        .alloc_mr(&rig.pd, 4096, AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND)
+        .alloc_mr(
+            &rig.pd,
+            4096,
+            AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND,
+        )
         .expect("alloc_mr with MW_BIND");
     let local = rig.mr(4096, AccessFlags::empty());
     let mut log = Log::new();
@@ -91,8 +95,10 @@ impl<C: Context> Setup<C> {
             &[SendWr::bind_mw(wr_id, mw.handle(), rkey, info).signaled()],
         );
         self.log.result("post BIND_MW", &r);
-        self.log
-            .line(format!("window's rkey is the new one: {}", mw.rkey() == rkey));
+        self.log.line(format!(
+            "window's rkey is the new one: {}",
+            mw.rkey() == rkey
+        ));
         self.log.collect("cq_b", &self.cq_b, 1);
         rkey
     }
@@ -158,7 +164,11 @@ pub fn mw_device_caps<V: Verbs>(env: &Env<V>) {
 /// writes and reads the region through it, though the region has no remote access.
 pub fn mw_type1_bind_write_read<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     s.write(2, WIN_OFF + 8, mw.rkey());
@@ -186,7 +196,11 @@ pub fn mw_type1_bind_write_read<V: Verbs>(env: &Env<V>) {
 /// the region succeeds. mlx5 checks the window's bounds (REM_ACCESS_ERR).
 pub fn mw_access_outside_the_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     s.read(2, 0, mw.rkey());
@@ -218,7 +232,11 @@ pub fn mw_access_outside_the_window<V: Verbs>(env: &Env<V>) {
 /// fails with REM_ACCESS_ERR.
 pub fn mw_write_through_read_only_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(AccessFlags::REMOTE_READ);
     s.bind1(&mw, 1, info);
     s.read(2, WIN_OFF, mw.rkey());
@@ -240,7 +258,11 @@ pub fn mw_write_through_read_only_window<V: Verbs>(env: &Env<V>) {
 /// of length 0 unbinds it: its rkey is refused too.
 pub fn mw_type1_rebind_and_unbind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     let first = mw.rkey();
@@ -281,7 +303,11 @@ pub fn mw_type1_rebind_and_unbind<V: Verbs>(env: &Env<V>) {
 /// An rkey of a window that was rebound is refused: the old rkey no longer matches.
 pub fn mw_old_rkey_refused_after_rebind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     let old = mw.rkey();
@@ -305,8 +331,16 @@ pub fn mw_old_rkey_refused_after_rebind<V: Verbs>(env: &Env<V>) {
 /// rkey.
 pub fn mw_bind_refusals<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let t1 = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
-    let t2 = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type2).expect("alloc_mw");
+    let t1 = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
+    let t2 = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type2)
+        .expect("alloc_mw");
     let before = t1.rkey();
     let bind = |info: MwBindInfo| MwBind {
         wr_id: 9,
@@ -351,7 +385,11 @@ pub fn mw_bind_refusals<V: Verbs>(env: &Env<V>) {
 pub fn mw_bind_to_region_without_mw_bind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
     let plain = s.rig.mr(4096, ALL_REMOTE);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     s.bind1(&mw, 1, MwBindInfo::new(&plain, plain.addr(), 64, RW));
     let buf = [sge(&plain, 0, 8)];
     let r = try_send(&s.b, &[SendWr::send(2, &buf).signaled()]);
@@ -371,7 +409,11 @@ pub fn mw_bind_to_region_without_mw_bind<V: Verbs>(env: &Env<V>) {
 /// A bind that reaches past the end of its region fails with MW_BIND_ERR.
 pub fn mw_bind_past_the_region<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = MwBindInfo::new(&s.mr, s.mr.addr() + 4000, 200, RW);
     s.bind1(&mw, 1, info);
     s.log.state("b", &s.b);
@@ -387,7 +429,11 @@ pub fn mw_bind_past_the_region<V: Verbs>(env: &Env<V>) {
 /// LOCAL_INV (completion LOCAL_INV, length 0): its rkey is refused afterwards.
 pub fn mw_type2_bind_and_local_inv<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type2).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type2)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     let rkey = s.bind2(&mw, 1, info);
     s.write(2, WIN_OFF, rkey);
@@ -416,7 +462,11 @@ pub fn mw_type2_bind_and_local_inv<V: Verbs>(env: &Env<V>) {
 /// refused afterwards.
 pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type2).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type2)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     let rkey = s.bind2(&mw, 1, info);
     let recv = s.rig.mr(64, AccessFlags::LOCAL_WRITE);
@@ -459,13 +509,21 @@ pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
 /// to ERR.
 pub fn mw_type2_errors<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type2).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type2)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     s.bind2(&mw, 1, info);
     s.bind2(&mw, 2, info);
     s.log.state("b", &s.b);
     // a's QP is still fine: a LOCAL_INV there of a type 1 window's rkey.
-    let t1 = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let t1 = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let r = try_send(&s.a, &[SendWr::local_inv(3, t1.rkey()).signaled()]);
     s.log.result("post LOCAL_INV", &r);
     s.log.collect("cq_a", &s.cq_a, 1);
@@ -488,7 +546,11 @@ pub fn mw_type2_errors<V: Verbs>(env: &Env<V>) {
 /// another QP of the same PD with its rkey fails with REM_ACCESS_ERR.
 pub fn mw_type2_only_through_its_qp<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type2).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type2)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     // Bound by a, so a request arriving at b (from a) does not match.
     let rkey = inc_rkey(mw.rkey());
@@ -512,11 +574,18 @@ pub fn mw_type2_only_through_its_qp<V: Verbs>(env: &Env<V>) {
 /// sender's SEND, acknowledged, completes successfully (rxe's class J handling).
 pub fn mw_send_with_inv_bad_rkey<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let t1 = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let t1 = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let recv = s.rig.mr(64, AccessFlags::LOCAL_WRITE);
     post_recv(&s.b, 10, &[sge(&recv, 0, 64)]);
     let buf = [sge(&s.local, 0, 8)];
-    let r = try_send(&s.a, &[SendWr::send_with_inv(1, &buf, t1.rkey()).signaled()]);
+    let r = try_send(
+        &s.a,
+        &[SendWr::send_with_inv(1, &buf, t1.rkey()).signaled()],
+    );
     s.log.result("post SEND_WITH_INV", &r);
     s.log.collect("cq_a", &s.cq_a, 1);
     s.log.collect("cq_b", &s.cq_b, 1);
@@ -534,7 +603,11 @@ pub fn mw_send_with_inv_bad_rkey<V: Verbs>(env: &Env<V>) {
 /// Deallocating a bound window revokes its rkey.
 pub fn mw_dealloc_bound_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     let rkey = mw.rkey();
@@ -553,7 +626,11 @@ pub fn mw_dealloc_bound_window<V: Verbs>(env: &Env<V>) {
 /// remote address is an offset from the window's start.
 pub fn mw_type2_zero_based<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type2).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type2)
+        .expect("alloc_mw");
     let info = s.window_info(RW | AccessFlags::ZERO_BASED);
     let rkey = s.bind2(&mw, 1, info);
     fill(&s.local, 0, b"zero-based write");
@@ -579,10 +656,15 @@ pub fn mw_type2_zero_based<V: Verbs>(env: &Env<V>) {
 /// C10-74 requires): a fetch-and-add returns the old value and adds.
 pub fn mw_atomic_through_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(AccessFlags::REMOTE_ATOMIC);
     s.bind1(&mw, 1, info);
-    s.mr.write(WIN_OFF + 16, &40u64.to_ne_bytes()).expect("write MR");
+    s.mr.write(WIN_OFF + 16, &40u64.to_ne_bytes())
+        .expect("write MR");
     let buf = [sge(&s.local, 64, 8)];
     let r = try_send(
         &s.a,
@@ -609,7 +691,11 @@ pub fn mw_atomic_through_window<V: Verbs>(env: &Env<V>) {
 /// WRITE goes through the window.
 pub fn mw_uc_bind_and_write<V: Verbs>(env: &Env<V>) {
     let mut s = setup_on(env, QpType::Uc);
-    let mw = s.rig.ctx.alloc_mw(&s.rig.pd, MwType::Type1).expect("alloc_mw");
+    let mw = s
+        .rig
+        .ctx
+        .alloc_mw(&s.rig.pd, MwType::Type1)
+        .expect("alloc_mw");
     let info = s.window_info(AccessFlags::REMOTE_WRITE);
     s.bind1(&mw, 1, info);
     s.write(2, WIN_OFF + 32, mw.rkey());
