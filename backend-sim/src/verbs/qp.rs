@@ -121,6 +121,8 @@ impl QueuePair for SimQp {
                             | SendOpcode::SendWithImm
                             | SendOpcode::RdmaWrite
                             | SendOpcode::RdmaWriteWithImm
+                            | SendOpcode::BindMw
+                            | SendOpcode::LocalInv
                     )
                 }
                 _ => true,

@@ -458,7 +458,7 @@ pub fn mw_type2_bind_and_local_inv<V: Verbs>(env: &Env<V>) {
 /// SEND; the receive carries the invalidated rkey where libibverbs' union puts it
 /// (`imm_data`), but rxe flags it with the kernel's `IB_WC_WITH_INVALIDATE` (1 << 2), which
 /// user space reads as `IBV_WC_IP_CSUM_OK`, not `IBV_WC_WITH_INV` (1 << 3; mlx5 sets
-/// that). An invalidated type 2 window can be bound again, with a new rkey; the old one is
+/// that, `handle_responder`). An invalidated type 2 window can be bound again, with a new rkey; the old one is
 /// refused afterwards.
 pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
@@ -485,8 +485,13 @@ pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
     let rkey2 = s.bind2(&mw, 3, info);
     s.log.line(format!("new rkey differs: {}", rkey2 != rkey));
     s.write(4, WIN_OFF, rkey);
-    let flags = if env.is_rxe() { "GRH|CSUM" } else { "GRH|INV" };
-    let recv_line = format!("cq_b: wr 10 Success Recv len 10 imm - flags {flags} qp b src 0");
+    // mlx5 (the simulator's personality): no GRH flag on RC, the peer's QPN as src_qp.
+    let (flags, src) = if env.is_rxe() {
+        ("GRH|CSUM", "0")
+    } else {
+        ("INV", "a")
+    };
+    let recv_line = format!("cq_b: wr 10 Success Recv len 10 imm - flags {flags} qp b src {src}");
     s.log.check(&[
         "post BIND_MW: ok",
         "window's rkey is the new one: true",
