@@ -585,6 +585,7 @@ mod tests {
         send_sync::<HwAh>();
         send_sync::<HwFlow>();
         send::<HwMr>();
+        send::<HwMw>();
     }
 
     #[test]
