@@ -144,7 +144,13 @@ unsafe fn send_wr<'a>(
     } else {
         0
     };
-    let detail = if q.qp.qp_type() == QpType::Ud {
+    let ud = q.qp.qp_type() == QpType::Ud;
+    if ud && !matches!(opcode, SendOpcode::Send | SendOpcode::SendWithImm) {
+        // UD QPs take SEND and SEND_WITH_IMM only (the providers' EINVAL); the union is
+        // not read for anything else.
+        return Err(libc::EINVAL);
+    }
+    let detail = if ud {
         // SAFETY: a UD request's union holds `ud`.
         let ud = unsafe { w.wr.ud };
         if ud.ah.is_null() {
