@@ -226,6 +226,13 @@ mod tests {
         assert!(wc.is_recv());
         assert_eq!(wc.imm(), Some(7));
         assert!(!Completion::default().is_recv());
+        let inv = Completion {
+            wc_flags: WcFlags::WITH_INV,
+            imm_data: 0x0100_0142,
+            ..Completion::default()
+        };
+        assert_eq!(inv.invalidated_rkey(), Some(0x0100_0142));
+        assert_eq!(inv.imm(), None);
         assert_eq!(Completion::default().imm(), None);
     }
 }

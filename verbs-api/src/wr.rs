@@ -480,4 +480,33 @@ mod tests {
         assert_eq!(w.total_len(), 12);
         assert_eq!(RecvWr::new(3, &sge).total_len(), 12);
     }
+
+    #[test]
+    fn window_requests() {
+        let info = MwBindInfo {
+            mr_lkey: 5,
+            addr: 0x1000,
+            length: 64,
+            mw_access_flags: AccessFlags::REMOTE_READ,
+        };
+        let w: SendWr<'_, ()> = SendWr::bind_mw(1, 7, 0x0100_0109, info).signaled();
+        assert_eq!(w.opcode, SendOpcode::BindMw);
+        assert!(w.opcode.is_local() && w.sg_list.is_empty());
+        assert_eq!(
+            w.detail,
+            WrDetail::BindMw {
+                mw: 7,
+                rkey: 0x0100_0109,
+                bind_info: info
+            }
+        );
+        assert_eq!(w.opcode.completion_opcode(), crate::WcOpcode::BindMw);
+        let w: SendWr<'_, ()> = SendWr::local_inv(2, 9);
+        assert_eq!(w.detail, WrDetail::Invalidate { rkey: 9 });
+        assert_eq!(w.opcode.completion_opcode(), crate::WcOpcode::LocalInv);
+        let sge = [Sge::default()];
+        let w: SendWr<'_, ()> = SendWr::send_with_inv(3, &sge, 9);
+        assert!(w.opcode.is_send() && !w.opcode.is_local());
+        assert_eq!(w.opcode.completion_opcode(), crate::WcOpcode::Send);
+    }
 }
