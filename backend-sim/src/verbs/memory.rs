@@ -466,3 +466,74 @@ pub(crate) unsafe fn atomic_u64(addr: u64, f: impl FnOnce(u64) -> u64) -> u64 {
     unsafe { std::ptr::copy_nonoverlapping(new.as_ptr(), p, 8) };
     old
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RXE: MwRules = MwRules {
+        range_is_the_region: true,
+    };
+
+    fn table() -> (MrTable, u32, u32) {
+        let mut t = MrTable::default();
+        let mr = t.register(MrEntry {
+            pd: 1,
+            addr: 0x10_000,
+            len: 4096,
+            access: AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND,
+        });
+        let rkey = t.alloc_mw(1, MwType::Type1, 9);
+        (t, mr, rkey)
+    }
+
+    fn bind(t: &mut MrTable, mr: u32, mw_rkey: u32, len: u64) -> Result<u32, WcStatus> {
+        let rkey = verbs_api::inc_rkey(mw_rkey);
+        let b = BindWqe {
+            mw_rkey,
+            rkey,
+            info: MwBindInfo {
+                mr_lkey: mr,
+                addr: 0x10_100,
+                length: len,
+                mw_access_flags: AccessFlags::REMOTE_READ,
+            },
+        };
+        t.bind_mw(3, 1, &b).map(|()| rkey)
+    }
+
+    #[test]
+    fn window_keys_are_apart_from_region_keys() {
+        let (t, mr, rkey) = table();
+        assert!(rkey >> 8 >= MIN_MW_INDEX && mr >> 8 < MIN_MW_INDEX);
+        assert_eq!(t.mw_by_handle(9).map(|(i, _)| i), Some(rkey >> 8));
+    }
+
+    #[test]
+    fn deregistering_the_region_unbinds_its_windows() {
+        let (mut t, mr, rkey) = table();
+        let rkey = bind(&mut t, mr, rkey, 64).expect("bind");
+        let at = RemoteAt {
+            pd: 1,
+            qpn: 3,
+            rules: RXE,
+        };
+        assert!(t
+            .check_remote_at(at, rkey, 0x10_100, 8, AccessFlags::REMOTE_READ)
+            .is_some());
+        t.deregister(mr);
+        assert!(t
+            .check_remote_at(at, rkey, 0x10_100, 8, AccessFlags::REMOTE_READ)
+            .is_none());
+    }
+
+    #[test]
+    fn a_stale_window_rkey_fails_the_bind() {
+        let (mut t, mr, rkey) = table();
+        let new = bind(&mut t, mr, rkey, 64).expect("bind");
+        assert_eq!(bind(&mut t, mr, rkey, 64), Err(WcStatus::MwBindErr));
+        let current = bind(&mut t, mr, new, 0).expect("unbind with length 0");
+        assert_eq!(t.mw(current >> 8).map(|m| m.rkey), Some(current));
+        assert_eq!(t.invalidate(current), Err(()), "type 1 is not invalidated");
+    }
+}
