@@ -218,7 +218,7 @@ unsafe fn send_wr<'a>(
 ///
 /// # Safety
 /// `b.mr` is NULL or a live MR of ours.
-unsafe fn bind_info(b: &ffi::ibv_mw_bind_info) -> MwBindInfo {
+pub(crate) unsafe fn bind_info(b: &ffi::ibv_mw_bind_info) -> MwBindInfo {
     let mr_lkey = if b.mr.is_null() {
         0
     } else {

@@ -264,6 +264,29 @@ fn extended_qps_build_and_post_through_the_qp_ex_send_api() {
 }
 
 #[test]
+fn memory_windows_bind_and_invalidate_through_the_qp_ex_send_api() {
+    assert_eq!(
+        run_clean("mw_ex"),
+        "type 2\n\
+         bind: Success\n\
+         b: wr_id 1 success opcode 5 byte_len 0\n\
+         write: Success\n\
+         a: wr_id 2 success opcode 1 byte_len 8\n\
+         landed \"windowed\"\n\
+         send_inv: Success\n\
+         a: wr_id 3 success opcode 0 byte_len 4\n\
+         b: wr_id 10 success opcode 128 flags 0x8 invalidated the window's rkey 1\n\
+         bind and local_inv: Success\n\
+         b: wr_id 4 success opcode 5 byte_len 0\n\
+         b: wr_id 5 success opcode 6 byte_len 0\n\
+         write: Success\n\
+         a: wr_id 6 remote access error opcode 0 byte_len 0\n\
+         dealloc_mw: 0\n\
+         done\n"
+    );
+}
+
+#[test]
 fn a_cq_resizes_to_the_rounded_size_and_keeps_its_completions() {
     assert_eq!(
         run_clean("resize_cq"),
