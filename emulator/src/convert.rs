@@ -220,8 +220,14 @@ pub fn wc_to_c(c: &Completion) -> ffi::ibv_wc {
         opcode: c.opcode.as_raw(),
         vendor_err: c.vendor_err,
         byte_len: c.byte_len,
+        // One union: the immediate in network order, or the invalidated rkey (in host
+        // order) of a SEND_WITH_INV's receive.
         __bindgen_anon_1: ffi::ibv_wc__bindgen_ty_1 {
-            imm_data: c.imm_data.to_be(),
+            imm_data: if c.wc_flags.contains(verbs_api::WcFlags::WITH_IMM) {
+                c.imm_data.to_be()
+            } else {
+                c.imm_data
+            },
         },
         qp_num: c.qp_num,
         src_qp: c.src_qp,

@@ -56,3 +56,52 @@ fn env() -> Env<SimVerbs> {
 }
 
 workspace_tests::conformance_tests!(env());
+
+/// The memory-window cases on the mlx5 personality, whose divergences from rxe the cases
+/// spell out (docs/divergences.md rows 50-59).
+mod mlx5_windows {
+    use super::*;
+
+    fn env() -> Env<SimVerbs> {
+        let sim = Sim::new(0x5eed);
+        let host = sim
+            .add_host("h0", Ipv4Addr::new(10, 77, 0, 1), Personality::Mlx5)
+            .expect("host");
+        Env {
+            verbs: sim.verbs(host),
+            device: Personality::Mlx5.name(0),
+            port: 1,
+            lossy: None,
+        }
+    }
+
+    macro_rules! cases {
+        ($($case:ident),+ $(,)?) => {$(
+            #[test]
+            fn $case() {
+                workspace_tests::conformance::cases::$case(&env());
+            }
+        )+};
+    }
+
+    cases!(
+        mw_device_caps,
+        mw_type1_bind_write_read,
+        mw_access_outside_the_window,
+        mw_write_through_read_only_window,
+        mw_type1_rebind_and_unbind,
+        mw_old_rkey_refused_after_rebind,
+        mw_bind_refusals,
+        mw_bind_to_region_without_mw_bind,
+        mw_bind_past_the_region,
+        mw_type2_bind_and_local_inv,
+        mw_type2_send_with_inv,
+        mw_type2_errors,
+        mw_type2_only_through_its_qp,
+        mw_send_with_inv_bad_rkey,
+        mw_dealloc_bound_window,
+        mw_type2_zero_based,
+        mw_atomic_through_window,
+        mw_uc_bind_and_write,
+    );
+}
