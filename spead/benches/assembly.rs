@@ -287,16 +287,20 @@ fn summary(v: &[f64], digits: usize) -> String {
     )
 }
 
-/// Ours from memory: decode, assemble, pop and drop each heap as it finishes.
+/// Ours from memory: `Stream::add_packets` 64 packets at a time (decode, assemble),
+/// then the finished heaps popped and dropped (their buffers return to the pool).
 fn ours_from_memory(bytes: &[u8]) -> Rate {
     let mut stream = Stream::new(StreamConfig::default());
     let start = Instant::now();
     let cpu = thread_cpu();
     let mut heaps = 0;
     let mut rest = bytes;
-    while let Ok(p) = decode_packet(rest) {
-        rest = &rest[p.size()..];
-        let _ = stream.add_decoded(&p);
+    while !rest.is_empty() {
+        let used = stream.add_packets(rest, 64);
+        if used == 0 {
+            break;
+        }
+        rest = &rest[used..];
         while let Some(h) = stream.pop_heap() {
             heaps += u64::from(h.complete);
         }
@@ -743,57 +747,14 @@ fn main() {
     if args.profile {
         for &shape in &args.shapes {
             let (bytes, _) = make_bytes(shape, args.mib);
-            let table = copy_table(&bytes);
-            let mut dest = vec![0u8; shape.heap];
             for _ in 0..args.runs {
                 let r = ours_from_memory(&bytes);
-                println!("{}: ours {:.2} Mpkt/s {:.2} per cpu", shape.label(), r.mpps(), r.mpps_cpu());
-                let r = memcpy_bound(&bytes, &table, shape.heap, &mut dest);
-                println!("{}: bound {:.2} Mpkt/s {:.2} per cpu", shape.label(), r.mpps(), r.mpps_cpu());
-                let cpu = thread_cpu();
-                let mut rest = &bytes[..];
-                let mut n = 0;
-                while let Ok(p) = decode_packet(rest) {
-                    rest = &rest[p.size()..];
-                    let off = p.payload_offset as usize;
-                    dest[off..off + p.payload.len()].copy_from_slice(p.payload);
-                    n += 1;
-                }
-                let cpu = thread_cpu() - cpu;
-                println!("decode+copy {:.2} per cpu", n as f64 / cpu / 1e6);
-                let pool = spead::recv::MemoryPool::default();
-                let mut pb = pool.acquire(shape.heap);
-                println!("pool buf at {:p}, dest at {:p}", pb.as_slice().as_ptr(), dest.as_ptr());
-                let cpu = thread_cpu();
-                let mut rest = &bytes[..];
-                let mut n = 0;
-                while let Ok(p) = decode_packet(rest) {
-                    rest = &rest[p.size()..];
-                    let off = p.payload_offset as usize;
-                    pb.as_mut_slice()[off..off + p.payload.len()].copy_from_slice(p.payload);
-                    n += 1;
-                }
-                let cpu = thread_cpu() - cpu;
-                println!("decode+copy pool {:.2} per cpu", n as f64 / cpu / 1e6);
-                let mut stream = Stream::new(StreamConfig::default());
-                let cpu = thread_cpu();
-                let mut rest = &bytes[..];
-                while let Ok(p) = decode_packet(rest) {
-                    rest = &rest[p.size()..];
-                    let ahead = rest.len().min(2 * p.size());
-                    let mut k = 0;
-                    while k < ahead {
-                        // SAFETY: prefetch of an in-bounds address.
-                        unsafe { std::arch::x86_64::_mm_prefetch(rest.as_ptr().add(k) as *const i8, std::arch::x86_64::_MM_HINT_T0) };
-                        k += 64;
-                    }
-                    let _ = stream.add_decoded(&p);
-                    while let Some(h) = stream.pop_heap() {
-                        std::hint::black_box(h.complete);
-                    }
-                }
-                let cpu = thread_cpu() - cpu;
-                println!("ours+prefetch {:.2} per cpu", stream.raw_stats().packets as f64 / cpu / 1e6);
+                println!(
+                    "{}: ours {:.2} Mpkt/s, {:.2} per CPU-second",
+                    shape.label(),
+                    r.mpps(),
+                    r.mpps_cpu()
+                );
             }
         }
         return;

@@ -217,6 +217,10 @@ pub struct Packet<'a> {
     pub payload: &'a [u8],
     /// True if an immediate STREAM_CTRL = stop pointer is present.
     pub stop: bool,
+    /// True if every pointer is an immediate HEAP_CNT, HEAP_LENGTH, PAYLOAD_OFFSET or
+    /// PAYLOAD_LENGTH: the packet carries no item pointer (most packets of a large
+    /// heap), so a receiver has no pointer to record.
+    pub(crate) specials_only: bool,
 }
 
 impl<'a> Packet<'a> {
@@ -326,11 +330,37 @@ pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
     let mut payload_offset = None;
     let mut payload_length = None;
     let mut stop = false;
+    let mut specials_only = true;
     let hab = flavour.heap_address_bits;
     let mask = flavour.value_mask();
-    for chunk in pointers.chunks_exact(POINTER_SIZE) {
-        let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
+    let word = |k: usize| {
+        let mut b = [0u8; POINTER_SIZE];
+        b.copy_from_slice(&pointers[k * POINTER_SIZE..(k + 1) * POINTER_SIZE]);
+        u64::from_be_bytes(b)
+    };
+    // Fast path: the four special items first, immediate, in the order spead2's
+    // packetizer (and ours) writes them. The loop below then reads the rest, exactly
+    // as it would have read these four.
+    let mut first = 0;
+    if n >= 4 {
+        let special = |id: u64| (1u64 << 63) | (id << hab);
+        let (a, b, c, d) = (word(0), word(1), word(2), word(3));
+        if a & !mask == special(HEAP_CNT_ID)
+            && b & !mask == special(HEAP_LENGTH_ID)
+            && c & !mask == special(PAYLOAD_OFFSET_ID)
+            && d & !mask == special(PAYLOAD_LENGTH_ID)
+        {
+            heap_cnt = Some(a & mask);
+            heap_length = Some(b & mask);
+            payload_offset = Some(c & mask);
+            payload_length = Some(d & mask);
+            first = 4;
+        }
+    }
+    for k in first..n {
+        let raw = word(k);
         if raw >> 63 == 0 {
+            specials_only = false;
             continue;
         }
         let id = (raw >> hab) & flavour.max_id();
@@ -340,8 +370,11 @@ pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
             HEAP_LENGTH_ID => heap_length = Some(value),
             PAYLOAD_OFFSET_ID => payload_offset = Some(value),
             PAYLOAD_LENGTH_ID => payload_length = Some(value),
-            STREAM_CTRL_ID if value == CTRL_STREAM_STOP => stop = true,
-            _ => {}
+            STREAM_CTRL_ID if value == CTRL_STREAM_STOP => {
+                stop = true;
+                specials_only = false;
+            }
+            _ => specials_only = false,
         }
     }
     let heap_cnt = heap_cnt.ok_or(WireError::MissingHeapCnt)?;
@@ -374,6 +407,7 @@ pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
         pointers,
         payload: &data[ptr_end..ptr_end + payload_length as usize],
         stop,
+        specials_only,
     })
 }
 
