@@ -246,6 +246,20 @@ impl Rate {
     }
 }
 
+/// Prefetches the cache line at the start of `data`.
+fn prefetch(data: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if !data.is_empty() {
+        // SAFETY: PREFETCHT0 is a hint that never faults and changes no memory; the
+        // address is inside `data`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                data.as_ptr().cast(),
+            );
+        }
+    }
+}
+
 /// CPU time of the calling thread, in seconds.
 fn thread_cpu() -> f64 {
     let mut ts = libc::timespec {
@@ -336,8 +350,18 @@ fn memcpy_bound(bytes: &[u8], table: &[(usize, u32, u32)], heap_size: usize, des
     let start = Instant::now();
     let cpu = thread_cpu();
     let mut heaps = 0;
+    let mut fetched = 0;
     for &(src, off, len) in table {
         let (off, len) = (off as usize, len as usize);
+        // The same prefetch as ours (`Stream::add_packets`): 4 KiB ahead, for
+        // packets up to 4 KiB.
+        if len <= 4096 {
+            let to = (src + 4096).min(bytes.len());
+            while fetched < to {
+                prefetch(&bytes[fetched.max(src)..]);
+                fetched = (fetched.max(src) + 64).min(to);
+            }
+        }
         dest[off..off + len].copy_from_slice(&bytes[src..src + len]);
         heaps += u64::from(off + len == heap_size);
     }

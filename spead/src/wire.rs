@@ -247,6 +247,7 @@ impl<'a> Packet<'a> {
 ///
 /// # Errors
 /// [`WireError::Truncated`], [`WireError::BadMagic`] or [`WireError::BadFlavour`].
+#[inline]
 pub fn decode_header(data: &[u8]) -> Result<(Flavour, usize), WireError> {
     if data.len() < HEADER_SIZE {
         return Err(WireError::Truncated {
@@ -315,6 +316,7 @@ pub fn packet_size(data: &[u8]) -> Result<Option<usize>, WireError> {
 ///
 /// # Errors
 /// A [`WireError`] naming the first rule the packet breaks.
+#[inline]
 pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
     let (flavour, n) = decode_header(data)?;
     let ptr_end = HEADER_SIZE + n * POINTER_SIZE;

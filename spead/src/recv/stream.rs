@@ -128,6 +128,9 @@ pub enum Reject {
 /// Packets up to this size have the next one prefetched in [`Stream::add_packets`].
 const PREFETCH_MAX: usize = 4096;
 
+/// How far ahead [`Stream::add_packets`] prefetches, in bytes.
+const PREFETCH_AHEAD: usize = 4096;
+
 /// Asks the CPU to start loading `data` into cache (a hint; nothing on other
 /// architectures).
 #[inline]
@@ -319,18 +322,23 @@ impl<H: HeapSink> Stream<H> {
     pub fn add_packets(&mut self, data: &[u8], max_packets: usize) -> usize {
         let mut pos = 0;
         let mut n = 0;
+        // Bytes from here on are being fetched: the packets ahead (up to
+        // PREFETCH_AHEAD bytes) load while this one is assembled, so memory latency
+        // overlaps the work instead of adding to it. Large packets stream well by
+        // themselves (`rep movsb`), so only small ones are prefetched.
+        let mut fetched = 0;
         while pos < data.len() && n < max_packets && !self.stopped && self.started {
             match decode_packet(&data[pos..]) {
                 Ok(p) => {
                     let size = p.size();
                     pos += size;
                     n += 1;
-                    // The next packet (assumed alike) is fetched while this one is
-                    // assembled: memory latency overlaps the work instead of adding.
-                    // Large copies stream well by themselves (`rep movsb`).
                     if size <= PREFETCH_MAX {
-                        let ahead = &data[pos..];
-                        prefetch(&ahead[..ahead.len().min(size)]);
+                        let to = (pos + PREFETCH_AHEAD).min(data.len());
+                        if fetched < to {
+                            prefetch(&data[fetched.max(pos)..to]);
+                            fetched = to;
+                        }
                     }
                     let _ = self.add_decoded(&p);
                 }
