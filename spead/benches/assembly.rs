@@ -586,6 +586,14 @@ fn ours_udp_pair(shape: Shape, heaps: u64, rate: f64) -> Rate {
 fn lossless(mut trial: impl FnMut(f64) -> Option<Rate>, heaps: u64, heap_size: usize) -> Option<f64> {
     let ok = |r: &Rate| r.heaps == heaps && r.seconds.is_finite() && r.seconds > 0.0;
     let payload = |r: &Rate| r.heaps as f64 * heap_size as f64 / r.seconds;
+    let verbose = std::env::var_os("SPEAD_BENCH_VERBOSE").is_some();
+    let mut trial = |rate: f64| {
+        let r = trial(rate);
+        if verbose {
+            eprintln!("    trial at {:.2} GB/s: {r:?}", rate / 1e9);
+        }
+        r
+    };
     let first = trial(0.0)?;
     if ok(&first) {
         return Some(payload(&first));

@@ -267,7 +267,7 @@ def udp_pair_trial(rate, heaps, heap_size, packet_size):
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     # As our receiver: SO_RCVBUFFORCE when permitted, past rmem_max.
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, 32 << 20)
+        sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 32 << 20)
     except OSError:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
     sock.bind(("127.0.0.1", 0))
