@@ -40,8 +40,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use spead::recv::{
-    Chunk, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig, EvictionMode,
-    PlaceData, Stream, StreamConfig,
+    Chunk, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig, EvictionMode, PlaceData,
+    Stream, StreamConfig,
 };
 use spead::send::{heap_to_bytes, GroupMode, Heap, HeapReference, RateLimiter};
 use spead::transport::{Sender, UdpReceiver, UdpRecvConfig, UdpSendConfig, UdpSender};
@@ -355,7 +355,12 @@ fn copy_table(bytes: &[u8]) -> Vec<(usize, u32, u32)> {
 
 /// The bound for any receiver that copies payload once: the copies alone, each
 /// payload into its place in a heap buffer (reused, as ours reuses its pool's).
-fn memcpy_bound(bytes: &[u8], table: &[(usize, u32, u32)], heap_size: usize, dest: &mut [u8]) -> Rate {
+fn memcpy_bound(
+    bytes: &[u8],
+    table: &[(usize, u32, u32)],
+    heap_size: usize,
+    dest: &mut [u8],
+) -> Rate {
     let start = Instant::now();
     let cpu = thread_cpu();
     let mut heaps = 0;
@@ -455,10 +460,7 @@ fn mem_report(args: &Args, py: Option<&Path>) {
             bytes.len() as f64 / (1 << 20) as f64
         );
         let mut server = py.and_then(|py| {
-            let mut s = Py::spawn(
-                py,
-                &["bench-mem-serve", "4", &shape.heap.to_string()],
-            )?;
+            let mut s = Py::spawn(py, &["bench-mem-serve", "4", &shape.heap.to_string()])?;
             writeln!(s.stdin, "{}", bytes.len()).ok()?;
             s.stdin.write_all(&bytes).ok()?;
             s.stdin.flush().ok()?;
@@ -466,7 +468,12 @@ fn mem_report(args: &Args, py: Option<&Path>) {
             Some(s)
         });
         // Per contender: wall-clock and per-CPU-second rates; ratios within each run.
-        let names = ["bound: one memcpy per payload", "ours", "spead2 4.5.1", "spead2 4.5.1 + MemoryPool"];
+        let names = [
+            "bound: one memcpy per payload",
+            "ours",
+            "spead2 4.5.1",
+            "spead2 4.5.1 + MemoryPool",
+        ];
         let mut wall: [Vec<f64>; 4] = Default::default();
         let mut cpu: [Vec<f64>; 4] = Default::default();
         let mut bad = false;
@@ -505,10 +512,13 @@ fn mem_report(args: &Args, py: Option<&Path>) {
                 );
             }
         }
-        let ratio = |a: &[f64], b: &[f64]| -> Vec<f64> {
-            a.iter().zip(b).map(|(x, y)| x / y).collect()
-        };
-        for (k, name) in [(0, "ours/bound"), (2, "ours/spead2"), (3, "ours/spead2+pool")] {
+        let ratio =
+            |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| x / y).collect() };
+        for (k, name) in [
+            (0, "ours/bound"),
+            (2, "ours/spead2"),
+            (3, "ours/spead2+pool"),
+        ] {
             if wall[k].len() == wall[1].len() {
                 println!(
                     "  ratio {:<24} {:>22} {:>22}",
@@ -592,7 +602,11 @@ fn ours_udp_pair(shape: Shape, heaps: u64, rate: f64) -> Rate {
 
 /// A pair's lossless rate in bytes of heap payload per second: unthrottled if that
 /// loses nothing, else the best passing rate of a bisection on the send rate.
-fn lossless(mut trial: impl FnMut(f64) -> Option<Rate>, heaps: u64, heap_size: usize) -> Option<f64> {
+fn lossless(
+    mut trial: impl FnMut(f64) -> Option<Rate>,
+    heaps: u64,
+    heap_size: usize,
+) -> Option<f64> {
     let ok = |r: &Rate| r.heaps == heaps && r.seconds.is_finite() && r.seconds > 0.0;
     let payload = |r: &Rate| r.heaps as f64 * heap_size as f64 / r.seconds;
     let verbose = std::env::var_os("SPEAD_BENCH_VERBOSE").is_some();
@@ -641,7 +655,11 @@ fn udp_report(args: &Args, py: Option<&Path>) {
         let mut theirs = Vec::new();
         let mut ratio = Vec::new();
         for _ in 0..args.runs {
-            let o = lossless(|rate| Some(ours_udp_pair(shape, heaps, rate)), heaps, shape.heap);
+            let o = lossless(
+                |rate| Some(ours_udp_pair(shape, heaps, rate)),
+                heaps,
+                shape.heap,
+            );
             let t = server.as_mut().and_then(|s| {
                 lossless(
                     |rate| {
@@ -692,7 +710,10 @@ fn group_report(args: &Args) {
                 cpu[k].push(c);
             }
         }
-        println!("  {:<22} {:>22} {:>22}", "Mpkt/s", "wall clock", "per CPU-second");
+        println!(
+            "  {:<22} {:>22} {:>22}",
+            "Mpkt/s", "wall clock", "per CPU-second"
+        );
         for (k, &n) in counts.iter().enumerate() {
             println!(
                 "  {:<22} {:>22} {:>22}",
@@ -823,7 +844,9 @@ fn main() {
     }
     let py = python();
     if py.is_none() {
-        println!("spead2 venv not found: run `cargo test -p workspace-tests` first for spead2 numbers");
+        println!(
+            "spead2 venv not found: run `cargo test -p workspace-tests` first for spead2 numbers"
+        );
     }
     if args.mem {
         mem_report(&args, py.as_deref());

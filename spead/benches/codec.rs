@@ -23,7 +23,11 @@ const SHAPES: [(&str, usize, usize); 4] = [
 
 fn heap(size: usize) -> Heap {
     let mut h = Heap::new(Flavour::SPEAD_64_48);
-    h.add_item(0x1000, (0..size).map(|i| (i * 7) as u8).collect::<Vec<_>>(), false);
+    h.add_item(
+        0x1000,
+        (0..size).map(|i| (i * 7) as u8).collect::<Vec<_>>(),
+        false,
+    );
     h
 }
 

@@ -125,7 +125,7 @@ pub enum Reject {
     Stopped,
 }
 
-/// Packets up to this size have the next one prefetched in [`Stream::add_packets`].
+/// Packets up to this size have the next ones prefetched in [`Stream::add_packets`].
 const PREFETCH_MAX: usize = 4096;
 
 /// How far ahead [`Stream::add_packets`] prefetches, in bytes.
@@ -368,6 +368,7 @@ impl<H: HeapSink> Stream<H> {
     ///
     /// # Errors
     /// The [`Reject`] reason when the packet was dropped (it is also counted).
+    #[inline]
     pub fn add_decoded(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
         if let Some(r) = self.refuse() {
             return Err(r);

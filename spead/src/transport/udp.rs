@@ -31,7 +31,12 @@ const CONTROL_SPACE: usize = 32;
 const GRO_BATCH: usize = 16;
 
 /// Sets an int socket option; true if the kernel took it.
-fn set_int_option(sock: &UdpSocket, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> bool {
+fn set_int_option(
+    sock: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> bool {
     // SAFETY: the fd is a live socket owned by `sock`; the value points to a c_int
     // that outlives the call and its size is passed.
     unsafe {
@@ -157,7 +162,10 @@ impl UdpReceiver {
         let max_packet_size = config.max_packet_size.max(64);
         let gro = config.gro && set_int_option(&sock, libc::SOL_UDP, UDP_GRO, 1);
         let (batch, stride) = if gro {
-            (config.batch.clamp(1, GRO_BATCH), GSO_MAX_BYTES.max(max_packet_size))
+            (
+                config.batch.clamp(1, GRO_BATCH),
+                GSO_MAX_BYTES.max(max_packet_size),
+            )
         } else {
             (config.batch.max(1), max_packet_size)
         };
@@ -268,7 +276,8 @@ impl UdpReceiver {
             while !c.is_null() {
                 if (*c).cmsg_level == libc::SOL_UDP
                     && (*c).cmsg_type == UDP_GRO
-                    && (*c).cmsg_len as usize >= libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize
+                    && (*c).cmsg_len as usize
+                        >= libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize
                 {
                     let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
                     return usize::try_from(v).ok().filter(|&v| v > 0);
@@ -483,7 +492,10 @@ impl UdpSender {
         self.control.resize(n, [0; CONTROL_SPACE / 8]);
         for (m, &(start, count, segment)) in self.runs.iter().enumerate() {
             let (p, sub) = packets[start];
-            let bytes: usize = packets[start..start + count].iter().map(|q| q.0.len()).sum();
+            let bytes: usize = packets[start..start + count]
+                .iter()
+                .map(|q| q.0.len())
+                .sum();
             // The run's packets lie back to back from `p` (checked above).
             self.iovs[m].iov_base = p.as_ptr() as *mut libc::c_void;
             self.iovs[m].iov_len = bytes;
@@ -573,7 +585,11 @@ mod tests {
     /// packets back to back (a GSO run), the last one shorter.
     fn strided_heap(cnt: u64, len: usize, packet: usize) -> (Vec<u8>, Vec<usize>) {
         let mut h = Heap::new(Flavour::SPEAD_64_48);
-        h.add_item(0x1000, (0..len).map(|i| (i * 3) as u8).collect::<Vec<_>>(), false);
+        h.add_item(
+            0x1000,
+            (0..len).map(|i| (i * 3) as u8).collect::<Vec<_>>(),
+            false,
+        );
         let refs = [HeapReference {
             heap: &h,
             cnt,
