@@ -379,6 +379,9 @@ impl<H: HeapSink> Stream<H> {
             return Err(Reject::Stopped);
         }
         self.stats.packets += 1;
+        if let Some(r) = self.add_next_in_order(p) {
+            return r;
+        }
         let end = p.payload_offset + p.payload.len() as u64;
         let too_large = match p.heap_length {
             Some(hl) => hl > self.config.max_heap_size,
@@ -457,6 +460,62 @@ impl<H: HeapSink> Stream<H> {
             self.stop();
         }
         Ok(())
+    }
+
+    /// The common case with few branches: in a one-substream, in-order stream, the
+    /// next packet of the newest live heap, carrying only the special items. Does what
+    /// the general path of [`Stream::add_decoded`] would (the checks it skips cannot
+    /// fail here: the heap's HEAP_LENGTH passed them when the heap began); `None`, with
+    /// nothing changed, when the packet needs the general path.
+    #[inline]
+    fn add_next_in_order(&mut self, p: &Packet<'_>) -> Option<Result<(), Reject>> {
+        if self.config.allow_out_of_order
+            || !p.specials_only
+            || self.subs.len() != 1
+            || p.payload.is_empty()
+        {
+            return None;
+        }
+        let hl = p.heap_length?;
+        if hl == p.payload.len() as u64 {
+            // A single-packet heap matches no live heap.
+            return None;
+        }
+        let Self {
+            subs,
+            config,
+            stats,
+            sink,
+            ..
+        } = self;
+        let sub = &mut subs[0];
+        let head = sub.head;
+        let h = sub.slots[head].as_mut()?;
+        if h.cnt != p.heap_cnt
+            || h.heap_length != Some(hl)
+            || hl < h.min_length
+            || h.flavour != p.flavour
+            || h.received != p.payload_offset
+        {
+            return None;
+        }
+        stats.search_dist += 1;
+        sink.write(&mut h.storage, p);
+        h.received += p.payload.len() as u64;
+        let stop = config.stop_on_stop_item && h.end_of_stream;
+        if h.is_complete() {
+            if let Some(heap) = sub.slots[head].take() {
+                if stop && !config.deliver_stop_heap {
+                    self.recycle(heap);
+                } else {
+                    self.finish(heap, Exit::Complete);
+                }
+            }
+        }
+        if stop {
+            self.stop();
+        }
+        Some(Ok(()))
     }
 
     /// Advances the ring head of substream `s`, evicting its occupant. Returns the slot.
