@@ -246,6 +246,23 @@ impl Rate {
     }
 }
 
+/// The copy ours uses (`recv::sink::copy_payload`): 32 to 128 bytes as inline 32-byte
+/// blocks, anything else through `copy_from_slice` (memcpy).
+#[inline]
+fn copy(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if (32..=128).contains(&n) {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+        if n > 64 {
+            dst[32..64].copy_from_slice(&src[32..64]);
+            dst[n - 64..n - 32].copy_from_slice(&src[n - 64..n - 32]);
+        }
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// Prefetches the cache line at the start of `data`.
 fn prefetch(data: &[u8]) {
     #[cfg(target_arch = "x86_64")]
@@ -354,7 +371,8 @@ fn copy_table(bytes: &[u8]) -> Vec<(usize, u32, u32)> {
 }
 
 /// The bound for any receiver that copies payload once: the copies alone, each
-/// payload into its place in a heap buffer (reused, as ours reuses its pool's).
+/// payload into its place in a heap buffer (reused, as ours reuses its pool's), with
+/// the same prefetching and small-copy code as ours.
 fn memcpy_bound(
     bytes: &[u8],
     table: &[(usize, u32, u32)],
@@ -376,7 +394,7 @@ fn memcpy_bound(
                 fetched = (fetched.max(src) + 64).min(to);
             }
         }
-        dest[off..off + len].copy_from_slice(&bytes[src..src + len]);
+        copy(&mut dest[off..off + len], &bytes[src..src + len]);
         heaps += u64::from(off + len == heap_size);
     }
     std::hint::black_box(&dest);

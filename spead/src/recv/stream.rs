@@ -379,9 +379,15 @@ impl<H: HeapSink> Stream<H> {
             return Err(Reject::Stopped);
         }
         self.stats.packets += 1;
-        if let Some(r) = self.add_next_in_order(p) {
-            return r;
+        match self.add_next_in_order(p) {
+            Some(r) => r,
+            None => self.add_counted(p),
         }
+    }
+
+    /// [`Stream::add_decoded`] for a packet already counted, in the general case.
+    #[inline(never)]
+    fn add_counted(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
         let end = p.payload_offset + p.payload.len() as u64;
         let too_large = match p.heap_length {
             Some(hl) => hl > self.config.max_heap_size,
