@@ -614,19 +614,25 @@ fn ours_udp_pair(shape: Shape, heaps: u64, rate: f64) -> Rate {
         }
     });
     let dest = rx.recv().expect("receiver address");
+    let cpu = process_cpu();
     udp_send(dest, shape, heaps, 1, rate);
-    recv.join().expect("receiver")
+    let mut r = recv.join().expect("receiver");
+    r.cpu = process_cpu() - cpu;
+    r
 }
 
 /// A pair's lossless rate in bytes of heap payload per second: unthrottled if that
-/// loses nothing, else the best passing rate of a bisection on the send rate.
+/// loses nothing, else the best passing rate of a bisection on the send rate; with the
+/// payload bytes per CPU-second of that trial (sender, receiver and the kernel's work
+/// for them, as the processes were charged).
 fn lossless(
     mut trial: impl FnMut(f64) -> Option<Rate>,
     heaps: u64,
     heap_size: usize,
-) -> Option<f64> {
+) -> Option<(f64, f64)> {
     let ok = |r: &Rate| r.heaps == heaps && r.seconds.is_finite() && r.seconds > 0.0;
     let payload = |r: &Rate| r.heaps as f64 * heap_size as f64 / r.seconds;
+    let per_cpu = |r: &Rate| r.heaps as f64 * heap_size as f64 / r.cpu;
     let verbose = std::env::var_os("SPEAD_BENCH_VERBOSE").is_some();
     let mut trial = |rate: f64| {
         let r = trial(rate);
@@ -637,7 +643,7 @@ fn lossless(
     };
     let first = trial(0.0)?;
     if ok(&first) {
-        return Some(payload(&first));
+        return Some((payload(&first), per_cpu(&first)));
     }
     // The unthrottled receive rate is an upper bound on what passes.
     let mut hi = if first.seconds.is_finite() && first.heaps > 0 {
@@ -646,32 +652,33 @@ fn lossless(
         10e9
     };
     let mut lo = 0.0;
-    let mut best: Option<f64> = None;
+    let mut best: Option<(f64, f64)> = None;
     for _ in 0..6 {
         let mid = (lo + hi) / 2.0;
         let r = trial(mid)?;
         if ok(&r) {
             lo = mid;
-            best = Some(best.map_or(payload(&r), |b: f64| b.max(payload(&r))));
+            if best.map_or(true, |b| payload(&r) > b.0) {
+                best = Some((payload(&r), per_cpu(&r)));
+            }
         } else {
             hi = mid;
         }
     }
-    best.or(Some(0.0))
+    best.or(Some((0.0, f64::NAN)))
 }
 
 fn udp_report(args: &Args, py: Option<&Path>) {
     println!(
-        "UDP loopback, sender and receiver pairs: lossless rate (every heap complete), GB/s of heap payload, {} runs",
+        "UDP loopback, sender and receiver pairs: lossless rate (every heap complete) in GB/s of heap payload, and GB of payload per CPU-second of the pair's process; {} runs",
         args.runs
     );
     for &shape in args.shapes.iter().filter(|s| s.heap == 1 << 20) {
-        let heaps = 128u64;
+        let heaps = 256u64;
         println!(" {}: {heaps} heaps per trial", shape.label());
         let mut server = py.and_then(|py| Py::spawn(py, &["bench-udp-pair-serve"]));
-        let mut ours = Vec::new();
-        let mut theirs = Vec::new();
-        let mut ratio = Vec::new();
+        let mut wall: [Vec<f64>; 2] = Default::default();
+        let mut cpu: [Vec<f64>; 2] = Default::default();
         for _ in 0..args.runs {
             let o = lossless(
                 |rate| Some(ours_udp_pair(shape, heaps, rate)),
@@ -688,18 +695,41 @@ fn udp_report(args: &Args, py: Option<&Path>) {
                     shape.heap,
                 )
             });
-            if let Some(o) = o {
-                ours.push(o / 1e9);
-                if let Some(t) = t {
-                    theirs.push(t / 1e9);
-                    ratio.push(o / t);
+            // Ratios need both in the same run.
+            if let (Some(o), Some(t)) = (o, t) {
+                for (k, r) in [o, t].iter().enumerate() {
+                    wall[k].push(r.0 / 1e9);
+                    cpu[k].push(r.1 / 1e9);
                 }
+            } else if let Some(o) = o {
+                wall[0].push(o.0 / 1e9);
+                cpu[0].push(o.1 / 1e9);
             }
         }
-        println!("  {:<34} {:>24}", "ours pair", summary(&ours, 2));
-        if !theirs.is_empty() {
-            println!("  {:<34} {:>24}", "spead2 4.5.1 pair", summary(&theirs, 2));
-            println!("  ratio ours/spead2 {:>23}", summary(&ratio, 3));
+        println!(
+            "  {:<30} {:>22} {:>22}",
+            "GB/s", "lossless", "per CPU-second"
+        );
+        for (k, name) in ["ours pair", "spead2 4.5.1 pair"].iter().enumerate() {
+            if !wall[k].is_empty() {
+                println!(
+                    "  {:<30} {:>22} {:>22}",
+                    name,
+                    summary(&wall[k], 2),
+                    summary(&cpu[k], 2)
+                );
+            }
+        }
+        if wall[1].len() == wall[0].len() && !wall[1].is_empty() {
+            let ratio = |a: &[f64], b: &[f64]| -> Vec<f64> {
+                a.iter().zip(b).map(|(x, y)| x / y).collect()
+            };
+            println!(
+                "  {:<30} {:>22} {:>22}",
+                "ratio ours/spead2",
+                summary(&ratio(&wall[0], &wall[1]), 3),
+                summary(&ratio(&cpu[0], &cpu[1]), 3)
+            );
         }
     }
 }

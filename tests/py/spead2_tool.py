@@ -295,6 +295,7 @@ def udp_pair_trial(rate, heaps, heap_size, packet_size):
     heap = spead2.send.Heap(flavour)
     payload = (np.arange(heap_size, dtype=np.uint64) * 7).astype(np.uint8)
     heap.add_item(RawItem(0x1000, payload.tobytes(), False))
+    cpu = time.process_time()  # every thread: sender, receiver, consumer
     start = time.perf_counter()
     for cnt in range(1, heaps + 1):
         tx.send_heap(heap, cnt)
@@ -307,8 +308,9 @@ def udp_pair_trial(rate, heaps, heap_size, packet_size):
     t.join(timeout=3)
     rx.stop()
     t.join()
+    cpu = time.process_time() - cpu
     first, last = got["first"], got["last"]
-    return {"seconds": (last - first) if first is not None else float("nan"),
+    return {"seconds": (last - first) if first is not None else float("nan"), "cpu": cpu,
             "heaps": got["heaps"], "packets": rx.stats.packets, "send_seconds": sent}
 
 
