@@ -329,7 +329,7 @@ pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
 /// else, which [`decode_any`] then decodes (or names the rule it breaks); for a packet
 /// this accepts, `decode_any` would give the same.
 #[inline]
-fn decode_plain(data: &[u8]) -> Option<Packet<'_>> {
+pub(crate) fn decode_plain(data: &[u8]) -> Option<Packet<'_>> {
     const PLAIN: usize = HEADER_SIZE + 4 * POINTER_SIZE;
     let head: &[u8; PLAIN] = data.get(..PLAIN)?.try_into().ok()?;
     let word = |k: usize| {
@@ -352,12 +352,13 @@ fn decode_plain(data: &[u8]) -> Option<Packet<'_>> {
     };
     let hab = flavour.heap_address_bits;
     let mask = flavour.value_mask();
-    let special = |id: u64| (1u64 << 63) | (id << hab);
+    // Above the value: the immediate flag, then the ID.
+    let immediate = 1u64 << (63 - hab);
     let (a, b, c, d) = (word(1), word(2), word(3), word(4));
-    if a & !mask != special(HEAP_CNT_ID)
-        || b & !mask != special(HEAP_LENGTH_ID)
-        || c & !mask != special(PAYLOAD_OFFSET_ID)
-        || d & !mask != special(PAYLOAD_LENGTH_ID)
+    if a >> hab != immediate | HEAP_CNT_ID
+        || b >> hab != immediate | HEAP_LENGTH_ID
+        || c >> hab != immediate | PAYLOAD_OFFSET_ID
+        || d >> hab != immediate | PAYLOAD_LENGTH_ID
     {
         return None;
     }

@@ -23,7 +23,7 @@ use super::pool::MemoryPool;
 use super::sink::{Exit, HeapQueue, HeapSink, LiveHeap};
 use super::stats::{DuplicateStat, StatMode, Stats, StatsConfig};
 use crate::wire::{
-    decode_datagram, decode_packet, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
+    decode_datagram, decode_packet, decode_plain, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
 };
 
 /// Receiver configuration (spead2's `stream_config` plus our safety limits).
@@ -136,13 +136,17 @@ const PREFETCH_AHEAD: usize = 4096;
 #[inline]
 fn prefetch(data: &[u8]) {
     #[cfg(target_arch = "x86_64")]
-    for line in (0..data.len()).step_by(64) {
-        // SAFETY: PREFETCHT0 is a hint that never faults and changes no memory, and the
-        // address is inside `data` (x86-64 always has SSE, which the intrinsic needs).
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                data.as_ptr().add(line).cast(),
-            );
+    {
+        let mut line = 0;
+        while line < data.len() {
+            // SAFETY: PREFETCHT0 is a hint that never faults and changes no memory, and
+            // the address is inside `data` (x86-64 always has SSE, which it needs).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    data.as_ptr().add(line).cast(),
+                );
+            }
+            line += 64;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -328,25 +332,29 @@ impl<H: HeapSink> Stream<H> {
         // themselves (`rep movsb`), so only small ones are prefetched.
         let mut fetched = 0;
         while pos < data.len() && n < max_packets && !self.stopped && self.started {
-            match decode_packet(&data[pos..]) {
-                Ok(p) => {
-                    let size = p.size();
-                    pos += size;
-                    n += 1;
-                    if size <= PREFETCH_MAX {
-                        let to = (pos + PREFETCH_AHEAD).min(data.len());
-                        if fetched < to {
-                            prefetch(&data[fetched.max(pos)..to]);
-                            fetched = to;
-                        }
+            let rest = &data[pos..];
+            // Plain packets skip the general decoder and its Result.
+            let p = match decode_plain(rest) {
+                Some(p) => p,
+                None => match decode_packet(rest) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        self.stats.packets_malformed += 1;
+                        break;
                     }
-                    let _ = self.add_decoded(&p);
-                }
-                Err(_) => {
-                    self.stats.packets_malformed += 1;
-                    break;
+                },
+            };
+            let size = p.size();
+            pos += size;
+            n += 1;
+            if size <= PREFETCH_MAX {
+                let to = (pos + PREFETCH_AHEAD).min(data.len());
+                if fetched < to {
+                    prefetch(&data[fetched.max(pos)..to]);
+                    fetched = to;
                 }
             }
+            let _ = self.add_decoded(&p);
         }
         self.note_batch(n);
         pos
@@ -368,7 +376,7 @@ impl<H: HeapSink> Stream<H> {
     ///
     /// # Errors
     /// The [`Reject`] reason when the packet was dropped (it is also counted).
-    #[inline]
+    #[inline(always)]
     pub fn add_decoded(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
         if let Some(r) = self.refuse() {
             return Err(r);
@@ -473,7 +481,7 @@ impl<H: HeapSink> Stream<H> {
     /// the general path of [`Stream::add_decoded`] would (the checks it skips cannot
     /// fail here: the heap's HEAP_LENGTH passed them when the heap began); `None`, with
     /// nothing changed, when the packet needs the general path.
-    #[inline]
+    #[inline(always)]
     fn add_next_in_order(&mut self, p: &Packet<'_>) -> Option<Result<(), Reject>> {
         if self.config.allow_out_of_order
             || !p.specials_only
@@ -509,9 +517,22 @@ impl<H: HeapSink> Stream<H> {
         sink.write(&mut h.storage, p);
         h.received += p.payload.len() as u64;
         let stop = config.stop_on_stop_item && h.end_of_stream;
-        if h.is_complete() {
-            if let Some(heap) = sub.slots[head].take() {
-                if stop && !config.deliver_stop_heap {
+        if stop || h.is_complete() {
+            self.head_done(head, stop);
+        }
+        Some(Ok(()))
+    }
+
+    /// The rest of [`Stream::add_next_in_order`] when the head heap of the single
+    /// substream completed or holds a stop (once per heap, so kept out of line).
+    #[inline(never)]
+    fn head_done(&mut self, head: usize, stop: bool) {
+        let complete = self.subs[0].slots[head]
+            .as_ref()
+            .is_some_and(LiveHeap::is_complete);
+        if complete {
+            if let Some(heap) = self.subs[0].slots[head].take() {
+                if stop && !self.config.deliver_stop_heap {
                     self.recycle(heap);
                 } else {
                     self.finish(heap, Exit::Complete);
@@ -521,7 +542,6 @@ impl<H: HeapSink> Stream<H> {
         if stop {
             self.stop();
         }
-        Some(Ok(()))
     }
 
     /// Advances the ring head of substream `s`, evicting its occupant. Returns the slot.
