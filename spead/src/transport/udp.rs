@@ -59,7 +59,8 @@ pub struct UdpRecvConfig {
     pub buffer_size: usize,
     /// Largest datagram accepted.
     pub max_packet_size: usize,
-    /// Datagrams per `recvmmsg`.
+    /// Buffers per `recvmmsg`: one datagram each, or with GRO at most 16 buffers of up
+    /// to 64 KiB of coalesced datagrams each.
     pub batch: usize,
     /// Interface address for multicast joins.
     pub interface: Option<Ipv4Addr>,
