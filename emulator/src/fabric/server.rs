@@ -64,6 +64,13 @@ pub struct ServerStats {
     pub no_process: u64,
     /// Frames dropped because the receiving process's ring was full.
     pub process_full: u64,
+    /// Connection-manager messages handed to the process of their destination host.
+    pub cm_forwarded: u64,
+    /// Connection-manager messages returned to their sender: no process was the
+    /// destination host.
+    pub cm_returned: u64,
+    /// Connection-manager messages lost: the receiving process's socket was full.
+    pub cm_lost: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -221,9 +228,15 @@ impl Server {
         .filter(|(_, n)| *n > 0)
         .map(|(what, n)| format!("{what} {n}"))
         .collect();
+        let cm_lost = if s.cm_lost > 0 {
+            format!(", {} lost", s.cm_lost)
+        } else {
+            String::new()
+        };
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
-             the switch; {} processes joined, {} refused, {} hung up on for bad messages",
+             the switch; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
+             joined, {} refused, {} hung up on for bad messages",
             f.transmitted,
             f.delivered,
             if lost.is_empty() {
@@ -233,6 +246,8 @@ impl Server {
             },
             f.duplicated,
             f.corrupted_switch,
+            s.cm_forwarded,
+            s.cm_returned,
             s.joined,
             s.refused,
             s.bad_messages,
@@ -439,6 +454,40 @@ impl Server {
             (Some(s), ToFabric::Leave(g)) => self.member(i, port(s), Group::Ip(g), false),
             (Some(s), ToFabric::JoinMac(m)) => self.member(i, port(s), Group::Mac(m), true),
             (Some(s), ToFabric::LeaveMac(m)) => self.member(i, port(s), Group::Mac(m), false),
+            (Some(s), ToFabric::Cm { to, body }) => {
+                self.cm(i, s, to, body);
+                Ok(())
+            }
+        }
+    }
+
+    /// Forwards a connection-manager message from connection `i` (host `s`) to the
+    /// process of host `to`, or returns it when there is none.
+    fn cm(&mut self, i: usize, s: usize, to: Ipv4Addr, body: &[u8]) {
+        let dest = self
+            .slots
+            .iter()
+            .find(|d| d.ip == to)
+            .and_then(|d| d.conn)
+            .and_then(|c| self.conns[c].as_ref());
+        let (fd, msg) = match dest {
+            Some(d) => (
+                d.fd.as_fd(),
+                FromFabric::Cm {
+                    from: self.slots[s].ip,
+                    body,
+                },
+            ),
+            None => match self.conns[i].as_ref() {
+                Some(me) => (me.fd.as_fd(), FromFabric::CmReturned { to, body }),
+                None => return,
+            },
+        };
+        msg.encode(&mut self.out);
+        match (sys::send(fd, &self.out, true), msg) {
+            (Ok(()), FromFabric::Cm { .. }) => self.stats.cm_forwarded += 1,
+            (Ok(()), _) => self.stats.cm_returned += 1,
+            (Err(_), _) => self.stats.cm_lost += 1,
         }
     }
 

@@ -8,13 +8,14 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
+use crate::fabric::client::CmIn;
 use crate::ffi;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::{ChannelShared, KEvent, Queued, UdData};
 use crate::rdmacm::id::{CmId, Conn, IdInner, IdShared, Peer, State};
 use crate::rdmacm::network::{
-    Address, CmNetwork, ConnData, Endpoint, LocalNetwork, Message, REJ_CONSUMER_DEFINED,
-    REJ_TIMEOUT, SIDR_UNSUPPORTED,
+    Address, ConnData, Endpoint, Message, Network, Outside, REJ_CONSUMER_DEFINED, REJ_TIMEOUT,
+    SIDR_UNSUPPORTED,
 };
 use crate::rdmacm::{devices, event, route};
 use crate::state::{emu, lock};
@@ -47,7 +48,7 @@ pub struct Cm {
     ports: Mutex<Vec<Binding>>,
     rover: AtomicU32,
     /// The network between ids.
-    pub net: Box<dyn CmNetwork>,
+    pub net: Network,
 }
 
 static CM: OnceLock<Result<Cm, c_int>> = OnceLock::new();
@@ -64,7 +65,8 @@ pub fn cm() -> Result<&'static Cm, c_int> {
             return Err(libc::ENODEV);
         }
         let host = e.spec.ip;
-        let net = LocalNetwork::new(host, deliver)
+        let outside = e.cm_link().map(|l| l as &'static dyn Outside);
+        let net = Network::new(host, deliver, outside)
             .map_err(|err| err.raw_os_error().unwrap_or(libc::EAGAIN))?;
         Ok(Cm {
             host,
@@ -72,7 +74,7 @@ pub fn cm() -> Result<&'static Cm, c_int> {
             next_id: AtomicU32::new(1),
             ports: Mutex::new(Vec::new()),
             rover: AtomicU32::new(u32::from(EPHEMERAL_FIRST)),
-            net: Box::new(net),
+            net,
         })
     })
     .as_ref()
@@ -190,6 +192,20 @@ impl Cm {
     /// Sends a message from id `from`.
     pub fn send(&self, from: Endpoint, to: Address, msg: Message) {
         self.net.send(to, from, msg);
+    }
+}
+
+/// What the fabric brings for this host's connection manager (the progress thread calls
+/// it): a message from another host's process, or one of ours that no process took.
+/// The connection manager starts if it has not yet (the kernel's CM is always there to
+/// answer).
+pub fn from_fabric(m: CmIn<'_>) {
+    let Ok(c) = cm() else {
+        return;
+    };
+    match m {
+        CmIn::From { from, body } => c.net.arrived(from, body),
+        CmIn::Returned { body, .. } => c.net.returned(body),
     }
 }
 

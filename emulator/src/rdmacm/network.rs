@@ -1,11 +1,13 @@
 //! How connection-manager messages travel between ids: the IB CM's REQ, REP, RTU, REJ,
 //! DREQ and DREP (and SIDR for UD), addressed to a listening service or to an id.
 //!
-//! [`CmNetwork`] is what the ids need from the network; [`LocalNetwork`] carries messages
-//! between the ids of this process (every listener is one of its ids). Ids of two processes
-//! talk once the fabric process carries these messages between processes (a
-//! `CmNetwork` over the fabric's control socket); until then a REQ for another process's
-//! listener finds none and is rejected as the remote CM rejects an unknown service.
+//! A [`Network`] delivers the messages for the ids of this process (its host's) itself, on
+//! a thread of its own, and hands those for another host to the world [`Outside`]: with
+//! a fabric process, the fabric's socket, which brings them to the process of that host
+//! ([`encode`] and [`decode`] turn them into bytes) and returns them when no process is
+//! that host. A message nobody takes is answered as the remote CM answers it (a REQ with
+//! a REJ for an unknown service ...); so is a message for another host with no fabric
+//! (a process alone reaches only its own host).
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -135,32 +137,43 @@ pub enum Address {
     Endpoint(Endpoint),
 }
 
-/// What the connection manager needs from the network between ids.
-pub trait CmNetwork: Send + Sync + std::fmt::Debug {
-    /// Claims `service` for the listener `ep`.
-    ///
-    /// # Errors
-    /// EADDRINUSE when another id listens on it.
-    fn listen(&self, service: Service, ep: Endpoint) -> Result<(), c_int>;
-
-    /// Gives `service` up (the listener is destroyed).
-    fn unlisten(&self, service: Service, ep: Endpoint);
-
-    /// Sends `msg` from `from` to `to`, later (the network is asynchronous, as the IB CM's
-    /// MADs are): the receiver learns it on the network's own thread.
-    fn send(&self, to: Address, from: Endpoint, msg: Message);
-}
-
 /// How a network hands a message to an id of this process: `(to, from, msg)`; false when
 /// the id does not exist (any more).
 pub type Deliver = fn(u32, Endpoint, Message) -> bool;
 
-/// The network between the ids of one process: a table of listeners, and a thread that
-/// delivers every message in order.
+/// The world beyond this process's host: where messages for other hosts go.
+pub trait Outside: Send + Sync + std::fmt::Debug {
+    /// Sends `body` (an [`encode`]d message) to the process of host `host`.
+    ///
+    /// # Errors
+    /// It cannot be sent (the reason).
+    fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String>;
+}
+
+impl Outside for crate::fabric::client::CmLink {
+    fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String> {
+        crate::fabric::client::CmLink::send(self, host, body)
+    }
+}
+
+/// What the network's thread does next.
 #[derive(Debug)]
-pub struct LocalNetwork {
+enum Job {
+    /// A message from an id of this process.
+    Send(Address, Endpoint, Message),
+    /// An encoded message from the process of another host (its address).
+    Arrived(Ipv4Addr, Vec<u8>),
+    /// An encoded message this process sent, returned: no process is its host.
+    Returned(Vec<u8>),
+}
+
+/// The network of one host's ids: a table of listeners, and a thread that delivers every
+/// message in order (the IB CM's MADs are asynchronous too: the receiver learns of a
+/// message on that thread, never inside the sender's call).
+#[derive(Debug)]
+pub struct Network {
     shared: Arc<Shared>,
-    queue: Mutex<Sender<(Address, Endpoint, Message)>>,
+    queue: Mutex<Sender<Job>>,
 }
 
 #[derive(Debug)]
@@ -168,6 +181,15 @@ struct Shared {
     host: Ipv4Addr,
     listeners: Mutex<HashMap<Service, Endpoint>>,
     deliver: Deliver,
+    outside: Option<&'static dyn Outside>,
+}
+
+/// Says once on stderr that messages from other hosts were dropped, and why.
+fn dropped(why: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("verbs-emu: dropped a connection-manager message: {why}");
+    }
 }
 
 impl Shared {
@@ -188,7 +210,24 @@ impl Shared {
         })
     }
 
+    /// Whether `ip` is this host (the unspecified address too: a service on it is ours).
+    fn is_here(&self, ip: Ipv4Addr) -> bool {
+        ip == self.host || ip.is_unspecified()
+    }
+
     fn route(&self, to: Address, from: Endpoint, msg: Message) {
+        let dest = to_host(to);
+        if !self.is_here(dest) {
+            if let Some(out) = self.outside {
+                let mut body = Vec::new();
+                encode(to, from, &msg, &mut body);
+                match out.send(dest, &body) {
+                    Ok(()) => return,
+                    Err(why) => dropped(&format!("to {dest}: {why}")),
+                }
+            }
+            return self.answer(to, from, msg);
+        }
         let target = match to {
             Address::Endpoint(ep) => Some(ep),
             Address::Service(s) => self.listener(s),
@@ -196,34 +235,61 @@ impl Shared {
         let delivered = target
             .filter(|ep| ep.host == self.host)
             .is_some_and(|ep| (self.deliver)(ep.id, from, msg.clone()));
-        if delivered {
-            return;
+        if !delivered {
+            self.answer(to, from, msg);
         }
-        // What the remote CM answers a message nobody takes (drivers/infiniband/core/cm.c):
-        // a REQ with REJ (invalid service id), a SIDR REQ with SIDR REP (unsupported), a
-        // DREQ for a gone id with a DREP; anything else is dropped.
+    }
+
+    /// What the remote CM answers a message nobody takes (drivers/infiniband/core/cm.c): a
+    /// REQ with REJ (invalid service id), a SIDR REQ with SIDR REP (unsupported), a DREQ
+    /// for a gone id with a DREP; anything else is dropped.
+    fn answer(&self, to: Address, from: Endpoint, msg: Message) {
         let here = Endpoint {
             host: to_host(to),
             id: 0,
         };
         let answer = match msg {
-            Message::Req { .. } => Some(Message::Rej {
+            Message::Req { .. } => Message::Rej {
                 reason: REJ_INVALID_SERVICE_ID,
                 private_data: vec![0; crate::rdmacm::event::REJ_PRIVATE_DATA],
-            }),
-            Message::SidrReq { .. } => Some(Message::SidrRep {
+            },
+            Message::SidrReq { .. } => Message::SidrRep {
                 status: SIDR_UNSUPPORTED,
                 qpn: 0,
                 qkey: 0,
                 private_data: vec![0; crate::rdmacm::event::SIDR_REP_PRIVATE_DATA],
-            }),
-            Message::Dreq => Some(Message::Drep),
-            _ => None,
+            },
+            Message::Dreq => Message::Drep,
+            _ => return,
         };
-        if let Some(a) = answer {
-            if from.host == self.host {
-                (self.deliver)(from.id, here, a);
-            }
+        if self.is_here(from.host) {
+            (self.deliver)(from.id, here, answer);
+        } else {
+            // An answer to another host's message: it travels back the way it came.
+            self.route(Address::Endpoint(from), here, answer);
+        }
+    }
+
+    fn run(&self, job: Job) {
+        match job {
+            Job::Send(to, from, msg) => self.route(to, from, msg),
+            Job::Arrived(host, body) => match decode(&body) {
+                Ok((to, from, msg)) => {
+                    if from.host != host {
+                        dropped(&format!("host {host} sent one from {}", from.host));
+                    } else if !self.is_here(to_host(to)) {
+                        dropped(&format!("host {host} sent one for {}", to_host(to)));
+                    } else {
+                        self.route(to, from, msg);
+                    }
+                }
+                Err(why) => dropped(&format!("host {host} sent one that {why}")),
+            },
+            Job::Returned(body) => match decode(&body) {
+                Ok((to, from, msg)) if self.is_here(from.host) => self.answer(to, from, msg),
+                Ok(_) => dropped("the fabric returned one this host did not send"),
+                Err(why) => dropped(&format!("the fabric returned one that {why}")),
+            },
         }
     }
 }
@@ -235,35 +301,43 @@ fn to_host(to: Address) -> Ipv4Addr {
     }
 }
 
-impl LocalNetwork {
-    /// The network of host `host`, handing messages to `deliver` on its own thread.
+impl Network {
+    /// The network of host `host`, handing messages to `deliver` on its own thread, and
+    /// those for other hosts to `outside` (none: nobody else is reachable).
     ///
     /// # Errors
     /// The thread cannot be started.
-    pub fn new(host: Ipv4Addr, deliver: Deliver) -> std::io::Result<Self> {
+    pub fn new(
+        host: Ipv4Addr,
+        deliver: Deliver,
+        outside: Option<&'static dyn Outside>,
+    ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             host,
             listeners: Mutex::new(HashMap::new()),
             deliver,
+            outside,
         });
-        let (tx, rx) = channel::<(Address, Endpoint, Message)>();
+        let (tx, rx) = channel::<Job>();
         let s = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("verbs-emu-cm".into())
             .spawn(move || {
-                for (to, from, msg) in rx {
-                    s.route(to, from, msg);
+                for job in rx {
+                    s.run(job);
                 }
             })?;
-        Ok(LocalNetwork {
+        Ok(Network {
             shared,
             queue: Mutex::new(tx),
         })
     }
-}
 
-impl CmNetwork for LocalNetwork {
-    fn listen(&self, service: Service, ep: Endpoint) -> Result<(), c_int> {
+    /// Claims `service` for the listener `ep`.
+    ///
+    /// # Errors
+    /// EADDRINUSE when another id listens on it.
+    pub fn listen(&self, service: Service, ep: Endpoint) -> Result<(), c_int> {
         let mut l = lock(&self.shared.listeners);
         if l.contains_key(&service) {
             return Err(libc::EADDRINUSE);
@@ -272,17 +346,304 @@ impl CmNetwork for LocalNetwork {
         Ok(())
     }
 
-    fn unlisten(&self, service: Service, ep: Endpoint) {
+    /// Gives `service` up (the listener is destroyed).
+    pub fn unlisten(&self, service: Service, ep: Endpoint) {
         let mut l = lock(&self.shared.listeners);
         if l.get(&service) == Some(&ep) {
             l.remove(&service);
         }
     }
 
-    fn send(&self, to: Address, from: Endpoint, msg: Message) {
+    fn push(&self, job: Job) {
         // The receiving thread lives as long as the process; a send fails only during exit.
-        let _ = lock(&self.queue).send((to, from, msg));
+        let _ = lock(&self.queue).send(job);
     }
+
+    /// Sends `msg` from `from` to `to`, later: the receiver learns it on the network's
+    /// thread (or another host's).
+    pub fn send(&self, to: Address, from: Endpoint, msg: Message) {
+        self.push(Job::Send(to, from, msg));
+    }
+
+    /// An encoded message from the process of host `from` arrived (the fabric brought it).
+    pub fn arrived(&self, from: Ipv4Addr, body: &[u8]) {
+        self.push(Job::Arrived(from, body.to_vec()));
+    }
+
+    /// An encoded message this host sent came back: no process is its destination host,
+    /// so nobody takes it.
+    pub fn returned(&self, body: &[u8]) {
+        self.push(Job::Returned(body.to_vec()));
+    }
+}
+
+/// The longest private data a message may carry on the wire (a SIDR REQ's 216 bytes
+/// are the most the CM sends).
+const MAX_WIRE_PRIVATE: usize = 256;
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+fn put_sockaddr(out: &mut Vec<u8>, a: SocketAddr) {
+    match a {
+        SocketAddr::V4(v) => {
+            out.push(4);
+            out.extend_from_slice(&v.ip().octets());
+        }
+        SocketAddr::V6(v) => {
+            out.push(6);
+            out.extend_from_slice(&v.ip().octets());
+        }
+    }
+    out.extend_from_slice(&a.port().to_be_bytes());
+}
+
+fn put_service(out: &mut Vec<u8>, s: Service) {
+    out.extend_from_slice(&s.ip.octets());
+    out.extend_from_slice(&s.port.to_be_bytes());
+    put_u32(out, s.ps);
+}
+
+fn put_private(out: &mut Vec<u8>, p: &[u8]) {
+    let n = p.len().min(MAX_WIRE_PRIVATE);
+    out.extend_from_slice(&u16::try_from(n).unwrap_or(0).to_be_bytes());
+    out.extend_from_slice(&p[..n]);
+}
+
+fn put_conn(out: &mut Vec<u8>, d: &ConnData) {
+    put_u32(out, d.qpn);
+    put_u32(out, d.psn);
+    out.extend_from_slice(&[
+        d.responder_resources,
+        d.initiator_depth,
+        d.flow_control,
+        d.retry_count,
+        d.rnr_retry_count,
+        u8::from(d.srq),
+    ]);
+    put_private(out, &d.private_data);
+}
+
+/// Writes message `msg` from `from` to `to` into `out` (cleared first), for another
+/// host's process: the destination (`S` service: address, port, port space; `E` id:
+/// address, number), the sender (address, number), then the message (a tag and its
+/// fields, big-endian, private data with a 2-byte length).
+pub fn encode(to: Address, from: Endpoint, msg: &Message, out: &mut Vec<u8>) {
+    out.clear();
+    match to {
+        Address::Service(s) => {
+            out.push(b'S');
+            put_service(out, s);
+        }
+        Address::Endpoint(ep) => {
+            out.push(b'E');
+            out.extend_from_slice(&ep.host.octets());
+            put_u32(out, ep.id);
+        }
+    }
+    out.extend_from_slice(&from.host.octets());
+    put_u32(out, from.id);
+    match msg {
+        Message::Req {
+            service,
+            src,
+            dst,
+            qp_type,
+            data,
+        } => {
+            out.push(b'Q');
+            put_service(out, *service);
+            put_sockaddr(out, *src);
+            put_sockaddr(out, *dst);
+            put_u32(out, *qp_type);
+            put_conn(out, data);
+        }
+        Message::Rep(d) => {
+            out.push(b'P');
+            put_conn(out, d);
+        }
+        Message::Rtu => out.push(b'U'),
+        Message::Rej {
+            reason,
+            private_data,
+        } => {
+            out.push(b'J');
+            out.extend_from_slice(&reason.to_be_bytes());
+            put_private(out, private_data);
+        }
+        Message::Dreq => out.push(b'D'),
+        Message::Drep => out.push(b'd'),
+        Message::SidrReq {
+            service,
+            src,
+            dst,
+            private_data,
+        } => {
+            out.push(b'R');
+            put_service(out, *service);
+            put_sockaddr(out, *src);
+            put_sockaddr(out, *dst);
+            put_private(out, private_data);
+        }
+        Message::SidrRep {
+            status,
+            qpn,
+            qkey,
+            private_data,
+        } => {
+            out.push(b'r');
+            out.extend_from_slice(&status.to_be_bytes());
+            put_u32(out, *qpn);
+            put_u32(out, *qkey);
+            put_private(out, private_data);
+        }
+    }
+}
+
+/// Reads what [`encode`] wrote, trusting nothing.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("is cut short".into());
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn i32(&mut self) -> Result<i32, String> {
+        Ok(self.u32()? as i32)
+    }
+
+    fn ipv4(&mut self) -> Result<Ipv4Addr, String> {
+        let b = self.take(4)?;
+        Ok(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+    }
+
+    fn sockaddr(&mut self) -> Result<SocketAddr, String> {
+        let ip: std::net::IpAddr = match self.u8()? {
+            4 => self.ipv4()?.into(),
+            6 => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(self.take(16)?);
+                std::net::Ipv6Addr::from(a).into()
+            }
+            f => return Err(format!("has an address of family {f}")),
+        };
+        Ok(SocketAddr::new(ip, self.u16()?))
+    }
+
+    fn service(&mut self) -> Result<Service, String> {
+        Ok(Service {
+            ip: self.ipv4()?,
+            port: self.u16()?,
+            ps: self.u32()?,
+        })
+    }
+
+    fn private(&mut self) -> Result<Vec<u8>, String> {
+        let n = usize::from(self.u16()?);
+        if n > MAX_WIRE_PRIVATE {
+            return Err(format!(
+                "has {n} bytes of private data (at most {MAX_WIRE_PRIVATE})"
+            ));
+        }
+        Ok(self.take(n)?.to_vec())
+    }
+
+    fn flag(&mut self) -> Result<bool, String> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(format!("has a flag of {v}")),
+        }
+    }
+
+    fn conn(&mut self) -> Result<ConnData, String> {
+        Ok(ConnData {
+            qpn: self.u32()?,
+            psn: self.u32()?,
+            responder_resources: self.u8()?,
+            initiator_depth: self.u8()?,
+            flow_control: self.u8()?,
+            retry_count: self.u8()?,
+            rnr_retry_count: self.u8()?,
+            srq: self.flag()?,
+            private_data: self.private()?,
+        })
+    }
+}
+
+/// Reads a message [`encode`] wrote: `(to, from, msg)`.
+///
+/// # Errors
+/// What is wrong with it, as the end of a sentence ("is cut short", "has an unknown
+/// message tag 0x5a" ...).
+pub fn decode(body: &[u8]) -> Result<(Address, Endpoint, Message), String> {
+    let mut r = Reader(body);
+    let to = match r.u8()? {
+        b'S' => Address::Service(r.service()?),
+        b'E' => Address::Endpoint(Endpoint {
+            host: r.ipv4()?,
+            id: r.u32()?,
+        }),
+        t => return Err(format!("has an unknown destination tag 0x{t:02x}")),
+    };
+    let from = Endpoint {
+        host: r.ipv4()?,
+        id: r.u32()?,
+    };
+    let msg = match r.u8()? {
+        b'Q' => Message::Req {
+            service: r.service()?,
+            src: r.sockaddr()?,
+            dst: r.sockaddr()?,
+            qp_type: r.u32()?,
+            data: r.conn()?,
+        },
+        b'P' => Message::Rep(r.conn()?),
+        b'U' => Message::Rtu,
+        b'J' => Message::Rej {
+            reason: r.i32()?,
+            private_data: r.private()?,
+        },
+        b'D' => Message::Dreq,
+        b'd' => Message::Drep,
+        b'R' => Message::SidrReq {
+            service: r.service()?,
+            src: r.sockaddr()?,
+            dst: r.sockaddr()?,
+            private_data: r.private()?,
+        },
+        b'r' => Message::SidrRep {
+            status: r.i32()?,
+            qpn: r.u32()?,
+            qkey: r.u32()?,
+            private_data: r.private()?,
+        },
+        t => return Err(format!("has an unknown message tag 0x{t:02x}")),
+    };
+    if !r.0.is_empty() {
+        return Err(format!("has {} bytes too many", r.0.len()));
+    }
+    Ok((to, from, msg))
 }
 
 #[cfg(test)]
@@ -307,7 +668,7 @@ mod tests {
         let (tx, rx) = sync_channel(16);
         SEEN.set(Mutex::new(tx)).unwrap();
         let host = Ipv4Addr::new(10, 100, 0, 1);
-        let net = LocalNetwork::new(host, record).unwrap();
+        let net = Network::new(host, record, None).unwrap();
         let any = Service {
             ip: Ipv4Addr::UNSPECIFIED,
             port: 7000,
