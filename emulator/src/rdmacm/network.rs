@@ -719,4 +719,182 @@ mod tests {
         net.send(Address::Service(service), ep(2), req(7000));
         assert!(matches!(rx.recv().unwrap().2, Message::Rej { .. }));
     }
+
+    fn every_message() -> Vec<Message> {
+        let data = ConnData {
+            qpn: 0x11,
+            psn: 0xabcdef,
+            responder_resources: 1,
+            initiator_depth: 2,
+            flow_control: 1,
+            retry_count: 7,
+            rnr_retry_count: 6,
+            srq: true,
+            private_data: vec![9; 56],
+        };
+        let service = Service {
+            ip: Ipv4Addr::new(10, 100, 0, 1),
+            port: 7174,
+            ps: 0x106,
+        };
+        vec![
+            Message::Req {
+                service,
+                src: "10.100.0.2:32768".parse().unwrap(),
+                dst: "[::ffff:10.100.0.1]:7174".parse().unwrap(),
+                qp_type: 2,
+                data: data.clone(),
+            },
+            Message::Rep(data),
+            Message::Rtu,
+            Message::Rej {
+                reason: REJ_CONSUMER_DEFINED,
+                private_data: vec![1; 148],
+            },
+            Message::Dreq,
+            Message::Drep,
+            Message::SidrReq {
+                service,
+                src: "10.100.0.2:32768".parse().unwrap(),
+                dst: "10.100.0.1:7174".parse().unwrap(),
+                private_data: vec![2; 216],
+            },
+            Message::SidrRep {
+                status: -1,
+                qpn: 0x12,
+                qkey: 0x0123_4567,
+                private_data: vec![3; 136],
+            },
+        ]
+    }
+
+    #[test]
+    fn messages_cross_the_fabric_as_they_were_and_garbage_is_named() {
+        let to = Address::Endpoint(Endpoint {
+            host: Ipv4Addr::new(10, 100, 0, 2),
+            id: 5,
+        });
+        let from = Endpoint {
+            host: Ipv4Addr::new(10, 100, 0, 1),
+            id: 7,
+        };
+        let mut buf = Vec::new();
+        for m in every_message() {
+            encode(to, from, &m, &mut buf);
+            assert!(buf.len() <= crate::fabric::wire::MAX_CM, "{m:?}");
+            assert_eq!(decode(&buf), Ok((to, from, m.clone())));
+            // Every shorter prefix is refused, and so is a byte too many.
+            for n in 0..buf.len() {
+                assert!(decode(&buf[..n]).is_err(), "{m:?} cut at {n}");
+            }
+            buf.push(0);
+            assert_eq!(decode(&buf).unwrap_err(), "has 1 bytes too many");
+        }
+        encode(to, from, &Message::Rtu, &mut buf);
+        buf[0] = b'x';
+        assert_eq!(
+            decode(&buf).unwrap_err(),
+            "has an unknown destination tag 0x78"
+        );
+        encode(to, from, &Message::Rtu, &mut buf);
+        let last = buf.len() - 1;
+        buf[last] = b'?';
+        assert_eq!(decode(&buf).unwrap_err(), "has an unknown message tag 0x3f");
+        encode(to, from, &Message::Rep(ConnData::default()), &mut buf);
+        let at = buf.len() - 3;
+        buf[at] = 2;
+        assert_eq!(decode(&buf).unwrap_err(), "has a flag of 2");
+        buf[at] = 0;
+        let end = buf.len();
+        buf[end - 2..].copy_from_slice(&300u16.to_be_bytes());
+        assert_eq!(
+            decode(&buf).unwrap_err(),
+            "has 300 bytes of private data (at most 256)"
+        );
+    }
+
+    /// The other host, as a process's network sees it: what it sends there.
+    #[derive(Debug)]
+    struct Wire(Mutex<SyncSender<(Ipv4Addr, Vec<u8>)>>);
+
+    impl Outside for Wire {
+        fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String> {
+            lock(&self.0).send((host, body.to_vec())).unwrap();
+            Ok(())
+        }
+    }
+
+    static SEEN2: OnceLock<Mutex<SyncSender<(u32, Endpoint, Message)>>> = OnceLock::new();
+
+    /// Id 1 exists on this host.
+    fn record2(to: u32, from: Endpoint, msg: Message) -> bool {
+        to == 1 && lock(SEEN2.get().unwrap()).send((to, from, msg)).is_ok()
+    }
+
+    #[test]
+    fn messages_for_other_hosts_go_outside_and_come_back_answered() {
+        let (tx, seen) = sync_channel(16);
+        SEEN2.set(Mutex::new(tx)).unwrap();
+        let (wtx, wire) = sync_channel(16);
+        let outside: &'static Wire = Box::leak(Box::new(Wire(Mutex::new(wtx))));
+        let h1 = Ipv4Addr::new(10, 100, 0, 1);
+        let h2 = Ipv4Addr::new(10, 100, 0, 2);
+        let net = Network::new(h1, record2, Some(outside)).unwrap();
+        let me = Endpoint { host: h1, id: 1 };
+        let peer = Endpoint { host: h2, id: 4 };
+        let svc = Service {
+            ip: h2,
+            port: 7174,
+            ps: 0x106,
+        };
+        let req = every_message().remove(0);
+        // A REQ to h2's service leaves for h2, encoded.
+        net.send(Address::Service(svc), me, req.clone());
+        let (host, body) = wire.recv().unwrap();
+        assert_eq!(host, h2);
+        assert_eq!(decode(&body), Ok((Address::Service(svc), me, req)));
+        // h2's REP arrives for id 1.
+        let mut rep = Vec::new();
+        let rep_msg = Message::Rep(ConnData::default());
+        encode(Address::Endpoint(me), peer, &rep_msg, &mut rep);
+        net.arrived(h2, &rep);
+        assert_eq!(seen.recv().unwrap(), (1, peer, rep_msg));
+        // The fabric returns the REQ (no process is h2): REJ 8, as h2's CM would answer.
+        net.returned(&body);
+        let (to, from, m) = seen.recv().unwrap();
+        assert_eq!((to, from.host), (1, h2));
+        assert!(matches!(
+            m,
+            Message::Rej {
+                reason: REJ_INVALID_SERVICE_ID,
+                ..
+            }
+        ));
+        // A DREQ from h2 for a gone id here: the DREP goes back to h2.
+        let mut dreq = Vec::new();
+        encode(
+            Address::Endpoint(Endpoint { host: h1, id: 9 }),
+            peer,
+            &Message::Dreq,
+            &mut dreq,
+        );
+        net.arrived(h2, &dreq);
+        let (host, body) = wire.recv().unwrap();
+        assert_eq!(host, h2);
+        assert_eq!(
+            decode(&body),
+            Ok((
+                Address::Endpoint(peer),
+                Endpoint { host: h1, id: 0 },
+                Message::Drep
+            ))
+        );
+        // A message claiming to come from another host than the one that sent it, or
+        // garbage, is dropped: the next good message is the next thing delivered.
+        net.arrived(Ipv4Addr::new(10, 100, 0, 3), &rep);
+        net.arrived(h2, b"garbage");
+        net.arrived(h2, &rep);
+        assert_eq!(seen.recv().unwrap().1, peer);
+        assert!(seen.try_recv().is_err() && wire.try_recv().is_err());
+    }
 }

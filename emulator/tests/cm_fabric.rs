@@ -1,0 +1,153 @@
+//! The connection manager between two processes, two hosts: rdmacm-utils' `rping` as
+//! server on h1 and client on h2, each joined to a fabric process that carries their CM
+//! messages (REQ, REP, RTU, DREQ, DREP) and their RDMA traffic; a REQ for a host no
+//! process is, returned by the fabric and rejected as the remote CM would; `mckey`
+//! sending on h1 to a group that a receiver on h2 joined.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fabric::{scratch, start, Fabric, Ran, DEADLINE};
+use common::require;
+
+/// The rping message of ping `ping` with the default 64-byte buffer (rping.c
+/// `rping_test_client`: the ping's number, then letters from 'A' + ping on, wrapping after
+/// 'z').
+fn rping_data(ping: u32) -> String {
+    let mut s = format!("rdma-ping-{ping}: ");
+    let mut c = 65 + ping % 58;
+    while s.len() < 63 {
+        s.push(char::from_u32(c).expect("a letter"));
+        c = if c == 122 { 65 } else { c + 1 };
+    }
+    s
+}
+
+/// Whether `r` is rping's client rejected because nobody listens (yet).
+fn rejected(r: &Ran) -> bool {
+    r.status.code() == Some(255)
+        && r.err
+            .starts_with("cma event RDMA_CM_EVENT_REJECTED, error 8\n")
+}
+
+#[test]
+fn rping_between_two_hosts_completes_its_pings() {
+    let rping = require("rping", "rdmacm-utils");
+    let dir = scratch("rping");
+    let fabric = Fabric::start(&dir, &[]);
+    let mut s = fabric.program(&rping, "h1");
+    s.args(["-s", "-v", "-C", "10"]);
+    let mut server = start(s, &dir, "server");
+    // The server listens some time after it starts: until then its host's CM (or, before
+    // its process joined, the fabric) turns the client's REQ away; the client tries again.
+    let begin = Instant::now();
+    let client = loop {
+        let mut c = fabric.program(&rping, "h2");
+        c.args(["-c", "-v", "-a", "10.100.0.1", "-C", "10"]);
+        let r = start(c, &dir, "client").finish();
+        if !rejected(&r) || begin.elapsed() > DEADLINE || server.exited() {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let server = server.finish();
+    let summary = fabric.stop();
+    let pings: String = (0..10)
+        .map(|i| format!("ping data: {}\n", rping_data(i)))
+        .collect();
+    assert!(client.status.success(), "client: {client:?}");
+    assert_eq!(client.out, pings);
+    // The client's CM thread may see its DISCONNECTED event (after the server's DREP)
+    // before the program tears the id down, or not: as with the kernel's CM.
+    assert!(
+        client.err.is_empty() || client.err == "client DISCONNECT EVENT...\n",
+        "{client:?}"
+    );
+    assert!(server.status.success(), "server: {server:?}");
+    let server_pings: String = (0..10)
+        .map(|i| format!("server ping data: {}\n", rping_data(i)))
+        .collect();
+    assert_eq!(server.out, server_pings);
+    // The client's DREQ: the server's CM thread reports it, and its loop, waiting for the
+    // next ping's advertisement, ends.
+    assert_eq!(
+        server.err,
+        "server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n"
+    );
+    assert!(summary.contains("lost: none;"), "{summary}");
+    assert!(
+        summary.ends_with(" 0 hung up on for bad messages"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_request_for_a_host_no_process_is_comes_back_rejected() {
+    let rping = require("rping", "rdmacm-utils");
+    let dir = scratch("rping-nobody");
+    let fabric = Fabric::start(&dir, &[]);
+    let mut c = fabric.program(&rping, "h2");
+    c.args(["-c", "-a", "10.100.0.1", "-C", "1"]);
+    let client = start(c, &dir, "client").finish();
+    let summary = fabric.stop();
+    // rping's CM thread exits the process as soon as it sees REJECTED (status 8: invalid
+    // service id, what the CM of a host without the listener answers).
+    assert!(rejected(&client), "{client:?}");
+    assert_eq!(client.out, "");
+    assert!(
+        summary.ends_with(
+            "0 CM messages forwarded, 1 returned; 1 processes joined, 0 refused, 0 hung up on \
+             for bad messages"
+        ),
+        "{summary}"
+    );
+}
+
+#[test]
+fn mckey_sends_from_one_host_to_a_group_another_joined() {
+    let mckey = require("mckey", "rdmacm-utils");
+    let dir = scratch("mckey");
+    let fabric = Fabric::start(&dir, &[]);
+    let mut r = fabric.program(&mckey, "h2");
+    r.args(["-m", "239.1.2.3", "-b", "10.100.0.2", "-C", "4"]);
+    let mut receiver = start(r, &dir, "receiver");
+    // Until the receiver has joined, what the sender sends reaches nobody: the sender
+    // sends its 4 messages again until the receiver has had 4.
+    let begin = Instant::now();
+    let mut senders = Vec::new();
+    while !receiver.exited() && begin.elapsed() < DEADLINE {
+        let mut s = fabric.program(&mckey, "h1");
+        s.args(["-m", "239.1.2.3", "-b", "10.100.0.1", "-s", "-C", "4"]);
+        senders.push(start(s, &dir, &format!("sender{}", senders.len())).finish());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let receiver = receiver.finish();
+    let summary = fabric.stop();
+    let joined = "mckey: joining\nmckey: joined dgid: ::ffff:239.1.2.3 mlid 0x0 sl 0\n";
+    assert!(receiver.status.success(), "{receiver:?}");
+    assert_eq!(
+        receiver.out,
+        format!(
+            "mckey: starting server\n{joined}receiving data transfers\ndata transfers \
+             complete\ntest complete\nreturn status 0\n"
+        )
+    );
+    assert_eq!(receiver.err, "");
+    assert!(!senders.is_empty());
+    for s in &senders {
+        assert!(s.status.success(), "{s:?}");
+        assert_eq!(
+            s.out,
+            format!(
+                "mckey: starting client\n{joined}initiating data transfers\ndata transfers \
+                 complete\ntest complete\nreturn status 0\n"
+            )
+        );
+        assert_eq!(s.err, "");
+    }
+    assert!(
+        summary.ends_with(" 0 hung up on for bad messages"),
+        "{summary}"
+    );
+}
