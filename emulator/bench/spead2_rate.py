@@ -67,8 +67,8 @@ def recv(transport, iface):
     print(json.dumps({"ready": True}), flush=True)
 
     def stop_on_request():
-        sys.stdin.readline()
-        rx.stop()
+        if sys.stdin.readline().strip() == "stop":
+            rx.stop()
 
     threading.Thread(target=stop_on_request, daemon=True).start()
     heaps = 0

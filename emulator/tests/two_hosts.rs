@@ -2,14 +2,22 @@
 //! server on h1 and client on h2, each joined to a fabric process that carries their CM
 //! messages (REQ, REP, RTU, DREQ, DREP) and their RDMA traffic; a REQ for a host no
 //! process is, returned by the fabric and rejected as the remote CM would; `mckey`
-//! sending on h1 to a group that a receiver on h2 joined.
+//! sending on h1 to a group that a receiver on h2 joined. And the fabric holding frames for
+//! a process that does not take them for a while.
 
 mod common;
 
+use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
+use backend_sim::fabric::ExternalMsg;
 use common::fabric::{scratch, start, Fabric, Ran, DEADLINE};
 use common::require;
+use ibverbs::fabric::client::{self, Receiver};
+use ibverbs::fabric::ring::DEFAULT_CAP;
+use ibverbs::fabric::server::BACKLOG_BYTES;
+use ibverbs::fabric::sys;
+use netwire::eth::Mac;
 
 /// The rping message of ping `ping` with the default 64-byte buffer (rping.c
 /// `rping_test_client`: the ping's number, then letters from 'A' + ping on, wrapping after
@@ -148,6 +156,73 @@ fn mckey_sends_from_one_host_to_a_group_another_joined() {
     }
     assert!(
         summary.ends_with(" 0 hung up on for bad messages"),
+        "{summary}"
+    );
+}
+
+fn mac_of(last: u8) -> Mac {
+    Mac([0x02, 0x00, 10, 100, 0, last])
+}
+
+fn ip_of(last: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 100, 0, last)
+}
+
+/// The next frame the fabric sends to `link`, waiting for it.
+fn next_frame(link: &mut Receiver) -> Vec<u8> {
+    let begin = Instant::now();
+    let mut buf = Vec::new();
+    loop {
+        link.read_control();
+        if link.pop(&mut buf).is_some() {
+            return buf;
+        }
+        assert!(!link.is_gone(), "the fabric went away");
+        assert!(begin.elapsed() < DEADLINE, "no frame came");
+        if !link.about_to_sleep() {
+            let mut p = [sys::pollin(std::os::fd::AsRawFd::as_raw_fd(&link.fd()))];
+            sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
+        }
+    }
+}
+
+#[test]
+fn frames_wait_for_a_process_whose_ring_is_full() {
+    let dir = scratch("backlog");
+    let fabric = Fabric::start(&dir, &[]);
+    let (mut h1, _h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
+    let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
+    // Twice what h2's ring holds, and less than the ring and its backlog together: h2
+    // takes none until h1 has sent them all.
+    const LEN: usize = 8000;
+    let n = 2 * DEFAULT_CAP / LEN;
+    assert!(n * LEN < DEFAULT_CAP + BACKLOG_BYTES);
+    let frame = |k: usize| {
+        let mut f = vec![(k % 251) as u8; LEN];
+        f[..6].copy_from_slice(&mac_of(2).0);
+        f[6..12].copy_from_slice(&mac_of(1).0);
+        f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+        f[14..22].copy_from_slice(&(k as u64).to_be_bytes());
+        f
+    };
+    for k in 0..n {
+        h1.send(&ExternalMsg::Frame {
+            frame: frame(k),
+            index: 0,
+        });
+    }
+    for k in 0..n {
+        assert!(
+            next_frame(&mut h2) == frame(k),
+            "frame {k} is not the one sent"
+        );
+    }
+    drop((h1, _h1_rx, _h2, h2));
+    let summary = fabric.stop();
+    assert!(
+        summary.starts_with(&format!(
+            "{n} frames from hosts, {n} delivered, lost: none;"
+        )),
         "{summary}"
     );
 }
