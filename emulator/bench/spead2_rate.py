@@ -66,14 +66,21 @@ def recv(transport, iface):
         rx.add_udp_reader(PORT, max_size=9200, buffer_size=BUFFER, bind_hostname=iface)
     print(json.dumps({"ready": True}), flush=True)
 
+    requested = threading.Event()
+    stopped = threading.Event()
+
     def stop_on_request():
         if sys.stdin.readline().strip() == "stop":
+            requested.set()
             rx.stop()
+            stopped.set()
 
     threading.Thread(target=stop_on_request, daemon=True).start()
     heaps = 0
     for heap in rx:
         heaps += 1
+    if requested.is_set():
+        stopped.wait()  # leave only once the stop has returned
     print(json.dumps({"heaps": heaps, "packets": rx.stats["packets"]}), flush=True)
 
 
