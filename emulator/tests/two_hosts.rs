@@ -50,6 +50,7 @@ fn rping_between_two_hosts_completes_its_pings() {
     // The server listens some time after it starts: until then its host's CM (or, before
     // its process joined, the fabric) turns the client's REQ away; the client tries again.
     let begin = Instant::now();
+    let mut tries = 0;
     let client = loop {
         let mut c = fabric.program(&rping, "h2");
         c.args(["-c", "-v", "-a", "10.100.0.1", "-C", "10"]);
@@ -57,6 +58,7 @@ fn rping_between_two_hosts_completes_its_pings() {
         if !rejected(&r) || begin.elapsed() > DEADLINE || server.exited() {
             break r;
         }
+        tries += 1;
         std::thread::sleep(Duration::from_millis(20));
     };
     let server = server.finish();
@@ -88,6 +90,31 @@ fn rping_between_two_hosts_completes_its_pings() {
         summary.ends_with(" 0 hung up on for bad messages"),
         "{summary}"
     );
+    // The connection's five messages: REQ, REP, RTU, the client's DREQ and the server's
+    // DREP (returned by the fabric if the client has gone by then), besides the REQ of
+    // each client turned away before the server listened (and its REJ, when the server's
+    // process had joined already).
+    let (forwarded, returned) = cm_counts(&summary);
+    assert!(
+        forwarded + returned >= 5 + tries && forwarded + returned <= 5 + 2 * tries,
+        "{summary}"
+    );
+}
+
+/// The fabric's counts of CM messages forwarded and returned, from its summary.
+fn cm_counts(summary: &str) -> (u64, u64) {
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let at = words
+        .windows(3)
+        .position(|w| w == ["CM", "messages", "forwarded,"])
+        .unwrap_or_else(|| panic!("no CM counts in {summary:?}"));
+    let num = |i: usize| -> u64 {
+        words[i]
+            .trim_end_matches(';')
+            .parse()
+            .unwrap_or_else(|_| panic!("no number at word {i} of {summary:?}"))
+    };
+    (num(at - 1), num(at + 3))
 }
 
 #[test]

@@ -68,6 +68,10 @@ pub fn cm() -> Result<&'static Cm, c_int> {
         let outside = e.cm_link().map(|l| l as &'static dyn Outside);
         let net = Network::new(host, deliver, outside)
             .map_err(|err| err.raw_os_error().unwrap_or(libc::EAGAIN))?;
+        // SAFETY: registers a function without arguments; it only try-locks and sends.
+        if unsafe { libc::atexit(at_exit) } != 0 {
+            eprintln!("verbs-emu: cannot register the connection manager's exit (atexit failed)");
+        }
         Ok(Cm {
             host,
             ids: Mutex::new(HashMap::new()),
@@ -483,6 +487,60 @@ fn sidr_request(
     );
 }
 
+/// The message the kernel sends the peer of an id destroyed in `g`'s state (cm.c
+/// `cm_destroy_id`): a REJ for a connection being set up, a DREQ for one established, the
+/// DREP to a DREQ received, a SIDR REP (reject) to a SIDR request.
+fn farewell(g: &IdInner) -> Option<Message> {
+    let rej = |reason| Message::Rej {
+        reason,
+        private_data: vec![0; event::REJ_PRIVATE_DATA],
+    };
+    match g.conn {
+        Conn::ReqSent => Some(rej(REJ_TIMEOUT)),
+        Conn::ReqRcvd | Conn::RepSent | Conn::RepRcvd => Some(rej(REJ_CONSUMER_DEFINED)),
+        Conn::Established => Some(Message::Dreq),
+        Conn::DreqRcvd => Some(Message::Drep),
+        Conn::SidrReqRcvd => Some(Message::SidrRep {
+            status: crate::rdmacm::network::SIDR_REJECT,
+            qpn: 0,
+            qkey: 0,
+            private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
+        }),
+        _ => None,
+    }
+}
+
+/// How long a process's exit waits for its connection manager's last messages to leave.
+const EXIT_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// At exit, what the kernel does when the process's rdma_cm file closes (ucma's
+/// `ucma_close` destroys every id it still has): each id's peer gets the message of its
+/// state, and the messages queued so far leave before the process does (the network's
+/// thread dies with it), waiting at most [`EXIT_DRAIN`]. Ids another thread holds locked
+/// at exit are passed over.
+extern "C" fn at_exit() {
+    let Some(Ok(c)) = CM.get() else {
+        return;
+    };
+    let ids: Vec<Arc<IdShared>> = match c.ids.try_lock() {
+        Ok(m) => m.values().filter_map(Weak::upgrade).collect(),
+        Err(_) => Vec::new(),
+    };
+    for id in ids {
+        let Ok(mut g) = id.inner.try_lock() else {
+            continue;
+        };
+        if g.destroyed {
+            continue;
+        }
+        g.destroyed = true;
+        if let (Some(peer), Some(m)) = (g.peer, farewell(&g)) {
+            c.send(id.endpoint, Address::Endpoint(peer.ep), m);
+        }
+    }
+    c.net.drain(EXIT_DRAIN);
+}
+
 /// The kernel's side of destroying an id (cma.c `rdma_destroy_id`, cm.c `cm_destroy_id`):
 /// the message its connection's state calls for, its listen and port given up, its
 /// queued events (and the ids of unretrieved connect requests) dropped, its device share
@@ -495,24 +553,7 @@ pub fn destroy_kernel(c: &Cm, id: &IdShared) {
     }
     g.destroyed = true;
     let to = g.peer.map(|p| Address::Endpoint(p.ep));
-    let rej = |reason| Message::Rej {
-        reason,
-        private_data: vec![0; event::REJ_PRIVATE_DATA],
-    };
-    let farewell = match g.conn {
-        Conn::ReqSent => Some(rej(REJ_TIMEOUT)),
-        Conn::ReqRcvd | Conn::RepSent | Conn::RepRcvd => Some(rej(REJ_CONSUMER_DEFINED)),
-        Conn::Established => Some(Message::Dreq),
-        Conn::DreqRcvd => Some(Message::Drep),
-        Conn::SidrReqRcvd => Some(Message::SidrRep {
-            status: crate::rdmacm::network::SIDR_REJECT,
-            qpn: 0,
-            qkey: 0,
-            private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
-        }),
-        _ => None,
-    };
-    if let (Some(to), Some(m)) = (to, farewell) {
+    if let (Some(to), Some(m)) = (to, farewell(&g)) {
         c.send(ep, to, m);
     }
     if g.state == State::Listen {

@@ -182,6 +182,8 @@ struct Shared {
     listeners: Mutex<HashMap<Service, Endpoint>>,
     deliver: Deliver,
     outside: Option<&'static dyn Outside>,
+    /// Jobs queued and not yet done.
+    pending: std::sync::atomic::AtomicUsize,
 }
 
 /// Says once on stderr that messages from other hosts were dropped, and why.
@@ -317,6 +319,7 @@ impl Network {
             listeners: Mutex::new(HashMap::new()),
             deliver,
             outside,
+            pending: std::sync::atomic::AtomicUsize::new(0),
         });
         let (tx, rx) = channel::<Job>();
         let s = Arc::clone(&shared);
@@ -325,6 +328,7 @@ impl Network {
             .spawn(move || {
                 for job in rx {
                     s.run(job);
+                    s.pending.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 }
             })?;
         Ok(Network {
@@ -355,8 +359,33 @@ impl Network {
     }
 
     fn push(&self, job: Job) {
+        self.shared
+            .pending
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // The receiving thread lives as long as the process; a send fails only during exit.
-        let _ = lock(&self.queue).send(job);
+        if lock(&self.queue).send(job).is_err() {
+            self.shared
+                .pending
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Waits until every message queued so far has been handled (delivered here or
+    /// handed to the world outside), at most `timeout`; false if some were still waiting.
+    pub fn drain(&self, timeout: std::time::Duration) -> bool {
+        let begin = std::time::Instant::now();
+        while self
+            .shared
+            .pending
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+        {
+            if begin.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
     }
 
     /// Sends `msg` from `from` to `to`, later: the receiver learns it on the network's
