@@ -118,6 +118,58 @@ fn cm_counts(summary: &str) -> (u64, u64) {
 }
 
 #[test]
+fn a_client_hears_of_a_killed_server() {
+    let rping = require("rping", "rdmacm-utils");
+    let dir = scratch("rping-killed");
+    let fabric = Fabric::start(&dir, &[]);
+    let mut s = fabric.program(&rping, "h1");
+    s.args(["-s", "-v"]);
+    let mut server = start(s, &dir, "server");
+    // The client pings until it is told to stop; it tries again while the server is not
+    // listening yet. The server prints its pings (block-buffered): once some are out,
+    // they are connected and pinging.
+    let begin = Instant::now();
+    let pinging = || std::fs::metadata(dir.join("server.out")).map_or(0, |m| m.len()) > 0;
+    let client = 'connected: loop {
+        let mut c = fabric.program(&rping, "h2");
+        c.args(["-c", "-a", "10.100.0.1", "-C", "0"]);
+        let mut r = start(c, &dir, "client");
+        loop {
+            if pinging() {
+                break 'connected r;
+            }
+            if r.exited() {
+                let r = r.finish();
+                assert!(rejected(&r), "{r:?}");
+                break;
+            }
+            assert!(begin.elapsed() < DEADLINE && !server.exited(), "no pings");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // Then the server dies without a word.
+    server.kill();
+    let _ = server.finish();
+    // The fabric tells h2's CM that h1's process has gone, and it delivers the DREQ
+    // h1's kernel would have sent: rping's CM thread reports the disconnection and its
+    // ping loop, waiting for the server's next message, ends (rping returns 0 for a
+    // disconnection).
+    let client = client.finish();
+    let summary = fabric.stop();
+    assert!(client.status.success(), "{client:?}");
+    assert_eq!(client.out, "");
+    assert!(
+        client.err == "client DISCONNECT EVENT...\nwait for RDMA_WRITE_ADV state 10\n"
+            || client.err == "client DISCONNECT EVENT...\nwait for RDMA_WRITE_COMPLETE state 10\n",
+        "{client:?}"
+    );
+    assert!(
+        summary.ends_with(" 0 hung up on for bad messages"),
+        "{summary}"
+    );
+}
+
+#[test]
 fn a_request_for_a_host_no_process_is_comes_back_rejected() {
     let rping = require("rping", "rdmacm-utils");
     let dir = scratch("rping-nobody");

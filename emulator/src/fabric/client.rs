@@ -75,9 +75,12 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
     let ring = match FromFabric::decode(&buf[..n]) {
         Ok(FromFabric::Welcome { ring }) => ring as usize,
         Ok(FromFabric::Error(why)) => return Err(format!("{} refused host {host}: {why}", at())),
-        Ok(FromFabric::Doorbell | FromFabric::Cm { .. } | FromFabric::CmReturned { .. }) => {
-            return Err(format!("{} spoke before its welcome", at()))
-        }
+        Ok(
+            FromFabric::Doorbell
+            | FromFabric::Cm { .. }
+            | FromFabric::CmReturned { .. }
+            | FromFabric::Gone(_),
+        ) => return Err(format!("{} spoke before its welcome", at())),
         Err(why) => return Err(format!("{} answered garbage: {why}", at())),
     };
     let rings = rings.ok_or_else(|| format!("{} sent no rings with its welcome", at()))?;
@@ -125,6 +128,9 @@ pub enum CmIn<'a> {
         /// The message.
         body: &'a [u8],
     },
+    /// The process of host `.0` has gone: its kernel would have said farewell to every
+    /// peer of its ids.
+    Gone(Ipv4Addr),
 }
 
 /// What the [`Receiver`] calls with each connection-manager message (on the thread
@@ -282,6 +288,11 @@ impl Receiver {
                     Ok(FromFabric::CmReturned { to, body }) => {
                         if let Some(h) = self.cm {
                             h(CmIn::Returned { to, body });
+                        }
+                    }
+                    Ok(FromFabric::Gone(host)) => {
+                        if let Some(h) = self.cm {
+                            h(CmIn::Gone(host));
                         }
                     }
                     Ok(FromFabric::Error(why)) => self.shared.lost(&format!("it said: {why}")),

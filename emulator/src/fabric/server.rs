@@ -669,6 +669,13 @@ impl Server {
         // Frames still waiting for it reach nobody now.
         self.stats.no_process += c.backlog.len() as u64;
         self.slots[s].conn = None;
+        // The others' connection managers play its kernel's part for their peers there.
+        FromFabric::Gone(self.slots[s].ip).encode(&mut self.out);
+        for other in self.conns.iter().flatten().filter(|o| o.host.is_some()) {
+            if sys::send(other.fd.as_fd(), &self.out, true).is_err() {
+                self.stats.cm_lost += 1;
+            }
+        }
         let port = self.slots[s].port;
         if let Some((rx, _)) = c.rings.as_mut() {
             // What the process sent before it went is on the wire: it goes on (a ring

@@ -15,6 +15,7 @@
 //! |         |           | then the message                                          |
 //! | fabric  | `B`       | a connection-manager message returned: no process is the  |
 //! |         |           | destination host (its IPv4 (4), then the message)         |
+//! | fabric  | `G`       | the process of host IPv4 (4) has gone                     |
 //! | fabric  | `W`       | version, ring size (4, little-endian), with the rings'    |
 //! |         |           | memfd attached (`SCM_RIGHTS`): the process is its host now |
 //! | fabric  | `E`       | a one-line reason, then the fabric hangs up               |
@@ -104,6 +105,8 @@ pub enum FromFabric<'a> {
         /// The message.
         body: &'a [u8],
     },
+    /// The process that was host `.0` has gone (exited, or was hung up on).
+    Gone(Ipv4Addr),
 }
 
 /// A connection-manager message's address and body, after its tag.
@@ -249,6 +252,10 @@ impl<'a> FromFabric<'a> {
             FromFabric::Doorbell => out.push(b'D'),
             FromFabric::Cm { from, body } => put_cm(out, b'C', from, body),
             FromFabric::CmReturned { to, body } => put_cm(out, b'B', to, body),
+            FromFabric::Gone(ip) => {
+                out.push(b'G');
+                out.extend_from_slice(&ip.octets());
+            }
         }
     }
 
@@ -278,6 +285,7 @@ impl<'a> FromFabric<'a> {
             b'D' => body_len("doorbell", body, 0).map(|()| FromFabric::Doorbell),
             b'C' => cm_parts(body).map(|(from, body)| FromFabric::Cm { from, body }),
             b'B' => cm_parts(body).map(|(to, body)| FromFabric::CmReturned { to, body }),
+            b'G' => body_len("gone", body, 4).map(|()| FromFabric::Gone(ipv4(body))),
             other => Err(format!("unknown message tag 0x{other:02x}")),
         }
     }
@@ -329,6 +337,7 @@ mod tests {
                 to: h2,
                 body: b"a DREQ",
             },
+            FromFabric::Gone(h2),
         ] {
             m.encode(&mut buf);
             assert_eq!(FromFabric::decode(&buf), Ok(m));

@@ -69,9 +69,9 @@ pub fn cm() -> Result<&'static Cm, c_int> {
         let net = Network::new(host, deliver, outside)
             .map_err(|err| err.raw_os_error().unwrap_or(libc::EAGAIN))?;
         // SAFETY: registers a function without arguments; it only try-locks and sends.
-        if unsafe { libc::atexit(at_exit) } != 0 {
-            eprintln!("verbs-emu: cannot register the connection manager's exit (atexit failed)");
-        }
+        // It fails only once the process is exiting already (a message from another host
+        // started the connection manager then): there is nothing left to say farewell to.
+        let _ = unsafe { libc::atexit(at_exit) };
         Ok(Cm {
             host,
             ids: Mutex::new(HashMap::new()),
@@ -204,12 +204,56 @@ impl Cm {
 /// The connection manager starts if it has not yet (the kernel's CM is always there to
 /// answer).
 pub fn from_fabric(m: CmIn<'_>) {
+    if let CmIn::Gone(_) = m {
+        // A connection manager not started yet has no ids: nobody to tell.
+        if CM.get().is_none() {
+            return;
+        }
+    }
     let Ok(c) = cm() else {
         return;
     };
     match m {
         CmIn::From { from, body } => c.net.arrived(from, body),
         CmIn::Returned { body, .. } => c.net.returned(body),
+        // After what that host's process sent before it went.
+        CmIn::Gone(host) => c.net.then(peer_gone, host),
+    }
+}
+
+/// The process of host `host` has gone without a word for some of our ids' peers
+/// there (killed): each such id gets, from its peer, what the peer's kernel sends when
+/// it destroys the peer's id (the [`farewell`] of the state facing ours).
+fn peer_gone(host: Ipv4Addr) {
+    let Ok(c) = cm() else {
+        return;
+    };
+    let ids: Vec<Arc<IdShared>> = lock(&c.ids).values().filter_map(Weak::upgrade).collect();
+    for id in ids {
+        let g = lock(&id.inner);
+        let Some(peer) = g.peer.filter(|p| p.ep.host == host) else {
+            continue;
+        };
+        let rej = || Message::Rej {
+            reason: REJ_CONSUMER_DEFINED,
+            private_data: vec![0; event::REJ_PRIVATE_DATA],
+        };
+        let msg = match g.conn {
+            // The peer had our REQ, or had sent or got the REP.
+            Conn::ReqSent | Conn::RepSent | Conn::RepRcvd => rej(),
+            Conn::Established => Message::Dreq,
+            Conn::DreqSent => Message::Drep,
+            Conn::SidrReqSent => Message::SidrRep {
+                status: crate::rdmacm::network::SIDR_REJECT,
+                qpn: 0,
+                qkey: 0,
+                private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
+            },
+            _ => continue,
+        };
+        drop(g);
+        // Through the network's queue, behind what the peer sent before it went.
+        c.net.send(Address::Endpoint(id.endpoint), peer.ep, msg);
     }
 }
 

@@ -165,6 +165,8 @@ enum Job {
     Arrived(Ipv4Addr, Vec<u8>),
     /// An encoded message this process sent, returned: no process is its host.
     Returned(Vec<u8>),
+    /// A call, once every message queued before it has been handled.
+    Then(fn(Ipv4Addr), Ipv4Addr),
 }
 
 /// The network of one host's ids: a table of listeners, and a thread that delivers every
@@ -292,6 +294,7 @@ impl Shared {
                 Ok(_) => dropped("the fabric returned one this host did not send"),
                 Err(why) => dropped(&format!("the fabric returned one that {why}")),
             },
+            Job::Then(f, host) => f(host),
         }
     }
 }
@@ -368,6 +371,12 @@ impl Network {
                 .pending
                 .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// Calls `f(host)` on the network's thread once every message queued before has been
+    /// handled.
+    pub fn then(&self, f: fn(Ipv4Addr), host: Ipv4Addr) {
+        self.push(Job::Then(f, host));
     }
 
     /// Waits until every message queued so far has been handled (delivered here or

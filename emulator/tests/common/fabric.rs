@@ -145,6 +145,11 @@ impl Running {
         }
     }
 
+    /// Kills it (SIGKILL: it can say nothing to anyone).
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill a child");
+    }
+
     /// Whether it has exited already.
     pub fn exited(&mut self) -> bool {
         self.child.try_wait().expect("poll a child").is_some()
