@@ -75,33 +75,5 @@ mod mlx5_windows {
         }
     }
 
-    macro_rules! cases {
-        ($($case:ident),+ $(,)?) => {$(
-            #[test]
-            fn $case() {
-                workspace_tests::conformance::cases::$case(&env());
-            }
-        )+};
-    }
-
-    cases!(
-        mw_device_caps,
-        mw_type1_bind_write_read,
-        mw_access_outside_the_window,
-        mw_write_through_read_only_window,
-        mw_type1_rebind_and_unbind,
-        mw_old_rkey_refused_after_rebind,
-        mw_bind_refusals,
-        mw_bind_to_region_without_mw_bind,
-        mw_bind_past_the_region,
-        mw_type2_bind_and_local_inv,
-        mw_type2_send_with_inv,
-        mw_type2_errors,
-        mw_type2_only_through_its_qp,
-        mw_send_with_inv_bad_rkey,
-        mw_dealloc_bound_window,
-        mw_type2_zero_based,
-        mw_atomic_through_window,
-        mw_uc_bind_and_write,
-    );
+    workspace_tests::conformance_tests!(@windows env());
 }

@@ -24,7 +24,8 @@ pub use rig::{Env, Rig};
 /// Instantiates every conformance case as a `#[test]`, given an expression that makes
 /// a fresh [`Env`] for each test. The cases about loss, which need the env's lossy link,
 /// are in a module `lossy_link` (so `--skip lossy_link::` leaves them out where a backend
-/// has no such link).
+/// has no such link). `conformance_tests!(@windows ENV)` instantiates only the
+/// memory-window cases (the simulator runs them on its mlx5 personality too).
 #[macro_export]
 macro_rules! conformance_tests {
     ($env:expr) => {
@@ -154,6 +155,20 @@ macro_rules! conformance_tests {
             uc_send_queue_full_enomem,
             cq_resize_rounds_like_create,
             cq_resize_keeps_completions_and_refuses_below_them,
+        );
+        $crate::conformance_tests!(@windows $env);
+        mod lossy_link {
+            use super::*;
+            $crate::conformance_tests!(@cases $env;
+                rc_psn_nak_counts_as_a_retry,
+                uc_resynchronises_after_a_lost_message,
+                uc_drops_the_rest_of_a_message_after_a_lost_packet,
+            );
+        }
+    };
+    // The memory-window cases (a personality of its own may run them alone).
+    (@windows $env:expr) => {
+        $crate::conformance_tests!(@cases $env;
             mw_device_caps,
             mw_type1_bind_write_read,
             mw_access_outside_the_window,
@@ -173,14 +188,6 @@ macro_rules! conformance_tests {
             mw_atomic_through_window,
             mw_uc_bind_and_write,
         );
-        mod lossy_link {
-            use super::*;
-            $crate::conformance_tests!(@cases $env;
-                rc_psn_nak_counts_as_a_retry,
-                uc_resynchronises_after_a_lost_message,
-                uc_drops_the_rest_of_a_message_after_a_lost_packet,
-            );
-        }
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {
         $(

@@ -62,6 +62,11 @@ fn setup_on<V: Verbs>(env: &Env<V>, qp_type: QpType) -> Setup<V::Context> {
 }
 
 impl<C: Context> Setup<C> {
+    /// A window of type `t` on the rig's PD.
+    fn alloc(&self, t: MwType) -> C::Mw {
+        self.rig.ctx.alloc_mw(&self.rig.pd, t).expect("alloc_mw")
+    }
+
     fn window_info(&self, access: AccessFlags) -> MwBindInfo {
         MwBindInfo::new(&self.mr, self.mr.addr() + WIN_OFF as u64, WIN_LEN, access)
     }
@@ -164,11 +169,7 @@ pub fn mw_device_caps<V: Verbs>(env: &Env<V>) {
 /// writes and reads the region through it, though the region has no remote access.
 pub fn mw_type1_bind_write_read<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     s.write(2, WIN_OFF + 8, mw.rkey());
@@ -196,11 +197,7 @@ pub fn mw_type1_bind_write_read<V: Verbs>(env: &Env<V>) {
 /// the region succeeds. mlx5 checks the window's bounds (REM_ACCESS_ERR).
 pub fn mw_access_outside_the_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     s.read(2, 0, mw.rkey());
@@ -232,11 +229,7 @@ pub fn mw_access_outside_the_window<V: Verbs>(env: &Env<V>) {
 /// fails with REM_ACCESS_ERR.
 pub fn mw_write_through_read_only_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(AccessFlags::REMOTE_READ);
     s.bind1(&mw, 1, info);
     s.read(2, WIN_OFF, mw.rkey());
@@ -258,11 +251,7 @@ pub fn mw_write_through_read_only_window<V: Verbs>(env: &Env<V>) {
 /// of length 0 unbinds it: its rkey is refused too.
 pub fn mw_type1_rebind_and_unbind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     let first = mw.rkey();
@@ -303,11 +292,7 @@ pub fn mw_type1_rebind_and_unbind<V: Verbs>(env: &Env<V>) {
 /// An rkey of a window that was rebound is refused: the old rkey no longer matches.
 pub fn mw_old_rkey_refused_after_rebind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     let old = mw.rkey();
@@ -331,16 +316,8 @@ pub fn mw_old_rkey_refused_after_rebind<V: Verbs>(env: &Env<V>) {
 /// rkey.
 pub fn mw_bind_refusals<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let t1 = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
-    let t2 = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type2)
-        .expect("alloc_mw");
+    let t1 = s.alloc(MwType::Type1);
+    let t2 = s.alloc(MwType::Type2);
     let before = t1.rkey();
     let bind = |info: MwBindInfo| MwBind {
         wr_id: 9,
@@ -385,11 +362,7 @@ pub fn mw_bind_refusals<V: Verbs>(env: &Env<V>) {
 pub fn mw_bind_to_region_without_mw_bind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
     let plain = s.rig.mr(4096, ALL_REMOTE);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     s.bind1(&mw, 1, MwBindInfo::new(&plain, plain.addr(), 64, RW));
     let buf = [sge(&plain, 0, 8)];
     let r = try_send(&s.b, &[SendWr::send(2, &buf).signaled()]);
@@ -409,11 +382,7 @@ pub fn mw_bind_to_region_without_mw_bind<V: Verbs>(env: &Env<V>) {
 /// A bind that reaches past the end of its region fails with MW_BIND_ERR.
 pub fn mw_bind_past_the_region<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = MwBindInfo::new(&s.mr, s.mr.addr() + 4000, 200, RW);
     s.bind1(&mw, 1, info);
     s.log.state("b", &s.b);
@@ -429,11 +398,7 @@ pub fn mw_bind_past_the_region<V: Verbs>(env: &Env<V>) {
 /// LOCAL_INV (completion LOCAL_INV, length 0): its rkey is refused afterwards.
 pub fn mw_type2_bind_and_local_inv<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type2)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type2);
     let info = s.window_info(RW);
     let rkey = s.bind2(&mw, 1, info);
     s.write(2, WIN_OFF, rkey);
@@ -462,11 +427,7 @@ pub fn mw_type2_bind_and_local_inv<V: Verbs>(env: &Env<V>) {
 /// refused afterwards.
 pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type2)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type2);
     let info = s.window_info(RW);
     let rkey = s.bind2(&mw, 1, info);
     let recv = s.rig.mr(64, AccessFlags::LOCAL_WRITE);
@@ -514,21 +475,13 @@ pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
 /// to ERR.
 pub fn mw_type2_errors<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type2)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type2);
     let info = s.window_info(RW);
     s.bind2(&mw, 1, info);
     s.bind2(&mw, 2, info);
     s.log.state("b", &s.b);
     // a's QP is still fine: a LOCAL_INV there of a type 1 window's rkey.
-    let t1 = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let t1 = s.alloc(MwType::Type1);
     let r = try_send(&s.a, &[SendWr::local_inv(3, t1.rkey()).signaled()]);
     s.log.result("post LOCAL_INV", &r);
     s.log.collect("cq_a", &s.cq_a, 1);
@@ -551,11 +504,7 @@ pub fn mw_type2_errors<V: Verbs>(env: &Env<V>) {
 /// another QP of the same PD with its rkey fails with REM_ACCESS_ERR.
 pub fn mw_type2_only_through_its_qp<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type2)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type2);
     let info = s.window_info(RW);
     // Bound by a, so a request arriving at b (from a) does not match.
     let rkey = inc_rkey(mw.rkey());
@@ -579,11 +528,7 @@ pub fn mw_type2_only_through_its_qp<V: Verbs>(env: &Env<V>) {
 /// sender's SEND, acknowledged, completes successfully (rxe's class J handling).
 pub fn mw_send_with_inv_bad_rkey<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let t1 = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let t1 = s.alloc(MwType::Type1);
     let recv = s.rig.mr(64, AccessFlags::LOCAL_WRITE);
     post_recv(&s.b, 10, &[sge(&recv, 0, 64)]);
     let buf = [sge(&s.local, 0, 8)];
@@ -608,11 +553,7 @@ pub fn mw_send_with_inv_bad_rkey<V: Verbs>(env: &Env<V>) {
 /// Deallocating a bound window revokes its rkey.
 pub fn mw_dealloc_bound_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(RW);
     s.bind1(&mw, 1, info);
     let rkey = mw.rkey();
@@ -631,11 +572,7 @@ pub fn mw_dealloc_bound_window<V: Verbs>(env: &Env<V>) {
 /// remote address is an offset from the window's start.
 pub fn mw_type2_zero_based<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type2)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type2);
     let info = s.window_info(RW | AccessFlags::ZERO_BASED);
     let rkey = s.bind2(&mw, 1, info);
     fill(&s.local, 0, b"zero-based write");
@@ -661,11 +598,7 @@ pub fn mw_type2_zero_based<V: Verbs>(env: &Env<V>) {
 /// C10-74 requires): a fetch-and-add returns the old value and adds.
 pub fn mw_atomic_through_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(AccessFlags::REMOTE_ATOMIC);
     s.bind1(&mw, 1, info);
     s.mr.write(WIN_OFF + 16, &40u64.to_ne_bytes())
@@ -696,11 +629,7 @@ pub fn mw_atomic_through_window<V: Verbs>(env: &Env<V>) {
 /// WRITE goes through the window.
 pub fn mw_uc_bind_and_write<V: Verbs>(env: &Env<V>) {
     let mut s = setup_on(env, QpType::Uc);
-    let mw = s
-        .rig
-        .ctx
-        .alloc_mw(&s.rig.pd, MwType::Type1)
-        .expect("alloc_mw");
+    let mw = s.alloc(MwType::Type1);
     let info = s.window_info(AccessFlags::REMOTE_WRITE);
     s.bind1(&mw, 1, info);
     s.write(2, WIN_OFF + 32, mw.rkey());
