@@ -40,8 +40,10 @@ def payload(i):
     return ((7 * i + np.arange(n)) % 251).astype(np.uint8)
 
 
-def recv(group, port, iface, heaps):
+def reader(group, port, iface, heaps):
+    """An ibverbs reader of GROUP:PORT on IFACE with a ring for every heap."""
     pool = spead2.ThreadPool()
+    # A ring with room for every heap: the reader never waits for the printing loop.
     rx = spead2.recv.Stream(
         pool,
         spead2.recv.StreamConfig(max_heaps=4),
@@ -55,7 +57,11 @@ def recv(group, port, iface, heaps):
             max_size=9200,
         )
     )
-    print(json.dumps({"ready": True}), flush=True)
+    return rx
+
+
+def print_heaps(rx, names):
+    """Prints each complete heap as a JSON line, then the stream's counters NAMES."""
     for heap in rx:
         items = [
             {"id": item.id, "hex": bytes(memoryview(item)).hex()}
@@ -63,13 +69,13 @@ def recv(group, port, iface, heaps):
         ]
         print(json.dumps({"cnt": heap.cnt, "items": items}), flush=True)
     s = rx.stats
-    names = ["heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets"]
     print(json.dumps({"stats": {n: s[n] for n in names}}), flush=True)
 
 
-def send(group, port, iface, heaps):
+def sender(group, port, iface):
+    """An ibverbs sender to GROUP:PORT from IFACE at 100 Mb/s."""
     pool = spead2.ThreadPool()
-    tx = spead2.send.UdpIbvStream(
+    return spead2.send.UdpIbvStream(
         pool,
         spead2.send.StreamConfig(max_packet_size=8972, rate=100e6),
         spead2.send.UdpIbvConfig(
@@ -78,6 +84,10 @@ def send(group, port, iface, heaps):
             buffer_size=4 * 1024 * 1024,
         ),
     )
+
+
+def send_heaps(tx, heaps):
+    """Sends heaps 0 .. HEAPS - 1 (cnt i + 1), then the end of the stream."""
     flavour = spead2.Flavour(4, 64, 48, 0)
     for i in range(heaps):
         heap = spead2.send.Heap(flavour)
@@ -87,6 +97,18 @@ def send(group, port, iface, heaps):
     end = spead2.send.Heap(flavour)
     end.add_end()
     tx.send_heap(end, cnt=heaps + 1)
+
+
+def recv(group, port, iface, heaps):
+    rx = reader(group, port, iface, heaps)
+    print(json.dumps({"ready": True}), flush=True)
+    print_heaps(
+        rx, ["heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets"]
+    )
+
+
+def send(group, port, iface, heaps):
+    send_heaps(sender(group, port, iface), heaps)
     print(json.dumps({"sent": heaps}), flush=True)
 
 
