@@ -465,6 +465,9 @@ pub fn bench() -> Result<(), Error> {
     let mut spead = cargo();
     spead.args(["bench", "-p", "spead", "--bench", "assembly"]);
     run(spead, "spead benchmark (ours vs spead2)")?;
+    let mut codec = cargo();
+    codec.args(["bench", "-p", "spead", "--bench", "codec"]);
+    run(codec, "spead codec and assembly micro-benchmarks (criterion)")?;
     let mut sim = cargo();
     sim.args(["bench", "-p", "backend-sim", "--bench", "raw_path"]);
     run(
