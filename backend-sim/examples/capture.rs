@@ -33,13 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mr: Vec<_> = (0..2)
         .map(|i| ctx[i].alloc_mr(&pd[i], 1 << 16, access))
         .collect::<Result<_, _>>()?;
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(16, 16, 1, 1);
     let qp = |i: usize, t: QpType| ctx[i].create_qp(&pd[i], &QpInitAttr::new(t, &cq[i], cap));
     let sge = |i: usize, off: u64, len: u32| Sge {
         addr: mr[i].addr() + off,

@@ -124,21 +124,13 @@ pub fn gid_from_c(g: &ffi::ibv_gid) -> Gid {
 
 /// An address from `struct ibv_ah_attr`.
 pub fn ah_from_c(a: &ffi::ibv_ah_attr) -> AhAttr {
-    AhAttr {
-        grh: GlobalRoute {
-            dgid: gid_from_c(&a.grh.dgid),
-            flow_label: a.grh.flow_label,
-            sgid_index: a.grh.sgid_index,
-            hop_limit: a.grh.hop_limit,
-            traffic_class: a.grh.traffic_class,
-        },
-        dlid: a.dlid,
-        sl: a.sl,
-        src_path_bits: a.src_path_bits,
-        static_rate: a.static_rate,
-        is_global: a.is_global != 0,
-        port_num: a.port_num,
-    }
+    verbs_api::ah_attr_fields!(from a, grh: GlobalRoute {
+        dgid: gid_from_c(&a.grh.dgid),
+        flow_label: a.grh.flow_label,
+        sgid_index: a.grh.sgid_index,
+        hop_limit: a.grh.hop_limit,
+        traffic_class: a.grh.traffic_class,
+    })
 }
 
 /// `struct ibv_ah_attr` of an address.

@@ -464,6 +464,26 @@ pub struct RoceRoute {
     pub ip_id: u16,
 }
 
+impl RoceRoute {
+    /// A route from `src` to `dst` (MAC and IPv4 address each) with the usual IP fields:
+    /// UDP source port 0xc000 (the low end of the range RoCE takes its flow entropy
+    /// from), DSCP/ECN 0, TTL 64 and IP identification 0; change them with struct update
+    /// syntax.
+    #[must_use]
+    pub const fn new(src: (Mac, Ipv4Addr), dst: (Mac, Ipv4Addr)) -> Self {
+        RoceRoute {
+            src_mac: src.0,
+            dst_mac: dst.0,
+            src_ip: src.1,
+            dst_ip: dst.1,
+            src_port: 0xc000,
+            tos: 0,
+            ttl: 64,
+            ip_id: 0,
+        }
+    }
+}
+
 /// Builds a whole Ethernet/IPv4/UDP/RoCEv2 frame with pad and ICRC. The BTH pad count is
 /// set from the payload length.
 #[must_use]

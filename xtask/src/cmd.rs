@@ -467,7 +467,10 @@ pub fn bench() -> Result<(), Error> {
     run(spead, "spead benchmark (ours vs spead2)")?;
     let mut codec = cargo();
     codec.args(["bench", "-p", "spead", "--bench", "codec"]);
-    run(codec, "spead codec and assembly micro-benchmarks (criterion)")?;
+    run(
+        codec,
+        "spead codec and assembly micro-benchmarks (criterion)",
+    )?;
     let mut sim = cargo();
     sim.args(["bench", "-p", "backend-sim", "--bench", "raw_path"]);
     run(

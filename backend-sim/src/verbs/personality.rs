@@ -83,13 +83,13 @@ impl Personality {
         match self {
             Personality::Rxe => {
                 let wqe = (asked.max_send_sge * 16).max(asked.max_inline_data);
-                QpCap {
-                    max_send_wr: Self::queue_depth(asked.max_send_wr),
-                    max_recv_wr: Self::queue_depth(asked.max_recv_wr),
-                    max_send_sge: wqe / 16,
-                    max_recv_sge: asked.max_recv_sge,
-                    max_inline_data: wqe,
-                }
+                QpCap::new(
+                    Self::queue_depth(asked.max_send_wr),
+                    Self::queue_depth(asked.max_recv_wr),
+                    wqe / 16,
+                    asked.max_recv_sge,
+                )
+                .with_inline(wqe)
             }
             Personality::Mlx5 => asked,
         }
