@@ -536,16 +536,7 @@ fn srq_feeds_several_qps_and_raises_the_limit_event() {
     let cq = r.cq(64);
     let srq = r
         .ctx
-        .create_srq(
-            &r.pd,
-            &SrqInitAttr {
-                attr: SrqAttr {
-                    max_wr: 16,
-                    max_sge: 1,
-                    srq_limit: 0,
-                },
-            },
-        )
+        .create_srq(&r.pd, &SrqInitAttr::new(16, 1))
         .expect("create_srq");
     let on_srq = |t: QpType| {
         let mut init = QpInitAttr::new(t, &cq, QpCap::new(8, 0, 1, 1));
