@@ -154,7 +154,7 @@ pub fn run_with(
     sim.set_faults(fault_plan(s, &ports)).map_err(backend)?;
     if let Some(path) = &opts.capture {
         sim.capture_to_file(path, CaptureFilter::All)
-            .map_err(backend)?;
+            .map_err(|e| RunError::File(format!("{}: {e}", path.display())))?;
     }
     let macs: Vec<[u8; 6]> = ports
         .iter()
