@@ -4,6 +4,11 @@
 //!
 //! These types hold raw pointers for the batch calls, so they are not `Send`: create
 //! them on the thread that uses them.
+//!
+//! The receiver sets SO_RXQ_OVFL, so the kernel attaches to each datagram the socket's
+//! drop counter as it stood when the datagram was queued (datagrams the kernel dropped
+//! because the receive buffer was full); [`UdpReceiver::kernel_drops`] is the count as
+//! of the last datagram received.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -88,6 +93,10 @@ fn udp_socket(bind: SocketAddr, reuse: bool) -> io::Result<UdpSocket> {
     Ok(sock.into())
 }
 
+/// Control-message space per datagram: one SO_RXQ_OVFL message (a `u32`), in `u64`
+/// words so that the buffer is aligned for `cmsghdr`.
+const CONTROL_WORDS: usize = 4;
+
 /// Receives UDP datagrams in batches and feeds them to a [`Stream`].
 #[derive(Debug)]
 pub struct UdpReceiver {
@@ -96,6 +105,12 @@ pub struct UdpReceiver {
     bufs: Vec<u8>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// Each datagram's control buffer ([`CONTROL_WORDS`] words each).
+    control: Vec<u64>,
+    /// The kernel's last reported drop counter (it is a wrapping `u32`).
+    last_drops: u32,
+    /// Kernel drops seen so far, unwrapped.
+    kernel_drops: u64,
 }
 
 impl UdpReceiver {
@@ -114,6 +129,21 @@ impl UdpReceiver {
         };
         set_buffer(&sock, true, config.buffer_size)?;
         sock.set_read_timeout(config.read_timeout)?;
+        let one: libc::c_int = 1;
+        // SAFETY: the fd is a live socket owned by `sock`; the option value points to a
+        // c_int that outlives the call and its size is passed.
+        let r = unsafe {
+            libc::setsockopt(
+                sock.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RXQ_OVFL,
+                (&one as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
         let batch = config.batch.max(1);
         let stride = config.max_packet_size.max(64);
         Ok(Self {
@@ -125,7 +155,37 @@ impl UdpReceiver {
             iovs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
             // SAFETY: as above.
             hdrs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
+            control: vec![0; batch * CONTROL_WORDS],
+            last_drops: 0,
+            kernel_drops: 0,
         })
+    }
+
+    /// Datagrams the kernel dropped for this socket (its receive buffer was full), as of
+    /// the last datagram received: the kernel reports its counter with each datagram
+    /// (SO_RXQ_OVFL), so drops after the last one received show with the next.
+    pub fn kernel_drops(&self) -> u64 {
+        self.kernel_drops
+    }
+
+    /// Reads the SO_RXQ_OVFL counter from datagram `i`'s control messages.
+    fn note_drops(&mut self, i: usize) {
+        let h = &self.hdrs[i].msg_hdr;
+        // SAFETY: `h` is a header the kernel filled by recvmmsg: msg_control points into
+        // `self.control` (alive, CONTROL_WORDS words for this datagram) and msg_controllen
+        // is what the kernel wrote there; CMSG_FIRSTHDR/NXTHDR stay inside that length
+        // and CMSG_DATA of an SO_RXQ_OVFL message holds a u32 (read unaligned).
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
+                    let v = libc::CMSG_DATA(c).cast::<u32>().read_unaligned();
+                    self.kernel_drops += u64::from(v.wrapping_sub(self.last_drops));
+                    self.last_drops = v;
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
     }
 
     /// The bound local address.
@@ -144,6 +204,7 @@ impl UdpReceiver {
     pub fn recv_batch(&mut self) -> io::Result<usize> {
         let batch = self.hdrs.len();
         let base = self.bufs.as_mut_ptr();
+        let control = self.control.as_mut_ptr();
         for i in 0..batch {
             // SAFETY: i * stride + stride <= bufs.len(), so the pointer stays inside
             // the buffer.
@@ -154,8 +215,9 @@ impl UdpReceiver {
             h.msg_namelen = 0;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
-            h.msg_control = std::ptr::null_mut();
-            h.msg_controllen = 0;
+            // SAFETY: (i + 1) * CONTROL_WORDS <= control.len().
+            h.msg_control = unsafe { control.add(i * CONTROL_WORDS) }.cast();
+            h.msg_controllen = CONTROL_WORDS * size_of::<u64>();
             h.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
@@ -178,6 +240,9 @@ impl UdpReceiver {
                 | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
             };
+        }
+        for i in 0..r as usize {
+            self.note_drops(i);
         }
         Ok(r as usize)
     }
