@@ -19,6 +19,8 @@ pub enum Budget {
     Seconds(u64),
     /// Executions per target.
     Runs(u64),
+    /// Executions per target, or seconds if they come first.
+    RunsWithin(u64, u64),
 }
 
 /// What one target did.
@@ -147,10 +149,14 @@ fn libfuzzer_args(root: &Path, target: &str, budget: Budget) -> Vec<String> {
     args.push(format!("-artifact_prefix={}/", artifacts.display()));
     args.push(format!("-max_len={}", max_len(target)));
     args.push("-print_final_stats=1".into());
-    args.push(match budget {
-        Budget::Seconds(s) => format!("-max_total_time={s}"),
-        Budget::Runs(n) => format!("-runs={n}"),
-    });
+    match budget {
+        Budget::Seconds(s) => args.push(format!("-max_total_time={s}")),
+        Budget::Runs(n) => args.push(format!("-runs={n}")),
+        Budget::RunsWithin(n, s) => {
+            args.push(format!("-runs={n}"));
+            args.push(format!("-max_total_time={s}"));
+        }
+    }
     args
 }
 

@@ -29,7 +29,7 @@
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
 //!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
-//! - `cargo xtask fuzz [--time S | --runs N] [--target T]`: the cargo-fuzz targets in
+//! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
@@ -181,11 +181,11 @@ enum Command {
     /// Run every cargo-fuzz target in fuzz/ from its stored corpus (nightly; installs
     /// cargo-fuzz if missing): build them once, run each, print the executions of each.
     Fuzz {
-        /// Seconds per target.
-        #[arg(long, default_value_t = 60, value_parser = positive)]
-        time: u64,
-        /// Executions per target instead of a time.
-        #[arg(long, conflicts_with = "time", value_parser = positive)]
+        /// Seconds per target (default 60); with --runs, the most each target may take.
+        #[arg(long, value_parser = positive)]
+        time: Option<u64>,
+        /// Executions per target (stopping early after --time seconds, if given).
+        #[arg(long, value_parser = positive)]
         runs: Option<u64>,
         /// Only this target.
         #[arg(long, value_parser = fuzz_target)]
@@ -393,7 +393,11 @@ fn main() -> ExitCode {
             cmd::emu(&cmd, &args).map(exit_with)
         }
         Command::Fuzz { time, runs, target } => {
-            let budget = runs.map_or(fuzz::Budget::Seconds(time), fuzz::Budget::Runs);
+            let budget = match (runs, time) {
+                (Some(n), Some(s)) => fuzz::Budget::RunsWithin(n, s),
+                (Some(n), None) => fuzz::Budget::Runs(n),
+                (None, s) => fuzz::Budget::Seconds(s.unwrap_or(60)),
+            };
             done(fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ()))
         }
         Command::Miri => done(miri::run(&cmd::root())),
