@@ -702,3 +702,123 @@ fn perftest_between_two_hosts() {
         );
     }
 }
+
+/// A program joined to the fabric as `host`, with stdin and stdout piped for a line
+/// protocol (its stderr in a file of `scratch`).
+struct Piped {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    err: PathBuf,
+}
+
+impl Piped {
+    fn start(program: &Path, fabric: &Fabric, scratch: &Path, host: &str, args: &[&str]) -> Piped {
+        let err = scratch.join(format!("{host}.err"));
+        let mut child = emulated(program)
+            .env("VERBS_EMU_FABRIC", &fabric.socket)
+            .env("VERBS_EMU_HOST", host)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(File::create(&err).expect("stderr file"))
+            .spawn()
+            .expect("start the program");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let out = child.stdout.take().expect("its stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Piped {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            err,
+        }
+    }
+
+    /// Its next line of output (failing, with its stderr, if none comes).
+    fn line(&mut self, what: &str) -> String {
+        self.lines.recv_timeout(DEADLINE).unwrap_or_else(|_| {
+            let _ = self.child.kill();
+            panic!(
+                "no {what}: {}",
+                std::fs::read_to_string(&self.err).unwrap_or_default()
+            )
+        })
+    }
+
+    fn say(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("its stdin");
+        writeln!(stdin, "{line}").expect("write to the program");
+        stdin.flush().expect("flush");
+    }
+
+    /// Waits for it to exit; it must succeed with nothing on stderr.
+    fn finish(mut self, what: &str) {
+        drop(self.stdin.take());
+        let status = wait(&mut self.child, what);
+        let err = std::fs::read_to_string(&self.err).unwrap_or_default();
+        assert!(
+            status.success() && err.is_empty(),
+            "{what}: {status}: {err}"
+        );
+    }
+}
+
+/// Host h2 reaches host h1's memory only through a region h1 registered with the right
+/// to do so and the region's own rkey (`tests/c/remote_access.c`, one RC QP per case):
+/// a wrong rkey, another region's rkey, a region without REMOTE_WRITE or REMOTE_READ, or
+/// a range past the region's end complete with IBV_WC_REM_ACCESS_ERR, and h1's memory is
+/// unchanged except where the one allowed write went.
+#[test]
+fn remote_memory_is_reached_only_through_a_matching_rkey_and_access_rights() {
+    let program = common::build_c("remote_access", &["-libverbs"]);
+    let dir = scratch("remote-access");
+    let fabric = Fabric::start(&dir, &[]);
+    let mut server = Piped::start(&program, &fabric, &dir, "h1", &["server"]);
+    let hello = server.line("server line");
+    let mut client = Piped::start(&program, &fabric, &dir, "h2", &["client"]);
+    client.say(&hello);
+    let hello = client.line("client line");
+    server.say(&hello);
+    assert_eq!(server.line("ready line"), "ready");
+    client.say("go");
+    let results: Vec<String> = (0..10).map(|_| client.line("case result")).collect();
+    client.finish("the client");
+    assert_eq!(
+        results,
+        [
+            "write with the region's rkey: success",
+            "write with a wrong rkey: remote access error",
+            "write with another region's rkey: remote access error",
+            "write to a region without REMOTE_WRITE: remote access error",
+            "write to a region with local access only: remote access error",
+            "write past the region's end: remote access error",
+            "read with the region's rkey: success, read 64 bytes of 0x22",
+            "read with a wrong rkey: remote access error",
+            "read from a region without REMOTE_READ: remote access error",
+            "read from a region with local access only: remote access error",
+        ]
+    );
+    server.say("done");
+    let memory: Vec<String> = (0..4).map(|_| server.line("memory line")).collect();
+    server.finish("the server");
+    assert_eq!(
+        memory,
+        [
+            "rw: 64 bytes changed, first byte 0xab",
+            "ro: 0 bytes changed, first byte 0x22",
+            "wo: 0 bytes changed, first byte 0x33",
+            "local: 0 bytes changed, first byte 0x44",
+        ]
+    );
+    let summary = fabric.stop();
+    assert!(summary.contains("2 processes joined"), "{summary}");
+}
