@@ -18,7 +18,7 @@ use backend_sim::fabric::ExternalMsg;
 use common::{emulated, require};
 use ibverbs::fabric::client::{self, Receiver};
 use ibverbs::fabric::sys::{self, Recv};
-use ibverbs::fabric::wire::{FromFabric, ToFabric, MAX_MSG};
+use ibverbs::fabric::wire::{FromFabric, ToFabric, MAX_FRAME, MAX_MSG, MIN_FRAME};
 use netwire::eth::Mac;
 
 /// How long any one program may take before the test gives up on it.
@@ -557,6 +557,23 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
         "its ring: the shared ring is corrupt: the producer's head is out of range"
     );
     drop(fd);
+    // Records the fabric must refuse in a ring whose head is in range: a length no frame
+    // has, a wrap mark before the ring's end, a record longer than what was published.
+    for (len, head, why) in [
+        (70_000u32, 24u64, "a frame of an impossible length"),
+        (u32::MAX, 16, "a wrap mark past the head"),
+        (100, 24, "a record past the head or the ring's end"),
+    ] {
+        let fd = raw(&fabric);
+        sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
+        let (_, shared) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
+        scribble_record(&shared.expect("the rings' memfd"), len, head);
+        sys::send(fd.as_fd(), b"D", false).expect("ring the doorbell");
+        assert_eq!(
+            error_of(&answer(&fd)),
+            format!("its ring: the shared ring is corrupt: {why}")
+        );
+    }
 
     // Still serving: two hosts join and a frame goes from one to the other; a third host
     // gets a multicast frame only once it joined the group; a host is one process only.
@@ -593,11 +610,55 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
         index: 0,
     });
     assert_eq!(next_frame(&mut h3_rx), mc);
+    // Garbage frames of every length a ring carries: runts, broadcast and multicast
+    // garbage, IPv4 and RoCEv2 frames with garbage headers, pseudo-random bytes. The
+    // fabric switches or drops them; a clean frame sent after them still arrives.
+    let mut garbage = vec![vec![0u8; MIN_FRAME], vec![0xff; MAX_FRAME]];
+    let mut ipv4 = frame(mac_of(2), mac_of(1), 0xee);
+    ipv4[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    garbage.push(ipv4.clone());
+    ipv4[14] = 0x45;
+    ipv4[23] = 17; // UDP, to the RoCEv2 port, with a garbage BTH
+    ipv4[36..38].copy_from_slice(&4791u16.to_be_bytes());
+    garbage.push(ipv4);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..300 {
+        let len = MIN_FRAME + (next() as usize) % (MAX_FRAME - MIN_FRAME + 1);
+        let mut f: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        match i % 3 {
+            0 => f[..6].copy_from_slice(&mac_of(2).0),
+            1 => f[..6].copy_from_slice(&[0x01, 0x00, 0x5e, 1, 1, 1]),
+            _ => {}
+        }
+        garbage.push(f);
+    }
+    for f in &garbage {
+        h1.send(&ExternalMsg::Frame {
+            frame: f.clone(),
+            index: 0,
+        });
+    }
+    let after = frame(mac_of(2), mac_of(1), 0xa5);
+    h1.send(&ExternalMsg::Frame {
+        frame: after.clone(),
+        index: 0,
+    });
+    let mut skipped = 0;
+    while next_frame(&mut h2) != after {
+        skipped += 1;
+        assert!(skipped <= garbage.len(), "the clean frame never came");
+    }
     assert!(!h1_rx.is_gone() && !h2.is_gone() && !h3_rx.is_gone());
     drop((h1, h1_rx, _h2, h2, h3, h3_rx));
     let summary = fabric.stop();
     assert!(
-        summary.ends_with("5 processes joined, 8 refused, 2 hung up on for bad messages"),
+        summary.ends_with("8 processes joined, 8 refused, 5 hung up on for bad messages"),
         "{summary}"
     );
 }
@@ -619,6 +680,30 @@ fn scribble_head(shared: &std::os::fd::OwnedFd) {
         );
         assert_ne!(p, libc::MAP_FAILED, "map the rings");
         p.cast::<u64>().write_volatile(u64::MAX);
+        libc::munmap(p, 4096);
+    }
+}
+
+/// Writes one record header (frame length `len`) at the start of the ring a joined process
+/// sends on, and publishes `head` (the first word of the shared file; the data area
+/// starts at byte 128).
+fn scribble_record(shared: &std::os::fd::OwnedFd, len: u32, head: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: maps the first page of the fabric's memfd (its size is far larger), writes
+    // one aligned u32 at byte 128 and one aligned u64 at byte 0, unmaps it; nothing else
+    // in this process uses the mapping.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            shared.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "map the rings");
+        p.cast::<u8>().add(128).cast::<u32>().write_volatile(len);
+        p.cast::<u64>().write_volatile(head);
         libc::munmap(p, 4096);
     }
 }
