@@ -205,22 +205,35 @@ pub fn run(root: &Path, only: Option<&str>, budget: Budget) -> Result<Vec<Target
             std::fs::create_dir_all(d)
                 .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
         }
+        // libFuzzer's output goes to a log file, to follow a long run with `tail -f`.
+        let log_path = root.join("target/fuzz/logs").join(format!("{target}.log"));
+        let log_file = log_path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::File::create(&log_path))
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
         let mut c = Command::new(bin_dir.join(target));
         c.current_dir(root)
             .args(libfuzzer_args(root, target, budget));
-        eprintln!("xtask fuzz: {target}: {c:?}");
+        eprintln!(
+            "xtask fuzz: {target}: {c:?}\nxtask fuzz: {target}: its output: {}",
+            log_path.display()
+        );
         let started = Instant::now();
-        let out = c
-            .stderr(Stdio::piped())
-            .output()
+        let status = c
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .status()
             .map_err(|e| format!("cannot start fuzz target {target}: {e}"))?;
-        let log = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() {
+        let log = std::fs::read(&log_path)
+            .map_err(|e| format!("cannot read {}: {e}", log_path.display()))?;
+        let log = String::from_utf8_lossy(&log);
+        if !status.success() {
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             return Err(format!(
                 "fuzz target {target} failed ({}); the reproducer is in {}; the end of its output:\n{}",
-                out.status,
+                status,
                 artifacts.display(),
                 tail.join("\n")
             ));
