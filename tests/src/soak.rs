@@ -352,7 +352,7 @@ fn udp_sender(
         datagrams.clear();
         for p in heap_packets(cnt, opts.heap_size, opts.packet) {
             s.good += 1;
-            let bad_one = (s.good % opts.malformed_every == 0).then(|| {
+            let bad_one = s.good.is_multiple_of(opts.malformed_every).then(|| {
                 malformed(s.malformed, &p, &mut bad);
                 s.malformed += 1;
                 bad.clone()
@@ -457,7 +457,7 @@ pub fn verbs(mode: Mode, opts: &Options) -> Report {
             for p in heap_packets(cnt, opts.heap_size, opts.packet) {
                 tx.send(&p).expect("send");
                 r.good += 1;
-                if r.good % opts.malformed_every == 0 {
+                if r.good.is_multiple_of(opts.malformed_every) {
                     malformed(r.malformed, &p, &mut bad);
                     tx.send(&bad).expect("send a malformed datagram");
                     r.malformed += 1;
