@@ -38,8 +38,9 @@
 //!   flooded with malformed packets (`soak` in workspace-tests): memory high-water and
 //!   counters; CI runs the short form ([`cmd::CI_SOAK_SECONDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
-//!   (also with the hardware features), docs, the simulator suite, the emulator's tests
-//!   (Debian programs on the emulated libibverbs), and the hardware suite on Soft-RoCE in
+//!   (also with the hardware features), docs, the simulator suite, xtask's own tests (its
+//!   bad-input table), the emulator's tests (Debian programs on the emulated libibverbs),
+//!   the short swarm, soak and fuzz runs, Miri, and the hardware suite on Soft-RoCE in
 //!   the VM.
 
 mod cmd;
