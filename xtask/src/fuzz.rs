@@ -294,6 +294,26 @@ mod tests {
     }
 
     #[test]
+    fn each_run_gets_its_corpora_its_max_len_and_its_budget() {
+        let root = Path::new("/w");
+        let args = libfuzzer_args(root, "slot_pool", Budget::RunsWithin(10_000_000, 900));
+        assert_eq!(
+            args,
+            [
+                "/w/target/fuzz/corpus/slot_pool",
+                "-artifact_prefix=/w/target/fuzz/artifacts/slot_pool/",
+                "-max_len=520",
+                "-print_final_stats=1",
+                "-runs=10000000",
+                "-max_total_time=900",
+            ]
+        );
+        let args = libfuzzer_args(root, "pcap_file", Budget::Seconds(15));
+        assert!(args.contains(&"-max_len=65536".to_owned()));
+        assert_eq!(args.last().map(String::as_str), Some("-max_total_time=15"));
+    }
+
+    #[test]
     fn the_manifest_names_every_target_file() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
         for t in targets(root).unwrap() {
