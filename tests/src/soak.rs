@@ -492,8 +492,16 @@ pub fn verbs(mode: Mode, opts: &Options) -> Report {
                 let total = u16::from_be_bytes([options[16], options[17]]) + 4;
                 options[16..18].copy_from_slice(&total.to_be_bytes());
                 fix_ip(&mut options);
+                // The right UDP checksum less one: never 0 ("no checksum") and never
+                // right (a fixed value such as 0xdead is right for one frame in 65536).
                 let mut bad_sum = frame();
-                bad_sum[40..42].copy_from_slice(&[0xde, 0xad]);
+                netwire::frame::offload_checksums(&mut bad_sum);
+                let right = u16::from_be_bytes([bad_sum[40], bad_sum[41]]);
+                let wrong = match right {
+                    0 | 1 => 2,
+                    r => r - 1,
+                };
+                bad_sum[40..42].copy_from_slice(&wrong.to_be_bytes());
                 for f in [fragment, options, bad_sum] {
                     sim.with_fabric(|fab| fab.transmit(tx_port, f))
                         .expect("transmit");
