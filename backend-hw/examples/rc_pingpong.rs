@@ -167,18 +167,5 @@ fn run(args: &Args) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::parse(4096) {
-        Ok(a) => a,
-        Err(usage) => {
-            eprintln!("{usage}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rc_pingpong: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("rc_pingpong", 4096, run)
 }

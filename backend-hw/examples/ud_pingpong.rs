@@ -166,18 +166,5 @@ fn run(args: &Args) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    let args = match Args::parse(2048) {
-        Ok(a) => a,
-        Err(usage) => {
-            eprintln!("{usage}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("ud_pingpong: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    common::main("ud_pingpong", 2048, run)
 }

@@ -4,8 +4,8 @@
 use std::ffi::c_int;
 
 use verbs_api::{
-    AccessFlags, AhAttr, Completion, DeviceAttr, Error, ErrorKind, Gid, GlobalRoute, Mtu,
-    PathMigState, PortAttr, QpAttr, QpAttrMask, QpCap, QpState,
+    AhAttr, Completion, DeviceAttr, Error, ErrorKind, Gid, GlobalRoute, Mtu, PathMigState,
+    PortAttr, QpAttr, QpAttrMask, QpCap, QpState,
 };
 
 use crate::ffi;
@@ -162,24 +162,12 @@ pub fn ah_to_c(a: &AhAttr) -> ffi::ibv_ah_attr {
 
 /// The queue sizes of `struct ibv_qp_cap`.
 pub fn cap_from_c(c: &ffi::ibv_qp_cap) -> QpCap {
-    QpCap {
-        max_send_wr: c.max_send_wr,
-        max_recv_wr: c.max_recv_wr,
-        max_send_sge: c.max_send_sge,
-        max_recv_sge: c.max_recv_sge,
-        max_inline_data: c.max_inline_data,
-    }
+    verbs_api::qp_cap_fields!(from c)
 }
 
 /// `struct ibv_qp_cap` of queue sizes.
 pub fn cap_to_c(c: &QpCap) -> ffi::ibv_qp_cap {
-    ffi::ibv_qp_cap {
-        max_send_wr: c.max_send_wr,
-        max_recv_wr: c.max_recv_wr,
-        max_send_sge: c.max_send_sge,
-        max_recv_sge: c.max_recv_sge,
-        max_inline_data: c.max_inline_data,
-    }
+    verbs_api::qp_cap_fields!(to ffi::ibv_qp_cap, c)
 }
 
 /// Reads the attributes `mask` names from `struct ibv_qp_attr`.
@@ -196,76 +184,32 @@ pub fn qp_attr_from_c(
         .and_then(QpAttrMask::from_bits)
         .ok_or(libc::EINVAL)?;
     let state = |raw: u32| QpState::from_raw(raw).ok_or(libc::EINVAL);
-    let mut out = QpAttr {
-        qkey: a.qkey,
-        rq_psn: a.rq_psn,
-        sq_psn: a.sq_psn,
-        dest_qp_num: a.dest_qp_num,
-        qp_access_flags: AccessFlags::from_bits_retain(a.qp_access_flags),
-        cap: cap_from_c(&a.cap),
-        ah_attr: ah_from_c(&a.ah_attr),
-        alt_ah_attr: ah_from_c(&a.alt_ah_attr),
-        pkey_index: a.pkey_index,
-        alt_pkey_index: a.alt_pkey_index,
-        en_sqd_async_notify: a.en_sqd_async_notify != 0,
-        sq_draining: a.sq_draining != 0,
-        max_rd_atomic: a.max_rd_atomic,
-        max_dest_rd_atomic: a.max_dest_rd_atomic,
-        min_rnr_timer: a.min_rnr_timer,
-        port_num: a.port_num,
-        timeout: a.timeout,
-        retry_cnt: a.retry_cnt,
-        rnr_retry: a.rnr_retry,
-        alt_port_num: a.alt_port_num,
-        alt_timeout: a.alt_timeout,
-        rate_limit: a.rate_limit,
-        ..QpAttr::default()
-    };
-    if mask.contains(QpAttrMask::STATE) {
-        out.qp_state = state(a.qp_state)?;
-    }
-    if mask.contains(QpAttrMask::CUR_STATE) {
-        out.cur_qp_state = state(a.cur_qp_state)?;
-    }
-    if mask.contains(QpAttrMask::PATH_MTU) {
-        out.path_mtu = Mtu::from_raw(a.path_mtu).ok_or(libc::EINVAL)?;
-    }
-    if mask.contains(QpAttrMask::PATH_MIG_STATE) {
-        out.path_mig_state = PathMigState::from_raw(a.path_mig_state).ok_or(libc::EINVAL)?;
-    }
+    let d = QpAttr::default();
+    let out = verbs_api::qp_attr_fields!(
+        from a, cap: cap_from_c, ah: ah_from_c,
+        qp_state: if mask.contains(QpAttrMask::STATE) { state(a.qp_state)? } else { d.qp_state },
+        cur_qp_state: if mask.contains(QpAttrMask::CUR_STATE) {
+            state(a.cur_qp_state)?
+        } else {
+            d.cur_qp_state
+        },
+        path_mtu: if mask.contains(QpAttrMask::PATH_MTU) {
+            Mtu::from_raw(a.path_mtu).ok_or(libc::EINVAL)?
+        } else {
+            d.path_mtu
+        },
+        path_mig_state: if mask.contains(QpAttrMask::PATH_MIG_STATE) {
+            PathMigState::from_raw(a.path_mig_state).ok_or(libc::EINVAL)?
+        } else {
+            d.path_mig_state
+        },
+    );
     Ok((out, mask))
 }
 
 /// `struct ibv_qp_attr` of a QP's attributes.
 pub fn qp_attr_to_c(a: &QpAttr) -> ffi::ibv_qp_attr {
-    ffi::ibv_qp_attr {
-        qp_state: a.qp_state.as_raw(),
-        cur_qp_state: a.cur_qp_state.as_raw(),
-        path_mtu: a.path_mtu.as_raw(),
-        path_mig_state: a.path_mig_state.as_raw(),
-        qkey: a.qkey,
-        rq_psn: a.rq_psn,
-        sq_psn: a.sq_psn,
-        dest_qp_num: a.dest_qp_num,
-        qp_access_flags: a.qp_access_flags.bits(),
-        cap: cap_to_c(&a.cap),
-        ah_attr: ah_to_c(&a.ah_attr),
-        alt_ah_attr: ah_to_c(&a.alt_ah_attr),
-        pkey_index: a.pkey_index,
-        alt_pkey_index: a.alt_pkey_index,
-        en_sqd_async_notify: u8::from(a.en_sqd_async_notify),
-        sq_draining: u8::from(a.sq_draining),
-        max_rd_atomic: a.max_rd_atomic,
-        max_dest_rd_atomic: a.max_dest_rd_atomic,
-        min_rnr_timer: a.min_rnr_timer,
-        port_num: a.port_num,
-        timeout: a.timeout,
-        retry_cnt: a.retry_cnt,
-        rnr_retry: a.rnr_retry,
-        alt_port_num: a.alt_port_num,
-        alt_timeout: a.alt_timeout,
-        rate_limit: a.rate_limit,
-    }
+    verbs_api::qp_attr_fields!(to ffi::ibv_qp_attr, a, cap: cap_to_c, ah: ah_to_c)
 }
 
 /// `struct ibv_wc` of a completion (immediate data back in network byte order).

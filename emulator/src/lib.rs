@@ -28,6 +28,7 @@
 
 pub mod ah;
 pub mod async_events;
+pub mod control;
 pub mod convert;
 pub mod cq_ex;
 pub mod device;

@@ -13,7 +13,7 @@ use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use backend_sim::{HostId, PortId, Sim, SimVerbs};
+use backend_sim::{HostId, PortConfig, PortId, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
 use crate::events::{ChannelState, ContextState};
@@ -122,8 +122,15 @@ impl Emu {
         seed: u64,
         socket: &std::path::Path,
     ) -> Result<Self, String> {
-        let (sim, host, ports) = build_sim(topology, me, seed)?;
         let spec = &topology.hosts[me];
+        if !spec.extra_devices.is_empty() {
+            return Err(format!(
+                "host {}: extra_devices need the emulator without a fabric process \
+                 (cargo xtask emu --no-fabric): a fabric process carries one port per host",
+                spec.name
+            ));
+        }
+        let (sim, host, ports) = build_sim(topology, me, seed)?;
         let port = ports[me];
         let mac = sim
             .with_fabric(|f| f.port_config(port).map(|c| c.mac))
@@ -157,6 +164,22 @@ impl Emu {
             contexts: Mutex::new(Vec::new()),
             member,
         })
+    }
+
+    /// Loses the next frame a NIC of this process hands to the network (the fault plan's
+    /// drop list, as the simulator's own loss cases do).
+    ///
+    /// # Errors
+    /// When this host joined a fabric process (whose network it is), or the plan is refused.
+    pub fn lose_next_frame(&self) -> Result<(), String> {
+        if self.is_joined() {
+            return Err("the network is the fabric process's: no frame can be chosen here".into());
+        }
+        let (next, mut plan) = self
+            .sim
+            .with_fabric(|f| (f.stats().transmitted, f.faults().clone()));
+        plan.drop_packets.push(next);
+        self.sim.set_faults(plan).map_err(|e| e.to_string())
     }
 
     /// True if this host joined a fabric process.
@@ -217,6 +240,10 @@ fn build_sim(
         let id = sim
             .add_host(&h.name, h.ip, h.personality)
             .map_err(|e| format!("host {}: {e}", h.name))?;
+        for &ip in &h.extra_devices {
+            sim.add_device(id, h.personality, PortConfig::with_ip(ip))
+                .map_err(|e| format!("host {}, device at {ip}: {e}", h.name))?;
+        }
         if i == me {
             host = Some(id);
         }

@@ -25,6 +25,11 @@ pub struct HostSpec {
     pub personality: Personality,
     /// Faults on the frames the switch sends to this host (its link's receive side).
     pub faults: LinkFaults,
+    /// The addresses of the host's further devices (named in order after the first:
+    /// `rxe1`, `rxe2` ... or `mlx5_1` ...), each with a port of its own on the switch, of
+    /// the host's personality. Only without a fabric process (`cargo xtask emu
+    /// --no-fabric`): a fabric process carries one port per host.
+    pub extra_devices: Vec<Ipv4Addr>,
 }
 
 /// The hosts of the emulated fabric (one switch joins them all).
@@ -49,6 +54,8 @@ struct FileHost {
     personality: Option<String>,
     #[serde(default)]
     faults: Option<FileFaults>,
+    #[serde(default)]
+    extra_devices: Vec<Ipv4Addr>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -102,6 +109,7 @@ impl Default for Topology {
                     ip: Ipv4Addr::new(10, 100, 0, i),
                     personality: Personality::Mlx5,
                     faults: LinkFaults::default(),
+                    extra_devices: Vec::new(),
                 })
                 .collect(),
         }
@@ -131,6 +139,7 @@ impl Topology {
     /// ip = "10.100.0.1"
     /// personality = "mlx5"   # optional, mlx5 by default; or "rxe"
     /// faults = { loss = 0.01, delay_ns = 5000 }   # optional: on frames to this host
+    /// extra_devices = ["10.100.0.11"]   # optional: more devices, without a fabric process
     /// ```
     ///
     /// Faults (all optional): `loss`, `duplicate`, `corrupt`, `reorder` (probabilities),
@@ -159,8 +168,10 @@ impl Topology {
             if !names.insert(h.name.clone()) {
                 return Err(format!("bad topology: host {} appears twice", h.name));
             }
-            if !ips.insert(h.ip) {
-                return Err(format!("bad topology: address {} appears twice", h.ip));
+            for ip in std::iter::once(h.ip).chain(h.extra_devices.iter().copied()) {
+                if !ips.insert(ip) {
+                    return Err(format!("bad topology: address {ip} appears twice"));
+                }
             }
             let personality = match h.personality.as_deref() {
                 None => Personality::Mlx5,
@@ -177,6 +188,7 @@ impl Topology {
                 ip: h.ip,
                 personality,
                 faults,
+                extra_devices: h.extra_devices,
             });
         }
         Ok(Topology { hosts })
@@ -268,6 +280,7 @@ mod tests {
                     ip: Ipv4Addr::new(10, 1, 0, 1),
                     personality: Personality::Mlx5,
                     faults: LinkFaults::default(),
+                    extra_devices: Vec::new(),
                 },
                 HostSpec {
                     name: "b".into(),
@@ -278,8 +291,24 @@ mod tests {
                         delay_ns: 1000,
                         ..LinkFaults::default()
                     },
+                    extra_devices: Vec::new(),
                 },
             ]
+        );
+    }
+
+    #[test]
+    fn a_host_may_have_more_devices_with_addresses_of_their_own() {
+        let t = Topology::parse(
+            "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\nextra_devices = [\"10.1.0.11\"]\n",
+        )
+        .unwrap();
+        assert_eq!(t.hosts[0].extra_devices, [Ipv4Addr::new(10, 1, 0, 11)]);
+        let clash = "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\nextra_devices = [\"10.1.0.2\"]\n\
+                     [[host]]\nname = \"b\"\nip = \"10.1.0.2\"\n";
+        assert_eq!(
+            Topology::parse(clash),
+            Err("bad topology: address 10.1.0.2 appears twice".into())
         );
     }
 

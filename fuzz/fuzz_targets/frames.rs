@@ -26,7 +26,8 @@ fuzz_target!(|data: &[u8]| {
     ] {
         let _ = netwire::pcap::locate(link, data, true);
     }
-    let _ = spead::verbs::frame::parse(data);
+    let _ = spead::verbs::frame::parse(data, false);
+    let _ = spead::verbs::frame::parse(data, true);
     // The same bytes as a RoCEv2 UDP payload.
     let _ = parse_roce(data);
 });

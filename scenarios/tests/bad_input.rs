@@ -136,6 +136,7 @@ fn the_scenario_tool_refuses_bad_input_with_a_clear_error() {
     for (args, words) in &rows {
         let out = Command::new(SCENARIO)
             .args(args)
+            .env_remove("RUST_LOG")
             .current_dir(&f.dir)
             .stdin(Stdio::null())
             .output()

@@ -26,14 +26,15 @@ pub enum IbvMode {
     Ud,
 }
 
-/// Parses `GROUP:PORT` (IPv4 only).
+/// Parses `ADDRESS:PORT` (IPv4 only: a multicast group, a unicast address of the
+/// interface, or `0.0.0.0`; UD takes groups only).
 ///
 /// # Errors
 /// A message naming the text.
 pub fn parse_endpoint(s: &str) -> Result<SocketAddrV4, String> {
     s.parse::<SocketAddrV4>().map_err(|_| {
         if s.parse::<std::net::SocketAddrV6>().is_ok() {
-            format!("{s}: IPv6 endpoints are not supported (IPv4 multicast only)")
+            format!("{s}: IPv6 endpoints are not supported (IPv4 only)")
         } else {
             format!("{s}: not an IPv4 GROUP:PORT")
         }

@@ -149,7 +149,8 @@ fn every_tool_refuses_bad_input_with_a_clear_error() {
         (RECV, s(&["--replay", &f.arg("", "good.pcap"), "--ibv-interface", "::1"]), 2, "interface address ::1 is not an IPv4 address".into()),
         (RECV, s(&["--replay", &f.arg("", "good.pcap"), "--ibv-interface", "eth0"]), 2, "interface \"eth0\" is not an IPv4 address".into()),
         (RECV, s(&["--replay", &f.arg("", "good.pcap"), "--ibv-interface", "10.9.9.9"]), 1, "no RDMA device has interface address 10.9.9.9".into()),
-        (RECV, s(&["--replay", &f.arg("", "good.pcap"), "ibv:10.0.0.1:7148"]), 1, "not an IPv4 multicast address".into()),
+        (RECV, s(&["--replay", &f.arg("", "good.pcap"), "ibv:10.0.0.1:7148"]), 1, "no network interface has address 10.0.0.1 (the device's interface is 10.77.0.2)".into()),
+        (RECV, s(&["--replay", &f.arg("", "good.pcap"), "--ibv-mode", "ud", "ibv:10.0.0.1:7148"]), 1, "endpoint 10.0.0.1:7148 is not an IPv4 multicast address".into()),
         (RECV, s(&["--replay", &f.arg("", "good.pcap"), "--backend", "hw"]), 1, "--replay runs on the simulator: drop --backend hw".into()),
         (RECV, s(&["ibv:239.1.1.1:7148", "--backend", "sim"]), 1, "give --replay".into()),
         // The tools are built without the `hw` feature here.
@@ -180,7 +181,7 @@ fn every_tool_refuses_bad_input_with_a_clear_error() {
         (CAPTURE, s(&[&pcap_out, "239.1.1.1"]), 2, "239.1.1.1: not an IPv4 GROUP:PORT".into()),
         (CAPTURE, s(&[&pcap_out, "--ibv-interface", "::1", "--replay", &f.arg("", "good.pcap")]), 2, "interface address ::1 is not an IPv4 address".into()),
         (CAPTURE, s(&[&pcap_out, "--ibv-interface", "10.9.9.9", "--replay", &f.arg("", "good.pcap")]), 1, "no RDMA device has interface address 10.9.9.9".into()),
-        (CAPTURE, s(&[&pcap_out, "10.0.0.9:7148", "--replay", &f.arg("", "good.pcap")]), 1, "not an IPv4 multicast address".into()),
+        (CAPTURE, s(&[&pcap_out, "10.0.0.9:7148", "--replay", &f.arg("", "good.pcap")]), 1, "no network interface has address 10.0.0.9 (the device's interface is 10.77.0.2)".into()),
         (CAPTURE, s(&[&pcap_out, "239.1.1.1:7148"]), 1, "the hw backend is not compiled in".into()),
         (CAPTURE, s(&[&pcap_out, "--backend", "sim", "239.1.1.1:7148"]), 1, "give --replay".into()),
         // spead-capture: files.

@@ -44,3 +44,19 @@ fn ud_drop_at_sender_on_real_verbs() {
     };
     drop_at_sender(node, node, Mode::Ud);
 }
+
+#[test]
+fn ud_gathered_heaps_reach_their_substreams_on_real_verbs() {
+    let verbs = HwVerbs::new();
+    let node = Node {
+        verbs: &verbs,
+        iface: iface(),
+        mac: [0; 6],
+    };
+    workspace_tests::spead_verbs::gathered_heaps_reach_their_substreams(
+        node,
+        node,
+        Mode::Ud,
+        || {},
+    );
+}

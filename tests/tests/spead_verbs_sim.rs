@@ -137,11 +137,24 @@ fn run_with_faults(
     faults: LinkFaults,
     streams: &[StreamConfig],
 ) -> (Vec<Outcome>, backend_sim::FabricStats) {
+    run_with_faults_verifying(seed, mode, plan, faults, streams, false)
+}
+
+/// As [`run_with_faults`], the receivers' `verify_checksums` set to `verify`.
+fn run_with_faults_verifying(
+    seed: u64,
+    mode: Mode,
+    plan: &Plan,
+    faults: LinkFaults,
+    streams: &[StreamConfig],
+    verify: bool,
+) -> (Vec<Outcome>, backend_sim::FabricStats) {
     let net = Net::new(seed, mode, streams.len() as u8);
     let mut specs: Vec<RecvSpec<'_, SimVerbs>> =
         receiver_specs(&net.receivers(), plan, StreamConfig::default());
     for (s, c) in specs.iter_mut().zip(streams) {
         s.stream = c.clone();
+        s.verify_checksums = verify;
     }
     let out = run_plan(
         net.node(0),
@@ -266,9 +279,10 @@ fn corrupted_frames_never_make_a_complete_heap_with_wrong_bytes() {
         let damaged: usize = out.iter().map(|o| o.incomplete.len() + o.lost.len()).sum();
         assert!(damaged > 0, "{mode:?}");
         // Flips inside the switch keep a good FCS: UD frames fail the NIC's checks (most
-        // the ICRC), raw frames arrive without IP_CSUM_OK and the receiver drops them.
-        // run_plan compares every delivered heap's bytes with what was sent.
-        let (out, f) = run_with_faults(
+        // the ICRC), raw frames arrive without IP_CSUM_OK and a receiver that asked for
+        // checksums (verify_checksums; spead2 checks none) drops them. run_plan
+        // compares every delivered heap's bytes with what was sent.
+        let (out, f) = run_with_faults_verifying(
             14,
             mode,
             &plan,
@@ -277,6 +291,7 @@ fn corrupted_frames_never_make_a_complete_heap_with_wrong_bytes() {
                 ..LinkFaults::default()
             },
             &[lenient(), lenient(), lenient()],
+            true,
         );
         assert!(f.corrupted_switch > 0, "{mode:?}");
         assert_eq!(f.dropped_fcs, 0, "{mode:?}");
@@ -312,6 +327,7 @@ fn receive_buffer_exhaustion_is_counted_at_the_nic() {
             groups: vec![0],
             buffer_size: 8 * (plan.packet + 64),
             stream: lenient(),
+            verify_checksums: false,
         }];
         let out = run_plan(
             net.node(0),
@@ -354,51 +370,137 @@ fn fault_runs_are_deterministic() {
     assert_eq!(run(), run());
 }
 
-/// Frames steered to a raw receiver that spead2 would not accept are counted by cause,
-/// and frames = delivered + dropped.
+/// Frames steered to a raw receiver: what spead2's `udp_from_ethernet` refuses is
+/// counted by cause and dropped; IP options are skipped and UDP checksums (wrong or
+/// zero) ignored, as in spead2, unless `verify_checksums` asks for them; frames =
+/// delivered + dropped.
 #[test]
 fn raw_receiver_counts_each_drop_cause() {
     use spead::verbs::frame::{checksum, udp_frame};
     use spead::verbs::{FrameDrop, IbvConfig, Receiver};
     use std::net::SocketAddrV4;
 
-    let net = Net::new(31, Mode::Raw, 1);
-    let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 3, 1), 7160);
-    let mut cfg = IbvConfig::new(vec![group], net.hosts[1].1);
+    for verify in [false, true] {
+        let net = Net::new(31, Mode::Raw, 1);
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 3, 1), 7160);
+        let mut cfg = IbvConfig::new(vec![group], net.hosts[1].1);
+        cfg.max_size = 1472;
+        cfg.buffer_size = 64 * 1472;
+        cfg.verify_checksums = verify;
+        let mut rx = Receiver::raw(&net.verbs[1], &cfg).unwrap();
+        let tx_port = net.sim.port_of(net.hosts[0].0).unwrap();
+        let o = group.ip().octets();
+        let good = |cnt: u64| {
+            let p = Plan::new(Mode::Raw, 1, 1, 100);
+            let pkt = &p.packets_of(cnt)[0];
+            udp_frame(
+                sim_mac(net.hosts[0].1),
+                SocketAddrV4::new(net.hosts[0].1, 9000),
+                [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
+                group,
+                4,
+                pkt,
+            )
+        };
+        let fix_ip_checksum = |f: &mut Vec<u8>| {
+            f[24..26].copy_from_slice(&[0, 0]);
+            let c = checksum(&f[14..14 + usize::from(f[14] & 0x0f) * 4]);
+            f[24..26].copy_from_slice(&c.to_be_bytes());
+        };
+        // IP options: a 4-byte NOP option (IHL 6): spead2 skips them.
+        let mut options = good(2);
+        options.splice(34..34, [1u8, 1, 1, 1]);
+        options[14] = 0x46;
+        let total = u16::from_be_bytes([options[16], options[17]]) + 4;
+        options[16..18].copy_from_slice(&total.to_be_bytes());
+        fix_ip_checksum(&mut options);
+        // A first fragment (MF set).
+        let mut fragment = good(3);
+        fragment[20] = 0x20;
+        fix_ip_checksum(&mut fragment);
+        // No UDP checksum (zero), and a wrong one.
+        let mut zero = good(5);
+        zero[40..42].copy_from_slice(&[0, 0]);
+        let mut wrong = good(6);
+        wrong[40] ^= 0x5a;
+        let frames = [good(1), options, fragment, good(4), zero, wrong];
+        for f in frames {
+            net.sim.with_fabric(|fab| fab.transmit(tx_port, f)).unwrap();
+        }
+        net.sim.run_until_idle();
+        let mut stream = spead::recv::Stream::new(lenient());
+        while rx
+            .poll_into(&mut stream, Some(std::time::Duration::from_millis(1)))
+            .unwrap()
+            > 0
+        {}
+        let s = rx.stats();
+        assert_eq!(s.frames, 6, "{s:?}");
+        assert_eq!(s.frames, s.delivered + s.dropped_total());
+        assert_eq!(s.dropped.get(&FrameDrop::Fragment), Some(&1), "{s:?}");
+        let checksum_drops = s.dropped.get(&FrameDrop::Checksum).copied();
+        if verify {
+            assert_eq!(s.delivered, 4, "{s:?}");
+            assert_eq!(checksum_drops, Some(1), "the wrong UDP checksum: {s:?}");
+        } else {
+            assert_eq!(s.delivered, 5, "{s:?}");
+            assert_eq!(checksum_drops, None, "{s:?}");
+        }
+        stream.flush();
+        let mut cnts = Vec::new();
+        while let Some(h) = stream.pop_heap() {
+            assert!(h.complete);
+            cnts.push(h.cnt);
+        }
+        let want: &[u64] = if verify {
+            &[1, 2, 4, 5]
+        } else {
+            &[1, 2, 4, 5, 6]
+        };
+        assert_eq!(cnts, want, "verify {verify}");
+    }
+}
+
+/// spead2's reader endpoints (`create_flow`): a multicast group, a unicast address of
+/// the interface and `0.0.0.0` (the port on every address), all on one reader, each
+/// steered by its own flow rule; a port no endpoint names reaches no receive queue.
+#[test]
+fn raw_reader_takes_multicast_unicast_and_wildcard_endpoints() {
+    use spead::verbs::frame::udp_frame;
+    use spead::verbs::{IbvConfig, Receiver};
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(32, Mode::Raw, 1);
+    let (tx_ip, rx_ip) = (net.hosts[0].1, net.hosts[1].1);
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 4, 1), 7000);
+    let unicast = SocketAddrV4::new(rx_ip, 7001);
+    let wildcard = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7002);
+    let mut cfg = IbvConfig::new(vec![group, unicast, wildcard], rx_ip);
     cfg.max_size = 1472;
     cfg.buffer_size = 64 * 1472;
     let mut rx = Receiver::raw(&net.verbs[1], &cfg).unwrap();
     let tx_port = net.sim.port_of(net.hosts[0].0).unwrap();
     let o = group.ip().octets();
-    let good = |cnt: u64| {
+    let frame = |cnt: u64, dst_mac: [u8; 6], dst: SocketAddrV4| {
         let p = Plan::new(Mode::Raw, 1, 1, 100);
-        let pkt = &p.packets_of(cnt)[0];
         udp_frame(
-            sim_mac(net.hosts[0].1),
-            SocketAddrV4::new(net.hosts[0].1, 9000),
-            [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
-            group,
+            sim_mac(tx_ip),
+            SocketAddrV4::new(tx_ip, 9000),
+            dst_mac,
+            dst,
             4,
-            pkt,
+            &p.packets_of(cnt)[0],
         )
     };
-    let fix_ip_checksum = |f: &mut Vec<u8>| {
-        f[24..26].copy_from_slice(&[0, 0]);
-        let c = checksum(&f[14..14 + usize::from(f[14] & 0x0f) * 4]);
-        f[24..26].copy_from_slice(&c.to_be_bytes());
-    };
-    // IP options: a 4-byte NOP option (IHL 6).
-    let mut options = good(2);
-    options.splice(34..34, [1u8, 1, 1, 1]);
-    options[14] = 0x46;
-    let total = u16::from_be_bytes([options[16], options[17]]) + 4;
-    options[16..18].copy_from_slice(&total.to_be_bytes());
-    fix_ip_checksum(&mut options);
-    // A first fragment (MF set).
-    let mut fragment = good(3);
-    fragment[20] = 0x20;
-    fix_ip_checksum(&mut fragment);
-    let frames = [good(1), options, fragment, good(4)];
+    let to_rx = sim_mac(rx_ip);
+    let frames = [
+        frame(1, [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]], group),
+        frame(2, to_rx, unicast),
+        frame(3, to_rx, SocketAddrV4::new(rx_ip, 7002)),
+        // No endpoint has port 7003: no flow rule steers it to the reader.
+        frame(4, to_rx, SocketAddrV4::new(rx_ip, 7003)),
+        frame(5, to_rx, SocketAddrV4::new(rx_ip, 7002)),
+    ];
     for f in frames {
         net.sim.with_fabric(|fab| fab.transmit(tx_port, f)).unwrap();
     }
@@ -410,15 +512,502 @@ fn raw_receiver_counts_each_drop_cause() {
         > 0
     {}
     let s = rx.stats();
-    assert_eq!(s.frames, s.delivered + s.dropped_total());
-    assert_eq!(s.delivered, 2, "{s:?}");
-    assert_eq!(s.dropped.get(&FrameDrop::IpOptions), Some(&1), "{s:?}");
-    assert_eq!(s.dropped.get(&FrameDrop::Fragment), Some(&1), "{s:?}");
+    assert_eq!((s.frames, s.delivered), (4, 4), "{s:?}");
     stream.flush();
     let mut cnts = Vec::new();
     while let Some(h) = stream.pop_heap() {
         assert!(h.complete);
         cnts.push(h.cnt);
     }
-    assert_eq!(cnts, [1, 4]);
+    assert_eq!(cnts, [1, 2, 3, 5]);
+    // A unicast endpoint must be an address of the interface (spead2 looks its MAC up).
+    let other = IbvConfig::new(vec![SocketAddrV4::new(tx_ip, 7001)], rx_ip);
+    let e = Receiver::raw(&net.verbs[1], &other).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("no network interface has address {tx_ip} (the device's interface is {rx_ip})")
+    );
+    // UD readers attach to groups only.
+    let e = Receiver::ud(&net.verbs[1], &cfg).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("endpoint {unicast} is not an IPv4 multicast address")
+    );
+}
+
+/// A `SPEAD2_IBV_INTERFACE` that is not an IPv4 address is ignored with spead2's
+/// warning, and the reader stays on a kernel socket; IPv6 readers are never rerouted.
+#[test]
+fn a_bad_ibv_interface_leaves_udp_readers_on_the_kernel() {
+    use spead::transport::UdpRecvConfig;
+    use spead::verbs::{EnvOverride, UdpReader};
+
+    let net = Net::new(33, Mode::Raw, 1);
+    let env = EnvOverride::decide(Some("10.0.0.2/24"), None);
+    assert_eq!(env.interface, None);
+    assert_eq!(env.warnings.len(), 1);
+    let udp = UdpRecvConfig::new("127.0.0.1:0".parse().unwrap());
+    let r = UdpReader::open_with(&net.verbs[1], &udp, &env).unwrap();
+    assert!(!r.is_ibv());
+    let good = EnvOverride::decide(Some("10.0.0.2"), None);
+    let v6 = UdpRecvConfig::new("[::1]:0".parse().unwrap());
+    assert!(!UdpReader::open_with(&net.verbs[1], &v6, &good)
+        .unwrap()
+        .is_ibv());
+    let v4 = UdpRecvConfig::new("0.0.0.0:7300".parse().unwrap());
+    assert!(UdpReader::open_with(&net.verbs[1], &v4, &good)
+        .unwrap()
+        .is_ibv());
+}
+
+/// The simulator's virtual time as the sender's clock; records every wait.
+struct SimClock<'a> {
+    sim: &'a Sim,
+    waits: Vec<u64>,
+}
+
+impl spead::send::Clock for SimClock<'_> {
+    fn now_ns(&mut self) -> u64 {
+        self.sim.now()
+    }
+
+    fn sleep_until(&mut self, ns: u64) {
+        self.waits.push(ns);
+        let now = self.sim.now();
+        if ns > now {
+            self.sim.run_for(ns - now);
+        }
+    }
+}
+
+/// The UDP datagrams of a pcap capture: (destination, payload).
+fn datagrams(pcap: &[u8]) -> Vec<(std::net::SocketAddrV4, Vec<u8>)> {
+    let mut src =
+        spead::pcap::PcapSource::new(std::io::Cursor::new(pcap), spead::pcap::Filter::default())
+            .unwrap();
+    let mut out = Vec::new();
+    while let Some(d) = src.next_datagram().unwrap() {
+        out.push((d.dst, d.payload.to_vec()));
+    }
+    out
+}
+
+/// The packets spead2's packet generator makes of `heap` (cnt `cnt`, packets of at most
+/// `max` bytes).
+fn packets_of(heap: &spead::send::Heap, cnt: u64, max: usize) -> Vec<Vec<u8>> {
+    let mut p = spead::send::Packetizer::new(heap, cnt, max).unwrap();
+    let mut buf = vec![0u8; max];
+    let mut out = Vec::new();
+    while let Some(n) = p.next_packet(&mut buf).unwrap() {
+        out.push(buf[..n].to_vec());
+    }
+    out
+}
+
+/// spead2's `memory_regions`: item bytes inside a registered region go out by SGE from
+/// there (no copy), the others are copied into the slot; every packet on the wire is
+/// what the packet generator makes, to the heap's substream's endpoint; each heap is
+/// reported once with spead2's `bytes_sent`.
+#[test]
+fn raw_sender_gathers_registered_items_and_sends_substreams() {
+    use backend_sim::CaptureFilter;
+    use spead::send::{GroupMode, Heap, HeapReference, ItemValue};
+    use spead::verbs::{HeapSent, IbvConfig, Sender, MAX_SGE};
+    use spead::wire::Flavour;
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(34, Mode::Raw, 1);
+    let g0 = SocketAddrV4::new(Ipv4Addr::new(239, 77, 6, 1), 7400);
+    let g1 = SocketAddrV4::new(Ipv4Addr::new(239, 77, 6, 2), 7401);
+    let mut cfg = IbvConfig::new(vec![g0, g1], net.hosts[0].1);
+    cfg.max_size = 1024;
+    cfg.buffer_size = 64 * 1024;
+    let mut big = Heap::new(Flavour::SPEAD_64_48);
+    big.add_item(
+        0x1000,
+        (0..5000u32).map(|i| (i * 7) as u8).collect::<Vec<_>>(),
+        false,
+    );
+    big.add_item(0x1001, vec![0xab; 10], false);
+    let mut small = Heap::new(Flavour::SPEAD_64_48);
+    small.add_item(0x1002, vec![0xcd; 1500], false);
+    let mut four = Heap::new(Flavour::SPEAD_64_48);
+    for k in 0..4u8 {
+        four.add_item(0x1010 + u64::from(k), vec![k; 100], false);
+    }
+    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    assert_eq!(tx.substreams(), 2);
+    let ItemValue::Bytes { data, .. } = &big.items[0].value else {
+        unreachable!()
+    };
+    // SAFETY: `big`, declared before the sender, outlives it, and nothing writes it.
+    unsafe { tx.add_memory_region(data.as_ptr(), data.len()) }.unwrap();
+    // SAFETY: as above (inside `big`'s item); refused anyway.
+    let e = unsafe { tx.add_memory_region(data.as_ptr().add(100), 10) }.unwrap_err();
+    assert_eq!(e.to_string(), "memory regions overlap");
+    // SAFETY: as above; refused anyway.
+    let e = unsafe { tx.add_memory_region(data.as_ptr(), 0) }.unwrap_err();
+    assert_eq!(e.to_string(), "memory region must have non-zero size");
+    net.sim
+        .with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
+        .unwrap();
+    let mut clock = SimClock {
+        sim: &net.sim,
+        waits: Vec::new(),
+    };
+    let refs = [
+        HeapReference {
+            heap: &big,
+            cnt: 1,
+            substream: 0,
+        },
+        HeapReference {
+            heap: &small,
+            cnt: 2,
+            substream: 1,
+        },
+    ];
+    let (p1, p2) = (packets_of(&big, 1, 1024), packets_of(&small, 2, 1024));
+    tx.send_heaps(&refs, GroupMode::Serial, &mut clock).unwrap();
+    tx.drain().unwrap();
+    net.sim.run_until_idle();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
+    let want: Vec<_> = p1
+        .iter()
+        .map(|p| (g0, p.clone()))
+        .chain(p2.iter().map(|p| (g1, p.clone())))
+        .collect();
+    assert_eq!(
+        datagrams(&pcap),
+        want,
+        "the wire carries the generator's packets"
+    );
+    let len = |ps: &[Vec<u8>]| ps.iter().map(|p| p.len() as u64).sum::<u64>();
+    let done: Vec<HeapSent> = tx.take_completed().collect();
+    assert_eq!(
+        done,
+        [
+            HeapSent {
+                cnt: 1,
+                substream: 0,
+                bytes: len(&p1),
+                ok: true
+            },
+            HeapSent {
+                cnt: 2,
+                substream: 1,
+                bytes: len(&p2),
+                ok: true
+            }
+        ]
+    );
+    let s = tx.stats();
+    assert_eq!(
+        s.gathered_bytes, 5000,
+        "the registered item is never copied"
+    );
+    assert_eq!(s.packets, (p1.len() + p2.len()) as u64);
+    assert_eq!((s.heaps, s.heaps_completed, s.completion_errors), (2, 2, 0));
+    assert_eq!(tx.heaps_in_flight(), 0);
+    assert!(clock.waits.is_empty(), "no rate limit set");
+    assert_eq!(MAX_SGE, 4);
+    // Four registered items in one packet: with the slot's SGE that is five, more than
+    // MAX_SGE, so spead2 copies them all (it decides before merging).
+    for item in &four.items {
+        let ItemValue::Bytes { data, .. } = &item.value else {
+            unreachable!()
+        };
+        // SAFETY: `four`, declared before the sender, outlives it; nothing writes it.
+        unsafe { tx.add_memory_region(data.as_ptr(), data.len()) }.unwrap();
+    }
+    net.sim
+        .with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
+        .unwrap();
+    let refs = [HeapReference {
+        heap: &four,
+        cnt: 3,
+        substream: 1,
+    }];
+    tx.send_heaps(&refs, GroupMode::Serial, &mut clock).unwrap();
+    tx.drain().unwrap();
+    net.sim.run_until_idle();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
+    let p3 = packets_of(&four, 3, 1024);
+    assert_eq!(p3.len(), 1);
+    assert_eq!(datagrams(&pcap), [(g1, p3[0].clone())]);
+    assert_eq!(tx.stats().gathered_bytes, 5000, "copied, not gathered");
+    drop(tx);
+    assert_eq!(
+        net.sim.live_objects().total(),
+        0,
+        "every verbs object released, the regions' MRs before the PD"
+    );
+}
+
+/// The shared rate limiter on the simulator's virtual time: with a burst of one byte,
+/// spead2's limiter makes the sender wait after every packet until `bytes / rate` has
+/// passed since the last bound, so with 1024-byte packets at 1.024 GB/s packet `k`
+/// waits for t0 + 1000 k ns, exactly; the wire carries every packet, each sent no
+/// earlier than its bound.
+#[test]
+fn raw_sender_paces_packets_on_virtual_time() {
+    use backend_sim::CaptureFilter;
+    use spead::send::{GroupMode, Heap, HeapReference};
+    use spead::verbs::{IbvConfig, SendStreamConfig, Sender};
+    use spead::wire::Flavour;
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(35, Mode::Raw, 1);
+    let g = SocketAddrV4::new(Ipv4Addr::new(239, 77, 7, 1), 7500);
+    let mut cfg = IbvConfig::new(vec![g], net.hosts[0].1);
+    cfg.max_size = 1024;
+    cfg.buffer_size = 64 * 1024;
+    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    tx.set_stream_config(SendStreamConfig {
+        rate: 1.024e9,
+        burst_size: 1,
+        burst_rate_ratio: 1.0,
+        ..SendStreamConfig::default()
+    })
+    .unwrap();
+    // Pointers repeated in every packet: each carries 48 bytes of header and pointers
+    // and 976 of payload, 1024 in all.
+    let mut heap = Heap::new(Flavour::SPEAD_64_48);
+    heap.repeat_pointers = true;
+    heap.add_item(0x1000, vec![5u8; 976 * 8], false);
+    let packets = packets_of(&heap, 9, 1024);
+    assert!(packets.iter().all(|p| p.len() == 1024) && packets.len() == 8);
+    net.sim
+        .with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
+        .unwrap();
+    net.sim.run_for(5_000);
+    let t0 = net.sim.now();
+    let mut clock = SimClock {
+        sim: &net.sim,
+        waits: Vec::new(),
+    };
+    let refs = [HeapReference {
+        heap: &heap,
+        cnt: 9,
+        substream: 0,
+    }];
+    tx.send_heaps(&refs, GroupMode::RoundRobin, &mut clock)
+        .unwrap();
+    tx.drain().unwrap();
+    let want: Vec<u64> = (1..8).map(|k| t0 + 1000 * k).collect();
+    assert_eq!(clock.waits, want);
+    assert_eq!(tx.stats().rate_waits, 7);
+    net.sim.run_until_idle();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
+    let mut src =
+        spead::pcap::PcapSource::new(std::io::Cursor::new(pcap), spead::pcap::Filter::default())
+            .unwrap();
+    let mut k = 0;
+    while let Some(d) = src.next_datagram().unwrap() {
+        assert_eq!(d.payload, &packets[k][..]);
+        assert!(d.ts_ns >= t0 + 1000 * k as u64, "packet {k} at {}", d.ts_ns);
+        k += 1;
+    }
+    assert_eq!(k, 8);
+    // A second heap after idling: the limiter does not make up for the idle time.
+    net.sim.run_for(1_000_000);
+    let t1 = net.sim.now();
+    clock.waits.clear();
+    let refs = [HeapReference {
+        heap: &heap,
+        cnt: 10,
+        substream: 0,
+    }];
+    tx.send_heaps(&refs, GroupMode::RoundRobin, &mut clock)
+        .unwrap();
+    tx.drain().unwrap();
+    assert_eq!(clock.waits.len(), 7);
+    assert_eq!(clock.waits[0], t1 + 1000, "{:?}", clock.waits);
+}
+
+/// spead2's send queue: `max_heaps` heaps in flight (queued, and their completions not
+/// yet taken); a group that does not fit is refused whole (spead2's `would_block`) and
+/// nothing of it is sent; completions taken make room again. Impossible settings are
+/// refused.
+#[test]
+fn raw_sender_keeps_max_heaps_in_flight() {
+    use spead::send::{GroupMode, Heap, HeapReference};
+    use spead::verbs::{IbvConfig, SendHeapsError, SendStreamConfig, Sender};
+    use spead::wire::Flavour;
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(36, Mode::Raw, 1);
+    let g = SocketAddrV4::new(Ipv4Addr::new(239, 77, 8, 1), 7600);
+    let mut cfg = IbvConfig::new(vec![g], net.hosts[0].1);
+    cfg.max_size = 1024;
+    cfg.buffer_size = 256 * 1024;
+    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    let e = tx
+        .set_stream_config(SendStreamConfig {
+            max_heaps: 0,
+            ..SendStreamConfig::default()
+        })
+        .unwrap_err();
+    assert_eq!(e.to_string(), "max_heaps must be at least 1");
+    tx.set_stream_config(SendStreamConfig {
+        max_heaps: 2,
+        ..SendStreamConfig::default()
+    })
+    .unwrap();
+    let mut heap = Heap::new(Flavour::SPEAD_64_48);
+    heap.add_item(0x1000, vec![1u8; 20 * 1024], false);
+    let r = |cnt: u64| HeapReference {
+        heap: &heap,
+        cnt,
+        substream: 0,
+    };
+    let mut clock = SimClock {
+        sim: &net.sim,
+        waits: Vec::new(),
+    };
+    tx.send_heaps(&[r(1), r(2)], GroupMode::RoundRobin, &mut clock)
+        .unwrap();
+    assert_eq!(tx.heaps_in_flight(), 2, "posted, completions not taken");
+    assert_eq!(tx.take_completed().count(), 0);
+    let sent = tx.stats().packets;
+    let e = tx
+        .send_heaps(&[r(3), r(4), r(5)], GroupMode::RoundRobin, &mut clock)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            SendHeapsError::QueueFull {
+                asked: 3,
+                max_heaps: 2,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "the send queue is full: 0 heaps in flight, 3 more asked, max_heaps 2"
+    );
+    assert_eq!(
+        tx.stats().packets,
+        sent,
+        "nothing of a refused group is sent"
+    );
+    // The completions of heaps 1 and 2 were taken before the refusal: room for two.
+    tx.send_heaps(&[r(3), r(4)], GroupMode::Serial, &mut clock)
+        .unwrap();
+    assert_eq!(tx.heaps_in_flight(), 2);
+    let e = tx
+        .send_heaps(
+            &[HeapReference {
+                heap: &heap,
+                cnt: 7,
+                substream: 1,
+            }],
+            GroupMode::Serial,
+            &mut clock,
+        )
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "substream index 1 is out of range for 1 substreams"
+    );
+    tx.wait_heaps(0).unwrap();
+    let cnts: Vec<u64> = tx.take_completed().map(|h| h.cnt).collect();
+    assert_eq!(cnts, [1, 2, 3, 4]);
+    assert_eq!(tx.heaps_in_flight(), 0);
+    assert_eq!(tx.stats().heaps_completed, 4);
+}
+
+#[test]
+fn gathered_heaps_reach_their_substreams_on_the_simulator() {
+    for mode in MODES {
+        let net = Net::new(37, mode, 1);
+        workspace_tests::spead_verbs::gathered_heaps_reach_their_substreams(
+            net.node(0),
+            net.node(1),
+            mode,
+            || {
+                net.sim.run_until_idle();
+            },
+        );
+    }
+}
+
+/// A group longer than the ring of slots: the sender takes completions to refill it
+/// while it cuts, so the group's first heap is reported (and leaves the queue) before
+/// the group is fully posted; every packet reaches the wire in order.
+#[test]
+fn raw_sender_group_longer_than_its_ring() {
+    use backend_sim::CaptureFilter;
+    use spead::send::{GroupMode, Heap, HeapReference};
+    use spead::verbs::{IbvConfig, Sender};
+    use spead::wire::Flavour;
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(38, Mode::Raw, 1);
+    let g = SocketAddrV4::new(Ipv4Addr::new(239, 77, 10, 1), 7800);
+    let mut small = Heap::new(Flavour::SPEAD_64_48);
+    small.add_item(0x1000, vec![3u8; 100], false);
+    let mut big = Heap::new(Flavour::SPEAD_64_48);
+    big.add_item(0x1001, vec![4u8; 64 * 1024], false);
+    let mut cfg = IbvConfig::new(vec![g], net.hosts[0].1);
+    cfg.max_size = 1024;
+    cfg.buffer_size = 16 * (1024 + 42);
+    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    assert_eq!(tx.slots(), 16);
+    let mut clock = SimClock {
+        sim: &net.sim,
+        waits: Vec::new(),
+    };
+    net.sim
+        .with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
+        .unwrap();
+    let refs = [
+        HeapReference {
+            heap: &small,
+            cnt: 1,
+            substream: 0,
+        },
+        HeapReference {
+            heap: &big,
+            cnt: 2,
+            substream: 0,
+        },
+    ];
+    tx.send_heaps(&refs, GroupMode::Serial, &mut clock).unwrap();
+    let early: Vec<u64> = tx.take_completed().map(|h| h.cnt).collect();
+    assert_eq!(
+        early,
+        [1],
+        "the small heap completed while the big one was cut"
+    );
+    tx.drain().unwrap();
+    assert_eq!(tx.take_completed().map(|h| h.cnt).collect::<Vec<_>>(), [2]);
+    net.sim.run_until_idle();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
+    let want: Vec<_> = packets_of(&small, 1, 1024)
+        .into_iter()
+        .chain(packets_of(&big, 2, 1024))
+        .map(|p| (g, p))
+        .collect();
+    assert!(want.len() > 64);
+    assert_eq!(datagrams(&pcap), want);
+    assert_eq!(tx.heaps_in_flight(), 0);
 }

@@ -53,6 +53,7 @@
 #![warn(missing_docs)]
 
 mod access;
+mod c_fields;
 mod device;
 mod error;
 mod event;

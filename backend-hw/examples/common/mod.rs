@@ -6,6 +6,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::process::ExitCode;
 use std::time::Instant;
 
 use backend_hw::{HwCq, HwQp};
@@ -412,5 +413,24 @@ mod tests {
         );
         assert_eq!(w[MSG_LEN - 1], 0);
         assert_eq!(Dest::from_wire(&w).expect("parse"), d);
+    }
+}
+
+/// A pingpong's `main`: parses the arguments (`default_size` bytes unless `-s` says
+/// otherwise), runs `run`, and prints a usage or a failure as `name: error`.
+pub fn main(name: &str, default_size: usize, run: impl FnOnce(&Args) -> Result<()>) -> ExitCode {
+    let args = match Args::parse(default_size) {
+        Ok(a) => a,
+        Err(usage) => {
+            eprintln!("{usage}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -2,9 +2,9 @@
 //! values are libibverbs' on both sides, so enums and flags pass as raw values.
 
 use verbs_api::{
-    AccessFlags, AhAttr, AtomicCap, Completion, DeviceAttr, DeviceCapFlags, FlowSpec, Gid,
-    GlobalRoute, LinkLayer, Mtu, PathMigState, PortAttr, PortState, QpAttr, QpCap, QpState,
-    RawPacketCaps, WcFlags, WcOpcode, WcStatus,
+    AhAttr, AtomicCap, Completion, DeviceAttr, DeviceCapFlags, FlowSpec, Gid, GlobalRoute,
+    LinkLayer, Mtu, PathMigState, PortAttr, PortState, QpAttr, QpCap, QpState, RawPacketCaps,
+    WcFlags, WcOpcode, WcStatus,
 };
 
 use crate::ffi;
@@ -120,86 +120,25 @@ pub(crate) fn ah_from_shim(a: &ffi::shim_ah_attr) -> AhAttr {
 }
 
 pub(crate) fn cap_to_shim(c: &QpCap) -> ffi::shim_qp_cap {
-    ffi::shim_qp_cap {
-        max_send_wr: c.max_send_wr,
-        max_recv_wr: c.max_recv_wr,
-        max_send_sge: c.max_send_sge,
-        max_recv_sge: c.max_recv_sge,
-        max_inline_data: c.max_inline_data,
-    }
+    verbs_api::qp_cap_fields!(to ffi::shim_qp_cap, c)
 }
 
 pub(crate) fn cap_from_shim(c: &ffi::shim_qp_cap) -> QpCap {
-    QpCap {
-        max_send_wr: c.max_send_wr,
-        max_recv_wr: c.max_recv_wr,
-        max_send_sge: c.max_send_sge,
-        max_recv_sge: c.max_recv_sge,
-        max_inline_data: c.max_inline_data,
-    }
+    verbs_api::qp_cap_fields!(from c)
 }
 
 pub(crate) fn qp_attr_to_shim(a: &QpAttr) -> ffi::shim_qp_attr {
-    ffi::shim_qp_attr {
-        qp_state: a.qp_state.as_raw(),
-        cur_qp_state: a.cur_qp_state.as_raw(),
-        path_mtu: a.path_mtu.as_raw(),
-        path_mig_state: a.path_mig_state.as_raw(),
-        qkey: a.qkey,
-        rq_psn: a.rq_psn,
-        sq_psn: a.sq_psn,
-        dest_qp_num: a.dest_qp_num,
-        qp_access_flags: a.qp_access_flags.bits(),
-        cap: cap_to_shim(&a.cap),
-        ah_attr: ah_to_shim(&a.ah_attr),
-        alt_ah_attr: ah_to_shim(&a.alt_ah_attr),
-        pkey_index: a.pkey_index,
-        alt_pkey_index: a.alt_pkey_index,
-        en_sqd_async_notify: u8::from(a.en_sqd_async_notify),
-        sq_draining: u8::from(a.sq_draining),
-        max_rd_atomic: a.max_rd_atomic,
-        max_dest_rd_atomic: a.max_dest_rd_atomic,
-        min_rnr_timer: a.min_rnr_timer,
-        port_num: a.port_num,
-        timeout: a.timeout,
-        retry_cnt: a.retry_cnt,
-        rnr_retry: a.rnr_retry,
-        alt_port_num: a.alt_port_num,
-        alt_timeout: a.alt_timeout,
-        pad: 0,
-        rate_limit: a.rate_limit,
-    }
+    verbs_api::qp_attr_fields!(to ffi::shim_qp_attr, a, cap: cap_to_shim, ah: ah_to_shim, pad: 0)
 }
 
 pub(crate) fn qp_attr_from_shim(a: &ffi::shim_qp_attr) -> QpAttr {
-    QpAttr {
+    verbs_api::qp_attr_fields!(
+        from a, cap: cap_from_shim, ah: ah_from_shim,
         qp_state: QpState::from_raw(a.qp_state).unwrap_or(QpState::Unknown),
         cur_qp_state: QpState::from_raw(a.cur_qp_state).unwrap_or(QpState::Unknown),
         path_mtu: Mtu::from_raw(a.path_mtu).unwrap_or_default(),
         path_mig_state: PathMigState::from_raw(a.path_mig_state).unwrap_or_default(),
-        qkey: a.qkey,
-        rq_psn: a.rq_psn,
-        sq_psn: a.sq_psn,
-        dest_qp_num: a.dest_qp_num,
-        qp_access_flags: AccessFlags::from_bits_retain(a.qp_access_flags),
-        cap: cap_from_shim(&a.cap),
-        ah_attr: ah_from_shim(&a.ah_attr),
-        alt_ah_attr: ah_from_shim(&a.alt_ah_attr),
-        pkey_index: a.pkey_index,
-        alt_pkey_index: a.alt_pkey_index,
-        en_sqd_async_notify: a.en_sqd_async_notify != 0,
-        sq_draining: a.sq_draining != 0,
-        max_rd_atomic: a.max_rd_atomic,
-        max_dest_rd_atomic: a.max_dest_rd_atomic,
-        min_rnr_timer: a.min_rnr_timer,
-        port_num: a.port_num,
-        timeout: a.timeout,
-        retry_cnt: a.retry_cnt,
-        rnr_retry: a.rnr_retry,
-        alt_port_num: a.alt_port_num,
-        alt_timeout: a.alt_timeout,
-        rate_limit: a.rate_limit,
-    }
+    )
 }
 
 pub(crate) fn completion(w: &ffi::shim_wc) -> Completion {
@@ -258,7 +197,7 @@ pub(crate) fn flow_spec(s: &FlowSpec) -> ffi::shim_flow_spec {
 mod tests {
     use super::*;
     use std::net::Ipv4Addr;
-    use verbs_api::{FlowAttr, QpModify};
+    use verbs_api::{AccessFlags, FlowAttr, QpModify};
 
     #[test]
     fn shim_layouts_match_the_rust_mirrors() {

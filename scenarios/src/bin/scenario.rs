@@ -17,6 +17,10 @@
 //!   scenario per seed on every core, each checked and run twice; failing seeds are
 //!   shrunk and written to DIR as TOML with the command that reruns them.
 //!
+//! Logging: silent unless `RUST_LOG` is set, as `target=level,...` (for example
+//! `RUST_LOG=scenarios=debug,backend_sim=debug` for the runs, their fault plans and
+//! replays, `backend_sim=trace` for every fabric event), on stderr.
+//!
 //! Exit status: 0 when everything holds, 1 on invariant violations or a replay that
 //! differs, 2 on errors (bad file, failed run).
 
@@ -176,7 +180,31 @@ fn parse() -> Cli {
     }
 }
 
+/// Logs `tracing` events and spans on stderr when `RUST_LOG` is set (its targets and
+/// levels, `tracing_subscriber`'s `Targets` syntax); a value that does not parse is
+/// reported and logging stays off.
+fn init_log() {
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let Ok(spec) = std::env::var("RUST_LOG") else {
+        return;
+    };
+    match spec.parse::<Targets>() {
+        Ok(targets) => tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    .with_ansi(false),
+            )
+            .with(targets)
+            .init(),
+        Err(e) => eprintln!("scenario: RUST_LOG={spec}: {e}; logging stays off"),
+    }
+}
+
 fn main() -> ExitCode {
+    init_log();
     match parse().command {
         Command::Demo { seed, out } => cmd_demo(seed, &out),
         Command::Run {

@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use backend_sim::pcap::PcapFile;
-use backend_sim::{CaptureFilter, HostId, Personality, PortId, ReplayOptions, Sim};
+use backend_sim::{CaptureFilter, HostId, PortId, ReplayOptions, Sim};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::model::{Nic, Scenario};
+use crate::model::Scenario;
 use crate::outcome::Outcome;
 use crate::runner::drive::{build, AsReceived, Clock, Recorder, RunError};
-use crate::runner::sim::fault_plan;
+use crate::runner::sim::{backend, finish, SimHosts};
 
 /// Where replayed frames come from.
 #[derive(Debug, Clone)]
@@ -112,10 +112,6 @@ pub fn estimated_packets(s: &Scenario) -> u64 {
         .sum()
 }
 
-fn backend(e: impl std::fmt::Display) -> RunError {
-    RunError::Backend(e.to_string())
-}
-
 /// Runs `s` on a fresh simulator.
 ///
 /// # Errors
@@ -134,33 +130,18 @@ pub fn run_with(
     opts: &Options,
     recorder: &mut dyn Recorder,
 ) -> Result<Run, RunError> {
-    s.validate()?;
+    let _span = crate::runner::sim::run_span(s).entered();
     let started = Instant::now();
-    let sim = Sim::new(s.seed);
-    let mut hosts = Vec::new();
-    let mut ports = Vec::new();
-    for h in &s.hosts {
-        let personality = match h.nic {
-            Nic::Mlx5 => Personality::Mlx5,
-            Nic::Rxe => Personality::Rxe,
-        };
-        let id = sim.add_host(&h.name, h.ip, personality).map_err(backend)?;
-        ports.push(
-            sim.port_of(id)
-                .ok_or_else(|| backend("host without a port"))?,
-        );
-        hosts.push(id);
-    }
-    sim.set_faults(fault_plan(s, &ports)).map_err(backend)?;
+    let SimHosts {
+        sim,
+        hosts,
+        ports,
+        macs,
+    } = SimHosts::new(s)?;
     if let Some(path) = &opts.capture {
         sim.capture_to_file(path, CaptureFilter::All)
             .map_err(|e| RunError::File(format!("{}: {e}", path.display())))?;
     }
-    let macs: Vec<[u8; 6]> = ports
-        .iter()
-        .map(|&p| sim.with_fabric(|f| f.port_config(p).map(|c| c.mac.0)))
-        .collect::<Result<_, _>>()
-        .map_err(backend)?;
     let mut drive = build(s, |h| sim.verbs(hosts[h]), |h| s.hosts[h].ip, |h| macs[h])?;
     let mut replayed_frames = 0;
     if let Some((source, from)) = &opts.replay {
@@ -205,8 +186,7 @@ pub fn run_with(
     if let Some(bar) = &clock.bar {
         bar.finish_and_clear();
     }
-    outcome.trace_hash = Some(sim.trace_hash());
-    outcome.tainted = crate::runner::sim::tainted(&sim);
+    finish(&sim, &mut outcome);
     if opts.capture.is_some() {
         sim.finish_capture().map_err(backend)?;
     }

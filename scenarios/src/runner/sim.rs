@@ -3,10 +3,9 @@
 //! hardware), raw receivers on mlx5 hosts, UD on any.
 
 use std::collections::BTreeSet;
-use std::net::Ipv4Addr;
 use std::path::Path;
 
-use backend_sim::{BurstLoss, FaultPlan, LinkFaults, Partition, Personality, Sim};
+use backend_sim::{BurstLoss, FaultPlan, HostId, LinkFaults, Partition, Personality, PortId, Sim};
 
 use super::drive::{build, Clock, RunError};
 use crate::model::{Nic, Scenario};
@@ -34,11 +33,6 @@ impl Clock for SimClock<'_> {
     fn advance(&self, ns: u64) {
         self.0.run_for(ns);
     }
-}
-
-fn mac(ip: Ipv4Addr) -> [u8; 6] {
-    let o = ip.octets();
-    [0x02, 0x00, o[0], o[1], o[2], o[3]]
 }
 
 /// The heaps corruption nothing below the application could see touched in `sim` (see
@@ -125,43 +119,98 @@ pub fn run_sim(s: &Scenario) -> Result<Outcome, RunError> {
 /// # Errors
 /// As [`run_sim`].
 pub fn run_sim_with(s: &Scenario, capture: Option<&Path>) -> Result<SimRun, RunError> {
-    s.validate()?;
-    let sim = Sim::new(s.seed);
-    let mut hosts = Vec::new();
-    let mut ports = Vec::new();
-    for h in &s.hosts {
-        let personality = match h.nic {
-            Nic::Mlx5 => Personality::Mlx5,
-            Nic::Rxe => Personality::Rxe,
-        };
-        let id = sim
-            .add_host(&h.name, h.ip, personality)
-            .map_err(|e| RunError::Backend(e.to_string()))?;
-        ports.push(
-            sim.port_of(id)
-                .ok_or_else(|| RunError::Backend("host without port".into()))?,
-        );
-        hosts.push(id);
-    }
-    sim.set_faults(fault_plan(s, &ports))
-        .map_err(|e| RunError::Backend(e.to_string()))?;
+    let _span = run_span(s).entered();
+    let SimHosts {
+        sim, hosts, macs, ..
+    } = SimHosts::new(s)?;
     if let Some(path) = capture {
         sim.capture_to_file(path, backend_sim::CaptureFilter::All)
-            .map_err(|e| RunError::Backend(e.to_string()))?;
+            .map_err(backend)?;
     }
-    let drive = build(
-        s,
-        |h| sim.verbs(hosts[h]),
-        |h| s.hosts[h].ip,
-        |h| mac(s.hosts[h].ip),
-    )?;
-    let outcome = drive.run(s, &SimClock(&sim), u32::MAX)?;
-    let mut outcome = outcome;
-    outcome.trace_hash = Some(sim.trace_hash());
-    outcome.tainted = tainted(&sim);
+    let drive = build(s, |h| sim.verbs(hosts[h]), |h| s.hosts[h].ip, |h| macs[h])?;
+    let mut outcome = drive.run(s, &SimClock(&sim), u32::MAX)?;
+    finish(&sim, &mut outcome);
     if capture.is_some() {
-        sim.finish_capture()
-            .map_err(|e| RunError::Backend(e.to_string()))?;
+        sim.finish_capture().map_err(backend)?;
     }
     Ok(SimRun { outcome, sim })
+}
+
+/// The `tracing` span of one run of `s` (`RUST_LOG=scenarios=debug`).
+pub fn run_span(s: &Scenario) -> tracing::Span {
+    tracing::debug_span!(
+        "run_sim",
+        scenario = %s.name,
+        seed = s.seed,
+        hosts = s.hosts.len(),
+        senders = s.senders.len(),
+        receivers = s.receivers.len()
+    )
+}
+
+/// Fills in what only the simulation knows once a run has ended: the trace hash and the
+/// tainted heaps.
+pub fn finish(sim: &Sim, outcome: &mut Outcome) {
+    outcome.trace_hash = Some(sim.trace_hash());
+    outcome.tainted = tainted(sim);
+    tracing::debug!(
+        virtual_ns = sim.now(),
+        trace_hash = %format!("{:016x}", sim.trace_hash()),
+        "run finished"
+    );
+}
+
+/// The simulation of a scenario's hosts, its fault plan installed.
+#[derive(Debug)]
+pub struct SimHosts {
+    /// The simulation.
+    pub sim: Sim,
+    /// Each scenario host's id, in the scenario's order.
+    pub hosts: Vec<HostId>,
+    /// Each host's port.
+    pub ports: Vec<PortId>,
+    /// Each port's MAC address.
+    pub macs: Vec<[u8; 6]>,
+}
+
+impl SimHosts {
+    /// Builds the hosts of `s` (after validating it) on a simulation seeded with its seed.
+    ///
+    /// # Errors
+    /// An invalid scenario, or a host the fabric refuses.
+    pub fn new(s: &Scenario) -> Result<Self, RunError> {
+        s.validate()?;
+        let sim = Sim::new(s.seed);
+        let mut hosts = Vec::new();
+        let mut ports = Vec::new();
+        for h in &s.hosts {
+            let personality = match h.nic {
+                Nic::Mlx5 => Personality::Mlx5,
+                Nic::Rxe => Personality::Rxe,
+            };
+            let id = sim.add_host(&h.name, h.ip, personality).map_err(backend)?;
+            ports.push(
+                sim.port_of(id)
+                    .ok_or_else(|| backend("host without a port"))?,
+            );
+            hosts.push(id);
+        }
+        sim.set_faults(fault_plan(s, &ports)).map_err(backend)?;
+        let macs = ports
+            .iter()
+            .map(|&p| sim.with_fabric(|f| f.port_config(p).map(|c| c.mac.0)))
+            .collect::<Result<_, _>>()
+            .map_err(backend)?;
+        Ok(SimHosts {
+            sim,
+            hosts,
+            ports,
+            macs,
+        })
+    }
+}
+
+/// A backend failure as a run error.
+pub fn backend(e: impl std::fmt::Display) -> RunError {
+    RunError::Backend(e.to_string())
 }

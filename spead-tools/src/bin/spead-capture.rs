@@ -1,5 +1,6 @@
-//! `spead-capture OUTPUT GROUP:PORT...`: capture multicast groups through the verbs
-//! receive path into a pcap file (like spead2's `mcdump`), on real verbs
+//! `spead-capture OUTPUT GROUP:PORT...`: capture multicast groups (in raw mode, as
+//! `mcdump`, also unicast addresses of the interface or `0.0.0.0`, by port) through the
+//! verbs receive path into a pcap file (like spead2's `mcdump`), on real verbs
 //! (`--backend hw`, feature `hw`) or on the simulator (`--backend sim`), where the
 //! traffic comes from a capture replayed into the simulated fabric (`--replay PCAP`).
 //!

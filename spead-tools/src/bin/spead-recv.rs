@@ -3,8 +3,11 @@
 //! Sources: `udp:HOST:PORT` (multicast when the address is), `tcp:HOST:PORT` (listen,
 //! accept one connection), `file:PATH` (packets back to back), `pcap:PATH[?GROUP:PORT]`
 //! (the UDP payloads of a pcap or pcapng capture, optionally only those sent to
-//! GROUP:PORT, either of which may be `*`), `ibv:GROUP:PORT` (IPv4 multicast through
-//! the verbs receiver, raw or UD, on real verbs or the simulator). With `--json`, prints
+//! GROUP:PORT, either of which may be `*`), `ibv:ADDRESS:PORT` (an IPv4 endpoint through
+//! the verbs receiver, raw or UD, on real verbs or the simulator: a multicast group, or
+//! with raw also a unicast address of the interface or `0.0.0.0`). As in `spead2_recv`,
+//! `SPEAD2_IBV_INTERFACE` set to an IPv4 address turns `udp:` sources of IPv4 endpoints
+//! into ibverbs readers on that interface (`--bind` wins), in builds with `hw`. With `--json`, prints
 //! one JSON object per heap and the counters at exit.
 //!
 //! `--replay PATH` builds a simulated fabric (mlx5 for raw, rxe for UD), injects the
@@ -42,7 +45,9 @@ struct Args {
     /// the UDP payloads of a pcap/pcapng capture (Ethernet, Linux SLL/SLL2 or raw IPv4;
     /// IPv4 only), optionally only those sent to GROUP:PORT (either may be *, e.g.
     /// pcap:obs.pcap?*:7148). Frames dropped by the pcap reader are reported on stderr.
-    /// ibv:GROUP:PORT receives an IPv4 multicast endpoint through the verbs receiver.
+    /// ibv:ADDRESS:PORT receives an IPv4 endpoint (a multicast group; with --ibv-mode raw
+    /// also a unicast address of the interface, or 0.0.0.0 for the port on every
+    /// address) through the verbs receiver.
     #[arg(required_unless_present = "replay", value_parser = parse_source)]
     sources: Vec<SourceSpec>,
     /// Print heaps and counters as JSON lines.
@@ -324,6 +329,42 @@ fn open_sim(_endpoints: Vec<SocketAddrV4>, _args: &Args) -> Result<Box<dyn IbvPu
     Err("the sim backend is not compiled in (feature `sim`)".into())
 }
 
+/// A `udp:` source rerouted by `SPEAD2_IBV_INTERFACE` to the ibverbs reader (raw, on
+/// libibverbs), as spead2's UDP reader factory does; `None` when it stays a socket.
+#[cfg(feature = "hw")]
+fn reroute_udp(udp: &UdpRecvConfig, name: &str) -> Option<io::Result<Source>> {
+    let cfg = spead::verbs::EnvOverride::from_env().reader_config(udp)?;
+    let verbs = backend_hw::HwVerbs::new();
+    Some(match Receiver::raw(&verbs, &cfg) {
+        Ok(receiver) => {
+            eprintln!(
+                "{TOOL}: {name} uses ibverbs on {} (SPEAD2_IBV_INTERFACE)",
+                cfg.interface.unwrap_or(Ipv4Addr::UNSPECIFIED)
+            );
+            Ok(Source::Ibv(Box::new(IbvSource {
+                receivers: vec![receiver],
+                idle: Box::new(|| false),
+            })))
+        }
+        Err(e) => Err(io::Error::other(format!("{name}: ibverbs: {e}"))),
+    })
+}
+
+/// Without libibverbs, spead2's warning when the variable is set (whatever its value),
+/// once; the source stays a socket.
+#[cfg(not(feature = "hw"))]
+fn reroute_udp(_udp: &UdpRecvConfig, _name: &str) -> Option<io::Result<Source>> {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if std::env::var_os(spead::verbs::ENV_INTERFACE).is_some_and(|v| !v.is_empty()) {
+        WARNED.call_once(|| {
+            eprintln!(
+                "{TOOL}: warning: SPEAD2_IBV_INTERFACE found, but ibverbs support not compiled in"
+            );
+        });
+    }
+    None
+}
+
 /// Opens a source; an error names it.
 fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
     let named = |name: String| move |e: io::Error| io::Error::new(e.kind(), format!("{name}: {e}"));
@@ -356,6 +397,9 @@ fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
                 Some(b) => format!("udp:{addr} (--bind {b})"),
                 None => format!("udp:{addr}"),
             };
+            if let Some(source) = reroute_udp(&cfg, &name) {
+                return source;
+            }
             let rx = UdpReceiver::bind(&cfg).map_err(named(name.clone()))?;
             eprintln!("{TOOL}: listening on udp:{}", rx.local_addr()?);
             Source::Udp(UdpSource { rx, name })

@@ -6,6 +6,6 @@ mod rate;
 mod stream;
 
 pub use heap::{Heap, Item, ItemValue};
-pub use packetizer::{heap_to_bytes, Cursor, Packetizer, SendError, PREFIX_SIZE};
-pub use rate::{RateLimiter, DEFAULT_BURST_RATE_RATIO, DEFAULT_BURST_SIZE};
+pub use packetizer::{heap_to_bytes, Cursor, Packetizer, Part, SendError, PREFIX_SIZE};
+pub use rate::{Clock, RateLimiter, WallClock, DEFAULT_BURST_RATE_RATIO, DEFAULT_BURST_SIZE};
 pub use stream::{CntSequence, GroupMode, HeapGroup, HeapReference};

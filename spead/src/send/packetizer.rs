@@ -51,6 +51,30 @@ pub enum SendError {
     NotThisHeap,
 }
 
+/// A piece of a packet's item bytes, as [`Packetizer::next_packet_parts`] hands it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part<'h> {
+    /// Bytes of an item of the heap.
+    Data(&'h [u8]),
+    /// This many zero bytes.
+    Zeros(usize),
+}
+
+impl Part<'_> {
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Part::Data(d) => d.len(),
+            Part::Zeros(n) => *n,
+        }
+    }
+
+    /// True when it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// Turns one heap into packets, one call per packet.
 #[derive(Debug, Clone)]
 pub struct Packetizer<'h> {
@@ -180,6 +204,44 @@ impl<'h> Packetizer<'h> {
     /// # Errors
     /// [`SendError::BufferTooSmall`] if `buf` is shorter than the maximum packet size.
     pub fn next_packet(&mut self, buf: &mut [u8]) -> Result<Option<usize>, SendError> {
+        self.emit(buf, |buf, pos, part| match part {
+            Part::Data(d) => {
+                buf[pos..pos + d.len()].copy_from_slice(d);
+                pos + d.len()
+            }
+            Part::Zeros(n) => {
+                buf[pos..pos + n].fill(0);
+                pos + n
+            }
+        })
+    }
+
+    /// The next packet as spead2's `packet_generator` hands it to a scatter-gather
+    /// writer: the header, item pointers and padding written into `buf` (the returned
+    /// length), then the item bytes as [`Part`]s appended to `parts` (cleared first),
+    /// borrowed from the heap. `Ok(None)` when the heap is done.
+    ///
+    /// # Errors
+    /// [`SendError::BufferTooSmall`] if `buf` is shorter than the maximum packet size.
+    pub fn next_packet_parts(
+        &mut self,
+        buf: &mut [u8],
+        parts: &mut Vec<Part<'h>>,
+    ) -> Result<Option<usize>, SendError> {
+        parts.clear();
+        self.emit(buf, |_, pos, part| {
+            parts.push(part);
+            pos
+        })
+    }
+
+    /// Cuts the next packet: the prefix goes into `buf`, each piece of item bytes to
+    /// `put(buf, pos, part)`, which returns the position after it in `buf`.
+    fn emit(
+        &mut self,
+        buf: &mut [u8],
+        mut put: impl FnMut(&mut [u8], usize, Part<'h>) -> usize,
+    ) -> Result<Option<usize>, SendError> {
         if !self.has_next() {
             return Ok(None);
         }
@@ -202,7 +264,7 @@ impl<'h> Packetizer<'h> {
             as usize;
         buf[..8].copy_from_slice(&flavour.header((n_pointers + 4) as u16));
         let mut pos = 8;
-        let mut put = |pos: &mut usize, word: [u8; 8]| {
+        let mut put_word = |pos: &mut usize, word: [u8; 8]| {
             buf[*pos..*pos + 8].copy_from_slice(&word);
             *pos += 8;
         };
@@ -212,7 +274,7 @@ impl<'h> Packetizer<'h> {
             flavour.immediate(PAYLOAD_OFFSET_ID, self.at.payload_offset),
             flavour.immediate(PAYLOAD_LENGTH_ID, payload_len as u64),
         ] {
-            put(&mut pos, word.to_be_bytes());
+            put_word(&mut pos, word.to_be_bytes());
         }
         let imm_bytes = flavour.immediate_bytes();
         for _ in 0..n_pointers {
@@ -235,7 +297,7 @@ impl<'h> Packetizer<'h> {
                     }
                 },
             };
-            put(&mut pos, word);
+            put_word(&mut pos, word);
             self.at.next_item_pointer += 1;
         }
         // spead2 places a packet's padding (beyond the real payload) straight after
@@ -253,17 +315,19 @@ impl<'h> Packetizer<'h> {
         while payload_len > 0 {
             match heap.items.get(self.at.next_item) {
                 None => {
-                    buf[pos..pos + payload_len].fill(0);
-                    pos += payload_len;
+                    pos = put(buf, pos, Part::Zeros(payload_len));
                     payload_len = 0;
                 }
                 Some(item) => match &item.value {
                     ItemValue::Bytes { data, .. } if !item.is_immediate(flavour) => {
                         let n = (data.len() - self.at.next_item_offset).min(payload_len);
-                        buf[pos..pos + n].copy_from_slice(
-                            &data[self.at.next_item_offset..self.at.next_item_offset + n],
+                        pos = put(
+                            buf,
+                            pos,
+                            Part::Data(
+                                &data[self.at.next_item_offset..self.at.next_item_offset + n],
+                            ),
                         );
-                        pos += n;
                         self.at.next_item_offset += n;
                         if self.at.next_item_offset == data.len() {
                             self.at.next_item += 1;

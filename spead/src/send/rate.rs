@@ -106,6 +106,50 @@ impl RateLimiter {
     }
 }
 
+/// The clock a rate-limited sender reads and waits on, in nanoseconds: the wall clock
+/// ([`WallClock`]) for real devices, the simulator's virtual time for simulated ones.
+pub trait Clock {
+    /// Nanoseconds now, from any fixed origin.
+    fn now_ns(&mut self) -> u64;
+    /// Waits until [`Clock::now_ns`] reaches `ns` (the simulator runs its events up to
+    /// then).
+    fn sleep_until(&mut self, ns: u64);
+}
+
+/// The wall clock: nanoseconds since the clock was made, waits by sleeping the thread.
+#[derive(Debug, Clone, Copy)]
+pub struct WallClock {
+    epoch: std::time::Instant,
+}
+
+impl WallClock {
+    /// A clock starting at 0 now.
+    pub fn new() -> Self {
+        WallClock {
+            epoch: std::time::Instant::now(),
+        }
+    }
+}
+
+impl Default for WallClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for WallClock {
+    fn now_ns(&mut self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn sleep_until(&mut self, ns: u64) {
+        let now = self.now_ns();
+        if ns > now {
+            std::thread::sleep(std::time::Duration::from_nanos(ns - now));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@
 //! packets into caller buffers, tagged with their substream.
 
 use super::heap::Heap;
-use super::packetizer::{Packetizer, SendError};
+use super::packetizer::{Packetizer, Part, SendError};
 
 /// How packets of a group of heaps are ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -90,16 +90,43 @@ impl<'h> HeapGroup<'h> {
     /// # Errors
     /// [`SendError::BufferTooSmall`] if `buf` is too short.
     pub fn next_packet(&mut self, buf: &mut [u8]) -> Result<Option<(usize, usize)>, SendError> {
+        Ok(self
+            .next_with(|p| p.next_packet(buf))?
+            .map(|(len, i)| (len, self.gens[i].1)))
+    }
+
+    /// As [`Packetizer::next_packet_parts`] for the next packet of the group: the prefix
+    /// length written into `buf` and the index in the group of the heap it belongs to,
+    /// or `None` at the end.
+    ///
+    /// # Errors
+    /// [`SendError::BufferTooSmall`] if `buf` is too short.
+    pub fn next_packet_parts(
+        &mut self,
+        buf: &mut [u8],
+        parts: &mut Vec<Part<'h>>,
+    ) -> Result<Option<(usize, usize)>, SendError> {
+        self.next_with(|p| p.next_packet_parts(buf, parts))
+    }
+
+    /// True when the heap at `index` of the group has no packet left.
+    pub fn is_done(&self, index: usize) -> bool {
+        !self.gens[index].0.has_next()
+    }
+
+    fn next_with(
+        &mut self,
+        mut cut: impl FnMut(&mut Packetizer<'h>) -> Result<Option<usize>, SendError>,
+    ) -> Result<Option<(usize, usize)>, SendError> {
         let n = self.gens.len();
         for _ in 0..n {
             let i = self.next;
-            let (gen, sub) = &mut self.gens[i];
-            let sub = *sub;
-            if let Some(len) = gen.next_packet(buf)? {
+            let gen = &mut self.gens[i].0;
+            if let Some(len) = cut(gen)? {
                 if self.mode == GroupMode::RoundRobin || !gen.has_next() {
                     self.next = (i + 1) % n;
                 }
-                return Ok(Some((len, sub)));
+                return Ok(Some((len, i)));
             }
             self.next = (i + 1) % n;
         }

@@ -10,8 +10,10 @@ use super::VerbsError;
 
 /// spead2's default maximum packet (UDP payload) size.
 pub const DEFAULT_MAX_SIZE: usize = 9200;
-/// spead2's default receive buffer size for ibverbs readers.
+/// spead2's default receive buffer size for ibverbs readers (`recv::udp_ibv_config`).
 pub const DEFAULT_BUFFER_SIZE: usize = 16 * 1024 * 1024;
+/// spead2's default send buffer size for ibverbs writers (`send::udp_ibv_config`).
+pub const DEFAULT_SEND_BUFFER_SIZE: usize = 512 * 1024;
 /// spead2's default `max_poll`.
 pub const DEFAULT_MAX_POLL: u32 = 10;
 
@@ -24,13 +26,17 @@ pub const ENV_COMP_VECTOR: &str = "SPEAD2_IBV_COMP_VECTOR";
 /// How a verbs reader or writer is set up (spead2's `udp_ibv_config`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IbvConfig {
-    /// Multicast endpoints (group and UDP port).
+    /// Endpoints (address and UDP port). A reader takes multicast groups, unicast
+    /// addresses of the interface and `0.0.0.0` (every address, that port), each steered
+    /// by its own flow rule as spead2 builds them; a writer takes multicast groups, one
+    /// substream each.
     pub endpoints: Vec<SocketAddrV4>,
     /// IPv4 address of the interface: selects the RDMA device and port.
     pub interface: Option<Ipv4Addr>,
     /// Largest SPEAD packet (UDP payload), bytes.
     pub max_size: usize,
-    /// Bytes of receive (or send) buffer; with `max_size` it sets the slot count,
+    /// Bytes of receive (or send) buffer (spead2's defaults: [`DEFAULT_BUFFER_SIZE`] to
+    /// receive, [`DEFAULT_SEND_BUFFER_SIZE`] to send); with `max_size` it sets the slot count,
     /// bounded by the device's `max_qp_wr` and `max_cqe`.
     pub buffer_size: usize,
     /// Completion vector: >= 0 waits on a completion channel (interrupts), taken modulo
@@ -40,6 +46,13 @@ pub struct IbvConfig {
     pub max_poll: u32,
     /// IPv4 TTL of sent packets.
     pub ttl: u8,
+    /// Receive side, off by default as in spead2 (which checks no checksum): when set,
+    /// frames whose IPv4 header checksum is wrong are dropped
+    /// ([`super::FrameDrop::IpChecksum`]), and on devices that verify checksums on
+    /// receive (IBV_DEVICE_RAW_IP_CSUM) frames the NIC did not mark IBV_WC_IP_CSUM_OK
+    /// (IPv4 header or a non-zero UDP checksum wrong) are dropped
+    /// ([`super::FrameDrop::Checksum`]).
+    pub verify_checksums: bool,
 }
 
 impl Default for IbvConfig {
@@ -52,17 +65,28 @@ impl Default for IbvConfig {
             comp_vector: 0,
             max_poll: DEFAULT_MAX_POLL,
             ttl: 1,
+            verify_checksums: false,
         }
     }
 }
 
 impl IbvConfig {
-    /// A configuration for `endpoints` on the interface with address `interface`.
+    /// A reader's configuration for `endpoints` on the interface with address `interface`
+    /// (spead2's `recv::udp_ibv_config` defaults).
     pub fn new(endpoints: Vec<SocketAddrV4>, interface: Ipv4Addr) -> Self {
         IbvConfig {
             endpoints,
             interface: Some(interface),
             ..IbvConfig::default()
+        }
+    }
+
+    /// A writer's configuration: as [`IbvConfig::new`], with spead2's send buffer size
+    /// ([`DEFAULT_SEND_BUFFER_SIZE`], `send::udp_ibv_config`'s default).
+    pub fn new_sender(endpoints: Vec<SocketAddrV4>, interface: Ipv4Addr) -> Self {
+        IbvConfig {
+            buffer_size: DEFAULT_SEND_BUFFER_SIZE,
+            ..IbvConfig::new(endpoints, interface)
         }
     }
 
@@ -98,8 +122,9 @@ impl IbvConfig {
         Ok(())
     }
 
-    /// spead2's checks: at least one endpoint, every endpoint IPv4 multicast, an
-    /// interface given, sizes sensible.
+    /// spead2's checks for a reader (`recv::udp_ibv_config`): at least one endpoint
+    /// (any IPv4 address: multicast, unicast or `0.0.0.0`), an interface given, sizes
+    /// sensible.
     ///
     /// # Errors
     /// [`VerbsError::Config`] naming the problem.
@@ -107,11 +132,6 @@ impl IbvConfig {
         let bad = |m: String| Err(VerbsError::Config(m));
         if self.endpoints.is_empty() {
             return bad("at least one endpoint is required".into());
-        }
-        for e in &self.endpoints {
-            if !e.ip().is_multicast() {
-                return bad(format!("endpoint {e} is not an IPv4 multicast address"));
-            }
         }
         let Some(iface) = self.interface else {
             return bad(format!(
@@ -131,6 +151,22 @@ impl IbvConfig {
                 "buffer_size {} is smaller than max_size {}",
                 self.buffer_size, self.max_size
             ));
+        }
+        Ok(iface)
+    }
+
+    /// As [`IbvConfig::validate`], and every endpoint IPv4 multicast: what spead2's
+    /// writer (`send::udp_ibv_config`) requires, and what a UD reader needs (it can
+    /// only attach to groups).
+    ///
+    /// # Errors
+    /// [`VerbsError::Config`] naming the problem.
+    pub fn validate_multicast(&self) -> Result<Ipv4Addr, VerbsError> {
+        let iface = self.validate()?;
+        if let Some(e) = self.endpoints.iter().find(|e| !e.ip().is_multicast()) {
+            return Err(VerbsError::Config(format!(
+                "endpoint {e} is not an IPv4 multicast address"
+            )));
         }
         Ok(iface)
     }
@@ -217,6 +253,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn readers_and_writers_have_spead2s_buffer_defaults() {
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 1, 2, 3), 7148);
+        let iface = Ipv4Addr::new(10, 0, 0, 1);
+        assert_eq!(IbvConfig::new(vec![group], iface).buffer_size, 16 << 20);
+        let w = IbvConfig::new_sender(vec![group], iface);
+        assert_eq!(w.buffer_size, 512 << 10);
+        assert_eq!((w.max_size, w.ttl, w.interface), (9200, 1, Some(iface)));
+    }
+
+    #[test]
     fn spead2_argument_checks() {
         let group = SocketAddrV4::new(Ipv4Addr::new(239, 1, 2, 3), 7148);
         let ok = IbvConfig::new(vec![group], Ipv4Addr::new(10, 0, 0, 1));
@@ -225,8 +271,9 @@ mod tests {
             vec![SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 9), 1)],
             Ipv4Addr::new(10, 0, 0, 1),
         );
+        assert_eq!(uni.validate().unwrap(), Ipv4Addr::new(10, 0, 0, 1));
         assert!(uni
-            .validate()
+            .validate_multicast()
             .unwrap_err()
             .to_string()
             .contains("not an IPv4 multicast address"));

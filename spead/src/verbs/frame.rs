@@ -20,28 +20,26 @@ pub enum FrameDrop {
     Vlan,
     /// Not IPv4.
     NotIpv4,
-    /// IPv4 with options (IHL > 5).
-    IpOptions,
     /// An IPv4 fragment.
     Fragment,
-    /// IPv4 header checksum wrong.
+    /// IPv4 header checksum wrong (checked only with
+    /// [`super::IbvConfig::verify_checksums`]).
     IpChecksum,
     /// Not UDP.
     NotUdp,
     /// UDP to an address or port this receiver does not listen on.
     WrongEndpoint,
     /// The NIC found the IPv4 header or the UDP checksum wrong (IBV_WC_IP_CSUM_OK unset,
-    /// on a device that verifies them).
+    /// on a device that verifies them; only with [`super::IbvConfig::verify_checksums`]).
     Checksum,
 }
 
 impl FrameDrop {
     /// Every cause, for reports.
-    pub const ALL: [FrameDrop; 9] = [
+    pub const ALL: [FrameDrop; 8] = [
         FrameDrop::Truncated,
         FrameDrop::Vlan,
         FrameDrop::NotIpv4,
-        FrameDrop::IpOptions,
         FrameDrop::Fragment,
         FrameDrop::IpChecksum,
         FrameDrop::NotUdp,
@@ -55,7 +53,6 @@ impl FrameDrop {
             FrameDrop::Truncated => "truncated",
             FrameDrop::Vlan => "vlan",
             FrameDrop::NotIpv4 => "not_ipv4",
-            FrameDrop::IpOptions => "ip_options",
             FrameDrop::Fragment => "fragment",
             FrameDrop::IpChecksum => "ip_checksum",
             FrameDrop::NotUdp => "not_udp",
@@ -76,11 +73,13 @@ pub struct Datagram<'a> {
     pub payload: &'a [u8],
 }
 
-/// Parses an Ethernet frame as spead2's ibverbs reader does.
+/// Parses an Ethernet frame as spead2's ibverbs reader does (`udp_from_ethernet`): the
+/// UDP payload is found past any IPv4 options; the UDP checksum is never looked at, and
+/// the IPv4 header checksum only when `verify_ip_checksum` is set.
 ///
 /// # Errors
 /// The [`FrameDrop`] cause.
-pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, FrameDrop> {
+pub fn parse(frame: &[u8], verify_ip_checksum: bool) -> Result<Datagram<'_>, FrameDrop> {
     if frame.len() < ETH_HEADER_LEN {
         return Err(FrameDrop::Truncated);
     }
@@ -89,13 +88,7 @@ pub fn parse(frame: &[u8]) -> Result<Datagram<'_>, FrameDrop> {
         0x8100 | 0x88a8 => return Err(FrameDrop::Vlan),
         _ => return Err(FrameDrop::NotIpv4),
     }
-    // spead2 refuses options before it looks further.
-    if let Some(&first) = frame.get(ETH_HEADER_LEN) {
-        if first >> 4 == 4 && first & 0x0f != 5 && frame.len() >= ETH_HEADER_LEN + 20 {
-            return Err(FrameDrop::IpOptions);
-        }
-    }
-    let l = locate_udp(frame, ETH_HEADER_LEN, true).map_err(|cause| match cause {
+    let l = locate_udp(frame, ETH_HEADER_LEN, verify_ip_checksum).map_err(|cause| match cause {
         DropCause::NotIpv4 | DropCause::UnsupportedLinkType => FrameDrop::NotIpv4,
         DropCause::Fragment => FrameDrop::Fragment,
         DropCause::BadChecksum => FrameDrop::IpChecksum,
@@ -131,7 +124,7 @@ mod tests {
     #[test]
     fn built_frames_parse_back() {
         let f = frame(b"spead!");
-        let d = parse(&f).unwrap();
+        let d = parse(&f, true).unwrap();
         assert_eq!(d.payload, b"spead!");
         assert_eq!(d.dst, SocketAddrV4::new(Ipv4Addr::new(239, 10, 0, 1), 7148));
         assert_eq!(d.src.port(), 9000);
@@ -144,32 +137,69 @@ mod tests {
         let good = frame(b"x");
         let mut f = good.clone();
         f[12..14].copy_from_slice(&0x8100u16.to_be_bytes());
-        assert_eq!(parse(&f), Err(FrameDrop::Vlan));
+        assert_eq!(parse(&f, true), Err(FrameDrop::Vlan));
         f[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
-        assert_eq!(parse(&f), Err(FrameDrop::NotIpv4));
+        assert_eq!(parse(&f, true), Err(FrameDrop::NotIpv4));
         let mut f = good.clone();
-        f[14] = 0x46;
-        assert_eq!(parse(&f), Err(FrameDrop::IpOptions));
+        f[14] = 0x44;
+        assert_eq!(parse(&f, true), Err(FrameDrop::Truncated), "IHL below 5");
         let mut f = good.clone();
         f[14] = 0x65;
-        assert_eq!(parse(&f), Err(FrameDrop::NotIpv4));
+        assert_eq!(parse(&f, true), Err(FrameDrop::NotIpv4));
         let mut f = good.clone();
         f[20] = 0x20; // MF
-        assert_eq!(parse(&f), Err(FrameDrop::Fragment));
+        assert_eq!(parse(&f, true), Err(FrameDrop::Fragment));
         let mut f = good.clone();
         f[23] = 6;
-        assert_eq!(parse(&f), Err(FrameDrop::IpChecksum));
+        assert_eq!(parse(&f, true), Err(FrameDrop::IpChecksum));
+        assert_eq!(
+            parse(&f, false),
+            Err(FrameDrop::NotUdp),
+            "spead2 checks no IP checksum"
+        );
         let mut f = good.clone();
         f[23] = 6;
         f[24..26].copy_from_slice(&[0, 0]);
         let c = checksum(&f[14..34]);
         f[24..26].copy_from_slice(&c.to_be_bytes());
-        assert_eq!(parse(&f), Err(FrameDrop::NotUdp));
+        assert_eq!(parse(&f, true), Err(FrameDrop::NotUdp));
         let mut f = good.clone();
         f[38..40].copy_from_slice(&4u16.to_be_bytes());
-        assert_eq!(parse(&f), Err(FrameDrop::Truncated), "UDP length below 8");
-        assert_eq!(parse(&good[..30]), Err(FrameDrop::Truncated));
-        assert_eq!(parse(&good[..good.len() - 1]), Err(FrameDrop::Truncated));
-        assert_eq!(parse(&[]), Err(FrameDrop::Truncated));
+        assert_eq!(
+            parse(&f, true),
+            Err(FrameDrop::Truncated),
+            "UDP length below 8"
+        );
+        assert_eq!(parse(&good[..30], true), Err(FrameDrop::Truncated));
+        assert_eq!(
+            parse(&good[..good.len() - 1], true),
+            Err(FrameDrop::Truncated)
+        );
+        assert_eq!(parse(&[], true), Err(FrameDrop::Truncated));
+    }
+
+    /// spead2's `ipv4_packet::payload_udp` skips `4 * IHL` bytes: a frame with options is
+    /// a datagram like any other; and no UDP checksum (wrong or zero) drops one.
+    #[test]
+    fn options_are_skipped_and_udp_checksums_ignored() {
+        let good = frame(b"spead!");
+        let mut f = good.clone();
+        f.splice(34..34, [0x94, 4, 0, 0, 1, 1, 1, 0]); // router alert, NOPs, EOL
+        f[14] = 0x47;
+        let total = u16::from_be_bytes([f[16], f[17]]) + 8;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = checksum(&f[14..42]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        for verify in [false, true] {
+            let d = parse(&f, verify).unwrap();
+            assert_eq!(d.payload, b"spead!");
+            assert_eq!(d.dst.port(), 7148);
+        }
+        for udp_checksum in [[0u8, 0], [0xde, 0xad]] {
+            let mut g = good.clone();
+            g[40..42].copy_from_slice(&udp_checksum);
+            assert_eq!(parse(&g, true).unwrap().payload, b"spead!");
+        }
     }
 }

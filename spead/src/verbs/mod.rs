@@ -2,19 +2,26 @@
 //! simulator, on Soft-RoCE and on NICs.
 //!
 //! - [`Receiver::raw`]: spead2's ibverbs reader. One RAW_PACKET QP, one flow rule per
-//!   endpoint (destination MAC derived from the group, IPv4 destination, UDP port),
-//!   receive slots from a registered pool, batched reposting, interrupt-driven
-//!   (completion channel, `comp_vector >= 0`) or busy-polling (`comp_vector < 0`).
-//!   Frames that are VLAN-tagged, carry IP options, are fragments, or are not UDP to an
-//!   endpoint are counted by cause and dropped. Needs RAW_PACKET and flow steering
-//!   (mlx5; the simulator's mlx5 personality).
+//!   endpoint as spead2 builds them (a multicast group: its 01:00:5e MAC, the group and
+//!   the UDP port; a unicast address: the interface's MAC, the address and the port;
+//!   `0.0.0.0`: the port only), receive slots from a registered pool, batched
+//!   reposting, interrupt-driven (completion channel, `comp_vector >= 0`) or
+//!   busy-polling (`comp_vector < 0`). IP options are skipped; as in spead2 no checksum
+//!   is checked unless [`IbvConfig::verify_checksums`] asks. Frames that are
+//!   VLAN-tagged, fragments, or not UDP to an endpoint are counted by cause and
+//!   dropped. Needs RAW_PACKET and flow steering (mlx5; the simulator's mlx5
+//!   personality).
 //! - [`Receiver::ud`]: the same over UD multicast: the QP attaches to each group's GID
 //!   and the 40-byte GRH in front of every message is skipped. Runs on rxe and
 //!   InfiniBand.
-//! - [`Sender::raw`] / [`Sender::ud`]: the sending side: packets written straight into
-//!   registered slots (the packetizer writes into them: no copy), Ethernet/IPv4/UDP
-//!   headers from a prebuilt template (IP checksum offloaded when the device can), one
-//!   signaled work request per batch.
+//! - [`Sender::raw`] / [`Sender::ud`]: spead2's ibverbs writer: one substream per
+//!   multicast endpoint, packets written straight into registered slots (the packetizer
+//!   writes into them), item bytes in user-registered memory gathered by SGE without a
+//!   copy ([`Sender::add_memory_region`]), Ethernet/IPv4/UDP headers from a prebuilt
+//!   template (IP checksum offloaded when the device can), one signaled work request
+//!   per batch; [`Sender::send_heaps`] with spead2's `max_heaps` queue and rate limit.
+//! - [`UdpReader`]: `SPEAD2_IBV_INTERFACE` rerouting plain UDP readers to
+//!   [`Receiver::raw`], as spead2's UDP reader factory does.
 //!
 //! UD carries no UDP port, so the port of an endpoint selects the Q_Key
 //! ([`ud_qkey`]): senders and receivers of the same endpoint agree, and different ports
@@ -24,6 +31,7 @@ mod config;
 pub mod frame;
 mod iface;
 mod receiver;
+mod reroute;
 mod sender;
 
 pub use config::{
@@ -32,7 +40,10 @@ pub use config::{
 pub use frame::FrameDrop;
 pub use iface::interface_mac;
 pub use receiver::{Receiver, ReceiverStats, RxFrame};
-pub use sender::{SendWithError, Sender, SenderStats};
+pub use reroute::{EnvOverride, UdpReader};
+pub use sender::{
+    HeapSent, SendHeapsError, SendStreamConfig, SendWithError, Sender, SenderStats, MAX_SGE,
+};
 
 use std::net::Ipv4Addr;
 
@@ -53,6 +64,9 @@ pub enum VerbsError {
     /// A verbs call failed.
     #[error(transparent)]
     Verbs(#[from] verbs_api::Error),
+    /// A kernel socket failed (a UDP reader left on the kernel, see [`UdpReader`]).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
     /// The host would not join a multicast group on the interface (real devices only).
     #[error("joining multicast group {group} on interface {iface}: {reason}")]
     HostJoin {

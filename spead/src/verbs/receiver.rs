@@ -8,8 +8,8 @@ use std::time::Duration;
 use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint, Notification};
 use verbs_api::pool::{SlotPool, SlotPoolConfig, SlotToken};
 use verbs_api::{
-    ipv4_multicast_mac, Completion, Context, DeviceCapFlags, FlowAttr, Gid, QpState, QpType,
-    QueuePair, Verbs, WcFlags, GRH_LEN,
+    ipv4_multicast_mac, Completion, Context, DeviceCapFlags, EthFilter, FlowAttr, FlowSpec, Gid,
+    Ipv4Filter, QpState, QpType, QueuePair, Verbs, WcFlags, GRH_LEN,
 };
 
 use super::config::{find_device, wait_timeout, IbvConfig};
@@ -46,11 +46,13 @@ impl ReceiverStats {
 }
 
 enum Mode<C: Context> {
-    /// `checksums`: the device verifies IPv4 and UDP checksums on receive and reports
-    /// the result as IBV_WC_IP_CSUM_OK (it has IBV_DEVICE_RAW_IP_CSUM).
+    /// `verify`: [`IbvConfig::verify_checksums`]. `nic_checksums`: with it, the device
+    /// verifies IPv4 and UDP checksums on receive and reports the result as
+    /// IBV_WC_IP_CSUM_OK (it has IBV_DEVICE_RAW_IP_CSUM).
     Raw {
         flows: Vec<C::Flow>,
-        checksums: bool,
+        verify: bool,
+        nic_checksums: bool,
     },
     Ud {
         groups: Vec<Ipv4Addr>,
@@ -97,15 +99,15 @@ fn slot_count(attr: &verbs_api::DeviceAttr, cfg: &IbvConfig, slot: usize) -> usi
 ///
 /// # Errors
 /// [`VerbsError::HostJoin`] naming the group and interface the kernel refused.
-fn join_on_host(endpoints: &[SocketAddrV4], iface: Ipv4Addr) -> Result<UdpSocket, VerbsError> {
+fn join_on_host(groups: &[SocketAddrV4], iface: Ipv4Addr) -> Result<UdpSocket, VerbsError> {
     let join_error = |group: Ipv4Addr, e: std::io::Error| VerbsError::HostJoin {
         group,
         iface,
         reason: e.to_string(),
     };
-    let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
-        .map_err(|e| join_error(*endpoints[0].ip(), e))?;
-    for e in endpoints {
+    let socket =
+        UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| join_error(*groups[0].ip(), e))?;
+    for e in groups {
         socket
             .join_multicast_v4(e.ip(), &iface)
             .map_err(|err| join_error(*e.ip(), err))?;
@@ -113,14 +115,89 @@ fn join_on_host(endpoints: &[SocketAddrV4], iface: Ipv4Addr) -> Result<UdpSocket
     Ok(socket)
 }
 
+/// Whether a datagram to `dst` belongs to `endpoint` (what its flow rule steers): the
+/// port always, the address unless the endpoint is `0.0.0.0`.
+pub(crate) fn endpoint_matches(endpoint: &SocketAddrV4, dst: &SocketAddrV4) -> bool {
+    endpoint.port() == dst.port() && (endpoint.ip().is_unspecified() || endpoint.ip() == dst.ip())
+}
+
+/// The MAC decoded from a modified EUI-64 link-local GID (fe80::/64 with ff:fe in the
+/// middle of the interface id), as RoCE devices list their port's MAC at GID index 0.
+fn mac_of_link_local(gid: &Gid) -> Option<[u8; 6]> {
+    let g = gid.0;
+    (g[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] && g[11] == 0xff && g[12] == 0xfe)
+        .then(|| [g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]])
+}
+
+/// The MAC of the interface with address `ip`, for the flow rule of a unicast endpoint
+/// (spead2: `interface_mac(endpoint.address())`, read from the host). A device on the
+/// host's network ([`Verbs::joins_host_multicast`]) asks the host, as spead2 does; a
+/// simulated or emulated device is the only interface there is, so `ip` must be its
+/// address, and its MAC is read from the link-local GID at index 0.
+fn unicast_mac<V: Verbs>(
+    verbs: &V,
+    ctx: &V::Context,
+    port: u8,
+    iface: Ipv4Addr,
+    ip: Ipv4Addr,
+) -> Result<[u8; 6], VerbsError> {
+    if verbs.joins_host_multicast() {
+        return super::interface_mac(ip);
+    }
+    if ip != iface {
+        return Err(VerbsError::Config(format!(
+            "no network interface has address {ip} (the device's interface is {iface})"
+        )));
+    }
+    let gid = ctx.query_gid(port, 0)?;
+    mac_of_link_local(&gid).ok_or_else(|| {
+        VerbsError::Config(format!(
+            "the MAC of interface {iface} is unknown: GID 0 of port {port} ({gid}) is not a \
+             link-local EUI-64 GID"
+        ))
+    })
+}
+
+/// spead2's flow rule for an endpoint (`create_flow` in common_ibv.cpp): Ethernet, IPv4
+/// and UDP specs; for `0.0.0.0` only the UDP destination port is matched (the other two
+/// specs have empty masks); otherwise also the destination address and the destination
+/// MAC: the group's 01:00:5e MAC for multicast, the interface's MAC for unicast.
+fn endpoint_flow(port: u8, e: &SocketAddrV4, unicast_mac: [u8; 6]) -> FlowAttr {
+    if e.ip().is_unspecified() {
+        return FlowAttr::normal(
+            port,
+            vec![
+                FlowSpec::Eth {
+                    val: EthFilter::default(),
+                    mask: EthFilter::default(),
+                },
+                FlowSpec::Ipv4 {
+                    val: Ipv4Filter::default(),
+                    mask: Ipv4Filter::default(),
+                },
+                FlowSpec::udp_dst(e.port()),
+            ],
+        );
+    }
+    let mac = if e.ip().is_multicast() {
+        ipv4_multicast_mac(*e.ip())
+    } else {
+        unicast_mac
+    };
+    FlowAttr::udp_endpoint(port, mac, *e.ip(), e.port())
+}
+
 impl<C: Context> Receiver<C> {
     /// spead2's ibverbs reader: a RAW_PACKET QP with one flow rule per endpoint on the
-    /// device that owns `cfg.interface`.
+    /// device that owns `cfg.interface`. Endpoints may be multicast groups, unicast
+    /// addresses (of the interface) or `0.0.0.0` (every address, that port).
     ///
     /// # Errors
-    /// [`VerbsError::Config`] for arguments spead2 rejects; [`VerbsError::NoInterface`]
-    /// when no device has the interface address; [`VerbsError::Verbs`] when the device
-    /// lacks RAW_PACKET or flow steering (Unsupported) or a call fails;
+    /// [`VerbsError::Config`] for arguments spead2 rejects, or a unicast endpoint whose
+    /// interface MAC cannot be found (on a simulated or emulated device: one that is not
+    /// the interface's address); [`VerbsError::NoInterface`] when no device has the
+    /// interface address; [`VerbsError::Verbs`] when the device lacks RAW_PACKET or flow
+    /// steering (Unsupported) or a call fails;
     /// [`VerbsError::HostJoin`] when a backend on the host's network
     /// ([`Verbs::joins_host_multicast`]) cannot join a group on the interface.
     pub fn raw<V: Verbs<Context = C>>(verbs: &V, cfg: &IbvConfig) -> Result<Self, VerbsError> {
@@ -130,8 +207,8 @@ impl<C: Context> Receiver<C> {
     /// The UD multicast reader: a UD QP attached to every endpoint's group.
     ///
     /// # Errors
-    /// As [`Receiver::raw`]; also [`VerbsError::Config`] when the endpoints do not share
-    /// one UDP port (it selects the Q_Key).
+    /// As [`Receiver::raw`]; also [`VerbsError::Config`] when an endpoint is not a
+    /// multicast group or the endpoints do not share one UDP port (it selects the Q_Key).
     pub fn ud<V: Verbs<Context = C>>(verbs: &V, cfg: &IbvConfig) -> Result<Self, VerbsError> {
         Self::new(verbs, cfg, QpType::Ud)
     }
@@ -141,7 +218,11 @@ impl<C: Context> Receiver<C> {
         cfg: &IbvConfig,
         qp_type: QpType,
     ) -> Result<Self, VerbsError> {
-        let iface = cfg.validate()?;
+        let iface = if qp_type == QpType::Ud {
+            cfg.validate_multicast()?
+        } else {
+            cfg.validate()?
+        };
         let port0 = cfg.endpoints[0].port();
         if qp_type == QpType::Ud && cfg.endpoints.iter().any(|e| e.port() != port0) {
             return Err(VerbsError::Config(
@@ -198,25 +279,34 @@ impl<C: Context> Receiver<C> {
                 bring_up(&ep.qp, QpState::Rtr, &params)?;
                 let mut flows = Vec::new();
                 for e in &cfg.endpoints {
-                    let rule = FlowAttr::udp_endpoint(
-                        dev.port,
-                        ipv4_multicast_mac(*e.ip()),
-                        *e.ip(),
-                        e.port(),
-                    );
+                    let mac = if e.ip().is_unspecified() || e.ip().is_multicast() {
+                        [0; 6]
+                    } else {
+                        unicast_mac(verbs, &ep.ctx, dev.port, iface, *e.ip())?
+                    };
+                    let rule = endpoint_flow(dev.port, e, mac);
                     flows.push(ep.ctx.create_flow(&ep.qp, &rule)?);
                 }
                 Mode::Raw {
                     flows,
-                    checksums: attr.device_cap_flags.contains(DeviceCapFlags::RAW_IP_CSUM),
+                    verify: cfg.verify_checksums,
+                    nic_checksums: cfg.verify_checksums
+                        && attr.device_cap_flags.contains(DeviceCapFlags::RAW_IP_CSUM),
                 }
             }
         };
         // Post every slot before traffic can arrive.
         pool.post_recv_batch(&ep.qp, pool.take_n(slots))
             .map_err(verbs_api::Error::from)?;
-        let igmp = if verbs.joins_host_multicast() {
-            Some(join_on_host(&cfg.endpoints, iface)?)
+        // As spead2, only the multicast endpoints are joined.
+        let groups: Vec<SocketAddrV4> = cfg
+            .endpoints
+            .iter()
+            .filter(|e| e.ip().is_multicast())
+            .copied()
+            .collect();
+        let igmp = if verbs.joins_host_multicast() && !groups.is_empty() {
+            Some(join_on_host(&groups, iface)?)
         } else {
             None
         };
@@ -317,15 +407,21 @@ impl<C: Context> Receiver<C> {
             self.stats.frames += 1;
             let bytes = self.pool.received(&token, wc);
             let (verdict, grh) = match &self.mode {
-                Mode::Raw { checksums, .. } => (
-                    match frame::parse(bytes) {
+                Mode::Raw {
+                    verify,
+                    nic_checksums,
+                    ..
+                } => (
+                    match frame::parse(bytes, *verify) {
                         // A bit flipped where the FCS could not see it (in a switch):
                         // the NIC's checksum verdict is the only one that covers the
-                        // UDP payload.
-                        Ok(_) if *checksums && !wc.wc_flags.contains(WcFlags::IP_CSUM_OK) => {
+                        // UDP payload. Asked for only: spead2 checks no checksum.
+                        Ok(_) if *nic_checksums && !wc.wc_flags.contains(WcFlags::IP_CSUM_OK) => {
                             Err(FrameDrop::Checksum)
                         }
-                        Ok(d) if self.endpoints.contains(&d.dst) => Ok(d.payload),
+                        Ok(d) if self.endpoints.iter().any(|e| endpoint_matches(e, &d.dst)) => {
+                            Ok(d.payload)
+                        }
                         Ok(_) => Err(FrameDrop::WrongEndpoint),
                         Err(cause) => Err(cause),
                     },
@@ -397,5 +493,61 @@ impl<C: Context> Drop for Receiver<C> {
                 let _ = self.ep.qp.detach_mcast(&Gid::from_ipv4(*g), 0);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_rules_are_spead2s() {
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 1, 2, 3), 7148);
+        let uni = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 5), 7149);
+        let any = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7150);
+        let mac = [2, 0, 10, 0, 0, 5];
+        assert_eq!(
+            endpoint_flow(1, &group, mac),
+            FlowAttr::udp_endpoint(1, [1, 0, 0x5e, 1, 2, 3], *group.ip(), 7148)
+        );
+        assert_eq!(
+            endpoint_flow(1, &uni, mac),
+            FlowAttr::udp_endpoint(1, mac, *uni.ip(), 7149)
+        );
+        let w = endpoint_flow(2, &any, mac);
+        assert_eq!(w.port, 2);
+        assert_eq!(w.specs.len(), 3, "Ethernet and IPv4 specs with empty masks");
+        assert_eq!(w.specs[2], FlowSpec::udp_dst(7150));
+        for s in &w.specs[..2] {
+            match s {
+                FlowSpec::Eth { mask, .. } => assert_eq!(*mask, EthFilter::default()),
+                FlowSpec::Ipv4 { mask, .. } => assert_eq!(*mask, Ipv4Filter::default()),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(endpoint_matches(
+            &any,
+            &SocketAddrV4::new(Ipv4Addr::new(1, 2, 3, 4), 7150)
+        ));
+        assert!(!endpoint_matches(
+            &any,
+            &SocketAddrV4::new(Ipv4Addr::new(1, 2, 3, 4), 7151)
+        ));
+        assert!(!endpoint_matches(
+            &uni,
+            &SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 6), 7149)
+        ));
+    }
+
+    #[test]
+    fn macs_come_from_link_local_gids() {
+        let mut g = [0u8; 16];
+        g[..2].copy_from_slice(&[0xfe, 0x80]);
+        g[8..].copy_from_slice(&[0x00, 0x00, 0x0a, 0xff, 0xfe, 0x00, 0x00, 0x05]);
+        assert_eq!(mac_of_link_local(&Gid(g)), Some([2, 0, 10, 0, 0, 5]));
+        assert_eq!(
+            mac_of_link_local(&Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 5))),
+            None
+        );
     }
 }

@@ -8,7 +8,10 @@
 //!   that send each device's packets across the veth pair instead of the kernel's local
 //!   path, and a tc filter where `veth1` receives that drops the packets a case names
 //!   (dropped on the sending side, a packet would fail rxe's transmit, which then sends
-//!   it again without end).
+//!   it again without end);
+//! - on the emulated libibverbs ([`EmuLink`]), the host's second device from the topology
+//!   and the emulator's control `verbs_emu_lose_next_frame`, which loses the next frame
+//!   the process's NICs send, as on the simulator.
 
 use std::fmt;
 use std::process::Command;
@@ -207,6 +210,61 @@ impl Drop for VethLink {
                     &["addr", "del", &format!("{PEER_IP}/24"), "dev", "veth1"],
                 ),
             };
+        }
+    }
+}
+
+/// The emulated libibverbs' link (`cargo xtask test --backend emu`, which runs these cases
+/// on `emulator/topologies/one-rxe-host-two-devices.toml` without a fabric process): the
+/// host's second device `rxe1`, and the emulator's `verbs_emu_lose_next_frame`, which
+/// loses the next frame this process's NICs send (the one the case names: nothing else
+/// is in flight then).
+#[derive(Debug)]
+pub struct EmuLink {
+    lose: extern "C" fn() -> std::ffi::c_int,
+}
+
+impl EmuLink {
+    /// The emulator's control, when the libibverbs this process runs on is the emulated one.
+    fn control() -> Option<extern "C" fn() -> std::ffi::c_int> {
+        // SAFETY: dlsym only looks a NUL-terminated name up among the loaded objects.
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"verbs_emu_lose_next_frame".as_ptr()) };
+        // SAFETY: the emulated library defines the symbol as `extern "C" fn() -> c_int`
+        // (emulator/src/control.rs); a null pointer means it is not loaded.
+        (!p.is_null()).then(|| unsafe {
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> std::ffi::c_int>(p)
+        })
+    }
+
+    /// True when this process runs on the emulated libibverbs.
+    #[must_use]
+    pub fn available() -> bool {
+        Self::control().is_some()
+    }
+
+    /// The link.
+    ///
+    /// # Errors
+    /// When this process does not run on the emulated libibverbs.
+    pub fn open() -> Result<Box<dyn LossyLink>, String> {
+        let lose = Self::control()
+            .ok_or("no verbs_emu_lose_next_frame: not on the emulated libibverbs")?;
+        Ok(Box::new(EmuLink { lose }))
+    }
+}
+
+impl LossyLink for EmuLink {
+    fn peer_device(&self) -> &str {
+        "rxe1"
+    }
+
+    fn lose_next(&self, _dest_qpn: u32, _psn: u32) -> Result<(), String> {
+        match (self.lose)() {
+            0 => Ok(()),
+            e => Err(format!(
+                "verbs_emu_lose_next_frame: {}",
+                std::io::Error::from_raw_os_error(e)
+            )),
         }
     }
 }

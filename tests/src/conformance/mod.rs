@@ -18,7 +18,7 @@ pub mod loss;
 pub mod outcome;
 pub mod rig;
 
-pub use loss::{LossyLink, LossyLinks, VethLink};
+pub use loss::{EmuLink, LossyLink, LossyLinks, VethLink};
 pub use rig::{Env, Rig};
 
 /// Instantiates every conformance case as a `#[test]`, given an expression that makes

@@ -1,0 +1,227 @@
+//! Frames in and out of the NICs: RAW and UD sends at post time, a port's received frames
+//! dispatched to RoCE (UD, RC/UC) or to flow steering (RAW), and sniffers.
+
+use super::World;
+use super::{vtag, Posted, WrCopy};
+use crate::fabric::is_roce;
+use crate::frame::roce::{build_roce_frame, opcode, RocePacket};
+use crate::frame::{roce, FrameView};
+use crate::ids::PortId;
+use crate::verbs::{memory, raw, steering, ud};
+use verbs_api::{QpType, SendFlags, WcFlags, WcOpcode, WcStatus};
+
+impl World {
+    /// Executes a RAW_PACKET or UD send at once; RC/UC go to the RC engine.
+    pub fn send_now(&mut self, qpn: u32, wr: &WrCopy) -> Posted {
+        let qp = &self.qps[&qpn];
+        let dev = qp.dev;
+        let pd = qp.pd;
+        let qp_type = qp.qp_type;
+        if !wr.flags.contains(SendFlags::INLINE) {
+            if let Err(s) = self.mrs.check_local(pd, wr.sges.as_slice(), false) {
+                return Posted {
+                    status: self.local_status(self.devices[dev].personality, s),
+                    byte_len: 0,
+                };
+            }
+        }
+        // RAW frames are gathered straight into the frame buffer, UD payloads into scratch.
+        let mut payload = if qp_type == QpType::RawPacket {
+            self.frame_buffer()
+        } else {
+            std::mem::take(&mut self.scratch)
+        };
+        payload.clear();
+        // SAFETY: the SGEs were checked against the key table just above, or are inline data
+        // whose memory the poster vouched for in the unsafe post_send contract.
+        unsafe { memory::gather(wr.sges.as_slice(), &mut payload) };
+        let len = payload.len() as u32;
+        let port = self.devices[dev].port;
+        let status = match qp_type {
+            QpType::RawPacket => {
+                let mut frame = payload;
+                payload = Vec::new();
+                raw::prepare_send(&mut frame, wr.flags);
+                self.sniff(dev, &frame);
+                match self.fabric.transmit(port, frame) {
+                    Ok(_) => WcStatus::Success,
+                    Err(_) => WcStatus::LocLenErr,
+                }
+            }
+            QpType::Ud => self.ud_send(qpn, wr, &payload),
+            _ => WcStatus::LocQpOpErr,
+        };
+        if payload.capacity() > 0 {
+            self.scratch = payload;
+        }
+        Posted {
+            status,
+            byte_len: len,
+        }
+    }
+
+    pub(super) fn on_frame(&mut self, port: PortId, frame: Vec<u8>) {
+        let Some(dev) = self.port_owner.get(port.0 as usize).copied().flatten() else {
+            return;
+        };
+        if is_roce(&frame) {
+            let Ok(view) = FrameView::parse(&frame) else {
+                self.devices[dev].stats.rx_malformed += 1;
+                return;
+            };
+            self.sniff(dev, &frame);
+            self.roce_rx(dev, &frame, &view);
+        } else if self.devices[dev].personality.raw_packet() {
+            self.steer(dev, &frame);
+        } else {
+            // rxe: the kernel's network stack takes it; no verbs consumer sees it.
+            self.devices[dev].stats.rx_unclaimed += 1;
+        }
+        self.recycle(frame);
+    }
+
+    pub(super) fn roce_rx(&mut self, dev: usize, frame: &[u8], view: &FrameView) {
+        let Some(range) = view.udp_payload() else {
+            return;
+        };
+        let Some((ip, ip_off)) = view.ipv4 else {
+            return;
+        };
+        let Ok(pkt) = roce::parse_roce(&frame[range]) else {
+            self.devices[dev].stats.rx_malformed += 1;
+            return;
+        };
+        if ip.dst != self.devices[dev].ip && !ip.dst.is_multicast() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        }
+        let bth = pkt.headers.bth;
+        if bth.opcode & 0xe0 == opcode::UD {
+            let ip_hdr = &frame[ip_off..ip_off + 20];
+            let targets: Vec<u32> = if bth.dest_qp == roce::MULTICAST_QPN {
+                self.devices[dev]
+                    .mcast
+                    .get(&ip.dst)
+                    .cloned()
+                    .unwrap_or_default()
+            } else {
+                vec![bth.dest_qp]
+            };
+            if targets.is_empty() {
+                self.devices[dev].stats.rx_unclaimed += 1;
+            }
+            for q in targets {
+                self.ud_deliver(dev, q, &pkt, ip_hdr);
+            }
+        } else {
+            self.rc_rx(dev, &pkt);
+        }
+    }
+
+    pub(super) fn ud_send(&mut self, qpn: u32, wr: &WrCopy, payload: &[u8]) -> WcStatus {
+        let qp = self.qps.get_mut(&qpn).expect("caller checked");
+        let d = &self.devices[qp.dev];
+        let src = ud::UdSource {
+            qpn,
+            qkey: qp.attr.qkey,
+            mac: d.mac,
+            ip: d.ip,
+            personality: d.personality,
+        };
+        let (dev, port) = (qp.dev, d.port);
+        let topo = &self.fabric;
+        let sent = ud::send(&src, &mut qp.ud_psn, wr, payload.len(), &|ip| {
+            topo.mac_of_ip(ip)
+        });
+        let (route, h) = match sent {
+            Ok(x) => x,
+            Err(status) => return status,
+        };
+        let frame = build_roce_frame(&route, &h, payload);
+        self.sniff(dev, &frame);
+        match self.fabric.transmit(port, frame) {
+            Ok(_) => WcStatus::Success,
+            Err(_) => WcStatus::LocLenErr,
+        }
+    }
+
+    pub(super) fn ud_deliver(&mut self, dev: usize, qpn: u32, pkt: &RocePacket<'_>, ip_hdr: &[u8]) {
+        let Some(qp) = self.qps.get(&qpn).filter(|q| q.dev == dev) else {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        };
+        let deth = pkt.headers.deth.unwrap_or_default();
+        match ud::accept(qp.qp_type, qp.state, qp.attr.qkey, deth.qkey) {
+            Ok(()) => {}
+            Err(ud::Refused::NotReceiving) => {
+                self.devices[dev].stats.rx_unclaimed += 1;
+                return;
+            }
+            Err(ud::Refused::QkeyViolation) => {
+                self.devices[dev].stats.rx_qkey_violation += 1;
+                self.fabric
+                    .trace_event(vtag::RX_DROP, &[self.fabric.now(), u64::from(qpn), 2]);
+                return;
+            }
+        }
+        self.deliver(
+            qpn,
+            &[&ud::grh(ip_hdr), pkt.payload],
+            WcOpcode::Recv,
+            deth.src_qp,
+            pkt.headers.imm,
+            WcFlags::GRH,
+            pkt.headers.bth.solicited,
+        );
+    }
+
+    /// Copies a frame a port sends to its sniffer QPs (mlx5 sniffer rules see both ways).
+    pub(super) fn sniff(&mut self, dev: usize, frame: &[u8]) {
+        if self.devices[dev].flows.is_empty() {
+            return;
+        }
+        let mut sniffers = std::mem::take(&mut self.sniff_scratch);
+        steering::sniffers(&self.flows, &self.devices[dev].flows, &mut sniffers);
+        for &q in &sniffers {
+            self.raw_deliver(q, frame);
+        }
+        self.sniff_scratch = sniffers;
+    }
+
+    /// A non-RoCE frame at an mlx5 port: to the QPs the flow rules pick.
+    pub(super) fn steer(&mut self, dev: usize, frame: &[u8]) {
+        if self.devices[dev].flows.is_empty() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+            return;
+        }
+        let mut targets = std::mem::take(&mut self.steer_scratch);
+        let mut sniffers = std::mem::take(&mut self.sniff_scratch);
+        steering::steer(
+            &self.flows,
+            &self.devices[dev].flows,
+            frame,
+            &mut sniffers,
+            &mut targets,
+        );
+        for &q in &sniffers {
+            self.raw_deliver(q, frame);
+        }
+        if targets.is_empty() {
+            self.devices[dev].stats.rx_unclaimed += 1;
+        }
+        for &q in &targets {
+            self.raw_deliver(q, frame);
+        }
+        self.steer_scratch = targets;
+        self.sniff_scratch = sniffers;
+    }
+
+    pub(super) fn raw_deliver(&mut self, qpn: u32, frame: &[u8]) {
+        let Some(qp) = self.qps.get(&qpn) else { return };
+        if !raw::receives(qp.state) {
+            return;
+        }
+        let flags = raw::receive_flags(frame);
+        self.deliver(qpn, &[frame], WcOpcode::Recv, 0, None, flags, false);
+    }
+}
