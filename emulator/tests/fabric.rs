@@ -18,7 +18,7 @@ use backend_sim::fabric::ExternalMsg;
 use common::{emulated, require};
 use ibverbs::fabric::client::{self, Receiver};
 use ibverbs::fabric::sys::{self, Recv};
-use ibverbs::fabric::wire::{FromFabric, ToFabric, MAX_MSG};
+use ibverbs::fabric::wire::{FromFabric, ToFabric, MAX_FRAME, MAX_MSG, MIN_FRAME};
 use netwire::eth::Mac;
 
 /// How long any one program may take before the test gives up on it.
@@ -557,6 +557,23 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
         "its ring: the shared ring is corrupt: the producer's head is out of range"
     );
     drop(fd);
+    // Records the fabric must refuse in a ring whose head is in range: a length no frame
+    // has, a wrap mark before the ring's end, a record longer than what was published.
+    for (len, head, why) in [
+        (70_000u32, 24u64, "a frame of an impossible length"),
+        (u32::MAX, 16, "a wrap mark past the head"),
+        (100, 24, "a record past the head or the ring's end"),
+    ] {
+        let fd = raw(&fabric);
+        sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
+        let (_, shared) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
+        scribble_record(&shared.expect("the rings' memfd"), len, head);
+        sys::send(fd.as_fd(), b"D", false).expect("ring the doorbell");
+        assert_eq!(
+            error_of(&answer(&fd)),
+            format!("its ring: the shared ring is corrupt: {why}")
+        );
+    }
 
     // Still serving: two hosts join and a frame goes from one to the other; a third host
     // gets a multicast frame only once it joined the group; a host is one process only.
@@ -593,11 +610,55 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
         index: 0,
     });
     assert_eq!(next_frame(&mut h3_rx), mc);
+    // Garbage frames of every length a ring carries: runts, broadcast and multicast
+    // garbage, IPv4 and RoCEv2 frames with garbage headers, pseudo-random bytes. The
+    // fabric switches or drops them; a clean frame sent after them still arrives.
+    let mut garbage = vec![vec![0u8; MIN_FRAME], vec![0xff; MAX_FRAME]];
+    let mut ipv4 = frame(mac_of(2), mac_of(1), 0xee);
+    ipv4[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    garbage.push(ipv4.clone());
+    ipv4[14] = 0x45;
+    ipv4[23] = 17; // UDP, to the RoCEv2 port, with a garbage BTH
+    ipv4[36..38].copy_from_slice(&4791u16.to_be_bytes());
+    garbage.push(ipv4);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..300 {
+        let len = MIN_FRAME + (next() as usize) % (MAX_FRAME - MIN_FRAME + 1);
+        let mut f: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        match i % 3 {
+            0 => f[..6].copy_from_slice(&mac_of(2).0),
+            1 => f[..6].copy_from_slice(&[0x01, 0x00, 0x5e, 1, 1, 1]),
+            _ => {}
+        }
+        garbage.push(f);
+    }
+    for f in &garbage {
+        h1.send(&ExternalMsg::Frame {
+            frame: f.clone(),
+            index: 0,
+        });
+    }
+    let after = frame(mac_of(2), mac_of(1), 0xa5);
+    h1.send(&ExternalMsg::Frame {
+        frame: after.clone(),
+        index: 0,
+    });
+    let mut skipped = 0;
+    while next_frame(&mut h2) != after {
+        skipped += 1;
+        assert!(skipped <= garbage.len(), "the clean frame never came");
+    }
     assert!(!h1_rx.is_gone() && !h2.is_gone() && !h3_rx.is_gone());
     drop((h1, h1_rx, _h2, h2, h3, h3_rx));
     let summary = fabric.stop();
     assert!(
-        summary.ends_with("5 processes joined, 8 refused, 2 hung up on for bad messages"),
+        summary.ends_with("8 processes joined, 8 refused, 5 hung up on for bad messages"),
         "{summary}"
     );
 }
@@ -619,6 +680,30 @@ fn scribble_head(shared: &std::os::fd::OwnedFd) {
         );
         assert_ne!(p, libc::MAP_FAILED, "map the rings");
         p.cast::<u64>().write_volatile(u64::MAX);
+        libc::munmap(p, 4096);
+    }
+}
+
+/// Writes one record header (frame length `len`) at the start of the ring a joined process
+/// sends on, and publishes `head` (the first word of the shared file; the data area
+/// starts at byte 128).
+fn scribble_record(shared: &std::os::fd::OwnedFd, len: u32, head: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: maps the first page of the fabric's memfd (its size is far larger), writes
+    // one aligned u32 at byte 128 and one aligned u64 at byte 0, unmaps it; nothing else
+    // in this process uses the mapping.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            shared.as_raw_fd(),
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED, "map the rings");
+        p.cast::<u8>().add(128).cast::<u32>().write_volatile(len);
+        p.cast::<u64>().write_volatile(head);
         libc::munmap(p, 4096);
     }
 }
@@ -701,4 +786,182 @@ fn perftest_between_two_hosts() {
             "{program}: {summary}"
         );
     }
+}
+
+/// A program joined to the fabric as `host`, with stdin and stdout piped for a line
+/// protocol (its stderr in a file of `scratch`).
+struct Piped {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+    err: PathBuf,
+}
+
+impl Piped {
+    fn start(program: &Path, fabric: &Fabric, scratch: &Path, host: &str, args: &[&str]) -> Piped {
+        let err = scratch.join(format!("{host}.err"));
+        let mut child = emulated(program)
+            .env("VERBS_EMU_FABRIC", &fabric.socket)
+            .env("VERBS_EMU_HOST", host)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(File::create(&err).expect("stderr file"))
+            .spawn()
+            .expect("start the program");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let out = child.stdout.take().expect("its stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Piped {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            err,
+        }
+    }
+
+    /// Its next line of output (failing, with its stderr, if none comes).
+    fn line(&mut self, what: &str) -> String {
+        self.lines.recv_timeout(DEADLINE).unwrap_or_else(|_| {
+            let _ = self.child.kill();
+            panic!(
+                "no {what}: {}",
+                std::fs::read_to_string(&self.err).unwrap_or_default()
+            )
+        })
+    }
+
+    fn say(&mut self, line: &str) {
+        use std::io::Write;
+        let stdin = self.stdin.as_mut().expect("its stdin");
+        writeln!(stdin, "{line}").expect("write to the program");
+        stdin.flush().expect("flush");
+    }
+
+    /// Waits for it to exit; it must succeed with nothing on stderr.
+    fn finish(mut self, what: &str) {
+        drop(self.stdin.take());
+        let status = wait(&mut self.child, what);
+        let err = std::fs::read_to_string(&self.err).unwrap_or_default();
+        assert!(
+            status.success() && err.is_empty(),
+            "{what}: {status}: {err}"
+        );
+    }
+}
+
+/// Host h2 reaches host h1's memory only through a region h1 registered with the right
+/// to do so and the region's own rkey (`tests/c/remote_access.c`, one RC QP per case):
+/// a wrong rkey, another region's rkey, a region without REMOTE_WRITE or REMOTE_READ, or
+/// a range past the region's end complete with IBV_WC_REM_ACCESS_ERR, and h1's memory is
+/// unchanged except where the one allowed write went.
+#[test]
+fn remote_memory_is_reached_only_through_a_matching_rkey_and_access_rights() {
+    let program = common::build_c("remote_access", &["-libverbs"]);
+    let dir = scratch("remote-access");
+    let fabric = Fabric::start(&dir, &[]);
+    let mut server = Piped::start(&program, &fabric, &dir, "h1", &["server"]);
+    let hello = server.line("server line");
+    let mut client = Piped::start(&program, &fabric, &dir, "h2", &["client"]);
+    client.say(&hello);
+    let hello = client.line("client line");
+    server.say(&hello);
+    assert_eq!(server.line("ready line"), "ready");
+    client.say("go");
+    let results: Vec<String> = (0..10).map(|_| client.line("case result")).collect();
+    client.finish("the client");
+    assert_eq!(
+        results,
+        [
+            "write with the region's rkey: success",
+            "write with a wrong rkey: remote access error",
+            "write with another region's rkey: remote access error",
+            "write to a region without REMOTE_WRITE: remote access error",
+            "write to a region with local access only: remote access error",
+            "write past the region's end: remote access error",
+            "read with the region's rkey: success, read 64 bytes of 0x22",
+            "read with a wrong rkey: remote access error",
+            "read from a region without REMOTE_READ: remote access error",
+            "read from a region with local access only: remote access error",
+        ]
+    );
+    server.say("done");
+    let memory: Vec<String> = (0..4).map(|_| server.line("memory line")).collect();
+    server.finish("the server");
+    assert_eq!(
+        memory,
+        [
+            "rw: 64 bytes changed, first byte 0xab",
+            "ro: 0 bytes changed, first byte 0x22",
+            "wo: 0 bytes changed, first byte 0x33",
+            "local: 0 bytes changed, first byte 0x44",
+        ]
+    );
+    let summary = fabric.stop();
+    assert!(summary.contains("2 processes joined"), "{summary}");
+}
+
+/// Four programs, one per host, each making 4000 verbs calls drawn from its seed
+/// (`tests/c/chaos.c`: objects made and freed in any order, QPs moved to any state with
+/// any attributes, sends of every opcode to any QP of any host, local ranges past a
+/// region's end, wrong keys, multicast joins) at once on one fabric: each gets errnos
+/// and completions, none crashes, and the fabric goes on serving.
+#[test]
+fn arbitrary_verbs_call_sequences_never_crash_a_program_or_the_fabric() {
+    let program = common::build_c("chaos", &["-libverbs"]);
+    let dir = scratch("chaos");
+    let fabric = Fabric::start(&dir, &[]);
+    let runs: Vec<_> = (1..=4u8)
+        .map(|h| {
+            let host = format!("h{h}");
+            let seed = (100 + u32::from(h)).to_string();
+            pingpong(
+                &program,
+                &fabric,
+                &dir,
+                &host,
+                &[seed, "4000".to_owned()],
+                None,
+            )
+        })
+        .collect();
+    for (h, run) in runs.into_iter().enumerate() {
+        let ran = finish(run, &format!("chaos on h{}", h + 1));
+        assert!(
+            ran.status.success() && ran.err.is_empty(),
+            "chaos on h{}: {}: {}",
+            h + 1,
+            ran.status,
+            ran.err
+        );
+        assert!(
+            line_matches(
+                ran.out.trim_end(),
+                "{t} calls, {t} refused, {t} completions ({t} with an error status)"
+            ),
+            "{}",
+            ran.out
+        );
+    }
+    let (mut h1, _h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
+    let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
+    let to_h2 = frame(mac_of(2), mac_of(1), 0x77);
+    h1.send(&ExternalMsg::Frame {
+        frame: to_h2.clone(),
+        index: 0,
+    });
+    assert_eq!(next_frame(&mut h2), to_h2);
+    drop((h1, _h1_rx, _h2, h2));
+    let summary = fabric.stop();
+    assert!(
+        summary.ends_with("6 processes joined, 0 refused, 0 hung up on for bad messages"),
+        "{summary}"
+    );
 }

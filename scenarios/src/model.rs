@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 /// Why a scenario is not runnable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum ScenarioError {
-    /// The TOML does not parse or does not fit the model.
-    #[error("scenario TOML: {0}")]
+    /// The TOML does not parse or does not fit the model: one line, with the line and
+    /// column where the parser stopped (none for a field missing from the whole file).
+    #[error("{0}")]
     Toml(String),
     /// A reference to a host, group or sender that does not exist.
     #[error("{0} refers to {1}, which does not exist")]
@@ -18,6 +19,28 @@ pub enum ScenarioError {
     /// A value out of its range.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// A TOML error as one line: `line L, column C: message` (toml's own rendering quotes
+/// the source over several lines); no position when the error is about the whole text
+/// (a missing top-level field).
+fn one_line(text: &str, e: &toml::de::Error) -> String {
+    let message = e
+        .message()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
+    match e.span() {
+        Some(span) if !(span.start == 0 && span.end >= text.len()) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}: {message}")
+        }
+        _ => message,
+    }
 }
 
 /// The NIC model a host has (the simulator's personality; on hardware, what is there).
@@ -303,7 +326,8 @@ impl Scenario {
     /// # Errors
     /// [`ScenarioError`] for bad TOML or an invalid scenario.
     pub fn from_toml(text: &str) -> Result<Self, ScenarioError> {
-        let s: Scenario = toml::from_str(text).map_err(|e| ScenarioError::Toml(e.to_string()))?;
+        let s: Scenario =
+            toml::from_str(text).map_err(|e| ScenarioError::Toml(one_line(text, &e)))?;
         s.validate()?;
         Ok(s)
     }

@@ -7,6 +7,7 @@ pub mod spead2;
 
 pub mod conformance;
 pub mod pool_model;
+pub mod soak;
 pub mod spead_verbs;
 
 /// A file of `tests/data` (recordings of real spead2 traffic).

@@ -480,7 +480,10 @@ pub fn bench() -> Result<(), Error> {
     let mut payload = cargo();
     payload.args(["bench", "-p", "scenarios", "--bench", "payload"]);
     run(payload, "scenario harness micro-benchmarks (criterion)")?;
-    scenario_tool(&["meerkat".to_owned()])
+    match scenario_tool(&["meerkat".to_owned()])? {
+        0 => Ok(()),
+        code => Err(format!("scenario meerkat failed (exit status {code})")),
+    }
 }
 
 /// Seconds each fuzz target runs in CI (the long form: `cargo xtask fuzz --time 3600`).
@@ -488,6 +491,9 @@ pub const CI_FUZZ_SECONDS: u64 = 15;
 
 /// The seeds of the fault swarm that every CI run checks.
 pub const CI_SWARM_SEEDS: &str = "0..400";
+
+/// Seconds of the soak in CI and of `cargo xtask soak` without `--minutes`.
+pub const CI_SOAK_SECONDS: u64 = 20;
 
 /// `cargo xtask ci`: what `.ci/run` calls on every submission.
 pub fn ci() -> Result<(), Error> {
@@ -523,6 +529,11 @@ pub fn ci() -> Result<(), Error> {
     run(doc, "verbs-api docs")?;
 
     test_sim(&[])?;
+    // xtask's own tests: its bad-input table (no build, no VM: every row is refused
+    // while the arguments are checked).
+    let mut xtask = cargo();
+    xtask.args(["test", "-p", "xtask"]);
+    run(xtask, "xtask tests")?;
     // The emulated libibverbs: unmodified Debian programs and C programs on it.
     let mut emu = cargo();
     emu.args(["test", "-p", "emulator"]);
@@ -536,10 +547,15 @@ pub fn ci() -> Result<(), Error> {
     // The short form of the fault swarm (the long form: `cargo xtask swarm --seeds 0..10000`).
     // Debug build: the simulator suite has just built it, and a release build costs more
     // than the short run saves.
-    scenario_tool_in(
+    let swarm = scenario_tool_in(
         false,
         &["swarm".into(), "--seeds".into(), CI_SWARM_SEEDS.into()],
     )?;
+    if swarm != 0 {
+        return Err(format!("the fault swarm failed (exit status {swarm})"));
+    }
+    // The short soak (the long form: `cargo xtask soak --minutes 10`), debug build too.
+    soak_in(false, CI_SOAK_SECONDS)?;
     // The short form of every fuzz target.
     crate::fuzz::run(&root(), None, crate::fuzz::Budget::Seconds(CI_FUZZ_SECONDS))?;
     // The slot pool's and the simulator's unsafe code under Miri.
@@ -589,14 +605,18 @@ pub fn ci() -> Result<(), Error> {
     Ok(())
 }
 
-/// Runs the `scenario` tool (scenarios crate, release build) with `args`.
-pub fn scenario_tool(args: &[String]) -> Result<(), Error> {
+/// Runs the `scenario` tool (scenarios crate, release build) with `args` and returns its
+/// exit status (it prints its own errors).
+///
+/// # Errors
+/// When it cannot be built or started.
+pub fn scenario_tool(args: &[String]) -> Result<i32, Error> {
     scenario_tool_in(true, args)
 }
 
 /// Runs the `scenario` tool with `args`, built in release or (where the test suite has
-/// just built it, as in CI) debug.
-fn scenario_tool_in(release: bool, args: &[String]) -> Result<(), Error> {
+/// just built it, as in CI) debug; returns its exit status.
+fn scenario_tool_in(release: bool, args: &[String]) -> Result<i32, Error> {
     let mut c = cargo();
     c.args(["run", "--quiet"]);
     if release {
@@ -604,7 +624,41 @@ fn scenario_tool_in(release: bool, args: &[String]) -> Result<(), Error> {
     }
     c.args(["-p", "scenarios", "--bin", "scenario", "--"]);
     c.args(args);
-    run(c, "scenario tool")
+    exit_status(c, "scenario tool")
+}
+
+/// Runs a command, echoing it first, and returns its exit status (128 + the signal when
+/// a signal ended it).
+fn exit_status(mut c: Command, what: &str) -> Result<i32, Error> {
+    eprintln!("xtask: {what}: {c:?}");
+    let status = c
+        .status()
+        .map_err(|e| format!("{what}: cannot start {c:?}: {e}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1))
+}
+
+/// `cargo xtask soak`: the `soak` program of workspace-tests (release build) for
+/// `seconds`.
+///
+/// # Errors
+/// When it cannot be built, or finds a drop not counted, a wrong heap or memory growing.
+pub fn soak(seconds: u64) -> Result<(), Error> {
+    soak_in(true, seconds)
+}
+
+fn soak_in(release: bool, seconds: u64) -> Result<(), Error> {
+    let mut c = cargo();
+    c.args(["run", "--quiet"]);
+    if release {
+        c.arg("--release");
+    }
+    c.args(["-p", "workspace-tests", "--bin", "soak", "--"]);
+    c.args(["--seconds", &seconds.to_string()]);
+    run(c, "soak")
 }
 
 /// The options of `cargo xtask emu` besides the command.
@@ -640,6 +694,43 @@ fn emu_lib_dir() -> Result<PathBuf, Error> {
             .map_err(|e| format!("cannot link {} to {}: {e}", link.display(), so.display()))?;
     }
     Ok(dir)
+}
+
+/// Refuses a file that cannot be read as text: missing, a directory, empty, unreadable or
+/// not UTF-8; the error names the option and the file.
+fn check_readable(option: &str, p: &Path) -> Result<(), Error> {
+    let bytes = std::fs::read(p).map_err(|e| format!("{option} {}: {e}", p.display()))?;
+    if bytes.is_empty() {
+        return Err(format!("{option} {}: empty file", p.display()));
+    }
+    std::str::from_utf8(&bytes).map_err(|e| {
+        format!(
+            "{option} {}: not UTF-8 text (byte {})",
+            p.display(),
+            e.valid_up_to()
+        )
+    })?;
+    Ok(())
+}
+
+/// Refuses an output file whose folder does not exist or is not a folder.
+fn check_writable_dir(option: &str, p: &Path) -> Result<(), Error> {
+    if p.is_dir() {
+        return Err(format!("{option} {}: Is a directory", p.display()));
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "{option} {}: {} is not a directory",
+            p.display(),
+            dir.display()
+        )),
+        Err(e) => Err(format!("{option} {}: {}: {e}", p.display(), dir.display())),
+    }
 }
 
 /// A path made absolute (the fabric and CMD may run elsewhere), or an error naming the option.
@@ -731,6 +822,13 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
     }
     if args.no_fabric && args.pcap.is_some() {
         return Err("cargo xtask emu: --pcap needs the fabric (drop --no-fabric)".into());
+    }
+    // Files first, before anything is installed or built.
+    if let Some(t) = &args.topology {
+        check_readable("--topology", t)?;
+    }
+    if let Some(p) = &args.pcap {
+        check_writable_dir("--pcap", p)?;
     }
     vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
     let mut build = cargo();

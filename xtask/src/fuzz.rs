@@ -19,6 +19,8 @@ pub enum Budget {
     Seconds(u64),
     /// Executions per target.
     Runs(u64),
+    /// Executions per target, or seconds if they come first.
+    RunsWithin(u64, u64),
 }
 
 /// What one target did.
@@ -28,7 +30,7 @@ pub struct TargetResult {
     pub target: String,
     /// Inputs executed (libFuzzer's `stat::number_of_executed_units`).
     pub executions: u64,
-    /// Wall time of the run, build included.
+    /// Wall time of the run (the build is before it).
     pub seconds: f64,
     /// Corpus entries after the run.
     pub corpus: usize,
@@ -117,8 +119,55 @@ fn ensure_tools(root: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The longest input libFuzzer makes for `target` (`-max_len`): what one unit of that
+/// parser's input can sensibly be. Without it libFuzzer takes the largest stored corpus
+/// file (58 KiB for the captures) or 4096 bytes.
+pub fn max_len(target: &str) -> usize {
+    match target {
+        // One datagram or a buffer of a few: a jumbo frame's payload and more.
+        "spead_assemble" => 9216,
+        // A capture of a few dozen frames (the stored captures are 58 KiB).
+        "pcap_file" => 65536,
+        // One frame, jumbo included.
+        "frames" => 9216,
+        // The seed and 256 two-byte operations, all the target reads.
+        "slot_pool" => 8 + 2 * 256,
+        // JSON lines, scenario files, RC packet records: a few KiB of text or records.
+        _ => 4096,
+    }
+}
+
+/// The libFuzzer arguments of one run of `target`: the working corpus first (new inputs
+/// go there), then the stored one, and the budget.
+fn libfuzzer_args(root: &Path, target: &str, budget: Budget) -> Vec<String> {
+    let stored = root.join("fuzz/corpus").join(target);
+    let artifacts = root.join("target/fuzz/artifacts").join(target);
+    let mut args = vec![work_corpus(root, target).display().to_string()];
+    if stored.is_dir() {
+        args.push(stored.display().to_string());
+    }
+    args.push(format!("-artifact_prefix={}/", artifacts.display()));
+    args.push(format!("-max_len={}", max_len(target)));
+    args.push("-print_final_stats=1".into());
+    match budget {
+        Budget::Seconds(s) => args.push(format!("-max_total_time={s}")),
+        Budget::Runs(n) => args.push(format!("-runs={n}")),
+        Budget::RunsWithin(n, s) => {
+            args.push(format!("-runs={n}"));
+            args.push(format!("-max_total_time={s}"));
+        }
+    }
+    args
+}
+
+fn work_corpus(root: &Path, target: &str) -> PathBuf {
+    root.join("target/fuzz/corpus").join(target)
+}
+
 /// Fuzzes `only` (or every target) with `budget` each, printing a table; fails on the
-/// first finding, naming the reproducer.
+/// first finding, naming the reproducer. Builds every chosen target once
+/// (`cargo fuzz build`: release, with debug assertions and AddressSanitizer), then runs
+/// each binary itself, so a long run spends its time fuzzing.
 ///
 /// # Errors
 /// Missing tools, a failed build, or a finding.
@@ -135,58 +184,87 @@ pub fn run(root: &Path, only: Option<&str>, budget: Budget) -> Result<Vec<Target
         None => all,
     };
     ensure_tools(root)?;
+    let mut build = Command::new("cargo");
+    build.current_dir(root).args(["+nightly", "fuzz", "build"]);
+    if let Some(t) = only {
+        build.arg(t);
+    }
+    eprintln!("xtask fuzz: building: {build:?}");
+    let status = build
+        .status()
+        .map_err(|e| format!("cannot start cargo fuzz build: {e}"))?;
+    if !status.success() {
+        return Err(format!("cargo fuzz build failed ({status})"));
+    }
+    let bin_dir = root.join("fuzz/target/x86_64-unknown-linux-gnu/release");
     let mut results = Vec::new();
     for target in &chosen {
-        let stored = root.join("fuzz/corpus").join(target);
-        let work: PathBuf = root.join("target/fuzz/corpus").join(target);
-        std::fs::create_dir_all(&work)
-            .map_err(|e| format!("cannot create {}: {e}", work.display()))?;
-        let mut c = Command::new("cargo");
-        c.current_dir(root)
-            .args(["+nightly", "fuzz", "run", target])
-            .arg(&work);
-        if stored.is_dir() {
-            c.arg(&stored);
+        let work = work_corpus(root, target);
+        let artifacts = root.join("target/fuzz/artifacts").join(target);
+        for d in [&work, &artifacts] {
+            std::fs::create_dir_all(d)
+                .map_err(|e| format!("cannot create {}: {e}", d.display()))?;
         }
-        c.args(["--", "-print_final_stats=1"]);
-        match budget {
-            Budget::Seconds(s) => c.arg(format!("-max_total_time={s}")),
-            Budget::Runs(n) => c.arg(format!("-runs={n}")),
-        };
-        eprintln!("xtask fuzz: {target}: {c:?}");
+        // libFuzzer's output goes to a log file, to follow a long run with `tail -f`.
+        let log_path = root.join("target/fuzz/logs").join(format!("{target}.log"));
+        let log_file = log_path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::File::create(&log_path))
+            .map_err(|e| format!("cannot create {}: {e}", log_path.display()))?;
+        let mut c = Command::new(bin_dir.join(target));
+        c.current_dir(root)
+            .args(libfuzzer_args(root, target, budget));
+        eprintln!(
+            "xtask fuzz: {target}: {c:?}\nxtask fuzz: {target}: its output: {}",
+            log_path.display()
+        );
         let started = Instant::now();
-        let out = c
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(|e| format!("cannot start cargo fuzz: {e}"))?;
-        let log = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() {
+        let status = c
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .status()
+            .map_err(|e| format!("cannot start fuzz target {target}: {e}"))?;
+        let log = std::fs::read(&log_path)
+            .map_err(|e| format!("cannot read {}: {e}", log_path.display()))?;
+        let log = String::from_utf8_lossy(&log);
+        if !status.success() {
             let tail: Vec<&str> = log.lines().rev().take(40).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
             return Err(format!(
-                "fuzz target {target} failed ({}); the end of its output:\n{}",
-                out.status,
+                "fuzz target {target} failed ({}); the reproducer is in {}; the end of its output:\n{}",
+                status,
+                artifacts.display(),
                 tail.join("\n")
             ));
         }
         let executions = executions(&log)
             .ok_or_else(|| format!("fuzz target {target}: no execution count in its output"))?;
         let corpus = std::fs::read_dir(&work).map_or(0, Iterator::count);
-        results.push(TargetResult {
+        let r = TargetResult {
             target: target.clone(),
             executions,
             seconds: started.elapsed().as_secs_f64(),
             corpus,
-        });
+        };
+        eprintln!(
+            "xtask fuzz: {target}: {} executions in {:.1} s, corpus {}, no finding",
+            r.executions, r.seconds, r.corpus
+        );
+        results.push(r);
     }
     println!(
-        "{:<18} {:>14} {:>9} {:>8}",
-        "target", "executions", "seconds", "corpus"
+        "{:<18} {:>14} {:>9} {:>8} {:>8}",
+        "target", "executions", "seconds", "max_len", "corpus"
     );
     for r in &results {
         println!(
-            "{:<18} {:>14} {:>9.1} {:>8}",
-            r.target, r.executions, r.seconds, r.corpus
+            "{:<18} {:>14} {:>9.1} {:>8} {:>8}",
+            r.target,
+            r.executions,
+            r.seconds,
+            max_len(&r.target),
+            r.corpus
         );
     }
     println!("no findings");
@@ -213,6 +291,26 @@ mod tests {
             Some(8192)
         );
         assert_eq!(executions("nothing"), None);
+    }
+
+    #[test]
+    fn each_run_gets_its_corpora_its_max_len_and_its_budget() {
+        let root = Path::new("/w");
+        let args = libfuzzer_args(root, "slot_pool", Budget::RunsWithin(10_000_000, 900));
+        assert_eq!(
+            args,
+            [
+                "/w/target/fuzz/corpus/slot_pool",
+                "-artifact_prefix=/w/target/fuzz/artifacts/slot_pool/",
+                "-max_len=520",
+                "-print_final_stats=1",
+                "-runs=10000000",
+                "-max_total_time=900",
+            ]
+        );
+        let args = libfuzzer_args(root, "pcap_file", Budget::Seconds(15));
+        assert!(args.contains(&"-max_len=65536".to_owned()));
+        assert_eq!(args.last().map(String::as_str), Some("-max_total_time=15"));
     }
 
     #[test]

@@ -29,14 +29,18 @@
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
 //!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
-//! - `cargo xtask fuzz [--time S | --runs N] [--target T]`: the cargo-fuzz targets in
+//! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
 //!   form ([`cmd::CI_SWARM_SEEDS`]).
+//! - `cargo xtask soak [--minutes M]`: the receivers fed faster than they consume and
+//!   flooded with malformed packets (`soak` in workspace-tests): memory high-water and
+//!   counters; CI runs the short form ([`cmd::CI_SOAK_SECONDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
-//!   (also with the hardware features), docs, the simulator suite, the emulator's tests
-//!   (Debian programs on the emulated libibverbs), and the hardware suite on Soft-RoCE in
+//!   (also with the hardware features), docs, the simulator suite, xtask's own tests (its
+//!   bad-input table), the emulator's tests (Debian programs on the emulated libibverbs),
+//!   the short swarm, soak and fuzz runs, Miri, and the hardware suite on Soft-RoCE in
 //!   the VM.
 
 mod cmd;
@@ -45,8 +49,10 @@ mod fuzz;
 mod miri;
 mod vm;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -83,7 +89,7 @@ enum Command {
         vm: bool,
         /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
         /// in one VM).
-        #[arg(long, default_value_t = 600)]
+        #[arg(long, default_value_t = 600, value_parser = positive)]
         timeout: u64,
         /// Extra arguments passed to the test binaries (after `--`).
         #[arg(last = true)]
@@ -125,22 +131,22 @@ enum Command {
         /// A topology file (TOML: [[host]] name, ip, personality); default: hosts h1..h4,
         /// 10.100.0.1..4/24, one mlx5 device each.
         #[arg(long, value_name = "FILE")]
-        topology: Option<std::path::PathBuf>,
+        topology: Option<PathBuf>,
         /// The seed of the simulator's random draws.
         #[arg(long)]
         seed: Option<u64>,
         /// The host CMD runs as (sets VERBS_EMU_HOST; h1 by default).
-        #[arg(long)]
+        #[arg(long, value_parser = host_name)]
         host: Option<String>,
         /// At CMD's exit, name the verbs objects it did not destroy (sets VERBS_EMU_LEAKS).
         #[arg(long)]
         leaks: bool,
         /// Capture every frame between hosts into this pcap file.
-        #[arg(long, value_name = "OUT")]
-        pcap: Option<std::path::PathBuf>,
+        #[arg(long, value_name = "OUT", conflicts_with = "no_fabric")]
+        pcap: Option<PathBuf>,
         /// Start only the fabric process: print its socket's path (for VERBS_EMU_FABRIC)
         /// and serve programs started by hand until Ctrl-C.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "no_fabric")]
         fabric_only: bool,
         /// Run CMD without a fabric process: it simulates every host itself and reaches
         /// only its own.
@@ -158,25 +164,44 @@ enum Command {
     /// DMA) under Miri (nightly; installs the miri component if missing).
     Miri,
     /// The fault swarm: one random scenario per seed on every core, checked against the
-    /// invariants and run twice for the same trace: `cargo xtask swarm --seeds A..B
-    /// [--threads N] [--shrink N] [--out DIR]`. Shard a long run by seed range.
+    /// invariants and run twice for the same trace (`scenario swarm`). Shard a long run by
+    /// seed range.
     Swarm {
-        /// Arguments for `scenario swarm` (e.g. `--seeds 0..10000`).
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
-        args: Vec<String>,
+        /// The seeds, as A..B (B excluded): one scenario each.
+        #[arg(long, value_parser = seed_range)]
+        seeds: std::ops::Range<u64>,
+        /// Worker threads (default: every core).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        threads: Option<u32>,
+        /// Runs the shrinker may spend on each failing seed (0: do not shrink).
+        #[arg(long)]
+        shrink: Option<u32>,
+        /// Where failing scenarios are written (default target/swarm).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Run every cargo-fuzz target in fuzz/ from its stored corpus (nightly; installs
-    /// cargo-fuzz if missing) and print the executions of each.
+    /// cargo-fuzz if missing): build them once, run each, print the executions of each.
     Fuzz {
-        /// Seconds per target.
-        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..))]
-        time: u64,
-        /// Executions per target instead of a time.
-        #[arg(long, conflicts_with = "time", value_parser = clap::value_parser!(u64).range(1..))]
+        /// Seconds per target (default 60); with --runs, the most each target may take.
+        #[arg(long, value_parser = positive)]
+        time: Option<u64>,
+        /// Executions per target (stopping early after --time seconds, if given).
+        #[arg(long, value_parser = positive)]
         runs: Option<u64>,
         /// Only this target.
-        #[arg(long)]
+        #[arg(long, value_parser = fuzz_target)]
         target: Option<String>,
+    },
+    /// Soak and overload: the simulated verbs receivers (raw and UD) and the UDP receiver
+    /// on loopback fed faster than they consume, with malformed packets among good ones;
+    /// prints the memory high-water and every counter, and fails unless every packet sent
+    /// is delivered or counted as dropped, the good heaps arrive exact and memory stays
+    /// bounded. Without --minutes, a short run.
+    Soak {
+        /// Minutes to run (the long form: --minutes 10).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1440))]
+        minutes: Option<u64>,
     },
     /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0).
     ///
@@ -186,13 +211,13 @@ enum Command {
     /// workspace writable) in the current directory. Exits with CMD's exit code.
     Vm {
         /// Kill the VM and fail after this many seconds.
-        #[arg(long, default_value_t = 300)]
+        #[arg(long, default_value_t = 300, value_parser = positive)]
         timeout: u64,
         /// Extra environment for CMD, as KEY=VALUE (repeatable).
-        #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+        #[arg(long = "env", short = 'e', value_name = "KEY=VALUE", value_parser = key_value)]
         env: Vec<String>,
-        /// Guest memory in MiB.
-        #[arg(long, default_value_t = 2048)]
+        /// Guest memory in MiB (256 to 65536).
+        #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(256..=65536))]
         memory: u32,
         /// Print the guest's setup log, the QEMU command and timings.
         #[arg(long, short = 'v')]
@@ -210,30 +235,144 @@ enum Command {
     },
 }
 
+/// Parses `A..B` with A < B (as `scenario swarm` does).
+fn seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {
+    let (a, b) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}` is not a seed range A..B"))?;
+    let seed = |v: &str| {
+        v.parse::<u64>()
+            .map_err(|e| format!("`{v}` in `{text}` is not a seed: {e}"))
+    };
+    let (a, b) = (seed(a)?, seed(b)?);
+    if a >= b {
+        return Err(format!(
+            "the seed range `{text}` is empty (A..B needs A < B)"
+        ));
+    }
+    Ok(a..b)
+}
+
+/// A whole number of at least 1.
+fn positive(text: &str) -> Result<u64, String> {
+    match text.parse::<u64>() {
+        Ok(0) => Err("0 is not allowed: give at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("`{text}` is not a whole number: {e}")),
+    }
+}
+
+/// A fuzz target named in `fuzz/Cargo.toml`.
+fn fuzz_target(name: &str) -> Result<String, String> {
+    let all = fuzz::targets(&cmd::root())?;
+    if all.iter().any(|t| t == name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "no fuzz target `{name}`; the targets: {}",
+            all.join(", ")
+        ))
+    }
+}
+
+/// `KEY=VALUE` with a non-empty key that is a name of the environment.
+fn key_value(text: &str) -> Result<String, String> {
+    let (k, _) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not KEY=VALUE"))?;
+    let name_char = |c: char| c == '_' || c.is_ascii_alphanumeric();
+    if k.is_empty() || !k.chars().all(name_char) || k.starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!(
+            "`{k}` in `{text}` is not an environment variable name"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// A host name as a topology gives it: letters, digits, `-` and `_`.
+fn host_name(text: &str) -> Result<String, String> {
+    let ok = |c: char| c == '-' || c == '_' || c.is_ascii_alphanumeric();
+    if text.is_empty() || !text.chars().all(ok) {
+        return Err(format!(
+            "`{text}` is not a host name (letters, digits, - and _; h1 by default)"
+        ));
+    }
+    Ok(text.to_owned())
+}
+
+/// Parses the command line: `--help` prints and exits 0; any other error prints as one
+/// line, `xtask: error: ...`, and exits 2 (clap's status for a usage error).
+fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            use clap::CommandFactory;
+            let names: Vec<String> = Cli::command()
+                .get_subcommands()
+                .map(|c| c.get_name().to_owned())
+                .filter(|n| n != "help")
+                .collect();
+            eprintln!(
+                "xtask: error: no command given; the commands: {} (cargo xtask --help)",
+                names.join(", ")
+            );
+            std::process::exit(2)
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("xtask: {}", first.join(" "));
+            std::process::exit(2)
+        }
+    }
+}
+
+/// The exit status of a command xtask ran, as xtask's own.
+fn exit_with(code: i32) -> ExitCode {
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// Success as an exit status.
+fn done(r: Result<(), cmd::Error>) -> Result<ExitCode, cmd::Error> {
+    r.map(|()| ExitCode::SUCCESS)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
+    let cli = parse();
+    let result: Result<ExitCode, cmd::Error> = match cli.command {
         Command::Test {
             backend: Backend::Sim,
             rest,
             ..
-        } => cmd::test_sim(&rest),
+        } => done(cmd::test_sim(&rest)),
         Command::Test {
             backend: Backend::Hw,
             vm,
             timeout,
             rest,
-        } => cmd::test_hw(vm, timeout, &rest),
+        } => done(cmd::test_hw(vm, timeout, &rest)),
         Command::Test {
             backend: Backend::Emu,
             rest,
             ..
-        } => emu_suite::run(&rest),
-        Command::Ci => cmd::ci(),
-        Command::Demo { args } => cmd::scenario_tool(&[vec!["demo".to_owned()], args].concat()),
-        Command::Scenario { args } => cmd::scenario_tool(&args),
-        Command::Replay { args } => cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()),
-        Command::Bench => cmd::bench(),
+        } => done(emu_suite::run(&rest)),
+        Command::Ci => done(cmd::ci()),
+        // The scenario tool prints its own errors; its exit status is xtask's.
+        Command::Demo { args } => {
+            cmd::scenario_tool(&[vec!["demo".to_owned()], args].concat()).map(exit_with)
+        }
+        Command::Scenario { args } => cmd::scenario_tool(&args).map(exit_with),
+        Command::Replay { args } => {
+            cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()).map(exit_with)
+        }
+        Command::Bench => done(cmd::bench()),
         Command::Emu {
             topology,
             seed,
@@ -253,17 +392,44 @@ fn main() -> ExitCode {
                 fabric_only,
                 no_fabric,
             };
-            match cmd::emu(&cmd, &args) {
-                Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
-                Err(e) => Err(e),
-            }
+            cmd::emu(&cmd, &args).map(exit_with)
         }
         Command::Fuzz { time, runs, target } => {
-            let budget = runs.map_or(fuzz::Budget::Seconds(time), fuzz::Budget::Runs);
-            fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ())
+            let budget = match (runs, time) {
+                (Some(n), Some(s)) => fuzz::Budget::RunsWithin(n, s),
+                (Some(n), None) => fuzz::Budget::Runs(n),
+                (None, s) => fuzz::Budget::Seconds(s.unwrap_or(60)),
+            };
+            done(fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ()))
         }
-        Command::Miri => miri::run(&cmd::root()),
-        Command::Swarm { args } => cmd::scenario_tool(&[vec!["swarm".to_owned()], args].concat()),
+        Command::Miri => done(miri::run(&cmd::root())),
+        Command::Swarm {
+            seeds,
+            threads,
+            shrink,
+            out,
+        } => {
+            let mut args = vec![
+                "swarm".to_owned(),
+                "--seeds".to_owned(),
+                format!("{}..{}", seeds.start, seeds.end),
+            ];
+            if let Some(t) = threads {
+                args.extend(["--threads".to_owned(), t.to_string()]);
+            }
+            if let Some(n) = shrink {
+                args.extend(["--shrink".to_owned(), n.to_string()]);
+            }
+            if let Some(dir) = out {
+                args.push("--out".to_owned());
+                args.push(dir.display().to_string());
+            }
+            cmd::scenario_tool(&args).map(exit_with)
+        }
+        Command::Soak { minutes } => {
+            let seconds = minutes.map_or(cmd::CI_SOAK_SECONDS, |m| m * 60);
+            done(cmd::soak(seconds))
+        }
         Command::Vm {
             timeout,
             env,
@@ -281,14 +447,11 @@ fn main() -> ExitCode {
                 verbose,
                 keep,
             };
-            match cmd::vm(&cmd, &opts) {
-                Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
-                Err(e) => Err(e),
-            }
+            cmd::vm(&cmd, &opts).map(exit_with)
         }
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("xtask: error: {e}");
             ExitCode::FAILURE

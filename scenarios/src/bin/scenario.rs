@@ -84,13 +84,13 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Loss probability per frame.
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, value_parser = probability)]
         loss: f64,
         /// Reordering window, in frames.
         #[arg(long, default_value_t = 0)]
         reorder: u32,
         /// Duplication probability per frame.
-        #[arg(long, default_value_t = 0.0)]
+        #[arg(long, default_value_t = 0.0, value_parser = probability)]
         dup: f64,
         /// The destination (address:port) whose datagrams to replay; default: the
         /// first datagram's.
@@ -123,6 +123,15 @@ enum Command {
     },
 }
 
+/// A probability: a number from 0 to 1.
+fn probability(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        Ok(_) => Err(format!("{text} is not a probability (0 to 1)")),
+        Err(_) => Err(format!("{text} is not a number")),
+    }
+}
+
 /// Parses `A..B` with A < B.
 fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
     let (a, b) = text
@@ -140,6 +149,35 @@ fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
         ));
     }
     Ok(a..b)
+}
+
+/// Parses the command line: `--help` prints and exits 0; any other error prints as one
+/// line, `scenario: error: ...`, and exits 2.
+fn parse() -> Cli {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            e.exit()
+        }
+        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprintln!(
+                "scenario: error: no command given; the commands: demo, run, replay, meerkat, \
+                 swarm (scenario --help)"
+            );
+            std::process::exit(2)
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let first: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            eprintln!("scenario: {}", first.join(" "));
+            std::process::exit(2)
+        }
+    }
 }
 
 /// Logs `tracing` events and spans on stderr when `RUST_LOG` is set (its targets and
@@ -167,7 +205,7 @@ fn init_log() {
 
 fn main() -> ExitCode {
     init_log();
-    match Cli::parse().command {
+    match parse().command {
         Command::Demo { seed, out } => cmd_demo(seed, &out),
         Command::Run {
             file,
@@ -294,7 +332,17 @@ fn run_and_report(
 
 /// The scenario in `file`.
 fn load(file: &Path) -> Result<Scenario, String> {
-    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    if bytes.is_empty() {
+        return Err(format!("{}: empty file", file.display()));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{}: not a scenario (TOML text): not UTF-8 at byte {}",
+            file.display(),
+            e.utf8_error().valid_up_to()
+        )
+    })?;
     Scenario::from_toml(&text).map_err(|e| format!("{}: {e}", file.display()))
 }
 

@@ -130,7 +130,7 @@ pub fn labels(s: &Scenario) -> Vec<String> {
 /// # Errors
 /// A run error, or an output file that cannot be written.
 pub fn run(s: &Scenario, out: &Path, progress: bool) -> Result<Demo, RunError> {
-    simrun::ensure_dir(out).map_err(|e| RunError::Backend(format!("{}: {e}", out.display())))?;
+    simrun::ensure_dir(out).map_err(|e| RunError::File(format!("{}: {e}", out.display())))?;
     let pcap = out.join("demo.pcap");
     let svg_path = out.join("demo.svg");
     let run = simrun::run(
@@ -187,7 +187,7 @@ pub fn run(s: &Scenario, out: &Path, progress: bool) -> Result<Demo, RunError> {
             &labels(s),
         ),
     )
-    .map_err(|e| RunError::Backend(format!("{}: {e}", svg_path.display())))?;
+    .map_err(|e| RunError::File(format!("{}: {e}", svg_path.display())))?;
     let _ = writeln!(text, "wrote {} and {}", pcap.display(), svg_path.display());
 
     let from = s

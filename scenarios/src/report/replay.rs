@@ -53,7 +53,7 @@ pub struct Replayed {
 }
 
 fn bad(e: impl std::fmt::Display) -> RunError {
-    RunError::Backend(e.to_string())
+    RunError::File(e.to_string())
 }
 
 /// Replays `path`.

@@ -140,7 +140,7 @@ pub fn run_with(
     } = SimHosts::new(s)?;
     if let Some(path) = &opts.capture {
         sim.capture_to_file(path, CaptureFilter::All)
-            .map_err(backend)?;
+            .map_err(|e| RunError::File(format!("{}: {e}", path.display())))?;
     }
     let mut drive = build(s, |h| sim.verbs(hosts[h]), |h| s.hosts[h].ip, |h| macs[h])?;
     let mut replayed_frames = 0;

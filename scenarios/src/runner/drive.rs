@@ -31,6 +31,10 @@ pub enum RunError {
     /// The backend failed.
     #[error("backend: {0}")]
     Backend(String),
+    /// A file the run reads or writes (a capture to replay, an output folder): the
+    /// message names it.
+    #[error("{0}")]
+    File(String),
 }
 
 /// How the drive loop sees time: virtual on the simulator, wall-clock on hardware.

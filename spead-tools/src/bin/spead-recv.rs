@@ -160,11 +160,30 @@ fn parse_source(s: &str) -> Result<SourceSpec, String> {
 
 /// One opened source.
 enum Source {
-    Udp(UdpReceiver),
+    Udp(UdpSource),
     /// A byte stream, its name, and whether it is a file (which must not be empty).
     Bytes(ByteStreamReader<Box<dyn io::Read>>, String, bool),
     Pcap(Box<PcapSource<BufReader<File>>>, String),
     Ibv(Box<dyn IbvPump>),
+}
+
+/// A UDP receiver and its endpoint's name: at the end it says how many datagrams the
+/// kernel dropped because the socket's receive buffer was full (SO_RXQ_OVFL), if any.
+struct UdpSource {
+    rx: UdpReceiver,
+    name: String,
+}
+
+impl Drop for UdpSource {
+    fn drop(&mut self) {
+        let drops = self.rx.kernel_drops();
+        if drops > 0 {
+            eprintln!(
+                "{TOOL}: {}: the kernel dropped {drops} datagrams (the receive buffer was full; see --buffer)",
+                self.name
+            );
+        }
+    }
 }
 
 /// The verbs receivers of every `ibv:` endpoint (and, with `--replay`, the simulated
@@ -392,9 +411,9 @@ fn open(spec: &SourceSpec, args: &Args, many: bool) -> io::Result<Source> {
             if let Some(source) = reroute_udp(&cfg, &name) {
                 return source;
             }
-            let rx = UdpReceiver::bind(&cfg).map_err(named(name))?;
+            let rx = UdpReceiver::bind(&cfg).map_err(named(name.clone()))?;
             eprintln!("{TOOL}: listening on udp:{}", rx.local_addr()?);
-            Source::Udp(rx)
+            Source::Udp(UdpSource { rx, name })
         }
         Endpoint::Tcp(addr) => {
             let name = format!("tcp:{addr}");
@@ -490,8 +509,8 @@ fn main() {
             let mut alive = false;
             for source in &mut sources {
                 match source {
-                    Source::Udp(rx) => {
-                        rx.pump(stream)?;
+                    Source::Udp(udp) => {
+                        udp.rx.pump(stream)?;
                         alive = true;
                     }
                     Source::Bytes(reader, name, file) => {

@@ -4,6 +4,11 @@
 //!
 //! These types hold raw pointers for the batch calls, so they are not `Send`: create
 //! them on the thread that uses them.
+//!
+//! The receiver sets SO_RXQ_OVFL, so the kernel attaches to each datagram the socket's
+//! drop counter as it stood when the datagram was queued (datagrams the kernel dropped
+//! because the receive buffer was full); [`UdpReceiver::kernel_drops`] is the count as
+//! of the last datagram received.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -25,8 +30,9 @@ const UDP_GRO: libc::c_int = 104;
 const GSO_MAX_SEGMENTS: usize = 64;
 /// Most bytes in one GSO send or GRO buffer (an IPv4 datagram's largest payload).
 const GSO_MAX_BYTES: usize = 65507;
-/// Room for one control message holding an int.
-const CONTROL_SPACE: usize = 32;
+/// Room for the control messages of one datagram buffer: UDP_GRO's segment size and
+/// SO_RXQ_OVFL's drop counter (an int and a u32, each `CMSG_SPACE(4)` = 24 bytes).
+const CONTROL_SPACE: usize = 64;
 /// Datagram buffers per batch when GRO is on (each holds up to 64 KiB).
 const GRO_BATCH: usize = 16;
 
@@ -142,6 +148,10 @@ pub struct UdpReceiver {
     control: Vec<[u64; CONTROL_SPACE / 8]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// The kernel's last reported drop counter (it is a wrapping `u32`).
+    last_drops: u32,
+    /// Kernel drops seen so far, unwrapped.
+    kernel_drops: u64,
 }
 
 impl UdpReceiver {
@@ -160,6 +170,9 @@ impl UdpReceiver {
         };
         set_buffer(&sock, true, config.buffer_size)?;
         sock.set_read_timeout(config.read_timeout)?;
+        if !set_int_option(&sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1) {
+            return Err(io::Error::last_os_error());
+        }
         let max_packet_size = config.max_packet_size.max(64);
         let gro = config.gro && set_int_option(&sock, libc::SOL_UDP, UDP_GRO, 1);
         let (batch, stride) = if gro {
@@ -182,7 +195,36 @@ impl UdpReceiver {
             iovs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
             // SAFETY: as above.
             hdrs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
+            last_drops: 0,
+            kernel_drops: 0,
         })
+    }
+
+    /// Datagrams the kernel dropped for this socket (its receive buffer was full), as of
+    /// the last datagram received: the kernel reports its counter with each datagram
+    /// (SO_RXQ_OVFL), so drops after the last one received show with the next.
+    pub fn kernel_drops(&self) -> u64 {
+        self.kernel_drops
+    }
+
+    /// Reads the SO_RXQ_OVFL counter from datagram `i`'s control messages.
+    fn note_drops(&mut self, i: usize) {
+        let h = &self.hdrs[i].msg_hdr;
+        // SAFETY: `h` is a header the kernel filled by recvmmsg: msg_control points into
+        // `self.control[i]` (alive, CONTROL_SPACE bytes) and msg_controllen
+        // is what the kernel wrote there; CMSG_FIRSTHDR/NXTHDR stay inside that length
+        // and CMSG_DATA of an SO_RXQ_OVFL message holds a u32 (read unaligned).
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(h);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SO_RXQ_OVFL {
+                    let v = libc::CMSG_DATA(c).cast::<u32>().read_unaligned();
+                    self.kernel_drops += u64::from(v.wrapping_sub(self.last_drops));
+                    self.last_drops = v;
+                }
+                c = libc::CMSG_NXTHDR(h, c);
+            }
+        }
     }
 
     /// The bound local address.
@@ -211,13 +253,9 @@ impl UdpReceiver {
             h.msg_namelen = 0;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
-            if self.gro {
-                h.msg_control = self.control[i].as_mut_ptr().cast();
-                h.msg_controllen = CONTROL_SPACE as _;
-            } else {
-                h.msg_control = std::ptr::null_mut();
-                h.msg_controllen = 0;
-            }
+            // Every datagram may carry SO_RXQ_OVFL's counter, and with GRO its segment size.
+            h.msg_control = self.control[i].as_mut_ptr().cast();
+            h.msg_controllen = CONTROL_SPACE as _;
             h.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
@@ -240,6 +278,9 @@ impl UdpReceiver {
                 | io::ErrorKind::Interrupted => Ok(0),
                 _ => Err(e),
             };
+        }
+        for i in 0..r as usize {
+            self.note_drops(i);
         }
         Ok(r as usize)
     }
@@ -512,7 +553,7 @@ impl UdpSender {
                 h.msg_control = self.control[m].as_mut_ptr().cast();
                 h.msg_controllen = CONTROL_SPACE as _;
                 let size = u16::try_from(segment).unwrap_or(u16::MAX);
-                // SAFETY: the control buffer is CONTROL_SPACE (32) bytes, aligned for
+                // SAFETY: the control buffer is CONTROL_SPACE (64) bytes, aligned for
                 // cmsghdr, and msg_controllen says so, so CMSG_FIRSTHDR is non-null
                 // and CMSG_SPACE(2) = 24 bytes fit; the u16 is written unaligned.
                 unsafe {
