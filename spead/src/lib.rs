@@ -52,6 +52,8 @@ pub mod json;
 pub mod pcap;
 pub mod recv;
 pub mod send;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod transport;
 pub mod verbs;
 pub mod wire;

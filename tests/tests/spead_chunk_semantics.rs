@@ -19,14 +19,7 @@ const HEAPS_PER_CHUNK: usize = 10;
 const F: Flavour = Flavour::SPEAD_64_48;
 
 fn heap_payload(position: u64) -> Vec<u8> {
-    (0..HEAP_PAYLOAD_SIZE / 4)
-        .flat_map(|i| {
-            let mut b = [0u8; 4];
-            b[..2].copy_from_slice(&(position as u16).to_be_bytes());
-            b[2..].copy_from_slice(&(i as u16).to_be_bytes());
-            b
-        })
-        .collect()
+    spead::test_support::spead2_heap_payload(position, HEAP_PAYLOAD_SIZE)
 }
 
 fn heap(cnt: u64, position: u64) -> Vec<u8> {

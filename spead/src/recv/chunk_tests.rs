@@ -14,16 +14,9 @@ const HEAPS_PER_CHUNK: usize = 10;
 const CHUNK_PAYLOAD_SIZE: usize = HEAP_PAYLOAD_SIZE * HEAPS_PER_CHUNK;
 const F: Flavour = Flavour::SPEAD_64_48;
 
-/// spead2's `make_heap_payload`: 4-byte pieces of (position, counter), big-endian here.
+/// spead2's `make_heap_payload` for a heap of this test's size.
 fn heap_payload(position: u64) -> Vec<u8> {
-    (0..HEAP_PAYLOAD_SIZE / 4)
-        .flat_map(|i| {
-            let mut b = [0u8; 4];
-            b[..2].copy_from_slice(&(position as u16).to_be_bytes());
-            b[2..].copy_from_slice(&(i as u16).to_be_bytes());
-            b
-        })
-        .collect()
+    crate::test_support::spead2_heap_payload(position, HEAP_PAYLOAD_SIZE)
 }
 
 /// One heap of the test item group: position 0x1000 (immediate), payload 0x1001,
