@@ -15,38 +15,21 @@ use clap::{CommandFactory, Parser};
 use spead::transport::Endpoint;
 
 /// The exit status of a usage error (clap's).
-pub const USAGE: i32 = 2;
+pub const USAGE: i32 = cli_oneline::USAGE;
 /// The exit status of a failure at run time.
 pub const FAILURE: i32 = 1;
 
-/// Parses the command line into `T`: `--help` and `--version` print and exit 0; any
-/// other clap error prints as one line, `TOOL: error: ...`, and exits 2.
+/// Parses the command line into `T` ([`cli_oneline::parse`]): `--help` and `--version`
+/// print and exit 0; any other clap error prints as one line, `TOOL: error: ...`, and
+/// exits 2.
 pub fn parse<T: Parser>(tool: &str) -> T {
-    match T::try_parse() {
-        Ok(args) => args,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            e.exit()
-        }
-        Err(e) => usage_exit(tool, &e),
-    }
+    cli_oneline::parse(tool)
 }
 
 /// A usage error found after parsing, as clap would report it (`kind` decides nothing
 /// but the wording clap would use; the status is 2).
 pub fn usage<T: CommandFactory>(tool: &str, kind: ErrorKind, message: &str) -> ! {
-    usage_exit(tool, &T::command().error(kind, message))
-}
-
-fn usage_exit(tool: &str, e: &clap::Error) -> ! {
-    // clap's first paragraph (the error and, for some, the values it takes), one line.
-    let text = e.to_string();
-    let first: Vec<&str> = text
-        .lines()
-        .take_while(|l| !l.trim().is_empty())
-        .map(str::trim)
-        .collect();
-    eprintln!("{tool}: {}", first.join(" "));
-    std::process::exit(USAGE)
+    cli_oneline::usage_exit(tool, &T::command().error(kind, message))
 }
 
 /// A run-time failure: `TOOL: message`, status 1.

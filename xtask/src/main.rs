@@ -52,7 +52,6 @@ mod vm;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::error::ErrorKind;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -303,35 +302,7 @@ fn host_name(text: &str) -> Result<String, String> {
 /// Parses the command line: `--help` prints and exits 0; any other error prints as one
 /// line, `xtask: error: ...`, and exits 2 (clap's status for a usage error).
 fn parse() -> Cli {
-    match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            e.exit()
-        }
-        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            use clap::CommandFactory;
-            let names: Vec<String> = Cli::command()
-                .get_subcommands()
-                .map(|c| c.get_name().to_owned())
-                .filter(|n| n != "help")
-                .collect();
-            eprintln!(
-                "xtask: error: no command given; the commands: {} (cargo xtask --help)",
-                names.join(", ")
-            );
-            std::process::exit(2)
-        }
-        Err(e) => {
-            let text = e.to_string();
-            let first: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            eprintln!("xtask: {}", first.join(" "));
-            std::process::exit(2)
-        }
-    }
+    cli_oneline::parse("xtask")
 }
 
 /// The exit status of a command xtask ran, as xtask's own.

@@ -154,30 +154,7 @@ fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
 /// Parses the command line: `--help` prints and exits 0; any other error prints as one
 /// line, `scenario: error: ...`, and exits 2.
 fn parse() -> Cli {
-    use clap::error::ErrorKind;
-    match Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            e.exit()
-        }
-        Err(e) if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            eprintln!(
-                "scenario: error: no command given; the commands: demo, run, replay, meerkat, \
-                 swarm (scenario --help)"
-            );
-            std::process::exit(2)
-        }
-        Err(e) => {
-            let text = e.to_string();
-            let first: Vec<&str> = text
-                .lines()
-                .take_while(|l| !l.trim().is_empty())
-                .map(str::trim)
-                .collect();
-            eprintln!("scenario: {}", first.join(" "));
-            std::process::exit(2)
-        }
-    }
+    cli_oneline::parse("scenario")
 }
 
 /// Logs `tracing` events and spans on stderr when `RUST_LOG` is set (its targets and
