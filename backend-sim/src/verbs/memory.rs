@@ -436,6 +436,11 @@ pub(crate) unsafe fn scatter(sges: &[Sge], pieces: &[&[u8]]) -> Result<usize, Wc
 /// registered region at least `data.len()` long.
 pub(crate) unsafe fn write_span(span: Span, data: &[u8]) {
     let n = data.len().min(span.len);
+    if n == 0 {
+        // A zero-length span names no memory: its address may be anything, null too,
+        // which no pointer copy may be given, even of nothing.
+        return;
+    }
     // SAFETY: the span lies in registered memory (caller's contract), `n <= span.len`.
     unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), span.addr as *mut u8, n) };
 }
@@ -445,6 +450,10 @@ pub(crate) unsafe fn write_span(span: Span, data: &[u8]) {
 /// # Safety
 /// As [`write_span`].
 pub(crate) unsafe fn read_span(span: Span, out: &mut Vec<u8>) {
+    if span.len == 0 {
+        // As in write_span: the address of an empty span is not a pointer to anything.
+        return;
+    }
     // SAFETY: as above; reading registered memory the NIC may read at any time.
     let src = unsafe { std::slice::from_raw_parts(span.addr as *const u8, span.len) };
     out.extend_from_slice(src);
@@ -535,5 +544,26 @@ mod tests {
         let current = bind(&mut t, mr, new, 0).expect("unbind with length 0");
         assert_eq!(t.mw(current >> 8).map(|m| m.rkey), Some(current));
         assert_eq!(t.invalidate(current), Err(()), "type 1 is not invalidated");
+    }
+
+    /// A zero-length RDMA READ or WRITE names no memory (`check_remote` lets any key and
+    /// address through), so its span's address may be null: reading or writing it must
+    /// touch nothing (found by the rc_frames fuzz target: a duplicate zero-length READ
+    /// request with VA 0 reached `slice::from_raw_parts(null, 0)`).
+    #[test]
+    fn zero_length_spans_at_any_address_touch_nothing() {
+        let table = MrTable::default();
+        for va in [0, 1, u64::MAX] {
+            let span = table
+                .check_remote(0, 0xdead, va, 0, AccessFlags::REMOTE_READ)
+                .expect("a zero-length span is allowed");
+            let mut out = vec![7u8];
+            // SAFETY: a zero-length span, which these functions must not dereference.
+            unsafe {
+                read_span(span, &mut out);
+                write_span(span, &[1, 2, 3]);
+            }
+            assert_eq!(out, [7]);
+        }
     }
 }
