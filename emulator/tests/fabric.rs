@@ -11,98 +11,16 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
+use common::fabric::{next_frame, scratch, start, wait, Fabric, Ran, Running, DEADLINE};
 use common::{emulated, require};
-use ibverbs::fabric::client::{self, Receiver};
+use ibverbs::fabric::client;
 use ibverbs::fabric::sys::{self, Recv};
 use ibverbs::fabric::wire::{FromFabric, ToFabric, MAX_FRAME, MAX_MSG, MIN_FRAME};
 use netwire::eth::Mac;
-
-/// How long any one program may take before the test gives up on it.
-const DEADLINE: Duration = Duration::from_secs(120);
-
-/// A scratch folder of this test (fresh each run).
-fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fabric-{name}"));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("make the scratch folder");
-    d
-}
-
-/// A running fabric process.
-struct Fabric {
-    child: Child,
-    socket: PathBuf,
-    err: PathBuf,
-}
-
-impl Fabric {
-    /// Starts `verbs-emu-fabric` with `args` and waits for its readiness line (the socket's
-    /// path on stdout).
-    fn start(scratch: &Path, args: &[&str]) -> Fabric {
-        let err = scratch.join("fabric.err");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_verbs-emu-fabric"))
-            .arg("--dir")
-            .arg(scratch.join("run"))
-            .arg("--die-with-parent")
-            .args(args)
-            .env_remove("VERBS_EMU_TOPOLOGY")
-            .env_remove("VERBS_EMU_SEED")
-            .stdout(Stdio::piped())
-            .stderr(File::create(&err).expect("the fabric's stderr file"))
-            .spawn()
-            .expect("start verbs-emu-fabric");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("its stdout"))
-            .read_line(&mut line)
-            .expect("read the fabric's first line");
-        assert!(
-            line.ends_with("/fabric.sock\n"),
-            "the fabric did not start: {line:?}; stderr: {}",
-            std::fs::read_to_string(&err).unwrap_or_default()
-        );
-        Fabric {
-            child,
-            socket: PathBuf::from(line.trim_end()),
-            err,
-        }
-    }
-
-    /// Stops it (SIGTERM) and returns its summary line.
-    fn stop(mut self) -> String {
-        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
-        // SAFETY: kill takes no pointers; the pid is our own child's, not yet reaped.
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let status = wait(&mut self.child, "verbs-emu-fabric");
-        let err = std::fs::read_to_string(&self.err).expect("the fabric's stderr");
-        assert!(status.success(), "the fabric failed ({status}): {err}");
-        assert!(!self.socket.exists(), "the socket outlived the fabric");
-        err.lines()
-            .last()
-            .and_then(|l| l.strip_prefix("verbs-emu-fabric: "))
-            .unwrap_or_else(|| panic!("no summary from the fabric: {err}"))
-            .to_owned()
-    }
-}
-
-/// Waits for `child` to exit, at most [`DEADLINE`] (then kills it and fails).
-fn wait(child: &mut Child, what: &str) -> ExitStatus {
-    let start = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().expect("wait for a child") {
-            return s;
-        }
-        if start.elapsed() > DEADLINE {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish in {DEADLINE:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 /// A TCP port nobody listens on now.
 fn free_port() -> u16 {
@@ -125,13 +43,6 @@ fn listening(port: u16) -> bool {
     })
 }
 
-/// What a program printed and how it ended.
-struct Ran {
-    status: ExitStatus,
-    out: String,
-    err: String,
-}
-
 /// A pingpong as host `host` joined to `fabric`, with its output in files of `scratch`.
 fn pingpong(
     program: &Path,
@@ -140,28 +51,13 @@ fn pingpong(
     host: &str,
     args: &[String],
     topology: Option<&Path>,
-) -> (Child, PathBuf, PathBuf) {
-    let out = scratch.join(format!("{host}.out"));
-    let err = scratch.join(format!("{host}.err"));
-    let mut c = emulated(program);
-    c.env("VERBS_EMU_FABRIC", &fabric.socket)
-        .env("VERBS_EMU_HOST", host)
-        .args(args)
-        .stdout(File::create(&out).expect("stdout file"))
-        .stderr(File::create(&err).expect("stderr file"));
+) -> Running {
+    let mut c = fabric.program(program, host);
+    c.args(args);
     if let Some(t) = topology {
         c.env("VERBS_EMU_TOPOLOGY", t);
     }
-    (c.spawn().expect("start the pingpong"), out, err)
-}
-
-fn finish((mut child, out, err): (Child, PathBuf, PathBuf), what: &str) -> Ran {
-    let status = wait(&mut child, what);
-    Ran {
-        status,
-        out: std::fs::read_to_string(out).expect("its stdout"),
-        err: std::fs::read_to_string(err).expect("its stderr"),
-    }
+    start(c, scratch, host)
 }
 
 /// Runs `program ARGS` as server on h1 and `program ARGS localhost` as client on h2
@@ -180,10 +76,10 @@ fn server_and_client(
     // The server is ready when it listens for the client's TCP connection.
     let start = Instant::now();
     while !listening(port) {
-        if let Some(s) = server.0.try_wait().expect("poll the server") {
+        if server.exited() {
             panic!(
-                "the server exited ({s}) before listening: {}",
-                std::fs::read_to_string(&server.2).unwrap_or_default()
+                "the server exited before listening: {}",
+                server.err_so_far()
             );
         }
         assert!(
@@ -194,8 +90,8 @@ fn server_and_client(
     }
     a.push("localhost".to_owned());
     let client = pingpong(program, fabric, scratch, "h2", &a, topology);
-    let client = finish(client, "the client");
-    let server = finish(server, "the server");
+    let client = client.finish();
+    let server = server.finish();
     (server, client)
 }
 
@@ -708,24 +604,6 @@ fn scribble_record(shared: &std::os::fd::OwnedFd, len: u32, head: u64) {
     }
 }
 
-/// The next frame the fabric sends to `link`.
-fn next_frame(link: &mut Receiver) -> Vec<u8> {
-    let start = Instant::now();
-    let mut buf = Vec::new();
-    loop {
-        link.read_control();
-        if link.pop(&mut buf).is_some() {
-            return buf;
-        }
-        assert!(!link.is_gone(), "the fabric went away");
-        assert!(start.elapsed() < DEADLINE, "no frame came");
-        if !link.about_to_sleep() {
-            let mut p = [sys::pollin(std::os::fd::AsRawFd::as_raw_fd(&link.fd()))];
-            sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
-        }
-    }
-}
-
 /// The result row under perftest's `#bytes` header, split into fields, from `out`.
 fn perftest_row(out: &str) -> Option<Vec<String>> {
     let mut lines = out.lines();
@@ -933,7 +811,7 @@ fn arbitrary_verbs_call_sequences_never_crash_a_program_or_the_fabric() {
         })
         .collect();
     for (h, run) in runs.into_iter().enumerate() {
-        let ran = finish(run, &format!("chaos on h{}", h + 1));
+        let ran = run.finish();
         assert!(
             ran.status.success() && ran.err.is_empty(),
             "chaos on h{}: {}: {}",

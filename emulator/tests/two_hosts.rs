@@ -11,12 +11,11 @@ use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
-use common::fabric::{scratch, start, Fabric, Ran, DEADLINE};
+use common::fabric::{next_frame, scratch, start, Fabric, Ran, DEADLINE};
 use common::require;
-use ibverbs::fabric::client::{self, Receiver};
+use ibverbs::fabric::client;
 use ibverbs::fabric::ring::DEFAULT_CAP;
 use ibverbs::fabric::server::BACKLOG_BYTES;
-use ibverbs::fabric::sys;
 use netwire::eth::Mac;
 
 /// The rping message of ping `ping` with the default 64-byte buffer (rping.c
@@ -245,24 +244,6 @@ fn mac_of(last: u8) -> Mac {
 
 fn ip_of(last: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 100, 0, last)
-}
-
-/// The next frame the fabric sends to `link`, waiting for it.
-fn next_frame(link: &mut Receiver) -> Vec<u8> {
-    let begin = Instant::now();
-    let mut buf = Vec::new();
-    loop {
-        link.read_control();
-        if link.pop(&mut buf).is_some() {
-            return buf;
-        }
-        assert!(!link.is_gone(), "the fabric went away");
-        assert!(begin.elapsed() < DEADLINE, "no frame came");
-        if !link.about_to_sleep() {
-            let mut p = [sys::pollin(std::os::fd::AsRawFd::as_raw_fd(&link.fd()))];
-            sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
-        }
-    }
 }
 
 #[test]

@@ -12,7 +12,7 @@ pub const DEADLINE: Duration = Duration::from_secs(120);
 
 /// A scratch folder of this test (fresh each run).
 pub fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("two-hosts-{name}"));
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("fabric-{name}"));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("make the scratch folder");
     d
@@ -153,5 +153,29 @@ impl Running {
     /// Whether it has exited already.
     pub fn exited(&mut self) -> bool {
         self.child.try_wait().expect("poll a child").is_some()
+    }
+
+    /// What it has printed on stderr so far.
+    pub fn err_so_far(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+}
+
+/// The next frame the fabric sends to `link`, waiting for it (at most [`DEADLINE`]).
+pub fn next_frame(link: &mut ibverbs::fabric::client::Receiver) -> Vec<u8> {
+    use ibverbs::fabric::sys;
+    let begin = Instant::now();
+    let mut buf = Vec::new();
+    loop {
+        link.read_control();
+        if link.pop(&mut buf).is_some() {
+            return buf;
+        }
+        assert!(!link.is_gone(), "the fabric went away");
+        assert!(begin.elapsed() < DEADLINE, "no frame came");
+        if !link.about_to_sleep() {
+            let mut p = [sys::pollin(std::os::fd::AsRawFd::as_raw_fd(&link.fd()))];
+            sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
+        }
     }
 }
