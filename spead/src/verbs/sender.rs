@@ -831,39 +831,58 @@ impl<C: Context> Sender<C> {
         while self.pending > 0 {
             let count = self.pending.min(self.target_batch);
             let first = (self.head + self.posted) % n;
-            let wrs: [SendWr<'_, C::Ah>; MAX_CHUNK] = std::array::from_fn(|k| {
-                let m = &self.meta[(first + k.min(count - 1)) % n];
-                let detail = match &self.mode {
-                    Mode::Raw { .. } => WrDetail::None,
-                    Mode::Ud { dests } => WrDetail::Ud {
-                        ah: &dests[m.substream].0,
-                        remote_qpn: MULTICAST_QPN,
-                        remote_qkey: dests[m.substream].1,
-                    },
-                };
-                let last = k + 1 == count;
-                SendWr {
-                    wr_id: if last { WR_TAG | count as u64 } else { 0 },
-                    sg_list: &m.sge[..m.nsge],
-                    opcode: SendOpcode::Send,
-                    send_flags: if last {
-                        flags | SendFlags::SIGNALED
-                    } else {
-                        flags
-                    },
-                    imm_data: 0,
-                    detail,
-                }
-            });
-            // SAFETY: every SGE lies in the slot pool's registered memory (the slots
-            // `first..first + count`, which nothing writes until their completion
-            // frees them) or in a region the user registered, whose bytes
-            // `add_memory_region`'s contract keeps allocated and unwritten until then.
-            unsafe { self.ep.qp.post_send(&wrs[..count]) }?;
+            // Requests are built on the stack, in an array no longer than the batch needs
+            // (a paced sender posts one packet at a time).
+            match count {
+                1 => self.post_chunk::<1>(first, count, flags),
+                2..=8 => self.post_chunk::<8>(first, count, flags),
+                _ => self.post_chunk::<MAX_CHUNK>(first, count, flags),
+            }?;
             self.stats.batches += 1;
             self.pending -= count;
             self.posted += count;
         }
+        Ok(())
+    }
+
+    /// Posts the `count` (at most `N`) packets from ring position `first`, only the last
+    /// signaled, its `wr_id` the count.
+    fn post_chunk<const N: usize>(
+        &self,
+        first: usize,
+        count: usize,
+        flags: SendFlags,
+    ) -> Result<(), VerbsError> {
+        let n = self.tokens.len();
+        let wrs: [SendWr<'_, C::Ah>; N] = std::array::from_fn(|k| {
+            let m = &self.meta[(first + k.min(count - 1)) % n];
+            let detail = match &self.mode {
+                Mode::Raw { .. } => WrDetail::None,
+                Mode::Ud { dests } => WrDetail::Ud {
+                    ah: &dests[m.substream].0,
+                    remote_qpn: MULTICAST_QPN,
+                    remote_qkey: dests[m.substream].1,
+                },
+            };
+            let last = k + 1 == count;
+            SendWr {
+                wr_id: if last { WR_TAG | count as u64 } else { 0 },
+                sg_list: &m.sge[..m.nsge],
+                opcode: SendOpcode::Send,
+                send_flags: if last {
+                    flags | SendFlags::SIGNALED
+                } else {
+                    flags
+                },
+                imm_data: 0,
+                detail,
+            }
+        });
+        // SAFETY: every SGE lies in the slot pool's registered memory (the slots
+        // `first..first + count`, which nothing writes until their completion frees
+        // them) or in a region the user registered, whose bytes `add_memory_region`'s
+        // contract keeps allocated and unwritten until then.
+        unsafe { self.ep.qp.post_send(&wrs[..count]) }?;
         Ok(())
     }
 
