@@ -40,13 +40,7 @@ fn run(args: &Args) -> Result<()> {
     // rdma-core fills its buffer with 0x7b.
     mr.write(0, &vec![0x7b; args.size])?;
     let cq = ctx.create_cq(args.rx_depth + 1, channel.as_ref(), 0)?;
-    let cap = QpCap {
-        max_send_wr: 1,
-        max_recv_wr: args.rx_depth,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(1, args.rx_depth, 1, 1);
     let qp = ctx.create_qp(&pd, &QpInitAttr::new(QpType::Rc, &cq, cap))?;
     let mut send_flags = SendFlags::SIGNALED;
     if qp.cap().max_inline_data as usize >= args.size {

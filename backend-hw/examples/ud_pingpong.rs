@@ -52,13 +52,7 @@ fn run(args: &Args) -> Result<()> {
     let mr = ctx.alloc_mr(&pd, args.size + GRH_LEN, AccessFlags::LOCAL_WRITE)?;
     mr.write(0, &vec![0x7b; args.size + GRH_LEN])?;
     let cq = ctx.create_cq(args.rx_depth + 1, channel.as_ref(), 0)?;
-    let cap = QpCap {
-        max_send_wr: 1,
-        max_recv_wr: args.rx_depth,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(1, args.rx_depth, 1, 1);
     let qp = ctx.create_qp(&pd, &QpInitAttr::new(QpType::Ud, &cq, cap))?;
     let mut send_flags = SendFlags::SIGNALED;
     if qp.cap().max_inline_data as usize >= args.size {

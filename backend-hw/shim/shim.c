@@ -69,7 +69,8 @@ static const uint32_t LAYOUT[] = {
 	sizeof(struct shim_send_wr), FIELD(shim_send_wr, sg_list), FIELD(shim_send_wr, num_sge),
 	FIELD(shim_send_wr, imm_data), FIELD(shim_send_wr, remote_addr),
 	FIELD(shim_send_wr, swap), FIELD(shim_send_wr, rkey), FIELD(shim_send_wr, remote_qkey),
-	FIELD(shim_send_wr, ah),
+	FIELD(shim_send_wr, invalidate_rkey), FIELD(shim_send_wr, ah), FIELD(shim_send_wr, mw),
+	FIELD(shim_send_wr, mr), FIELD(shim_send_wr, bind_length), FIELD(shim_send_wr, bind_access),
 	/* shim_recv_wr */
 	sizeof(struct shim_recv_wr), FIELD(shim_recv_wr, sg_list), FIELD(shim_recv_wr, num_sge),
 	/* shim_wc */
@@ -370,6 +371,55 @@ int shim_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint32_t access, stru
 int shim_dereg_mr(struct ibv_mr *mr)
 {
 	int ret = ibv_dereg_mr(mr);
+	return ret ? err_of(ret) : 0;
+}
+
+/* ---- memory windows ---- */
+
+int shim_alloc_mw(struct ibv_pd *pd, uint32_t type, struct ibv_mw **out, uint32_t *handle,
+		  uint32_t *rkey)
+{
+	errno = 0;
+	*out = ibv_alloc_mw(pd, (enum ibv_mw_type)type);
+	if (!*out)
+		return null_err();
+	*handle = (*out)->handle;
+	*rkey = (*out)->rkey;
+	return 0;
+}
+
+int shim_dealloc_mw(struct ibv_mw *mw)
+{
+	int ret = ibv_dealloc_mw(mw);
+	return ret ? err_of(ret) : 0;
+}
+
+uint32_t shim_mw_rkey(const struct ibv_mw *mw)
+{
+	return mw->rkey;
+}
+
+void shim_mw_set_rkey(struct ibv_mw *mw, uint32_t rkey)
+{
+	mw->rkey = rkey;
+}
+
+int shim_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t wr_id,
+		 uint32_t send_flags, uint64_t addr, uint64_t length, uint32_t access,
+		 uint32_t *rkey)
+{
+	struct ibv_mw_bind b;
+	int ret;
+
+	memset(&b, 0, sizeof(b));
+	b.wr_id = wr_id;
+	b.send_flags = send_flags;
+	b.bind_info.mr = mr;
+	b.bind_info.addr = addr;
+	b.bind_info.length = length;
+	b.bind_info.mw_access_flags = access;
+	ret = ibv_bind_mw(qp, mw, &b);
+	*rkey = mw->rkey;
 	return ret ? err_of(ret) : 0;
 }
 
@@ -759,7 +809,8 @@ int shim_post_send(struct ibv_qp *qp, const struct shim_send_wr *wrs, size_t n, 
 			o->num_sge = (int)s->num_sge;
 			o->opcode = (enum ibv_wr_opcode)s->opcode;
 			o->send_flags = s->send_flags;
-			o->imm_data = htonl(s->imm_data);
+			if (s->opcode != IBV_WR_LOCAL_INV && s->opcode != IBV_WR_SEND_WITH_INV)
+				o->imm_data = htonl(s->imm_data);
 			switch (s->opcode) {
 			case IBV_WR_RDMA_WRITE:
 			case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -773,6 +824,18 @@ int shim_post_send(struct ibv_qp *qp, const struct shim_send_wr *wrs, size_t n, 
 				o->wr.atomic.compare_add = s->compare_add;
 				o->wr.atomic.swap = s->swap;
 				o->wr.atomic.rkey = s->rkey;
+				break;
+			case IBV_WR_LOCAL_INV:
+			case IBV_WR_SEND_WITH_INV:
+				o->invalidate_rkey = s->invalidate_rkey;
+				break;
+			case IBV_WR_BIND_MW:
+				o->bind_mw.mw = s->mw;
+				o->bind_mw.rkey = s->rkey;
+				o->bind_mw.bind_info.mr = s->mr;
+				o->bind_mw.bind_info.addr = s->bind_addr;
+				o->bind_mw.bind_info.length = s->bind_length;
+				o->bind_mw.bind_info.mw_access_flags = s->bind_access;
 				break;
 			default:
 				break;

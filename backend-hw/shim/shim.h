@@ -173,8 +173,14 @@ struct shim_send_wr {
 	uint32_t rkey;
 	uint32_t remote_qpn;
 	uint32_t remote_qkey;
-	uint32_t pad;
+	uint32_t invalidate_rkey; /* LOCAL_INV, SEND_WITH_INV */
 	struct ibv_ah *ah; /* UD only */
+	struct ibv_mw *mw; /* BIND_MW: the window, its new rkey in rkey */
+	struct ibv_mr *mr; /* BIND_MW: the region */
+	uint64_t bind_addr;
+	uint64_t bind_length;
+	uint32_t bind_access;
+	uint32_t pad2;
 };
 
 struct shim_recv_wr {
@@ -261,6 +267,16 @@ int shim_dealloc_pd(struct ibv_pd *pd);
 int shim_reg_mr(struct ibv_pd *pd, void *addr, size_t len, uint32_t access, struct ibv_mr **out,
 		uint32_t *lkey, uint32_t *rkey);
 int shim_dereg_mr(struct ibv_mr *mr);
+int shim_alloc_mw(struct ibv_pd *pd, uint32_t type, struct ibv_mw **out, uint32_t *handle,
+		  uint32_t *rkey);
+int shim_dealloc_mw(struct ibv_mw *mw);
+uint32_t shim_mw_rkey(const struct ibv_mw *mw);
+/* What a caller of ibv_post_send does after posting a type 2 bind: mw->rkey = new. */
+void shim_mw_set_rkey(struct ibv_mw *mw, uint32_t rkey);
+/* ibv_bind_mw (type 1): the window's rkey afterwards in *rkey. */
+int shim_bind_mw(struct ibv_qp *qp, struct ibv_mw *mw, struct ibv_mr *mr, uint64_t wr_id,
+		 uint32_t send_flags, uint64_t addr, uint64_t length, uint32_t access,
+		 uint32_t *rkey);
 
 int shim_create_comp_channel(struct ibv_context *ctx, struct ibv_comp_channel **out);
 int shim_destroy_comp_channel(struct ibv_comp_channel *ch);

@@ -24,6 +24,7 @@ opaque!(
     ibv_context,
     ibv_pd,
     ibv_mr,
+    ibv_mw,
     ibv_comp_channel,
     ibv_cq,
     ibv_srq,
@@ -212,8 +213,14 @@ pub struct shim_send_wr {
     pub rkey: u32,
     pub remote_qpn: u32,
     pub remote_qkey: u32,
-    pub pad: u32,
+    pub invalidate_rkey: u32,
     pub ah: *mut ibv_ah,
+    pub mw: *mut ibv_mw,
+    pub mr: *mut ibv_mr,
+    pub bind_addr: u64,
+    pub bind_length: u64,
+    pub bind_access: u32,
+    pub pad2: u32,
 }
 
 impl Default for shim_send_wr {
@@ -231,8 +238,14 @@ impl Default for shim_send_wr {
             rkey: 0,
             remote_qpn: 0,
             remote_qkey: 0,
-            pad: 0,
+            invalidate_rkey: 0,
             ah: std::ptr::null_mut(),
+            mw: std::ptr::null_mut(),
+            mr: std::ptr::null_mut(),
+            bind_addr: 0,
+            bind_length: 0,
+            bind_access: 0,
+            pad2: 0,
         }
     }
 }
@@ -360,6 +373,28 @@ extern "C" {
         rkey: *mut u32,
     ) -> c_int;
     pub fn shim_dereg_mr(mr: *mut ibv_mr) -> c_int;
+    pub fn shim_alloc_mw(
+        pd: *mut ibv_pd,
+        mw_type: u32,
+        out: *mut *mut ibv_mw,
+        handle: *mut u32,
+        rkey: *mut u32,
+    ) -> c_int;
+    pub fn shim_dealloc_mw(mw: *mut ibv_mw) -> c_int;
+    pub fn shim_mw_rkey(mw: *const ibv_mw) -> u32;
+    pub fn shim_mw_set_rkey(mw: *mut ibv_mw, rkey: u32);
+    #[allow(clippy::too_many_arguments)] // one per ibv_mw_bind field
+    pub fn shim_bind_mw(
+        qp: *mut ibv_qp,
+        mw: *mut ibv_mw,
+        mr: *mut ibv_mr,
+        wr_id: u64,
+        send_flags: u32,
+        addr: u64,
+        length: u64,
+        access: u32,
+        rkey: *mut u32,
+    ) -> c_int;
 
     pub fn shim_create_comp_channel(
         ctx: *mut ibv_context,
@@ -535,7 +570,12 @@ pub fn rust_layout() -> Vec<(&'static str, usize)> {
         "shim_send_wr.swap" => offset_of!(shim_send_wr, swap),
         "shim_send_wr.rkey" => offset_of!(shim_send_wr, rkey),
         "shim_send_wr.remote_qkey" => offset_of!(shim_send_wr, remote_qkey),
+        "shim_send_wr.invalidate_rkey" => offset_of!(shim_send_wr, invalidate_rkey),
         "shim_send_wr.ah" => offset_of!(shim_send_wr, ah),
+        "shim_send_wr.mw" => offset_of!(shim_send_wr, mw),
+        "shim_send_wr.mr" => offset_of!(shim_send_wr, mr),
+        "shim_send_wr.bind_length" => offset_of!(shim_send_wr, bind_length),
+        "shim_send_wr.bind_access" => offset_of!(shim_send_wr, bind_access),
         "sizeof shim_recv_wr" => size_of::<shim_recv_wr>(),
         "shim_recv_wr.sg_list" => offset_of!(shim_recv_wr, sg_list),
         "shim_recv_wr.num_sge" => offset_of!(shim_recv_wr, num_sge),

@@ -10,7 +10,9 @@
 //! With it: [`HwVerbs`] lists and opens devices, [`HwContext`] creates every resource.
 //!
 //! Resource lifetimes are safe: a QP keeps its PD, CQs and SRQ alive, a CQ its completion
-//! channel, an MR its PD, a flow its QP, and everything its device context; dropping
+//! channel, an MR and a memory window their PD, a flow its QP, and everything its device
+//! context (a region the device refuses to deregister, because a window is still bound
+//! to it, keeps its memory: it is leaked, not freed under the device); dropping
 //! releases them in libibverbs' order (a QP detaches the multicast groups it is still
 //! attached to before it is destroyed).
 //!
@@ -24,7 +26,8 @@
 //! see docs/divergences.md). The only checks made first are the kernel's QP state table
 //! (in verbs-api, with typed errors: a post before the QP is ready, an invalid
 //! transition), a UD send without an address handle (the provider would dereference a
-//! null AH), and objects of another device.
+//! null AH), a BIND_MW naming a window handle or region lkey no live object of the
+//! context has (libibverbs wants the objects), and objects of another device.
 //!
 //! `attach_mcast` on a RoCEv2 port also joins the IPv4 group on the port's interface (as
 //! librdmacm's `rdma_join_multicast` does), without which the kernel delivers nothing.

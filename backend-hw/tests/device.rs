@@ -74,13 +74,7 @@ impl Rig {
     }
 
     fn qp(&self, t: QpType, cq: &HwCq) -> HwQp {
-        let cap = QpCap {
-            max_send_wr: 16,
-            max_recv_wr: 16,
-            max_send_sge: 2,
-            max_recv_sge: 2,
-            max_inline_data: 0,
-        };
+        let cap = QpCap::new(16, 16, 2, 2);
         self.ctx
             .create_qp(&self.pd, &QpInitAttr::new(t, cq, cap))
             .expect("create_qp")
@@ -492,17 +486,7 @@ fn raw_packet_and_flow_steering_need_the_device_caps() {
         .contains(DeviceCapFlags::MANAGED_FLOW_STEERING);
     let raw = r.ctx.create_qp(
         &r.pd,
-        &QpInitAttr::new(
-            QpType::RawPacket,
-            &cq,
-            QpCap {
-                max_send_wr: 4,
-                max_recv_wr: 4,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-        ),
+        &QpInitAttr::new(QpType::RawPacket, &cq, QpCap::new(4, 4, 1, 1)),
     );
     if attr.max_raw_ethy_qp == 0 && attr.raw_packet_caps.is_empty() && !has_flows {
         let e = raw.unwrap_err();
@@ -552,29 +536,10 @@ fn srq_feeds_several_qps_and_raises_the_limit_event() {
     let cq = r.cq(64);
     let srq = r
         .ctx
-        .create_srq(
-            &r.pd,
-            &SrqInitAttr {
-                attr: SrqAttr {
-                    max_wr: 16,
-                    max_sge: 1,
-                    srq_limit: 0,
-                },
-            },
-        )
+        .create_srq(&r.pd, &SrqInitAttr::new(16, 1))
         .expect("create_srq");
     let on_srq = |t: QpType| {
-        let mut init = QpInitAttr::new(
-            t,
-            &cq,
-            QpCap {
-                max_send_wr: 8,
-                max_recv_wr: 0,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-                max_inline_data: 0,
-            },
-        );
+        let mut init = QpInitAttr::new(t, &cq, QpCap::new(8, 0, 1, 1));
         init.srq = Some(&srq);
         r.ctx.create_qp(&r.pd, &init).expect("create_qp on SRQ")
     };
@@ -654,13 +619,7 @@ fn inline_sends_up_to_the_probed_limit() {
         attr.max_inline_data
     );
     let cq = r.cq(16);
-    let cap = QpCap {
-        max_send_wr: 4,
-        max_recv_wr: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 64,
-    };
+    let cap = QpCap::new(4, 4, 1, 1).with_inline(64);
     let mk = || {
         r.ctx
             .create_qp(&r.pd, &QpInitAttr::new(QpType::Rc, &cq, cap))
@@ -715,17 +674,7 @@ fn resources_keep_what_they_use_alive_whatever_the_drop_order() {
     let qp = ctx
         .create_qp(
             &pd,
-            &QpInitAttr::new(
-                QpType::Ud,
-                &cq,
-                QpCap {
-                    max_send_wr: 2,
-                    max_recv_wr: 2,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                },
-            ),
+            &QpInitAttr::new(QpType::Ud, &cq, QpCap::new(2, 2, 1, 1)),
         )
         .expect("qp");
     let mr = ctx

@@ -17,13 +17,7 @@ use verbs_api::{
 const BATCH: usize = 64;
 
 fn raw_qp<C: Context<Qp = SimQp>>(ctx: &C, pd: &C::Pd, cq: &C::Cq) -> SimQp {
-    let cap = QpCap {
-        max_send_wr: 4096,
-        max_recv_wr: 4096,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(4096, 4096, 1, 1);
     let qp = ctx
         .create_qp(pd, &QpInitAttr::new(QpType::RawPacket, cq, cap))
         .expect("qp");

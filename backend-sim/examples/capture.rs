@@ -6,8 +6,9 @@ use backend_sim::frame::eth::Mac;
 use backend_sim::frame::UdpFrameSpec;
 use backend_sim::{CaptureFilter, Personality, Sim};
 use std::net::Ipv4Addr;
+use verbs_api::helpers::{bring_up, ConnectParams, RemoteQp};
 use verbs_api::{
-    AccessFlags, AhAttr, Context, FlowAttr, Gid, MemoryRegion, Mtu, QpCap, QpInitAttr, QpModify,
+    AccessFlags, AhAttr, Context, FlowAttr, Gid, MemoryRegion, QpCap, QpInitAttr, QpModify,
     QpState, QpType, QueuePair, QueuePairExt, RecvWr, SendFlags, SendWr, Sge, Verbs,
 };
 
@@ -33,13 +34,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mr: Vec<_> = (0..2)
         .map(|i| ctx[i].alloc_mr(&pd[i], 1 << 16, access))
         .collect::<Result<_, _>>()?;
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(16, 16, 1, 1);
     let qp = |i: usize, t: QpType| ctx[i].create_qp(&pd[i], &QpInitAttr::new(t, &cq[i], cap));
     let sge = |i: usize, off: u64, len: u32| Sge {
         addr: mr[i].addr() + off,
@@ -100,29 +95,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // RC: SEND (3 packets at MTU 1024), RDMA WRITE, RDMA READ.
     let (ca, cb) = (qp(0, QpType::Rc)?, qp(1, QpType::Rc)?);
     for (q, peer, pq) in [(&ca, ips[1], cb.qp_num()), (&cb, ips[0], ca.qp_num())] {
-        q.modify_with(
-            &QpModify::to(QpState::Init)
-                .port(1)
-                .pkey_index(0)
-                .access(access),
-        )?;
-        q.modify_with(
-            &QpModify::to(QpState::Rtr)
-                .av(AhAttr::roce(Gid::from_ipv4(peer), 1, 1))
-                .path_mtu(Mtu::Mtu1024)
-                .dest_qpn(pq)
-                .rq_psn(0)
-                .max_dest_rd_atomic(1)
-                .min_rnr_timer(1),
-        )?;
-        q.modify_with(
-            &QpModify::to(QpState::Rts)
-                .sq_psn(0)
-                .timeout(14)
-                .retry_cnt(7)
-                .rnr_retry(7)
-                .max_rd_atomic(1),
-        )?;
+        let params = ConnectParams {
+            access,
+            remote: Some(RemoteQp {
+                qpn: pq,
+                psn: 0,
+                av: AhAttr::roce(Gid::from_ipv4(peer), 1, 1),
+            }),
+            min_rnr_timer: 1,
+            ..ConnectParams::default()
+        };
+        bring_up(q, QpState::Rts, &params)?;
     }
     // SAFETY: every SGE lies in `mr`, which outlives the session.
     unsafe {

@@ -288,14 +288,8 @@ fn corruption_is_dropped_by_the_ethernet_fcs() {
         f.transmit(PortId(0), fr).unwrap();
     }
     let route = RoceRoute {
-        src_mac: mac(&f, 0),
-        dst_mac: mac(&f, 1),
-        src_ip: ip(1),
-        dst_ip: ip(2),
         src_port: 0xc001,
-        tos: 0,
-        ttl: 64,
-        ip_id: 0,
+        ..RoceRoute::new((mac(&f, 0), ip(1)), (mac(&f, 1), ip(2)))
     };
     for i in 0..50 {
         let h = RoceHeaders {

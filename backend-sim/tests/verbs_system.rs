@@ -158,13 +158,7 @@ fn a_thousand_hosts_and_ten_thousand_qps() {
         let pd = ctx.alloc_pd().unwrap();
         let cq = ctx.create_cq(64, None, 0).unwrap();
         let mr = ctx.alloc_mr(&pd, 4096, AccessFlags::LOCAL_WRITE).unwrap();
-        let small = verbs_api::QpCap {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
+        let small = verbs_api::QpCap::new(4, 4, 1, 1);
         let mut qps = Vec::new();
         for _ in 0..10 {
             let q = ctx

@@ -240,19 +240,7 @@ fn srq_feeds_several_qps_and_raises_the_limit_event() {
     let a = node(&sim, 1, Personality::Mlx5);
     let b = node(&sim, 2, Personality::Mlx5);
     let qa = ud_qp(&a);
-    let srq = b
-        .ctx
-        .create_srq(
-            &b.pd,
-            &SrqInitAttr {
-                attr: SrqAttr {
-                    max_wr: 16,
-                    max_sge: 1,
-                    srq_limit: 0,
-                },
-            },
-        )
-        .unwrap();
+    let srq = b.ctx.create_srq(&b.pd, &SrqInitAttr::new(16, 1)).unwrap();
     let mk = || {
         let mut init = QpInitAttr::new(QpType::Ud, &b.cq, cap());
         init.srq = Some(&srq);

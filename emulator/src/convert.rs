@@ -124,21 +124,13 @@ pub fn gid_from_c(g: &ffi::ibv_gid) -> Gid {
 
 /// An address from `struct ibv_ah_attr`.
 pub fn ah_from_c(a: &ffi::ibv_ah_attr) -> AhAttr {
-    AhAttr {
-        grh: GlobalRoute {
-            dgid: gid_from_c(&a.grh.dgid),
-            flow_label: a.grh.flow_label,
-            sgid_index: a.grh.sgid_index,
-            hop_limit: a.grh.hop_limit,
-            traffic_class: a.grh.traffic_class,
-        },
-        dlid: a.dlid,
-        sl: a.sl,
-        src_path_bits: a.src_path_bits,
-        static_rate: a.static_rate,
-        is_global: a.is_global != 0,
-        port_num: a.port_num,
-    }
+    verbs_api::ah_attr_fields!(from a, grh: GlobalRoute {
+        dgid: gid_from_c(&a.grh.dgid),
+        flow_label: a.grh.flow_label,
+        sgid_index: a.grh.sgid_index,
+        hop_limit: a.grh.hop_limit,
+        traffic_class: a.grh.traffic_class,
+    })
 }
 
 /// `struct ibv_ah_attr` of an address.
@@ -220,8 +212,14 @@ pub fn wc_to_c(c: &Completion) -> ffi::ibv_wc {
         opcode: c.opcode.as_raw(),
         vendor_err: c.vendor_err,
         byte_len: c.byte_len,
+        // One union: the immediate in network order, or the invalidated rkey (in host
+        // order) of a SEND_WITH_INV's receive.
         __bindgen_anon_1: ffi::ibv_wc__bindgen_ty_1 {
-            imm_data: c.imm_data.to_be(),
+            imm_data: if c.wc_flags.contains(verbs_api::WcFlags::WITH_IMM) {
+                c.imm_data.to_be()
+            } else {
+                c.imm_data
+            },
         },
         qp_num: c.qp_num,
         src_qp: c.src_qp,

@@ -44,6 +44,28 @@ pub fn signal(fd: &OwnedFd) {
     }
 }
 
+/// Takes one count from an eventfd if it has one, never waiting (whatever the program
+/// set on the descriptor): true if it took one. A thread blocked in [`wait`] may take the
+/// count first; then this one finds none.
+pub fn try_take(fd: &OwnedFd) -> bool {
+    let mut count: u64 = 0;
+    let iov = libc::iovec {
+        iov_base: std::ptr::from_mut(&mut count).cast(),
+        iov_len: std::mem::size_of::<u64>(),
+    };
+    loop {
+        // SAFETY: one iovec over a live u64; offset -1 reads at the current position, as
+        // read(2) does; RWF_NOWAIT makes an eventfd at zero answer EAGAIN.
+        let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
+        if n >= 0 {
+            return true;
+        }
+        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+            return false;
+        }
+    }
+}
+
 /// Takes one count from an eventfd: blocks while it is zero (unless the program made the
 /// descriptor non-blocking: then EAGAIN); retries after EINTR.
 pub fn wait(fd: &OwnedFd) -> io::Result<()> {

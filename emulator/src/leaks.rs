@@ -27,9 +27,11 @@ pub enum Kind {
     Ah,
     /// A flow rule.
     Flow,
+    /// A memory window.
+    Mw,
 }
 
-const KINDS: [(Kind, &str); 9] = [
+const KINDS: [(Kind, &str); 10] = [
     (Kind::Context, "context"),
     (Kind::Pd, "PD"),
     (Kind::Mr, "MR"),
@@ -39,9 +41,10 @@ const KINDS: [(Kind, &str); 9] = [
     (Kind::Srq, "SRQ"),
     (Kind::Ah, "AH"),
     (Kind::Flow, "flow"),
+    (Kind::Mw, "MW"),
 ];
 
-static LIVE: [AtomicUsize; 9] = [const { AtomicUsize::new(0) }; 9];
+static LIVE: [AtomicUsize; 10] = [const { AtomicUsize::new(0) }; 10];
 
 fn slot(kind: Kind) -> &'static AtomicUsize {
     &LIVE[kind as usize]

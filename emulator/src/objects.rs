@@ -6,7 +6,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimPd, SimQp};
+use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimMw, SimPd, SimQp};
 use verbs_api::Completion;
 
 use crate::events::{ChannelState, ContextState};
@@ -76,6 +76,16 @@ pub struct EmuMr {
     pub raw: ffi::ibv_mr,
     /// The simulator's MR.
     pub mr: SimMr,
+}
+
+/// A memory window.
+#[repr(C)]
+#[derive(Debug)]
+pub struct EmuMw {
+    /// `struct ibv_mw`.
+    pub raw: ffi::ibv_mw,
+    /// The simulator's window.
+    pub mw: SimMw,
 }
 
 /// A completion channel.
@@ -168,7 +178,7 @@ macro_rules! handed {
     };
 }
 
-handed!(EmuPd => Pd, EmuMr => Mr, EmuChannel => Channel, EmuCq => Cq, EmuQp => Qp, EmuAh => Ah);
+handed!(EmuPd => Pd, EmuMr => Mr, EmuMw => Mw, EmuChannel => Channel, EmuCq => Cq, EmuQp => Qp, EmuAh => Ah);
 
 /// Leaks a box to the program and returns a pointer to its first field, the C struct.
 pub fn hand_out<T: Handed, C>(b: Box<T>) -> *mut C {

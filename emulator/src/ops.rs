@@ -8,14 +8,16 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use verbs_api::{
-    Completion, CompletionQueue, QpType, QueuePair, RecvWr, SendFlags, SendOpcode, SendWr, Sge,
-    WrDetail,
+    AccessFlags, Completion, CompletionQueue, Context, MemoryWindow, MwBind, MwBindInfo, MwType,
+    QpType, QueuePair, RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail,
 };
 
 use crate::convert::{errno_of, wc_to_c};
 use crate::device::{query_device_ex, query_port};
 use crate::ffi;
-use crate::objects::{emu, set_errno, EmuAh, EmuCq, EmuQp};
+use crate::objects::{
+    context, emu, hand_out, set_errno, take_back, EmuAh, EmuCq, EmuMr, EmuMw, EmuPd, EmuQp,
+};
 use crate::state::log_unsupported_once;
 
 // `struct ibv_sge` and verbs-api's `Sge` are the same three fields in the same places, so a
@@ -142,7 +144,13 @@ unsafe fn send_wr<'a>(
     } else {
         0
     };
-    let detail = if q.qp.qp_type() == QpType::Ud {
+    let ud = q.qp.qp_type() == QpType::Ud;
+    if ud && !matches!(opcode, SendOpcode::Send | SendOpcode::SendWithImm) {
+        // UD QPs take SEND and SEND_WITH_IMM only (the providers' EINVAL); the union is
+        // not read for anything else.
+        return Err(libc::EINVAL);
+    }
+    let detail = if ud {
         // SAFETY: a UD request's union holds `ud`.
         let ud = unsafe { w.wr.ud };
         if ud.ah.is_null() {
@@ -164,6 +172,27 @@ unsafe fn send_wr<'a>(
             swap: a.swap,
             rkey: a.rkey,
         }
+    } else if opcode == SendOpcode::BindMw {
+        // SAFETY: a BIND_MW request's union holds `bind_mw`.
+        let b = unsafe { w.__bindgen_anon_2.bind_mw };
+        if b.mw.is_null() {
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: a live window of ours (the man page's contract).
+        let m: &EmuMw = unsafe { emu(b.mw) };
+        // The provider names the window by the rkey its struct holds now.
+        m.mw.set_rkey(m.raw.rkey);
+        WrDetail::BindMw {
+            mw: m.raw.handle,
+            rkey: b.rkey,
+            // SAFETY: the request's region is NULL or a live MR of ours.
+            bind_info: unsafe { bind_info(&b.bind_info) },
+        }
+    } else if matches!(opcode, SendOpcode::LocalInv | SendOpcode::SendWithInv) {
+        WrDetail::Invalidate {
+            // SAFETY: with an invalidating opcode the union holds invalidate_rkey.
+            rkey: unsafe { w.__bindgen_anon_1.invalidate_rkey },
+        }
     } else if opcode.is_rdma() {
         // SAFETY: an RDMA request's union holds `rdma`.
         let r = unsafe { w.wr.rdma };
@@ -182,6 +211,105 @@ unsafe fn send_wr<'a>(
         imm_data,
         detail,
     })
+}
+
+/// A program's `ibv_mw_bind_info` as verbs-api's (a NULL region: lkey 0, for an unbind
+/// of length 0).
+///
+/// # Safety
+/// `b.mr` is NULL or a live MR of ours.
+pub(crate) unsafe fn bind_info(b: &ffi::ibv_mw_bind_info) -> MwBindInfo {
+    let mr_lkey = if b.mr.is_null() {
+        0
+    } else {
+        // SAFETY: the caller's contract.
+        unsafe { emu::<_, EmuMr>(b.mr) }.raw.lkey
+    };
+    MwBindInfo {
+        mr_lkey,
+        addr: b.addr,
+        length: b.length,
+        mw_access_flags: AccessFlags::from_bits_retain(b.mw_access_flags),
+    }
+}
+
+/// `ibv_alloc_mw` (the context op behind the inline).
+unsafe extern "C" fn alloc_mw(pd: *mut ffi::ibv_pd, mw_type: ffi::ibv_mw_type) -> *mut ffi::ibv_mw {
+    let Some(t) = MwType::from_raw(mw_type) else {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    };
+    if pd.is_null() {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: the inline caller passes a live PD of ours.
+    let p: &EmuPd = unsafe { emu(pd) };
+    // SAFETY: a live context of ours (the PD's).
+    let c = unsafe { context(p.raw.context) };
+    match c.sim().alloc_mw(&p.pd, t) {
+        Ok(mw) => {
+            let raw = ffi::ibv_mw {
+                context: p.raw.context,
+                pd,
+                rkey: mw.rkey(),
+                handle: mw.handle(),
+                type_: mw_type,
+            };
+            p.users.take();
+            hand_out(Box::new(EmuMw { raw, mw }))
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            null_mut()
+        }
+    }
+}
+
+/// `ibv_bind_mw` (the context op behind the inline, which checked the type and PDs): posts
+/// the bind and gives the window its new rkey, as rdma-core's providers do.
+unsafe extern "C" fn bind_mw(
+    qp: *mut ffi::ibv_qp,
+    mw: *mut ffi::ibv_mw,
+    mw_bind: *mut ffi::ibv_mw_bind,
+) -> c_int {
+    if qp.is_null() || mw.is_null() || mw_bind.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the inline caller passes a live QP and window of ours and a valid bind.
+    let (q, m, b): (&EmuQp, &mut EmuMw, &ffi::ibv_mw_bind) =
+        unsafe { (emu(qp), &mut *mw.cast::<EmuMw>(), &*mw_bind) };
+    let Some(send_flags) = SendFlags::from_bits(b.send_flags) else {
+        return libc::EINVAL;
+    };
+    m.mw.set_rkey(m.raw.rkey);
+    let bind = MwBind {
+        wr_id: b.wr_id,
+        send_flags,
+        // SAFETY: the bind's region is NULL or a live MR of ours.
+        bind_info: unsafe { bind_info(&b.bind_info) },
+    };
+    // SAFETY: a live context of ours (the QP's).
+    let c = unsafe { context(q.raw.qp_base.context) };
+    match c.sim().bind_mw(&q.qp, &m.mw, &bind) {
+        Ok(rkey) => {
+            m.raw.rkey = rkey;
+            0
+        }
+        Err(e) => errno_of(&e),
+    }
+}
+
+/// `ibv_dealloc_mw`: unbinds and frees the window.
+unsafe extern "C" fn dealloc_mw(mw: *mut ffi::ibv_mw) -> c_int {
+    if mw.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the program frees a live window of ours once.
+    let b = unsafe { take_back::<EmuMw, _>(mw) };
+    // SAFETY: the PD outlives its windows (it cannot be freed while they exist).
+    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
+    0
 }
 
 /// A work request of a program's chain (`ibv_send_wr`, `ibv_recv_wr`).
@@ -325,9 +453,6 @@ macro_rules! refuse {
 }
 
 type Ctx = *mut ffi::ibv_context;
-refuse!(alloc_mw, "ibv_alloc_mw", (*mut ffi::ibv_pd, ffi::ibv_mw_type) -> ptr ffi::ibv_mw);
-refuse!(bind_mw, "ibv_bind_mw", (*mut ffi::ibv_qp, *mut ffi::ibv_mw, *mut ffi::ibv_mw_bind) -> int);
-refuse!(dealloc_mw, "ibv_dealloc_mw", (*mut ffi::ibv_mw) -> int);
 refuse!(create_srq_ex, "ibv_create_srq_ex", (Ctx, *mut ffi::ibv_srq_init_attr_ex) -> ptr ffi::ibv_srq);
 refuse!(open_xrcd, "ibv_open_xrcd", (Ctx, *mut ffi::ibv_xrcd_init_attr) -> ptr ffi::ibv_xrcd);
 refuse!(open_qp, "ibv_open_qp", (Ctx, *mut ffi::ibv_qp_open_attr) -> ptr ffi::ibv_qp);

@@ -6,11 +6,11 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
-use verbs_api::{QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
+use verbs_api::{MwBindInfo, QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 
 use crate::convert::errno_of;
 use crate::ffi;
-use crate::objects::{emu, set_errno, EmuAh, EmuQp};
+use crate::objects::{emu, set_errno, EmuAh, EmuMw, EmuQp};
 use crate::resources::create_qp;
 use crate::state::{lock, log_unsupported_once};
 
@@ -21,7 +21,10 @@ const SUPPORTED_SEND_OPS: u64 = (ffi::IBV_QP_EX_WITH_RDMA_WRITE
     | ffi::IBV_QP_EX_WITH_SEND_WITH_IMM
     | ffi::IBV_QP_EX_WITH_RDMA_READ
     | ffi::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-    | ffi::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD) as u64;
+    | ffi::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | ffi::IBV_QP_EX_WITH_LOCAL_INV
+    | ffi::IBV_QP_EX_WITH_BIND_MW
+    | ffi::IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
 
 /// One work request being built.
 #[derive(Debug)]
@@ -50,6 +53,16 @@ enum Remote {
         rkey: u32,
         compare_add: u64,
         swap: u64,
+    },
+    /// LOCAL_INV and SEND_WITH_INV.
+    Invalidate {
+        rkey: u32,
+    },
+    /// BIND_MW: the window's handle, its new rkey, what it binds to.
+    Bind {
+        mw: u32,
+        rkey: u32,
+        info: MwBindInfo,
     },
 }
 
@@ -91,7 +104,8 @@ pub unsafe extern "C" fn create_qp_ex(
     if with_ops && a.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
         log_unsupported_once(
             "ibv_create_qp_ex",
-            "send ops other than RDMA write/read, send, immediates and atomics",
+            "send ops other than RDMA write/read, send, immediates, atomics, window binds and \
+             invalidations",
         );
         set_errno(libc::EOPNOTSUPP);
         return null_mut();
@@ -122,6 +136,9 @@ fn fill_send_ops(q: &mut ffi::ibv_qp_ex) {
     q.wr_rdma_read = Some(wr_rdma_read);
     q.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
     q.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    q.wr_bind_mw = Some(wr_bind_mw);
+    q.wr_local_inv = Some(wr_local_inv);
+    q.wr_send_inv = Some(wr_send_inv);
     q.wr_set_ud_addr = Some(wr_set_ud_addr);
     q.wr_set_sge = Some(wr_set_sge);
     q.wr_set_sge_list = Some(wr_set_sge_list);
@@ -244,6 +261,45 @@ unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut ffi::ibv_qp_ex, rkey: u32, add
     unsafe { begin(qp, SendOpcode::AtomicFetchAndAdd, 0, remote) };
 }
 
+unsafe extern "C" fn wr_bind_mw(
+    qp: *mut ffi::ibv_qp_ex,
+    mw: *mut ffi::ibv_mw,
+    rkey: u32,
+    info: *const ffi::ibv_mw_bind_info,
+) {
+    if mw.is_null() || info.is_null() {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe {
+            with_session(qp, |_, p| {
+                p.error.get_or_insert(libc::EINVAL);
+            });
+        }
+        return;
+    }
+    // SAFETY: a live window of ours and a valid bind (the verb's contract).
+    let (m, info): (&EmuMw, &ffi::ibv_mw_bind_info) = unsafe { (emu(mw), &*info) };
+    // As rxe's `wr_bind_mw`: the window is named by the rkey its struct holds now.
+    m.mw.set_rkey(m.raw.rkey);
+    let remote = Remote::Bind {
+        mw: m.raw.handle,
+        rkey,
+        // SAFETY: the bind's region is NULL or a live MR of ours.
+        info: unsafe { crate::ops::bind_info(info) },
+    };
+    // SAFETY: the inline caller passes a live QP of ours.
+    unsafe { begin(qp, SendOpcode::BindMw, 0, remote) };
+}
+
+unsafe extern "C" fn wr_local_inv(qp: *mut ffi::ibv_qp_ex, rkey: u32) {
+    // SAFETY: the inline caller passes a live QP of ours.
+    unsafe { begin(qp, SendOpcode::LocalInv, 0, Remote::Invalidate { rkey }) };
+}
+
+unsafe extern "C" fn wr_send_inv(qp: *mut ffi::ibv_qp_ex, rkey: u32) {
+    // SAFETY: the inline caller passes a live QP of ours.
+    unsafe { begin(qp, SendOpcode::SendWithInv, 0, Remote::Invalidate { rkey }) };
+}
+
 unsafe extern "C" fn wr_set_ud_addr(
     qp: *mut ffi::ibv_qp_ex,
     ah: *mut ffi::ibv_ah,
@@ -364,6 +420,12 @@ unsafe fn post(q: &EmuQp, w: &PendingWr) -> Result<(), c_int> {
             rkey,
         },
         (None, Remote::None) => WrDetail::None,
+        (None, Remote::Invalidate { rkey }) => WrDetail::Invalidate { rkey },
+        (None, Remote::Bind { mw, rkey, info }) => WrDetail::BindMw {
+            mw,
+            rkey,
+            bind_info: info,
+        },
     };
     let wr = SendWr {
         wr_id: w.wr_id,

@@ -17,7 +17,7 @@ use backend_sim::{HostId, PortConfig, PortId, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
 use crate::events::{ChannelState, ContextState};
-use crate::fabric::client::{self, Member};
+use crate::fabric::client::{self, CmLink, Member};
 use crate::fabric::{sys, FABRIC_ENV};
 use crate::ffi;
 use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
@@ -60,6 +60,8 @@ pub struct Emu {
 #[derive(Debug)]
 struct Joined {
     member: Mutex<Member>,
+    /// Where the connection manager sends its messages to other hosts.
+    cm: CmLink,
 }
 
 // SAFETY: the raw `ibv_device` structs hold only inline arrays and plain values (the
@@ -135,10 +137,13 @@ impl Emu {
         let mac = sim
             .with_fabric(|f| f.port_config(port).map(|c| c.mac))
             .map_err(|e| format!("host {}: {e}", spec.name))?;
-        let (tx, rx) = client::join(socket, &spec.name, mac, spec.ip)?;
+        let (tx, mut rx) = client::join(socket, &spec.name, mac, spec.ip)?;
+        let cm = tx.cm_link()?;
+        rx.set_cm_handler(crate::rdmacm::cm::from_fabric);
         let member = Member::new(&sim, port, tx, rx)?;
         let joined = Joined {
             member: Mutex::new(member),
+            cm,
         };
         Emu::with_sim(topology, me, sim, host, Some(joined))
     }
@@ -186,6 +191,13 @@ impl Emu {
     #[must_use]
     pub fn is_joined(&self) -> bool {
         self.member.is_some()
+    }
+
+    /// The link that carries the connection manager's messages to the processes of other
+    /// hosts, if this host joined a fabric process.
+    #[must_use]
+    pub fn cm_link(&self) -> Option<&CmLink> {
+        self.member.as_ref().map(|j| &j.cm)
     }
 
     /// This host's verbs provider.

@@ -169,14 +169,14 @@ fn bad_calls_give_the_documented_errno_and_missing_verbs_are_logged_once() {
          modify_qp RESET to RTS: EINVAL\n\
          modify_qp unknown mask bit: EINVAL\n\
          post_send unknown opcode: EINVAL, bad_wr is it 1\n\
-         alloc_mw: EOPNOTSUPP\n\
-         alloc_mw again: EOPNOTSUPP\n\
+         alloc_td: EOPNOTSUPP\n\
+         alloc_td again: EOPNOTSUPP\n\
          destroy_comp_channel after its CQ: ok\n\
          dealloc_pd after its QP: ok\n"
     );
     assert_eq!(
         stderr(&o),
-        "verbs-emu: ibv_alloc_mw is not emulated (EOPNOTSUPP)\n"
+        "verbs-emu: ibv_alloc_td is not emulated (EOPNOTSUPP)\n"
     );
 }
 
@@ -259,6 +259,29 @@ fn extended_qps_build_and_post_through_the_qp_ex_send_api() {
          wr_id 101 success opcode 128 byte_len 52\n\
          payloads \"from an sge\" \"inline data\"\n\
          setter without a request: Invalid argument\n\
+         done\n"
+    );
+}
+
+#[test]
+fn memory_windows_bind_and_invalidate_through_the_qp_ex_send_api() {
+    assert_eq!(
+        run_clean("mw_ex"),
+        "type 2\n\
+         bind: Success\n\
+         b: wr_id 1 success opcode 5 byte_len 0\n\
+         write: Success\n\
+         a: wr_id 2 success opcode 1 byte_len 8\n\
+         landed \"windowed\"\n\
+         send_inv: Success\n\
+         a: wr_id 3 success opcode 0 byte_len 4\n\
+         b: wr_id 10 success opcode 128 flags 0x8 invalidated the window's rkey 1\n\
+         bind and local_inv: Success\n\
+         b: wr_id 4 success opcode 5 byte_len 0\n\
+         b: wr_id 5 success opcode 6 byte_len 0\n\
+         write: Success\n\
+         a: wr_id 6 remote access error opcode 0 byte_len 0\n\
+         dealloc_mw: 0\n\
          done\n"
     );
 }

@@ -4,12 +4,21 @@
 //! ibverbs reader (`add_udp_ibv_reader`) in one process exchange heaps over a multicast
 //! group (mlx5's multicast loopback, steered by flow rules to the reader's RAW_PACKET QP).
 //!
-//! spead2's reader also joins the group with a kernel UDP socket on the interface address,
-//! so the program runs in a network namespace of its own (`unshare -n`, as root) with a
-//! veth interface holding 10.100.0.1.
+//! Then as two programs on two hosts joined to a fabric process: the sender on h1, the
+//! reader on h2 (`tests/py/spead2_hosts.py`), on a clean link and on one that loses
+//! frames, where spead2's own counters show what the fabric dropped.
+//!
+//! spead2's reader also joins the group with a kernel UDP socket on the interface address
+//! (and its sender binds one), so each program runs in a network namespace of its own
+//! (`unshare -n`, as root) with a veth interface holding its host's address.
 
 mod common;
 
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::fabric::{scratch, start, Fabric, DEADLINE};
 use common::{emulated, require, run, stderr, stdout};
 use serde_json::{json, Value};
 
@@ -64,5 +73,209 @@ fn spead2_sends_and_receives_multicast_heaps_on_the_emulated_nic() {
     assert_eq!(got.len(), want.len());
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g, w);
+    }
+}
+
+/// Heaps the two-host tests send.
+const HOST_HEAPS: u64 = 64;
+
+/// The packets of the two-host tests' heaps (those of 9100 bytes take two 8972-byte
+/// packets), and the end of the stream.
+const HOST_PACKETS: u64 = HOST_HEAPS + HOST_HEAPS / 4 + 1;
+
+/// `unshare -n` running `tests/py/spead2_hosts.py MODE` as `host` (address `ip`) of
+/// `fabric`, in a namespace whose veth interface holds `ip`.
+fn spead2_host(
+    fabric: &Fabric,
+    host: &str,
+    ip: &str,
+    mode: &str,
+    topology: Option<&Path>,
+) -> Command {
+    let python = workspace_tests::spead2::python();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/spead2_hosts.py");
+    require("ip", "iproute2");
+    let mut c = fabric.program(&require("unshare", "util-linux"), host);
+    c.args(["-n", "sh", "-c"])
+        .arg(format!(
+            "ip link add v0 type veth peer name v1 && ip addr add {ip}/24 dev v0 && \
+             ip link set v1 up && ip link set v0 up && exec \"$@\""
+        ))
+        .arg("sh")
+        .arg(python)
+        .arg(script)
+        .args([mode, "239.10.0.2", "7150", ip, &HOST_HEAPS.to_string()]);
+    if let Some(t) = topology {
+        c.env("VERBS_EMU_TOPOLOGY", t);
+    }
+    c
+}
+
+/// What the two-host run printed: the reader's JSON lines after its readiness line,
+/// the lines of its stderr, and the fabric's summary.
+struct HostsRun {
+    heaps: Vec<Value>,
+    stats: Value,
+    reader_err: String,
+    summary: String,
+}
+
+/// The reader on h2 and, once its flows are in place, the sender on h1.
+fn spead2_two_hosts(name: &str, topology: Option<&str>, seed: &str) -> HostsRun {
+    let dir = scratch(name);
+    let topo = topology.map(|t| {
+        let p = dir.join("topology.toml");
+        std::fs::write(&p, t).expect("write the topology");
+        p
+    });
+    let mut args = vec!["--seed", seed];
+    if let Some(p) = &topo {
+        args.extend(["--topology", p.to_str().expect("a UTF-8 path")]);
+    }
+    let fabric = Fabric::start(&dir, &args);
+    let mut reader = start(
+        spead2_host(&fabric, "h2", "10.100.0.2", "recv", topo.as_deref()),
+        &dir,
+        "reader",
+    );
+    let ready = dir.join("reader.out");
+    let begin = Instant::now();
+    while !std::fs::read_to_string(&ready)
+        .expect("the reader's stdout")
+        .starts_with("{\"ready\": true}\n")
+    {
+        assert!(
+            !reader.exited() && begin.elapsed() < DEADLINE,
+            "the reader never got ready: {}",
+            std::fs::read_to_string(dir.join("reader.err")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let sender = start(
+        spead2_host(&fabric, "h1", "10.100.0.1", "send", topo.as_deref()),
+        &dir,
+        "sender",
+    )
+    .finish();
+    let reader = reader.finish();
+    let summary = fabric.stop();
+    assert!(sender.status.success(), "the sender: {sender:?}");
+    assert_eq!(sender.err, "", "the sender complained");
+    assert_eq!(sender.out, format!("{{\"sent\": {HOST_HEAPS}}}\n"));
+    assert!(reader.status.success(), "the reader: {reader:?}");
+    let mut lines: Vec<Value> = reader
+        .out
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let stats = lines.pop().expect("the reader's stats");
+    HostsRun {
+        heaps: lines,
+        stats: stats["stats"].clone(),
+        reader_err: reader.err,
+        summary,
+    }
+}
+
+/// Heap `cnt` as the reader prints it.
+fn heap_json(cnt: u64) -> Value {
+    let i = cnt - 1;
+    json!({
+        "cnt": cnt,
+        "items": [
+            {"id": 0x1000, "hex": hex(&i.to_be_bytes())},
+            {"id": 0x1001, "hex": hex(&payload(i))},
+        ],
+    })
+}
+
+#[test]
+fn spead2_sends_from_one_host_to_a_reader_on_another() {
+    let r = spead2_two_hosts("spead2-hosts", None, "1");
+    assert_eq!(r.reader_err, "", "spead2 (or the emulator) complained");
+    let want: Vec<Value> = (1..=HOST_HEAPS).map(heap_json).collect();
+    assert_eq!(r.heaps, want);
+    assert_eq!(
+        r.stats,
+        json!({
+            "heaps": HOST_HEAPS,
+            "incomplete_heaps_evicted": 0,
+            "incomplete_heaps_flushed": 0,
+            "packets": HOST_PACKETS,
+        })
+    );
+    assert!(
+        r.summary.starts_with(&format!(
+            "{HOST_PACKETS} frames from hosts, {HOST_PACKETS} delivered, lost: none;"
+        )),
+        "{}",
+        r.summary
+    );
+}
+
+/// The number after `word` in the fabric's summary.
+fn count_after(summary: &str, word: &str) -> u64 {
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    words
+        .iter()
+        .position(|w| *w == word)
+        .and_then(|i| words.get(i + 1))
+        .and_then(|w| w.trim_end_matches([',', ';']).parse().ok())
+        .unwrap_or_else(|| panic!("no number after {word:?} in {summary:?}"))
+}
+
+#[test]
+fn spead2_counts_what_a_lossy_link_drops() {
+    // h2's link loses 5% of the frames the switch sends it. Only the sender's frames
+    // cross it, in the order sent, so which ones are lost follows from the seed; seed 1
+    // keeps the end of the stream.
+    let r = spead2_two_hosts(
+        "spead2-lossy",
+        Some(
+            "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\n\n\
+             [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\nfaults = { loss = 0.05 }\n",
+        ),
+        "1",
+    );
+    let s = &r.summary;
+    let lost = count_after(s, "loss");
+    assert!(
+        s.starts_with(&format!(
+            "{HOST_PACKETS} frames from hosts, {} delivered, lost: loss {lost};",
+            HOST_PACKETS - lost
+        )),
+        "{s}"
+    );
+    assert!(lost > 0, "the seed lost nothing: {s}");
+    let n = |k: &str| {
+        r.stats[k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no {k} in {}", r.stats))
+    };
+    // spead2 counted every frame that reached it: all but the ones the link lost.
+    assert_eq!(n("packets"), HOST_PACKETS - lost);
+    // Its heap count holds the complete heaps and the incomplete ones it gave up on (it
+    // says so on stderr, one line each); the heaps missing altogether are the drops.
+    let incomplete = n("incomplete_heaps_evicted") + n("incomplete_heaps_flushed");
+    assert_eq!(n("heaps"), r.heaps.len() as u64 + incomplete);
+    assert!(n("heaps") < HOST_HEAPS, "{}", r.stats);
+    assert_eq!(
+        r.reader_err.lines().count() as u64,
+        incomplete,
+        "{}",
+        r.reader_err
+    );
+    assert!(r
+        .reader_err
+        .lines()
+        .all(|l| l.starts_with("dropped incomplete heap ")));
+    // Every heap that arrived whole is the one sent, in order.
+    let mut last = 0;
+    for h in &r.heaps {
+        let cnt = h["cnt"].as_u64().expect("a cnt");
+        assert!(cnt > last && cnt <= HOST_HEAPS, "{h}");
+        assert_eq!(*h, heap_json(cnt));
+        last = cnt;
     }
 }

@@ -80,13 +80,7 @@ fuzz_target!(|data: &[u8]| {
         .zip(&pds)
         .map(|(c, pd)| c.alloc_mr(pd, 16384, access).expect("mr"))
         .collect();
-    let cap = QpCap {
-        max_send_wr: 16,
-        max_recv_wr: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        max_inline_data: 0,
-    };
+    let cap = QpCap::new(16, 16, 1, 1);
     let qps: Vec<_> = (0..2)
         .map(|i| {
             ctxs[i]

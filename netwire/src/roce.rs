@@ -68,6 +68,8 @@ pub mod opcode {
     pub const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
     pub const COMPARE_SWAP: u8 = 0x13;
     pub const FETCH_ADD: u8 = 0x14;
+    pub const SEND_LAST_INV: u8 = 0x16;
+    pub const SEND_ONLY_INV: u8 = 0x17;
 }
 
 /// Which headers follow the BTH for an opcode, and whether it carries payload.
@@ -103,7 +105,7 @@ impl OpcodeLayout {
 }
 
 /// The layout of `op`, or `None` for opcodes this simulator does not speak (RD, XRC,
-/// invalidate, reserved).
+/// reserved).
 #[must_use]
 pub fn opcode_layout(op: u8) -> Option<OpcodeLayout> {
     use opcode::*;
@@ -132,6 +134,12 @@ pub fn opcode_layout(op: u8) -> Option<OpcodeLayout> {
             l.payload = true;
         }
         SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM => {
+            l.payload = true;
+            l.imm = true;
+        }
+        // The IETH (the rkey to invalidate) has ImmDt's size and place: it is carried in
+        // `RoceHeaders::imm`.
+        SEND_LAST_INV | SEND_ONLY_INV if !uc => {
             l.payload = true;
             l.imm = true;
         }
@@ -305,7 +313,8 @@ pub struct RoceHeaders {
     pub atomic_eth: Option<AtomicEth>,
     /// AtomicAckETH: the original remote value.
     pub atomic_ack: Option<u64>,
-    /// Immediate data (network byte order value as carried).
+    /// Immediate data (network byte order value as carried); for the
+    /// SEND_*_WITH_INVALIDATE opcodes, the IETH's rkey (same size, same place).
     pub imm: Option<u32>,
 }
 
@@ -453,6 +462,26 @@ pub struct RoceRoute {
     pub ttl: u8,
     /// IP identification.
     pub ip_id: u16,
+}
+
+impl RoceRoute {
+    /// A route from `src` to `dst` (MAC and IPv4 address each) with the usual IP fields:
+    /// UDP source port 0xc000 (the low end of the range RoCE takes its flow entropy
+    /// from), DSCP/ECN 0, TTL 64 and IP identification 0; change them with struct update
+    /// syntax.
+    #[must_use]
+    pub const fn new(src: (Mac, Ipv4Addr), dst: (Mac, Ipv4Addr)) -> Self {
+        RoceRoute {
+            src_mac: src.0,
+            dst_mac: dst.0,
+            src_ip: src.1,
+            dst_ip: dst.1,
+            src_port: 0xc000,
+            tos: 0,
+            ttl: 64,
+            ip_id: 0,
+        }
+    }
 }
 
 /// Builds a whole Ethernet/IPv4/UDP/RoCEv2 frame with pad and ICRC. The BTH pad count is

@@ -19,14 +19,11 @@ fn spec() -> UdpFrameSpec {
 
 fn route() -> RoceRoute {
     RoceRoute {
-        src_mac: Mac([2, 0, 10, 0, 0, 1]),
-        dst_mac: Mac([2, 0, 10, 0, 0, 2]),
-        src_ip: Ipv4Addr::new(10, 0, 0, 1),
-        dst_ip: Ipv4Addr::new(10, 0, 0, 2),
-        src_port: 0xc000,
-        tos: 0,
-        ttl: 64,
         ip_id: 1,
+        ..RoceRoute::new(
+            (Mac([2, 0, 10, 0, 0, 1]), Ipv4Addr::new(10, 0, 0, 1)),
+            (Mac([2, 0, 10, 0, 0, 2]), Ipv4Addr::new(10, 0, 0, 2)),
+        )
     }
 }
 

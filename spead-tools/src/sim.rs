@@ -188,14 +188,8 @@ fn ud_frame(
     payload: &[u8],
 ) -> Vec<u8> {
     let route = RoceRoute {
-        src_mac: Mac(src_mac),
-        dst_mac: Mac(dst_mac),
-        src_ip: SIM_TX_IP,
-        dst_ip: *dst.ip(),
-        src_port: 0xc000,
-        tos: 0,
-        ttl: 64,
         ip_id: psn as u16,
+        ..RoceRoute::new((Mac(src_mac), SIM_TX_IP), (Mac(dst_mac), *dst.ip()))
     };
     let headers = RoceHeaders {
         bth: Bth {

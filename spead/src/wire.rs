@@ -217,6 +217,10 @@ pub struct Packet<'a> {
     pub payload: &'a [u8],
     /// True if an immediate STREAM_CTRL = stop pointer is present.
     pub stop: bool,
+    /// True if every pointer is an immediate HEAP_CNT, HEAP_LENGTH, PAYLOAD_OFFSET or
+    /// PAYLOAD_LENGTH: the packet carries no item pointer (most packets of a large
+    /// heap), so a receiver has no pointer to record.
+    pub(crate) specials_only: bool,
 }
 
 impl<'a> Packet<'a> {
@@ -243,6 +247,7 @@ impl<'a> Packet<'a> {
 ///
 /// # Errors
 /// [`WireError::Truncated`], [`WireError::BadMagic`] or [`WireError::BadFlavour`].
+#[inline]
 pub fn decode_header(data: &[u8]) -> Result<(Flavour, usize), WireError> {
     if data.len() < HEADER_SIZE {
         return Err(WireError::Truncated {
@@ -311,7 +316,73 @@ pub fn packet_size(data: &[u8]) -> Result<Option<usize>, WireError> {
 ///
 /// # Errors
 /// A [`WireError`] naming the first rule the packet breaks.
+#[inline]
 pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
+    match decode_plain(data) {
+        Some(p) => Ok(p),
+        None => decode_any(data),
+    }
+}
+
+/// The packet most packets are: exactly the four special pointers, immediate, in the
+/// order spead2's packetizer (and ours) writes them, and valid. `None` for anything
+/// else, which [`decode_any`] then decodes (or names the rule it breaks); for a packet
+/// this accepts, `decode_any` would give the same.
+#[inline]
+pub(crate) fn decode_plain(data: &[u8]) -> Option<Packet<'_>> {
+    const PLAIN: usize = HEADER_SIZE + 4 * POINTER_SIZE;
+    let head: &[u8; PLAIN] = data.get(..PLAIN)?.try_into().ok()?;
+    let word = |k: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&head[8 * k..8 * k + 8]);
+        u64::from_be_bytes(b)
+    };
+    let h = word(0);
+    let (ip_bytes, ha_bytes) = ((h >> 40) as u8, (h >> 32) as u8);
+    if h >> 48 != u64::from(MAGIC_VERSION)
+        || h & 0xffff != 4
+        || ip_bytes == 0
+        || ha_bytes == 0
+        || u32::from(ip_bytes) + u32::from(ha_bytes) != 8
+    {
+        return None;
+    }
+    let flavour = Flavour {
+        heap_address_bits: ha_bytes * 8,
+    };
+    let hab = flavour.heap_address_bits;
+    let mask = flavour.value_mask();
+    // Above the value: the immediate flag, then the ID.
+    let immediate = 1u64 << (63 - hab);
+    let (a, b, c, d) = (word(1), word(2), word(3), word(4));
+    if a >> hab != immediate | HEAP_CNT_ID
+        || b >> hab != immediate | HEAP_LENGTH_ID
+        || c >> hab != immediate | PAYLOAD_OFFSET_ID
+        || d >> hab != immediate | PAYLOAD_LENGTH_ID
+    {
+        return None;
+    }
+    let (heap_length, payload_offset, payload_length) = (b & mask, c & mask, d & mask);
+    let len = usize::try_from(payload_length).ok()?;
+    let payload = data.get(PLAIN..PLAIN.checked_add(len)?)?;
+    if payload_offset.checked_add(payload_length)? > heap_length {
+        return None;
+    }
+    Some(Packet {
+        flavour,
+        heap_cnt: a & mask,
+        heap_length: Some(heap_length),
+        payload_offset,
+        pointers: &head[HEADER_SIZE..],
+        payload,
+        stop: false,
+        specials_only: true,
+    })
+}
+
+/// [`decode_packet`] for any packet.
+#[inline(never)]
+fn decode_any(data: &[u8]) -> Result<Packet<'_>, WireError> {
     let (flavour, n) = decode_header(data)?;
     let ptr_end = HEADER_SIZE + n * POINTER_SIZE;
     if data.len() < ptr_end {
@@ -326,11 +397,37 @@ pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
     let mut payload_offset = None;
     let mut payload_length = None;
     let mut stop = false;
+    let mut specials_only = true;
     let hab = flavour.heap_address_bits;
     let mask = flavour.value_mask();
-    for chunk in pointers.chunks_exact(POINTER_SIZE) {
-        let raw = u64::from_be_bytes(chunk.try_into().unwrap_or([0; 8]));
+    let word = |k: usize| {
+        let mut b = [0u8; POINTER_SIZE];
+        b.copy_from_slice(&pointers[k * POINTER_SIZE..(k + 1) * POINTER_SIZE]);
+        u64::from_be_bytes(b)
+    };
+    // Fast path: the four special items first, immediate, in the order spead2's
+    // packetizer (and ours) writes them. The loop below then reads the rest, exactly
+    // as it would have read these four.
+    let mut first = 0;
+    if n >= 4 {
+        let special = |id: u64| (1u64 << 63) | (id << hab);
+        let (a, b, c, d) = (word(0), word(1), word(2), word(3));
+        if a & !mask == special(HEAP_CNT_ID)
+            && b & !mask == special(HEAP_LENGTH_ID)
+            && c & !mask == special(PAYLOAD_OFFSET_ID)
+            && d & !mask == special(PAYLOAD_LENGTH_ID)
+        {
+            heap_cnt = Some(a & mask);
+            heap_length = Some(b & mask);
+            payload_offset = Some(c & mask);
+            payload_length = Some(d & mask);
+            first = 4;
+        }
+    }
+    for k in first..n {
+        let raw = word(k);
         if raw >> 63 == 0 {
+            specials_only = false;
             continue;
         }
         let id = (raw >> hab) & flavour.max_id();
@@ -340,8 +437,11 @@ pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
             HEAP_LENGTH_ID => heap_length = Some(value),
             PAYLOAD_OFFSET_ID => payload_offset = Some(value),
             PAYLOAD_LENGTH_ID => payload_length = Some(value),
-            STREAM_CTRL_ID if value == CTRL_STREAM_STOP => stop = true,
-            _ => {}
+            STREAM_CTRL_ID if value == CTRL_STREAM_STOP => {
+                stop = true;
+                specials_only = false;
+            }
+            _ => specials_only = false,
         }
     }
     let heap_cnt = heap_cnt.ok_or(WireError::MissingHeapCnt)?;
@@ -374,6 +474,7 @@ pub fn decode_packet(data: &[u8]) -> Result<Packet<'_>, WireError> {
         pointers,
         payload: &data[ptr_end..ptr_end + payload_length as usize],
         stop,
+        specials_only,
     })
 }
 
@@ -428,6 +529,61 @@ pub fn immediate_bytes(flavour: Flavour, value: u64) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The plain-packet decoder gives what the general one gives, for plain packets and
+    /// for every near miss (it must decline those, leaving the verdict to the other).
+    #[test]
+    fn the_plain_packet_path_agrees_with_the_general_one() {
+        let f = Flavour::SPEAD_64_48;
+        let g = Flavour::SPEAD_64_40;
+        let specials = |fl: Flavour, cnt: u64, hl: u64, off: u64, len: u64| {
+            vec![
+                fl.immediate(HEAP_CNT_ID, cnt),
+                fl.immediate(HEAP_LENGTH_ID, hl),
+                fl.immediate(PAYLOAD_OFFSET_ID, off),
+                fl.immediate(PAYLOAD_LENGTH_ID, len),
+            ]
+        };
+        let mut cases: Vec<Vec<u8>> = Vec::new();
+        for fl in [f, g] {
+            cases.push(encode_packet(fl, &specials(fl, 7, 100, 0, 64), &[1; 64]).unwrap());
+            cases.push(encode_packet(fl, &specials(fl, 7, 100, 36, 64), &[1; 64]).unwrap());
+            // Offset + length beyond HEAP_LENGTH, and a payload cut short.
+            cases.push(encode_packet(fl, &specials(fl, 7, 100, 40, 64), &[1; 64]).unwrap());
+            cases.push(encode_packet(fl, &specials(fl, 7, 100, 0, 64), &[1; 63]).unwrap());
+            // Trailing bytes, an empty payload, a stop pointer, the specials reordered,
+            // one of them addressed, and a duplicate HEAP_CNT after them.
+            cases.push(encode_packet(fl, &specials(fl, 7, 100, 0, 8), &[2; 20]).unwrap());
+            cases.push(encode_packet(fl, &specials(fl, 7, 0, 0, 0), &[]).unwrap());
+            let mut p = specials(fl, 7, 100, 0, 8);
+            p.push(fl.immediate(STREAM_CTRL_ID, CTRL_STREAM_STOP));
+            cases.push(encode_packet(fl, &p, &[3; 8]).unwrap());
+            let mut p = specials(fl, 7, 100, 0, 8);
+            p.swap(0, 1);
+            cases.push(encode_packet(fl, &p, &[3; 8]).unwrap());
+            let mut p = specials(fl, 7, 100, 0, 8);
+            p[2] = fl.address(PAYLOAD_OFFSET_ID, 0);
+            cases.push(encode_packet(fl, &p, &[3; 8]).unwrap());
+            let mut p = specials(fl, 7, 100, 0, 8);
+            p.push(fl.immediate(HEAP_CNT_ID, 9));
+            cases.push(encode_packet(fl, &p, &[3; 8]).unwrap());
+        }
+        let mut bad_magic = cases[0].clone();
+        bad_magic[1] = 5;
+        let mut bad_flavour = cases[0].clone();
+        bad_flavour[2] = 0;
+        cases.push(bad_magic);
+        cases.push(bad_flavour);
+        cases.push(cases[0][..39].to_vec());
+        let mut plain = 0;
+        for (k, c) in cases.iter().enumerate() {
+            let fast = format!("{:?}", decode_packet(c));
+            assert_eq!(fast, format!("{:?}", decode_any(c)), "case {k}");
+            plain += usize::from(decode_plain(c).is_some());
+        }
+        // The valid plain packets (with and without trailing bytes) took the plain path.
+        assert_eq!(plain, 8);
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();

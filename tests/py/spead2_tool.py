@@ -12,6 +12,14 @@ Subcommands (JSON on stdin, JSON lines on stdout):
                        be empty) -> received heaps
   bench-mem REPEATS    raw packets on stdin -> assembly rate
   bench-udp-recv       bind, print port, count heaps/packets until stop, print rate
+  bench-mem-serve MAXHEAPS HEAPSIZE
+                       a line with a byte count, then that many bytes of raw packets;
+                       then per line "0" (default allocator) or "1" (MemoryPool of
+                       HEAPSIZE buffers): one pass over the bytes, its rate as JSON
+  bench-udp-pair-serve per line "RATE HEAPS HEAPSIZE PACKETSIZE": spead2's sender
+                       (RATE bytes/s, 0 = unlimited) to spead2's receiver over
+                       loopback, HEAPS heaps of one HEAPSIZE-byte item; the complete
+                       heaps and the receive time as JSON
 """
 
 import json
@@ -223,6 +231,98 @@ def bench_udp_recv(max_heaps):
     print(json.dumps({"seconds": elapsed, "heaps": heaps, "packets": st.packets}), flush=True)
 
 
+def bench_mem_pass(data, max_heaps, heap_size, pool):
+    cfg = spead2.recv.StreamConfig(max_heaps=max_heaps)
+    if pool:
+        cfg.memory_allocator = spead2.MemoryPool(heap_size, heap_size, 32, 32)
+    ring = spead2.recv.RingStreamConfig(heaps=16)
+    stream = spead2.recv.Stream(spead2.ThreadPool(), cfg, ring)
+    start = time.perf_counter()
+    cpu = time.process_time()  # every thread: spead2's reader and this consumer
+    stream.add_buffer_reader(data)
+    heaps = 0
+    for heap in stream:
+        heaps += 1
+    cpu = time.process_time() - cpu
+    elapsed = time.perf_counter() - start
+    stream.stop()  # merges the last batch's counters
+    return {"seconds": elapsed, "cpu": cpu, "heaps": heaps, "packets": stream.stats.packets}
+
+
+def bench_mem_serve(max_heaps, heap_size):
+    inp = sys.stdin.buffer
+    n = int(inp.readline())
+    data = inp.read(n)
+    assert len(data) == n, "short input"
+    print(json.dumps({"ready": n}), flush=True)
+    for line in inp:
+        line = line.strip()
+        if not line:
+            break
+        out = bench_mem_pass(data, max_heaps, heap_size, line == b"1")
+        print(json.dumps(out), flush=True)
+
+
+def udp_pair_trial(rate, heaps, heap_size, packet_size):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    # As our receiver: SO_RCVBUFFORCE when permitted, past rmem_max.
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_RCVBUFFORCE", 33), 32 << 20)
+    except OSError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    rx = spead2.recv.Stream(spead2.ThreadPool(), spead2.recv.StreamConfig(max_heaps=4),
+                            spead2.recv.RingStreamConfig(heaps=64))
+    rx.add_udp_reader(sock, max_size=packet_size + 64)
+    got = {"heaps": 0, "first": None, "last": None}
+
+    def consume():
+        for heap in rx:
+            now = time.perf_counter()
+            if got["first"] is None:
+                got["first"] = now
+            got["last"] = now
+            if isinstance(heap, spead2.recv.Heap):
+                got["heaps"] += 1
+
+    t = threading.Thread(target=consume)
+    t.start()
+    flavour = spead2.Flavour(4, 64, 48, 0)
+    cfg = spead2.send.StreamConfig(max_packet_size=packet_size, rate=rate)
+    tx = spead2.send.UdpStream(spead2.ThreadPool(), [("127.0.0.1", port)], cfg,
+                               buffer_size=4 << 20)
+    heap = spead2.send.Heap(flavour)
+    payload = (np.arange(heap_size, dtype=np.uint64) * 7).astype(np.uint8)
+    heap.add_item(RawItem(0x1000, payload.tobytes(), False))
+    cpu = time.process_time()  # every thread: sender, receiver, consumer
+    start = time.perf_counter()
+    for cnt in range(1, heaps + 1):
+        tx.send_heap(heap, cnt)
+    sent = time.perf_counter() - start
+    stop = spead2.send.Heap(flavour)
+    stop.add_end()
+    for _ in range(5):
+        time.sleep(0.05)
+        tx.send_heap(stop, heaps + 1)
+    t.join(timeout=3)
+    rx.stop()
+    t.join()
+    cpu = time.process_time() - cpu
+    first, last = got["first"], got["last"]
+    return {"seconds": (last - first) if first is not None else float("nan"), "cpu": cpu,
+            "heaps": got["heaps"], "packets": rx.stats.packets, "send_seconds": sent}
+
+
+def bench_udp_pair_serve():
+    for line in sys.stdin:
+        parts = line.split()
+        if not parts:
+            break
+        rate, heaps, heap_size, packet_size = float(parts[0]), *map(int, parts[1:4])
+        print(json.dumps(udp_pair_trial(rate, heaps, heap_size, packet_size)), flush=True)
+
+
 def main():
     cmd = sys.argv[1]
     if cmd == "packetize":
@@ -242,6 +342,10 @@ def main():
     elif cmd == "bench-mem":
         bench_mem(sys.stdin.buffer.read(), int(sys.argv[2]), int(sys.argv[3]),
                   len(sys.argv) > 4 and sys.argv[4] == "1")
+    elif cmd == "bench-mem-serve":
+        bench_mem_serve(int(sys.argv[2]), int(sys.argv[3]))
+    elif cmd == "bench-udp-pair-serve":
+        bench_udp_pair_serve()
     elif cmd == "bench-udp-recv":
         bench_udp_recv(int(sys.argv[2]))
     else:

@@ -258,6 +258,9 @@ pub fn udp(opts: &Options) -> Report {
     cfg.buffer_size = if opts.overload { 128 << 10 } else { 8 << 20 };
     cfg.read_timeout = Some(Duration::from_millis(20));
     cfg.max_packet_size = opts.packet.max(MARKER.len());
+    // One datagram per buffer: the soak counts and tells apart each datagram (the end
+    // marker among them), so it asks for no coalescing.
+    cfg.gro = false;
     let mut rx = UdpReceiver::bind(&cfg).expect("bind the receiver");
     let dest = rx.local_addr().expect("its address");
     let received = Arc::new(AtomicU64::new(0));
@@ -293,7 +296,7 @@ pub fn udp(opts: &Options) -> Report {
         }
         idle_since = None;
         for i in 0..n {
-            match rx.datagram(i) {
+            match rx.message(i).map(|(d, _)| d) {
                 Some(d) if d == MARKER => ended = true,
                 Some(d) => {
                     let _ = stream.add_datagram(d);

@@ -56,3 +56,24 @@ fn env() -> Env<SimVerbs> {
 }
 
 workspace_tests::conformance_tests!(env());
+
+/// The memory-window cases on the mlx5 personality, whose divergences from rxe the cases
+/// spell out (docs/divergences.md rows 50-59).
+mod mlx5_windows {
+    use super::*;
+
+    fn env() -> Env<SimVerbs> {
+        let sim = Sim::new(0x5eed);
+        let host = sim
+            .add_host("h0", Ipv4Addr::new(10, 77, 0, 1), Personality::Mlx5)
+            .expect("host");
+        Env {
+            verbs: sim.verbs(host),
+            device: Personality::Mlx5.name(0),
+            port: 1,
+            lossy: None,
+        }
+    }
+
+    workspace_tests::conformance_tests!(@windows env());
+}

@@ -20,6 +20,20 @@ fn sim_mac(ip: Ipv4Addr) -> [u8; 6] {
 }
 
 #[test]
+fn a_simulated_raw_sender_sends_from_its_ports_mac() {
+    let ip = Ipv4Addr::new(10, 0, 0, 1);
+    let sim = Sim::new(1);
+    let h = sim.add_host("h0", ip, Personality::Mlx5).unwrap();
+    let verbs = sim.verbs(h);
+    assert_eq!(spead::verbs::source_mac(&verbs, ip).unwrap(), sim_mac(ip));
+    let other = Ipv4Addr::new(10, 0, 0, 9);
+    assert!(matches!(
+        spead::verbs::source_mac(&verbs, other),
+        Err(spead::verbs::VerbsError::NoInterface { iface, .. }) if iface == other
+    ));
+}
+
+#[test]
 fn raw_multicast_to_two_receivers_on_mlx5() {
     let ip = Ipv4Addr::new(10, 0, 0, 1);
     let sim = Sim::new(1);

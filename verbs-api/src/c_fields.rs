@@ -32,6 +32,25 @@ macro_rules! qp_cap_fields {
     }};
 }
 
+/// A [`crate::AhAttr`] from a C `struct ibv_ah_attr`-shaped struct, its GRH made by the
+/// caller (`grh: GlobalRoute { ... }`: the C layouts nest it differently):
+/// `ah_attr_fields!(from &c, grh: route)`.
+#[macro_export]
+macro_rules! ah_attr_fields {
+    (from $a:expr, grh: $grh:expr $(,)?) => {{
+        let a = $a;
+        $crate::AhAttr {
+            grh: $grh,
+            dlid: a.dlid,
+            sl: a.sl,
+            src_path_bits: a.src_path_bits,
+            static_rate: a.static_rate,
+            is_global: a.is_global != 0,
+            port_num: a.port_num,
+        }
+    }};
+}
+
 /// Converts between [`crate::QpAttr`] and a C `struct ibv_qp_attr`-shaped struct. The
 /// address vectors and queue sizes go through the caller's `ah` and `cap` functions
 /// (their C layouts differ between crates), and the four enum fields through the caller's

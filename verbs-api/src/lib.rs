@@ -5,7 +5,7 @@
 //! on real hardware (`backend-hw`).
 //!
 //! - [`Verbs`], [`Context`] and the resource traits ([`ProtectionDomain`],
-//!   [`MemoryRegion`], [`CompletionChannel`], [`CompletionQueue`], [`SharedReceiveQueue`],
+//!   [`MemoryRegion`], [`MemoryWindow`], [`CompletionChannel`], [`CompletionQueue`], [`SharedReceiveQueue`],
 //!   [`QueuePair`], [`AddressHandle`], [`Flow`]): the contract both backends implement.
 //! - Plain data with libibverbs' names and numeric values: [`Completion`], [`WcStatus`],
 //!   [`WcOpcode`], [`QpState`], [`QpType`], [`QpAttr`] with [`QpAttrMask`],
@@ -60,6 +60,7 @@ mod event;
 mod flow;
 mod gid;
 mod macros;
+mod mw;
 pub mod names;
 mod port;
 mod qp;
@@ -83,6 +84,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use event::{AsyncEvent, EventElement, EventType};
 pub use flow::{EthFilter, FlowAttr, FlowFlags, FlowRuleType, FlowSpec, Ipv4Filter, PortFilter};
 pub use gid::{ipv4_multicast_mac, Gid};
+pub use mw::{inc_rkey, MwType};
 pub use port::{LinkLayer, Mtu, PortAttr, PortState};
 pub use qp::{
     AhAttr, GlobalRoute, PathMigState, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpModify, QpState,
@@ -90,11 +92,11 @@ pub use qp::{
 };
 pub use srq::{SrqAttr, SrqAttrMask, SrqInitAttr};
 pub use traits::{
-    AddressHandle, CompletionChannel, CompletionQueue, Context, Flow, MemoryRegion,
+    AddressHandle, CompletionChannel, CompletionQueue, Context, Flow, MemoryRegion, MemoryWindow,
     ProtectionDomain, QueuePair, QueuePairExt, SharedReceiveQueue, Verbs,
 };
 pub use wc::{Completion, WcFlags, WcOpcode, WcStatus};
-pub use wr::{RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
+pub use wr::{MwBind, MwBindInfo, RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 
 /// The QP number UD sends use to reach every QP attached to a multicast group.
 pub const MULTICAST_QPN: u32 = 0x00ff_ffff;

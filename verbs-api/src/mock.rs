@@ -10,7 +10,7 @@ use crate::{AccessFlags, MemoryRegion};
 
 pub use crate::traits::{
     MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow,
-    MockProtectionDomain, MockQueuePair, MockSharedReceiveQueue, MockVerbs,
+    MockMemoryWindow, MockProtectionDomain, MockQueuePair, MockSharedReceiveQueue, MockVerbs,
 };
 
 /// A memory region backed by owned, zeroed memory, with chosen keys.

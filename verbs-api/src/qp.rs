@@ -136,6 +136,34 @@ pub struct QpCap {
     pub max_inline_data: u32,
 }
 
+impl QpCap {
+    /// Queue sizes without inline data.
+    #[must_use]
+    pub const fn new(
+        max_send_wr: u32,
+        max_recv_wr: u32,
+        max_send_sge: u32,
+        max_recv_sge: u32,
+    ) -> Self {
+        QpCap {
+            max_send_wr,
+            max_recv_wr,
+            max_send_sge,
+            max_recv_sge,
+            max_inline_data: 0,
+        }
+    }
+
+    /// The same sizes with `bytes` of inline data per send.
+    #[must_use]
+    pub const fn with_inline(self, bytes: u32) -> Self {
+        QpCap {
+            max_inline_data: bytes,
+            ..self
+        }
+    }
+}
+
 /// `struct ibv_global_route`: the GRH part of an address vector (always used on RoCE).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct GlobalRoute {

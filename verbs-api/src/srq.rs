@@ -21,6 +21,20 @@ pub struct SrqInitAttr {
     pub attr: SrqAttr,
 }
 
+impl SrqInitAttr {
+    /// An SRQ of `max_wr` receives of `max_sge` SGEs each, its limit not armed.
+    #[must_use]
+    pub const fn new(max_wr: u32, max_sge: u32) -> Self {
+        SrqInitAttr {
+            attr: SrqAttr {
+                max_wr,
+                max_sge,
+                srq_limit: 0,
+            },
+        }
+    }
+}
+
 bitflags! {
     /// `enum ibv_srq_attr_mask`.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

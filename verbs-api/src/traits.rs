@@ -19,12 +19,13 @@ use crate::error::Result;
 use crate::event::AsyncEvent;
 use crate::flow::FlowAttr;
 use crate::gid::Gid;
+use crate::mw::MwType;
 use crate::port::PortAttr;
 use crate::qp::{AhAttr, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpModify, QpState, QpType};
 use crate::srq::{SrqAttr, SrqAttrMask, SrqInitAttr};
 use crate::state_table::check_modify;
 use crate::wc::Completion;
-use crate::wr::{RecvWr, SendWr};
+use crate::wr::{MwBind, RecvWr, SendWr};
 
 /// A verbs provider: lists and opens devices (`ibv_get_device_list`, `ibv_open_device`).
 #[cfg_attr(feature = "mock", mockall::automock(type Context = MockContext;))]
@@ -61,6 +62,7 @@ pub trait Verbs {
     mockall::automock(
         type Pd = MockProtectionDomain;
         type Mr = crate::mock::FakeMr;
+        type Mw = MockMemoryWindow;
         type CompChannel = MockCompletionChannel;
         type Cq = MockCompletionQueue;
         type Srq = MockSharedReceiveQueue;
@@ -74,6 +76,8 @@ pub trait Context {
     type Pd: ProtectionDomain;
     /// Memory region.
     type Mr: MemoryRegion;
+    /// Memory window.
+    type Mw: MemoryWindow;
     /// Completion channel.
     type CompChannel: CompletionChannel;
     /// Completion queue.
@@ -139,6 +143,30 @@ pub trait Context {
         len: usize,
         access: AccessFlags,
     ) -> Result<Self::Mr>;
+
+    /// `ibv_alloc_mw`: a memory window of `mw_type` on `pd`, not bound. Dropping it is
+    /// `ibv_dealloc_mw`, which unbinds it first.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Unsupported`] or [`crate::ErrorKind::InvalidArgument`] (as the
+    /// device returns it) when the device lacks windows of that type (check
+    /// [`crate::DeviceCapFlags::MEM_WINDOW`] and the `MEM_WINDOW_TYPE_2*` flags);
+    /// [`crate::ErrorKind::OutOfResources`] past `max_mw`.
+    fn alloc_mw(&self, pd: &Self::Pd, mw_type: MwType) -> Result<Self::Mw>;
+
+    /// `ibv_bind_mw`: posts on `qp` a BIND_MW request that binds the type 1 window `mw`
+    /// as `bind` says (length 0 unbinds it), and gives the window the rkey it will have
+    /// once bound ([`crate::inc_rkey`] of its current one), which it returns. The bind
+    /// completes on `qp`'s send CQ (opcode [`crate::WcOpcode::BindMw`]; a refused bind
+    /// completes with [`crate::WcStatus::MwBindErr`] and moves the QP to ERR; the window
+    /// then keeps the new rkey, as in libibverbs: the caller knows the old one).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidArgument`] (EINVAL) for a type 2 window, or for what the
+    /// provider refuses at post time (rxe: ZERO_BASED access, a UD QP);
+    /// [`crate::ErrorKind::PermissionDenied`] (EPERM) when the region and the window are
+    /// on different PDs; the errors of [`QueuePair::post_send`].
+    fn bind_mw(&self, qp: &Self::Qp, mw: &Self::Mw, bind: &MwBind) -> Result<u32>;
 
     /// `ibv_create_comp_channel`.
     ///
@@ -279,6 +307,18 @@ fn check_range(op: &'static str, offset: usize, len: usize, total: usize) -> Res
             format!("range {offset}+{len} is outside the {total}-byte region"),
         ))
     }
+}
+
+/// A memory window (`struct ibv_mw`). Dropping it deallocates it (`ibv_dealloc_mw`).
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait MemoryWindow: Debug {
+    /// The window's handle (unique per context), as [`crate::WrDetail::BindMw`] names it.
+    fn handle(&self) -> u32;
+    /// Its type.
+    fn mw_type(&self) -> MwType;
+    /// Its rkey (`ibv_mw.rkey`): what remote peers use once it is bound. A bind through
+    /// [`Context::bind_mw`] or a posted BIND_MW request sets it to the request's rkey.
+    fn rkey(&self) -> u32;
 }
 
 /// A completion channel (`struct ibv_comp_channel`): the wait side of CQ events.

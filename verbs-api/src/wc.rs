@@ -146,7 +146,9 @@ pub struct Completion {
     /// Bytes transferred (for receives: bytes written, including a UD GRH).
     pub byte_len: u32,
     /// The immediate value, in host order (libibverbs gives it big-endian; backends
-    /// convert), valid when `wc_flags` has [`WcFlags::WITH_IMM`].
+    /// convert), valid when `wc_flags` has [`WcFlags::WITH_IMM`]. As in libibverbs' union,
+    /// the same field holds the invalidated rkey when `wc_flags` has
+    /// [`WcFlags::WITH_INV`] (see [`Completion::invalidated_rkey`]).
     pub imm_data: u32,
     /// The local QP number the work request belonged to.
     pub qp_num: u32,
@@ -174,6 +176,13 @@ impl Completion {
     pub fn imm(&self) -> Option<u32> {
         self.wc_flags
             .contains(WcFlags::WITH_IMM)
+            .then_some(self.imm_data)
+    }
+
+    /// The rkey a SEND_WITH_INV invalidated, when the completion says so.
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        self.wc_flags
+            .contains(WcFlags::WITH_INV)
             .then_some(self.imm_data)
     }
 
@@ -217,6 +226,13 @@ mod tests {
         assert!(wc.is_recv());
         assert_eq!(wc.imm(), Some(7));
         assert!(!Completion::default().is_recv());
+        let inv = Completion {
+            wc_flags: WcFlags::WITH_INV,
+            imm_data: 0x0100_0142,
+            ..Completion::default()
+        };
+        assert_eq!(inv.invalidated_rkey(), Some(0x0100_0142));
+        assert_eq!(inv.imm(), None);
         assert_eq!(Completion::default().imm(), None);
     }
 }

@@ -3,6 +3,7 @@
 
 use bitflags::bitflags;
 
+use crate::access::AccessFlags;
 use crate::macros::verbs_enum;
 
 /// `struct ibv_sge`: one piece of registered memory. Same layout as libibverbs', so the
@@ -35,6 +36,15 @@ verbs_enum! {
         AtomicCmpAndSwp = 5 => "ATOMIC_CMP_AND_SWP",
         /// 8-byte atomic fetch-and-add on remote memory.
         AtomicFetchAndAdd = 6 => "ATOMIC_FETCH_AND_ADD",
+        /// Invalidate a local rkey (a type 2 memory window's), with
+        /// [`WrDetail::Invalidate`]; no data moves.
+        LocalInv = 7 => "LOCAL_INV",
+        /// Bind a memory window (type 2 through `ibv_post_send`; type 1 through
+        /// [`crate::Context::bind_mw`], which posts one), with [`WrDetail::BindMw`].
+        BindMw = 8 => "BIND_MW",
+        /// A SEND that also invalidates an rkey at the responder, with
+        /// [`WrDetail::Invalidate`].
+        SendWithInv = 9 => "SEND_WITH_INV",
     }
 }
 
@@ -60,6 +70,20 @@ impl SendOpcode {
         )
     }
 
+    /// Whether this opcode runs on the local device only (no packet is sent):
+    /// LOCAL_INV and BIND_MW.
+    pub const fn is_local(self) -> bool {
+        matches!(self, SendOpcode::LocalInv | SendOpcode::BindMw)
+    }
+
+    /// Whether this opcode consumes a receive at the responder like a SEND does.
+    pub const fn is_send(self) -> bool {
+        matches!(
+            self,
+            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::SendWithInv
+        )
+    }
+
     /// The completion opcode a requester sees for it.
     pub const fn completion_opcode(self) -> crate::WcOpcode {
         use crate::WcOpcode as W;
@@ -69,6 +93,9 @@ impl SendOpcode {
             SendOpcode::RdmaRead => W::RdmaRead,
             SendOpcode::AtomicCmpAndSwp => W::CompSwap,
             SendOpcode::AtomicFetchAndAdd => W::FetchAdd,
+            SendOpcode::LocalInv => W::LocalInv,
+            SendOpcode::BindMw => W::BindMw,
+            SendOpcode::SendWithInv => W::Send,
         }
     }
 }
@@ -113,6 +140,22 @@ pub enum WrDetail<'a, Ah> {
         /// Remote key.
         rkey: u32,
     },
+    /// The rkey a LOCAL_INV invalidates on this device, or a SEND_WITH_INV at the
+    /// responder (`ibv_send_wr`'s `invalidate_rkey`).
+    Invalidate {
+        /// The rkey to invalidate.
+        rkey: u32,
+    },
+    /// A memory window bind (`ibv_send_wr`'s `bind_mw`).
+    BindMw {
+        /// The window ([`crate::MemoryWindow::handle`]).
+        mw: u32,
+        /// The rkey the window has once bound: [`crate::MemoryWindow::rkey`] with its low
+        /// 8 bits (the key) changed, as `ibv_inc_rkey` does; devices keep the upper 24.
+        rkey: u32,
+        /// The region, range and rights.
+        bind_info: MwBindInfo,
+    },
     /// UD destination.
     Ud {
         /// Address handle of the destination.
@@ -122,6 +165,51 @@ pub enum WrDetail<'a, Ah> {
         /// Q_Key (must match the receiver's).
         remote_qkey: u32,
     },
+}
+
+/// `struct ibv_mw_bind_info`: what a memory window is bound to. The region is named by
+/// its lkey (the key that identifies it to the device, as rxe's WQE does).
+///
+/// A `length` of 0 unbinds a type 1 window (`ibv_bind_mw(3)`); a type 2 window refuses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MwBindInfo {
+    /// The lkey of the memory region the window covers part of.
+    pub mr_lkey: u32,
+    /// First byte of the window (an address inside the region).
+    pub addr: u64,
+    /// Bytes the window spans.
+    pub length: u64,
+    /// The remote rights the window grants (REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC,
+    /// ZERO_BASED).
+    pub mw_access_flags: AccessFlags,
+}
+
+impl MwBindInfo {
+    /// A window over `addr..addr+length` of `mr`, granting `access`.
+    pub fn new<M: crate::MemoryRegion + ?Sized>(
+        mr: &M,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Self {
+        MwBindInfo {
+            mr_lkey: mr.lkey(),
+            addr,
+            length,
+            mw_access_flags: access,
+        }
+    }
+}
+
+/// `struct ibv_mw_bind`: a type 1 bind for [`crate::Context::bind_mw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct MwBind {
+    /// Caller's identifier, returned in the bind's completion.
+    pub wr_id: u64,
+    /// SIGNALED and FENCE.
+    pub send_flags: SendFlags,
+    /// What to bind to.
+    pub bind_info: MwBindInfo,
 }
 
 // Manual impls: the derives would demand `Ah: Copy`, but only `&Ah` is held.
@@ -270,6 +358,38 @@ impl<'a, Ah> SendWr<'a, Ah> {
         }
     }
 
+    /// A BIND_MW of the type 2 window with handle `mw` ([`crate::MemoryWindow::handle`]),
+    /// which gets `rkey` once bound (see [`WrDetail::BindMw`]).
+    pub fn bind_mw(wr_id: u64, mw: u32, rkey: u32, bind_info: MwBindInfo) -> Self {
+        SendWr {
+            opcode: SendOpcode::BindMw,
+            detail: WrDetail::BindMw {
+                mw,
+                rkey,
+                bind_info,
+            },
+            ..Self::send(wr_id, &[])
+        }
+    }
+
+    /// A LOCAL_INV of `rkey` (a type 2 window's on this device).
+    pub fn local_inv(wr_id: u64, rkey: u32) -> Self {
+        SendWr {
+            opcode: SendOpcode::LocalInv,
+            detail: WrDetail::Invalidate { rkey },
+            ..Self::send(wr_id, &[])
+        }
+    }
+
+    /// A SEND_WITH_INV of `sg_list` that invalidates `rkey` at the responder.
+    pub fn send_with_inv(wr_id: u64, sg_list: &'a [Sge], rkey: u32) -> Self {
+        SendWr {
+            opcode: SendOpcode::SendWithInv,
+            detail: WrDetail::Invalidate { rkey },
+            ..Self::send(wr_id, sg_list)
+        }
+    }
+
     /// The same request with `flags` added.
     #[must_use]
     pub fn flags(mut self, flags: SendFlags) -> Self {
@@ -319,6 +439,9 @@ mod tests {
         assert_eq!(SendOpcode::RdmaWrite.as_raw(), 0);
         assert_eq!(SendOpcode::Send.as_raw(), 2);
         assert_eq!(SendOpcode::AtomicFetchAndAdd.as_raw(), 6);
+        assert_eq!(SendOpcode::LocalInv.as_raw(), 7);
+        assert_eq!(SendOpcode::BindMw.as_raw(), 8);
+        assert_eq!(SendOpcode::SendWithInv.as_raw(), 9);
         assert_eq!(SendFlags::SIGNALED.bits(), 2);
         assert_eq!(SendFlags::INLINE.bits(), 8);
         assert_eq!(SendFlags::IP_CSUM.bits(), 16);
@@ -356,5 +479,34 @@ mod tests {
         assert!(w.opcode.has_imm() && w.opcode.is_rdma());
         assert_eq!(w.total_len(), 12);
         assert_eq!(RecvWr::new(3, &sge).total_len(), 12);
+    }
+
+    #[test]
+    fn window_requests() {
+        let info = MwBindInfo {
+            mr_lkey: 5,
+            addr: 0x1000,
+            length: 64,
+            mw_access_flags: AccessFlags::REMOTE_READ,
+        };
+        let w: SendWr<'_, ()> = SendWr::bind_mw(1, 7, 0x0100_0109, info).signaled();
+        assert_eq!(w.opcode, SendOpcode::BindMw);
+        assert!(w.opcode.is_local() && w.sg_list.is_empty());
+        assert_eq!(
+            w.detail,
+            WrDetail::BindMw {
+                mw: 7,
+                rkey: 0x0100_0109,
+                bind_info: info
+            }
+        );
+        assert_eq!(w.opcode.completion_opcode(), crate::WcOpcode::BindMw);
+        let w: SendWr<'_, ()> = SendWr::local_inv(2, 9);
+        assert_eq!(w.detail, WrDetail::Invalidate { rkey: 9 });
+        assert_eq!(w.opcode.completion_opcode(), crate::WcOpcode::LocalInv);
+        let sge = [Sge::default()];
+        let w: SendWr<'_, ()> = SendWr::send_with_inv(3, &sge, 9);
+        assert!(w.opcode.is_send() && !w.opcode.is_local());
+        assert_eq!(w.opcode.completion_opcode(), crate::WcOpcode::Send);
     }
 }

@@ -465,6 +465,12 @@ pub fn bench() -> Result<(), Error> {
     let mut spead = cargo();
     spead.args(["bench", "-p", "spead", "--bench", "assembly"]);
     run(spead, "spead benchmark (ours vs spead2)")?;
+    let mut codec = cargo();
+    codec.args(["bench", "-p", "spead", "--bench", "codec"]);
+    run(
+        codec,
+        "spead codec and assembly micro-benchmarks (criterion)",
+    )?;
     let mut sim = cargo();
     sim.args(["bench", "-p", "backend-sim", "--bench", "raw_path"]);
     run(
@@ -851,6 +857,9 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
             ))
         );
         let mut fabric = fabric;
+        // Child::wait closes the child's stdin first, and a closed stdin stops the fabric
+        // (--stop-on-eof): hold it open for as long as this process lives.
+        let _stdin = fabric.child.stdin.take();
         let status = fabric
             .child
             .wait()

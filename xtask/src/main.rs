@@ -118,8 +118,9 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Run the benchmarks (spead vs spead2, the simulator's packet path and its per-frame
-    /// cost from 10^4 to 10^7 frames, the harness micro-benchmarks, the MeerKAT scenario).
+    /// Run the benchmarks (spead vs spead2 and the memcpy bound, spead's criterion codec
+    /// benchmarks, the simulator's packet path and its per-frame cost from 10^4 to 10^7
+    /// frames, the harness micro-benchmarks, the MeerKAT scenario).
     Bench,
     /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
     /// `emulator`), starts the fabric process (switch, link faults, capture) and runs CMD

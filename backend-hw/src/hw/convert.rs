@@ -102,21 +102,13 @@ pub(crate) fn ah_to_shim(a: &AhAttr) -> ffi::shim_ah_attr {
 }
 
 pub(crate) fn ah_from_shim(a: &ffi::shim_ah_attr) -> AhAttr {
-    AhAttr {
-        grh: GlobalRoute {
-            dgid: Gid(a.dgid),
-            flow_label: a.flow_label,
-            sgid_index: a.sgid_index,
-            hop_limit: a.hop_limit,
-            traffic_class: a.traffic_class,
-        },
-        dlid: a.dlid,
-        sl: a.sl,
-        src_path_bits: a.src_path_bits,
-        static_rate: a.static_rate,
-        is_global: a.is_global != 0,
-        port_num: a.port_num,
-    }
+    verbs_api::ah_attr_fields!(from a, grh: GlobalRoute {
+        dgid: Gid(a.dgid),
+        flow_label: a.flow_label,
+        sgid_index: a.sgid_index,
+        hop_limit: a.hop_limit,
+        traffic_class: a.traffic_class,
+    })
 }
 
 pub(crate) fn cap_to_shim(c: &QpCap) -> ffi::shim_qp_cap {

@@ -5,6 +5,7 @@ mod convert;
 mod qp;
 mod resources;
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fmt;
 use std::os::raw::c_int;
@@ -13,15 +14,15 @@ use std::sync::{Arc, Mutex};
 
 use verbs_api::{
     AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceCapFlags, DeviceInfo, Error,
-    ErrorKind, EventElement, EventType, FlowAttr, FlowRuleType, Gid, LinkLayer, NodeType, PortAttr,
-    PortState, QpInitAttr, QpType, Result, SrqInitAttr, TransportType, Verbs,
+    ErrorKind, EventElement, EventType, FlowAttr, FlowRuleType, Gid, LinkLayer, MwBind, MwType,
+    NodeType, PortAttr, PortState, QpInitAttr, QpType, Result, SrqInitAttr, TransportType, Verbs,
 };
 
 use crate::diagnose::{self, errno};
 use crate::ffi;
 
 pub use qp::{HwFlow, HwQp};
-pub use resources::{HwAh, HwCompChannel, HwCq, HwMr, HwPd, HwSrq};
+pub use resources::{HwAh, HwCompChannel, HwCq, HwMr, HwMw, HwPd, HwSrq};
 
 /// The environment variable naming the device [`HwVerbs::open_default`] opens (and that
 /// the device tests run on).
@@ -196,6 +197,8 @@ impl Verbs for HwVerbs {
                 on_host_network,
                 num_comp_vectors: u32::try_from(info.num_comp_vectors).unwrap_or(0),
                 attr: Mutex::new(None),
+                mrs: Mutex::new(HashMap::new()),
+                mws: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -210,6 +213,11 @@ pub(crate) struct Ctx {
     pub(crate) on_host_network: bool,
     /// The device attributes, queried once (they do not change).
     attr: Mutex<Option<DeviceAttr>>,
+    /// The `ibv_mr` of each live region by lkey, and the `ibv_mw` of each live window by
+    /// handle: a BIND_MW request names them by key and handle (as the device does), and
+    /// libibverbs wants the objects.
+    pub(crate) mrs: Mutex<HashMap<u32, usize>>,
+    pub(crate) mws: Mutex<HashMap<u32, usize>>,
 }
 
 // SAFETY: an ibv_context is usable from any thread: libibverbs' verbs are thread-safe
@@ -314,6 +322,7 @@ impl HwContext {
 impl Context for HwContext {
     type Pd = HwPd;
     type Mr = HwMr;
+    type Mw = HwMw;
     type CompChannel = HwCompChannel;
     type Cq = HwCq;
     type Srq = HwSrq;
@@ -380,6 +389,16 @@ impl Context for HwContext {
         self.inner.same(pd.ctx(), "ibv_reg_mr")?;
         // SAFETY: the caller upholds reg_mr's contract (valid memory outliving the region).
         unsafe { HwMr::register(pd, addr, len, access, None) }
+    }
+
+    fn alloc_mw(&self, pd: &HwPd, mw_type: MwType) -> Result<HwMw> {
+        self.inner.same(pd.ctx(), "ibv_alloc_mw")?;
+        HwMw::alloc(pd, mw_type)
+    }
+
+    fn bind_mw(&self, qp: &HwQp, mw: &HwMw, bind: &MwBind) -> Result<u32> {
+        self.inner.same(qp.ctx(), "ibv_bind_mw")?;
+        mw.bind(qp, bind)
     }
 
     fn create_comp_channel(&self) -> Result<HwCompChannel> {
@@ -566,6 +585,7 @@ mod tests {
         send_sync::<HwAh>();
         send_sync::<HwFlow>();
         send::<HwMr>();
+        send::<HwMw>();
     }
 
     #[test]

@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex};
 
 use verbs_api::{
     Context, DeviceAttr, Error, ErrorKind, Flow, FlowAttr, Gid, LinkLayer, QpAttr, QpAttrMask,
-    QpCap, QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendWr, WrDetail,
+    QpCap, QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendOpcode, SendWr, WrDetail,
 };
 
-use super::resources::{null, post_error, post_recv_chunks, Cq, Pd, Srq, CHUNK};
+use super::resources::{self, null, post_error, post_recv_chunks, Cq, Pd, Srq, CHUNK};
 use super::{convert, invalid, os_error, Ctx, HwAh, HwContext, HwCq, HwPd, HwSrq};
 use crate::diagnose::{self, errno};
 use crate::ffi;
@@ -117,6 +117,10 @@ impl HwQp {
         &self.0.pd.ctx
     }
 
+    pub(crate) fn raw(&self) -> *mut ffi::ibv_qp {
+        self.0.ptr.as_ptr()
+    }
+
     /// The queue sizes the device gave the QP (at least what was asked for).
     pub fn cap(&self) -> QpCap {
         self.0.cap
@@ -195,7 +199,7 @@ impl HwQp {
     }
 }
 
-fn send_wr(wr: &SendWr<'_, HwAh>) -> ffi::shim_send_wr {
+fn send_wr(ctx: &Ctx, wr: &SendWr<'_, HwAh>) -> Result<ffi::shim_send_wr> {
     let mut o = ffi::shim_send_wr {
         wr_id: wr.wr_id,
         sg_list: wr.sg_list.as_ptr(),
@@ -231,8 +235,21 @@ fn send_wr(wr: &SendWr<'_, HwAh>) -> ffi::shim_send_wr {
             o.remote_qpn = remote_qpn;
             o.remote_qkey = remote_qkey;
         }
+        WrDetail::Invalidate { rkey } => o.invalidate_rkey = rkey,
+        WrDetail::BindMw {
+            mw,
+            rkey,
+            bind_info,
+        } => {
+            o.mw = resources::mw_ptr(ctx, mw, "ibv_post_send")?;
+            o.mr = resources::mr_ptr(ctx, bind_info.mr_lkey, "ibv_post_send")?;
+            o.rkey = rkey;
+            o.bind_addr = bind_info.addr;
+            o.bind_length = bind_info.length;
+            o.bind_access = bind_info.mw_access_flags.bits();
+        }
     }
-    o
+    Ok(o)
 }
 
 impl QueuePair for HwQp {
@@ -316,7 +333,7 @@ impl QueuePair for HwQp {
         for (c, chunk) in wrs.chunks(CHUNK).enumerate() {
             for (i, (dst, wr)) in buf.iter_mut().zip(chunk).enumerate() {
                 self.check_send(c * CHUNK + i, wr)?;
-                *dst = send_wr(wr);
+                *dst = send_wr(self.ctx(), wr).map_err(|e| e.with_bad_wr(c * CHUNK + i))?;
             }
             let mut bad = 0usize;
             // SAFETY: the QP is alive; `buf[..len]` is valid; the SGE lists and AHs it
@@ -325,6 +342,19 @@ impl QueuePair for HwQp {
             let ret = unsafe {
                 ffi::shim_post_send(self.0.ptr.as_ptr(), buf.as_ptr(), chunk.len(), &mut bad)
             };
+            let posted = if ret == 0 {
+                chunk.len()
+            } else {
+                bad.min(chunk.len())
+            };
+            for w in &buf[..posted] {
+                if w.opcode == SendOpcode::BindMw.as_raw() {
+                    // As a caller of ibv_post_send does for a type 2 window (and
+                    // ibv_bind_mw for type 1): the window's rkey is the new one from now.
+                    // SAFETY: `w.mw` came from the registry of live windows just above.
+                    unsafe { resources::set_mw_rkey(w.mw, w.rkey) };
+                }
+            }
             if ret != 0 {
                 return Err(post_error(OP, ret).with_bad_wr(c * CHUNK + bad.min(chunk.len())));
             }

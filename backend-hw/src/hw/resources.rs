@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use verbs_api::{
     AccessFlags, AddressHandle, AhAttr, Completion, CompletionChannel, CompletionQueue, Error,
-    ErrorKind, MemoryRegion, ProtectionDomain, RecvWr, Result, SharedReceiveQueue, SrqAttr,
-    SrqAttrMask, SrqInitAttr,
+    ErrorKind, MemoryRegion, MemoryWindow, MwBind, MwType, ProtectionDomain, RecvWr, Result,
+    SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr,
 };
 
 use super::{convert, invalid, os_error, Ctx};
@@ -200,6 +200,7 @@ impl HwMr {
             ));
         }
         let ptr = NonNull::new(ptr).ok_or_else(|| null(OP))?;
+        lock(&pd.0.ctx.mrs).insert(lkey, ptr.as_ptr() as usize);
         Ok(HwMr {
             ptr,
             addr,
@@ -217,7 +218,14 @@ impl Drop for HwMr {
     fn drop(&mut self) {
         // SAFETY: the MR is registered and deregistered only here; the PD is alive (we hold
         // an Arc). The trait's contract says no work request uses the region any more.
-        let _ = unsafe { ffi::shim_dereg_mr(self.ptr.as_ptr()) };
+        let ret = unsafe { ffi::shim_dereg_mr(self.ptr.as_ptr()) };
+        if ret != 0 {
+            // The device keeps the region (a memory window is still bound to it: EINVAL on
+            // rxe, as ibv_alloc_mw(3) says): it may still write there, so the memory is
+            // leaked rather than handed back to the allocator.
+            return;
+        }
+        lock(&self.pd.ctx.mrs).remove(&self.lkey);
         if let Some(layout) = self.owned {
             // SAFETY: the region owned this memory, allocated with `layout`; the device no
             // longer has it registered.
@@ -254,6 +262,146 @@ impl HwMr {
     /// The handle of the protection domain the region is registered in.
     pub fn pd_handle(&self) -> u32 {
         self.pd.handle
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+// ---------------------------------------------------------------- memory window
+
+/// A memory window (`struct ibv_mw`); dropping it is `ibv_dealloc_mw`.
+pub struct HwMw {
+    ptr: NonNull<ffi::ibv_mw>,
+    handle: u32,
+    mw_type: MwType,
+    pd: Arc<Pd>,
+}
+
+// SAFETY: an ibv_mw may be used and deallocated from any thread; HwMw reads and writes its
+// rkey only through `&self` methods that libibverbs' own callers use the same way.
+unsafe impl Send for HwMw {}
+
+impl fmt::Debug for HwMw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HwMw")
+            .field("handle", &self.handle)
+            .field("type", &self.mw_type)
+            .field("rkey", &self.rkey())
+            .finish()
+    }
+}
+
+impl HwMw {
+    pub(crate) fn alloc(pd: &HwPd, mw_type: MwType) -> Result<Self> {
+        let mut ptr = std::ptr::null_mut();
+        let (mut handle, mut rkey) = (0, 0);
+        // SAFETY: the PD is alive; the outputs are valid.
+        let ret = unsafe {
+            ffi::shim_alloc_mw(
+                pd.0.ptr.as_ptr(),
+                mw_type.as_raw(),
+                &mut ptr,
+                &mut handle,
+                &mut rkey,
+            )
+        };
+        if ret != 0 {
+            return Err(os_error("ibv_alloc_mw", ret, format!("a {mw_type} window")));
+        }
+        let ptr = NonNull::new(ptr).ok_or_else(|| null("ibv_alloc_mw"))?;
+        lock(&pd.0.ctx.mws).insert(handle, ptr.as_ptr() as usize);
+        Ok(HwMw {
+            ptr,
+            handle,
+            mw_type,
+            pd: pd.0.clone(),
+        })
+    }
+
+    pub(crate) fn bind(&self, qp: &super::HwQp, bind: &MwBind) -> Result<u32> {
+        const OP: &str = "ibv_bind_mw";
+        let mr = mr_ptr(&self.pd.ctx, bind.bind_info.mr_lkey, OP)?;
+        let mut rkey = 0;
+        let b = &bind.bind_info;
+        // SAFETY: the QP, the window and the region are alive (the region's pointer comes
+        // from the registry its Drop removes it from); `rkey` is a valid output.
+        let ret = unsafe {
+            ffi::shim_bind_mw(
+                qp.raw(),
+                self.ptr.as_ptr(),
+                mr,
+                bind.wr_id,
+                bind.send_flags.bits(),
+                b.addr,
+                b.length,
+                b.mw_access_flags.bits(),
+                &mut rkey,
+            )
+        };
+        if ret != 0 {
+            return Err(os_error(OP, ret, format!("window {}", self.handle)).with_bad_wr(0));
+        }
+        Ok(rkey)
+    }
+}
+
+/// The `ibv_mr` registered with `lkey` on `ctx`.
+pub(crate) fn mr_ptr(ctx: &Ctx, lkey: u32, op: &'static str) -> Result<*mut ffi::ibv_mr> {
+    lock(&ctx.mrs)
+        .get(&lkey)
+        .map(|&p| p as *mut ffi::ibv_mr)
+        .ok_or_else(|| {
+            invalid(
+                op,
+                format!("no memory region of this context has lkey {lkey:#x}"),
+            )
+        })
+}
+
+/// The `ibv_mw` with `handle` on `ctx`.
+pub(crate) fn mw_ptr(ctx: &Ctx, handle: u32, op: &'static str) -> Result<*mut ffi::ibv_mw> {
+    lock(&ctx.mws)
+        .get(&handle)
+        .map(|&p| p as *mut ffi::ibv_mw)
+        .ok_or_else(|| {
+            invalid(
+                op,
+                format!("no memory window of this context has handle {handle}"),
+            )
+        })
+}
+
+/// Sets the rkey of the window `mw` points to (after posting its bind).
+///
+/// # Safety
+/// `mw` must come from [`mw_ptr`] on a live window.
+pub(crate) unsafe fn set_mw_rkey(mw: *mut ffi::ibv_mw, rkey: u32) {
+    // SAFETY: the caller's contract.
+    unsafe { ffi::shim_mw_set_rkey(mw, rkey) }
+}
+
+impl Drop for HwMw {
+    fn drop(&mut self) {
+        lock(&self.pd.ctx.mws).remove(&self.handle);
+        // SAFETY: the window is deallocated only here; its PD is alive (we hold an Arc).
+        let _ = unsafe { ffi::shim_dealloc_mw(self.ptr.as_ptr()) };
+    }
+}
+
+impl MemoryWindow for HwMw {
+    fn handle(&self) -> u32 {
+        self.handle
+    }
+
+    fn mw_type(&self) -> MwType {
+        self.mw_type
+    }
+
+    fn rkey(&self) -> u32 {
+        // SAFETY: the window is alive.
+        unsafe { ffi::shim_mw_rkey(self.ptr.as_ptr()) }
     }
 }
 

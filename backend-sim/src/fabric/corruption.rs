@@ -168,16 +168,10 @@ mod tests {
     }
 
     fn roce_ud() -> Vec<u8> {
-        let route = RoceRoute {
-            src_mac: Mac([2, 0, 10, 0, 0, 1]),
-            dst_mac: Mac([2, 0, 10, 0, 0, 2]),
-            src_ip: Ipv4Addr::new(10, 0, 0, 1),
-            dst_ip: Ipv4Addr::new(10, 0, 0, 2),
-            src_port: 0xc000,
-            tos: 0,
-            ttl: 64,
-            ip_id: 0,
-        };
+        let route = RoceRoute::new(
+            (Mac([2, 0, 10, 0, 0, 1]), Ipv4Addr::new(10, 0, 0, 1)),
+            (Mac([2, 0, 10, 0, 0, 2]), Ipv4Addr::new(10, 0, 0, 2)),
+        );
         let headers = RoceHeaders {
             bth: Bth {
                 opcode: roce::opcode::UD | roce::opcode::SEND_ONLY,

@@ -4,6 +4,7 @@
 use crate::verbs::ah::SimAh;
 use crate::verbs::cq::{SimChannel, SimCq};
 use crate::verbs::mr::{alloc_owned, register, SimMr};
+use crate::verbs::mw::SimMw;
 use crate::verbs::objects::{err, lock, Kind, Res};
 use crate::verbs::personality::Personality;
 use crate::verbs::qp::SimQp;
@@ -18,9 +19,10 @@ const ENODATA: i32 = 61;
 use std::net::Ipv6Addr;
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
-    AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow, FlowAttr,
-    FlowRuleType, FlowSpec, Gid, LinkLayer, PortAttr, PortState, ProtectionDomain, QpAttr,
-    QpInitAttr, QpState, QpType, Result, SrqAttr, SrqInitAttr,
+    inc_rkey, AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow,
+    FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, MwBind, MwType, PortAttr, PortState,
+    ProtectionDomain, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result, SendWr, SrqAttr,
+    SrqInitAttr,
 };
 
 /// An open simulated device.
@@ -75,6 +77,7 @@ impl Flow for SimFlow {
 impl Context for SimContext {
     type Pd = SimPd;
     type Mr = SimMr;
+    type Mw = SimMw;
     type CompChannel = SimChannel;
     type Cq = SimCq;
     type Srq = SimSrq;
@@ -145,6 +148,79 @@ impl Context for SimContext {
                 format!("no GID {index} on port {port_num}"),
             )),
         }
+    }
+
+    fn alloc_mw(&self, pd: &SimPd, mw_type: MwType) -> Result<SimMw> {
+        let mut w = self.world();
+        if w.pds.get(&pd.res.id) != Some(&self.dev) {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                "ibv_alloc_mw",
+                "the PD belongs to another device context",
+            ));
+        }
+        let handle = w.handle();
+        let rkey = w.mrs.alloc_mw(pd.res.id, mw_type, handle);
+        drop(w);
+        Ok(SimMw {
+            world: self.res.world.clone(),
+            index: rkey >> 8,
+            handle,
+            mw_type,
+            _pd: pd.res.clone(),
+        })
+    }
+
+    fn bind_mw(&self, qp: &SimQp, mw: &SimMw, bind: &MwBind) -> Result<u32> {
+        const OP: &str = "ibv_bind_mw";
+        let w = self.world();
+        // libibverbs' inline ibv_bind_mw: only type 1, and the region in the window's PD.
+        if mw.mw_type != MwType::Type1 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "ibv_bind_mw binds type 1 windows only",
+            )
+            .with_bad_wr(0));
+        }
+        let region = w.mrs.region(bind.bind_info.mr_lkey);
+        if region.is_none() && bind.bind_info.length > 0 {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("no memory region has lkey {:#x}", bind.bind_info.mr_lkey),
+            )
+            .with_bad_wr(0));
+        }
+        // (No region and length 0: libibverbs' unbind with a NULL region.)
+        if region.is_some_and(|r| r.pd != mw._pd.id) {
+            return Err(err(
+                ErrorKind::PermissionDenied,
+                OP,
+                "the region and the window are on different protection domains",
+            )
+            .with_bad_wr(0));
+        }
+        // The providers (rxe_bind_mw, mlx5_bind_mw): a type 1 window cannot be zero based.
+        if bind
+            .bind_info
+            .mw_access_flags
+            .contains(AccessFlags::ZERO_BASED)
+        {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "a type 1 window cannot be ZERO_BASED",
+            )
+            .with_bad_wr(0));
+        }
+        let rkey = inc_rkey(w.mrs.mw(mw.index).map_or(0, |m| m.user_rkey));
+        drop(w);
+        let wr = SendWr::<'_, SimAh>::bind_mw(bind.wr_id, mw.handle, rkey, bind.bind_info)
+            .flags(bind.send_flags);
+        // SAFETY: a BIND_MW request has no scatter-gather list: it names no memory.
+        unsafe { qp.post_send(&[wr]) }?;
+        Ok(rkey)
     }
 
     fn alloc_pd(&self) -> Result<SimPd> {

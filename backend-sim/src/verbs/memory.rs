@@ -2,7 +2,7 @@
 //! copies in and out of application memory that a real NIC does by DMA.
 
 use rustc_hash::FxHashMap as HashMap;
-use verbs_api::{AccessFlags, Sge, WcStatus};
+use verbs_api::{AccessFlags, MwBindInfo, MwType, Sge, WcStatus};
 
 /// A registered region in the device's key table.
 #[derive(Debug, Clone, Copy)]
@@ -13,11 +13,74 @@ pub(crate) struct MrEntry {
     pub access: AccessFlags,
 }
 
-/// The key table: lkey == rkey, unique per fabric.
+/// The key table: lkey == rkey, unique per fabric; and the memory windows.
 #[derive(Debug, Default)]
 pub(crate) struct MrTable {
     by_key: HashMap<u32, MrEntry>,
     next_key: u32,
+    /// Memory windows by index (`rkey >> 8`, as rxe's pool index).
+    mws: HashMap<u32, MwEntry>,
+    next_mw: u32,
+}
+
+/// The first index of a memory window's rkey (rxe's `RXE_MIN_MW_INDEX`): an rkey whose
+/// upper 24 bits are at least this names a window (`rkey_is_mw`), never a region.
+const MIN_MW_INDEX: u32 = 0x1_0001;
+
+/// A memory window's state (rxe's `rxe_mw_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MwState {
+    /// A type 2 window not bound.
+    Free,
+    /// A type 1 window (bound or not), or a bound type 2 window.
+    Valid,
+}
+
+/// A memory window in the device's table.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MwEntry {
+    pub pd: u32,
+    pub mw_type: MwType,
+    pub handle: u32,
+    /// The rkey the device matches requests against.
+    pub rkey: u32,
+    /// The rkey `ibv_mw.rkey` holds on the application's side (what a bind names the
+    /// window by, and what the application reads).
+    pub user_rkey: u32,
+    pub state: MwState,
+    /// The region's key (lkey) while bound with a length.
+    pub mr: Option<u32>,
+    pub addr: u64,
+    pub len: u64,
+    pub access: AccessFlags,
+    /// A bound type 2 window: the QP that bound it, the only one it serves.
+    pub qpn: Option<u32>,
+}
+
+/// What a device does differently with windows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MwRules {
+    /// rxe checks an access through a window against the window's region only
+    /// (`check_rkey` calls `mr_check_range` on the MR); mlx5 against the window.
+    pub range_is_the_region: bool,
+}
+
+/// Where a remote access arrives: the target QP's PD and number, and its device's rules.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RemoteAt {
+    pub pd: u32,
+    pub qpn: u32,
+    pub rules: MwRules,
+}
+
+/// A BIND_MW work request as the device takes it (rxe's `rxe_send_wr.wr.mw`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BindWqe {
+    /// The window's rkey as the application's `ibv_mw` held it at post time.
+    pub mw_rkey: u32,
+    /// The new rkey (its low 8 bits are taken).
+    pub rkey: u32,
+    pub info: MwBindInfo,
 }
 
 /// Where data lands or comes from after the checks: an address and a length.
@@ -34,17 +97,226 @@ impl MrTable {
     }
 
     pub fn register(&mut self, e: MrEntry) -> u32 {
-        // Keys look like mlx5's: an index in the upper bits and a varying low byte.
+        // Keys look like mlx5's: an index in the upper bits and a varying low byte; the
+        // indices of windows are left out.
         self.next_key = self.next_key.wrapping_add(0x101);
-        while self.next_key == 0 || self.by_key.contains_key(&self.next_key) {
+        while self.next_key == 0
+            || self.next_key >> 8 >= MIN_MW_INDEX
+            || self.by_key.contains_key(&self.next_key)
+        {
+            if self.next_key >> 8 >= MIN_MW_INDEX {
+                self.next_key = 0;
+            }
             self.next_key = self.next_key.wrapping_add(0x101);
         }
         self.by_key.insert(self.next_key, e);
         self.next_key
     }
 
+    /// Removes a region. Windows still bound to it are unbound, so nothing reaches its
+    /// memory any more (rxe refuses the deregistration instead and keeps the region; the
+    /// simulator cannot keep memory its owner frees).
     pub fn deregister(&mut self, key: u32) {
         self.by_key.remove(&key);
+        for mw in self.mws.values_mut() {
+            if mw.mr == Some(key) {
+                mw.mr = None;
+                mw.len = 0;
+            }
+        }
+    }
+
+    /// The region with lkey `key`, if registered.
+    pub fn region(&self, key: u32) -> Option<&MrEntry> {
+        self.by_key.get(&key)
+    }
+
+    /// Allocates a window (`rxe_alloc_mw`): index from the window range, a key byte, type
+    /// 1 valid (unbound) and type 2 free.
+    pub fn alloc_mw(&mut self, pd: u32, mw_type: MwType, handle: u32) -> u32 {
+        self.next_mw = self.next_mw.max(MIN_MW_INDEX - 1) + 1;
+        let index = self.next_mw;
+        // rxe draws the key byte at random; a fixed function of the index keeps the
+        // simulator deterministic.
+        let rkey = (index << 8) | (index.wrapping_mul(0x9e) & 0xff);
+        self.mws.insert(
+            index,
+            MwEntry {
+                pd,
+                mw_type,
+                handle,
+                rkey,
+                user_rkey: rkey,
+                state: if mw_type == MwType::Type1 {
+                    MwState::Valid
+                } else {
+                    MwState::Free
+                },
+                mr: None,
+                addr: 0,
+                len: 0,
+                access: AccessFlags::empty(),
+                qpn: None,
+            },
+        );
+        rkey
+    }
+
+    /// Deallocates a window (unbinding it).
+    pub fn dealloc_mw(&mut self, index: u32) {
+        self.mws.remove(&index);
+    }
+
+    /// The window with index `index`.
+    pub fn mw(&self, index: u32) -> Option<&MwEntry> {
+        self.mws.get(&index)
+    }
+
+    /// The window with index `index`, to change.
+    pub fn mw_mut(&mut self, index: u32) -> Option<&mut MwEntry> {
+        self.mws.get_mut(&index)
+    }
+
+    /// The window whose application handle is `handle`, with its index.
+    pub fn mw_by_handle(&self, handle: u32) -> Option<(u32, &MwEntry)> {
+        self.mws
+            .iter()
+            .find(|(_, m)| m.handle == handle)
+            .map(|(&i, m)| (i, m))
+    }
+
+    /// Executes a BIND_MW request of QP `qpn` (in PD `qp_pd`) as rxe's `rxe_bind_mw`
+    /// does; an error is the bind's completion status (MW_BIND_ERR).
+    pub fn bind_mw(&mut self, qpn: u32, qp_pd: u32, b: &BindWqe) -> Result<(), WcStatus> {
+        const ERR: WcStatus = WcStatus::MwBindErr;
+        let index = b.mw_rkey >> 8;
+        let mw = *self.mws.get(&index).ok_or(ERR)?;
+        if mw.rkey != b.mw_rkey {
+            return Err(ERR);
+        }
+        let info = &b.info;
+        let mr = if info.length > 0 {
+            Some(*self.by_key.get(&info.mr_lkey).ok_or(ERR)?)
+        } else {
+            None
+        };
+        let access = info.mw_access_flags;
+        // RXE_ACCESS_SUPPORTED_MW: a region's rights and ZERO_BASED.
+        let supported = AccessFlags::LOCAL_WRITE
+            | AccessFlags::REMOTE_READ
+            | AccessFlags::REMOTE_WRITE
+            | AccessFlags::REMOTE_ATOMIC
+            | AccessFlags::MW_BIND
+            | AccessFlags::ZERO_BASED;
+        if !supported.contains(access) {
+            return Err(ERR);
+        }
+        match mw.mw_type {
+            MwType::Type1 => {
+                if mw.state != MwState::Valid || access.contains(AccessFlags::ZERO_BASED) {
+                    return Err(ERR);
+                }
+            }
+            MwType::Type2 => {
+                if mw.state != MwState::Free || qp_pd != mw.pd || mr.is_none() {
+                    return Err(ERR);
+                }
+            }
+        }
+        if let Some(mr) = mr {
+            let writable =
+                access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC);
+            let inside = if access.contains(AccessFlags::ZERO_BASED) {
+                info.length <= mr.len
+            } else {
+                info.addr >= mr.addr
+                    && info
+                        .addr
+                        .checked_add(info.length)
+                        .is_some_and(|end| end <= mr.addr + mr.len)
+            };
+            if mr.access.contains(AccessFlags::ZERO_BASED)
+                || !mr.access.contains(AccessFlags::MW_BIND)
+                || (writable && !mr.access.contains(AccessFlags::LOCAL_WRITE))
+                || !inside
+            {
+                return Err(ERR);
+            }
+        }
+        let e = self.mws.get_mut(&index).expect("looked up above");
+        e.rkey = (e.rkey & !0xff) | (b.rkey & 0xff);
+        e.access = access;
+        e.state = MwState::Valid;
+        e.addr = info.addr;
+        e.len = info.length;
+        e.mr = mr.map(|_| info.mr_lkey);
+        if e.mw_type == MwType::Type2 {
+            e.qpn = Some(qpn);
+        }
+        Ok(())
+    }
+
+    /// Invalidates `rkey` (LOCAL_INV, or SEND_WITH_INV at the responder) as rxe's
+    /// `rxe_invalidate_mw` does: only a valid type 2 window's current rkey; a region's
+    /// rkey is refused too (user regions cannot be invalidated, `rxe_invalidate_mr`).
+    pub fn invalidate(&mut self, rkey: u32) -> Result<(), ()> {
+        if rkey >> 8 < MIN_MW_INDEX {
+            return Err(());
+        }
+        let e = self.mws.get_mut(&(rkey >> 8)).ok_or(())?;
+        if e.rkey != rkey || e.mw_type == MwType::Type1 || e.state != MwState::Valid {
+            return Err(());
+        }
+        e.state = MwState::Free;
+        e.mr = None;
+        e.qpn = None;
+        e.addr = 0;
+        e.len = 0;
+        e.access = AccessFlags::empty();
+        Ok(())
+    }
+
+    /// Checks a remote access arriving at QP `qpn` (PD `pd`): a region's rkey as
+    /// [`MrTable::check_remote`], or a window's as rxe's `rxe_lookup_mw` (rkey, PD, the
+    /// binding QP for type 2, bound, the right), then the range (see [`MwRules`]).
+    pub fn check_remote_at(
+        &self,
+        at: RemoteAt,
+        rkey: u32,
+        va: u64,
+        len: u64,
+        need: AccessFlags,
+    ) -> Option<Span> {
+        let RemoteAt { pd, qpn, rules } = at;
+        if len == 0 || rkey >> 8 < MIN_MW_INDEX {
+            return self.check_remote(pd, rkey, va, len, need);
+        }
+        let mw = self.mws.get(&(rkey >> 8))?;
+        let ok = mw.rkey == rkey
+            && mw.pd == pd
+            && (mw.mw_type == MwType::Type1 || mw.qpn == Some(qpn))
+            && mw.len > 0
+            && mw.access.contains(need)
+            && mw.state == MwState::Valid;
+        if !ok {
+            return None;
+        }
+        let mr = self.by_key.get(&mw.mr?)?;
+        let va = if mw.access.contains(AccessFlags::ZERO_BASED) {
+            va.checked_add(mw.addr)?
+        } else {
+            va
+        };
+        let end = va.checked_add(len)?;
+        let (lo, hi) = if rules.range_is_the_region {
+            (mr.addr, mr.addr + mr.len)
+        } else {
+            (mw.addr, mw.addr + mw.len)
+        };
+        (va >= lo && end <= hi).then_some(Span {
+            addr: va,
+            len: len as usize,
+        })
     }
 
     fn lookup(&self, key: u32, pd: u32, addr: u64, len: u64) -> Option<&MrEntry> {
@@ -81,7 +353,8 @@ impl MrTable {
         Ok(total)
     }
 
-    /// Checks a remote access (rkey, PD of the target QP, bounds, the access right).
+    /// Checks a remote access to a region (rkey, PD of the target QP, bounds, the access
+    /// right); a window's rkey finds nothing here (see [`MrTable::check_remote_at`]).
     pub fn check_remote(
         &self,
         pd: u32,
@@ -226,5 +499,71 @@ mod tests {
             }
             assert_eq!(out, [7]);
         }
+    }
+
+    const RXE: MwRules = MwRules {
+        range_is_the_region: true,
+    };
+
+    fn table() -> (MrTable, u32, u32) {
+        let mut t = MrTable::default();
+        let mr = t.register(MrEntry {
+            pd: 1,
+            addr: 0x10_000,
+            len: 4096,
+            access: AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND,
+        });
+        let rkey = t.alloc_mw(1, MwType::Type1, 9);
+        (t, mr, rkey)
+    }
+
+    fn bind(t: &mut MrTable, mr: u32, mw_rkey: u32, len: u64) -> Result<u32, WcStatus> {
+        let rkey = verbs_api::inc_rkey(mw_rkey);
+        let b = BindWqe {
+            mw_rkey,
+            rkey,
+            info: MwBindInfo {
+                mr_lkey: mr,
+                addr: 0x10_100,
+                length: len,
+                mw_access_flags: AccessFlags::REMOTE_READ,
+            },
+        };
+        t.bind_mw(3, 1, &b).map(|()| rkey)
+    }
+
+    #[test]
+    fn window_keys_are_apart_from_region_keys() {
+        let (t, mr, rkey) = table();
+        assert!(rkey >> 8 >= MIN_MW_INDEX && mr >> 8 < MIN_MW_INDEX);
+        assert_eq!(t.mw_by_handle(9).map(|(i, _)| i), Some(rkey >> 8));
+    }
+
+    #[test]
+    fn deregistering_the_region_unbinds_its_windows() {
+        let (mut t, mr, rkey) = table();
+        let rkey = bind(&mut t, mr, rkey, 64).expect("bind");
+        let at = RemoteAt {
+            pd: 1,
+            qpn: 3,
+            rules: RXE,
+        };
+        assert!(t
+            .check_remote_at(at, rkey, 0x10_100, 8, AccessFlags::REMOTE_READ)
+            .is_some());
+        t.deregister(mr);
+        assert!(t
+            .check_remote_at(at, rkey, 0x10_100, 8, AccessFlags::REMOTE_READ)
+            .is_none());
+    }
+
+    #[test]
+    fn a_stale_window_rkey_fails_the_bind() {
+        let (mut t, mr, rkey) = table();
+        let new = bind(&mut t, mr, rkey, 64).expect("bind");
+        assert_eq!(bind(&mut t, mr, rkey, 64), Err(WcStatus::MwBindErr));
+        let current = bind(&mut t, mr, new, 0).expect("unbind with length 0");
+        assert_eq!(t.mw(current >> 8).map(|m| m.rkey), Some(current));
+        assert_eq!(t.invalidate(current), Err(()), "type 1 is not invalidated");
     }
 }

@@ -83,13 +83,13 @@ impl Personality {
         match self {
             Personality::Rxe => {
                 let wqe = (asked.max_send_sge * 16).max(asked.max_inline_data);
-                QpCap {
-                    max_send_wr: Self::queue_depth(asked.max_send_wr),
-                    max_recv_wr: Self::queue_depth(asked.max_recv_wr),
-                    max_send_sge: wqe / 16,
-                    max_recv_sge: asked.max_recv_sge,
-                    max_inline_data: wqe,
-                }
+                QpCap::new(
+                    Self::queue_depth(asked.max_send_wr),
+                    Self::queue_depth(asked.max_recv_wr),
+                    wqe / 16,
+                    asked.max_recv_sge,
+                )
+                .with_inline(wqe)
             }
             Personality::Mlx5 => asked,
         }
@@ -175,6 +175,22 @@ impl Personality {
 
     /// Largest inline send.
     #[must_use]
+    pub(crate) fn mw_rules(self) -> crate::verbs::memory::MwRules {
+        crate::verbs::memory::MwRules {
+            range_is_the_region: self == Personality::Rxe,
+        }
+    }
+
+    /// The flag a receive completion of a SEND_WITH_INV carries: rxe writes the kernel's
+    /// `IB_WC_WITH_INVALIDATE` (1 << 2) into the user CQ unconverted, which libibverbs
+    /// reads as `IBV_WC_IP_CSUM_OK`; mlx5 sets `IBV_WC_WITH_INV` (1 << 3).
+    pub(crate) fn with_inv_flag(self) -> verbs_api::WcFlags {
+        match self {
+            Personality::Rxe => verbs_api::WcFlags::IP_CSUM_OK,
+            Personality::Mlx5 => verbs_api::WcFlags::WITH_INV,
+        }
+    }
+
     pub fn max_inline(self) -> u32 {
         match self {
             Personality::Rxe => 400,
@@ -229,7 +245,11 @@ impl Personality {
                     | DeviceCapFlags::SYS_IMAGE_GUID
                     | DeviceCapFlags::RC_RNR_NAK_GEN
                     | DeviceCapFlags::SRQ_RESIZE
-                    | DeviceCapFlags::MEM_MGT_EXTENSIONS,
+                    | DeviceCapFlags::MEM_WINDOW
+                    | DeviceCapFlags::MEM_MGT_EXTENSIONS
+                    | DeviceCapFlags::MEM_WINDOW_TYPE_2B,
+                // RXE_MAX_MW (the window pool's size) on Debian's 6.1 kernel.
+                max_mw: 524_287,
                 max_raw_ethy_qp: 0,
                 raw_packet_caps: RawPacketCaps::empty(),
                 ..common
@@ -252,9 +272,12 @@ impl Personality {
                     | DeviceCapFlags::RC_RNR_NAK_GEN
                     | DeviceCapFlags::UD_IP_CSUM
                     | DeviceCapFlags::XRC
+                    | DeviceCapFlags::MEM_WINDOW
                     | DeviceCapFlags::MEM_MGT_EXTENSIONS
+                    | DeviceCapFlags::MEM_WINDOW_TYPE_2B
                     | DeviceCapFlags::RAW_IP_CSUM
                     | DeviceCapFlags::MANAGED_FLOW_STEERING,
+                max_mw: 1 << 24,
                 max_raw_ethy_qp: 1 << 18,
                 raw_packet_caps: RawPacketCaps::CVLAN_STRIPPING
                     | RawPacketCaps::SCATTER_FCS

@@ -2,6 +2,7 @@
 //! event after the post, RC/UC go to the connected-transport engine).
 
 use crate::verbs::ah::SimAh;
+use crate::verbs::memory::BindWqe;
 use crate::verbs::objects::{err, lock, Res};
 use crate::verbs::personality::Personality;
 use crate::verbs::send_queue::Executed;
@@ -120,6 +121,8 @@ impl QueuePair for SimQp {
                             | SendOpcode::SendWithImm
                             | SendOpcode::RdmaWrite
                             | SendOpcode::RdmaWriteWithImm
+                            | SendOpcode::BindMw
+                            | SendOpcode::LocalInv
                     )
                 }
                 _ => true,
@@ -142,6 +145,8 @@ impl QueuePair for SimQp {
                 atomic: None,
                 ud: None,
                 inline: None,
+                inv: None,
+                bind: None,
             };
             match wr.detail {
                 WrDetail::Rdma { remote_addr, rkey } => copy.rdma = Some((remote_addr, rkey)),
@@ -163,6 +168,50 @@ impl QueuePair for SimQp {
                     })
                 }
                 WrDetail::None => {}
+                WrDetail::Invalidate { rkey } => copy.inv = Some(rkey),
+                WrDetail::BindMw {
+                    mw,
+                    rkey,
+                    bind_info,
+                } => {
+                    let Some((_, e)) = w.mrs.mw_by_handle(mw) else {
+                        return Err(err(
+                            ErrorKind::InvalidArgument,
+                            OP,
+                            format!("no memory window has handle {mw}"),
+                        )
+                        .with_bad_wr(i));
+                    };
+                    copy.bind = Some(BindWqe {
+                        mw_rkey: e.user_rkey,
+                        rkey,
+                        info: bind_info,
+                    });
+                }
+            }
+            let needs_inv = matches!(wr.opcode, SendOpcode::LocalInv | SendOpcode::SendWithInv);
+            if (needs_inv && copy.inv.is_none())
+                || (wr.opcode == SendOpcode::BindMw && copy.bind.is_none())
+            {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    format!(
+                        "{} needs its detail (WrDetail::Invalidate or BindMw)",
+                        wr.opcode
+                    ),
+                )
+                .with_bad_wr(i));
+            }
+            // rdma-core's rxe provider (`validate_send_wr`): a bind carries no data and no
+            // immediate.
+            if wr.opcode == SendOpcode::BindMw && (!wr.sg_list.is_empty() || wr.imm_data != 0) {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    "a BIND_MW request takes no SGEs and no immediate",
+                )
+                .with_bad_wr(i));
             }
             // rdma-core's rxe provider refuses an atomic whose SGEs hold fewer than 8 bytes
             // or whose remote address is not 8-byte aligned (`validate_send_wr`).
@@ -205,6 +254,15 @@ impl QueuePair for SimQp {
                 return Err(err(ErrorKind::QueueFull, OP, "the send queue is full").with_bad_wr(i));
             }
             let stopped = qp.sq.stopped();
+            if let (Some(b), WrDetail::BindMw { mw, .. }) = (copy.bind, wr.detail) {
+                // The window's rkey is the new one from the post on (what ibv_bind_mw does,
+                // and what a caller of ibv_post_send does for a type 2 window).
+                if let Some((index, _)) = w.mrs.mw_by_handle(mw) {
+                    if let Some(e) = w.mrs.mw_mut(index) {
+                        e.user_rkey = b.rkey;
+                    }
+                }
+            }
             let now = w.fabric.now();
             w.fabric.trace_event(
                 super::world::vtag::POST_SEND,

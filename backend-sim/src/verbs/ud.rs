@@ -174,6 +174,8 @@ mod tests {
                 remote_qkey,
             }),
             inline: None,
+            inv: None,
+            bind: None,
         }
     }
 

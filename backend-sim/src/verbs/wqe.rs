@@ -1,6 +1,7 @@
 //! Work requests as the NIC keeps them once posted: scatter-gather lists, receive WQEs,
 //! send WRs with their address handle resolved, and the plain completion they end in.
 
+use crate::verbs::memory::BindWqe;
 use verbs_api::{AhAttr, Completion, SendFlags, SendOpcode, Sge, WcOpcode, WcStatus};
 
 /// Scatter-gather lists of posted work, inline for the common short case.
@@ -48,6 +49,10 @@ pub(crate) struct WrCopy {
     pub ud: Option<UdDest>,
     /// Inline data captured at post time (RC keeps it for retransmission).
     pub inline: Option<Vec<u8>>,
+    /// LOCAL_INV and SEND_WITH_INV: the rkey to invalidate.
+    pub inv: Option<u32>,
+    /// BIND_MW: the bind.
+    pub bind: Option<BindWqe>,
 }
 
 /// Where a UD send goes.

@@ -45,13 +45,7 @@ pub fn node(sim: &Sim, n: u8, p: Personality) -> Node {
 }
 
 pub fn cap() -> QpCap {
-    QpCap {
-        max_send_wr: 1024,
-        max_recv_wr: 1024,
-        max_send_sge: 4,
-        max_recv_sge: 4,
-        max_inline_data: 256,
-    }
+    QpCap::new(1024, 1024, 4, 4).with_inline(256)
 }
 
 pub fn raw_qp(n: &Node) -> SimQp {

@@ -2,7 +2,9 @@
 //! bringing the shared-memory rings), the [`Sender`] that puts what the host's NIC
 //! transmits into the ring to the fabric the moment it is sent (multicast joins and
 //! leaves go on the socket), and the [`Receiver`] whose frames the progress thread
-//! injects into the host's port at the current virtual time ([`Member::pump`]).
+//! injects into the host's port at the current virtual time ([`Member::pump`]). The
+//! connection manager's messages go out through a [`CmLink`] and come in through the
+//! [`Receiver`]'s handler ([`CmIn`]).
 
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -17,7 +19,7 @@ use backend_sim::{Nanos, PortId, Sim};
 
 use super::ring::{Consumer, Producer, Region, RingError, Way};
 use super::sys::{self, Recv};
-use super::wire::{FromFabric, ToFabric, MAX_MSG};
+use super::wire::{FromFabric, ToFabric, MAX_CM, MAX_MSG};
 
 /// How long a hello waits for the fabric's answer.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -73,7 +75,12 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
     let ring = match FromFabric::decode(&buf[..n]) {
         Ok(FromFabric::Welcome { ring }) => ring as usize,
         Ok(FromFabric::Error(why)) => return Err(format!("{} refused host {host}: {why}", at())),
-        Ok(FromFabric::Doorbell) => return Err(format!("{} rang before its welcome", at())),
+        Ok(
+            FromFabric::Doorbell
+            | FromFabric::Cm { .. }
+            | FromFabric::CmReturned { .. }
+            | FromFabric::Gone(_),
+        ) => return Err(format!("{} spoke before its welcome", at())),
         Err(why) => return Err(format!("{} answered garbage: {why}", at())),
     };
     let rings = rings.ok_or_else(|| format!("{} sent no rings with its welcome", at()))?;
@@ -99,8 +106,67 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
             buf,
             rx: Consumer::new(region, Way::FromFabric),
             shared,
+            cm: None,
         },
     ))
+}
+
+/// A connection-manager message the fabric brought.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CmIn<'a> {
+    /// From the process of host `from`.
+    From {
+        /// The sending host.
+        from: Ipv4Addr,
+        /// The message.
+        body: &'a [u8],
+    },
+    /// One this process sent to host `to`, returned: no process is that host.
+    Returned {
+        /// The destination it had.
+        to: Ipv4Addr,
+        /// The message.
+        body: &'a [u8],
+    },
+    /// The process of host `.0` has gone: its kernel would have said farewell to every
+    /// peer of its ids.
+    Gone(Ipv4Addr),
+}
+
+/// What the [`Receiver`] calls with each connection-manager message (on the thread
+/// that reads the socket; it must not block).
+pub type CmHandler = fn(CmIn<'_>);
+
+/// Sends the connection manager's messages to the fabric, from any thread (each is one
+/// message on the socket, sent whole).
+#[derive(Debug)]
+pub struct CmLink {
+    fd: OwnedFd,
+    shared: Arc<Shared>,
+}
+
+impl CmLink {
+    /// Sends `body` to the process of host `to`.
+    ///
+    /// # Errors
+    /// The message is longer than [`MAX_CM`], or the fabric is gone (the reason).
+    pub fn send(&self, to: Ipv4Addr, body: &[u8]) -> Result<(), String> {
+        if body.len() > MAX_CM {
+            return Err(format!(
+                "a connection-manager message of {} bytes (at most {MAX_CM})",
+                body.len()
+            ));
+        }
+        if self.shared.is_gone() {
+            return Err("the fabric is gone".into());
+        }
+        let mut out = Vec::with_capacity(MAX_MSG);
+        ToFabric::Cm { to, body }.encode(&mut out);
+        sys::send(self.fd.as_fd(), &out, false).map_err(|e| {
+            self.shared.lost(&e);
+            e.to_string()
+        })
+    }
 }
 
 /// What the host's port sends to the fabric.
@@ -113,6 +179,20 @@ pub struct Sender {
 }
 
 impl Sender {
+    /// A link for the connection manager's messages, on this sender's socket.
+    ///
+    /// # Errors
+    /// The socket cannot be shared (out of descriptors).
+    pub fn cm_link(&self) -> Result<CmLink, String> {
+        Ok(CmLink {
+            fd: self
+                .fd
+                .try_clone()
+                .map_err(|e| format!("cannot share the fabric's socket: {e}"))?,
+            shared: self.shared.clone(),
+        })
+    }
+
     fn control(&mut self, m: ToFabric<'_>) {
         m.encode(&mut self.out);
         if let Err(e) = sys::send(self.fd.as_fd(), &self.out, false) {
@@ -170,9 +250,16 @@ pub struct Receiver {
     buf: Vec<u8>,
     rx: Consumer,
     shared: Arc<Shared>,
+    cm: Option<CmHandler>,
 }
 
 impl Receiver {
+    /// Hands every connection-manager message that comes from now on to `handler`
+    /// (without one they are dropped).
+    pub fn set_cm_handler(&mut self, handler: CmHandler) {
+        self.cm = Some(handler);
+    }
+
     /// The socket, for polling (doorbells and the fabric's farewell arrive there).
     #[must_use]
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -186,13 +273,28 @@ impl Receiver {
     }
 
     /// Reads the control messages waiting on the socket: doorbells (nothing to do but
-    /// wake up), or the fabric's farewell.
+    /// wake up), connection-manager messages (to the handler), or the fabric's farewell.
     pub fn read_control(&mut self) {
         while !self.is_gone() {
             match sys::recv(self.fd.as_fd(), &mut self.buf) {
                 Ok(Recv::Empty) => return,
                 Ok(Recv::Msg(n)) => match FromFabric::decode(&self.buf[..n]) {
                     Ok(FromFabric::Doorbell) => {}
+                    Ok(FromFabric::Cm { from, body }) => {
+                        if let Some(h) = self.cm {
+                            h(CmIn::From { from, body });
+                        }
+                    }
+                    Ok(FromFabric::CmReturned { to, body }) => {
+                        if let Some(h) = self.cm {
+                            h(CmIn::Returned { to, body });
+                        }
+                    }
+                    Ok(FromFabric::Gone(host)) => {
+                        if let Some(h) = self.cm {
+                            h(CmIn::Gone(host));
+                        }
+                    }
                     Ok(FromFabric::Error(why)) => self.shared.lost(&format!("it said: {why}")),
                     Ok(FromFabric::Welcome { .. }) | Err(_) => {
                         self.shared

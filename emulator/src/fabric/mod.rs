@@ -6,9 +6,11 @@
 //! port per host of the topology and no NICs. Each emulated process keeps only its own
 //! host's NIC (it DMAs into the program's memory), whose port's link leads out of the
 //! process's simulation (backend-sim's external links): the process joins the fabric over
-//! a `SOCK_SEQPACKET` Unix socket ([`client`]: a hello naming its host, then one message
-//! per frame and per multicast join or leave, see [`wire`]), and its progress thread
-//! injects the frames that come back at the current virtual time. Both sides run on the
+//! a `SOCK_SEQPACKET` Unix socket ([`client`]: a hello naming its host, then multicast
+//! joins and leaves, doorbells and the connection manager's messages, see [`wire`]; the
+//! frames travel in shared-memory rings, [`ring`]), and its progress thread injects the
+//! frames that come back at the current virtual time. The fabric holds what a full ring
+//! has no room for, up to [`server::BACKLOG_BYTES`]. Both sides run on the
 //! wall clock. With [`FABRIC_ENV`] unset a process simulates every host itself, as
 //! before.
 

@@ -50,6 +50,15 @@ const MAX_MEMBERSHIPS: usize = 4096;
 /// starve the others.
 const READ_BATCH: usize = 256;
 
+/// Most bytes of frames the fabric holds for a process whose ring is full (the egress
+/// queue of its switch port): a process descheduled for a moment loses nothing; one that
+/// stays behind loses what does not fit ("process full").
+pub const BACKLOG_BYTES: usize = 16 << 20;
+
+/// How soon the fabric looks again at a ring it holds frames for (the process does not
+/// ring when it makes room).
+const BACKLOG_RETRY: Duration = Duration::from_micros(50);
+
 /// Counters of what the fabric did besides moving frames (those are in [`FabricStats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ServerStats {
@@ -62,8 +71,16 @@ pub struct ServerStats {
     pub bad_messages: u64,
     /// Frames for a host no process is.
     pub no_process: u64,
-    /// Frames dropped because the receiving process's ring was full.
+    /// Frames dropped because the receiving process's ring was full and its backlog too
+    /// ([`BACKLOG_BYTES`]).
     pub process_full: u64,
+    /// Connection-manager messages handed to the process of their destination host.
+    pub cm_forwarded: u64,
+    /// Connection-manager messages returned to their sender: no process was the
+    /// destination host.
+    pub cm_returned: u64,
+    /// Connection-manager messages lost: the receiving process's socket was full.
+    pub cm_lost: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +109,10 @@ struct Conn {
     groups: Vec<(Group, u32)>,
     /// The rings, once joined: frames from the process, frames to it.
     rings: Option<(Consumer, Producer)>,
+    /// Frames for the process that did not fit its ring yet, in order, with their index.
+    backlog: std::collections::VecDeque<(Vec<u8>, u64)>,
+    /// Their bytes.
+    backlog_bytes: usize,
 }
 
 /// The fabric process's state.
@@ -221,9 +242,15 @@ impl Server {
         .filter(|(_, n)| *n > 0)
         .map(|(what, n)| format!("{what} {n}"))
         .collect();
+        let cm_lost = if s.cm_lost > 0 {
+            format!(", {} lost", s.cm_lost)
+        } else {
+            String::new()
+        };
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
-             the switch; {} processes joined, {} refused, {} hung up on for bad messages",
+             the switch; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
+             joined, {} refused, {} hung up on for bad messages",
             f.transmitted,
             f.delivered,
             if lost.is_empty() {
@@ -233,6 +260,8 @@ impl Server {
             },
             f.duplicated,
             f.corrupted_switch,
+            s.cm_forwarded,
+            s.cm_returned,
             s.joined,
             s.refused,
             s.bad_messages,
@@ -258,6 +287,8 @@ impl Server {
                 .map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
             if self.rings_waiting() {
                 timeout = Some(Duration::ZERO);
+            } else if self.conns.iter().flatten().any(|c| !c.backlog.is_empty()) {
+                timeout = Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)));
             }
             self.fds.clear();
             self.fds
@@ -324,42 +355,99 @@ impl Server {
         }
     }
 
-    /// Hands every frame due by `now` to its host's process.
+    /// Hands every frame due by `now` to its host's process: what its ring has no room
+    /// for waits in its backlog, behind what waits there already.
     fn deliver(&mut self, now: Nanos) {
+        for i in 0..self.conns.len() {
+            self.flush_backlog(i);
+        }
         while let Some(out) = self.fabric.step_until(now) {
             let Output::Frame { port, frame, index } = out else {
                 continue;
             };
             let conn = self.slots.get(port.0 as usize).and_then(|s| s.conn);
-            let pushed = conn.and_then(|c| self.conns[c].as_mut()).and_then(|c| {
-                c.rings
-                    .as_mut()
-                    .map(|(_, tx)| (tx.push(&frame, index), &c.fd))
-            });
-            let broken = match pushed {
-                None => {
-                    self.stats.no_process += 1;
-                    None
-                }
-                Some((Ok(true), fd)) => {
-                    FromFabric::Doorbell.encode(&mut self.out);
-                    // A full socket already holds a message that wakes the process.
-                    let _ = sys::send(fd.as_fd(), &self.out, true);
-                    None
-                }
-                Some((Ok(false), _)) => None,
-                Some((Err(RingError::Full), _)) => {
-                    self.stats.process_full += 1;
-                    None
-                }
-                Some((Err(e), _)) => conn.map(|c| (c, e)),
+            let Some((i, c)) = conn.and_then(|i| self.conns[i].as_mut().map(|c| (i, c))) else {
+                self.stats.no_process += 1;
+                self.recycle(frame);
+                continue;
             };
-            if self.spare.len() < 1024 {
-                self.spare.push(frame);
+            if c.backlog.is_empty() {
+                let pushed = c.rings.as_mut().map(|(_, tx)| tx.push(&frame, index));
+                match pushed {
+                    Some(Ok(ring)) => {
+                        if ring {
+                            FromFabric::Doorbell.encode(&mut self.out);
+                            // A full socket already holds a message that wakes the process.
+                            let _ = sys::send(c.fd.as_fd(), &self.out, true);
+                        }
+                        self.recycle(frame);
+                        continue;
+                    }
+                    Some(Err(RingError::Full)) => {}
+                    Some(Err(e)) => {
+                        self.recycle(frame);
+                        self.hang_up(i, &format!("its ring: {e}"));
+                        continue;
+                    }
+                    None => {
+                        self.stats.no_process += 1;
+                        self.recycle(frame);
+                        continue;
+                    }
+                }
             }
-            if let Some((c, e)) = broken {
-                self.hang_up(c, &format!("its ring: {e}"));
+            if c.backlog_bytes + frame.len() > BACKLOG_BYTES {
+                self.stats.process_full += 1;
+                self.recycle(frame);
+            } else {
+                c.backlog_bytes += frame.len();
+                c.backlog.push_back((frame, index));
             }
+        }
+    }
+
+    /// Moves what connection `i`'s ring has room for from its backlog into it.
+    fn flush_backlog(&mut self, i: usize) {
+        let Some(c) = self.conns[i].as_mut() else {
+            return;
+        };
+        let Some((_, tx)) = c.rings.as_mut() else {
+            return;
+        };
+        let mut ring = false;
+        let mut broken = None;
+        while let Some((frame, index)) = c.backlog.front() {
+            match tx.push(frame, *index) {
+                Ok(r) => {
+                    ring |= r;
+                    let Some((frame, _)) = c.backlog.pop_front() else {
+                        break;
+                    };
+                    c.backlog_bytes -= frame.len();
+                    if self.spare.len() < 1024 {
+                        self.spare.push(frame);
+                    }
+                }
+                Err(RingError::Full) => break,
+                Err(e) => {
+                    broken = Some(e);
+                    break;
+                }
+            }
+        }
+        if ring {
+            FromFabric::Doorbell.encode(&mut self.out);
+            let _ = sys::send(c.fd.as_fd(), &self.out, true);
+        }
+        if let Some(e) = broken {
+            self.hang_up(i, &format!("its ring: {e}"));
+        }
+    }
+
+    /// Keeps a frame buffer for reuse.
+    fn recycle(&mut self, frame: Vec<u8>) {
+        if self.spare.len() < 1024 {
+            self.spare.push(frame);
         }
     }
 
@@ -381,6 +469,8 @@ impl Server {
                 host: None,
                 groups: Vec::new(),
                 rings: None,
+                backlog: std::collections::VecDeque::new(),
+                backlog_bytes: 0,
             };
             match self.conns.iter().position(Option::is_none) {
                 Some(i) => self.conns[i] = Some(conn),
@@ -439,6 +529,40 @@ impl Server {
             (Some(s), ToFabric::Leave(g)) => self.member(i, port(s), Group::Ip(g), false),
             (Some(s), ToFabric::JoinMac(m)) => self.member(i, port(s), Group::Mac(m), true),
             (Some(s), ToFabric::LeaveMac(m)) => self.member(i, port(s), Group::Mac(m), false),
+            (Some(s), ToFabric::Cm { to, body }) => {
+                self.cm(i, s, to, body);
+                Ok(())
+            }
+        }
+    }
+
+    /// Forwards a connection-manager message from connection `i` (host `s`) to the
+    /// process of host `to`, or returns it when there is none.
+    fn cm(&mut self, i: usize, s: usize, to: Ipv4Addr, body: &[u8]) {
+        let dest = self
+            .slots
+            .iter()
+            .find(|d| d.ip == to)
+            .and_then(|d| d.conn)
+            .and_then(|c| self.conns[c].as_ref());
+        let (fd, msg) = match dest {
+            Some(d) => (
+                d.fd.as_fd(),
+                FromFabric::Cm {
+                    from: self.slots[s].ip,
+                    body,
+                },
+            ),
+            None => match self.conns[i].as_ref() {
+                Some(me) => (me.fd.as_fd(), FromFabric::CmReturned { to, body }),
+                None => return,
+            },
+        };
+        msg.encode(&mut self.out);
+        match (sys::send(fd, &self.out, true), msg) {
+            (Ok(()), FromFabric::Cm { .. }) => self.stats.cm_forwarded += 1,
+            (Ok(()), _) => self.stats.cm_returned += 1,
+            (Err(_), _) => self.stats.cm_lost += 1,
         }
     }
 
@@ -542,7 +666,16 @@ impl Server {
         let Some(s) = c.host else {
             return;
         };
+        // Frames still waiting for it reach nobody now.
+        self.stats.no_process += c.backlog.len() as u64;
         self.slots[s].conn = None;
+        // The others' connection managers play its kernel's part for their peers there.
+        FromFabric::Gone(self.slots[s].ip).encode(&mut self.out);
+        for other in self.conns.iter().flatten().filter(|o| o.host.is_some()) {
+            if sys::send(other.fd.as_fd(), &self.out, true).is_err() {
+                self.stats.cm_lost += 1;
+            }
+        }
         let port = self.slots[s].port;
         if let Some((rx, _)) = c.rings.as_mut() {
             // What the process sent before it went is on the wire: it goes on (a ring

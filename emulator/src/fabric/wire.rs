@@ -9,9 +9,22 @@
 //! | process | `J` / `L` | IPv4 group joined / left (4)                              |
 //! | process | `j` / `l` | Ethernet group joined / left (6)                          |
 //! | both    | `D`       | nothing: a doorbell, the peer's ring has frames           |
+//! | process | `C`       | a connection-manager message: destination host's IPv4 (4), |
+//! |         |           | then the message (opaque to the fabric)                   |
+//! | fabric  | `C`       | a connection-manager message: sending host's IPv4 (4),    |
+//! |         |           | then the message                                          |
+//! | fabric  | `B`       | a connection-manager message returned: no process is the  |
+//! |         |           | destination host (its IPv4 (4), then the message)         |
+//! | fabric  | `G`       | the process of host IPv4 (4) has gone                     |
 //! | fabric  | `W`       | version, ring size (4, little-endian), with the rings'    |
 //! |         |           | memfd attached (`SCM_RIGHTS`): the process is its host now |
 //! | fabric  | `E`       | a one-line reason, then the fabric hangs up               |
+//!
+//! The connection manager's messages (librdmacm's REQ, REP, RTU, REJ, DREQ, DREP, SIDR;
+//! [`crate::rdmacm::network`] encodes them) travel on the socket, not in the rings: the
+//! fabric forwards each to the process of its destination host, unchanged and without
+//! faults (the CM's own MADs would be retried over a lossy link; the emulated CM has no
+//! retries), and returns it to its sender when no process is that host.
 //!
 //! Decoding never trusts the peer: every length is checked and a bad message is an
 //! error naming what was wrong.
@@ -21,7 +34,7 @@ use std::net::Ipv4Addr;
 use backend_sim::frame::eth::Mac;
 
 /// The protocol version both sides speak.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// The longest frame either side sends (the ports' 9014-byte maximum).
 pub const MAX_FRAME: usize = 9014;
 /// The shortest frame (an Ethernet header).
@@ -30,6 +43,8 @@ pub const MIN_FRAME: usize = 14;
 pub const MAX_NAME: usize = 64;
 /// The longest message either side sends (an error's reason is cut to fit).
 pub const MAX_MSG: usize = 1024;
+/// The longest connection-manager message (what follows the tag and the address).
+pub const MAX_CM: usize = MAX_MSG - 5;
 
 /// What an emulated process tells the fabric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +68,14 @@ pub enum ToFabric<'a> {
     JoinMac(Mac),
     /// One membership fewer.
     LeaveMac(Mac),
+    /// A connection-manager message for the process of host `to` (at most [`MAX_CM`]
+    /// bytes).
+    Cm {
+        /// The destination host's address.
+        to: Ipv4Addr,
+        /// The message.
+        body: &'a [u8],
+    },
 }
 
 /// What the fabric tells a process.
@@ -67,6 +90,41 @@ pub enum FromFabric<'a> {
     Error(&'a str),
     /// The process's ring from the fabric has frames.
     Doorbell,
+    /// A connection-manager message from the process of host `from`.
+    Cm {
+        /// The sending host's address.
+        from: Ipv4Addr,
+        /// The message.
+        body: &'a [u8],
+    },
+    /// A connection-manager message this process sent to host `to`, returned: no
+    /// process is that host.
+    CmReturned {
+        /// The destination it had.
+        to: Ipv4Addr,
+        /// The message.
+        body: &'a [u8],
+    },
+    /// The process that was host `.0` has gone (exited, or was hung up on).
+    Gone(Ipv4Addr),
+}
+
+/// A connection-manager message's address and body, after its tag.
+fn cm_parts(body: &[u8]) -> Result<(Ipv4Addr, &[u8]), String> {
+    if body.len() < 5 || body.len() > 4 + MAX_CM {
+        return Err(format!(
+            "connection-manager message of {} bytes (5 to {})",
+            body.len(),
+            4 + MAX_CM
+        ));
+    }
+    Ok((ipv4(&body[..4]), &body[4..]))
+}
+
+fn put_cm(out: &mut Vec<u8>, tag: u8, ip: Ipv4Addr, body: &[u8]) {
+    out.push(tag);
+    out.extend_from_slice(&ip.octets());
+    out.extend_from_slice(&body[..body.len().min(MAX_CM)]);
 }
 
 fn ipv4(b: &[u8]) -> Ipv4Addr {
@@ -116,6 +174,7 @@ impl<'a> ToFabric<'a> {
                 out.push(b'l');
                 out.extend_from_slice(&m.0);
             }
+            ToFabric::Cm { to, body } => put_cm(out, b'C', to, body),
         }
     }
 
@@ -167,6 +226,7 @@ impl<'a> ToFabric<'a> {
                     ToFabric::LeaveMac(m)
                 })
             }
+            b'C' => cm_parts(body).map(|(to, body)| ToFabric::Cm { to, body }),
             other => Err(format!("unknown message tag 0x{other:02x}")),
         }
     }
@@ -190,6 +250,12 @@ impl<'a> FromFabric<'a> {
                 out.extend_from_slice(&why.as_bytes()[..end]);
             }
             FromFabric::Doorbell => out.push(b'D'),
+            FromFabric::Cm { from, body } => put_cm(out, b'C', from, body),
+            FromFabric::CmReturned { to, body } => put_cm(out, b'B', to, body),
+            FromFabric::Gone(ip) => {
+                out.push(b'G');
+                out.extend_from_slice(&ip.octets());
+            }
         }
     }
 
@@ -217,6 +283,9 @@ impl<'a> FromFabric<'a> {
                 std::str::from_utf8(body).unwrap_or("(a reason that is not UTF-8)"),
             )),
             b'D' => body_len("doorbell", body, 0).map(|()| FromFabric::Doorbell),
+            b'C' => cm_parts(body).map(|(from, body)| FromFabric::Cm { from, body }),
+            b'B' => cm_parts(body).map(|(to, body)| FromFabric::CmReturned { to, body }),
+            b'G' => body_len("gone", body, 4).map(|()| FromFabric::Gone(ipv4(body))),
             other => Err(format!("unknown message tag 0x{other:02x}")),
         }
     }
@@ -244,11 +313,31 @@ mod tests {
         round_trip_to(ToFabric::Leave(Ipv4Addr::new(239, 0, 0, 1)));
         round_trip_to(ToFabric::JoinMac(Mac([1, 0, 0x5e, 0, 0, 1])));
         round_trip_to(ToFabric::LeaveMac(Mac([1, 0, 0x5e, 0, 0, 1])));
+        let h2 = Ipv4Addr::new(10, 100, 0, 2);
+        round_trip_to(ToFabric::Cm {
+            to: h2,
+            body: b"a REQ",
+        });
         let mut buf = Vec::new();
+        ToFabric::Cm {
+            to: h2,
+            body: &[7; MAX_CM],
+        }
+        .encode(&mut buf);
+        assert_eq!(buf.len(), MAX_MSG);
         for m in [
             FromFabric::Welcome { ring: 4 << 20 },
             FromFabric::Error("no host h9 in the fabric's topology"),
             FromFabric::Doorbell,
+            FromFabric::Cm {
+                from: h2,
+                body: b"a REP",
+            },
+            FromFabric::CmReturned {
+                to: h2,
+                body: b"a DREQ",
+            },
+            FromFabric::Gone(h2),
         ] {
             m.encode(&mut buf);
             assert_eq!(FromFabric::decode(&buf), Ok(m));
@@ -269,17 +358,17 @@ mod tests {
         let d = |b: &[u8]| ToFabric::decode(b).unwrap_err();
         assert_eq!(d(b""), "empty message");
         assert_eq!(d(b"Z"), "unknown message tag 0x5a");
-        assert_eq!(d(b"H\x02abc"), "hello of 4 bytes (at least 11)");
+        assert_eq!(d(b"H\x03abc"), "hello of 4 bytes (at least 11)");
         assert_eq!(
             d(b"H\x07\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h1"),
-            "protocol version 7 (this fabric speaks 2)"
+            "protocol version 7 (this fabric speaks 3)"
         );
         assert_eq!(
-            d(b"H\x02\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
+            d(b"H\x03\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
             "host name is not 1 to 64 printable ASCII characters"
         );
         assert_eq!(
-            d(b"H\x02\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
+            d(b"H\x03\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
             "host name is not 1 to 64 printable ASCII characters"
         );
         assert_eq!(d(b"Dx"), "doorbell message of 1 bytes (expected 0)");
@@ -288,12 +377,26 @@ mod tests {
             d(b"l\x01\x02\x03\x04\x05\x06\x07"),
             "MAC group message of 7 bytes (expected 6)"
         );
+        assert_eq!(
+            d(b"C\x0a\x64\0\x02"),
+            "connection-manager message of 4 bytes (5 to 1023)"
+        );
+        let mut long = vec![b'C'; MAX_MSG + 1];
+        long[1..5].copy_from_slice(&[10, 100, 0, 2]);
+        assert_eq!(
+            d(&long),
+            "connection-manager message of 1024 bytes (5 to 1023)"
+        );
         let f = |b: &[u8]| FromFabric::decode(b).unwrap_err();
         assert_eq!(
             f(b"W\x01"),
-            "the fabric speaks protocol version 1 (this library 2)"
+            "the fabric speaks protocol version 1 (this library 3)"
         );
-        assert_eq!(f(b"W\x02\x01"), "welcome message of 2 bytes (expected 5)");
+        assert_eq!(f(b"W\x03\x01"), "welcome message of 2 bytes (expected 5)");
+        assert_eq!(
+            f(b"B\x0a"),
+            "connection-manager message of 1 bytes (5 to 1023)"
+        );
         assert_eq!(f(b"x"), "unknown message tag 0x78");
         assert_eq!(
             FromFabric::decode(b"E\xff"),

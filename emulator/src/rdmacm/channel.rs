@@ -8,7 +8,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use crate::events::{semaphore_fd, signal, wait};
+use crate::events::{semaphore_fd, signal, try_take, wait};
 use crate::ffi;
 use crate::rdmacm::network::{ConnData, Endpoint};
 use crate::state::lock;
@@ -149,10 +149,19 @@ impl ChannelShared {
     }
 
     /// Takes the queued events `pick` chooses out, in order; the others keep their places.
+    /// Their counts leave the descriptor too (as the kernel drops a destroyed id's events
+    /// from its file), so a thread waiting on it is not woken for them; one that took a
+    /// count already finds the queue short and waits again.
     pub fn take_where(&self, pick: impl Fn(&Queued) -> bool) -> Vec<Queued> {
         let mut q = lock(&self.queue);
         let (mine, rest): (VecDeque<Queued>, VecDeque<Queued>) = q.drain(..).partition(pick);
         *q = rest;
+        drop(q);
+        for _ in 0..mine.len() {
+            if !try_take(&self.fd) {
+                break;
+            }
+        }
         mine.into()
     }
 }
@@ -224,7 +233,14 @@ mod tests {
         assert!(matches!(taken[1].event, KEvent::Disconnected));
         let q = ch.pop().unwrap();
         assert_eq!(q.id, ep(2));
-        // The counts the taken events left are skipped; then the channel is empty.
+        // The taken events' counts left with them: nothing makes the descriptor readable.
+        let mut p = [libc::pollfd {
+            fd: ch.raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one live pollfd, no waiting.
+        assert_eq!(unsafe { libc::poll(p.as_mut_ptr(), 1, 0) }, 0);
         // SAFETY: sets O_NONBLOCK on our own descriptor.
         unsafe { libc::fcntl(ch.raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         let e = ch.pop().unwrap_err();

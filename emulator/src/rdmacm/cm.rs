@@ -8,13 +8,14 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
+use crate::fabric::client::CmIn;
 use crate::ffi;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::{ChannelShared, KEvent, Queued, UdData};
 use crate::rdmacm::id::{CmId, Conn, IdInner, IdShared, Peer, State};
 use crate::rdmacm::network::{
-    Address, CmNetwork, ConnData, Endpoint, LocalNetwork, Message, REJ_CONSUMER_DEFINED,
-    REJ_TIMEOUT, SIDR_UNSUPPORTED,
+    Address, ConnData, Endpoint, Message, Network, Outside, REJ_CONSUMER_DEFINED, REJ_TIMEOUT,
+    SIDR_UNSUPPORTED,
 };
 use crate::rdmacm::{devices, event, route};
 use crate::state::{emu, lock};
@@ -47,7 +48,7 @@ pub struct Cm {
     ports: Mutex<Vec<Binding>>,
     rover: AtomicU32,
     /// The network between ids.
-    pub net: Box<dyn CmNetwork>,
+    pub net: Network,
 }
 
 static CM: OnceLock<Result<Cm, c_int>> = OnceLock::new();
@@ -64,15 +65,20 @@ pub fn cm() -> Result<&'static Cm, c_int> {
             return Err(libc::ENODEV);
         }
         let host = e.spec.ip;
-        let net = LocalNetwork::new(host, deliver)
+        let outside = e.cm_link().map(|l| l as &'static dyn Outside);
+        let net = Network::new(host, deliver, outside)
             .map_err(|err| err.raw_os_error().unwrap_or(libc::EAGAIN))?;
+        // SAFETY: registers a function without arguments; it only try-locks and sends.
+        // It fails only once the process is exiting already (a message from another host
+        // started the connection manager then): there is nothing left to say farewell to.
+        let _ = unsafe { libc::atexit(at_exit) };
         Ok(Cm {
             host,
             ids: Mutex::new(HashMap::new()),
             next_id: AtomicU32::new(1),
             ports: Mutex::new(Vec::new()),
             rover: AtomicU32::new(u32::from(EPHEMERAL_FIRST)),
-            net: Box::new(net),
+            net,
         })
     })
     .as_ref()
@@ -190,6 +196,64 @@ impl Cm {
     /// Sends a message from id `from`.
     pub fn send(&self, from: Endpoint, to: Address, msg: Message) {
         self.net.send(to, from, msg);
+    }
+}
+
+/// What the fabric brings for this host's connection manager (the progress thread calls
+/// it): a message from another host's process, or one of ours that no process took.
+/// The connection manager starts if it has not yet (the kernel's CM is always there to
+/// answer).
+pub fn from_fabric(m: CmIn<'_>) {
+    if let CmIn::Gone(_) = m {
+        // A connection manager not started yet has no ids: nobody to tell.
+        if CM.get().is_none() {
+            return;
+        }
+    }
+    let Ok(c) = cm() else {
+        return;
+    };
+    match m {
+        CmIn::From { from, body } => c.net.arrived(from, body),
+        CmIn::Returned { body, .. } => c.net.returned(body),
+        // After what that host's process sent before it went.
+        CmIn::Gone(host) => c.net.then(peer_gone, host),
+    }
+}
+
+/// The process of host `host` has gone without a word for some of our ids' peers
+/// there (killed): each such id gets, from its peer, what the peer's kernel sends when
+/// it destroys the peer's id (the [`farewell`] of the state facing ours).
+fn peer_gone(host: Ipv4Addr) {
+    let Ok(c) = cm() else {
+        return;
+    };
+    let ids: Vec<Arc<IdShared>> = lock(&c.ids).values().filter_map(Weak::upgrade).collect();
+    for id in ids {
+        let g = lock(&id.inner);
+        let Some(peer) = g.peer.filter(|p| p.ep.host == host) else {
+            continue;
+        };
+        let rej = || Message::Rej {
+            reason: REJ_CONSUMER_DEFINED,
+            private_data: vec![0; event::REJ_PRIVATE_DATA],
+        };
+        let msg = match g.conn {
+            // The peer had our REQ, or had sent or got the REP.
+            Conn::ReqSent | Conn::RepSent | Conn::RepRcvd => rej(),
+            Conn::Established => Message::Dreq,
+            Conn::DreqSent => Message::Drep,
+            Conn::SidrReqSent => Message::SidrRep {
+                status: crate::rdmacm::network::SIDR_REJECT,
+                qpn: 0,
+                qkey: 0,
+                private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
+            },
+            _ => continue,
+        };
+        drop(g);
+        // Through the network's queue, behind what the peer sent before it went.
+        c.net.send(Address::Endpoint(id.endpoint), peer.ep, msg);
     }
 }
 
@@ -467,6 +531,60 @@ fn sidr_request(
     );
 }
 
+/// The message the kernel sends the peer of an id destroyed in `g`'s state (cm.c
+/// `cm_destroy_id`): a REJ for a connection being set up, a DREQ for one established, the
+/// DREP to a DREQ received, a SIDR REP (reject) to a SIDR request.
+fn farewell(g: &IdInner) -> Option<Message> {
+    let rej = |reason| Message::Rej {
+        reason,
+        private_data: vec![0; event::REJ_PRIVATE_DATA],
+    };
+    match g.conn {
+        Conn::ReqSent => Some(rej(REJ_TIMEOUT)),
+        Conn::ReqRcvd | Conn::RepSent | Conn::RepRcvd => Some(rej(REJ_CONSUMER_DEFINED)),
+        Conn::Established => Some(Message::Dreq),
+        Conn::DreqRcvd => Some(Message::Drep),
+        Conn::SidrReqRcvd => Some(Message::SidrRep {
+            status: crate::rdmacm::network::SIDR_REJECT,
+            qpn: 0,
+            qkey: 0,
+            private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
+        }),
+        _ => None,
+    }
+}
+
+/// How long a process's exit waits for its connection manager's last messages to leave.
+const EXIT_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// At exit, what the kernel does when the process's rdma_cm file closes (ucma's
+/// `ucma_close` destroys every id it still has): each id's peer gets the message of its
+/// state, and the messages queued so far leave before the process does (the network's
+/// thread dies with it), waiting at most [`EXIT_DRAIN`]. Ids another thread holds locked
+/// at exit are passed over.
+extern "C" fn at_exit() {
+    let Some(Ok(c)) = CM.get() else {
+        return;
+    };
+    let ids: Vec<Arc<IdShared>> = match c.ids.try_lock() {
+        Ok(m) => m.values().filter_map(Weak::upgrade).collect(),
+        Err(_) => Vec::new(),
+    };
+    for id in ids {
+        let Ok(mut g) = id.inner.try_lock() else {
+            continue;
+        };
+        if g.destroyed {
+            continue;
+        }
+        g.destroyed = true;
+        if let (Some(peer), Some(m)) = (g.peer, farewell(&g)) {
+            c.send(id.endpoint, Address::Endpoint(peer.ep), m);
+        }
+    }
+    c.net.drain(EXIT_DRAIN);
+}
+
 /// The kernel's side of destroying an id (cma.c `rdma_destroy_id`, cm.c `cm_destroy_id`):
 /// the message its connection's state calls for, its listen and port given up, its
 /// queued events (and the ids of unretrieved connect requests) dropped, its device share
@@ -479,24 +597,7 @@ pub fn destroy_kernel(c: &Cm, id: &IdShared) {
     }
     g.destroyed = true;
     let to = g.peer.map(|p| Address::Endpoint(p.ep));
-    let rej = |reason| Message::Rej {
-        reason,
-        private_data: vec![0; event::REJ_PRIVATE_DATA],
-    };
-    let farewell = match g.conn {
-        Conn::ReqSent => Some(rej(REJ_TIMEOUT)),
-        Conn::ReqRcvd | Conn::RepSent | Conn::RepRcvd => Some(rej(REJ_CONSUMER_DEFINED)),
-        Conn::Established => Some(Message::Dreq),
-        Conn::DreqRcvd => Some(Message::Drep),
-        Conn::SidrReqRcvd => Some(Message::SidrRep {
-            status: crate::rdmacm::network::SIDR_REJECT,
-            qpn: 0,
-            qkey: 0,
-            private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
-        }),
-        _ => None,
-    };
-    if let (Some(to), Some(m)) = (to, farewell) {
+    if let (Some(to), Some(m)) = (to, farewell(&g)) {
         c.send(ep, to, m);
     }
     if g.state == State::Listen {

@@ -14,9 +14,9 @@
 //! - [`devices`], [`addrinfo`]: `rdma_get_devices`, `rdma_getaddrinfo`;
 //! - [`refused`]: rsockets, endpoints, ECE: EOPNOTSUPP, logged once;
 //! - [`cm`], [`id`], [`channel`], [`network`], [`route`], [`query`], [`addr`]: the state
-//!   behind them. Messages between ids travel over a [`network::CmNetwork`]; the one in use
-//!   connects the ids of this process, so a connection between two processes waits for
-//!   the fabric process to carry these messages.
+//!   behind them. Messages between ids travel over a [`network::Network`]: it delivers
+//!   those for this process's ids itself and, with a fabric process, hands those for
+//!   another host to the fabric, which brings them to that host's process.
 
 pub mod addr;
 pub mod address;

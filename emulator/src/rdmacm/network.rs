@@ -1,11 +1,13 @@
 //! How connection-manager messages travel between ids: the IB CM's REQ, REP, RTU, REJ,
 //! DREQ and DREP (and SIDR for UD), addressed to a listening service or to an id.
 //!
-//! [`CmNetwork`] is what the ids need from the network; [`LocalNetwork`] carries messages
-//! between the ids of this process (every listener is one of its ids). Ids of two processes
-//! talk once the fabric process carries these messages between processes (a
-//! `CmNetwork` over the fabric's control socket); until then a REQ for another process's
-//! listener finds none and is rejected as the remote CM rejects an unknown service.
+//! A [`Network`] delivers the messages for the ids of this process (its host's) itself, on
+//! a thread of its own, and hands those for another host to the world [`Outside`]: with
+//! a fabric process, the fabric's socket, which brings them to the process of that host
+//! ([`encode`] and [`decode`] turn them into bytes) and returns them when no process is
+//! that host. A message nobody takes is answered as the remote CM answers it (a REQ with
+//! a REJ for an unknown service ...); so is a message for another host with no fabric
+//! (a process alone reaches only its own host).
 
 use std::collections::HashMap;
 use std::ffi::c_int;
@@ -135,32 +137,45 @@ pub enum Address {
     Endpoint(Endpoint),
 }
 
-/// What the connection manager needs from the network between ids.
-pub trait CmNetwork: Send + Sync + std::fmt::Debug {
-    /// Claims `service` for the listener `ep`.
-    ///
-    /// # Errors
-    /// EADDRINUSE when another id listens on it.
-    fn listen(&self, service: Service, ep: Endpoint) -> Result<(), c_int>;
-
-    /// Gives `service` up (the listener is destroyed).
-    fn unlisten(&self, service: Service, ep: Endpoint);
-
-    /// Sends `msg` from `from` to `to`, later (the network is asynchronous, as the IB CM's
-    /// MADs are): the receiver learns it on the network's own thread.
-    fn send(&self, to: Address, from: Endpoint, msg: Message);
-}
-
 /// How a network hands a message to an id of this process: `(to, from, msg)`; false when
 /// the id does not exist (any more).
 pub type Deliver = fn(u32, Endpoint, Message) -> bool;
 
-/// The network between the ids of one process: a table of listeners, and a thread that
-/// delivers every message in order.
+/// The world beyond this process's host: where messages for other hosts go.
+pub trait Outside: Send + Sync + std::fmt::Debug {
+    /// Sends `body` (an [`encode`]d message) to the process of host `host`.
+    ///
+    /// # Errors
+    /// It cannot be sent (the reason).
+    fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String>;
+}
+
+impl Outside for crate::fabric::client::CmLink {
+    fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String> {
+        crate::fabric::client::CmLink::send(self, host, body)
+    }
+}
+
+/// What the network's thread does next.
 #[derive(Debug)]
-pub struct LocalNetwork {
+enum Job {
+    /// A message from an id of this process.
+    Send(Address, Endpoint, Message),
+    /// An encoded message from the process of another host (its address).
+    Arrived(Ipv4Addr, Vec<u8>),
+    /// An encoded message this process sent, returned: no process is its host.
+    Returned(Vec<u8>),
+    /// A call, once every message queued before it has been handled.
+    Then(fn(Ipv4Addr), Ipv4Addr),
+}
+
+/// The network of one host's ids: a table of listeners, and a thread that delivers every
+/// message in order (the IB CM's MADs are asynchronous too: the receiver learns of a
+/// message on that thread, never inside the sender's call).
+#[derive(Debug)]
+pub struct Network {
     shared: Arc<Shared>,
-    queue: Mutex<Sender<(Address, Endpoint, Message)>>,
+    queue: Mutex<Sender<Job>>,
 }
 
 #[derive(Debug)]
@@ -168,6 +183,17 @@ struct Shared {
     host: Ipv4Addr,
     listeners: Mutex<HashMap<Service, Endpoint>>,
     deliver: Deliver,
+    outside: Option<&'static dyn Outside>,
+    /// Jobs queued and not yet done.
+    pending: std::sync::atomic::AtomicUsize,
+}
+
+/// Says once on stderr that messages from other hosts were dropped, and why.
+fn dropped(why: &str) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("verbs-emu: dropped a connection-manager message: {why}");
+    }
 }
 
 impl Shared {
@@ -188,7 +214,24 @@ impl Shared {
         })
     }
 
+    /// Whether `ip` is this host (the unspecified address too: a service on it is ours).
+    fn is_here(&self, ip: Ipv4Addr) -> bool {
+        ip == self.host || ip.is_unspecified()
+    }
+
     fn route(&self, to: Address, from: Endpoint, msg: Message) {
+        let dest = to_host(to);
+        if !self.is_here(dest) {
+            if let Some(out) = self.outside {
+                let mut body = Vec::new();
+                encode(to, from, &msg, &mut body);
+                match out.send(dest, &body) {
+                    Ok(()) => return,
+                    Err(why) => dropped(&format!("to {dest}: {why}")),
+                }
+            }
+            return self.answer(to, from, msg);
+        }
         let target = match to {
             Address::Endpoint(ep) => Some(ep),
             Address::Service(s) => self.listener(s),
@@ -196,34 +239,62 @@ impl Shared {
         let delivered = target
             .filter(|ep| ep.host == self.host)
             .is_some_and(|ep| (self.deliver)(ep.id, from, msg.clone()));
-        if delivered {
-            return;
+        if !delivered {
+            self.answer(to, from, msg);
         }
-        // What the remote CM answers a message nobody takes (drivers/infiniband/core/cm.c):
-        // a REQ with REJ (invalid service id), a SIDR REQ with SIDR REP (unsupported), a
-        // DREQ for a gone id with a DREP; anything else is dropped.
+    }
+
+    /// What the remote CM answers a message nobody takes (drivers/infiniband/core/cm.c): a
+    /// REQ with REJ (invalid service id), a SIDR REQ with SIDR REP (unsupported), a DREQ
+    /// for a gone id with a DREP; anything else is dropped.
+    fn answer(&self, to: Address, from: Endpoint, msg: Message) {
         let here = Endpoint {
             host: to_host(to),
             id: 0,
         };
         let answer = match msg {
-            Message::Req { .. } => Some(Message::Rej {
+            Message::Req { .. } => Message::Rej {
                 reason: REJ_INVALID_SERVICE_ID,
                 private_data: vec![0; crate::rdmacm::event::REJ_PRIVATE_DATA],
-            }),
-            Message::SidrReq { .. } => Some(Message::SidrRep {
+            },
+            Message::SidrReq { .. } => Message::SidrRep {
                 status: SIDR_UNSUPPORTED,
                 qpn: 0,
                 qkey: 0,
                 private_data: vec![0; crate::rdmacm::event::SIDR_REP_PRIVATE_DATA],
-            }),
-            Message::Dreq => Some(Message::Drep),
-            _ => None,
+            },
+            Message::Dreq => Message::Drep,
+            _ => return,
         };
-        if let Some(a) = answer {
-            if from.host == self.host {
-                (self.deliver)(from.id, here, a);
-            }
+        if self.is_here(from.host) {
+            (self.deliver)(from.id, here, answer);
+        } else {
+            // An answer to another host's message: it travels back the way it came.
+            self.route(Address::Endpoint(from), here, answer);
+        }
+    }
+
+    fn run(&self, job: Job) {
+        match job {
+            Job::Send(to, from, msg) => self.route(to, from, msg),
+            Job::Arrived(host, body) => match decode(&body) {
+                Ok((to, from, msg)) => {
+                    if from.host != host {
+                        dropped(&format!("host {host} sent one from {}", from.host));
+                    } else if !self.is_here(to_host(to)) {
+                        dropped(&format!("host {host} sent one for {}", to_host(to)));
+                    } else {
+                        self.route(to, from, msg);
+                    }
+                }
+                Err(why) => dropped(&format!("host {host} sent one that {why}")),
+            },
+            Job::Returned(body) => match decode(&body) {
+                Ok((to, from, msg)) if self.is_here(from.host) => self.answer(to, from, msg),
+                Ok(_) => dropped("the fabric returned one this host did not send"),
+                Err(why) => dropped(&format!("the fabric returned one that {why}")),
+            },
+            Job::Then(f, host) => f(host),
         }
     }
 }
@@ -235,35 +306,45 @@ fn to_host(to: Address) -> Ipv4Addr {
     }
 }
 
-impl LocalNetwork {
-    /// The network of host `host`, handing messages to `deliver` on its own thread.
+impl Network {
+    /// The network of host `host`, handing messages to `deliver` on its own thread, and
+    /// those for other hosts to `outside` (none: nobody else is reachable).
     ///
     /// # Errors
     /// The thread cannot be started.
-    pub fn new(host: Ipv4Addr, deliver: Deliver) -> std::io::Result<Self> {
+    pub fn new(
+        host: Ipv4Addr,
+        deliver: Deliver,
+        outside: Option<&'static dyn Outside>,
+    ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             host,
             listeners: Mutex::new(HashMap::new()),
             deliver,
+            outside,
+            pending: std::sync::atomic::AtomicUsize::new(0),
         });
-        let (tx, rx) = channel::<(Address, Endpoint, Message)>();
+        let (tx, rx) = channel::<Job>();
         let s = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("verbs-emu-cm".into())
             .spawn(move || {
-                for (to, from, msg) in rx {
-                    s.route(to, from, msg);
+                for job in rx {
+                    s.run(job);
+                    s.pending.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 }
             })?;
-        Ok(LocalNetwork {
+        Ok(Network {
             shared,
             queue: Mutex::new(tx),
         })
     }
-}
 
-impl CmNetwork for LocalNetwork {
-    fn listen(&self, service: Service, ep: Endpoint) -> Result<(), c_int> {
+    /// Claims `service` for the listener `ep`.
+    ///
+    /// # Errors
+    /// EADDRINUSE when another id listens on it.
+    pub fn listen(&self, service: Service, ep: Endpoint) -> Result<(), c_int> {
         let mut l = lock(&self.shared.listeners);
         if l.contains_key(&service) {
             return Err(libc::EADDRINUSE);
@@ -272,17 +353,335 @@ impl CmNetwork for LocalNetwork {
         Ok(())
     }
 
-    fn unlisten(&self, service: Service, ep: Endpoint) {
+    /// Gives `service` up (the listener is destroyed).
+    pub fn unlisten(&self, service: Service, ep: Endpoint) {
         let mut l = lock(&self.shared.listeners);
         if l.get(&service) == Some(&ep) {
             l.remove(&service);
         }
     }
 
-    fn send(&self, to: Address, from: Endpoint, msg: Message) {
+    fn push(&self, job: Job) {
+        self.shared
+            .pending
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // The receiving thread lives as long as the process; a send fails only during exit.
-        let _ = lock(&self.queue).send((to, from, msg));
+        if lock(&self.queue).send(job).is_err() {
+            self.shared
+                .pending
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
     }
+
+    /// Calls `f(host)` on the network's thread once every message queued before has been
+    /// handled.
+    pub fn then(&self, f: fn(Ipv4Addr), host: Ipv4Addr) {
+        self.push(Job::Then(f, host));
+    }
+
+    /// Waits until every message queued so far has been handled (delivered here or
+    /// handed to the world outside), at most `timeout`; false if some were still waiting.
+    pub fn drain(&self, timeout: std::time::Duration) -> bool {
+        let begin = std::time::Instant::now();
+        while self
+            .shared
+            .pending
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 0
+        {
+            if begin.elapsed() > timeout {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+        true
+    }
+
+    /// Sends `msg` from `from` to `to`, later: the receiver learns it on the network's
+    /// thread (or another host's).
+    pub fn send(&self, to: Address, from: Endpoint, msg: Message) {
+        self.push(Job::Send(to, from, msg));
+    }
+
+    /// An encoded message from the process of host `from` arrived (the fabric brought it).
+    pub fn arrived(&self, from: Ipv4Addr, body: &[u8]) {
+        self.push(Job::Arrived(from, body.to_vec()));
+    }
+
+    /// An encoded message this host sent came back: no process is its destination host,
+    /// so nobody takes it.
+    pub fn returned(&self, body: &[u8]) {
+        self.push(Job::Returned(body.to_vec()));
+    }
+}
+
+/// The longest private data a message may carry on the wire (a SIDR REQ's 216 bytes
+/// are the most the CM sends).
+const MAX_WIRE_PRIVATE: usize = 256;
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_be_bytes());
+}
+
+fn put_sockaddr(out: &mut Vec<u8>, a: SocketAddr) {
+    match a {
+        SocketAddr::V4(v) => {
+            out.push(4);
+            out.extend_from_slice(&v.ip().octets());
+        }
+        SocketAddr::V6(v) => {
+            out.push(6);
+            out.extend_from_slice(&v.ip().octets());
+        }
+    }
+    out.extend_from_slice(&a.port().to_be_bytes());
+}
+
+fn put_service(out: &mut Vec<u8>, s: Service) {
+    out.extend_from_slice(&s.ip.octets());
+    out.extend_from_slice(&s.port.to_be_bytes());
+    put_u32(out, s.ps);
+}
+
+fn put_private(out: &mut Vec<u8>, p: &[u8]) {
+    let n = p.len().min(MAX_WIRE_PRIVATE);
+    out.extend_from_slice(&u16::try_from(n).unwrap_or(0).to_be_bytes());
+    out.extend_from_slice(&p[..n]);
+}
+
+fn put_conn(out: &mut Vec<u8>, d: &ConnData) {
+    put_u32(out, d.qpn);
+    put_u32(out, d.psn);
+    out.extend_from_slice(&[
+        d.responder_resources,
+        d.initiator_depth,
+        d.flow_control,
+        d.retry_count,
+        d.rnr_retry_count,
+        u8::from(d.srq),
+    ]);
+    put_private(out, &d.private_data);
+}
+
+/// Writes message `msg` from `from` to `to` into `out` (cleared first), for another
+/// host's process: the destination (`S` service: address, port, port space; `E` id:
+/// address, number), the sender (address, number), then the message (a tag and its
+/// fields, big-endian, private data with a 2-byte length).
+pub fn encode(to: Address, from: Endpoint, msg: &Message, out: &mut Vec<u8>) {
+    out.clear();
+    match to {
+        Address::Service(s) => {
+            out.push(b'S');
+            put_service(out, s);
+        }
+        Address::Endpoint(ep) => {
+            out.push(b'E');
+            out.extend_from_slice(&ep.host.octets());
+            put_u32(out, ep.id);
+        }
+    }
+    out.extend_from_slice(&from.host.octets());
+    put_u32(out, from.id);
+    match msg {
+        Message::Req {
+            service,
+            src,
+            dst,
+            qp_type,
+            data,
+        } => {
+            out.push(b'Q');
+            put_service(out, *service);
+            put_sockaddr(out, *src);
+            put_sockaddr(out, *dst);
+            put_u32(out, *qp_type);
+            put_conn(out, data);
+        }
+        Message::Rep(d) => {
+            out.push(b'P');
+            put_conn(out, d);
+        }
+        Message::Rtu => out.push(b'U'),
+        Message::Rej {
+            reason,
+            private_data,
+        } => {
+            out.push(b'J');
+            out.extend_from_slice(&reason.to_be_bytes());
+            put_private(out, private_data);
+        }
+        Message::Dreq => out.push(b'D'),
+        Message::Drep => out.push(b'd'),
+        Message::SidrReq {
+            service,
+            src,
+            dst,
+            private_data,
+        } => {
+            out.push(b'R');
+            put_service(out, *service);
+            put_sockaddr(out, *src);
+            put_sockaddr(out, *dst);
+            put_private(out, private_data);
+        }
+        Message::SidrRep {
+            status,
+            qpn,
+            qkey,
+            private_data,
+        } => {
+            out.push(b'r');
+            out.extend_from_slice(&status.to_be_bytes());
+            put_u32(out, *qpn);
+            put_u32(out, *qkey);
+            put_private(out, private_data);
+        }
+    }
+}
+
+/// Reads what [`encode`] wrote, trusting nothing.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err("is cut short".into());
+        }
+        let (a, b) = self.0.split_at(n);
+        self.0 = b;
+        Ok(a)
+    }
+
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<u16, String> {
+        let b = self.take(2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let b = self.take(4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    fn i32(&mut self) -> Result<i32, String> {
+        Ok(self.u32()? as i32)
+    }
+
+    fn ipv4(&mut self) -> Result<Ipv4Addr, String> {
+        let b = self.take(4)?;
+        Ok(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+    }
+
+    fn sockaddr(&mut self) -> Result<SocketAddr, String> {
+        let ip: std::net::IpAddr = match self.u8()? {
+            4 => self.ipv4()?.into(),
+            6 => {
+                let mut a = [0u8; 16];
+                a.copy_from_slice(self.take(16)?);
+                std::net::Ipv6Addr::from(a).into()
+            }
+            f => return Err(format!("has an address of family {f}")),
+        };
+        Ok(SocketAddr::new(ip, self.u16()?))
+    }
+
+    fn service(&mut self) -> Result<Service, String> {
+        Ok(Service {
+            ip: self.ipv4()?,
+            port: self.u16()?,
+            ps: self.u32()?,
+        })
+    }
+
+    fn private(&mut self) -> Result<Vec<u8>, String> {
+        let n = usize::from(self.u16()?);
+        if n > MAX_WIRE_PRIVATE {
+            return Err(format!(
+                "has {n} bytes of private data (at most {MAX_WIRE_PRIVATE})"
+            ));
+        }
+        Ok(self.take(n)?.to_vec())
+    }
+
+    fn flag(&mut self) -> Result<bool, String> {
+        match self.u8()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(format!("has a flag of {v}")),
+        }
+    }
+
+    fn conn(&mut self) -> Result<ConnData, String> {
+        Ok(ConnData {
+            qpn: self.u32()?,
+            psn: self.u32()?,
+            responder_resources: self.u8()?,
+            initiator_depth: self.u8()?,
+            flow_control: self.u8()?,
+            retry_count: self.u8()?,
+            rnr_retry_count: self.u8()?,
+            srq: self.flag()?,
+            private_data: self.private()?,
+        })
+    }
+}
+
+/// Reads a message [`encode`] wrote: `(to, from, msg)`.
+///
+/// # Errors
+/// What is wrong with it, as the end of a sentence ("is cut short", "has an unknown
+/// message tag 0x5a" ...).
+pub fn decode(body: &[u8]) -> Result<(Address, Endpoint, Message), String> {
+    let mut r = Reader(body);
+    let to = match r.u8()? {
+        b'S' => Address::Service(r.service()?),
+        b'E' => Address::Endpoint(Endpoint {
+            host: r.ipv4()?,
+            id: r.u32()?,
+        }),
+        t => return Err(format!("has an unknown destination tag 0x{t:02x}")),
+    };
+    let from = Endpoint {
+        host: r.ipv4()?,
+        id: r.u32()?,
+    };
+    let msg = match r.u8()? {
+        b'Q' => Message::Req {
+            service: r.service()?,
+            src: r.sockaddr()?,
+            dst: r.sockaddr()?,
+            qp_type: r.u32()?,
+            data: r.conn()?,
+        },
+        b'P' => Message::Rep(r.conn()?),
+        b'U' => Message::Rtu,
+        b'J' => Message::Rej {
+            reason: r.i32()?,
+            private_data: r.private()?,
+        },
+        b'D' => Message::Dreq,
+        b'd' => Message::Drep,
+        b'R' => Message::SidrReq {
+            service: r.service()?,
+            src: r.sockaddr()?,
+            dst: r.sockaddr()?,
+            private_data: r.private()?,
+        },
+        b'r' => Message::SidrRep {
+            status: r.i32()?,
+            qpn: r.u32()?,
+            qkey: r.u32()?,
+            private_data: r.private()?,
+        },
+        t => return Err(format!("has an unknown message tag 0x{t:02x}")),
+    };
+    if !r.0.is_empty() {
+        return Err(format!("has {} bytes too many", r.0.len()));
+    }
+    Ok((to, from, msg))
 }
 
 #[cfg(test)]
@@ -307,7 +706,7 @@ mod tests {
         let (tx, rx) = sync_channel(16);
         SEEN.set(Mutex::new(tx)).unwrap();
         let host = Ipv4Addr::new(10, 100, 0, 1);
-        let net = LocalNetwork::new(host, record).unwrap();
+        let net = Network::new(host, record, None).unwrap();
         let any = Service {
             ip: Ipv4Addr::UNSPECIFIED,
             port: 7000,
@@ -357,5 +756,183 @@ mod tests {
         net.unlisten(any, ep(1));
         net.send(Address::Service(service), ep(2), req(7000));
         assert!(matches!(rx.recv().unwrap().2, Message::Rej { .. }));
+    }
+
+    fn every_message() -> Vec<Message> {
+        let data = ConnData {
+            qpn: 0x11,
+            psn: 0xabcdef,
+            responder_resources: 1,
+            initiator_depth: 2,
+            flow_control: 1,
+            retry_count: 7,
+            rnr_retry_count: 6,
+            srq: true,
+            private_data: vec![9; 56],
+        };
+        let service = Service {
+            ip: Ipv4Addr::new(10, 100, 0, 1),
+            port: 7174,
+            ps: 0x106,
+        };
+        vec![
+            Message::Req {
+                service,
+                src: "10.100.0.2:32768".parse().unwrap(),
+                dst: "[::ffff:10.100.0.1]:7174".parse().unwrap(),
+                qp_type: 2,
+                data: data.clone(),
+            },
+            Message::Rep(data),
+            Message::Rtu,
+            Message::Rej {
+                reason: REJ_CONSUMER_DEFINED,
+                private_data: vec![1; 148],
+            },
+            Message::Dreq,
+            Message::Drep,
+            Message::SidrReq {
+                service,
+                src: "10.100.0.2:32768".parse().unwrap(),
+                dst: "10.100.0.1:7174".parse().unwrap(),
+                private_data: vec![2; 216],
+            },
+            Message::SidrRep {
+                status: -1,
+                qpn: 0x12,
+                qkey: 0x0123_4567,
+                private_data: vec![3; 136],
+            },
+        ]
+    }
+
+    #[test]
+    fn messages_cross_the_fabric_as_they_were_and_garbage_is_named() {
+        let to = Address::Endpoint(Endpoint {
+            host: Ipv4Addr::new(10, 100, 0, 2),
+            id: 5,
+        });
+        let from = Endpoint {
+            host: Ipv4Addr::new(10, 100, 0, 1),
+            id: 7,
+        };
+        let mut buf = Vec::new();
+        for m in every_message() {
+            encode(to, from, &m, &mut buf);
+            assert!(buf.len() <= crate::fabric::wire::MAX_CM, "{m:?}");
+            assert_eq!(decode(&buf), Ok((to, from, m.clone())));
+            // Every shorter prefix is refused, and so is a byte too many.
+            for n in 0..buf.len() {
+                assert!(decode(&buf[..n]).is_err(), "{m:?} cut at {n}");
+            }
+            buf.push(0);
+            assert_eq!(decode(&buf).unwrap_err(), "has 1 bytes too many");
+        }
+        encode(to, from, &Message::Rtu, &mut buf);
+        buf[0] = b'x';
+        assert_eq!(
+            decode(&buf).unwrap_err(),
+            "has an unknown destination tag 0x78"
+        );
+        encode(to, from, &Message::Rtu, &mut buf);
+        let last = buf.len() - 1;
+        buf[last] = b'?';
+        assert_eq!(decode(&buf).unwrap_err(), "has an unknown message tag 0x3f");
+        encode(to, from, &Message::Rep(ConnData::default()), &mut buf);
+        let at = buf.len() - 3;
+        buf[at] = 2;
+        assert_eq!(decode(&buf).unwrap_err(), "has a flag of 2");
+        buf[at] = 0;
+        let end = buf.len();
+        buf[end - 2..].copy_from_slice(&300u16.to_be_bytes());
+        assert_eq!(
+            decode(&buf).unwrap_err(),
+            "has 300 bytes of private data (at most 256)"
+        );
+    }
+
+    /// The other host, as a process's network sees it: what it sends there.
+    #[derive(Debug)]
+    struct Wire(Mutex<SyncSender<(Ipv4Addr, Vec<u8>)>>);
+
+    impl Outside for Wire {
+        fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String> {
+            lock(&self.0).send((host, body.to_vec())).unwrap();
+            Ok(())
+        }
+    }
+
+    static SEEN2: OnceLock<Mutex<SyncSender<(u32, Endpoint, Message)>>> = OnceLock::new();
+
+    /// Id 1 exists on this host.
+    fn record2(to: u32, from: Endpoint, msg: Message) -> bool {
+        to == 1 && lock(SEEN2.get().unwrap()).send((to, from, msg)).is_ok()
+    }
+
+    #[test]
+    fn messages_for_other_hosts_go_outside_and_come_back_answered() {
+        let (tx, seen) = sync_channel(16);
+        SEEN2.set(Mutex::new(tx)).unwrap();
+        let (wtx, wire) = sync_channel(16);
+        let outside: &'static Wire = Box::leak(Box::new(Wire(Mutex::new(wtx))));
+        let h1 = Ipv4Addr::new(10, 100, 0, 1);
+        let h2 = Ipv4Addr::new(10, 100, 0, 2);
+        let net = Network::new(h1, record2, Some(outside)).unwrap();
+        let me = Endpoint { host: h1, id: 1 };
+        let peer = Endpoint { host: h2, id: 4 };
+        let svc = Service {
+            ip: h2,
+            port: 7174,
+            ps: 0x106,
+        };
+        let req = every_message().remove(0);
+        // A REQ to h2's service leaves for h2, encoded.
+        net.send(Address::Service(svc), me, req.clone());
+        let (host, body) = wire.recv().unwrap();
+        assert_eq!(host, h2);
+        assert_eq!(decode(&body), Ok((Address::Service(svc), me, req)));
+        // h2's REP arrives for id 1.
+        let mut rep = Vec::new();
+        let rep_msg = Message::Rep(ConnData::default());
+        encode(Address::Endpoint(me), peer, &rep_msg, &mut rep);
+        net.arrived(h2, &rep);
+        assert_eq!(seen.recv().unwrap(), (1, peer, rep_msg));
+        // The fabric returns the REQ (no process is h2): REJ 8, as h2's CM would answer.
+        net.returned(&body);
+        let (to, from, m) = seen.recv().unwrap();
+        assert_eq!((to, from.host), (1, h2));
+        assert!(matches!(
+            m,
+            Message::Rej {
+                reason: REJ_INVALID_SERVICE_ID,
+                ..
+            }
+        ));
+        // A DREQ from h2 for a gone id here: the DREP goes back to h2.
+        let mut dreq = Vec::new();
+        encode(
+            Address::Endpoint(Endpoint { host: h1, id: 9 }),
+            peer,
+            &Message::Dreq,
+            &mut dreq,
+        );
+        net.arrived(h2, &dreq);
+        let (host, body) = wire.recv().unwrap();
+        assert_eq!(host, h2);
+        assert_eq!(
+            decode(&body),
+            Ok((
+                Address::Endpoint(peer),
+                Endpoint { host: h1, id: 0 },
+                Message::Drep
+            ))
+        );
+        // A message claiming to come from another host than the one that sent it, or
+        // garbage, is dropped: the next good message is the next thing delivered.
+        net.arrived(Ipv4Addr::new(10, 100, 0, 3), &rep);
+        net.arrived(h2, b"garbage");
+        net.arrived(h2, &rep);
+        assert_eq!(seen.recv().unwrap().1, peer);
+        assert!(seen.try_recv().is_err() && wire.try_recv().is_err());
     }
 }

@@ -52,10 +52,11 @@ int main(void)
 	int rc = ibv_post_send(qp, &wr, &bad);
 	printf("post_send unknown opcode: %s, bad_wr is it %d\n", name(rc), bad == &wr);
 
+	struct ibv_td_init_attr tda = { 0 };
 	errno = 0;
-	printf("alloc_mw: %s\n", ibv_alloc_mw(pd, IBV_MW_TYPE_1) ? "ok" : name(errno));
+	printf("alloc_td: %s\n", ibv_alloc_td(ctx, &tda) ? "ok" : name(errno));
 	errno = 0;
-	printf("alloc_mw again: %s\n", ibv_alloc_mw(pd, IBV_MW_TYPE_1) ? "ok" : name(errno));
+	printf("alloc_td again: %s\n", ibv_alloc_td(ctx, &tda) ? "ok" : name(errno));
 
 	ibv_destroy_qp(qp);
 	ibv_destroy_cq(cq);

@@ -274,6 +274,17 @@ fn ibv_cfg(
 fn open_hw(cfg: IbvConfig, args: &Args) -> Result<Box<dyn IbvPump>, String> {
     let verbs = backend_hw::HwVerbs::new();
     let receivers = ibv::open_receivers(&verbs, &cfg, args.ibv_mode).map_err(|e| e.to_string())?;
+    // The flow rules or attachments are in place: what is sent from now on is received.
+    eprintln!(
+        "spead-recv: receiving on {} ({}, interface {})",
+        cfg.endpoints
+            .iter()
+            .map(|e| format!("ibv:{e}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        format!("{:?}", args.ibv_mode).to_lowercase(),
+        cfg.interface.map_or_else(String::new, |i| i.to_string())
+    );
     Ok(Box::new(IbvSource {
         receivers,
         idle: Box::new(|| false),

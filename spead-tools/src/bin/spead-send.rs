@@ -1,7 +1,10 @@
 //! `spead-send DEST...`: send SPEAD heaps (like spead2's `spead2_send`).
 //!
 //! Destinations: `udp:HOST:PORT` (several make substreams), `tcp:HOST:PORT`,
-//! `file:PATH`. Either generates `--heaps` heaps of `--heap-size` bytes, or with
+//! `file:PATH`, or `ibv:GROUP:PORT` (several make substreams) through spead2's ibverbs
+//! writer (`spead::verbs::Sender`; `--backend hw`, in builds with the `hw` feature) on
+//! the interface `--ibv-interface`, as RAW_PACKET Ethernet frames (`--ibv-mode raw`, as
+//! spead2) or UD multicast messages (`--ibv-mode ud`, for rxe). Either generates `--heaps` heaps of `--heap-size` bytes, or with
 //! `--json FILE|-` sends the heaps of a `spead-recv --json` capture, items in the listed
 //! (wire) order. As in spead2_send, heap `i` goes to substream `i % substreams`, the
 //! first heap of each substream carries the descriptors, up to `--max-heaps` heaps are
@@ -14,7 +17,7 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, BufWriter};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -29,6 +32,7 @@ use spead::send::{
 use spead::transport::{Endpoint, PacketSink, PacketWriter, Sender, UdpSendConfig, UdpSender};
 use spead::wire::Flavour;
 use spead_tools::cli;
+use spead_tools::ibv::{parse_endpoint, Backend, IbvMode};
 
 const TOOL: &str = "spead-send";
 
@@ -59,9 +63,23 @@ fn packet_size(s: &str) -> Result<usize, String> {
 #[derive(Parser, Debug)]
 #[command(about = "Send SPEAD heaps (spead2-compatible)")]
 struct Args {
-    /// Destinations: udp:HOST:PORT (one per substream), tcp:HOST:PORT or file:PATH.
-    #[arg(required = true, value_parser = cli::endpoint)]
-    dests: Vec<Endpoint>,
+    /// Destinations: udp:HOST:PORT (one per substream), tcp:HOST:PORT, file:PATH, or
+    /// ibv:GROUP:PORT (one per substream) through the verbs writer.
+    #[arg(required = true, value_parser = parse_dest)]
+    dests: Vec<DestSpec>,
+    /// Verbs backend of ibv: destinations: hw (libibverbs: a NIC, Soft-RoCE or the
+    /// emulated library; feature `hw`). The simulator has no network outside its
+    /// process to send to: `scenario run` simulates senders and receivers together.
+    #[arg(long, value_enum, default_value = "hw")]
+    backend: Backend,
+    /// ibv: transport: raw (RAW_PACKET Ethernet frames, as spead2) or ud (UD multicast,
+    /// for rxe).
+    #[arg(long = "ibv-mode", value_enum, default_value = "raw")]
+    ibv_mode: IbvMode,
+    /// IPv4 address of the interface ibv: destinations are sent from (its RDMA device
+    /// sends them).
+    #[arg(long = "ibv-interface", value_parser = cli::interface)]
+    ibv_interface: Option<Ipv4Addr>,
     /// Send the heaps of a JSON capture (file, or - for stdin), items in the listed
     /// order.
     #[arg(long)]
@@ -114,6 +132,20 @@ struct Args {
     no_descriptors: bool,
 }
 
+/// A destination as given.
+#[derive(Debug, Clone)]
+enum DestSpec {
+    Transport(Endpoint),
+    Ibv(SocketAddrV4),
+}
+
+fn parse_dest(s: &str) -> Result<DestSpec, String> {
+    match s.strip_prefix("ibv:") {
+        Some(rest) => parse_endpoint(rest).map(DestSpec::Ibv),
+        None => cli::endpoint(s).map(DestSpec::Transport),
+    }
+}
+
 enum AnySink {
     Udp(UdpSender),
     Stream(PacketWriter<BufWriter<Box<dyn io::Write>>>),
@@ -141,21 +173,30 @@ enum Dest {
     Udp(Vec<SocketAddr>),
     Tcp(SocketAddr),
     File(std::path::PathBuf),
+    Ibv(Vec<SocketAddrV4>),
 }
 
 impl Dest {
-    fn of(dests: &[Endpoint]) -> Option<Dest> {
+    fn of(dests: &[DestSpec]) -> Option<Dest> {
         let udp: Vec<SocketAddr> = dests
             .iter()
             .filter_map(|e| match e {
-                Endpoint::Udp(a) => Some(*a),
+                DestSpec::Transport(Endpoint::Udp(a)) => Some(*a),
                 _ => None,
+            })
+            .collect();
+        let ibv: Vec<SocketAddrV4> = dests
+            .iter()
+            .filter_map(|e| match e {
+                DestSpec::Ibv(a) => Some(*a),
+                DestSpec::Transport(_) => None,
             })
             .collect();
         match dests {
             _ if udp.len() == dests.len() => Some(Dest::Udp(udp)),
-            [Endpoint::Tcp(a)] => Some(Dest::Tcp(*a)),
-            [Endpoint::File(p)] => Some(Dest::File(p.clone())),
+            _ if ibv.len() == dests.len() => Some(Dest::Ibv(ibv)),
+            [DestSpec::Transport(Endpoint::Tcp(a))] => Some(Dest::Tcp(*a)),
+            [DestSpec::Transport(Endpoint::File(p))] => Some(Dest::File(p.clone())),
             _ => None,
         }
     }
@@ -176,6 +217,7 @@ impl Dest {
                 })?;
                 return Ok(AnySink::Udp(sender));
             }
+            Dest::Ibv(_) => unreachable!("ibv: destinations are sent by send_ibv"),
             Dest::Tcp(a) => Box::new(TcpStream::connect(a).map_err(|e| format!("tcp:{a}: {e}"))?),
             Dest::File(p) => {
                 Box::new(File::create(p).map_err(|e| format!("file:{}: {e}", p.display()))?)
@@ -197,6 +239,13 @@ struct SinkArgs {
     packet: usize,
     rate: f64,
     burst: usize,
+    /// The ibv: writer's options (read only by builds with `hw`).
+    #[cfg_attr(not(feature = "hw"), allow(dead_code))]
+    max_heaps: usize,
+    #[cfg_attr(not(feature = "hw"), allow(dead_code))]
+    ibv_mode: IbvMode,
+    #[cfg_attr(not(feature = "hw"), allow(dead_code))]
+    ibv_interface: Option<Ipv4Addr>,
 }
 
 /// One heap queued for the sending thread.
@@ -220,6 +269,9 @@ fn spawn_sender(
 ) -> (Receiver<Result<(), String>>, SendingThread) {
     let (opened_tx, opened) = sync_channel(1);
     let worker = std::thread::spawn(move || {
+        if let Dest::Ibv(endpoints) = &dest {
+            return send_ibv(endpoints, &args, &queue, &opened_tx);
+        }
         let sink = match dest.open(&args) {
             Ok(s) => {
                 let _ = opened_tx.send(Ok(()));
@@ -244,6 +296,96 @@ fn spawn_sender(
         Ok((sender.packets, sender.bytes))
     });
     (opened, worker)
+}
+
+/// The sending thread of `ibv:` destinations: spead2's ibverbs writer on the interface's
+/// device, one substream per endpoint, up to `max_heaps` heaps in flight (it waits for
+/// completions before queueing more, as spead2_send does), paced at the rate. Returns
+/// packets and bytes sent once every heap has completed.
+#[cfg(feature = "hw")]
+fn send_ibv(
+    endpoints: &[SocketAddrV4],
+    args: &SinkArgs,
+    queue: &Receiver<Job>,
+    opened: &SyncSender<Result<(), String>>,
+) -> Result<(u64, u64), String> {
+    use spead::verbs::{source_mac, IbvConfig, SendStreamConfig, Sender};
+    let names = || {
+        endpoints
+            .iter()
+            .map(|e| format!("ibv:{e}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let open = || -> Result<Sender<backend_hw::HwContext>, String> {
+        let iface = args
+            .ibv_interface
+            .ok_or("ibv: destinations need --ibv-interface (the sending interface's address)")?;
+        let verbs = backend_hw::HwVerbs::new();
+        let mut cfg = IbvConfig::new_sender(endpoints.to_vec(), iface);
+        cfg.max_size = args.packet;
+        cfg.buffer_size = args.buffer.max(args.packet);
+        if let Some(ttl) = args.ttl {
+            cfg.ttl = u8::try_from(ttl).unwrap_or(u8::MAX);
+        }
+        let mut sender = match args.ibv_mode {
+            IbvMode::Raw => Sender::raw(
+                &verbs,
+                &cfg,
+                source_mac(&verbs, iface).map_err(|e| e.to_string())?,
+            ),
+            IbvMode::Ud => Sender::ud(&verbs, &cfg),
+        }
+        .map_err(|e| e.to_string())?;
+        sender
+            .set_stream_config(SendStreamConfig {
+                max_heaps: args.max_heaps,
+                rate: args.rate * 1e9 / 8.0,
+                burst_size: args.burst,
+                ..SendStreamConfig::default()
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(sender)
+    };
+    let mut sender = match open() {
+        Ok(s) => {
+            let _ = opened.send(Ok(()));
+            s
+        }
+        Err(e) => {
+            let e = format!("{}: {e}", names());
+            let _ = opened.send(Err(e.clone()));
+            return Err(e);
+        }
+    };
+    let mut clock = spead::send::WallClock::new();
+    for job in queue {
+        let at = |e: &dyn std::fmt::Display| format!("{} (heap {}): {e}", job.origin, job.cnt);
+        sender.wait_heaps(args.max_heaps - 1).map_err(|e| at(&e))?;
+        let heap = HeapReference {
+            heap: &job.heap,
+            cnt: job.cnt,
+            substream: job.substream,
+        };
+        sender
+            .send_heaps(&[heap], GroupMode::Serial, &mut clock)
+            .map_err(|e| at(&e))?;
+    }
+    sender.drain().map_err(|e| format!("{}: {e}", names()))?;
+    let stats = sender.stats();
+    Ok((stats.packets, stats.bytes))
+}
+
+#[cfg(not(feature = "hw"))]
+fn send_ibv(
+    _endpoints: &[SocketAddrV4],
+    _args: &SinkArgs,
+    _queue: &Receiver<Job>,
+    opened: &SyncSender<Result<(), String>>,
+) -> Result<(u64, u64), String> {
+    let e = spead_tools::ibv::hw_missing();
+    let _ = opened.send(Err(e.clone()));
+    Err(e)
 }
 
 /// The generated heaps: with descriptors (first heap of each substream) and without.
@@ -378,9 +520,18 @@ fn main() {
         cli::usage::<Args>(
             TOOL,
             ErrorKind::ArgumentConflict,
-            "give several udp: destinations, or one tcp: or file: destination",
+            "give several udp: destinations, several ibv: destinations, or one tcp: or \
+             file: destination",
         )
     };
+    if args.backend == Backend::Sim {
+        cli::usage::<Args>(
+            TOOL,
+            ErrorKind::InvalidValue,
+            "--backend sim: a simulated sender has no network outside its process to send \
+             to (`scenario run FILE` simulates senders and receivers together)",
+        );
+    }
     let flavour = Flavour::new(args.addr_bits).expect("40 or 48, checked by clap");
     let subs = args.substreams.unwrap_or(args.dests.len());
     if args.json.is_none() && args.items > args.heap_size {
@@ -418,6 +569,9 @@ fn main() {
         packet: args.packet,
         rate: args.rate,
         burst: args.burst,
+        max_heaps: args.max_heaps,
+        ibv_mode: args.ibv_mode,
+        ibv_interface: args.ibv_interface,
     };
     // Up to max_heaps heaps in flight: max_heaps - 1 queued and one being sent.
     let (tx, rx) = sync_channel(args.max_heaps - 1);

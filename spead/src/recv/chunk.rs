@@ -876,7 +876,7 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         }
         if let Some(c) = lock(cell).as_mut() {
             let start = h.heap_offset + p.payload_offset as usize;
-            c.data[start..start + p.payload.len()].copy_from_slice(p.payload);
+            super::sink::copy_payload(&mut c.data[start..start + p.payload.len()], p.payload);
             if let Some(n) = self.presence {
                 c.present[h.heap_index + p.payload_offset as usize / n] = 1;
             }

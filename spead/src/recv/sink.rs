@@ -20,6 +20,23 @@ pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
+/// `dst.copy_from_slice(src)`, with payloads of 32 to 128 bytes copied inline as
+/// fixed-size (possibly overlapping) 32-byte blocks: no call, no size dispatch.
+#[inline]
+pub(crate) fn copy_payload(dst: &mut [u8], src: &[u8]) {
+    let n = src.len();
+    if dst.len() == n && (32..=128).contains(&n) {
+        dst[..32].copy_from_slice(&src[..32]);
+        dst[n - 32..].copy_from_slice(&src[n - 32..]);
+        if n > 64 {
+            dst[32..64].copy_from_slice(&src[32..64]);
+            dst[n - 64..n - 32].copy_from_slice(&src[n - 64..n - 32]);
+        }
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// A heap being assembled (what spead2 calls a `live_heap`).
 #[derive(Debug)]
 pub struct LiveHeap<S> {
@@ -172,9 +189,13 @@ impl HeapSink for HeapQueue {
         }
     }
 
+    #[inline]
     fn write(&mut self, storage: &mut PoolBuffer, p: &Packet<'_>) {
         let start = p.payload_offset as usize;
-        storage.as_mut_slice()[start..start + p.payload.len()].copy_from_slice(p.payload);
+        copy_payload(
+            &mut storage.as_mut_slice()[start..start + p.payload.len()],
+            p.payload,
+        );
     }
 
     fn heap_ready(&mut self, h: &mut LiveHeap<PoolBuffer>, exit: Exit, stats: &mut Stats) {

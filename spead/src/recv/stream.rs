@@ -23,7 +23,7 @@ use super::pool::MemoryPool;
 use super::sink::{Exit, HeapQueue, HeapSink, LiveHeap};
 use super::stats::{DuplicateStat, StatMode, Stats, StatsConfig};
 use crate::wire::{
-    decode_datagram, decode_packet, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
+    decode_datagram, decode_packet, decode_plain, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
 };
 
 /// Receiver configuration (spead2's `stream_config` plus our safety limits).
@@ -123,6 +123,34 @@ pub enum Reject {
     NotStarted,
     /// The stream has stopped.
     Stopped,
+}
+
+/// Packets up to this size have the next ones prefetched in [`Stream::add_packets`].
+const PREFETCH_MAX: usize = 4096;
+
+/// How far ahead [`Stream::add_packets`] prefetches, in bytes.
+const PREFETCH_AHEAD: usize = 4096;
+
+/// Asks the CPU to start loading `data` into cache (a hint; nothing on other
+/// architectures).
+#[inline]
+fn prefetch(data: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut line = 0;
+        while line < data.len() {
+            // SAFETY: PREFETCHT0 is a hint that never faults and changes no memory, and
+            // the address is inside `data` (x86-64 always has SSE, which it needs).
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    data.as_ptr().add(line).cast(),
+                );
+            }
+            line += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = data;
 }
 
 /// A finished heap's pointer and range lists, kept for the next heap.
@@ -287,20 +315,46 @@ impl<H: HeapSink> Stream<H> {
     /// first one that does not decode (its boundary is then unknown) or at a stop.
     /// Returns the number of bytes consumed.
     pub fn add_buffer(&mut self, data: &[u8]) -> usize {
+        self.add_packets(data, usize::MAX)
+    }
+
+    /// As [`Stream::add_buffer`], but adds at most `max_packets` packets (so a memory
+    /// reader can take finished heaps out between batches, as spead2's reader hands
+    /// its ring a batch at a time). Returns the number of bytes consumed; less than
+    /// `data.len()` when `max_packets` were added, the stream stopped, or the packet
+    /// at the returned offset does not decode (counted as malformed).
+    pub fn add_packets(&mut self, data: &[u8], max_packets: usize) -> usize {
         let mut pos = 0;
         let mut n = 0;
-        while pos < data.len() && !self.stopped && self.started {
-            match decode_packet(&data[pos..]) {
-                Ok(p) => {
-                    pos += p.size();
-                    n += 1;
-                    let _ = self.add_decoded(&p);
-                }
-                Err(_) => {
-                    self.stats.packets_malformed += 1;
-                    break;
+        // Bytes from here on are being fetched: the packets ahead (up to
+        // PREFETCH_AHEAD bytes) load while this one is assembled, so memory latency
+        // overlaps the work instead of adding to it. Large packets stream well by
+        // themselves (`rep movsb`), so only small ones are prefetched.
+        let mut fetched = 0;
+        while pos < data.len() && n < max_packets && !self.stopped && self.started {
+            let rest = &data[pos..];
+            // Plain packets skip the general decoder and its Result.
+            let p = match decode_plain(rest) {
+                Some(p) => p,
+                None => match decode_packet(rest) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        self.stats.packets_malformed += 1;
+                        break;
+                    }
+                },
+            };
+            let size = p.size();
+            pos += size;
+            n += 1;
+            if size <= PREFETCH_MAX {
+                let to = (pos + PREFETCH_AHEAD).min(data.len());
+                if fetched < to {
+                    prefetch(&data[fetched.max(pos)..to]);
+                    fetched = to;
                 }
             }
+            let _ = self.add_decoded(&p);
         }
         self.note_batch(n);
         pos
@@ -322,6 +376,7 @@ impl<H: HeapSink> Stream<H> {
     ///
     /// # Errors
     /// The [`Reject`] reason when the packet was dropped (it is also counted).
+    #[inline(always)]
     pub fn add_decoded(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
         if let Some(r) = self.refuse() {
             return Err(r);
@@ -332,6 +387,15 @@ impl<H: HeapSink> Stream<H> {
             return Err(Reject::Stopped);
         }
         self.stats.packets += 1;
+        match self.add_next_in_order(p) {
+            Some(r) => r,
+            None => self.add_counted(p),
+        }
+    }
+
+    /// [`Stream::add_decoded`] for a packet already counted, in the general case.
+    #[inline(never)]
+    fn add_counted(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
         let end = p.payload_offset + p.payload.len() as u64;
         let too_large = match p.heap_length {
             Some(hl) => hl > self.config.max_heap_size,
@@ -341,7 +405,10 @@ impl<H: HeapSink> Stream<H> {
             self.stats.packets_too_large += 1;
             return Err(Reject::TooLarge);
         }
-        let s = (p.heap_cnt % self.subs.len() as u64) as usize;
+        let s = match self.subs.len() {
+            1 => 0,
+            n => (p.heap_cnt % n as u64) as usize,
+        };
         // spead2: a packet holding a whole heap matches no partial heap.
         let found = if p.heap_length == Some(p.payload.len() as u64) {
             self.stats.single_packet_heaps += 1;
@@ -407,6 +474,74 @@ impl<H: HeapSink> Stream<H> {
             self.stop();
         }
         Ok(())
+    }
+
+    /// The common case with few branches: in a one-substream, in-order stream, the
+    /// next packet of the newest live heap, carrying only the special items. Does what
+    /// the general path of [`Stream::add_decoded`] would (the checks it skips cannot
+    /// fail here: the heap's HEAP_LENGTH passed them when the heap began); `None`, with
+    /// nothing changed, when the packet needs the general path.
+    #[inline(always)]
+    fn add_next_in_order(&mut self, p: &Packet<'_>) -> Option<Result<(), Reject>> {
+        if self.config.allow_out_of_order
+            || !p.specials_only
+            || self.subs.len() != 1
+            || p.payload.is_empty()
+        {
+            return None;
+        }
+        let hl = p.heap_length?;
+        if hl == p.payload.len() as u64 {
+            // A single-packet heap matches no live heap.
+            return None;
+        }
+        let Self {
+            subs,
+            config,
+            stats,
+            sink,
+            ..
+        } = self;
+        let sub = &mut subs[0];
+        let head = sub.head;
+        let h = sub.slots[head].as_mut()?;
+        if h.cnt != p.heap_cnt
+            || h.heap_length != Some(hl)
+            || hl < h.min_length
+            || h.flavour != p.flavour
+            || h.received != p.payload_offset
+        {
+            return None;
+        }
+        stats.search_dist += 1;
+        sink.write(&mut h.storage, p);
+        h.received += p.payload.len() as u64;
+        let stop = config.stop_on_stop_item && h.end_of_stream;
+        if stop || h.is_complete() {
+            self.head_done(head, stop);
+        }
+        Some(Ok(()))
+    }
+
+    /// The rest of [`Stream::add_next_in_order`] when the head heap of the single
+    /// substream completed or holds a stop (once per heap, so kept out of line).
+    #[inline(never)]
+    fn head_done(&mut self, head: usize, stop: bool) {
+        let complete = self.subs[0].slots[head]
+            .as_ref()
+            .is_some_and(LiveHeap::is_complete);
+        if complete {
+            if let Some(heap) = self.subs[0].slots[head].take() {
+                if stop && !self.config.deliver_stop_heap {
+                    self.recycle(heap);
+                } else {
+                    self.finish(heap, Exit::Complete);
+                }
+            }
+        }
+        if stop {
+            self.stop();
+        }
     }
 
     /// Advances the ring head of substream `s`, evicting its occupant. Returns the slot.
@@ -515,6 +650,11 @@ impl<H: HeapSink> Stream<H> {
         h: &mut LiveHeap<H::Storage>,
         p: &Packet<'_>,
     ) {
+        if p.specials_only {
+            // Nothing but HEAP_CNT, HEAP_LENGTH and the payload's offset and length,
+            // all immediate: no address, no item, no stop.
+            return;
+        }
         let hab = p.flavour.heap_address_bits();
         let max_id = p.flavour.max_id();
         let mask = p.flavour.value_mask();

@@ -511,3 +511,62 @@ fn a_heap_announced_larger_than_the_old_limit_is_accepted() {
     assert_eq!(h.payload_ranges, vec![(0, 64), (len - 64, len)]);
     assert_eq!(&h.payload()[len as usize - 64..], &[9; 64]);
 }
+
+#[test]
+fn a_later_packet_is_checked_against_item_addresses_past_heap_length() {
+    // The first packet has HEAP_LENGTH 16 and an item addressed at 40; the second,
+    // otherwise the next in order, must be refused as the general path refuses it.
+    let first = raw(3, Some(16), 0, &[F.address(0x1000, 40)], &[0; 8]);
+    let second = raw(3, Some(16), 8, &[], &[0; 8]);
+    let mut s = Stream::new(StreamConfig::default());
+    s.add_datagram(&first).unwrap();
+    assert_eq!(s.add_datagram(&second), Err(Reject::HeapLengthMismatch));
+    assert_eq!(s.stats().packets_inconsistent, 1);
+    assert_eq!(s.stats().packets, 2);
+}
+
+#[test]
+fn add_packets_takes_at_most_the_batch_and_resumes() {
+    let mut bytes = Vec::new();
+    for cnt in 1..=3 {
+        for p in packets(1000, cnt) {
+            bytes.extend(p);
+        }
+    }
+    let total = crate::wire::split_packets(&bytes).count();
+    assert_eq!(total, 21);
+    let mut s = Stream::new(StreamConfig::default());
+    let mut rest = &bytes[..];
+    let mut calls = 0;
+    while !rest.is_empty() {
+        let used = s.add_packets(rest, 4);
+        assert!(used > 0);
+        rest = &rest[used..];
+        calls += 1;
+    }
+    assert_eq!(calls, 6);
+    let st = s.stats();
+    assert_eq!((st.packets, st.batches, st.max_batch), (21, 6, 4));
+    let mut got = Vec::new();
+    while let Some(h) = s.pop_heap() {
+        assert!(h.complete);
+        assert_eq!(h.items()[0].bytes(), &vec![h.cnt as u8; 1000][..]);
+        got.push(h.cnt);
+    }
+    assert_eq!(got, [1, 2, 3]);
+}
+
+#[test]
+fn small_payload_copies_are_exact() {
+    let src: Vec<u8> = (0..=255).collect();
+    for n in 0..=200 {
+        let mut dst = vec![0xAA; n + 2];
+        sink::copy_payload(&mut dst[1..n + 1], &src[..n]);
+        assert_eq!(&dst[1..n + 1], &src[..n], "{n} bytes");
+        assert_eq!(
+            (dst[0], dst[n + 1]),
+            (0xAA, 0xAA),
+            "{n} bytes stayed inside"
+        );
+    }
+}

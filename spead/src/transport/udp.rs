@@ -21,6 +21,41 @@ use socket2::{Domain, SockAddr, SockRef, Socket, Type};
 use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 
+/// `linux/udp.h`: segment size for GSO sends (socket option and control message).
+const UDP_SEGMENT: libc::c_int = 103;
+/// `linux/udp.h`: receive coalesced datagrams (socket option; control message with
+/// the segment size).
+const UDP_GRO: libc::c_int = 104;
+/// Most datagrams the kernel segments from one GSO send (`UDP_MAX_SEGMENTS`).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Most bytes in one GSO send or GRO buffer (an IPv4 datagram's largest payload).
+const GSO_MAX_BYTES: usize = 65507;
+/// Room for the control messages of one datagram buffer: UDP_GRO's segment size and
+/// SO_RXQ_OVFL's drop counter (an int and a u32, each `CMSG_SPACE(4)` = 24 bytes).
+const CONTROL_SPACE: usize = 64;
+/// Datagram buffers per batch when GRO is on (each holds up to 64 KiB).
+const GRO_BATCH: usize = 16;
+
+/// Sets an int socket option; true if the kernel took it.
+fn set_int_option(
+    sock: &UdpSocket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> bool {
+    // SAFETY: the fd is a live socket owned by `sock`; the value points to a c_int
+    // that outlives the call and its size is passed.
+    unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
+}
+
 /// Receiver settings (spead2 defaults: 8 MiB buffer, 9200-byte packets).
 #[derive(Debug, Clone)]
 pub struct UdpRecvConfig {
@@ -30,12 +65,17 @@ pub struct UdpRecvConfig {
     pub buffer_size: usize,
     /// Largest datagram accepted.
     pub max_packet_size: usize,
-    /// Datagrams per `recvmmsg`.
+    /// Buffers per `recvmmsg`: one datagram each, or with GRO at most 16 buffers of up
+    /// to 64 KiB of coalesced datagrams each.
     pub batch: usize,
     /// Interface address for multicast joins.
     pub interface: Option<Ipv4Addr>,
     /// Give up a blocking receive after this long (so callers can check for stop).
     pub read_timeout: Option<Duration>,
+    /// Let the kernel coalesce datagrams of one flow (UDP_GRO, Linux 5.0+; a no-op
+    /// where the kernel refuses it). Each coalesced buffer is split back into its
+    /// datagrams, so the stream sees exactly the datagrams that were sent.
+    pub gro: bool,
 }
 
 impl UdpRecvConfig {
@@ -48,6 +88,7 @@ impl UdpRecvConfig {
             batch: 64,
             interface: None,
             read_timeout: Some(Duration::from_millis(100)),
+            gro: true,
         }
     }
 }
@@ -93,20 +134,20 @@ fn udp_socket(bind: SocketAddr, reuse: bool) -> io::Result<UdpSocket> {
     Ok(sock.into())
 }
 
-/// Control-message space per datagram: one SO_RXQ_OVFL message (a `u32`), in `u64`
-/// words so that the buffer is aligned for `cmsghdr`.
-const CONTROL_WORDS: usize = 4;
-
 /// Receives UDP datagrams in batches and feeds them to a [`Stream`].
 #[derive(Debug)]
 pub struct UdpReceiver {
     sock: UdpSocket,
     stride: usize,
+    /// Largest datagram accepted (longer ones are counted as malformed).
+    max_packet_size: usize,
+    /// UDP_GRO is on: a buffer may hold several datagrams.
+    gro: bool,
     bufs: Vec<u8>,
+    /// One control message buffer per datagram buffer (u64 for cmsghdr alignment).
+    control: Vec<[u64; CONTROL_SPACE / 8]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
-    /// Each datagram's control buffer ([`CONTROL_WORDS`] words each).
-    control: Vec<u64>,
     /// The kernel's last reported drop counter (it is a wrapping `u32`).
     last_drops: u32,
     /// Kernel drops seen so far, unwrapped.
@@ -129,33 +170,31 @@ impl UdpReceiver {
         };
         set_buffer(&sock, true, config.buffer_size)?;
         sock.set_read_timeout(config.read_timeout)?;
-        let one: libc::c_int = 1;
-        // SAFETY: the fd is a live socket owned by `sock`; the option value points to a
-        // c_int that outlives the call and its size is passed.
-        let r = unsafe {
-            libc::setsockopt(
-                sock.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_RXQ_OVFL,
-                (&one as *const libc::c_int).cast(),
-                size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r != 0 {
+        if !set_int_option(&sock, libc::SOL_SOCKET, libc::SO_RXQ_OVFL, 1) {
             return Err(io::Error::last_os_error());
         }
-        let batch = config.batch.max(1);
-        let stride = config.max_packet_size.max(64);
+        let max_packet_size = config.max_packet_size.max(64);
+        let gro = config.gro && set_int_option(&sock, libc::SOL_UDP, UDP_GRO, 1);
+        let (batch, stride) = if gro {
+            (
+                config.batch.clamp(1, GRO_BATCH),
+                GSO_MAX_BYTES.max(max_packet_size),
+            )
+        } else {
+            (config.batch.max(1), max_packet_size)
+        };
         Ok(Self {
             sock,
             stride,
+            max_packet_size,
+            gro,
             bufs: vec![0; stride * batch],
+            control: vec![[0; CONTROL_SPACE / 8]; batch],
             // SAFETY: iovec and mmsghdr are plain old data; zeroed values are valid
             // and every pointer is set before use.
             iovs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
             // SAFETY: as above.
             hdrs: (0..batch).map(|_| unsafe { zeroed() }).collect(),
-            control: vec![0; batch * CONTROL_WORDS],
             last_drops: 0,
             kernel_drops: 0,
         })
@@ -172,7 +211,7 @@ impl UdpReceiver {
     fn note_drops(&mut self, i: usize) {
         let h = &self.hdrs[i].msg_hdr;
         // SAFETY: `h` is a header the kernel filled by recvmmsg: msg_control points into
-        // `self.control` (alive, CONTROL_WORDS words for this datagram) and msg_controllen
+        // `self.control[i]` (alive, CONTROL_SPACE bytes) and msg_controllen
         // is what the kernel wrote there; CMSG_FIRSTHDR/NXTHDR stay inside that length
         // and CMSG_DATA of an SO_RXQ_OVFL message holds a u32 (read unaligned).
         unsafe {
@@ -197,14 +236,13 @@ impl UdpReceiver {
     }
 
     /// Receives one batch (blocking up to the read timeout). Returns the number of
-    /// datagrams; get them with [`Self::datagram`].
+    /// buffers; get them with [`Self::message`].
     ///
     /// # Errors
     /// Socket errors other than timeouts and interrupts.
     pub fn recv_batch(&mut self) -> io::Result<usize> {
         let batch = self.hdrs.len();
         let base = self.bufs.as_mut_ptr();
-        let control = self.control.as_mut_ptr();
         for i in 0..batch {
             // SAFETY: i * stride + stride <= bufs.len(), so the pointer stays inside
             // the buffer.
@@ -215,9 +253,9 @@ impl UdpReceiver {
             h.msg_namelen = 0;
             h.msg_iov = &mut self.iovs[i];
             h.msg_iovlen = 1;
-            // SAFETY: (i + 1) * CONTROL_WORDS <= control.len().
-            h.msg_control = unsafe { control.add(i * CONTROL_WORDS) }.cast();
-            h.msg_controllen = CONTROL_WORDS * size_of::<u64>();
+            // Every datagram may carry SO_RXQ_OVFL's counter, and with GRO its segment size.
+            h.msg_control = self.control[i].as_mut_ptr().cast();
+            h.msg_controllen = CONTROL_SPACE as _;
             h.msg_flags = 0;
             self.hdrs[i].msg_len = 0;
         }
@@ -247,14 +285,49 @@ impl UdpReceiver {
         Ok(r as usize)
     }
 
-    /// Datagram `i` of the last batch, or `None` if it was truncated.
-    pub fn datagram(&self, i: usize) -> Option<&[u8]> {
+    /// Buffer `i` of the last batch and the size of the datagrams in it (with GRO a
+    /// buffer holds datagrams of that size back to back, the last possibly shorter;
+    /// without, one datagram), or `None` if it was truncated.
+    pub fn message(&self, i: usize) -> Option<(&[u8], usize)> {
         let h = &self.hdrs[i];
         if h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 {
             return None;
         }
         let len = (h.msg_len as usize).min(self.stride);
-        Some(&self.bufs[i * self.stride..i * self.stride + len])
+        let data = &self.bufs[i * self.stride..i * self.stride + len];
+        let segment = if self.gro {
+            self.gro_segment(i).unwrap_or(len)
+        } else {
+            len
+        };
+        Some((data, segment.max(1)))
+    }
+
+    /// The UDP_GRO segment size the kernel reported for buffer `i`, if any.
+    fn gro_segment(&self, i: usize) -> Option<usize> {
+        let hdr = &self.hdrs[i].msg_hdr;
+        if hdr.msg_controllen == 0 {
+            return None;
+        }
+        // SAFETY: `hdr` is the header recvmmsg filled: its control pointer and length
+        // describe `self.control[i]`, which the kernel wrote and which lives as long
+        // as `self`; CMSG_FIRSTHDR/CMSG_NXTHDR stay within that length and CMSG_DATA
+        // of a message of at least CMSG_LEN(int) bytes holds an int (read unaligned).
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(hdr);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_UDP
+                    && (*c).cmsg_type == UDP_GRO
+                    && (*c).cmsg_len as usize
+                        >= libc::CMSG_LEN(size_of::<libc::c_int>() as u32) as usize
+                {
+                    let v = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                    return usize::try_from(v).ok().filter(|&v| v > 0);
+                }
+                c = libc::CMSG_NXTHDR(hdr, c);
+            }
+        }
+        None
     }
 
     /// Receives one batch into `stream`. Returns the number of datagrams.
@@ -263,19 +336,30 @@ impl UdpReceiver {
     /// Socket errors.
     pub fn pump<H: HeapSink>(&mut self, stream: &mut Stream<H>) -> io::Result<usize> {
         let n = self.recv_batch()?;
-        for i in 0..n {
-            if stream.is_stopped() {
-                break;
-            }
-            match self.datagram(i) {
-                Some(d) => {
-                    let _ = stream.add_datagram(d);
+        let mut datagrams = 0;
+        'batch: for i in 0..n {
+            match self.message(i) {
+                Some((data, segment)) => {
+                    for d in data.chunks(segment) {
+                        if stream.is_stopped() {
+                            break 'batch;
+                        }
+                        datagrams += 1;
+                        if d.len() > self.max_packet_size {
+                            stream.stats_mut().packets_malformed += 1;
+                        } else {
+                            let _ = stream.add_datagram(d);
+                        }
+                    }
                 }
-                None => stream.stats_mut().packets_malformed += 1,
+                None => {
+                    datagrams += 1;
+                    stream.stats_mut().packets_malformed += 1;
+                }
             }
         }
-        stream.note_batch(n);
-        Ok(n)
+        stream.note_batch(datagrams);
+        Ok(datagrams)
     }
 }
 
@@ -292,6 +376,10 @@ pub struct UdpSendConfig {
     pub interface: Option<Ipv4Addr>,
     /// Local address to bind.
     pub bind: Option<SocketAddr>,
+    /// Hand the kernel runs of equal-sized packets for one destination as one buffer
+    /// to segment (UDP_SEGMENT, Linux 4.18+): one trip through the stack per run
+    /// instead of per packet. Dropped for good when the kernel or route refuses it.
+    pub gso: bool,
 }
 
 impl UdpSendConfig {
@@ -303,6 +391,7 @@ impl UdpSendConfig {
             ttl: None,
             interface: None,
             bind: None,
+            gso: true,
         }
     }
 }
@@ -313,6 +402,11 @@ pub struct UdpSender {
     sock: UdpSocket,
     /// The destinations as the kernel takes them (IPv4 or IPv6).
     addrs: Vec<SockAddr>,
+    /// UDP_SEGMENT sends are in use (until the kernel refuses one).
+    gso: bool,
+    /// Per message: the packets it carries, `(first, count, segment size)`.
+    runs: Vec<(usize, usize, usize)>,
+    control: Vec<[u64; CONTROL_SPACE / 8]>,
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
 }
@@ -340,9 +434,15 @@ impl UdpSender {
         if let Some(iface) = config.interface {
             SockRef::from(&sock).set_multicast_if_v4(&iface)?;
         }
+        // Setting the socket's default segment size to 0 (none) succeeds exactly when
+        // the kernel knows UDP_SEGMENT.
+        let gso = config.gso && set_int_option(&sock, libc::SOL_UDP, UDP_SEGMENT, 0);
         Ok(Self {
             sock,
             addrs: config.dests.iter().map(|&d| SockAddr::from(d)).collect(),
+            gso,
+            runs: Vec::new(),
+            control: Vec::new(),
             iovs: Vec::new(),
             hdrs: Vec::new(),
         })
@@ -373,29 +473,107 @@ impl UdpSender {
                 format!("substream index {sub} is out of range for {nd} destinations"),
             ));
         }
-        let n = packets.len();
+        let mut first = 0;
+        while first < packets.len() {
+            match self.send_from(packets, first) {
+                Ok(()) => return Ok(()),
+                // The kernel or the route refused a segmented send (no GSO support,
+                // segment larger than the path's MTU): send each packet alone from the
+                // first unsent one, now and from now on.
+                Err((sent_to, e)) if self.gso && gso_refused(&e) => {
+                    self.gso = false;
+                    first = sent_to;
+                }
+                Err((_, e)) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Groups `packets[first..]` into messages (runs of equal-sized packets adjacent in
+    /// memory, for one destination, become one segmented message when GSO is on) and
+    /// sends them. On failure, the index of the first packet not sent and the error.
+    fn send_from(
+        &mut self,
+        packets: &[(&[u8], usize)],
+        first: usize,
+    ) -> Result<(), (usize, io::Error)> {
+        self.runs.clear();
+        let mut i = first;
+        while i < packets.len() {
+            let (p, sub) = packets[i];
+            let segment = p.len();
+            let (mut count, mut bytes) = (1, segment);
+            if self.gso {
+                while i + count < packets.len() && count < GSO_MAX_SEGMENTS {
+                    let (q, qsub) = packets[i + count];
+                    let adjacent = q.as_ptr() as usize == p.as_ptr() as usize + bytes;
+                    // Only the last segment may be shorter.
+                    let last_full = packets[i + count - 1].0.len() == segment;
+                    if qsub != sub
+                        || !adjacent
+                        || !last_full
+                        || q.len() > segment
+                        || q.is_empty()
+                        || bytes + q.len() > GSO_MAX_BYTES
+                    {
+                        break;
+                    }
+                    bytes += q.len();
+                    count += 1;
+                }
+            }
+            self.runs.push((i, count, segment));
+            i += count;
+        }
+        let n = self.runs.len();
         // SAFETY: plain old data; every pointer is set below before use.
         self.iovs.resize_with(n, || unsafe { zeroed() });
         // SAFETY: as above.
         self.hdrs.resize_with(n, || unsafe { zeroed() });
-        for (i, (p, sub)) in packets.iter().enumerate() {
-            self.iovs[i].iov_base = p.as_ptr() as *mut libc::c_void;
-            self.iovs[i].iov_len = p.len();
-            let h = &mut self.hdrs[i].msg_hdr;
-            let to = &self.addrs[*sub];
+        self.control.resize(n, [0; CONTROL_SPACE / 8]);
+        for (m, &(start, count, segment)) in self.runs.iter().enumerate() {
+            let (p, sub) = packets[start];
+            let bytes: usize = packets[start..start + count]
+                .iter()
+                .map(|q| q.0.len())
+                .sum();
+            // The run's packets lie back to back from `p` (checked above).
+            self.iovs[m].iov_base = p.as_ptr() as *mut libc::c_void;
+            self.iovs[m].iov_len = bytes;
+            let h = &mut self.hdrs[m].msg_hdr;
+            let to = &self.addrs[sub];
             // sendmmsg only reads the name; the pointer is mutable in the C type only.
             h.msg_name = to.as_ptr().cast_mut().cast();
             h.msg_namelen = to.len();
-            h.msg_iov = &mut self.iovs[i];
+            h.msg_iov = &mut self.iovs[m];
             h.msg_iovlen = 1;
-            h.msg_control = std::ptr::null_mut();
-            h.msg_controllen = 0;
             h.msg_flags = 0;
+            if count > 1 {
+                h.msg_control = self.control[m].as_mut_ptr().cast();
+                h.msg_controllen = CONTROL_SPACE as _;
+                let size = u16::try_from(segment).unwrap_or(u16::MAX);
+                // SAFETY: the control buffer is CONTROL_SPACE (64) bytes, aligned for
+                // cmsghdr, and msg_controllen says so, so CMSG_FIRSTHDR is non-null
+                // and CMSG_SPACE(2) = 24 bytes fit; the u16 is written unaligned.
+                unsafe {
+                    let c = libc::CMSG_FIRSTHDR(h);
+                    (*c).cmsg_level = libc::SOL_UDP;
+                    (*c).cmsg_type = UDP_SEGMENT;
+                    (*c).cmsg_len = libc::CMSG_LEN(size_of::<u16>() as u32) as _;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
+                    h.msg_controllen = libc::CMSG_SPACE(size_of::<u16>() as u32) as _;
+                }
+            } else {
+                h.msg_control = std::ptr::null_mut();
+                h.msg_controllen = 0;
+            }
         }
         let mut done = 0;
         while done < n {
-            // SAFETY: hdrs[done..n] are initialised; their iovecs point into
-            // `packets` and their names into `addrs`, all alive for the call.
+            // SAFETY: hdrs[done..n] are initialised; their iovecs point into the
+            // packets (each run's bytes back to back), their names into `addrs` and
+            // their control messages into `control`, all alive for the call.
             let r = unsafe {
                 libc::sendmmsg(
                     self.sock.as_raw_fd(),
@@ -411,13 +589,21 @@ impl UdpSender {
                         std::thread::yield_now();
                         continue;
                     }
-                    _ => return Err(e),
+                    _ => return Err((self.runs[done].0, e)),
                 }
             }
             done += r as usize;
         }
         Ok(())
     }
+}
+
+/// Errors with which the kernel refuses a segmented send it cannot do.
+fn gso_refused(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::EIO | libc::EOPNOTSUPP | libc::EMSGSIZE | libc::ENOPROTOOPT)
+    )
 }
 
 #[cfg(test)]
@@ -435,6 +621,113 @@ mod tests {
     #[test]
     fn ipv6_loopback_round_trip_through_sendmmsg() {
         round_trip("[::1]:0");
+    }
+
+    /// A heap packetized into one buffer at a fixed stride, as `Sender` does: full
+    /// packets back to back (a GSO run), the last one shorter.
+    fn strided_heap(cnt: u64, len: usize, packet: usize) -> (Vec<u8>, Vec<usize>) {
+        let mut h = Heap::new(Flavour::SPEAD_64_48);
+        h.add_item(
+            0x1000,
+            (0..len).map(|i| (i * 3) as u8).collect::<Vec<_>>(),
+            false,
+        );
+        let refs = [HeapReference {
+            heap: &h,
+            cnt,
+            substream: 0,
+        }];
+        let mut g = HeapGroup::new(&refs, packet, GroupMode::Serial).unwrap();
+        let mut buf = vec![0u8; packet * 256];
+        let mut lens = Vec::new();
+        while let Some((n, _)) = g
+            .next_packet(&mut buf[lens.len() * packet..(lens.len() + 1) * packet])
+            .unwrap()
+        {
+            lens.push(n);
+        }
+        (buf, lens)
+    }
+
+    fn receive_all(rx: &mut UdpReceiver, stream: &mut Stream, want: u64) {
+        while stream.raw_stats().packets + stream.raw_stats().packets_malformed < want {
+            let n = rx.pump(stream).unwrap();
+            assert!(n > 0, "timed out");
+        }
+    }
+
+    /// Runs of equal packets go out as segmented sends and may come back coalesced:
+    /// the stream must see each datagram exactly once, whole, whether or not the
+    /// kernel offers GSO and GRO, with the options on and off.
+    #[test]
+    fn segmented_sends_and_coalesced_receives_keep_every_datagram() {
+        for (gso, gro) in [(true, true), (true, false), (false, true)] {
+            let mut cfg = UdpRecvConfig::new("127.0.0.1:0".parse().unwrap());
+            cfg.buffer_size = 4 << 20;
+            cfg.gro = gro;
+            let mut rx = UdpReceiver::bind(&cfg).unwrap();
+            let mut send = UdpSendConfig::new(vec![rx.local_addr().unwrap()]);
+            send.gso = gso;
+            let mut tx = UdpSender::new(&send).unwrap();
+            let (buf, lens) = strided_heap(3, 100_000, 1472);
+            assert_eq!(lens.len(), 70);
+            assert!(lens[..69].iter().all(|&n| n == 1472) && lens[69] < 1472);
+            let batch: Vec<(&[u8], usize)> = lens
+                .iter()
+                .enumerate()
+                .map(|(i, &n)| (&buf[i * 1472..i * 1472 + n], 0))
+                .collect();
+            tx.send_batch(&batch).unwrap();
+            let mut stream = Stream::new(StreamConfig::default());
+            receive_all(&mut rx, &mut stream, 70);
+            let heap = stream.pop_heap().unwrap();
+            assert!(heap.complete, "gso {gso} gro {gro}");
+            assert_eq!(heap.cnt, 3);
+            let want: Vec<u8> = (0..100_000).map(|i| (i * 3) as u8).collect();
+            assert_eq!(heap.items()[0].bytes(), &want[..]);
+            let st = stream.raw_stats();
+            assert_eq!((st.packets, st.packets_malformed), (70, 0));
+        }
+    }
+
+    /// With GRO the receive buffers are 64 KiB, but a datagram longer than
+    /// `max_packet_size` is still refused (as a truncated one was), each one counted.
+    #[test]
+    fn datagrams_longer_than_the_maximum_are_malformed_with_gro() {
+        let mut cfg = UdpRecvConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.max_packet_size = 1000;
+        let mut rx = UdpReceiver::bind(&cfg).unwrap();
+        let mut tx = UdpSender::new(&UdpSendConfig::new(vec![rx.local_addr().unwrap()])).unwrap();
+        // Four whole single-packet heaps of 1200 bytes on the wire, back to back.
+        let f = Flavour::SPEAD_64_48;
+        let payload = vec![7u8; 1160];
+        let mut big = Vec::new();
+        for cnt in 1..=4u64 {
+            let pointers = [
+                f.immediate(crate::wire::HEAP_CNT_ID, cnt),
+                f.immediate(crate::wire::HEAP_LENGTH_ID, 1160),
+                f.immediate(crate::wire::PAYLOAD_OFFSET_ID, 0),
+                f.immediate(crate::wire::PAYLOAD_LENGTH_ID, 1160),
+            ];
+            big.extend(crate::wire::encode_packet(f, &pointers, &payload).unwrap());
+        }
+        assert_eq!(big.len(), 4 * 1200);
+        let batch: Vec<(&[u8], usize)> = big.chunks(1200).map(|c| (c, 0)).collect();
+        tx.send_batch(&batch).unwrap();
+        let mut stream = Stream::new(StreamConfig::default());
+        receive_all(&mut rx, &mut stream, 4);
+        assert_eq!(stream.raw_stats().packets_malformed, 4);
+        assert_eq!(stream.raw_stats().packets, 0);
+        // The same datagrams within the maximum are four whole heaps.
+        let mut cfg = UdpRecvConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.max_packet_size = 1200;
+        let mut rx = UdpReceiver::bind(&cfg).unwrap();
+        let mut tx = UdpSender::new(&UdpSendConfig::new(vec![rx.local_addr().unwrap()])).unwrap();
+        tx.send_batch(&batch).unwrap();
+        let mut stream = Stream::new(StreamConfig::default());
+        receive_all(&mut rx, &mut stream, 4);
+        assert_eq!(stream.raw_stats().packets, 4);
+        assert_eq!(stream.ready_len(), 4);
     }
 
     #[test]

@@ -39,7 +39,7 @@ pub use config::{
 };
 pub use frame::FrameDrop;
 pub use iface::interface_mac;
-pub use receiver::{Receiver, ReceiverStats, RxFrame};
+pub use receiver::{source_mac, Receiver, ReceiverStats, RxFrame};
 pub use reroute::{EnvOverride, UdpReader};
 pub use sender::{
     HeapSent, SendHeapsError, SendStreamConfig, SendWithError, Sender, SenderStats, MAX_SGE,

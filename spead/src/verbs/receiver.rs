@@ -158,6 +158,22 @@ fn unicast_mac<V: Verbs>(
     })
 }
 
+/// The MAC a raw sender on the interface with address `iface` sends from: the host's
+/// (spead2's `interface_mac`) for a device on the host's network, else the device's port
+/// MAC from its link-local GID 0 (a simulated or emulated device).
+///
+/// # Errors
+/// [`VerbsError::NoInterface`] when no device has the address; [`VerbsError::Config`]
+/// when the MAC cannot be found.
+pub fn source_mac<V: Verbs>(verbs: &V, iface: Ipv4Addr) -> Result<[u8; 6], VerbsError> {
+    if verbs.joins_host_multicast() {
+        return super::interface_mac(iface);
+    }
+    let dev = find_device(verbs, iface)?;
+    let ctx = verbs.open(&dev.device)?;
+    unicast_mac(verbs, &ctx, dev.port, iface, iface)
+}
+
 /// spead2's flow rule for an endpoint (`create_flow` in common_ibv.cpp): Ethernet, IPv4
 /// and UDP specs; for `0.0.0.0` only the UDP destination port is matched (the other two
 /// specs have empty masks); otherwise also the destination address and the destination

@@ -24,7 +24,8 @@ pub use rig::{Env, Rig};
 /// Instantiates every conformance case as a `#[test]`, given an expression that makes
 /// a fresh [`Env`] for each test. The cases about loss, which need the env's lossy link,
 /// are in a module `lossy_link` (so `--skip lossy_link::` leaves them out where a backend
-/// has no such link).
+/// has no such link). `conformance_tests!(@windows ENV)` instantiates only the
+/// memory-window cases (the simulator runs them on its mlx5 personality too).
 #[macro_export]
 macro_rules! conformance_tests {
     ($env:expr) => {
@@ -155,6 +156,7 @@ macro_rules! conformance_tests {
             cq_resize_rounds_like_create,
             cq_resize_keeps_completions_and_refuses_below_them,
         );
+        $crate::conformance_tests!(@windows $env);
         mod lossy_link {
             use super::*;
             $crate::conformance_tests!(@cases $env;
@@ -163,6 +165,29 @@ macro_rules! conformance_tests {
                 uc_drops_the_rest_of_a_message_after_a_lost_packet,
             );
         }
+    };
+    // The memory-window cases (a personality of its own may run them alone).
+    (@windows $env:expr) => {
+        $crate::conformance_tests!(@cases $env;
+            mw_device_caps,
+            mw_type1_bind_write_read,
+            mw_access_outside_the_window,
+            mw_write_through_read_only_window,
+            mw_type1_rebind_and_unbind,
+            mw_old_rkey_refused_after_rebind,
+            mw_bind_refusals,
+            mw_bind_to_region_without_mw_bind,
+            mw_bind_past_the_region,
+            mw_type2_bind_and_local_inv,
+            mw_type2_send_with_inv,
+            mw_type2_errors,
+            mw_type2_only_through_its_qp,
+            mw_send_with_inv_bad_rkey,
+            mw_dealloc_bound_window,
+            mw_type2_zero_based,
+            mw_atomic_through_window,
+            mw_uc_bind_and_write,
+        );
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {
         $(

@@ -132,13 +132,7 @@ impl<C: Context> Rig<C> {
 
     /// A QP of `qp_type` on `cq` with small queues.
     pub fn qp(&self, qp_type: QpType, cq: &C::Cq, inline: u32) -> C::Qp {
-        let cap = QpCap {
-            max_send_wr: 32,
-            max_recv_wr: 32,
-            max_send_sge: 2,
-            max_recv_sge: 2,
-            max_inline_data: inline,
-        };
+        let cap = QpCap::new(32, 32, 2, 2).with_inline(inline);
         self.ctx
             .create_qp(&self.pd, &QpInitAttr::new(qp_type, cq, cap))
             .expect("create_qp")
@@ -146,13 +140,7 @@ impl<C: Context> Rig<C> {
 
     /// A QP of `qp_type` whose receives come from `srq`.
     pub fn qp_on_srq(&self, qp_type: QpType, cq: &C::Cq, srq: &C::Srq) -> C::Qp {
-        let cap = QpCap {
-            max_send_wr: 32,
-            max_recv_wr: 0,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        };
+        let cap = QpCap::new(32, 0, 1, 1);
         let mut init = QpInitAttr::new(qp_type, cq, cap);
         init.srq = Some(srq);
         self.ctx

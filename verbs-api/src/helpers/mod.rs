@@ -15,5 +15,5 @@ pub mod wr_set;
 
 pub use builder::{ContextBuilder, Endpoint, Notification};
 pub use repost::{repost_loop, RecvBatch, RepostOptions, RepostStats};
-pub use transition::{bring_up, post_recv_ready, post_send_ready, ConnectParams};
+pub use transition::{bring_up, post_recv_ready, post_send_ready, ConnectParams, RemoteQp};
 pub use wr_set::WrSet;

@@ -43,6 +43,17 @@ pub(crate) struct QpView {
     pub personality: Personality,
 }
 
+impl QpView {
+    /// What the key table needs to check a remote access arriving at this QP.
+    pub fn remote_at(&self) -> crate::verbs::memory::RemoteAt {
+        crate::verbs::memory::RemoteAt {
+            pd: self.pd,
+            qpn: self.qpn,
+            rules: self.personality.mw_rules(),
+        }
+    }
+}
+
 /// Receive-side counters the machine bumps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Count {
@@ -72,6 +83,8 @@ pub(crate) trait Nic {
     fn path_mtu(&self) -> usize;
     /// The key table of registered memory.
     fn mrs(&self) -> &MrTable;
+    /// The key table, to bind, invalidate and unbind memory windows.
+    fn mrs_mut(&mut self) -> &mut MrTable;
     /// Maps a key-table verdict to what the device reports (a bad lkey differs).
     fn local_status(&self, s: WcStatus) -> WcStatus;
     /// Takes the next receive WQE (the QP's RQ or its SRQ) and the PD it was posted in.

@@ -155,11 +155,34 @@ impl Requester {
             if fenced {
                 return;
             }
+            if self.sq[i].wr.opcode.is_local() {
+                // BIND_MW and LOCAL_INV run on the device when the requester reaches them
+                // (rxe's `rxe_do_local_ops`): no packet, no PSN; done at once, completed
+                // in order. A failure completes the WQE in error and moves the QP to ERR.
+                let wr = &self.sq[i].wr;
+                let done = match (wr.opcode, wr.bind, wr.inv) {
+                    (SendOpcode::BindMw, Some(b), _) => nic.mrs_mut().bind_mw(qp.qpn, qp.pd, &b),
+                    (_, _, Some(rkey)) => nic
+                        .mrs_mut()
+                        .invalidate(rkey)
+                        .map_err(|()| WcStatus::LocQpOpErr),
+                    _ => Err(WcStatus::LocQpOpErr),
+                };
+                if let Err(s) = done {
+                    self.fail(nic, i, s);
+                    return;
+                }
+                let w = &mut self.sq[i];
+                w.first_psn = self.next_psn;
+                w.sent = true;
+                w.done = true;
+                continue;
+            }
             let w = &self.sq[i];
             let sges = w.wr.sges.as_slice();
             let is_read = w.wr.opcode == SendOpcode::RdmaRead;
             let is_atomic = w.wr.opcode.is_atomic();
-            if qp.uc && (is_read || is_atomic) {
+            if qp.uc && (is_read || is_atomic || w.wr.opcode == SendOpcode::SendWithInv) {
                 // rxe takes the post and fails the WQE: UC has no such operation.
                 self.fail(nic, i, WcStatus::LocQpOpErr);
                 return;
@@ -275,13 +298,21 @@ impl Requester {
             }
             _ => {
                 let write = wr.opcode.is_rdma();
+                let inv = wr.inv.filter(|_| wr.opcode == SendOpcode::SendWithInv);
                 let imm = wr.opcode.has_imm().then_some(wr.imm);
                 let data = &w.data;
                 let n = data.len().div_ceil(mtu).max(1);
                 for k in 0..n {
                     let chunk = &data[(k * mtu).min(data.len())..((k + 1) * mtu).min(data.len())];
                     let (is_first, is_last) = (k == 0, k + 1 == n);
-                    let opc = segment_opcode(write, is_first, is_last, imm.is_some());
+                    let mut opc = segment_opcode(write, is_first, is_last, imm.is_some());
+                    if inv.is_some() && is_last {
+                        opc = if is_first {
+                            op::SEND_ONLY_INV
+                        } else {
+                            op::SEND_LAST_INV
+                        };
+                    }
                     let mut h = RoceHeaders {
                         bth: bth(opc, psn_add(first, k as u32), is_last),
                         ..RoceHeaders::default()
@@ -295,7 +326,8 @@ impl Requester {
                         });
                     }
                     if is_last {
-                        h.imm = imm;
+                        // The IETH travels where ImmDt would (see RoceHeaders::imm).
+                        h.imm = imm.or(inv);
                     }
                     nic.transmit(h, chunk);
                 }

@@ -39,6 +39,8 @@ pub(super) struct Responder {
     comm_est: bool,
     /// (PSN, original value, MSN) of the last atomics, to answer their duplicates.
     atomic_cache: VecDeque<(u32, u64, u32)>,
+    /// A SEND_WITH_INV's invalidation failed: ERR once the message is acknowledged.
+    inv_failed: bool,
 }
 
 /// Whether a request opcode starts a message.
@@ -47,6 +49,7 @@ fn starts_message(o: u8) -> bool {
         o,
         op::SEND_FIRST
             | op::SEND_ONLY
+            | op::SEND_ONLY_INV
             | op::SEND_ONLY_IMM
             | op::WRITE_FIRST
             | op::WRITE_ONLY
@@ -129,7 +132,9 @@ impl Responder {
             | op::SEND_ONLY_IMM
             | op::SEND_MIDDLE
             | op::SEND_LAST
-            | op::SEND_LAST_IMM => self.on_send(nic, pkt, req),
+            | op::SEND_LAST_IMM
+            | op::SEND_LAST_INV
+            | op::SEND_ONLY_INV => self.on_send(nic, pkt, req),
             op::WRITE_FIRST
             | op::WRITE_ONLY
             | op::WRITE_ONLY_IMM
@@ -154,6 +159,10 @@ impl Responder {
             if bth.ack_req && !qp.uc {
                 self.reply(nic, bth.psn, syndrome::ACK_NO_CREDITS);
             }
+        }
+        if std::mem::take(&mut self.inv_failed) {
+            // rxe (class J): the message was acknowledged, then the QP goes to ERR.
+            enter_error(nic, req);
         }
     }
 
@@ -233,7 +242,10 @@ impl Responder {
         let bth = pkt.headers.bth;
         let o = bth.opcode & 0x1f;
         let qp = nic.qp();
-        if matches!(o, op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM) {
+        if matches!(
+            o,
+            op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_ONLY_INV
+        ) {
             let Some((wqe, wpd)) = self.take_recv_or_rnr(nic, req, bth.psn) else {
                 return Handled::Answered;
             };
@@ -283,15 +295,36 @@ impl Responder {
             enter_error(nic, req);
             return Handled::Answered;
         }
-        if matches!(
-            o,
-            op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_LAST | op::SEND_LAST_IMM
-        ) {
+        let with_inv = matches!(o, op::SEND_ONLY_INV | op::SEND_LAST_INV);
+        if with_inv
+            || matches!(
+                o,
+                op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_LAST | op::SEND_LAST_IMM
+            )
+        {
             let r = self.recv.take().expect("in progress");
-            self.msn = psn_add(self.msn, 1);
             // SAFETY: the SGEs passed check_local with LOCAL_WRITE when the message began.
             let n = unsafe { memory::scatter(r.wqe.sges.as_slice(), &[&r.data]) }.unwrap_or(0);
-            let c = received(&qp, r.wqe.wr_id, WcOpcode::Recv, n, pkt.headers.imm);
+            let inv = pkt.headers.imm.filter(|_| with_inv);
+            if let Some(rkey) = inv {
+                // After the data (rxe's `execute`): a window that cannot be invalidated
+                // fails the receive with REM_INV_REQ_ERR; the message is still
+                // acknowledged and the QP then goes to ERR (class J).
+                if nic.mrs_mut().invalidate(rkey).is_err() {
+                    let c = completion(r.wqe.wr_id, WcStatus::RemInvReqErr, WcOpcode::Recv, qp.qpn);
+                    nic.complete_recv(c, bth.solicited);
+                    self.inv_failed = true;
+                    return Handled::Executed;
+                }
+            }
+            self.msn = psn_add(self.msn, 1);
+            let imm = pkt.headers.imm.filter(|_| !with_inv);
+            let mut c = received(&qp, r.wqe.wr_id, WcOpcode::Recv, n, imm);
+            if let Some(rkey) = inv {
+                // libibverbs' union: the invalidated rkey in imm_data.
+                c.imm_data = rkey;
+                c.wc_flags |= qp.personality.with_inv_flag();
+            }
             nic.complete_recv(c, bth.solicited);
         }
         Handled::Executed
@@ -316,8 +349,8 @@ impl Responder {
         }
         if let Some(reth) = pkt.headers.reth {
             let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_WRITE) {
-                nic.mrs().check_remote(
-                    qp.pd,
+                nic.mrs().check_remote_at(
+                    qp.remote_at(),
                     reth.rkey,
                     reth.va,
                     u64::from(reth.dma_len),
@@ -403,7 +436,7 @@ impl Responder {
         }
         let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_ATOMIC) {
             nic.mrs()
-                .check_remote(qp.pd, a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
+                .check_remote_at(qp.remote_at(), a.rkey, a.va, 8, AccessFlags::REMOTE_ATOMIC)
         } else {
             None
         };
@@ -471,8 +504,8 @@ impl Responder {
     fn read_respond(&mut self, nic: &mut impl Nic, psn: u32, reth: Reth) -> bool {
         let qp = nic.qp();
         let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_READ) {
-            nic.mrs().check_remote(
-                qp.pd,
+            nic.mrs().check_remote_at(
+                qp.remote_at(),
                 reth.rkey,
                 reth.va,
                 u64::from(reth.dma_len),

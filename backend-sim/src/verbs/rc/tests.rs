@@ -116,6 +116,9 @@ impl Nic for TestNic {
     fn mrs(&self) -> &MrTable {
         &self.mrs
     }
+    fn mrs_mut(&mut self) -> &mut MrTable {
+        &mut self.mrs
+    }
     fn local_status(&self, s: WcStatus) -> WcStatus {
         s
     }
@@ -292,6 +295,8 @@ fn wr(wr_id: u64, opcode: SendOpcode, sges: &[Sge]) -> WrCopy {
         atomic: None,
         ud: None,
         inline: None,
+        inv: None,
+        bind: None,
     }
 }
 

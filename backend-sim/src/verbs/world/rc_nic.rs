@@ -132,6 +132,10 @@ impl rc::Nic for QpNic<'_> {
         &self.w.mrs
     }
 
+    fn mrs_mut(&mut self) -> &mut MrTable {
+        &mut self.w.mrs
+    }
+
     fn local_status(&self, s: WcStatus) -> WcStatus {
         let p = self.w.devices[self.qp().dev].personality;
         self.w.local_status(p, s)

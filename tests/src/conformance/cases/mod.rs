@@ -9,6 +9,7 @@ mod device;
 mod loss;
 mod memory;
 mod multicast;
+mod mw;
 mod qp;
 mod rc_errors;
 mod rc_ops;
@@ -23,6 +24,7 @@ pub use device::*;
 pub use loss::*;
 pub use memory::*;
 pub use multicast::*;
+pub use mw::*;
 pub use qp::*;
 pub use rc_errors::*;
 pub use rc_ops::*;
@@ -170,13 +172,7 @@ pub(crate) fn ud_with_sges<C: Context>(
 
 /// Queue sizes.
 pub(crate) fn cap(send_wr: u32, recv_wr: u32, send_sge: u32, recv_sge: u32, inline: u32) -> QpCap {
-    QpCap {
-        max_send_wr: send_wr,
-        max_recv_wr: recv_wr,
-        max_send_sge: send_sge,
-        max_recv_sge: recv_sge,
-        max_inline_data: inline,
-    }
+    QpCap::new(send_wr, recv_wr, send_sge, recv_sge).with_inline(inline)
 }
 
 /// SRQ attributes.

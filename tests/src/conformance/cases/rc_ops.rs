@@ -476,16 +476,7 @@ pub fn rc_send_to_srq<V: Verbs>(env: &Env<V>) {
     let c = rig.cq(64);
     let srq = rig
         .ctx
-        .create_srq(
-            &rig.pd,
-            &SrqInitAttr {
-                attr: SrqAttr {
-                    max_wr: 8,
-                    max_sge: 1,
-                    srq_limit: 0,
-                },
-            },
-        )
+        .create_srq(&rig.pd, &SrqInitAttr::new(8, 1))
         .expect("create_srq");
     let a = rig.qp(QpType::Rc, &c.cq, 0);
     let b = rig.qp_on_srq(QpType::Rc, &c.cq, &srq);

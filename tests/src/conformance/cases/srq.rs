@@ -9,16 +9,7 @@ pub fn srq_shared_with_limit_event<V: Verbs>(env: &Env<V>) {
     let c = rig.cq(64);
     let srq = rig
         .ctx
-        .create_srq(
-            &rig.pd,
-            &SrqInitAttr {
-                attr: SrqAttr {
-                    max_wr: 16,
-                    max_sge: 1,
-                    srq_limit: 0,
-                },
-            },
-        )
+        .create_srq(&rig.pd, &SrqInitAttr::new(16, 1))
         .expect("create_srq");
     let mr = rig.mr(16 * 256, AccessFlags::empty());
     for i in 0..8u64 {

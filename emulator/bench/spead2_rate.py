@@ -1,0 +1,293 @@
+"""The lossless rate of a spead2 sender and a spead2 receiver as two processes, through the
+emulated NIC (an ibverbs sender on host h1, an ibverbs reader on host h2, joined to a
+fabric process) and, in the same run, over kernel UDP loopback; 8 KiB packets.
+
+Run by emulator/bench/spead2-rate.sh (as root: each emulated host gets a network namespace
+whose interface holds its address, because spead2 binds and joins kernel sockets on it).
+
+Usage (driver): spead2_rate.py bench --fabric BIN --lib DIR [--runs N] [--mib M]
+                                      [--workset-mib W] [--steps S]
+The sender sends M MiB of 1 MiB heaps (their payload cycling through a W MiB working set,
+out of cache), at most 8 heaps in flight; a trial is lossless when the receiver gets every
+heap complete. Each trial pair first goes unpaced; if that loses heaps, a bisection of S
+steps on spead2's own rate limit finds the fastest lossless pace. The rate reported is
+the payload the sender moved per second of its own wall time in the best lossless trial.
+The memcpy line is numpy copying the working set, the bound on one pass over the data.
+
+The same file is the sender and the receiver (modes `send` and `recv`, started by the
+driver).
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+import spead2
+import spead2.recv
+import spead2.send
+import spead2.send.asyncio
+
+HEAP = 1 << 20
+PACKET = 8192
+GROUP = "239.10.1.1"
+PORT = 7152
+BUFFER = 4 << 20  # the kernel caps a socket's buffer at net.core.rmem_max (4 MiB here)
+WINDOW = 8
+RECV_HEAPS = 256
+EMU_SENDER = ("h1", "10.100.0.1")
+EMU_RECEIVER = ("h2", "10.100.0.2")
+SCRATCH = [tempfile.gettempdir()]  # the run's scratch folder, set by bench()
+
+
+def recv(transport, iface):
+    pool = spead2.ThreadPool()
+    # Room for 256 heaps between the stream and this loop, so that a Python thread
+    # descheduled for a while on a busy machine does not make either transport drop.
+    memory = spead2.MemoryPool(HEAP, HEAP + 4096, RECV_HEAPS + WINDOW, RECV_HEAPS)
+    rx = spead2.recv.Stream(
+        pool,
+        spead2.recv.StreamConfig(max_heaps=WINDOW, memory_allocator=memory),
+        spead2.recv.RingStreamConfig(heaps=RECV_HEAPS),
+    )
+    if transport == "emu":
+        rx.add_udp_ibv_reader(
+            spead2.recv.UdpIbvConfig(
+                endpoints=[(GROUP, PORT)],
+                interface_address=iface,
+                buffer_size=BUFFER,
+                max_size=9200,
+            )
+        )
+    else:
+        rx.add_udp_reader(PORT, max_size=9200, buffer_size=BUFFER, bind_hostname=iface)
+    print(json.dumps({"ready": True}), flush=True)
+
+    requested = threading.Event()
+    stopped = threading.Event()
+
+    def stop_on_request():
+        if sys.stdin.readline().strip() == "stop":
+            requested.set()
+            rx.stop()
+            stopped.set()
+
+    threading.Thread(target=stop_on_request, daemon=True).start()
+    heaps = 0
+    for heap in rx:
+        heaps += 1
+    if requested.is_set():
+        stopped.wait()  # leave only once the stop has returned
+    print(json.dumps({"heaps": heaps, "packets": rx.stats["packets"]}), flush=True)
+
+
+async def send_all(tx, heaps):
+    pending = []
+    for h in heaps:
+        if len(pending) >= WINDOW:
+            await pending.pop(0)
+        pending.append(tx.async_send_heap(h))
+    for f in pending:
+        await f
+
+
+def send(transport, iface, mib, workset_mib, rate_gbps):
+    pool = spead2.ThreadPool()
+    config = spead2.send.StreamConfig(
+        max_packet_size=PACKET, rate=rate_gbps * 1e9 / 8, max_heaps=WINDOW + 1
+    )
+    if transport == "emu":
+        tx = spead2.send.asyncio.UdpIbvStream(
+            pool,
+            config,
+            spead2.send.UdpIbvConfig(
+                endpoints=[(GROUP, PORT)], interface_address=iface, buffer_size=BUFFER
+            ),
+        )
+    else:
+        tx = spead2.send.asyncio.UdpStream(pool, [(iface, PORT)], config, buffer_size=BUFFER)
+    words = np.arange(workset_mib * HEAP // 8, dtype=np.uint64)
+    data = (words * np.uint64(0x9E3779B97F4A7C15)).view(np.uint8)
+    slices = workset_mib
+    flavour = spead2.Flavour(4, 64, 48, 0)
+    heaps = []
+    for i in range(mib):
+        h = spead2.send.Heap(flavour)
+        part = data[(i % slices) * HEAP : (i % slices + 1) * HEAP]
+        h.add_item(spead2.Item(0x1000, "payload", "", shape=part.shape, dtype=part.dtype, value=part))
+        heaps.append(h)
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    start = time.perf_counter()
+    loop.run_until_complete(send_all(tx, heaps))
+    elapsed = time.perf_counter() - start
+    end = spead2.send.Heap(flavour)
+    end.add_end()
+    loop.run_until_complete(tx.async_send_heap(end))
+    print(json.dumps({"elapsed": elapsed, "bytes": mib * HEAP}), flush=True)
+
+
+class Emu:
+    """The fabric process of one run, and how to start programs as its hosts."""
+
+    def __init__(self, fabric, lib, scratch):
+        self.lib = lib
+        os.makedirs(scratch)
+        self.proc = subprocess.Popen(
+            [fabric, "--dir", os.path.join(scratch, "fabric"), "--stop-on-eof"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.socket = self.proc.stdout.readline().strip()
+        if not self.socket.endswith("fabric.sock"):
+            raise SystemExit(f"the fabric did not start: {self.proc.stderr.read()}")
+
+    def command(self, host, ip, args):
+        env = dict(os.environ, LD_LIBRARY_PATH=self.lib, VERBS_EMU_FABRIC=self.socket,
+                   VERBS_EMU_HOST=host)
+        netns = (
+            f"ip link add v0 type veth peer name v1 && ip addr add {ip}/24 dev v0 && "
+            'ip link set v1 up && ip link set v0 up && exec "$@"'
+        )
+        return ["unshare", "-n", "sh", "-c", netns, "sh", *args], env
+
+    def stop(self):
+        self.proc.stdin.close()
+        err = self.proc.stderr.read()
+        self.proc.wait()
+        return err.strip().splitlines()[-1]
+
+
+def trial(transport, emu, args, rate_gbps):
+    me = [sys.executable, os.path.abspath(__file__)]
+    if transport == "emu":
+        rcmd, renv = emu.command(*EMU_RECEIVER, me + ["recv", "emu", EMU_RECEIVER[1]])
+        scmd, senv = emu.command(
+            *EMU_SENDER,
+            me + ["send", "emu", EMU_SENDER[1], str(args.mib), str(args.workset_mib), str(rate_gbps)],
+        )
+    else:
+        rcmd, renv = me + ["recv", "kernel", "127.0.0.1"], dict(os.environ)
+        scmd, senv = me + [
+            "send", "kernel", "127.0.0.1", str(args.mib), str(args.workset_mib), str(rate_gbps)
+        ], dict(os.environ)
+    # spead2 names each incomplete heap it drops on stderr: kept in a file, not shown.
+    with open(os.path.join(SCRATCH[0], f"{transport}-receiver.err"), "ab") as err:
+        receiver = subprocess.Popen(rcmd, env=renv, stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=err, text=True)
+    ready = receiver.stdout.readline()
+    if not ready.startswith('{"ready"'):
+        raise SystemExit(f"the {transport} receiver did not start")
+    sender = subprocess.run(scmd, env=senv, stdout=subprocess.PIPE, text=True, check=True)
+    sent = json.loads(sender.stdout)
+    # The end of the stream stops the receiver; if it was lost, the receiver is told.
+    try:
+        receiver.wait(timeout=3)
+    except subprocess.TimeoutExpired:
+        receiver.stdin.write("stop\n")
+        receiver.stdin.flush()
+    got = json.loads(receiver.stdout.readline())
+    receiver.wait()
+    gbps = sent["bytes"] * 8 / sent["elapsed"] / 1e9
+    return got["heaps"] == args.mib, gbps
+
+
+def lossless(transport, emu, args):
+    """The fastest lossless rate (Gb/s), and the trials that found it."""
+    ok, gbps = trial(transport, emu, args, 0.0)
+    trials = [(0.0, ok, gbps)]
+    if ok:
+        return gbps, trials
+    lo, hi, best = 0.0, gbps, 0.0
+    for _ in range(args.steps):
+        mid = (lo + hi) / 2
+        ok, got = trial(transport, emu, args, mid)
+        trials.append((mid, ok, got))
+        if ok:
+            lo, best = mid, max(best, got)
+        else:
+            hi = mid
+    return best, trials
+
+
+def ratio(a, b, digits=2):
+    return f"{a / b:.{digits}f}" if b > 0 else "n/a"
+
+
+def memcpy_gbps(workset_mib):
+    src = np.ones(workset_mib * HEAP, dtype=np.uint8)
+    dst = np.empty_like(src)
+    best = 0.0
+    for _ in range(3):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = max(best, src.nbytes * 8 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def bench(args):
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="spead2-rate-") as scratch:
+        SCRATCH[0] = scratch
+        for run in range(args.runs):
+            emu = Emu(args.fabric, args.lib, os.path.join(scratch, str(run)))
+            e, e_trials = lossless("emu", emu, args)
+            summary = emu.stop()
+            k, k_trials = lossless("kernel", None, args)
+            m = memcpy_gbps(args.workset_mib)
+            rows.append((e, k, m))
+            show = lambda t: " ".join(
+                f"{'unpaced' if r == 0 else f'{r:.2f}'}:{'ok' if ok else 'loss'}@{g:.2f}"
+                for r, ok, g in t
+            )
+            print(
+                f"run {run + 1}: emulator {e:.2f} Gb/s, kernel UDP loopback {k:.2f} Gb/s, "
+                f"memcpy {m:.1f} Gb/s; emulator/kernel {ratio(e, k)}, emulator/memcpy "
+                f"{ratio(e, m, 3)}, kernel/memcpy {ratio(k, m, 3)}",
+                flush=True,
+            )
+            print(f"  emulator trials (pace:result@achieved): {show(e_trials)}", flush=True)
+            print(f"  kernel trials: {show(k_trials)}", flush=True)
+            print(f"  fabric: {summary}", flush=True)
+    med = [statistics.median(c) for c in zip(*rows)]
+    print(
+        f"median of {args.runs} runs ({args.mib} MiB of 1 MiB heaps in {PACKET}-byte packets "
+        f"per trial, {args.workset_mib} MiB working set): emulator {med[0]:.2f} Gb/s, kernel "
+        f"UDP loopback {med[1]:.2f} Gb/s, memcpy {med[2]:.1f} Gb/s; emulator/kernel "
+        f"{ratio(med[0], med[1])}" + ("" if all(med) else " (0 Gb/s: no trial was lossless)")
+    )
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "recv":
+        recv(sys.argv[2], sys.argv[3])
+    elif mode == "send":
+        send(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
+    elif mode == "bench":
+        p = argparse.ArgumentParser(prog="spead2_rate.py bench")
+        p.add_argument("--fabric", required=True, help="the verbs-emu-fabric binary")
+        p.add_argument("--lib", required=True, help="folder with the emulated libibverbs.so.1")
+        p.add_argument("--runs", type=int, default=3)
+        p.add_argument("--mib", type=int, default=512, help="MiB sent per trial")
+        p.add_argument("--workset-mib", type=int, default=256)
+        p.add_argument("--steps", type=int, default=5)
+        args = p.parse_args(sys.argv[2:])
+        if args.runs < 1 or args.mib < 1 or args.workset_mib < 1 or args.steps < 0:
+            p.error("--runs, --mib and --workset-mib must be at least 1, --steps at least 0")
+        bench(args)
+    else:
+        raise SystemExit(f"usage: {sys.argv[0]} bench|send|recv ... (got {mode!r})")
+
+
+if __name__ == "__main__":
+    main()

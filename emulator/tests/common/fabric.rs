@@ -1,0 +1,157 @@
+//! A fabric process (`verbs-emu-fabric`) for the tests that run programs as two hosts,
+//! and programs joined to it.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long any one program may take before the test gives up on it.
+pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// A scratch folder of this test (fresh each run).
+pub fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("two-hosts-{name}"));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("make the scratch folder");
+    d
+}
+
+/// A running fabric process.
+pub struct Fabric {
+    child: Child,
+    /// Its socket (what `VERBS_EMU_FABRIC` names).
+    pub socket: PathBuf,
+    err: PathBuf,
+}
+
+impl Fabric {
+    /// Starts `verbs-emu-fabric` with `args` and waits for its readiness line (the socket's
+    /// path on stdout).
+    pub fn start(scratch: &Path, args: &[&str]) -> Fabric {
+        let err = scratch.join("fabric.err");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_verbs-emu-fabric"))
+            .arg("--dir")
+            .arg(scratch.join("run"))
+            .arg("--die-with-parent")
+            .args(args)
+            .env_remove("VERBS_EMU_TOPOLOGY")
+            .env_remove("VERBS_EMU_SEED")
+            .stdout(Stdio::piped())
+            .stderr(File::create(&err).expect("the fabric's stderr file"))
+            .spawn()
+            .expect("start verbs-emu-fabric");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("its stdout"))
+            .read_line(&mut line)
+            .expect("read the fabric's first line");
+        assert!(
+            line.ends_with("/fabric.sock\n"),
+            "the fabric did not start: {line:?}; stderr: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        Fabric {
+            child,
+            socket: PathBuf::from(line.trim_end()),
+            err,
+        }
+    }
+
+    /// A command running `program` as host `host` joined to this fabric.
+    pub fn program(&self, program: &Path, host: &str) -> Command {
+        let mut c = super::emulated(program);
+        c.env("VERBS_EMU_FABRIC", &self.socket)
+            .env("VERBS_EMU_HOST", host);
+        c
+    }
+
+    /// Stops it (SIGTERM) and returns its summary line.
+    pub fn stop(mut self) -> String {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill takes no pointers; the pid is our own child's, not yet reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let status = wait(&mut self.child, "verbs-emu-fabric");
+        let err = std::fs::read_to_string(&self.err).expect("the fabric's stderr");
+        assert!(status.success(), "the fabric failed ({status}): {err}");
+        assert!(!self.socket.exists(), "the socket outlived the fabric");
+        err.lines()
+            .last()
+            .and_then(|l| l.strip_prefix("verbs-emu-fabric: "))
+            .unwrap_or_else(|| panic!("no summary from the fabric: {err}"))
+            .to_owned()
+    }
+}
+
+/// Waits for `child` to exit, at most [`DEADLINE`] (then kills it and fails).
+pub fn wait(child: &mut Child, what: &str) -> ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("wait for a child") {
+            return s;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} did not finish in {DEADLINE:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// What a program printed and how it ended.
+#[derive(Debug)]
+pub struct Ran {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Its stdout.
+    pub out: String,
+    /// Its stderr.
+    pub err: String,
+}
+
+/// A started program whose output goes to files.
+pub struct Running {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+    what: String,
+}
+
+/// Starts `c`, its output in `scratch/NAME.out` and `.err`.
+pub fn start(mut c: Command, scratch: &Path, name: &str) -> Running {
+    let out = scratch.join(format!("{name}.out"));
+    let err = scratch.join(format!("{name}.err"));
+    c.stdout(File::create(&out).expect("stdout file"))
+        .stderr(File::create(&err).expect("stderr file"));
+    Running {
+        child: c
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {name}: {e}")),
+        out,
+        err,
+        what: name.to_owned(),
+    }
+}
+
+impl Running {
+    /// Waits for it (at most [`DEADLINE`]) and reads what it printed.
+    pub fn finish(mut self) -> Ran {
+        let status = wait(&mut self.child, &self.what);
+        Ran {
+            status,
+            out: std::fs::read_to_string(&self.out).expect("its stdout"),
+            err: std::fs::read_to_string(&self.err).expect("its stderr"),
+        }
+    }
+
+    /// Kills it (SIGKILL: it can say nothing to anyone).
+    pub fn kill(&mut self) {
+        self.child.kill().expect("kill a child");
+    }
+
+    /// Whether it has exited already.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().expect("poll a child").is_some()
+    }
+}
