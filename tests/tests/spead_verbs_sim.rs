@@ -89,6 +89,19 @@ impl Net {
     fn receivers(&self) -> Vec<Node<'_, SimVerbs>> {
         (1..self.hosts.len()).map(|i| self.node(i)).collect()
     }
+
+    /// A raw sender on host 0 to `cfg`'s endpoints, from that host's interface, with
+    /// 1024-byte packets and `buffer_size` bytes of send buffer.
+    fn raw_sender(
+        &self,
+        mut cfg: spead::verbs::IbvConfig,
+        buffer_size: usize,
+    ) -> spead::verbs::Sender<backend_sim::verbs::SimContext> {
+        cfg.interface = Some(self.hosts[0].1);
+        cfg.max_size = 1024;
+        cfg.buffer_size = buffer_size;
+        spead::verbs::Sender::raw(&self.verbs[0], &cfg, sim_mac(self.hosts[0].1)).unwrap()
+    }
 }
 
 const MODES: [Mode; 2] = [Mode::Raw, Mode::Ud];
@@ -775,16 +788,13 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
 fn raw_sender_paces_packets_on_virtual_time() {
     use backend_sim::CaptureFilter;
     use spead::send::{GroupMode, Heap, HeapReference};
-    use spead::verbs::{IbvConfig, SendStreamConfig, Sender};
+    use spead::verbs::{IbvConfig, SendStreamConfig};
     use spead::wire::Flavour;
     use std::net::SocketAddrV4;
 
     let net = Net::new(35, Mode::Raw, 1);
     let g = SocketAddrV4::new(Ipv4Addr::new(239, 77, 7, 1), 7500);
-    let mut cfg = IbvConfig::new(vec![g], net.hosts[0].1);
-    cfg.max_size = 1024;
-    cfg.buffer_size = 64 * 1024;
-    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    let mut tx = net.raw_sender(IbvConfig::new(vec![g], net.hosts[0].1), 64 * 1024);
     tx.set_stream_config(SendStreamConfig {
         rate: 1.024e9,
         burst_size: 1,
@@ -858,16 +868,13 @@ fn raw_sender_paces_packets_on_virtual_time() {
 #[test]
 fn raw_sender_keeps_max_heaps_in_flight() {
     use spead::send::{GroupMode, Heap, HeapReference};
-    use spead::verbs::{IbvConfig, SendHeapsError, SendStreamConfig, Sender};
+    use spead::verbs::{IbvConfig, SendHeapsError, SendStreamConfig};
     use spead::wire::Flavour;
     use std::net::SocketAddrV4;
 
     let net = Net::new(36, Mode::Raw, 1);
     let g = SocketAddrV4::new(Ipv4Addr::new(239, 77, 8, 1), 7600);
-    let mut cfg = IbvConfig::new(vec![g], net.hosts[0].1);
-    cfg.max_size = 1024;
-    cfg.buffer_size = 256 * 1024;
-    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    let mut tx = net.raw_sender(IbvConfig::new(vec![g], net.hosts[0].1), 256 * 1024);
     let e = tx
         .set_stream_config(SendStreamConfig {
             max_heaps: 0,
@@ -967,7 +974,7 @@ fn gathered_heaps_reach_their_substreams_on_the_simulator() {
 fn raw_sender_group_longer_than_its_ring() {
     use backend_sim::CaptureFilter;
     use spead::send::{GroupMode, Heap, HeapReference};
-    use spead::verbs::{IbvConfig, Sender};
+    use spead::verbs::IbvConfig;
     use spead::wire::Flavour;
     use std::net::SocketAddrV4;
 
@@ -977,10 +984,7 @@ fn raw_sender_group_longer_than_its_ring() {
     small.add_item(0x1000, vec![3u8; 100], false);
     let mut big = Heap::new(Flavour::SPEAD_64_48);
     big.add_item(0x1001, vec![4u8; 64 * 1024], false);
-    let mut cfg = IbvConfig::new(vec![g], net.hosts[0].1);
-    cfg.max_size = 1024;
-    cfg.buffer_size = 16 * (1024 + 42);
-    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    let mut tx = net.raw_sender(IbvConfig::new(vec![g], net.hosts[0].1), 16 * (1024 + 42));
     assert_eq!(tx.slots(), 16);
     let mut clock = SimClock {
         sim: &net.sim,
