@@ -85,6 +85,8 @@ def recv(transport, iface):
         heaps += 1
     if requested.is_set():
         stopped.wait()  # leave only once the stop has returned
+    else:
+        rx.stop()  # waits for the last batch's counters (see spead2_hosts.py)
     print(json.dumps({"heaps": heaps, "packets": rx.stats["packets"]}), flush=True)
 
 

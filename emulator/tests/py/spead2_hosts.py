@@ -68,6 +68,10 @@ def print_heaps(rx, names):
             for item in heap.get_items()
         ]
         print(json.dumps({"cnt": heap.cnt, "items": items}), flush=True)
+    # spead2 signals the end of the stream before it adds the last batch's counters to
+    # the stream's (add_packet_state's destructor calls stop_received() first), both
+    # under the stream's queue mutex; stop() takes that mutex, so it waits for them.
+    rx.stop()
     s = rx.stats
     print(json.dumps({"stats": {n: s[n] for n in names}}), flush=True)
 
