@@ -39,28 +39,35 @@ pub fn tool_script() -> PathBuf {
     workspace_root().join("tests/py/spead2_tool.py")
 }
 
-fn has_spead2(python: &Path) -> bool {
+/// True if `python` runs `code` without error.
+fn python_runs(python: &Path, code: &str) -> bool {
     Command::new(python)
-        .args(["-c", "import spead2, numpy; assert spead2.__version__"])
+        .args(["-c", code])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
 }
 
+fn has_spead2(python: &Path) -> bool {
+    python_runs(python, "import spead2, numpy; assert spead2.__version__")
+}
+
+/// Runs an installer, panicking with its stderr if it fails.
+fn run_installer(cmd: &mut Command) {
+    let out = cmd.output().expect("spawn installer");
+    assert!(
+        out.status.success(),
+        "installing for the spead2 tests failed ({cmd:?}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn install(venv: &Path, python: &Path) {
-    let run = |cmd: &mut Command| {
-        let out = cmd.output().expect("spawn installer");
-        assert!(
-            out.status.success(),
-            "installing spead2 failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
     if !python.exists() {
-        run(Command::new("python3").arg("-m").arg("venv").arg(venv));
+        run_installer(Command::new("python3").arg("-m").arg("venv").arg(venv));
     }
-    run(Command::new(python).args([
+    run_installer(Command::new(python).args([
         "-m",
         "pip",
         "install",
@@ -68,6 +75,36 @@ fn install(venv: &Path, python: &Path) {
         &format!("spead2=={SPEAD2_VERSION}"),
         "numpy",
     ]));
+}
+
+/// Makes `ready()` true by running `install` once, whatever the number of test binaries
+/// trying at the same time: they take turns through a lock file in `target/` (a lock
+/// older than ten minutes is taken as left by a killed run).
+fn installed_once(lock_name: &str, ready: impl Fn() -> bool, install: impl FnOnce()) {
+    if ready() {
+        return;
+    }
+    std::fs::create_dir_all(target_dir()).expect("target dir");
+    let lock = target_dir().join(lock_name);
+    let mut waited = 0;
+    loop {
+        match OpenOptions::new().write(true).create_new(true).open(&lock) {
+            Ok(_) => break,
+            Err(_) if waited < 600 => {
+                std::thread::sleep(Duration::from_secs(1));
+                waited += 1;
+                if ready() {
+                    return;
+                }
+            }
+            // A stale lock from a killed run: take over.
+            Err(_) => break,
+        }
+    }
+    if !ready() {
+        install();
+    }
+    let _ = std::fs::remove_file(&lock);
 }
 
 /// Python of the venv with spead2, creating it on first use. Test binaries running at
@@ -78,35 +115,71 @@ pub fn python() -> PathBuf {
         .get_or_init(|| {
             let venv = target_dir().join("spead2-venv");
             let python = venv.join("bin/python");
-            if has_spead2(&python) {
-                return python;
-            }
-            std::fs::create_dir_all(target_dir()).expect("target dir");
-            let lock = target_dir().join("spead2-venv.lock");
-            let mut waited = 0;
-            loop {
-                match OpenOptions::new().write(true).create_new(true).open(&lock) {
-                    Ok(_) => break,
-                    Err(_) if waited < 600 => {
-                        std::thread::sleep(Duration::from_secs(1));
-                        waited += 1;
-                        if has_spead2(&python) {
-                            return python;
-                        }
-                    }
-                    Err(_) => {
-                        // A stale lock from a killed run: take over.
-                        break;
-                    }
-                }
-            }
-            if !has_spead2(&python) {
-                install(&venv, &python);
-            }
-            let _ = std::fs::remove_file(&lock);
+            installed_once(
+                "spead2-venv.lock",
+                || has_spead2(&python),
+                || install(&venv, &python),
+            );
             python
         })
         .clone()
+}
+
+/// The SHA-256 of spead2 4.5.1's source distribution on PyPI.
+const SPEAD2_SDIST_SHA256: &str =
+    "699f18f749f71875733b759038984628af8f6088042da77f34203f8d28046b1f";
+
+/// pytest and the plugins spead2's own tests use, at the versions of spead2 4.5.1's
+/// `requirements.txt` for Python 3.11 (`netifaces-plus` is imported as `netifaces`).
+const PYTEST_PACKAGES: [&str; 4] = [
+    "pytest==9.1.1",
+    "pytest-asyncio==1.4.0",
+    "pytest-timeout==2.4.0",
+    "netifaces-plus==0.12.5",
+];
+
+/// spead2's own test suite: the folder holding the `tests/` of spead2's source
+/// distribution (version [`SPEAD2_VERSION`], checked against its SHA-256) with its
+/// `pyproject.toml`, and a Python with spead2 and pytest (and the plugins its tests use)
+/// to run it. Both are fetched on first use into `target/` (`tests/py/spead2_sdist.py`
+/// downloads from the index pip uses).
+pub fn upstream_suite() -> (PathBuf, PathBuf) {
+    static SUITE: OnceLock<PathBuf> = OnceLock::new();
+    let python = python();
+    let dir = SUITE
+        .get_or_init(|| {
+            installed_once(
+                "spead2-pytest.lock",
+                || {
+                    python_runs(
+                        &python,
+                        "import pytest, pytest_asyncio, pytest_timeout, netifaces",
+                    )
+                },
+                || {
+                    let mut c = Command::new(&python);
+                    c.args(["-m", "pip", "install", "--quiet"])
+                        .args(PYTEST_PACKAGES);
+                    run_installer(&mut c);
+                },
+            );
+            let dir = target_dir().join(format!("spead2-{SPEAD2_VERSION}-suite"));
+            installed_once(
+                "spead2-suite.lock",
+                || dir.join("tests/test_passthrough.py").is_file(),
+                || {
+                    run_installer(
+                        Command::new(&python)
+                            .arg(workspace_root().join("tests/py/spead2_sdist.py"))
+                            .args([SPEAD2_VERSION, SPEAD2_SDIST_SHA256])
+                            .arg(&dir),
+                    );
+                },
+            );
+            dir
+        })
+        .clone();
+    (python, dir)
 }
 
 /// Runs the tool with `args`, feeding `stdin`; returns stdout, panicking on failure.
