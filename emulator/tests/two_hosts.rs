@@ -1,6 +1,8 @@
-//! The connection manager between two processes, two hosts: rdmacm-utils' `rping` as
-//! server on h1 and client on h2, each joined to a fabric process that carries their CM
-//! messages (REQ, REP, RTU, DREQ, DREP) and their RDMA traffic; a REQ for a host no
+//! The connection manager between two processes, two hosts: rdmacm-utils' `rping`,
+//! `ucmatose`, `udaddy` (UD by SIDR) and `rdma_server`/`rdma_client` (endpoints:
+//! `rdma_create_ep`, `rdma_get_request`) as server on h1 and client on h2, each joined to
+//! a fabric process that carries their CM messages (REQ, REP, RTU, DREQ, DREP, SIDR) and
+//! their traffic; a REQ for a host no
 //! process is, returned by the fabric and rejected as the remote CM would; `mckey`
 //! sending on h1 to a group that a receiver on h2 joined. And the fabric holding frames for
 //! a process that does not take them for a while.
@@ -8,6 +10,7 @@
 mod common;
 
 use std::net::Ipv4Addr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
@@ -38,29 +41,48 @@ fn rejected(r: &Ran) -> bool {
             .starts_with("cma event RDMA_CM_EVENT_REJECTED, error 8\n")
 }
 
-#[test]
-fn rping_between_two_hosts_completes_its_pings() {
-    let rping = require("rping", "rdmacm-utils");
-    let dir = scratch("rping");
-    let fabric = Fabric::start(&dir, &[]);
-    let mut s = fabric.program(&rping, "h1");
-    s.args(["-s", "-v", "-C", "10"]);
-    let mut server = start(s, &dir, "server");
-    // The server listens some time after it starts: until then its host's CM (or, before
-    // its process joined, the fabric) turns the client's REQ away; the client tries again.
+/// Starts the server (`program` and its arguments) on h1, then runs the client on h2
+/// until one is not turned away (`refused`): the server listens some time after it
+/// starts, and until then its host's CM (or, before its process joined, the fabric)
+/// refuses the request, and the client tries again. The client's run, the server's, and
+/// how many clients were turned away.
+fn until_accepted(
+    fabric: &Fabric,
+    dir: &Path,
+    server: (&Path, &[&str]),
+    client: (&Path, &[&str]),
+    refused: impl Fn(&Ran) -> bool,
+) -> (Ran, Ran, u64) {
+    let mut s = fabric.program(server.0, "h1");
+    s.args(server.1);
+    let mut running = start(s, dir, "server");
     let begin = Instant::now();
     let mut tries = 0;
     let client = loop {
-        let mut c = fabric.program(&rping, "h2");
-        c.args(["-c", "-v", "-a", "10.100.0.1", "-C", "10"]);
-        let r = start(c, &dir, "client").finish();
-        if !rejected(&r) || begin.elapsed() > DEADLINE || server.exited() {
+        let mut c = fabric.program(client.0, "h2");
+        c.args(client.1);
+        let r = start(c, dir, "client").finish();
+        if !refused(&r) || begin.elapsed() > DEADLINE || running.exited() {
             break r;
         }
         tries += 1;
         std::thread::sleep(Duration::from_millis(20));
     };
-    let server = server.finish();
+    (client, running.finish(), tries)
+}
+
+#[test]
+fn rping_between_two_hosts_completes_its_pings() {
+    let rping = require("rping", "rdmacm-utils");
+    let dir = scratch("rping");
+    let fabric = Fabric::start(&dir, &[]);
+    let (client, server, tries) = until_accepted(
+        &fabric,
+        &dir,
+        (&rping, &["-s", "-v", "-C", "10"]),
+        (&rping, &["-c", "-v", "-a", "10.100.0.1", "-C", "10"]),
+        rejected,
+    );
     let summary = fabric.stop();
     let pings: String = (0..10)
         .map(|i| format!("ping data: {}\n", rping_data(i)))
@@ -186,6 +208,116 @@ fn a_request_for_a_host_no_process_is_comes_back_rejected() {
             "0 CM messages forwarded, 1 returned; 1 processes joined, 0 refused, 0 hung up on \
              for bad messages"
         ),
+        "{summary}"
+    );
+}
+
+#[test]
+fn ucmatose_connects_exchanges_and_disconnects_between_two_hosts() {
+    let ucmatose = require("ucmatose", "rdmacm-utils");
+    let dir = scratch("ucmatose");
+    let fabric = Fabric::start(&dir, &[]);
+    let (client, server, _) = until_accepted(
+        &fabric,
+        &dir,
+        (&ucmatose, &["-b", "10.100.0.1", "-C", "10"]),
+        (
+            &ucmatose,
+            &["-s", "10.100.0.1", "-b", "10.100.0.2", "-C", "10"],
+        ),
+        // cmatose.c: a REJECTED event ends the client with its status, 8 (invalid
+        // service id: nobody listens yet).
+        |r| r.status.code() == Some(8),
+    );
+    let summary = fabric.stop();
+    assert!(client.status.success(), "{client:?}");
+    assert_eq!(
+        client.out,
+        "cmatose: starting client\ncmatose: connecting\nreceiving data transfers\n\
+         sending replies\ndata transfers complete\ntest complete\nreturn status 0\n"
+    );
+    assert_eq!(client.err, "");
+    assert!(server.status.success(), "{server:?}");
+    assert_eq!(
+        server.out,
+        "cmatose: starting server\ninitiating data transfers\ncompleting sends\n\
+         receiving data transfers\ndata transfers complete\ncmatose: disconnecting\n\
+         disconnected\ntest complete\nreturn status 0\n"
+    );
+    assert_eq!(server.err, "");
+    // Ten messages each way, as RC SENDs, and their ACKs: no frame lost.
+    assert!(summary.contains("lost: none;"), "{summary}");
+}
+
+#[test]
+fn udaddy_exchanges_datagrams_after_sidr_between_two_hosts() {
+    let udaddy = require("udaddy", "rdmacm-utils");
+    let dir = scratch("udaddy");
+    let fabric = Fabric::start(&dir, &[]);
+    let (client, server, _) = until_accepted(
+        &fabric,
+        &dir,
+        (&udaddy, &["-b", "10.100.0.1", "-C", "4"]),
+        (
+            &udaddy,
+            &["-s", "10.100.0.1", "-b", "10.100.0.2", "-C", "4"],
+        ),
+        // Nobody listens yet: the SIDR REP says IB_SIDR_UNSUPPORTED (1), which udaddy
+        // reports as an UNREACHABLE event and returns.
+        |r| {
+            r.status.code() == Some(1)
+                && r.out
+                    .contains("udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\n")
+        },
+    );
+    let summary = fabric.stop();
+    assert!(client.status.success(), "{client:?}");
+    assert_eq!(
+        client.out,
+        "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
+         receiving data transfers\ndata transfers complete\ntest complete\n\
+         return status 0\n"
+    );
+    assert_eq!(client.err, "");
+    assert!(server.status.success(), "{server:?}");
+    assert_eq!(
+        server.out,
+        "udaddy: starting server\nreceiving data transfers\nsending replies\n\
+         data transfers complete\ntest complete\nreturn status 0\n"
+    );
+    assert_eq!(server.err, "");
+    // Four datagrams each way, and nothing else on the wire.
+    assert!(
+        summary.starts_with("8 frames from hosts, 8 delivered, lost: none;"),
+        "{summary}"
+    );
+}
+
+#[test]
+fn rdma_server_and_rdma_client_meet_through_endpoints() {
+    let server = require("rdma_server", "rdmacm-utils");
+    let client = require("rdma_client", "rdmacm-utils");
+    let dir = scratch("rdma-endpoints");
+    let fabric = Fabric::start(&dir, &[]);
+    let (client, server, _) = until_accepted(
+        &fabric,
+        &dir,
+        (&server, &["-s", "10.100.0.1"]),
+        (&client, &["-s", "10.100.0.1"]),
+        // rdma_client.c: rdma_connect fails with ECONNREFUSED while nobody listens.
+        |r| r.err == "rdma_connect: Connection refused\n",
+    );
+    let summary = fabric.stop();
+    assert!(client.status.success(), "{client:?}");
+    assert_eq!(client.out, "rdma_client: start\nrdma_client: end 0\n");
+    assert_eq!(client.err, "");
+    assert!(server.status.success(), "{server:?}");
+    assert_eq!(server.out, "rdma_server: start\nrdma_server: end 0\n");
+    assert_eq!(server.err, "");
+    // One 16-byte SEND each way (inline: the endpoints' QPs take 16 inline bytes) and
+    // their ACKs.
+    assert!(
+        summary.starts_with("4 frames from hosts, 4 delivered, lost: none;"),
         "{summary}"
     );
 }

@@ -125,6 +125,7 @@ impl Cm {
         let p = Box::into_raw(Box::new(CmId {
             raw,
             shared: Arc::clone(&shared),
+            ep_qp_init_attr: None,
         }));
         shared.raw.store(p as usize, Ordering::Release);
         lock(&self.ids).insert(n, Arc::downgrade(&shared));

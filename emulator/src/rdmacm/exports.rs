@@ -10,7 +10,7 @@ crate::exports::symbol_versions! {
     rdma_ack_cm_event = crate::rdmacm::event::rdma_ack_cm_event => "RDMACM_1.0",
     rdma_bind_addr = crate::rdmacm::address::rdma_bind_addr => "RDMACM_1.0",
     rdma_connect = crate::rdmacm::connection::rdma_connect => "RDMACM_1.0",
-    rdma_create_ep = crate::rdmacm::refused::rdma_create_ep => "RDMACM_1.0",
+    rdma_create_ep = crate::rdmacm::endpoint::rdma_create_ep => "RDMACM_1.0",
     rdma_create_event_channel = crate::rdmacm::lifecycle::rdma_create_event_channel => "RDMACM_1.0",
     rdma_create_id = crate::rdmacm::lifecycle::rdma_create_id => "RDMACM_1.0",
     rdma_create_qp = crate::rdmacm::qp::rdma_create_qp => "RDMACM_1.0",

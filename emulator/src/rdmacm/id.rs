@@ -236,6 +236,9 @@ pub struct CmId {
     pub raw: ffi::rdma_cm_id,
     /// The connection manager's state of it.
     pub shared: Arc<IdShared>,
+    /// A passive endpoint's QP attributes (`rdma_create_ep`), for the QP of each id
+    /// `rdma_get_request` hands out.
+    pub ep_qp_init_attr: Option<ffi::ibv_qp_init_attr>,
 }
 
 /// The `CmId` of a program's `struct rdma_cm_id`.

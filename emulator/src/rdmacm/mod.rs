@@ -12,7 +12,8 @@
 //!   by SIDR); [`qp`]: QPs on ids and `rdma_init_qp_attr`;
 //! - [`multicast`]: joins and leaves; [`event`]: `rdma_get_cm_event` and friends;
 //! - [`devices`], [`addrinfo`]: `rdma_get_devices`, `rdma_getaddrinfo`;
-//! - [`refused`]: rsockets, endpoints, ECE: EOPNOTSUPP, logged once;
+//! - [`endpoint`]: `rdma_create_ep` and the QPs of a passive endpoint's requests;
+//! - [`refused`]: rsockets, SRQs on ids, ECE: EOPNOTSUPP, logged once;
 //! - [`cm`], [`id`], [`channel`], [`network`], [`route`], [`query`], [`addr`]: the state
 //!   behind them. Messages between ids travel over a [`network::Network`]: it delivers
 //!   those for this process's ids itself and, with a fabric process, hands those for
@@ -25,6 +26,7 @@ pub mod channel;
 pub mod cm;
 pub mod connection;
 pub mod devices;
+pub mod endpoint;
 pub mod event;
 pub mod exports;
 pub mod id;

@@ -123,10 +123,12 @@ pub const REJ_INVALID_SERVICE_ID: i32 = 8;
 pub const REJ_CONSUMER_DEFINED: i32 = 28;
 /// `IB_CM_REJ_TIMEOUT`: the requester gave up (destroyed its id) before the reply.
 pub const REJ_TIMEOUT: i32 = 1;
-/// `IB_SIDR_UNSUPPORTED`: no listener for a SIDR REQ's service.
-pub const SIDR_UNSUPPORTED: i32 = 2;
+/// `IB_SIDR_UNSUPPORTED`: no listener for a SIDR REQ's service (`enum ib_cm_sidr_status`
+/// in include/rdma/ib_cm.h: SUCCESS, UNSUPPORTED, REJECT, NO_QP, REDIRECT,
+/// UNSUPPORTED_VERSION).
+pub const SIDR_UNSUPPORTED: i32 = 1;
 /// `IB_SIDR_REJECT`: the listener's program rejected the SIDR REQ.
-pub const SIDR_REJECT: i32 = 1;
+pub const SIDR_REJECT: i32 = 2;
 
 /// Where a message goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

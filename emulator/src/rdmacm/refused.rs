@@ -1,8 +1,8 @@
 //! The rest of librdmacm: rsockets (`rsocket`, `rsend` ... except `rpoll` and `rselect`,
-//! which poll ordinary descriptors as librdmacm's do), endpoints (`rdma_create_ep`), SRQs
-//! on ids, `rdma_notify` and ECE have no model: each fails with EOPNOTSUPP and says so once
-//! on stderr. `rdma_destroy_ep`, `rdma_destroy_srq` and `rdma_get_request` work on what
-//! the other calls made.
+//! which poll ordinary descriptors as librdmacm's do), SRQs on ids, `rdma_notify` and ECE
+//! have no model: each fails with EOPNOTSUPP and says so once on stderr.
+//! `rdma_destroy_ep`, `rdma_destroy_srq` and `rdma_get_request` work on what the other
+//! calls (and [`super::endpoint`]) made.
 
 use std::ffi::{c_int, c_void};
 
@@ -74,8 +74,6 @@ refused! {
     riounmap(s: c_int, buf: *mut c_void, len: usize) -> c_int = -1;
     /// `riowrite`.
     riowrite(s: c_int, buf: *const c_void, count: usize, offset: libc::off_t, flags: c_int) -> usize = usize::MAX;
-    /// `rdma_create_ep`.
-    rdma_create_ep(id: *mut *mut ffi::rdma_cm_id, res: *mut ffi::rdma_addrinfo, pd: *mut ffi::ibv_pd, attr: *mut ffi::ibv_qp_init_attr) -> c_int = -1;
     /// `rdma_create_srq`.
     rdma_create_srq(id: *mut ffi::rdma_cm_id, pd: *mut ffi::ibv_pd, attr: *mut ffi::ibv_srq_init_attr) -> c_int = -1;
     /// `rdma_create_srq_ex`.
@@ -191,6 +189,12 @@ pub unsafe extern "C" fn rdma_get_request(
     if let Some(e) = err {
         l.raw.event = ev;
         return fail(e);
+    }
+    // SAFETY: the listener and the request's new id, both live.
+    if unsafe { crate::rdmacm::endpoint::request_qp(listen, new) } != 0 {
+        // As librdmacm: the event stays with the listener, acknowledged by its next call.
+        l.raw.event = ev;
+        return -1;
     }
     // SAFETY: the new id of the request, now the program's; and the caller's pointer.
     unsafe {
