@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
-use common::fabric::{next_frame, scratch, start, Fabric, Ran, DEADLINE};
+use common::fabric::{flush_in_background, next_frame, scratch, start, Fabric, Ran, DEADLINE};
 use common::require;
 use ibverbs::fabric::client;
 use ibverbs::fabric::ring::DEFAULT_CAP;
@@ -403,12 +403,16 @@ fn frames_wait_for_a_process_whose_ring_is_full() {
             index: 0,
         });
     }
+    // What h1's ring had no room for (the fabric pauses h1 once h2's backlog passes
+    // PAUSE_BYTES) waits in h1's sender; a NIC's progress thread would flush it.
+    let flusher = flush_in_background(h1);
     for k in 0..n {
         assert!(
             next_frame(&mut h2) == frame(k),
             "frame {k} is not the one sent"
         );
     }
+    let h1 = flusher.join().expect("the flusher");
     drop((h1, _h1_rx, _h2, h2));
     let summary = fabric.stop();
     assert!(

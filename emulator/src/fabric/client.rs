@@ -1,17 +1,18 @@
 //! An emulated process's side of the fabric: joining (a hello naming its host, a welcome
 //! bringing the shared-memory rings), the [`Sender`] that puts what the host's NIC
-//! transmits into the ring to the fabric the moment it is sent (multicast joins and
-//! leaves go on the socket), and the [`Receiver`] whose frames the progress thread
+//! transmits into the ring to the fabric the moment it is sent, or keeps it while the
+//! ring is full (multicast joins and leaves go on the socket), and the [`Receiver`] whose frames the progress thread
 //! injects into the host's port at the current virtual time ([`Member::pump`]). The
 //! connection manager's messages go out through a [`CmLink`] and come in through the
 //! [`Receiver`]'s handler ([`CmIn`]).
 
+use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use backend_sim::fabric::ExternalMsg;
 use backend_sim::frame::eth::Mac;
@@ -24,8 +25,11 @@ use super::wire::{FromFabric, ToFabric, MAX_CM, MAX_MSG};
 /// How long a hello waits for the fabric's answer.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long a frame waits for room in a full ring before the fabric counts as gone.
-const FULL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes the NIC may have in the ring to the fabric, not read yet: past them, what it
+/// sends waits in the [`Sender`] and the host's virtual time stands still until the
+/// fabric reads (as the fabric's own `PAUSE_BYTES` does for what it holds for a process):
+/// frames wait little on the way, whatever the pace of the processes.
+const QUEUE_LIMIT: u64 = 512 << 10;
 
 /// Most frames taken from the ring in one round (the rest wait for the next).
 const RECV_BATCH: usize = 256;
@@ -100,6 +104,7 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
             out,
             tx: Producer::new(region.clone(), Way::ToFabric),
             shared: shared.clone(),
+            waiting: VecDeque::new(),
         },
         Receiver {
             fd,
@@ -176,6 +181,9 @@ pub struct Sender {
     out: Vec<u8>,
     tx: Producer,
     shared: Arc<Shared>,
+    /// Frames sent while the ring was full (the fabric paused this host, or is slow to
+    /// drain it), in order, for [`Sender::flush`].
+    waiting: VecDeque<Vec<u8>>,
 }
 
 impl Sender {
@@ -200,9 +208,10 @@ impl Sender {
         }
     }
 
-    /// Tells the fabric what the port did: a frame goes into the ring (waiting while it
-    /// is full: the fabric always drains it), the rest on the socket. Nothing is sent once
-    /// the fabric is gone.
+    /// Tells the fabric what the port did: a frame goes into the ring (or, while the
+    /// ring is full or holds [`QUEUE_LIMIT`] bytes, waits here for [`Sender::flush`]:
+    /// sending never blocks), the rest on the socket. Nothing is sent once the fabric is
+    /// gone.
     pub fn send(&mut self, msg: &ExternalMsg) {
         if self.shared.is_gone() {
             return;
@@ -217,8 +226,7 @@ impl Sender {
     }
 
     fn push(&mut self, frame: &[u8]) {
-        let mut since: Option<Instant> = None;
-        loop {
+        if self.flush() && self.tx.queued() < QUEUE_LIMIT {
             match self.tx.push(frame, 0) {
                 Ok(ring) => {
                     if ring {
@@ -226,20 +234,43 @@ impl Sender {
                     }
                     return;
                 }
-                Err(RingError::Full) => match since {
-                    None => {
-                        // Make sure the fabric is awake to drain it, then wait for room.
-                        self.control(ToFabric::Doorbell);
-                        since = Some(Instant::now());
-                    }
-                    Some(t) if t.elapsed() > FULL_TIMEOUT => {
-                        return self.shared.lost(&"its ring stayed full");
-                    }
-                    Some(_) => std::thread::sleep(Duration::from_micros(20)),
-                },
+                // Make sure the fabric is awake to drain it.
+                Err(RingError::Full) => self.control(ToFabric::Doorbell),
                 Err(e) => return self.shared.lost(&e),
             }
         }
+        self.waiting.push_back(frame.to_vec());
+    }
+
+    /// Moves the frames waiting for room into the ring, as far as it has room (up to
+    /// [`QUEUE_LIMIT`] queued). True if none waits any more (also once the fabric is
+    /// gone: they go nowhere).
+    pub fn flush(&mut self) -> bool {
+        let mut ring = false;
+        while let Some(frame) = self.waiting.front() {
+            if self.shared.is_gone() {
+                self.waiting.clear();
+                break;
+            }
+            if self.tx.queued() >= QUEUE_LIMIT {
+                break;
+            }
+            match self.tx.push(frame, 0) {
+                Ok(r) => {
+                    ring |= r;
+                    self.waiting.pop_front();
+                }
+                Err(RingError::Full) => break,
+                Err(e) => {
+                    self.shared.lost(&e);
+                    self.waiting.clear();
+                }
+            }
+        }
+        if ring {
+            self.control(ToFabric::Doorbell);
+        }
+        self.waiting.is_empty()
     }
 }
 
@@ -336,7 +367,12 @@ impl Receiver {
 #[derive(Debug)]
 pub struct Member {
     rx: Receiver,
+    tx: Arc<Mutex<Sender>>,
     port: PortId,
+    /// How far virtual time is behind the wall clock: the time spent paused.
+    lag: Nanos,
+    /// The wall-clock time of the last round.
+    last: Nanos,
 }
 
 impl Member {
@@ -346,15 +382,27 @@ impl Member {
     ///
     /// # Errors
     /// The port does not exist.
-    pub fn new(sim: &Sim, port: PortId, mut tx: Sender, rx: Receiver) -> Result<Self, String> {
+    pub fn new(sim: &Sim, port: PortId, tx: Sender, rx: Receiver) -> Result<Self, String> {
+        let tx = Arc::new(Mutex::new(tx));
+        let sink = Arc::clone(&tx);
         sim.with_fabric(|f| {
             f.set_external(port)?;
             f.set_horizon(Some(f.now()));
-            f.set_external_sink(Some(Box::new(move |_, msg| tx.send(msg))));
+            f.set_external_sink(Some(Box::new(move |_, msg| {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .send(msg);
+            })));
             Ok::<_, backend_sim::FabricError>(())
         })
         .map_err(|e| format!("the host's port: {e}"))?;
-        Ok(Member { rx, port })
+        Ok(Member {
+            rx,
+            tx,
+            port,
+            lag: 0,
+            last: 0,
+        })
     }
 
     /// The socket the fabric rings on, for polling.
@@ -373,12 +421,29 @@ impl Member {
     /// sent, then lets the simulation run up to `now` and no further (the NIC handles the
     /// frames; what it sends in turn leaves through the sink at once). Two turns of the
     /// simulation's lock: a program polling a CQ in a loop takes it all the time.
+    ///
+    /// While frames the NIC sent still wait for room in the ring (the fabric paused this
+    /// host: see `PAUSE_BYTES` in the fabric's server), virtual time stands still: the
+    /// NIC sends nothing new and its timers wait, as a NIC paused by its switch, and what
+    /// comes in is still taken and handled at the current virtual time. Afterwards
+    /// virtual time goes on from where it stood (it stays behind the wall clock by the
+    /// time spent paused), so that no timer fires for the pause.
     pub fn pump(&mut self, sim: &Sim, now: Nanos) {
         self.rx.read_control();
+        let clear = self
+            .tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .flush();
+        if !clear {
+            self.lag += now.saturating_sub(self.last);
+        }
+        self.last = self.last.max(now);
+        let target = now.saturating_sub(self.lag);
         let port = self.port;
         let rx = &mut self.rx;
         sim.with_fabric(|f| {
-            f.set_horizon(Some(now));
+            f.set_horizon(Some(if clear { target.max(f.now()) } else { f.now() }));
             for _ in 0..RECV_BATCH {
                 let mut buf = f.spare_frame();
                 let Some(index) = rx.pop(&mut buf) else {

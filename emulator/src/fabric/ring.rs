@@ -291,6 +291,23 @@ impl Producer {
             .store(self.head, Ordering::SeqCst);
         Ok(r.u32_at(self.base + WAITING_AT).swap(0, Ordering::SeqCst) != 0)
     }
+
+    /// How far the consumer has read (its tail, a byte count that only grows; clamped to
+    /// what was written, as the consumer's word is the peer's to write).
+    #[must_use]
+    pub fn consumed(&self) -> u64 {
+        let tail = self
+            .region
+            .u64_at(self.base + TAIL_AT)
+            .load(Ordering::SeqCst);
+        tail.min(self.head)
+    }
+
+    /// Bytes written and not read yet (records and padding).
+    #[must_use]
+    pub fn queued(&self) -> u64 {
+        self.head - self.consumed()
+    }
 }
 
 /// The reading end of one ring.

@@ -55,6 +55,20 @@ const READ_BATCH: usize = 256;
 /// stays behind loses what does not fit ("process full").
 pub const BACKLOG_BYTES: usize = 16 << 20;
 
+/// Bytes queued for a process (in its ring and its backlog) at which the fabric pauses
+/// every sender (stops taking frames from their rings), as a lossless (PFC) Ethernet
+/// switch pauses its ingress ports when an egress queue fills: a process slower than the
+/// others' NICs slows them instead of losing their frames, and what waits for it stays
+/// small, so that the time a frame waits (some 5 ms at 100 MB/s here, and as much in the
+/// sender's ring) stays under the transport timeouts programs set (perftest's 67 ms). A
+/// paused process's virtual time stands still, its timers with it (see `Member::pump`).
+pub const PAUSE_BYTES: u64 = 512 << 10;
+
+/// How long a process with more than [`PAUSE_BYTES`] queued may read nothing at all
+/// before the fabric stops pausing for it (a process stopped or stuck: as a PFC watchdog
+/// does, its queue then drops what does not fit, and the others go on).
+pub const PAUSE_WATCHDOG: Duration = Duration::from_millis(100);
+
 /// How soon the fabric looks again at a ring it holds frames for (the process does not
 /// ring when it makes room).
 const BACKLOG_RETRY: Duration = Duration::from_micros(50);
@@ -74,6 +88,8 @@ pub struct ServerStats {
     /// Frames dropped because the receiving process's ring was full and its backlog too
     /// ([`BACKLOG_BYTES`]).
     pub process_full: u64,
+    /// Times the fabric paused the senders for a process's backlog ([`PAUSE_BYTES`]).
+    pub pauses: u64,
     /// Connection-manager messages handed to the process of their destination host.
     pub cm_forwarded: u64,
     /// Connection-manager messages returned to their sender: no process was the
@@ -113,6 +129,26 @@ struct Conn {
     backlog: std::collections::VecDeque<(Vec<u8>, u64)>,
     /// Their bytes.
     backlog_bytes: usize,
+    /// How far the process had read its ring when last looked at, and when it last read
+    /// (or had nothing to read).
+    read: (u64, Instant),
+}
+
+impl Conn {
+    /// True if what is queued for the process calls for pausing the senders at `now`:
+    /// over [`PAUSE_BYTES`] in its ring and backlog, and the process read within
+    /// [`PAUSE_WATCHDOG`].
+    fn wants_pause(&mut self, now: Instant) -> bool {
+        let Some((_, tx)) = &self.rings else {
+            return false;
+        };
+        let consumed = tx.consumed();
+        let queued = tx.queued() + self.backlog_bytes as u64;
+        if consumed != self.read.0 || queued == 0 {
+            self.read = (consumed, now);
+        }
+        queued > PAUSE_BYTES && now.duration_since(self.read.1) < PAUSE_WATCHDOG
+    }
 }
 
 /// The fabric process's state.
@@ -132,6 +168,8 @@ pub struct Server {
     fds: Vec<libc::pollfd>,
     stats: ServerStats,
     capturing: bool,
+    /// Senders paused (see [`PAUSE_BYTES`]).
+    paused: bool,
 }
 
 impl Server {
@@ -195,6 +233,7 @@ impl Server {
             fds: Vec::new(),
             stats: ServerStats::default(),
             capturing: false,
+            paused: false,
         };
         if let Some(p) = &config.pcap {
             server
@@ -247,9 +286,14 @@ impl Server {
         } else {
             String::new()
         };
+        let paused = match s.pauses {
+            0 => String::new(),
+            1 => ", senders paused once".to_owned(),
+            n => format!(", senders paused {n} times"),
+        };
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
-             the switch; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
+             the switch{paused}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
              joined, {} refused, {} hung up on for bad messages",
             f.transmitted,
             f.delivered,
@@ -285,9 +329,18 @@ impl Server {
                 .fabric
                 .next_event_time()
                 .map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
-            if self.rings_waiting() {
+            let wall = Instant::now();
+            let mut pause = false;
+            for c in self.conns.iter_mut().flatten() {
+                pause |= c.wants_pause(wall);
+            }
+            if pause && !self.paused {
+                self.stats.pauses += 1;
+            }
+            self.paused = pause;
+            if !pause && self.rings_waiting() {
                 timeout = Some(Duration::ZERO);
-            } else if self.conns.iter().flatten().any(|c| !c.backlog.is_empty()) {
+            } else if pause || self.conns.iter().flatten().any(|c| !c.backlog.is_empty()) {
                 timeout = Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)));
             }
             self.fds.clear();
@@ -309,7 +362,9 @@ impl Server {
                 if r {
                     self.read(i);
                 }
-                self.drain_ring(i);
+                if !self.paused {
+                    self.drain_ring(i);
+                }
             }
             if self.fds[n].revents != 0 {
                 self.accept()?;
@@ -471,6 +526,7 @@ impl Server {
                 rings: None,
                 backlog: std::collections::VecDeque::new(),
                 backlog_bytes: 0,
+                read: (0, Instant::now()),
             };
             match self.conns.iter().position(Option::is_none) {
                 Some(i) => self.conns[i] = Some(conn),

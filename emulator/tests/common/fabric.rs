@@ -161,6 +161,19 @@ impl Running {
     }
 }
 
+/// Flushes `sender` on a thread of its own until nothing waits in it (what did not fit
+/// its ring, or past its queue limit, while the fabric paused it); gives it back.
+pub fn flush_in_background(
+    mut sender: ibverbs::fabric::client::Sender,
+) -> std::thread::JoinHandle<ibverbs::fabric::client::Sender> {
+    std::thread::spawn(move || {
+        while !sender.flush() {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        sender
+    })
+}
+
 /// The next frame the fabric sends to `link`, waiting for it (at most [`DEADLINE`]).
 pub fn next_frame(link: &mut ibverbs::fabric::client::Receiver) -> Vec<u8> {
     use ibverbs::fabric::sys;
