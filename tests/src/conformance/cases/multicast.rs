@@ -27,10 +27,7 @@ pub fn ud_multicast_fan_out_and_detach<V: Verbs>(env: &Env<V>) {
             );
         }
     }
-    post_send(
-        &sender,
-        SendWr::ud_send(1, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&sender, ud_send(1, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN));
     expect_wc(
         &poll_n(&send_cq.cq, 1)[0],
         1,
@@ -54,10 +51,7 @@ pub fn ud_multicast_fan_out_and_detach<V: Verbs>(env: &Env<V>) {
         matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidArgument),
         "{e}"
     );
-    post_send(
-        &sender,
-        SendWr::ud_send(2, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&sender, ud_send(2, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN));
     poll_n(&send_cq.cq, 1);
     let mut wcs = poll_n(&recv_cq.cq, 2);
     wcs.sort_by_key(|w| w.wr_id);
@@ -117,10 +111,7 @@ pub fn multicast_sender_attached_receives_its_own<V: Verbs>(env: &Env<V>) {
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&s, 5, &[sge(&mr, 1024, 256)]);
     post_recv(&r, 6, &[sge(&mr, 2048, 256)]);
-    post_send(
-        &s,
-        SendWr::ud_send(1, &[sge(&mr, 0, 20)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(1, &[sge(&mr, 0, 20)], &ah, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("rs", &rs.cq, 1);
     log.collect("cr", &cr.cq, 1);
@@ -178,27 +169,15 @@ pub fn multicast_two_groups<V: Verbs>(env: &Env<V>) {
     for i in 0..3 {
         post_recv(&r, 10 + i, &[sge(&mr, 1024 + i as usize * 256, 256)]);
     }
-    post_send(
-        &s,
-        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &a1, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(1, &[sge(&mr, 0, 1)], &a1, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("cr", &cr.cq, 1);
-    post_send(
-        &s,
-        SendWr::ud_send(2, &[sge(&mr, 0, 2)], &a2, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(2, &[sge(&mr, 0, 2)], &a2, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("cr", &cr.cq, 1);
     r.detach_mcast(&g1, 0).expect("detach g1");
-    post_send(
-        &s,
-        SendWr::ud_send(3, &[sge(&mr, 0, 3)], &a1, MULTICAST_QPN, QKEY).signaled(),
-    );
-    post_send(
-        &s,
-        SendWr::ud_send(4, &[sge(&mr, 0, 4)], &a2, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(3, &[sge(&mr, 0, 3)], &a1, MULTICAST_QPN));
+    post_send(&s, ud_send(4, &[sge(&mr, 0, 4)], &a2, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 2);
     log.collect("cr", &cr.cq, 1);
     r.detach_mcast(&g2, 0).expect("detach g2");
@@ -226,10 +205,7 @@ pub fn multicast_to_an_empty_group<V: Verbs>(env: &Env<V>) {
     let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&r, 10, &[sge(&mr, 1024, 256)]);
-    post_send(
-        &s,
-        SendWr::ud_send(1, &[sge(&mr, 0, 5)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(1, &[sge(&mr, 0, 5)], &ah, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("cr", &cr.cq, 0);
     log.check(&["cs: wr 1 Success Send len 5 imm - flags - qp s src 0"]);

@@ -36,13 +36,51 @@ fn small_ud<C: Context>(rig: &Rig<C>, cq: &C::Cq, log: &mut Log) -> C::Qp {
 fn ud_list<'a, A>(sges: &'a [[Sge; 1]], ah: &'a A, dest: u32) -> Vec<SendWr<'a, A>> {
     sges.iter()
         .enumerate()
-        .map(|(i, s)| SendWr::ud_send(i as u64, s, ah, dest, QKEY).signaled())
+        .map(|(i, s)| ud_send(i as u64, s, ah, dest))
         .collect()
 }
 
 /// One-byte SGEs over the first `n` bytes of `mr`.
 fn one_byte_sges<M: MemoryRegion>(mr: &M, n: usize) -> Vec<[Sge; 1]> {
     (0..n).map(|i| [sge(mr, i, 1)]).collect()
+}
+
+/// Posts the first 8 of the 9 sends `wrs` on `a` in one list (one more than its 7
+/// slots), logs the 7 completions of `cq_a` and `cq_b`, then posts the 9th alone and logs
+/// its completions.
+fn overfill_then_post_one<Q: QueuePair, C: CompletionQueue>(
+    log: &mut Log,
+    a: &Q,
+    wrs: &[SendWr<'_, Q::Ah>],
+    cq_a: &C,
+    cq_b: &C,
+) {
+    post_errno(log, "post 8", &try_send(a, &wrs[..8]));
+    log.collect("cq_a", cq_a, 7);
+    log.collect("cq_b", cq_b, 7);
+    post_errno(log, "post wr 8", &try_send(a, &wrs[8..]));
+    log.collect("cq_a", cq_a, 1);
+    log.collect("cq_b", cq_b, 1);
+}
+
+/// Checks the log of [`overfill_then_post_one`] on 9 one-byte sends of `abcdefghi` after
+/// the line [`small_ud`] or [`small_pair`] logs, and the 8 bytes received: every receive
+/// completion ends in `recv` (its length and what follows).
+fn check_overfilled(log: &Log, recv: &str) {
+    let mut expected = vec![
+        "a: max_send_wr 7".to_string(),
+        "post 8: QueueFull bad_wr=7".into(),
+        "post 8: errno Some(12)".into(),
+    ];
+    expected.extend(
+        (0..7).map(|i| format!("cq_a: wr {i} Success Send len 1 imm - flags - qp a src 0")),
+    );
+    expected.extend((0..7).map(|i| format!("cq_b: wr {} Success Recv len {recv}", 100 + i)));
+    expected.push("post wr 8: ok".into());
+    expected.push("cq_a: wr 8 Success Send len 1 imm - flags - qp a src 0".into());
+    expected.push(format!("cq_b: wr 107 Success Recv len {recv}"));
+    expected.push("abcdefgi".into());
+    log.check(&expected.iter().map(String::as_str).collect::<Vec<_>>());
 }
 
 /// A UD QP asked for 4 send WRs gets 7 (rxe rounds to 2^k - 1); a list of 8 sends fails
@@ -63,35 +101,12 @@ pub fn ud_send_queue_full_enomem<V: Verbs>(env: &Env<V>) {
     }
     let sges = one_byte_sges(&mr, 9);
     let wrs = ud_list(&sges, &ah, b.qp_num());
-    post_errno(&mut log, "post 8", &try_send(&a, &wrs[..8]));
-    log.collect("cq_a", &ca.cq, 7);
-    log.collect("cq_b", &cb.cq, 7);
-    post_errno(&mut log, "post wr 8", &try_send(&a, &wrs[8..]));
-    log.collect("cq_a", &ca.cq, 1);
-    log.collect("cq_b", &cb.cq, 1);
+    overfill_then_post_one(&mut log, &a, &wrs, &ca.cq, &cb.cq);
     let got: Vec<u8> = (0..8)
         .map(|i| read(&mr, 1024 + 128 * i + GRH_LEN, 1)[0])
         .collect();
     log.line(String::from_utf8_lossy(&got).into_owned());
-    let mut expected = vec![
-        "a: max_send_wr 7".to_string(),
-        "post 8: QueueFull bad_wr=7".into(),
-        "post 8: errno Some(12)".into(),
-    ];
-    expected.extend(
-        (0..7).map(|i| format!("cq_a: wr {i} Success Send len 1 imm - flags - qp a src 0")),
-    );
-    expected.extend((0..7).map(|i| {
-        format!(
-            "cq_b: wr {} Success Recv len 41 imm - flags GRH qp b src a",
-            100 + i
-        )
-    }));
-    expected.push("post wr 8: ok".into());
-    expected.push("cq_a: wr 8 Success Send len 1 imm - flags - qp a src 0".into());
-    expected.push("cq_b: wr 107 Success Recv len 41 imm - flags GRH qp b src a".into());
-    expected.push("abcdefgi".into());
-    log.check(&expected.iter().map(String::as_str).collect::<Vec<_>>());
+    check_overfilled(&log, "41 imm - flags GRH qp b src a");
 }
 
 /// A UD QP in ERR: posts are accepted and flushed, in order, and the flushes hold their
@@ -184,10 +199,7 @@ fn small_pair<C: Context>(
     let a = rig.qp_with(qp_type, ca, ca, cap(ASKED, 1, 1, 1, 0));
     let b = rig.qp_with(qp_type, cb, cb, cap(1, 16, 1, 1, 0));
     let access = AccessFlags::empty();
-    verbs_api::helpers::bring_up(&a, QpState::Rts, &rig.connect_params(b.qp_num(), access))
-        .expect("bring up a");
-    verbs_api::helpers::bring_up(&b, QpState::Rts, &rig.connect_params(a.qp_num(), access))
-        .expect("bring up b");
+    rig.connect(&a, &b, access);
     log.qp("a", &a);
     log.qp("b", &b);
     let (_, c) = a.query(QpAttrMask::CAP).expect("query_qp");
@@ -213,33 +225,10 @@ fn connected_send_queue_full<V: Verbs>(env: &Env<V>, qp_type: QpType) {
         .enumerate()
         .map(|(i, s)| SendWr::send(i as u64, s).signaled())
         .collect();
-    post_errno(&mut log, "post 8", &try_send(&a, &wrs[..8]));
-    log.collect("cq_a", &ca.cq, 7);
-    log.collect("cq_b", &cb.cq, 7);
-    post_errno(&mut log, "post wr 8", &try_send(&a, &wrs[8..]));
-    log.collect("cq_a", &ca.cq, 1);
-    log.collect("cq_b", &cb.cq, 1);
+    overfill_then_post_one(&mut log, &a, &wrs, &ca.cq, &cb.cq);
     let got: Vec<u8> = (0..8).map(|i| read(&mr, 1024 + 128 * i, 1)[0]).collect();
     log.line(String::from_utf8_lossy(&got).into_owned());
-    let mut expected = vec![
-        "a: max_send_wr 7".to_string(),
-        "post 8: QueueFull bad_wr=7".into(),
-        "post 8: errno Some(12)".into(),
-    ];
-    expected.extend(
-        (0..7).map(|i| format!("cq_a: wr {i} Success Send len 1 imm - flags - qp a src 0")),
-    );
-    expected.extend((0..7).map(|i| {
-        format!(
-            "cq_b: wr {} Success Recv len 1 imm - flags GRH qp b src 0",
-            100 + i
-        )
-    }));
-    expected.push("post wr 8: ok".into());
-    expected.push("cq_a: wr 8 Success Send len 1 imm - flags - qp a src 0".into());
-    expected.push("cq_b: wr 107 Success Recv len 1 imm - flags GRH qp b src 0".into());
-    expected.push("abcdefgi".into());
-    log.check(&expected.iter().map(String::as_str).collect::<Vec<_>>());
+    check_overfilled(&log, "1 imm - flags GRH qp b src 0");
 }
 
 /// RC: an RC send holds its slot until its ACK, so a list of 8 into 7 slots fails with
