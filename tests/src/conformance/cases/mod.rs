@@ -138,7 +138,7 @@ pub(crate) fn pair<C: Context>(
     access: AccessFlags,
     log: &mut Log,
 ) -> Pair<C> {
-    pair_with(rig, qp_type, access, |_, _| {}, log)
+    pair_with(rig, qp_type, access, log, |_, _| {})
 }
 
 /// A [`Pair`] of `qp_type` allowing `access`, after `tweak` adjusted each side's
@@ -147,8 +147,8 @@ pub(crate) fn pair_with<C: Context>(
     rig: &Rig<C>,
     qp_type: QpType,
     access: AccessFlags,
-    tweak: impl FnMut(bool, &mut verbs_api::helpers::ConnectParams),
     log: &mut Log,
+    tweak: impl FnMut(bool, &mut verbs_api::helpers::ConnectParams),
 ) -> Pair<C> {
     let cq_a = rig.cq(64);
     let cq_b = rig.cq(64);

@@ -240,6 +240,7 @@ pub fn query_qp_reports_attributes_and_psns<V: Verbs>(env: &Env<V>) {
         &rig,
         QpType::Rc,
         AccessFlags::REMOTE_WRITE,
+        &mut log,
         |b, p| {
             p.sq_psn = if b { 500 } else { 100 };
             if let Some(r) = p.remote.as_mut() {
@@ -250,7 +251,6 @@ pub fn query_qp_reports_attributes_and_psns<V: Verbs>(env: &Env<V>) {
             p.rnr_retry = 6;
             p.min_rnr_timer = 9;
         },
-        &mut log,
     );
     let mr = rig.mr(256, AccessFlags::empty());
     for i in 0..3 {

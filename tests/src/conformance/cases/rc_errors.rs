@@ -188,17 +188,11 @@ pub fn responder_without_remote_atomic<V: Verbs>(env: &Env<V>) {
 pub fn read_to_responder_with_no_rd_atomic<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair_with(
-        &rig,
-        QpType::Rc,
-        ALL_REMOTE,
-        |b, p| {
-            if b {
-                p.max_dest_rd_atomic = 0;
-            }
-        },
-        &mut log,
-    );
+    let p = pair_with(&rig, QpType::Rc, ALL_REMOTE, &mut log, |b, p| {
+        if b {
+            p.max_dest_rd_atomic = 0;
+        }
+    });
     let (local, remote) = local_and_remote(&rig, 64);
     post_send(
         &p.a,
@@ -478,16 +472,10 @@ pub fn read_past_the_remote_region<V: Verbs>(env: &Env<V>) {
 pub fn rnr_retry_infinite_waits_for_a_receive<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair_with(
-        &rig,
-        QpType::Rc,
-        AccessFlags::empty(),
-        |_, p| {
-            p.rnr_retry = 7;
-            p.min_rnr_timer = 1;
-        },
-        &mut log,
-    );
+    let p = pair_with(&rig, QpType::Rc, AccessFlags::empty(), &mut log, |_, p| {
+        p.rnr_retry = 7;
+        p.min_rnr_timer = 1;
+    });
     let mr = rig.mr(256, AccessFlags::empty());
     post_send(&p.a, SendWr::send(1, &[sge(&mr, 0, 8)]).signaled());
     log.collect("cq_a", &p.cq_a.cq, 0);

@@ -521,16 +521,10 @@ pub fn rc_inline_rdma_write<V: Verbs>(env: &Env<V>) {
 pub fn rc_reads_in_order_one_outstanding<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair_with(
-        &rig,
-        QpType::Rc,
-        ALL_REMOTE,
-        |_, p| {
-            p.max_rd_atomic = 1;
-            p.max_dest_rd_atomic = 1;
-        },
-        &mut log,
-    );
+    let p = pair_with(&rig, QpType::Rc, ALL_REMOTE, &mut log, |_, p| {
+        p.max_rd_atomic = 1;
+        p.max_dest_rd_atomic = 1;
+    });
     let (local, remote) = local_and_remote(&rig, 4096);
     fill(&remote, 0, b"abcdefghijklmnop");
     let sges: Vec<[Sge; 1]> = (0..4).map(|i| [sge(&local, 1024 * i, 4)]).collect();
@@ -560,17 +554,11 @@ pub fn rc_reads_in_order_one_outstanding<V: Verbs>(env: &Env<V>) {
 pub fn rc_read_with_no_rd_atomic_never_issues<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair_with(
-        &rig,
-        QpType::Rc,
-        ALL_REMOTE,
-        |b, p| {
-            if !b {
-                p.max_rd_atomic = 0;
-            }
-        },
-        &mut log,
-    );
+    let p = pair_with(&rig, QpType::Rc, ALL_REMOTE, &mut log, |b, p| {
+        if !b {
+            p.max_rd_atomic = 0;
+        }
+    });
     let (local, remote) = local_and_remote(&rig, 64);
     post_send(
         &p.a,
