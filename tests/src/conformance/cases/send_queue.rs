@@ -32,6 +32,32 @@ fn small_ud<C: Context>(rig: &Rig<C>, cq: &C::Cq, log: &mut Log) -> C::Qp {
     qp
 }
 
+/// Posts `n` receives of 128 bytes on `qp`, wr_ids 100 on, one every 128 bytes of `mr`
+/// from byte 1024.
+fn post_receives<Q: QueuePair, M: MemoryRegion>(qp: &Q, mr: &M, n: u64) {
+    for i in 0..n {
+        post_recv(qp, 100 + i, &[sge(mr, 1024 + 128 * i as usize, 128)]);
+    }
+}
+
+/// A [`small_ud`] `a` sending to a UD QP `b`, each on a CQ of its own, with an address
+/// handle to the port and 4 KiB of memory starting with `payload`, one receive posted on
+/// `b` per byte of it ([`post_receives`]).
+fn small_ud_to_receiver<C: Context>(rig: &Rig<C>, payload: &[u8], log: &mut Log) -> UdPair<C> {
+    let cq_a = rig.cq(32);
+    let cq_b = rig.cq(32);
+    let a = small_ud(rig, &cq_a.cq, log);
+    let b = ud(rig, &cq_b.cq, "b", log);
+    let mr = rig.mr(4096, AccessFlags::empty());
+    fill(&mr, 0, payload);
+    post_receives(&b, &mr, payload.len() as u64);
+    UdPair {
+        pair: Pair { cq_a, cq_b, a, b },
+        ah: self_ah(rig),
+        mr,
+    }
+}
+
 /// `n` signaled UD sends of one byte each (byte `i` of `sges[i]`) to `dest`.
 fn ud_list<'a, A>(sges: &'a [[Sge; 1]], ah: &'a A, dest: u32) -> Vec<SendWr<'a, A>> {
     sges.iter()
@@ -89,21 +115,12 @@ fn check_overfilled(log: &Log, recv: &str) {
 pub fn ud_send_queue_full_enomem<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(32);
-    let cb = rig.cq(32);
-    let a = small_ud(&rig, &ca.cq, &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = self_ah(&rig);
-    let mr = rig.mr(4096, AccessFlags::empty());
-    fill(&mr, 0, b"abcdefghi");
-    for i in 0..9 {
-        post_recv(&b, 100 + i, &[sge(&mr, 1024 + 128 * i as usize, 128)]);
-    }
-    let sges = one_byte_sges(&mr, 9);
-    let wrs = ud_list(&sges, &ah, b.qp_num());
-    overfill_then_post_one(&mut log, &a, &wrs, &ca.cq, &cb.cq);
+    let u = small_ud_to_receiver(&rig, b"abcdefghi", &mut log);
+    let sges = one_byte_sges(&u.mr, 9);
+    let wrs = ud_list(&sges, &u.ah, u.b.qp_num());
+    overfill_then_post_one(&mut log, &u.a, &wrs, &u.cq_a.cq, &u.cq_b.cq);
     let got: Vec<u8> = (0..8)
-        .map(|i| read(&mr, 1024 + 128 * i + GRH_LEN, 1)[0])
+        .map(|i| read(&u.mr, 1024 + 128 * i + GRH_LEN, 1)[0])
         .collect();
     log.line(String::from_utf8_lossy(&got).into_owned());
     check_overfilled(&log, "41 imm - flags GRH qp b src a");
@@ -148,23 +165,13 @@ pub fn ud_send_queue_full_in_err<V: Verbs>(env: &Env<V>) {
 pub fn ud_send_error_in_a_list<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(32);
-    let cb = rig.cq(32);
-    let a = small_ud(&rig, &ca.cq, &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = self_ah(&rig);
-    let mr = rig.mr(4096, AccessFlags::empty());
-    fill(&mr, 0, b"wxyz");
-    for i in 0..4 {
-        post_recv(&b, 100 + i, &[sge(&mr, 1024 + 128 * i as usize, 128)]);
-    }
-    let mut sges = one_byte_sges(&mr, 4);
-    sges[1] = [bad_lkey(&mr, 1)];
-    let wrs = ud_list(&sges, &ah, b.qp_num());
-    post_errno(&mut log, "post 4", &try_send(&a, &wrs));
-    log.collect("cq_a", &ca.cq, 4);
-    log.collect("cq_b", &cb.cq, 1);
-    log.state("a", &a);
+    let u = small_ud_to_receiver(&rig, b"wxyz", &mut log);
+    let mut sges = one_byte_sges(&u.mr, 4);
+    sges[1] = [bad_lkey(&u.mr, 1)];
+    let wrs = ud_list(&sges, &u.ah, u.b.qp_num());
+    post_errno(&mut log, "post 4", &try_send(&u.a, &wrs));
+    u.collect(&mut log, 4, 1);
+    log.state("a", &u.a);
     let status = if env.is_rxe() {
         "LocQpOpErr"
     } else {
@@ -216,9 +223,7 @@ fn connected_send_queue_full<V: Verbs>(env: &Env<V>, qp_type: QpType) {
     let (a, b) = small_pair(&rig, qp_type, &ca.cq, &cb.cq, &mut log);
     let mr = rig.mr(4096, AccessFlags::empty());
     fill(&mr, 0, b"abcdefghi");
-    for i in 0..9 {
-        post_recv(&b, 100 + i, &[sge(&mr, 1024 + 128 * i as usize, 128)]);
-    }
+    post_receives(&b, &mr, 9);
     let sges = one_byte_sges(&mr, 9);
     let wrs: Vec<SendWr<'_, _>> = sges
         .iter()
