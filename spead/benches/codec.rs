@@ -6,12 +6,15 @@
 //!
 //! `cargo bench -p spead --bench codec`
 
+mod common;
+
 use std::hint::black_box;
 
+use common::heap;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spead::recv::{Stream, StreamConfig};
-use spead::send::{heap_to_bytes, Heap};
-use spead::wire::{decode_packet, Flavour};
+use spead::send::heap_to_bytes;
+use spead::wire::decode_packet;
 
 /// (name, heap bytes, payload bytes per packet); packets add 40 bytes.
 const SHAPES: [(&str, usize, usize); 4] = [
@@ -20,16 +23,6 @@ const SHAPES: [(&str, usize, usize); 4] = [
     ("16KiB/256B", 16 << 10, 256),
     ("4KiB/64B", 4 << 10, 64),
 ];
-
-fn heap(size: usize) -> Heap {
-    let mut h = Heap::new(Flavour::SPEAD_64_48);
-    h.add_item(
-        0x1000,
-        (0..size).map(|i| (i * 7) as u8).collect::<Vec<_>>(),
-        false,
-    );
-    h
-}
 
 /// About 1 MiB of packets (at least one heap): in cache.
 fn packets(size: usize, payload: usize) -> (Vec<u8>, u64) {
