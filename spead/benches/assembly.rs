@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::heap;
+use common::{feed_all, heap};
 use spead::recv::{
     Chunk, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig, EvictionMode, PlaceData,
     Stream, StreamConfig,
@@ -326,18 +326,7 @@ fn ours_from_memory(bytes: &[u8]) -> Rate {
     let mut stream = Stream::new(StreamConfig::default());
     let start = Instant::now();
     let cpu = thread_cpu();
-    let mut heaps = 0;
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let used = stream.add_packets(rest, 64);
-        if used == 0 {
-            break;
-        }
-        rest = &rest[used..];
-        while let Some(h) = stream.pop_heap() {
-            heaps += u64::from(h.complete);
-        }
-    }
+    let heaps = feed_all(&mut stream, bytes);
     let cpu = thread_cpu() - cpu;
     let seconds = start.elapsed().as_secs_f64();
     if std::env::var_os("SPEAD_BENCH_POOL").is_some() {

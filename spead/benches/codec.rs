@@ -10,7 +10,7 @@ mod common;
 
 use std::hint::black_box;
 
-use common::heap;
+use common::{feed_all, heap};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spead::recv::{Stream, StreamConfig};
 use spead::send::heap_to_bytes;
@@ -70,21 +70,7 @@ fn assemble(c: &mut Criterion) {
         let mut stream = Stream::new(StreamConfig::default());
         g.throughput(Throughput::Elements(n));
         g.bench_function(name, |b| {
-            b.iter(|| {
-                let mut rest = &bytes[..];
-                let mut heaps = 0;
-                while !rest.is_empty() {
-                    let used = stream.add_packets(rest, 64);
-                    if used == 0 {
-                        break;
-                    }
-                    rest = &rest[used..];
-                    while let Some(h) = stream.pop_heap() {
-                        heaps += u64::from(h.complete);
-                    }
-                }
-                black_box(heaps)
-            });
+            b.iter(|| black_box(feed_all(&mut stream, &bytes)));
         });
     }
     g.finish();

@@ -1,5 +1,6 @@
 //! What the benchmarks share.
 
+use spead::recv::Stream;
 use spead::send::Heap;
 use spead::wire::Flavour;
 
@@ -13,4 +14,22 @@ pub fn heap(size: usize) -> Heap {
         false,
     );
     h
+}
+
+/// Feeds `bytes` (packets back to back) to `stream` 64 packets at a time, taking the
+/// heaps it assembles as they come; returns how many were complete.
+pub fn feed_all(stream: &mut Stream, bytes: &[u8]) -> u64 {
+    let mut heaps = 0;
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let used = stream.add_packets(rest, 64);
+        if used == 0 {
+            break;
+        }
+        rest = &rest[used..];
+        while let Some(h) = stream.pop_heap() {
+            heaps += u64::from(h.complete);
+        }
+    }
+    heaps
 }
