@@ -10,26 +10,14 @@ mod common;
 
 use std::process::ExitCode;
 
-use backend_hw::HwVerbs;
 use common::{Args, Dest};
 use verbs_api::{
-    AccessFlags, AhAttr, CompletionQueue, Context, Error, ErrorKind, GlobalRoute, LinkLayer,
-    MemoryRegion, QpCap, QpInitAttr, QpModify, QpState, QpType, QueuePair, QueuePairExt, Result,
-    SendFlags, SendWr, Sge, Verbs,
+    AccessFlags, CompletionQueue, Context, Error, ErrorKind, LinkLayer, MemoryRegion, QpModify,
+    QpState, QpType, QueuePair, QueuePairExt, Result, SendWr, Sge,
 };
 
 fn run(args: &Args) -> Result<()> {
-    let verbs = HwVerbs::new();
-    let name = match &args.device {
-        Some(d) => d.clone(),
-        None => verbs
-            .devices()?
-            .into_iter()
-            .next()
-            .map(|d| d.name)
-            .ok_or_else(|| Error::new(ErrorKind::NoDevice, "rc_pingpong", "No IB devices found"))?,
-    };
-    let ctx = verbs.open(&name)?;
+    let ctx = common::open_device("rc_pingpong", args)?;
     let channel = if args.events {
         Some(ctx.create_comp_channel()?)
     } else {
@@ -39,13 +27,7 @@ fn run(args: &Args) -> Result<()> {
     let mr = ctx.alloc_mr(&pd, args.size.max(1), AccessFlags::LOCAL_WRITE)?;
     // rdma-core fills its buffer with 0x7b.
     mr.write(0, &vec![0x7b; args.size])?;
-    let cq = ctx.create_cq(args.rx_depth + 1, channel.as_ref(), 0)?;
-    let cap = QpCap::new(1, args.rx_depth, 1, 1);
-    let qp = ctx.create_qp(&pd, &QpInitAttr::new(QpType::Rc, &cq, cap))?;
-    let mut send_flags = SendFlags::SIGNALED;
-    if qp.cap().max_inline_data as usize >= args.size {
-        send_flags |= SendFlags::INLINE;
-    }
+    let (cq, qp, send_flags) = common::queues(&ctx, &pd, channel.as_ref(), args, QpType::Rc)?;
     qp.modify_with(
         &QpModify::to(QpState::Init)
             .pkey_index(0)
@@ -57,14 +39,7 @@ fn run(args: &Args) -> Result<()> {
         length: u32::try_from(args.size).unwrap_or(u32::MAX),
         lkey: mr.lkey(),
     };
-    let routs = common::post_recvs(&qp, &sge, args.rx_depth);
-    if routs < args.rx_depth {
-        return Err(Error::new(
-            ErrorKind::QueueFull,
-            "rc_pingpong",
-            format!("Couldn't post receive ({routs})"),
-        ));
-    }
+    let routs = common::post_initial_recvs("rc_pingpong", &qp, &sge, args)?;
     if args.events {
         cq.req_notify(false)?;
     }
@@ -76,39 +51,10 @@ fn run(args: &Args) -> Result<()> {
             "Couldn't get local LID",
         ));
     }
-    let gid = match args.gid_index {
-        Some(i) => ctx.query_gid(args.ib_port, i.into())?,
-        None => verbs_api::Gid::ZERO,
-    };
-    let mine = Dest {
-        lid: port.lid,
-        qpn: qp.qp_num(),
-        psn: common::random_psn(),
-        gid,
-    };
-    println!(
-        "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-        mine.lid,
-        mine.qpn,
-        mine.psn,
-        common::gid_text(&mine.gid)
-    );
+    let mine = common::local_dest(&ctx, args, port.lid, qp.qp_num())?;
+    common::print_address("local address: ", &mine, ',');
     let connect = |rem: &Dest| -> Result<()> {
-        let mut av = AhAttr {
-            dlid: rem.lid,
-            sl: args.sl,
-            port_num: args.ib_port,
-            ..AhAttr::default()
-        };
-        if rem.gid.interface_id() != 0 {
-            av.is_global = true;
-            av.grh = GlobalRoute {
-                dgid: rem.gid,
-                hop_limit: 1,
-                sgid_index: args.gid_index.unwrap_or(0),
-                ..GlobalRoute::default()
-            };
-        }
+        let av = common::av_to(args, rem);
         qp.modify_with(
             &QpModify::to(QpState::Rtr)
                 .av(av)
@@ -127,37 +73,15 @@ fn run(args: &Args) -> Result<()> {
                 .max_rd_atomic(1),
         )
     };
-    let remote = match &args.server {
-        Some(server) => {
-            let r = common::client_exchange(server, args.port, &mine)?;
-            connect(&r)?;
-            r
-        }
-        None => common::server_exchange(args.port, &mine, connect)?,
-    };
-    println!(
-        "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-        remote.lid,
-        remote.qpn,
-        remote.psn,
-        common::gid_text(&remote.gid)
-    );
+    let remote = common::exchange(args, &mine, connect)?;
+    common::print_address("remote address:", &remote, ',');
     let list = [sge];
     let post_send = || {
         let wr = SendWr::send(common::SEND_WRID, &list).flags(send_flags);
         // SAFETY: the MR lives until the end of `run`, after every completion is polled.
         unsafe { qp.post_send(&[wr]) }
     };
-    common::run_loop(
-        args,
-        &qp,
-        &cq,
-        channel.as_ref(),
-        &sge,
-        post_send,
-        args.server.is_some(),
-        routs,
-    )
+    common::run_loop(args, &qp, &cq, channel.as_ref(), &sge, post_send, routs)
 }
 
 fn main() -> ExitCode {

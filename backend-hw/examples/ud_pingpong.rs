@@ -11,29 +11,17 @@ mod common;
 
 use std::process::ExitCode;
 
-use backend_hw::HwVerbs;
 use common::{Args, Dest};
 use verbs_api::{
-    AccessFlags, AhAttr, CompletionQueue, Context, Error, ErrorKind, GlobalRoute, MemoryRegion,
-    QpCap, QpInitAttr, QpModify, QpState, QpType, QueuePair, QueuePairExt, Result, SendFlags,
-    SendWr, Sge, Verbs, GRH_LEN,
+    AccessFlags, CompletionQueue, Context, Error, ErrorKind, MemoryRegion, QpModify, QpState,
+    QpType, QueuePair, QueuePairExt, Result, SendWr, Sge, GRH_LEN,
 };
 
 /// The Q_Key rdma-core's example uses.
 const QKEY: u32 = 0x1111_1111;
 
 fn run(args: &Args) -> Result<()> {
-    let verbs = HwVerbs::new();
-    let name = match &args.device {
-        Some(d) => d.clone(),
-        None => verbs
-            .devices()?
-            .into_iter()
-            .next()
-            .map(|d| d.name)
-            .ok_or_else(|| Error::new(ErrorKind::NoDevice, "ud_pingpong", "No IB devices found"))?,
-    };
-    let ctx = verbs.open(&name)?;
+    let ctx = common::open_device("ud_pingpong", args)?;
     let port = ctx.query_port(args.ib_port)?;
     let mtu = port.active_mtu.bytes() as usize;
     if args.size > mtu {
@@ -51,13 +39,7 @@ fn run(args: &Args) -> Result<()> {
     let pd = ctx.alloc_pd()?;
     let mr = ctx.alloc_mr(&pd, args.size + GRH_LEN, AccessFlags::LOCAL_WRITE)?;
     mr.write(0, &vec![0x7b; args.size + GRH_LEN])?;
-    let cq = ctx.create_cq(args.rx_depth + 1, channel.as_ref(), 0)?;
-    let cap = QpCap::new(1, args.rx_depth, 1, 1);
-    let qp = ctx.create_qp(&pd, &QpInitAttr::new(QpType::Ud, &cq, cap))?;
-    let mut send_flags = SendFlags::SIGNALED;
-    if qp.cap().max_inline_data as usize >= args.size {
-        send_flags |= SendFlags::INLINE;
-    }
+    let (cq, qp, send_flags) = common::queues(&ctx, &pd, channel.as_ref(), args, QpType::Ud)?;
     qp.modify_with(
         &QpModify::to(QpState::Init)
             .pkey_index(0)
@@ -69,71 +51,22 @@ fn run(args: &Args) -> Result<()> {
         length: u32::try_from(args.size + GRH_LEN).unwrap_or(u32::MAX),
         lkey: mr.lkey(),
     };
-    let routs = common::post_recvs(&qp, &recv_sge, args.rx_depth);
-    if routs < args.rx_depth {
-        return Err(Error::new(
-            ErrorKind::QueueFull,
-            "ud_pingpong",
-            format!("Couldn't post receive ({routs})"),
-        ));
-    }
+    let routs = common::post_initial_recvs("ud_pingpong", &qp, &recv_sge, args)?;
     if args.events {
         cq.req_notify(false)?;
     }
-    let gid = match args.gid_index {
-        Some(i) => ctx.query_gid(args.ib_port, i.into())?,
-        None => verbs_api::Gid::ZERO,
-    };
-    let mine = Dest {
-        lid: port.lid,
-        qpn: qp.qp_num(),
-        psn: common::random_psn(),
-        gid,
-    };
-    println!(
-        "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}: GID {}",
-        mine.lid,
-        mine.qpn,
-        mine.psn,
-        common::gid_text(&mine.gid)
-    );
+    let mine = common::local_dest(&ctx, args, port.lid, qp.qp_num())?;
+    common::print_address("local address: ", &mine, ':');
     let ah_slot = std::cell::RefCell::new(None);
     let connect = |rem: &Dest| -> Result<()> {
         qp.modify_with(&QpModify::to(QpState::Rtr))?;
         qp.modify_with(&QpModify::to(QpState::Rts).sq_psn(mine.psn))?;
-        let mut av = AhAttr {
-            dlid: rem.lid,
-            sl: args.sl,
-            port_num: args.ib_port,
-            ..AhAttr::default()
-        };
-        if rem.gid.interface_id() != 0 {
-            av.is_global = true;
-            av.grh = GlobalRoute {
-                dgid: rem.gid,
-                hop_limit: 1,
-                sgid_index: args.gid_index.unwrap_or(0),
-                ..GlobalRoute::default()
-            };
-        }
+        let av = common::av_to(args, rem);
         *ah_slot.borrow_mut() = Some(ctx.create_ah(&pd, &av)?);
         Ok(())
     };
-    let remote = match &args.server {
-        Some(server) => {
-            let r = common::client_exchange(server, args.port, &mine)?;
-            connect(&r)?;
-            r
-        }
-        None => common::server_exchange(args.port, &mine, connect)?,
-    };
-    println!(
-        "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
-        remote.lid,
-        remote.qpn,
-        remote.psn,
-        common::gid_text(&remote.gid)
-    );
+    let remote = common::exchange(args, &mine, connect)?;
+    common::print_address("remote address:", &remote, ',');
     let ah = ah_slot
         .into_inner()
         .ok_or_else(|| Error::new(ErrorKind::InvalidState, "ud_pingpong", "no address handle"))?;
@@ -154,7 +87,6 @@ fn run(args: &Args) -> Result<()> {
         channel.as_ref(),
         &recv_sge,
         post_send,
-        args.server.is_some(),
         routs,
     )
 }

@@ -635,54 +635,50 @@ int shim_post_srq_recv(struct ibv_srq *srq, const struct shim_recv_wr *wrs, size
 
 /* ---- QPs ---- */
 
+/* The fields the shim's flat structs share with libibverbs' by name, each a list for an
+ * X macro (`X(field)` per field), so that both directions of a conversion copy the same
+ * fields. The GRH's fields sit in `grh` on the libibverbs side. */
+#define AH_GRH_FIELDS(X) X(flow_label) X(sgid_index) X(hop_limit) X(traffic_class)
+#define AH_FIELDS(X) X(is_global) X(dlid) X(sl) X(src_path_bits) X(static_rate) X(port_num)
+#define QP_CAP_FIELDS(X) \
+	X(max_send_wr) X(max_recv_wr) X(max_send_sge) X(max_recv_sge) X(max_inline_data)
+/* struct ibv_qp_attr's integer fields but sq_draining, which only a query reports (the
+ * four enums, `cap` and the address vectors are converted on their own). */
+#define QP_ATTR_INT_FIELDS(X)                                                             \
+	X(qkey) X(rq_psn) X(sq_psn) X(dest_qp_num) X(qp_access_flags) X(pkey_index)        \
+	X(alt_pkey_index) X(en_sqd_async_notify) X(max_rd_atomic) X(max_dest_rd_atomic)    \
+	X(min_rnr_timer) X(port_num) X(timeout) X(retry_cnt) X(rnr_retry) X(alt_port_num) \
+	X(alt_timeout) X(rate_limit)
+
+/* `o->f = a->f`, and the same into or out of the GRH of a libibverbs address vector. */
+#define COPY_FIELD(f) o->f = a->f;
+#define COPY_TO_GRH(f) o->grh.f = a->f;
+#define COPY_FROM_GRH(f) o->f = a->grh.f;
+
 static void ah_to_ibv(struct ibv_ah_attr *o, const struct shim_ah_attr *a)
 {
 	memset(o, 0, sizeof(*o));
 	memcpy(o->grh.dgid.raw, a->dgid, 16);
-	o->grh.flow_label = a->flow_label;
-	o->grh.sgid_index = a->sgid_index;
-	o->grh.hop_limit = a->hop_limit;
-	o->grh.traffic_class = a->traffic_class;
-	o->is_global = a->is_global;
-	o->dlid = a->dlid;
-	o->sl = a->sl;
-	o->src_path_bits = a->src_path_bits;
-	o->static_rate = a->static_rate;
-	o->port_num = a->port_num;
+	AH_GRH_FIELDS(COPY_TO_GRH)
+	AH_FIELDS(COPY_FIELD)
 }
 
 static void ah_from_ibv(struct shim_ah_attr *o, const struct ibv_ah_attr *a)
 {
 	memset(o, 0, sizeof(*o));
 	memcpy(o->dgid, a->grh.dgid.raw, 16);
-	o->flow_label = a->grh.flow_label;
-	o->sgid_index = a->grh.sgid_index;
-	o->hop_limit = a->grh.hop_limit;
-	o->traffic_class = a->grh.traffic_class;
-	o->is_global = a->is_global;
-	o->dlid = a->dlid;
-	o->sl = a->sl;
-	o->src_path_bits = a->src_path_bits;
-	o->static_rate = a->static_rate;
-	o->port_num = a->port_num;
+	AH_GRH_FIELDS(COPY_FROM_GRH)
+	AH_FIELDS(COPY_FIELD)
 }
 
-static void cap_to_ibv(struct ibv_qp_cap *o, const struct shim_qp_cap *c)
+static void cap_to_ibv(struct ibv_qp_cap *o, const struct shim_qp_cap *a)
 {
-	o->max_send_wr = c->max_send_wr;
-	o->max_recv_wr = c->max_recv_wr;
-	o->max_send_sge = c->max_send_sge;
-	o->max_recv_sge = c->max_recv_sge;
-	o->max_inline_data = c->max_inline_data;
+	QP_CAP_FIELDS(COPY_FIELD)
 }
 
-static void cap_from_ibv(struct shim_qp_cap *o, const struct ibv_qp_cap *c)
+static void cap_from_ibv(struct shim_qp_cap *o, const struct ibv_qp_cap *a)
 {
-	o->max_send_wr = c->max_send_wr;
-	o->max_recv_wr = c->max_recv_wr;
-	o->max_send_sge = c->max_send_sge;
-	o->max_recv_sge = c->max_recv_sge;
-	o->max_inline_data = c->max_inline_data;
+	QP_CAP_FIELDS(COPY_FIELD)
 }
 
 int shim_create_qp(struct ibv_pd *pd, struct shim_qp_init_attr *attr, struct ibv_qp **out,
@@ -714,77 +710,46 @@ int shim_destroy_qp(struct ibv_qp *qp)
 
 int shim_modify_qp(struct ibv_qp *qp, const struct shim_qp_attr *a, int mask)
 {
-	struct ibv_qp_attr o;
+	struct ibv_qp_attr attr;
+	struct ibv_qp_attr *o = &attr;
 	int ret;
 
-	memset(&o, 0, sizeof(o));
-	o.qp_state = (enum ibv_qp_state)a->qp_state;
-	o.cur_qp_state = (enum ibv_qp_state)a->cur_qp_state;
-	o.path_mtu = (enum ibv_mtu)a->path_mtu;
-	o.path_mig_state = (enum ibv_mig_state)a->path_mig_state;
-	o.qkey = a->qkey;
-	o.rq_psn = a->rq_psn;
-	o.sq_psn = a->sq_psn;
-	o.dest_qp_num = a->dest_qp_num;
-	o.qp_access_flags = a->qp_access_flags;
-	cap_to_ibv(&o.cap, &a->cap);
-	ah_to_ibv(&o.ah_attr, &a->ah_attr);
-	ah_to_ibv(&o.alt_ah_attr, &a->alt_ah_attr);
-	o.pkey_index = a->pkey_index;
-	o.alt_pkey_index = a->alt_pkey_index;
-	o.en_sqd_async_notify = a->en_sqd_async_notify;
-	o.max_rd_atomic = a->max_rd_atomic;
-	o.max_dest_rd_atomic = a->max_dest_rd_atomic;
-	o.min_rnr_timer = a->min_rnr_timer;
-	o.port_num = a->port_num;
-	o.timeout = a->timeout;
-	o.retry_cnt = a->retry_cnt;
-	o.rnr_retry = a->rnr_retry;
-	o.alt_port_num = a->alt_port_num;
-	o.alt_timeout = a->alt_timeout;
-	o.rate_limit = a->rate_limit;
-	ret = ibv_modify_qp(qp, &o, mask);
+	memset(o, 0, sizeof(*o));
+	o->qp_state = (enum ibv_qp_state)a->qp_state;
+	o->cur_qp_state = (enum ibv_qp_state)a->cur_qp_state;
+	o->path_mtu = (enum ibv_mtu)a->path_mtu;
+	o->path_mig_state = (enum ibv_mig_state)a->path_mig_state;
+	QP_ATTR_INT_FIELDS(COPY_FIELD)
+	cap_to_ibv(&o->cap, &a->cap);
+	ah_to_ibv(&o->ah_attr, &a->ah_attr);
+	ah_to_ibv(&o->alt_ah_attr, &a->alt_ah_attr);
+	ret = ibv_modify_qp(qp, o, mask);
 	return ret ? err_of(ret) : 0;
 }
 
 int shim_query_qp(struct ibv_qp *qp, int mask, struct shim_qp_attr *out, struct shim_qp_cap *cap)
 {
-	struct ibv_qp_attr a;
+	struct ibv_qp_attr attr;
 	struct ibv_qp_init_attr init;
+	const struct ibv_qp_attr *a = &attr;
+	struct shim_qp_attr *o = out;
 	int ret;
 
-	memset(&a, 0, sizeof(a));
+	memset(&attr, 0, sizeof(attr));
 	memset(&init, 0, sizeof(init));
 	memset(out, 0, sizeof(*out));
-	ret = ibv_query_qp(qp, &a, mask, &init);
+	ret = ibv_query_qp(qp, &attr, mask, &init);
 	if (ret)
 		return err_of(ret);
-	out->qp_state = a.qp_state;
-	out->cur_qp_state = a.cur_qp_state;
-	out->path_mtu = a.path_mtu;
-	out->path_mig_state = a.path_mig_state;
-	out->qkey = a.qkey;
-	out->rq_psn = a.rq_psn;
-	out->sq_psn = a.sq_psn;
-	out->dest_qp_num = a.dest_qp_num;
-	out->qp_access_flags = a.qp_access_flags;
-	cap_from_ibv(&out->cap, &a.cap);
-	ah_from_ibv(&out->ah_attr, &a.ah_attr);
-	ah_from_ibv(&out->alt_ah_attr, &a.alt_ah_attr);
-	out->pkey_index = a.pkey_index;
-	out->alt_pkey_index = a.alt_pkey_index;
-	out->en_sqd_async_notify = a.en_sqd_async_notify;
-	out->sq_draining = a.sq_draining;
-	out->max_rd_atomic = a.max_rd_atomic;
-	out->max_dest_rd_atomic = a.max_dest_rd_atomic;
-	out->min_rnr_timer = a.min_rnr_timer;
-	out->port_num = a.port_num;
-	out->timeout = a.timeout;
-	out->retry_cnt = a.retry_cnt;
-	out->rnr_retry = a.rnr_retry;
-	out->alt_port_num = a.alt_port_num;
-	out->alt_timeout = a.alt_timeout;
-	out->rate_limit = a.rate_limit;
+	o->qp_state = a->qp_state;
+	o->cur_qp_state = a->cur_qp_state;
+	o->path_mtu = a->path_mtu;
+	o->path_mig_state = a->path_mig_state;
+	QP_ATTR_INT_FIELDS(COPY_FIELD)
+	o->sq_draining = a->sq_draining;
+	cap_from_ibv(&o->cap, &a->cap);
+	ah_from_ibv(&o->ah_attr, &a->ah_attr);
+	ah_from_ibv(&o->alt_ah_attr, &a->alt_ah_attr);
 	cap_from_ibv(cap, &init.cap);
 	return 0;
 }

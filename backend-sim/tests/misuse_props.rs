@@ -115,6 +115,17 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// An SGE at `off` (`len` bytes) in node `n`'s MR, under the key `key` draws: the MR's
+/// own lkey (0), the made-up `bad` (1), or the other node's MR's lkey (2).
+fn drawn_sge(nodes: &[Node; 2], n: usize, key: u8, bad: u32, off: u32, len: u32) -> Sge {
+    let lkey = [nodes[n].mr.lkey(), bad, nodes[1 - n].mr.lkey()][usize::from(key)];
+    Sge {
+        addr: nodes[n].mr.addr() + u64::from(off),
+        length: len,
+        lkey,
+    }
+}
+
 fn run(ops: &[Op]) {
     let sim = Sim::new(3);
     let nodes = [
@@ -217,12 +228,7 @@ fn run(ops: &[Op]) {
             } => {
                 let Some((n, q)) = qps.get(qp) else { continue };
                 let nd = &nodes[*n];
-                let lkey = [nd.mr.lkey(), 0xdead, nodes[1 - n].mr.lkey()][usize::from(key)];
-                let sge = [Sge {
-                    addr: nd.mr.addr() + u64::from(off),
-                    length: len,
-                    lkey,
-                }];
+                let sge = [drawn_sge(&nodes, *n, key, 0xdead, off, len)];
                 let opcode = [
                     SendOpcode::Send,
                     SendOpcode::SendWithImm,
@@ -277,13 +283,7 @@ fn run(ops: &[Op]) {
             }
             Op::Recv { qp, key, off, len } => {
                 let Some((n, q)) = qps.get(qp) else { continue };
-                let nd = &nodes[*n];
-                let lkey = [nd.mr.lkey(), 0xbeef, nodes[1 - n].mr.lkey()][usize::from(key)];
-                let sge = [Sge {
-                    addr: nd.mr.addr() + u64::from(off),
-                    length: len,
-                    lkey,
-                }];
+                let sge = [drawn_sge(&nodes, *n, key, 0xbeef, off, len)];
                 // SAFETY: as above: the NIC checks key and bounds before it writes.
                 let _ = unsafe { q.post_recv(&[RecvWr::new(2, &sge)]) };
             }

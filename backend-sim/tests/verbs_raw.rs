@@ -3,6 +3,7 @@
 mod common;
 use backend_sim::frame::eth::Mac;
 use backend_sim::frame::{check_integrity, Integrity, UdpFrameSpec};
+use backend_sim::verbs::{SimFlow, SimQp};
 use backend_sim::{Personality, Sim};
 use common::*;
 use std::net::Ipv4Addr;
@@ -19,8 +20,34 @@ fn frame(src: u8, dst_mac: Mac, dst_ip: Ipv4Addr, dport: u16, payload: &[u8]) ->
     UdpFrameSpec::new(mac(src), dst_mac, (ip(src), 4000), (dst_ip, dport)).build(payload)
 }
 
+/// Two mlx5 nodes, 1 and 2, on `sim`.
+fn mlx5_nodes(sim: &Sim) -> (Node, Node) {
+    (
+        node(sim, 1, Personality::Mlx5),
+        node(sim, 2, Personality::Mlx5),
+    )
+}
+
+/// Steers what `attr` matches on `n`'s port to `qp`.
+fn steer(n: &Node, qp: &SimQp, attr: &FlowAttr) -> SimFlow {
+    n.ctx.create_flow(qp, attr).expect("create_flow")
+}
+
+/// A rule of `rule_type` (a default or sniffer rule: no specs) at priority 0, port 1.
+fn rule(rule_type: FlowRuleType) -> FlowAttr {
+    FlowAttr {
+        rule_type,
+        ..FlowAttr::normal(1, vec![])
+    }
+}
+
+/// `attr` at `priority` (lower wins).
+fn at_priority(priority: u16, attr: FlowAttr) -> FlowAttr {
+    FlowAttr { priority, ..attr }
+}
+
 /// Puts `f` in slot `slot` of `n` and posts it as a RAW send.
-fn send(n: &Node, qp: &backend_sim::verbs::SimQp, slot: usize, f: &[u8], flags: SendFlags) {
+fn send(n: &Node, qp: &SimQp, slot: usize, f: &[u8], flags: SendFlags) {
     write_slot(n, slot, f);
     let sge = [slot_sge(n, slot, f.len())];
     // SAFETY: the SGE lies in n.mr.
@@ -33,13 +60,9 @@ fn send(n: &Node, qp: &backend_sim::verbs::SimQp, slot: usize, f: &[u8], flags: 
 #[test]
 fn raw_send_is_steered_by_exact_rule_and_received_whole() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let (qa, qb) = (raw_qp(&a), raw_qp(&b));
-    let _flow = b
-        .ctx
-        .create_flow(&qb, &FlowAttr::udp_endpoint(1, mac(2).0, ip(2), 7148))
-        .unwrap();
+    let _flow = steer(&b, &qb, &FlowAttr::udp_endpoint(1, mac(2).0, ip(2), 7148));
     post_recvs(&b, &qb, 0..4);
     let f = frame(1, mac(2), ip(2), 7148, b"spead heap bytes");
     send(&a, &qa, 0, &f, SendFlags::SIGNALED);
@@ -68,13 +91,9 @@ fn raw_send_is_steered_by_exact_rule_and_received_whole() {
 #[test]
 fn ip_csum_offload_fills_checksums() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let (qa, qb) = (raw_qp(&a), raw_qp(&b));
-    let _f = b
-        .ctx
-        .create_flow(&qb, &FlowAttr::normal(1, vec![FlowSpec::udp_dst(5000)]))
-        .unwrap();
+    let _f = steer(&b, &qb, &FlowAttr::normal(1, vec![FlowSpec::udp_dst(5000)]));
     post_recvs(&b, &qb, 0..2);
     let mut f = frame(1, mac(2), ip(2), 5000, b"checksum me");
     f[24] = 0; // IP checksum cleared: the NIC fills it
@@ -98,43 +117,27 @@ fn ip_csum_offload_fills_checksums() {
 #[test]
 fn multicast_rule_joins_the_group_and_priorities_pick_one_rule() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let qa = raw_qp(&a);
     let (q1, q2, q3) = (raw_qp(&b), raw_qp(&b), raw_qp(&b));
     let g = Ipv4Addr::new(239, 2, 0, 1);
     let gmac = Mac::for_ipv4_multicast(g);
     // q1 and q2 at priority 1 (both get a copy), q3 at priority 5 (loses).
-    let r1 = b
-        .ctx
-        .create_flow(
-            &q1,
-            &FlowAttr {
-                priority: 1,
-                ..FlowAttr::udp_endpoint(1, gmac.0, g, 7148)
-            },
-        )
-        .unwrap();
-    let _r2 = b
-        .ctx
-        .create_flow(
-            &q2,
-            &FlowAttr {
-                priority: 1,
-                ..FlowAttr::normal(1, vec![FlowSpec::ipv4_dst(g)])
-            },
-        )
-        .unwrap();
-    let _r3 = b
-        .ctx
-        .create_flow(
-            &q3,
-            &FlowAttr {
-                priority: 5,
-                ..FlowAttr::normal(1, vec![FlowSpec::udp_dst(7148)])
-            },
-        )
-        .unwrap();
+    let r1 = steer(
+        &b,
+        &q1,
+        &at_priority(1, FlowAttr::udp_endpoint(1, gmac.0, g, 7148)),
+    );
+    let _r2 = steer(
+        &b,
+        &q2,
+        &at_priority(1, FlowAttr::normal(1, vec![FlowSpec::ipv4_dst(g)])),
+    );
+    let _r3 = steer(
+        &b,
+        &q3,
+        &at_priority(5, FlowAttr::normal(1, vec![FlowSpec::udp_dst(7148)])),
+    );
     for q in [&q1, &q2, &q3] {
         post_recvs(&b, q, 0..2);
     }
@@ -168,8 +171,7 @@ fn multicast_rule_joins_the_group_and_priorities_pick_one_rule() {
 #[test]
 fn masked_rules_defaults_and_sniffer() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let qa = raw_qp(&a);
     let (qm, qall, qsniff) = (raw_qp(&b), raw_qp(&b), raw_qp(&b));
     // Masked source match: 10.0.0.0/24.
@@ -203,33 +205,13 @@ fn masked_rules_defaults_and_sniffer() {
             src_port: 0,
         },
     };
-    let _m = b
-        .ctx
-        .create_flow(
-            &qm,
-            &FlowAttr::normal(1, vec![eth_masked, masked, udp_range]),
-        )
-        .unwrap();
-    let _all = b
-        .ctx
-        .create_flow(
-            &qall,
-            &FlowAttr {
-                rule_type: FlowRuleType::AllDefault,
-                ..FlowAttr::normal(1, vec![])
-            },
-        )
-        .unwrap();
-    let _s = b
-        .ctx
-        .create_flow(
-            &qsniff,
-            &FlowAttr {
-                rule_type: FlowRuleType::Sniffer,
-                ..FlowAttr::normal(1, vec![])
-            },
-        )
-        .unwrap();
+    let _m = steer(
+        &b,
+        &qm,
+        &FlowAttr::normal(1, vec![eth_masked, masked, udp_range]),
+    );
+    let _all = steer(&b, &qall, &rule(FlowRuleType::AllDefault));
+    let _s = steer(&b, &qsniff, &rule(FlowRuleType::Sniffer));
     for q in [&qm, &qall, &qsniff] {
         post_recvs(&b, q, 0..4);
     }
@@ -283,13 +265,9 @@ fn rxe_has_no_raw_packet_and_no_flow_steering() {
 #[test]
 fn no_receive_posted_drops_and_counts() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let (qa, qb) = (raw_qp(&a), raw_qp(&b));
-    let _f = b
-        .ctx
-        .create_flow(&qb, &FlowAttr::normal(1, vec![FlowSpec::udp_dst(5000)]))
-        .unwrap();
+    let _f = steer(&b, &qb, &FlowAttr::normal(1, vec![FlowSpec::udp_dst(5000)]));
     post_recvs(&b, &qb, 0..2);
     for i in 0..5 {
         send(
@@ -307,8 +285,7 @@ fn no_receive_posted_drops_and_counts() {
 #[test]
 fn bad_lkey_and_short_buffer_give_error_completions() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let (qa, qb) = (raw_qp(&a), raw_qp(&b));
     // Send with a bad lkey: LOC_PROT_ERR.
     let sge = [verbs_api::Sge {
@@ -331,10 +308,7 @@ fn bad_lkey_and_short_buffer_give_error_completions() {
     unsafe { qa2.post_send(&[SendWr::send(8, &sge)]).unwrap() };
     assert_eq!(wait(&sim, &a.cq, 1)[0].status, WcStatus::LocProtErr);
     // A receive buffer shorter than the frame: LOC_LEN_ERR.
-    let _f = b
-        .ctx
-        .create_flow(&qb, &FlowAttr::normal(1, vec![FlowSpec::udp_dst(5000)]))
-        .unwrap();
+    let _f = steer(&b, &qb, &FlowAttr::normal(1, vec![FlowSpec::udp_dst(5000)]));
     let sge = [slot_sge(&b, 0, 20)];
     // SAFETY: the SGE lies in b.mr.
     unsafe { qb.post_recv(&[verbs_api::RecvWr::new(1, &sge)]).unwrap() };
@@ -353,25 +327,16 @@ fn bad_lkey_and_short_buffer_give_error_completions() {
 #[test]
 fn a_rule_naming_only_a_multicast_mac_receives_that_group() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let (qa, qb, qmc) = (raw_qp(&a), raw_qp(&b), raw_qp(&b));
     let g = Ipv4Addr::new(239, 3, 3, 3);
     let gmac = Mac::for_ipv4_multicast(g);
-    let flow = b
-        .ctx
-        .create_flow(&qb, &FlowAttr::normal(1, vec![FlowSpec::eth_dst(gmac.0)]))
-        .unwrap();
-    let _mc = b
-        .ctx
-        .create_flow(
-            &qmc,
-            &FlowAttr {
-                rule_type: FlowRuleType::McDefault,
-                ..FlowAttr::normal(1, vec![])
-            },
-        )
-        .unwrap();
+    let flow = steer(
+        &b,
+        &qb,
+        &FlowAttr::normal(1, vec![FlowSpec::eth_dst(gmac.0)]),
+    );
+    let _mc = steer(&b, &qmc, &rule(FlowRuleType::McDefault));
     post_recvs(&b, &qb, 0..2);
     post_recvs(&b, &qmc, 2..4);
     send(
@@ -401,19 +366,9 @@ fn a_rule_naming_only_a_multicast_mac_receives_that_group() {
 #[test]
 fn a_sniffer_sees_roce_traffic_both_ways() {
     let sim = Sim::new(1);
-    let a = node(&sim, 1, Personality::Mlx5);
-    let b = node(&sim, 2, Personality::Mlx5);
+    let (a, b) = mlx5_nodes(&sim);
     let sniffer = raw_qp(&a);
-    let _s = a
-        .ctx
-        .create_flow(
-            &sniffer,
-            &FlowAttr {
-                rule_type: FlowRuleType::Sniffer,
-                ..FlowAttr::normal(1, vec![])
-            },
-        )
-        .unwrap();
+    let _s = steer(&a, &sniffer, &rule(FlowRuleType::Sniffer));
     post_recvs(&a, &sniffer, 0..4);
     let (ua, ub) = (ud_qp(&a), ud_qp(&b));
     post_recvs(&b, &ub, 0..1);

@@ -565,12 +565,12 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
     );
 }
 
-/// Writes an impossible head into the ring a joined process sends on (the first word
-/// of the shared file).
-fn scribble_head(shared: &std::os::fd::OwnedFd) {
+/// Maps the first page of the fabric's shared file (the memfd of the rings a joined
+/// process sends on; its size is far larger), hands it to `write`, and unmaps it.
+fn write_ring_page(shared: &std::os::fd::OwnedFd, write: impl FnOnce(*mut u8)) {
     use std::os::fd::AsRawFd;
-    // SAFETY: maps the first page of the fabric's memfd (its size is far larger), writes
-    // one aligned word, unmaps it; nothing else in this process uses the mapping.
+    // SAFETY: maps one page of a file of ours shared with the fabric; nothing else in this
+    // process uses the mapping, which is unmapped before returning.
     unsafe {
         let p = libc::mmap(
             std::ptr::null_mut(),
@@ -581,33 +581,32 @@ fn scribble_head(shared: &std::os::fd::OwnedFd) {
             0,
         );
         assert_ne!(p, libc::MAP_FAILED, "map the rings");
-        p.cast::<u64>().write_volatile(u64::MAX);
+        write(p.cast::<u8>());
         libc::munmap(p, 4096);
     }
+}
+
+/// Writes an impossible head into the ring a joined process sends on (the first word
+/// of the shared file).
+fn scribble_head(shared: &std::os::fd::OwnedFd) {
+    // SAFETY: one aligned word at the start of the mapped page.
+    write_ring_page(shared, |p| unsafe {
+        p.cast::<u64>().write_volatile(u64::MAX)
+    });
 }
 
 /// Writes one record header (frame length `len`) at the start of the ring a joined process
 /// sends on, and publishes `head` (the first word of the shared file; the data area
 /// starts at byte 128).
 fn scribble_record(shared: &std::os::fd::OwnedFd, len: u32, head: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: maps the first page of the fabric's memfd (its size is far larger), writes
-    // one aligned u32 at byte 128 and one aligned u64 at byte 0, unmaps it; nothing else
-    // in this process uses the mapping.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED,
-            shared.as_raw_fd(),
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED, "map the rings");
-        p.cast::<u8>().add(128).cast::<u32>().write_volatile(len);
-        p.cast::<u64>().write_volatile(head);
-        libc::munmap(p, 4096);
-    }
+    write_ring_page(shared, |p| {
+        // SAFETY: an aligned u32 at byte 128 and an aligned u64 at byte 0 of the mapped
+        // page.
+        unsafe {
+            p.add(128).cast::<u32>().write_volatile(len);
+            p.cast::<u64>().write_volatile(head);
+        }
+    });
 }
 
 /// The result row under perftest's `#bytes` header, split into fields, from `out`.

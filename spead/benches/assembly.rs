@@ -31,6 +31,8 @@
 //! (1, 2 and all cores), all placing heaps into the group's chunks; fed by one
 //! unthrottled sender per stream.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{feed_all, heap};
 use spead::recv::{
     Chunk, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig, EvictionMode, PlaceData,
     Stream, StreamConfig,
@@ -175,16 +178,6 @@ fn python() -> Option<PathBuf> {
         .unwrap_or_else(|| root().join("target"));
     let p = target.join("spead2-venv/bin/python");
     p.exists().then_some(p)
-}
-
-fn heap(size: usize) -> Heap {
-    let mut h = Heap::new(Flavour::SPEAD_64_48);
-    h.add_item(
-        0x1000,
-        (0..size).map(|i| (i * 7) as u8).collect::<Vec<_>>(),
-        false,
-    );
-    h
 }
 
 /// `mib` MiB of heaps of `shape`, packetized back to back.
@@ -333,18 +326,7 @@ fn ours_from_memory(bytes: &[u8]) -> Rate {
     let mut stream = Stream::new(StreamConfig::default());
     let start = Instant::now();
     let cpu = thread_cpu();
-    let mut heaps = 0;
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        let used = stream.add_packets(rest, 64);
-        if used == 0 {
-            break;
-        }
-        rest = &rest[used..];
-        while let Some(h) = stream.pop_heap() {
-            heaps += u64::from(h.complete);
-        }
-    }
+    let heaps = feed_all(&mut stream, bytes);
     let cpu = thread_cpu() - cpu;
     let seconds = start.elapsed().as_secs_f64();
     if std::env::var_os("SPEAD_BENCH_POOL").is_some() {

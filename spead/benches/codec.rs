@@ -6,12 +6,15 @@
 //!
 //! `cargo bench -p spead --bench codec`
 
+mod common;
+
 use std::hint::black_box;
 
+use common::{feed_all, heap};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use spead::recv::{Stream, StreamConfig};
-use spead::send::{heap_to_bytes, Heap};
-use spead::wire::{decode_packet, Flavour};
+use spead::send::heap_to_bytes;
+use spead::wire::decode_packet;
 
 /// (name, heap bytes, payload bytes per packet); packets add 40 bytes.
 const SHAPES: [(&str, usize, usize); 4] = [
@@ -20,16 +23,6 @@ const SHAPES: [(&str, usize, usize); 4] = [
     ("16KiB/256B", 16 << 10, 256),
     ("4KiB/64B", 4 << 10, 64),
 ];
-
-fn heap(size: usize) -> Heap {
-    let mut h = Heap::new(Flavour::SPEAD_64_48);
-    h.add_item(
-        0x1000,
-        (0..size).map(|i| (i * 7) as u8).collect::<Vec<_>>(),
-        false,
-    );
-    h
-}
 
 /// About 1 MiB of packets (at least one heap): in cache.
 fn packets(size: usize, payload: usize) -> (Vec<u8>, u64) {
@@ -77,21 +70,7 @@ fn assemble(c: &mut Criterion) {
         let mut stream = Stream::new(StreamConfig::default());
         g.throughput(Throughput::Elements(n));
         g.bench_function(name, |b| {
-            b.iter(|| {
-                let mut rest = &bytes[..];
-                let mut heaps = 0;
-                while !rest.is_empty() {
-                    let used = stream.add_packets(rest, 64);
-                    if used == 0 {
-                        break;
-                    }
-                    rest = &rest[used..];
-                    while let Some(h) = stream.pop_heap() {
-                        heaps += u64::from(h.complete);
-                    }
-                }
-                black_box(heaps)
-            });
+            b.iter(|| black_box(feed_all(&mut stream, &bytes)));
         });
     }
     g.finish();

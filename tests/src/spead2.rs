@@ -5,9 +5,9 @@
 //! as [`HeapSpec`]s, which both our packetizer and spead2's turn into packets.
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -238,6 +238,84 @@ pub fn spawn_tool(args: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn spead2_tool")
+}
+
+/// Starts the tool as a sender (`send-udp`, `send-tcp`) of `specs`, written to its stdin
+/// (closed then).
+pub fn spawn_sending_tool(args: &[&str], specs: &[HeapSpec]) -> Child {
+    let mut child = spawn_tool(args);
+    child
+        .stdin
+        .take()
+        .expect("the tool's stdin")
+        .write_all(&serde_json::to_vec(specs).expect("specs as JSON"))
+        .expect("write the specs to the tool");
+    child
+}
+
+/// Waits for a tool started by [`spawn_tool`] after reading its stderr; asserts that it
+/// succeeded, showing that stderr if not.
+pub fn expect_tool_success(mut child: Child) {
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .expect("the tool's stderr")
+        .read_to_string(&mut err)
+        .expect("read the tool's stderr");
+    let status = child.wait().expect("wait for the tool");
+    assert!(status.success(), "spead2 tool failed ({status}): {err}");
+}
+
+/// The tool started as a receiver (`recv-udp`, `recv-tcp`), and the port it listens on
+/// (the first line it prints).
+#[derive(Debug)]
+pub struct ReceivingTool {
+    child: Child,
+    out: BufReader<ChildStdout>,
+    /// The port it receives on, on 127.0.0.1.
+    pub port: u16,
+}
+
+impl ReceivingTool {
+    /// Starts the tool with `args` and reads the port it prints.
+    pub fn spawn(args: &[&str]) -> ReceivingTool {
+        let mut child = spawn_tool(args);
+        let mut out = BufReader::new(child.stdout.take().expect("the tool's stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("the tool's port line");
+        let ready: serde_json::Value = serde_json::from_str(&line).expect("port line");
+        let port = ready["port"].as_u64().expect("a port") as u16;
+        ReceivingTool { child, out, port }
+    }
+
+    /// Once the stream is sent: the heaps the tool received, summarized, and its stats
+    /// line if it printed one; asserts the tool succeeded.
+    pub fn finish(mut self) -> (Vec<HeapSummary>, Option<serde_json::Value>) {
+        let mut rest = String::new();
+        self.out
+            .read_to_string(&mut rest)
+            .expect("read the tool's output");
+        assert!(self.child.wait().expect("wait for the tool").success());
+        summarize_tool_output(&rest)
+    }
+}
+
+/// Sends `specs` through `sender` one heap per call, each on substream 0.
+pub fn send_each<S: spead::transport::PacketSink>(
+    sender: &mut spead::transport::Sender<S>,
+    specs: &[HeapSpec],
+) {
+    for spec in specs {
+        let heap = spec.to_heap();
+        sender
+            .send_heaps(&[spead::send::HeapReference {
+                heap: &heap,
+                cnt: spec.cnt,
+                substream: 0,
+            }])
+            .expect("send a heap");
+    }
 }
 
 /// One step in building a heap, in order.
@@ -509,6 +587,12 @@ pub fn spead2_order(
         .collect();
     items.sort_by_key(|(_, _, imm)| imm.map_or((0, 0), |v| (1, v)));
     items
+}
+
+/// What a receiver of `specs` must end with: our own assembly of their bytes, summarized.
+pub fn our_summary(specs: &[HeapSpec]) -> Vec<HeapSummary> {
+    let bytes: Vec<u8> = specs.iter().flat_map(HeapSpec::our_bytes).collect();
+    summarize(&our_receive(&bytes, StreamConfig::default()).0)
 }
 
 /// Summaries of our JSON heaps, items in spead2's order ([`spead2_order`]).

@@ -10,29 +10,14 @@ use spead::recv::{
     Chunk, ChunkStream, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig, EvictionMode,
     PlaceData, StreamConfig,
 };
-use spead::send::{heap_to_bytes, Heap};
-use spead::wire::{encode_packet, Flavour, HEAP_LENGTH_ID};
+use spead::wire::HEAP_LENGTH_ID;
 use workspace_tests::spead2::run_json_script;
 
 const HEAP_PAYLOAD_SIZE: usize = 1024;
 const HEAPS_PER_CHUNK: usize = 10;
-const F: Flavour = Flavour::SPEAD_64_48;
-
-fn heap_payload(position: u64) -> Vec<u8> {
-    spead::test_support::spead2_heap_payload(position, HEAP_PAYLOAD_SIZE)
-}
 
 fn heap(cnt: u64, position: u64) -> Vec<u8> {
-    let mut h = Heap::new(F);
-    h.add_immediate(0x1000, position);
-    h.add_item(0x1001, heap_payload(position), false);
-    heap_to_bytes(&h, cnt, 9000).unwrap()
-}
-
-fn stop(cnt: u64) -> Vec<u8> {
-    let mut h = Heap::new(F);
-    h.add_end();
-    heap_to_bytes(&h, cnt, 9000).unwrap()
+    spead::test_support::spead2_chunk_heap(cnt, position, HEAP_PAYLOAD_SIZE, false)
 }
 
 /// Heaps at these positions, then a stop heap.
@@ -42,21 +27,13 @@ fn heaps(positions: &[u64]) -> Vec<u8> {
         .enumerate()
         .flat_map(|(i, &p)| heap(i as u64 + 1, p))
         .collect();
-    out.extend(stop(positions.len() as u64 + 1));
+    out.extend(spead::test_support::stop_heap(positions.len() as u64 + 1));
     out
 }
 
 /// spead2's `make_packet`.
 fn packet(position: u64, start: usize, end: usize) -> Vec<u8> {
-    let ptrs = [
-        F.immediate(1, position),
-        F.immediate(3, start as u64),
-        F.immediate(4, (end - start) as u64),
-        F.immediate(2, HEAP_PAYLOAD_SIZE as u64),
-        F.immediate(0x1000, position),
-        F.address(0x1001, 0),
-    ];
-    encode_packet(F, &ptrs, &heap_payload(position)[start..end]).unwrap()
+    spead::test_support::spead2_chunk_packet(position, start, end, HEAP_PAYLOAD_SIZE)
 }
 
 fn hex(b: &[u8]) -> String {

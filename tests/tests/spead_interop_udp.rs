@@ -4,7 +4,6 @@
 //! receiver is bound before the sender starts. The deadline below is a hang guard, not
 //! a timing assertion.
 
-use std::io::{BufRead, BufReader, Read};
 use std::time::{Duration, Instant};
 
 use spead::json::heap_json;
@@ -12,16 +11,26 @@ use spead::recv::{Stream, StreamConfig};
 use spead::send::{GroupMode, HeapReference, RateLimiter};
 use spead::transport::{Sender, UdpReceiver, UdpRecvConfig, UdpSendConfig, UdpSender};
 use workspace_tests::spead2::{
-    our_receive, spawn_tool, stream_specs, summarize, summarize_tool_output, HeapSpec, HeapSummary,
+    expect_tool_success, our_summary, send_each, spawn_sending_tool, stream_specs, summarize,
+    HeapSpec, ReceivingTool,
 };
 
 const RATE: f64 = 20e6;
 const HANG_GUARD: Duration = Duration::from_secs(120);
 
-fn expected(specs: &[HeapSpec]) -> Vec<HeapSummary> {
-    let bytes: Vec<u8> = specs.iter().flat_map(HeapSpec::our_bytes).collect();
-    let (heaps, _) = our_receive(&bytes, StreamConfig::default());
-    summarize(&heaps)
+/// A UDP sender to the tool on 127.0.0.1 at `port`, over `substreams` substreams (all to
+/// that port), at [`RATE`], of packets up to `packet` bytes.
+fn sender_to(port: u16, substreams: usize, packet: usize) -> Sender<UdpSender> {
+    let dest = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut cfg = UdpSendConfig::new(vec![dest; substreams]);
+    cfg.buffer_size = 1 << 20;
+    let limiter = RateLimiter::new(RATE, 65536, 1.05);
+    Sender::new(
+        UdpSender::new(&cfg).unwrap(),
+        packet,
+        limiter,
+        GroupMode::RoundRobin,
+    )
 }
 
 #[test]
@@ -32,35 +41,20 @@ fn spead2_sends_to_us() {
         cfg.buffer_size = 32 << 20;
         let mut rx = UdpReceiver::bind(&cfg).unwrap();
         let port = rx.local_addr().unwrap().port();
-        let mut child = spawn_tool(&["send-udp", &port.to_string(), &RATE.to_string()]);
-        {
-            use std::io::Write;
-            let mut stdin = child.stdin.take().unwrap();
-            stdin
-                .write_all(&serde_json::to_vec(&specs).unwrap())
-                .unwrap();
-        }
+        let child = spawn_sending_tool(&["send-udp", &port.to_string(), &RATE.to_string()], &specs);
         let mut stream = Stream::new(StreamConfig::default());
         let start = Instant::now();
         while !stream.is_stopped() {
             assert!(start.elapsed() < HANG_GUARD, "no stop heap from spead2");
             rx.pump(&mut stream).unwrap();
         }
-        let status = child.wait().unwrap();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        assert!(status.success(), "spead2 sender failed: {err}");
+        expect_tool_success(child);
         let mut heaps = Vec::new();
         while let Some(h) = stream.pop_heap() {
             assert!(h.complete);
             heaps.push(heap_json(&h));
         }
-        assert_eq!(summarize(&heaps), expected(&specs));
+        assert_eq!(summarize(&heaps), our_summary(&specs));
         let st = stream.stats();
         assert_eq!(st.packets_malformed + st.incomplete_heaps_evicted, 0);
         assert!(st.batches > 0 && st.max_batch >= 1);
@@ -71,37 +65,11 @@ fn spead2_sends_to_us() {
 fn we_send_to_spead2() {
     for (seed, packet) in [(21u64, 1472usize), (22, 8972)] {
         let specs = stream_specs(seed, 40, packet);
-        let mut child = spawn_tool(&["recv-udp", "4"]);
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let ready: serde_json::Value = serde_json::from_str(&line).expect("port line");
-        let port = ready["port"].as_u64().unwrap() as u16;
-        let dest = format!("127.0.0.1:{port}").parse().unwrap();
-        let mut cfg = UdpSendConfig::new(vec![dest]);
-        cfg.buffer_size = 1 << 20;
-        let limiter = RateLimiter::new(RATE, 65536, 1.05);
-        let mut sender = Sender::new(
-            UdpSender::new(&cfg).unwrap(),
-            packet,
-            limiter,
-            GroupMode::RoundRobin,
-        );
-        let heaps: Vec<_> = specs.iter().map(HeapSpec::to_heap).collect();
-        for (spec, heap) in specs.iter().zip(&heaps) {
-            sender
-                .send_heaps(&[HeapReference {
-                    heap,
-                    cnt: spec.cnt,
-                    substream: 0,
-                }])
-                .unwrap();
-        }
-        let mut rest = String::new();
-        out.read_to_string(&mut rest).unwrap();
-        assert!(child.wait().unwrap().success());
-        let (theirs, stats) = summarize_tool_output(&rest);
-        assert_eq!(theirs, expected(&specs));
+        let tool = ReceivingTool::spawn(&["recv-udp", "4"]);
+        let mut sender = sender_to(tool.port, 1, packet);
+        send_each(&mut sender, &specs);
+        let (theirs, stats) = tool.finish();
+        assert_eq!(theirs, our_summary(&specs));
         let stats = stats.unwrap();
         assert_eq!(stats["incomplete_heaps_evicted"], 0);
         assert_eq!(stats["heaps"].as_u64().unwrap(), specs.len() as u64 - 1);
@@ -112,24 +80,9 @@ fn we_send_to_spead2() {
 fn interleaved_heaps_and_substreams_reach_spead2() {
     // Four heaps interleaved round robin: spead2 needs max_heaps >= 4 to keep them all.
     let specs = stream_specs(31, 16, 1472);
-    let mut child = spawn_tool(&["recv-udp", "8"]);
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let port = serde_json::from_str::<serde_json::Value>(&line).unwrap()["port"]
-        .as_u64()
-        .unwrap() as u16;
-    let dest = format!("127.0.0.1:{port}").parse().unwrap();
+    let tool = ReceivingTool::spawn(&["recv-udp", "8"]);
     // Two substreams that happen to share a destination address.
-    let mut cfg = UdpSendConfig::new(vec![dest, dest]);
-    cfg.buffer_size = 1 << 20;
-    let limiter = RateLimiter::new(RATE, 65536, 1.05);
-    let mut sender = Sender::new(
-        UdpSender::new(&cfg).unwrap(),
-        1472,
-        limiter,
-        GroupMode::RoundRobin,
-    );
+    let mut sender = sender_to(tool.port, 2, 1472);
     let heaps: Vec<_> = specs.iter().map(HeapSpec::to_heap).collect();
     let (body, stop) = specs.split_at(specs.len() - 1);
     for chunk in body.iter().zip(&heaps).collect::<Vec<_>>().chunks(4) {
@@ -151,10 +104,7 @@ fn interleaved_heaps_and_substreams_reach_spead2() {
             substream: 0,
         }])
         .unwrap();
-    let mut rest = String::new();
-    out.read_to_string(&mut rest).unwrap();
-    assert!(child.wait().unwrap().success());
-    let (mut theirs, _) = summarize_tool_output(&rest);
+    let (mut theirs, _) = tool.finish();
     theirs.sort_by_key(|h| h.0);
-    assert_eq!(theirs, expected(&specs));
+    assert_eq!(theirs, our_summary(&specs));
 }

@@ -4,11 +4,13 @@
 //! every run is the same), an exact drop list in the fabric, and receive-buffer
 //! exhaustion counted at the NIC.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 
+use backend_sim::frame::eth::Mac;
+use backend_sim::verbs::SimContext;
 use backend_sim::{FaultPlan, HostId, LinkFaults, Personality, Sim, SimVerbs};
 use spead::recv::StreamConfig;
-use spead::verbs::FrameDrop;
+use spead::verbs::{FrameDrop, IbvConfig, Receiver};
 use workspace_tests::spead_verbs::{
     assert_exact_loss, drop_at_sender, drop_list, groups_to_receivers, lenient,
     multicast_to_two_receivers, receiver_specs, run_plan, Mode, Node, Outcome, Plan, RecvSpec,
@@ -102,6 +104,65 @@ impl Net {
         cfg.buffer_size = buffer_size;
         spead::verbs::Sender::raw(&self.verbs[0], &cfg, sim_mac(self.hosts[0].1)).unwrap()
     }
+
+    /// A raw reader on host 1 of `endpoints`, with 1472-byte frames and room for 64.
+    fn raw_reader(&self, endpoints: Vec<SocketAddrV4>) -> (IbvConfig, Receiver<SimContext>) {
+        let mut cfg = IbvConfig::new(endpoints, self.hosts[1].1);
+        cfg.max_size = 1472;
+        cfg.buffer_size = 64 * 1472;
+        let rx = Receiver::raw(&self.verbs[1], &cfg).unwrap();
+        (cfg, rx)
+    }
+
+    /// An Ethernet frame from host 0 (UDP port 9000) to `dst_mac` and `dst` carrying the
+    /// one packet of a 100-byte heap `cnt`.
+    fn heap_frame(&self, cnt: u64, dst_mac: [u8; 6], dst: SocketAddrV4) -> Vec<u8> {
+        let tx_ip = self.hosts[0].1;
+        let plan = Plan::new(Mode::Raw, 1, 1, 100);
+        spead::verbs::frame::udp_frame(
+            sim_mac(tx_ip),
+            SocketAddrV4::new(tx_ip, 9000),
+            dst_mac,
+            dst,
+            4,
+            &plan.packets_of(cnt)[0],
+        )
+    }
+
+    /// Hands `frames` to the fabric as if host 0's port sent them, and runs the
+    /// simulation until nothing is left to do.
+    fn inject(&self, frames: impl IntoIterator<Item = Vec<u8>>) {
+        let tx_port = self.sim.port_of(self.hosts[0].0).unwrap();
+        for f in frames {
+            self.sim
+                .with_fabric(|fab| fab.transmit(tx_port, f))
+                .unwrap();
+        }
+        self.sim.run_until_idle();
+    }
+}
+
+/// Polls `rx` into a fresh lenient stream until a poll finds nothing.
+fn drain(rx: &mut Receiver<SimContext>) -> spead::recv::Stream {
+    let mut stream = spead::recv::Stream::new(lenient());
+    while rx
+        .poll_into(&mut stream, Some(std::time::Duration::from_millis(1)))
+        .unwrap()
+        > 0
+    {}
+    stream
+}
+
+/// Flushes `stream` and returns the heap counters of what it assembled, each heap
+/// asserted complete.
+fn complete_cnts(mut stream: spead::recv::Stream) -> Vec<u64> {
+    stream.flush();
+    let mut cnts = Vec::new();
+    while let Some(h) = stream.pop_heap() {
+        assert!(h.complete);
+        cnts.push(h.cnt);
+    }
+    cnts
 }
 
 const MODES: [Mode; 2] = [Mode::Raw, Mode::Ud];
@@ -403,9 +464,7 @@ fn fault_runs_are_deterministic() {
 /// delivered + dropped.
 #[test]
 fn raw_receiver_counts_each_drop_cause() {
-    use spead::verbs::frame::{checksum, udp_frame};
-    use spead::verbs::{FrameDrop, IbvConfig, Receiver};
-    use std::net::SocketAddrV4;
+    use spead::verbs::frame::checksum;
 
     for verify in [false, true] {
         let net = Net::new(31, Mode::Raw, 1);
@@ -415,20 +474,8 @@ fn raw_receiver_counts_each_drop_cause() {
         cfg.buffer_size = 64 * 1472;
         cfg.verify_checksums = verify;
         let mut rx = Receiver::raw(&net.verbs[1], &cfg).unwrap();
-        let tx_port = net.sim.port_of(net.hosts[0].0).unwrap();
-        let o = group.ip().octets();
-        let good = |cnt: u64| {
-            let p = Plan::new(Mode::Raw, 1, 1, 100);
-            let pkt = &p.packets_of(cnt)[0];
-            udp_frame(
-                sim_mac(net.hosts[0].1),
-                SocketAddrV4::new(net.hosts[0].1, 9000),
-                [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]],
-                group,
-                4,
-                pkt,
-            )
-        };
+        let group_mac = Mac::for_ipv4_multicast(*group.ip()).0;
+        let good = |cnt: u64| net.heap_frame(cnt, group_mac, group);
         let fix_ip_checksum = |f: &mut Vec<u8>| {
             f[24..26].copy_from_slice(&[0, 0]);
             let c = checksum(&f[14..14 + usize::from(f[14] & 0x0f) * 4]);
@@ -450,17 +497,8 @@ fn raw_receiver_counts_each_drop_cause() {
         zero[40..42].copy_from_slice(&[0, 0]);
         let mut wrong = good(6);
         wrong[40] ^= 0x5a;
-        let frames = [good(1), options, fragment, good(4), zero, wrong];
-        for f in frames {
-            net.sim.with_fabric(|fab| fab.transmit(tx_port, f)).unwrap();
-        }
-        net.sim.run_until_idle();
-        let mut stream = spead::recv::Stream::new(lenient());
-        while rx
-            .poll_into(&mut stream, Some(std::time::Duration::from_millis(1)))
-            .unwrap()
-            > 0
-        {}
+        net.inject([good(1), options, fragment, good(4), zero, wrong]);
+        let stream = drain(&mut rx);
         let s = rx.stats();
         assert_eq!(s.frames, 6, "{s:?}");
         assert_eq!(s.frames, s.delivered + s.dropped_total());
@@ -473,12 +511,7 @@ fn raw_receiver_counts_each_drop_cause() {
             assert_eq!(s.delivered, 5, "{s:?}");
             assert_eq!(checksum_drops, None, "{s:?}");
         }
-        stream.flush();
-        let mut cnts = Vec::new();
-        while let Some(h) = stream.pop_heap() {
-            assert!(h.complete);
-            cnts.push(h.cnt);
-        }
+        let cnts = complete_cnts(stream);
         let want: &[u64] = if verify {
             &[1, 2, 4, 5]
         } else {
@@ -493,60 +526,26 @@ fn raw_receiver_counts_each_drop_cause() {
 /// steered by its own flow rule; a port no endpoint names reaches no receive queue.
 #[test]
 fn raw_reader_takes_multicast_unicast_and_wildcard_endpoints() {
-    use spead::verbs::frame::udp_frame;
-    use spead::verbs::{IbvConfig, Receiver};
-    use std::net::SocketAddrV4;
-
     let net = Net::new(32, Mode::Raw, 1);
     let (tx_ip, rx_ip) = (net.hosts[0].1, net.hosts[1].1);
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 77, 4, 1), 7000);
     let unicast = SocketAddrV4::new(rx_ip, 7001);
     let wildcard = SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 7002);
-    let mut cfg = IbvConfig::new(vec![group, unicast, wildcard], rx_ip);
-    cfg.max_size = 1472;
-    cfg.buffer_size = 64 * 1472;
-    let mut rx = Receiver::raw(&net.verbs[1], &cfg).unwrap();
-    let tx_port = net.sim.port_of(net.hosts[0].0).unwrap();
-    let o = group.ip().octets();
-    let frame = |cnt: u64, dst_mac: [u8; 6], dst: SocketAddrV4| {
-        let p = Plan::new(Mode::Raw, 1, 1, 100);
-        udp_frame(
-            sim_mac(tx_ip),
-            SocketAddrV4::new(tx_ip, 9000),
-            dst_mac,
-            dst,
-            4,
-            &p.packets_of(cnt)[0],
-        )
-    };
+    let (cfg, mut rx) = net.raw_reader(vec![group, unicast, wildcard]);
+    let frame = |cnt, dst_mac, dst| net.heap_frame(cnt, dst_mac, dst);
     let to_rx = sim_mac(rx_ip);
-    let frames = [
-        frame(1, [1, 0, 0x5e, o[1] & 0x7f, o[2], o[3]], group),
+    net.inject([
+        frame(1, Mac::for_ipv4_multicast(*group.ip()).0, group),
         frame(2, to_rx, unicast),
         frame(3, to_rx, SocketAddrV4::new(rx_ip, 7002)),
         // No endpoint has port 7003: no flow rule steers it to the reader.
         frame(4, to_rx, SocketAddrV4::new(rx_ip, 7003)),
         frame(5, to_rx, SocketAddrV4::new(rx_ip, 7002)),
-    ];
-    for f in frames {
-        net.sim.with_fabric(|fab| fab.transmit(tx_port, f)).unwrap();
-    }
-    net.sim.run_until_idle();
-    let mut stream = spead::recv::Stream::new(lenient());
-    while rx
-        .poll_into(&mut stream, Some(std::time::Duration::from_millis(1)))
-        .unwrap()
-        > 0
-    {}
+    ]);
+    let stream = drain(&mut rx);
     let s = rx.stats();
     assert_eq!((s.frames, s.delivered), (4, 4), "{s:?}");
-    stream.flush();
-    let mut cnts = Vec::new();
-    while let Some(h) = stream.pop_heap() {
-        assert!(h.complete);
-        cnts.push(h.cnt);
-    }
-    assert_eq!(cnts, [1, 2, 3, 5]);
+    assert_eq!(complete_cnts(stream), [1, 2, 3, 5]);
     // A unicast endpoint must be an address of the interface (spead2 looks its MAC up).
     let other = IbvConfig::new(vec![SocketAddrV4::new(tx_ip, 7001)], rx_ip);
     let e = Receiver::raw(&net.verbs[1], &other).unwrap_err();

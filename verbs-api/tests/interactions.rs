@@ -48,6 +48,23 @@ fn recording_qp(log: Arc<Mutex<Vec<u64>>>) -> MockQueuePair {
     qp
 }
 
+/// An endpoint of `qp` on `cq` that polls (no channel), on port 1 of `ctx`.
+fn polled_endpoint(
+    ctx: MockContext,
+    qp: MockQueuePair,
+    cq: MockCompletionQueue,
+) -> Endpoint<MockContext> {
+    Endpoint {
+        qp,
+        cq,
+        channel: None,
+        pd: MockProtectionDomain::new(),
+        ctx,
+        port: 1,
+        notification: Notification::Poll,
+    }
+}
+
 fn recv_wc(wr_id: u64, byte_len: u32) -> Completion {
     Completion {
         wr_id,
@@ -97,15 +114,7 @@ fn repost_loop_reposts_every_completed_receive_slot() {
             Ok(0)
         }
     });
-    let ep = Endpoint {
-        qp,
-        cq,
-        channel: None,
-        pd: MockProtectionDomain::new(),
-        ctx,
-        port: 1,
-        notification: Notification::Poll,
-    };
+    let ep = polled_endpoint(ctx, qp, cq);
     let mut seen = Vec::new();
     let opts = RepostOptions {
         max_poll: 2,
@@ -163,15 +172,7 @@ fn repost_loop_releases_flushed_slots_instead_of_reposting() {
         out[..4].copy_from_slice(&flushed);
         Ok(4)
     });
-    let ep = Endpoint {
-        qp,
-        cq,
-        channel: None,
-        pd: MockProtectionDomain::new(),
-        ctx,
-        port: 1,
-        notification: Notification::Poll,
-    };
+    let ep = polled_endpoint(ctx, qp, cq);
     let stats = repost_loop(&ep, &pool, &RepostOptions::default(), |_| -1).unwrap();
     assert_eq!(stats.errors, 4);
     assert_eq!(stats.reposted, 0);

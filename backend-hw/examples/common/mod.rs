@@ -9,10 +9,10 @@ use std::net::{TcpListener, TcpStream};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use backend_hw::{HwCq, HwQp};
+use backend_hw::{HwCompChannel, HwContext, HwCq, HwPd, HwQp, HwVerbs};
 use verbs_api::{
-    Completion, CompletionChannel, CompletionQueue, Error, ErrorKind, Gid, Mtu, QueuePair, RecvWr,
-    Result, Sge,
+    AhAttr, Completion, CompletionChannel, CompletionQueue, Context, Error, ErrorKind, Gid,
+    GlobalRoute, Mtu, QpCap, QpInitAttr, QpType, QueuePair, RecvWr, Result, SendFlags, Sge, Verbs,
 };
 
 /// The work request id of receives, as rdma-core's examples use.
@@ -274,6 +274,135 @@ pub fn random_psn() -> u32 {
     u32::try_from((x >> 40) & 0x00ff_ffff).unwrap_or(0)
 }
 
+/// Opens the device `-d` names, or the first device, as rdma-core's examples do.
+///
+/// # Errors
+/// No device, or the device's open failing.
+pub fn open_device(name: &'static str, args: &Args) -> Result<HwContext> {
+    let verbs = HwVerbs::new();
+    let device = match &args.device {
+        Some(d) => d.clone(),
+        None => verbs
+            .devices()?
+            .into_iter()
+            .next()
+            .map(|d| d.name)
+            .ok_or_else(|| Error::new(ErrorKind::NoDevice, name, "No IB devices found"))?,
+    };
+    verbs.open(&device)
+}
+
+/// The CQ (`rx_depth + 1` entries, on `channel` with `-e`) and the QP of `qp_type` (one
+/// send, `rx_depth` receives, one SGE each) of rdma-core's examples, and the flags of
+/// their sends: signaled, and inline when the QP takes `-s` bytes inline.
+///
+/// # Errors
+/// The CQ's or the QP's creation failing.
+pub fn queues(
+    ctx: &HwContext,
+    pd: &HwPd,
+    channel: Option<&HwCompChannel>,
+    args: &Args,
+    qp_type: QpType,
+) -> Result<(HwCq, HwQp, SendFlags)> {
+    let cq = ctx.create_cq(args.rx_depth + 1, channel, 0)?;
+    let cap = QpCap::new(1, args.rx_depth, 1, 1);
+    let qp = ctx.create_qp(pd, &QpInitAttr::new(qp_type, &cq, cap))?;
+    let mut send_flags = SendFlags::SIGNALED;
+    if qp.cap().max_inline_data as usize >= args.size {
+        send_flags |= SendFlags::INLINE;
+    }
+    Ok((cq, qp, send_flags))
+}
+
+/// Posts `args.rx_depth` receives of `sge`; returns how many were posted.
+///
+/// # Errors
+/// [`ErrorKind::QueueFull`] when fewer were posted, as rdma-core's "Couldn't post receive".
+pub fn post_initial_recvs(name: &'static str, qp: &HwQp, sge: &Sge, args: &Args) -> Result<u32> {
+    let routs = post_recvs(qp, sge, args.rx_depth);
+    if routs < args.rx_depth {
+        return Err(Error::new(
+            ErrorKind::QueueFull,
+            name,
+            format!("Couldn't post receive ({routs})"),
+        ));
+    }
+    Ok(routs)
+}
+
+/// This side's address: the port's LID, `qpn`, a random PSN, and the GID at `-g` (zero
+/// without it).
+///
+/// # Errors
+/// The GID query failing.
+pub fn local_dest(ctx: &HwContext, args: &Args, lid: u16, qpn: u32) -> Result<Dest> {
+    let gid = match args.gid_index {
+        Some(i) => ctx.query_gid(args.ib_port, i.into())?,
+        None => Gid::ZERO,
+    };
+    Ok(Dest {
+        lid,
+        qpn,
+        psn: random_psn(),
+        gid,
+    })
+}
+
+/// Prints an address line as rdma-core's examples do: `label` is `local address: ` or
+/// `remote address:`, `gid_sep` what comes before `GID` (ud_pingpong's local line has a
+/// colon there, every other line a comma).
+pub fn print_address(label: &str, d: &Dest, gid_sep: char) {
+    println!(
+        "  {label} LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}{gid_sep} GID {}",
+        d.lid,
+        d.qpn,
+        d.psn,
+        gid_text(&d.gid)
+    );
+}
+
+/// The exchange of addresses: the client (`args.server` set) sends first and then calls
+/// `connect`; the server calls `connect` before it answers. Returns the peer's address.
+///
+/// # Errors
+/// Connection and protocol errors, and `connect`'s.
+pub fn exchange(
+    args: &Args,
+    mine: &Dest,
+    connect: impl FnOnce(&Dest) -> Result<()>,
+) -> Result<Dest> {
+    match &args.server {
+        Some(server) => {
+            let r = client_exchange(server, args.port, mine)?;
+            connect(&r)?;
+            Ok(r)
+        }
+        None => server_exchange(args.port, mine, connect),
+    }
+}
+
+/// The address vector to the peer `rem`: its LID, with a GRH to its GID when it has one
+/// (sent from the GID at `-g`), at service level `-l`.
+pub fn av_to(args: &Args, rem: &Dest) -> AhAttr {
+    let mut av = AhAttr {
+        dlid: rem.lid,
+        sl: args.sl,
+        port_num: args.ib_port,
+        ..AhAttr::default()
+    };
+    if rem.gid.interface_id() != 0 {
+        av.is_global = true;
+        av.grh = GlobalRoute {
+            dgid: rem.gid,
+            hop_limit: 1,
+            sgid_index: args.gid_index.unwrap_or(0),
+            ..GlobalRoute::default()
+        };
+    }
+    av
+}
+
 /// Posts `n` receives of `sge` with [`RECV_WRID`]; returns how many were posted.
 pub fn post_recvs(qp: &HwQp, sge: &Sge, n: u32) -> u32 {
     let list = [*sge];
@@ -296,19 +425,18 @@ pub fn post_recvs(qp: &HwQp, sge: &Sge, n: u32) -> u32 {
 ///
 /// # Errors
 /// A failed completion, post or poll.
-#[allow(clippy::too_many_arguments)]
 pub fn run_loop(
     args: &Args,
     qp: &HwQp,
     cq: &HwCq,
-    channel: Option<&backend_hw::HwCompChannel>,
+    channel: Option<&HwCompChannel>,
     recv_sge: &Sge,
     mut post_send: impl FnMut() -> Result<()>,
-    is_client: bool,
     mut routs: u32,
 ) -> Result<()> {
     let mut pending = RECV_WRID;
-    if is_client {
+    // The client (`args.server` set) sends first.
+    if args.server.is_some() {
         post_send()?;
         pending |= SEND_WRID;
     }

@@ -9,9 +9,9 @@ use std::time::Duration;
 use crate::ffi;
 use crate::rdmacm::addr::{self, Local};
 use crate::rdmacm::channel::KEvent;
-use crate::rdmacm::cm::{cm, listen_service, post, Cm, MAX_BACKLOG};
+use crate::rdmacm::cm::{listen_service, post, Cm, MAX_BACKLOG};
 use crate::rdmacm::event::complete;
-use crate::rdmacm::id::{cm_id, fail, CmId, IdInner, State};
+use crate::rdmacm::id::{cm_and_id, cm_id, fail, IdInner, State};
 use crate::rdmacm::query::publish;
 use crate::state::lock;
 
@@ -41,19 +41,15 @@ pub unsafe extern "C" fn rdma_bind_addr(
     id: *mut ffi::rdma_cm_id,
     sa: *mut libc::sockaddr,
 ) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
     // SAFETY: the caller's socket address.
     let Ok(Some(a)) = (unsafe { addr::read(sa) }) else {
         return fail(libc::EINVAL);
     };
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
     let shared = std::sync::Arc::clone(&cid.shared);
     let mut g = lock(&shared.inner);
     if let Err(e) = bind(c, shared.endpoint.id, &mut g, a) {
@@ -124,20 +120,16 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     dst_addr: *mut libc::sockaddr,
     timeout_ms: c_int,
 ) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
     // SAFETY: the caller's socket addresses.
     let (src, dst) = match unsafe { (addr::read(src_addr), addr::read(dst_addr)) } {
         (Ok(s), Ok(Some(d))) => (s, d),
         _ => return fail(libc::EINVAL),
     };
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
     let shared = std::sync::Arc::clone(&cid.shared);
     {
         let mut g = lock(&shared.inner);
@@ -252,15 +244,11 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut ffi::rdma_cm_id, _timeout_m
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_listen(id: *mut ffi::rdma_cm_id, backlog: c_int) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid: &mut CmId = unsafe { cm_id(id) };
     let shared = std::sync::Arc::clone(&cid.shared);
     let mut g = lock(&shared.inner);
     if g.state == State::Idle {

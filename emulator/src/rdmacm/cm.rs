@@ -421,6 +421,35 @@ fn backlog_full(g: &IdInner) -> bool {
     g.pending_requests >= g.backlog
 }
 
+/// Takes a request from `from` at listener `g`: a new passive id (see [`passive_id`])
+/// in connection state `conn` with `peer`, after `init` set what else the request says;
+/// the request counts against the backlog until the program takes its event. `None`
+/// when the backlog is full: the request is dropped.
+fn take_request(
+    c: &Cm,
+    g: &mut IdInner,
+    src: SocketAddr,
+    dst: SocketAddr,
+    conn: Conn,
+    peer: Peer,
+    init: impl FnOnce(&mut IdInner),
+) -> Option<*mut CmId> {
+    if backlog_full(g) {
+        return None;
+    }
+    let p = passive_id(c, g, src, dst);
+    // SAFETY: `p` is the new id, ours alone until its event is handed out.
+    let id = unsafe { &*p };
+    {
+        let mut n = lock(&id.shared.inner);
+        n.conn = conn;
+        n.peer = Some(peer);
+        init(&mut n);
+    }
+    g.pending_requests += 1;
+    Some(p)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn connect_request(
     c: &Cm,
@@ -446,28 +475,21 @@ fn connect_request(
         );
         return;
     }
-    if backlog_full(g) {
-        return;
-    }
-    let p = passive_id(c, g, src, dst);
-    // SAFETY: `p` is the new id, ours alone until its event is handed out.
-    let conn = unsafe { &*p };
-    {
-        let mut n = lock(&conn.shared.inner);
-        n.conn = Conn::ReqRcvd;
-        n.peer = Some(Peer {
-            ep: from,
-            qpn: data.qpn,
-            psn: data.psn,
-        });
+    let peer = Peer {
+        ep: from,
+        qpn: data.qpn,
+        psn: data.psn,
+    };
+    let Some(p) = take_request(c, g, src, dst, Conn::ReqRcvd, peer, |n| {
         // cm.c `cm_format_req_event`: the requester's resources, from our side.
         n.resp_res = data.initiator_depth;
         n.init_depth = data.responder_resources;
         n.flow_control = data.flow_control;
         n.retry_count = data.retry_count;
         n.rnr_retry_count = data.rnr_retry_count;
-    }
-    g.pending_requests += 1;
+    }) else {
+        return;
+    };
     let seen = ConnData {
         responder_resources: data.initiator_depth,
         initiator_depth: data.responder_resources,
@@ -506,22 +528,14 @@ fn sidr_request(
         );
         return;
     }
-    if backlog_full(g) {
+    let peer = Peer {
+        ep: from,
+        qpn: 0,
+        psn: 0,
+    };
+    let Some(p) = take_request(c, g, src, dst, Conn::SidrReqRcvd, peer, |_| {}) else {
         return;
-    }
-    let p = passive_id(c, g, src, dst);
-    // SAFETY: as in `connect_request`.
-    let conn = unsafe { &*p };
-    {
-        let mut n = lock(&conn.shared.inner);
-        n.conn = Conn::SidrReqRcvd;
-        n.peer = Some(Peer {
-            ep: from,
-            qpn: 0,
-            psn: 0,
-        });
-    }
-    g.pending_requests += 1;
+    };
     post(
         &g.channel,
         ep,

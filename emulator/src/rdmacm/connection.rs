@@ -7,12 +7,11 @@ use std::ffi::{c_int, c_void};
 
 use crate::ffi;
 use crate::rdmacm::addr;
-use crate::rdmacm::cm::cm;
 use crate::rdmacm::event::{
     complete, establish, CMA_HDR, REJ_PRIVATE_DATA, REP_PRIVATE_DATA, REQ_PRIVATE_DATA,
     SIDR_REP_PRIVATE_DATA, SIDR_REQ_PRIVATE_DATA,
 };
-use crate::rdmacm::id::{cm_id, fail, Conn, IdInner, State};
+use crate::rdmacm::id::{cm_and_id, fail, Conn, IdInner, State};
 use crate::rdmacm::network::{
     Address, ConnData, Message, Service, REJ_CONSUMER_DEFINED, SIDR_REJECT,
 };
@@ -81,15 +80,13 @@ pub unsafe extern "C" fn rdma_connect(
     id: *mut ffi::rdma_cm_id,
     conn_param: *mut ffi::rdma_conn_param,
 ) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id and parameters.
-    let (cid, param) = unsafe { (cm_id(id), conn_param.as_ref()) };
+    // SAFETY: the caller's parameters.
+    let param = unsafe { conn_param.as_ref() };
     let limits = device_limits(cid.raw.verbs);
     let qp = cid.raw.qp;
     {
@@ -199,15 +196,13 @@ pub unsafe extern "C" fn rdma_accept(
     id: *mut ffi::rdma_cm_id,
     conn_param: *mut ffi::rdma_conn_param,
 ) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id and parameters.
-    let (cid, param) = unsafe { (cm_id(id), conn_param.as_ref()) };
+    // SAFETY: the caller's parameters.
+    let param = unsafe { conn_param.as_ref() };
     let qp = cid.raw.qp;
     if qp.is_null() && param.is_none() {
         // librdmacm reads conn_param->qp_num here (and crashes); the emulator refuses.
@@ -300,15 +295,11 @@ pub unsafe extern "C" fn rdma_accept(
 /// The kernel's reject (`ucma_reject`): REJ (consumer defined) to a connect request, or a
 /// SIDR REP with status REJECT to a SIDR request.
 fn reject(id: *mut ffi::rdma_cm_id, p: *const c_void, len: u8, reason: i32) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
     let mut g = lock(&cid.shared.inner);
     let Some(peer) = g.peer else {
         return fail(libc::EINVAL);
@@ -382,15 +373,11 @@ pub unsafe extern "C" fn rdma_reject_ece(
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_disconnect(id: *mut ffi::rdma_cm_id) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
     if cid.raw.verbs.is_null() {
         return fail(libc::EINVAL);
     }
@@ -429,15 +416,11 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut ffi::rdma_cm_id) -> c_int {
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_establish(id: *mut ffi::rdma_cm_id) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
     if !cid.raw.qp.is_null() {
         return fail(libc::EINVAL);
     }

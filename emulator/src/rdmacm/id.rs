@@ -228,6 +228,23 @@ pub struct IdShared {
     pub acked: Condvar,
 }
 
+impl IdShared {
+    /// Waits, with `g` (this id's state) locked, until the program has acknowledged every
+    /// event reported for the id; returns the lock.
+    pub fn wait_all_acked<'a>(
+        &'a self,
+        mut g: std::sync::MutexGuard<'a, IdInner>,
+    ) -> std::sync::MutexGuard<'a, IdInner> {
+        while g.acked < g.reported {
+            g = self
+                .acked
+                .wait(g)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        g
+    }
+}
+
 /// `struct rdma_cm_id` and the id it is.
 #[repr(C)]
 #[derive(Debug)]
@@ -248,6 +265,22 @@ pub struct CmId {
 pub unsafe fn cm_id<'a>(id: *mut ffi::rdma_cm_id) -> &'a mut CmId {
     // SAFETY: every id we hand out is the first field of a leaked CmId.
     unsafe { &mut *id.cast::<CmId>() }
+}
+
+/// What a librdmacm call on `id` starts with: the connection manager (ENODEV without a
+/// device) and the id (EINVAL for a NULL one), or the errno to [`fail`] with.
+///
+/// # Safety
+/// `id` is NULL or a live id of ours.
+pub unsafe fn cm_and_id<'a>(
+    id: *mut ffi::rdma_cm_id,
+) -> Result<(&'static crate::rdmacm::cm::Cm, &'a mut CmId), c_int> {
+    let c = crate::rdmacm::cm::cm()?;
+    if id.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a live id of ours, as the caller promises.
+    Ok((c, unsafe { cm_id(id) }))
 }
 
 /// The librdmacm return of a failure: -1 with errno.

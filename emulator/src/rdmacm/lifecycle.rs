@@ -9,7 +9,7 @@ use crate::ffi;
 use crate::rdmacm::channel::EventChannel;
 use crate::rdmacm::cm::{cm, destroy_kernel};
 use crate::rdmacm::event::rdma_ack_cm_event;
-use crate::rdmacm::id::{cm_id, fail, CmId, IdInner};
+use crate::rdmacm::id::{cm_and_id, cm_id, fail, CmId, IdInner};
 use crate::rdmacm::query::free_path;
 use crate::state::lock;
 
@@ -130,32 +130,18 @@ pub fn make_sync(cid: &mut CmId, g: &mut IdInner) -> Result<(), c_int> {
 /// # Safety
 /// `id` is a live id of ours, destroyed once, after its QP (`rdma_destroy_qp`).
 pub unsafe extern "C" fn rdma_destroy_id(id: *mut ffi::rdma_cm_id) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
+    // SAFETY: the caller's live id.
+    let (c, cid) = match unsafe { cm_and_id(id) } {
+        Ok(x) => x,
         Err(e) => return fail(e),
     };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
     destroy_kernel(c, &cid.shared);
     if !cid.raw.event.is_null() {
         // SAFETY: the id's own unacknowledged event.
         unsafe { rdma_ack_cm_event(cid.raw.event) };
         cid.raw.event = null_mut();
     }
-    let sync = {
-        let mut g = lock(&cid.shared.inner);
-        while g.acked < g.reported {
-            g = cid
-                .shared
-                .acked
-                .wait(g)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        g.sync
-    };
+    let sync = cid.shared.wait_all_acked(lock(&cid.shared.inner)).sync;
     free_path(cid);
     if sync {
         // SAFETY: a synchronous id's channel is its own, made in rdma_create_id or
@@ -208,13 +194,7 @@ pub unsafe extern "C" fn rdma_migrate_id(
         }
         g.channel = Arc::clone(&new_shared);
         g.sync = sync;
-        while g.acked < g.reported {
-            g = cid
-                .shared
-                .acked
-                .wait(g)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
+        drop(cid.shared.wait_all_acked(g));
         cid.raw.channel
     };
     cid.raw.channel = target;

@@ -7,26 +7,22 @@
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	if (!list || !list[0]) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) FAIL("ibv_open_device");
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	static char buf[8192];
-	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
-	struct ibv_cq *cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	if (!pd || !mr || !cq) FAIL("setup");
+	struct base b;
+	if (open_base(&b, buf, sizeof buf)) return 1;
+	struct ibv_cq *cq = ibv_create_cq(b.ctx, 16, NULL, NULL, 0);
+	if (!cq) FAIL("ibv_create_cq");
 	struct ibv_srq_init_attr si = { .srq_context = (void *)0x5151, .attr = { .max_wr = 8, .max_sge = 1 } };
-	struct ibv_srq *srq = ibv_create_srq(pd, &si);
+	struct ibv_srq *srq = ibv_create_srq(b.pd, &si);
 	if (!srq) FAIL("ibv_create_srq");
 	printf("srq max_wr >= 8: %d\n", si.attr.max_wr >= 8);
-	struct ibv_qp *qp = ud_qp(pd, cq, srq);
+	struct ibv_qp *qp = ud_qp(b.pd, cq, srq);
 	if (!qp) FAIL("UD QP on the SRQ");
-	struct ibv_ah *ah = self_ah(ctx, pd);
+	struct ibv_ah *ah = self_ah(b.ctx, b.pd);
 	if (!ah) FAIL("ibv_create_ah");
 
 	for (int i = 0; i < 2; i++) {
-		struct ibv_sge sge = { .addr = (uintptr_t)buf + 4096 + 1024 * i, .length = 1024, .lkey = mr->lkey };
+		struct ibv_sge sge = { .addr = (uintptr_t)buf + 4096 + 1024 * i, .length = 1024, .lkey = b.mr->lkey };
 		struct ibv_recv_wr wr = { .wr_id = 100 + i, .sg_list = &sge, .num_sge = 1 }, *bad;
 		if ((errno = ibv_post_srq_recv(srq, &wr, &bad))) FAIL("ibv_post_srq_recv");
 	}
@@ -34,7 +30,7 @@ int main(void)
 	if ((errno = ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT))) FAIL("ibv_modify_srq");
 
 	strcpy(buf, "below the limit");
-	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 16, .lkey = mr->lkey };
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 16, .lkey = b.mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
 		.send_flags = IBV_SEND_SIGNALED,
@@ -42,10 +38,10 @@ int main(void)
 	}, *bad;
 	if ((errno = ibv_post_send(qp, &wr, &bad))) FAIL("ibv_post_send");
 
-	struct pollfd pfd = { .fd = ctx->async_fd, .events = POLLIN };
+	struct pollfd pfd = { .fd = b.ctx->async_fd, .events = POLLIN };
 	if (poll(&pfd, 1, 10000) != 1) FAIL("poll on async_fd");
 	struct ibv_async_event ev;
-	if (ibv_get_async_event(ctx, &ev)) FAIL("ibv_get_async_event");
+	if (ibv_get_async_event(b.ctx, &ev)) FAIL("ibv_get_async_event");
 	printf("async event \"%s\" on our srq %d\n", ibv_event_type_str(ev.event_type), ev.element.srq == srq);
 	ibv_ack_async_event(&ev);
 	if (ibv_query_srq(srq, &sa)) FAIL("ibv_query_srq");
@@ -63,9 +59,9 @@ int main(void)
 	printf("payload \"%s\"\n", buf + 4096 + 40);
 
 	if (ibv_destroy_qp(qp) || ibv_destroy_srq(srq) || ibv_destroy_ah(ah) || ibv_destroy_cq(cq) ||
-	    ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+	    ibv_dereg_mr(b.mr) || ibv_dealloc_pd(b.pd) || ibv_close_device(b.ctx))
 		FAIL("teardown");
-	ibv_free_device_list(list);
+	ibv_free_device_list(b.list);
 	printf("done\n");
 	return 0;
 }

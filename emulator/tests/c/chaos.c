@@ -366,13 +366,9 @@ int main(int argc, char **argv)
 	}
 	state = strtoull(argv[1], NULL, 0) * 0x9e3779b97f4a7c15ull | 1;
 	long steps = strtol(argv[2], NULL, 0);
-	int n;
-	struct ibv_device **devs = ibv_get_device_list(&n);
-	if (!devs || n < 1)
-		FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(devs[0]);
-	if (!ctx)
-		FAIL("ibv_open_device");
+	struct ibv_device **devs;
+	struct ibv_context *ctx = open_first_device(&devs);
+	if (!ctx) return 1;
 	for (long s = 0; s < steps; s++)
 		step(ctx);
 	/* Free what is left, users first. */

@@ -6,17 +6,6 @@
 #include "cm_util.h"
 #include <poll.h>
 
-/* Polls `cq` until one completion arrives; returns it in `wc`. */
-static int one_wc(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	for (long spins = 0; spins < 200000000; spins++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n)
-			return n;
-	}
-	return 0;
-}
-
 int main(void)
 {
 	struct rdma_event_channel *sch = rdma_create_event_channel();

@@ -4,16 +4,6 @@
  * one receives what the other sends to the group with the join's address vector. */
 #include "cm_util.h"
 
-static int one_wc(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	for (long spins = 0; spins < 200000000; spins++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-		if (n)
-			return n;
-	}
-	return 0;
-}
-
 struct node {
 	struct rdma_cm_id *id;
 	struct ibv_pd *pd;

@@ -1,5 +1,5 @@
-/* What the connection-manager test programs share: waiting for one event of a kind, and
- * IPv4 socket addresses. */
+/* What the connection-manager test programs share: waiting for one event of a kind or
+ * one completion, and IPv4 socket addresses. */
 #ifndef EMU_TEST_CM_UTIL_H
 #define EMU_TEST_CM_UTIL_H
 #include "util.h"
@@ -56,4 +56,16 @@ static inline const char *gid_str(const union ibv_gid *g)
 }
 
 #define CHECK(call) do { if (call) FAIL(#call); } while (0)
+
+/* Polls `cq` until one completion arrives (or a few hundred million empty polls);
+ * returns how many came (1 or 0), the completion in `wc`. */
+static inline int one_wc(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	for (long spins = 0; spins < 200000000; spins++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+		if (n)
+			return n;
+	}
+	return 0;
+}
 #endif

@@ -6,34 +6,30 @@
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	if (!list || !list[0]) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	static char buf[4096];
-	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) : NULL;
-	if (!mr) FAIL("setup");
+	struct base b;
+	if (open_base(&b, buf, sizeof buf)) return 1;
 
 	struct ibv_cq_init_attr_ex ts = { .cqe = 4, .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
 	errno = 0;
-	printf("timestamps: %s\n", ibv_create_cq_ex(ctx, &ts) ? "ok" : strerror(errno));
+	printf("timestamps: %s\n", ibv_create_cq_ex(b.ctx, &ts) ? "ok" : strerror(errno));
 
 	struct ibv_cq_init_attr_ex a = {
 		.cqe = 8,
 		.wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM |
 			    IBV_WC_EX_WITH_SRC_QP,
 	};
-	struct ibv_cq_ex *cq = ibv_create_cq_ex(ctx, &a);
+	struct ibv_cq_ex *cq = ibv_create_cq_ex(b.ctx, &a);
 	if (!cq) FAIL("ibv_create_cq_ex");
-	struct ibv_qp *qp = ud_qp(pd, ibv_cq_ex_to_cq(cq), NULL);
-	struct ibv_ah *ah = qp ? self_ah(ctx, pd) : NULL;
+	struct ibv_qp *qp = ud_qp(b.pd, ibv_cq_ex_to_cq(cq), NULL);
+	struct ibv_ah *ah = qp ? self_ah(b.ctx, b.pd) : NULL;
 	if (!ah) FAIL("UD QP");
 
-	struct ibv_sge rsge = { .addr = (uintptr_t)buf + 2048, .length = 2048, .lkey = mr->lkey };
+	struct ibv_sge rsge = { .addr = (uintptr_t)buf + 2048, .length = 2048, .lkey = b.mr->lkey };
 	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &rsge, .num_sge = 1 }, *bad_r;
 	if ((errno = ibv_post_recv(qp, &rwr, &bad_r))) FAIL("ibv_post_recv");
 	strcpy(buf, "extended");
-	struct ibv_sge ssge = { .addr = (uintptr_t)buf, .length = 9, .lkey = mr->lkey };
+	struct ibv_sge ssge = { .addr = (uintptr_t)buf, .length = 9, .lkey = b.mr->lkey };
 	struct ibv_send_wr swr = {
 		.wr_id = 9, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
 		.send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(0x600d),
@@ -63,9 +59,9 @@ int main(void)
 	ibv_end_poll(cq);
 
 	if (ibv_destroy_qp(qp) || ibv_destroy_ah(ah) || ibv_destroy_cq(ibv_cq_ex_to_cq(cq)) ||
-	    ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+	    ibv_dereg_mr(b.mr) || ibv_dealloc_pd(b.pd) || ibv_close_device(b.ctx))
 		FAIL("teardown");
-	ibv_free_device_list(list);
+	ibv_free_device_list(b.list);
 	printf("done\n");
 	return 0;
 }

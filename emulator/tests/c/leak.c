@@ -4,10 +4,10 @@
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	if (!list || !list[0]) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_device **list;
+	struct ibv_context *ctx = open_first_device(&list);
+	if (!ctx) return 1;
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	static char buf[64];
 	if (!pd || !ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE)) FAIL("setup");
 	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, NULL, 0);

@@ -20,11 +20,9 @@ int main(int argc, char **argv)
 	void *init_obj = dlsym(h, "mlx5dv_init_obj");
 	printf("symbols found %d\n", is_supported && query && create_wq && init_obj);
 	if (!is_supported || !query || !create_wq) return 1;
-	int n;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	if (!list || n < 1) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) FAIL("ibv_open_device");
+	struct ibv_device **list;
+	struct ibv_context *ctx = open_first_device(&list);
+	if (!ctx) return 1;
 	printf("mlx5dv_is_supported(%s) %d\n", ibv_get_device_name(list[0]), is_supported(list[0]));
 	static char attrs[512];
 	printf("mlx5dv_query_device %s\n", strerror(query(ctx, attrs)));

@@ -57,10 +57,10 @@ static int write_through(struct ibv_qp *qp, struct ibv_mr *local, char *src, uin
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	if (!list || !list[0]) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_device **list;
+	struct ibv_context *ctx = open_first_device(&list);
+	if (!ctx) return 1;
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	static char win[4096], mine[4096];
 	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, win, sizeof win,
 					    IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND) : NULL;

@@ -6,14 +6,11 @@
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	if (!list || !list[0]) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
 	static char buf[8192];
-	struct ibv_mr *mr = pd ? ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE) : NULL;
-	struct ibv_cq *cq = mr ? ibv_create_cq(ctx, 16, NULL, NULL, 0) : NULL;
-	struct ibv_qp *plain = cq ? ud_qp(pd, cq, NULL) : NULL;
+	struct base b;
+	if (open_base(&b, buf, sizeof buf)) return 1;
+	struct ibv_cq *cq = ibv_create_cq(b.ctx, 16, NULL, NULL, 0);
+	struct ibv_qp *plain = cq ? ud_qp(b.pd, cq, NULL) : NULL;
 	if (!plain) FAIL("setup");
 	printf("plain QP has a qp_ex: %d\n", ibv_qp_to_qp_ex(plain) != NULL);
 
@@ -22,17 +19,17 @@ int main(void)
 		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1,
 			 .max_inline_data = 64 },
 		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
-		.pd = pd,
+		.pd = b.pd,
 		.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM,
 	};
-	struct ibv_qp *qp = ud_rts(ibv_create_qp_ex(ctx, &ia));
+	struct ibv_qp *qp = ud_rts(ibv_create_qp_ex(b.ctx, &ia));
 	if (!qp) FAIL("ibv_create_qp_ex");
 	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
-	struct ibv_ah *ah = self_ah(ctx, pd);
+	struct ibv_ah *ah = self_ah(b.ctx, b.pd);
 	if (!qpx || !ah) FAIL("ibv_qp_to_qp_ex");
 
 	for (int i = 0; i < 2; i++) {
-		struct ibv_sge r = { .addr = (uintptr_t)buf + 4096 + 1024 * i, .length = 1024, .lkey = mr->lkey };
+		struct ibv_sge r = { .addr = (uintptr_t)buf + 4096 + 1024 * i, .length = 1024, .lkey = b.mr->lkey };
 		struct ibv_recv_wr rwr = { .wr_id = 100 + i, .sg_list = &r, .num_sge = 1 }, *bad;
 		if ((errno = ibv_post_recv(qp, &rwr, &bad))) FAIL("ibv_post_recv");
 	}
@@ -42,7 +39,7 @@ int main(void)
 	qpx->wr_flags = IBV_SEND_SIGNALED;
 	ibv_wr_send_imm(qpx, htobe32(0x77));
 	ibv_wr_set_ud_addr(qpx, ah, qp->qp_num, QKEY);
-	ibv_wr_set_sge(qpx, mr->lkey, (uintptr_t)buf, 12);
+	ibv_wr_set_sge(qpx, b.mr->lkey, (uintptr_t)buf, 12);
 	qpx->wr_id = 2;
 	ibv_wr_send(qpx);
 	ibv_wr_set_ud_addr(qpx, ah, qp->qp_num, QKEY);
@@ -68,13 +65,13 @@ int main(void)
 	printf("payloads \"%s\" \"%s\"\n", buf + 4096 + 40, buf + 5120 + 40);
 
 	ibv_wr_start(qpx);
-	ibv_wr_set_sge(qpx, mr->lkey, (uintptr_t)buf, 4);
+	ibv_wr_set_sge(qpx, b.mr->lkey, (uintptr_t)buf, 4);
 	printf("setter without a request: %s\n", strerror(ibv_wr_complete(qpx)));
 
 	if (ibv_destroy_qp(qp) || ibv_destroy_qp(plain) || ibv_destroy_ah(ah) || ibv_destroy_cq(cq) ||
-	    ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) || ibv_close_device(ctx))
+	    ibv_dereg_mr(b.mr) || ibv_dealloc_pd(b.pd) || ibv_close_device(b.ctx))
 		FAIL("teardown");
-	ibv_free_device_list(list);
+	ibv_free_device_list(b.list);
 	printf("done\n");
 	return 0;
 }

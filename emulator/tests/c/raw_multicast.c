@@ -3,13 +3,8 @@
  * of them, the other sending whole Ethernet/IPv4/UDP frames to that group with the IP
  * checksum offloaded. The static-inline ibv_create_flow reaches the emulator through
  * verbs_context. Prints what was received; exits non-zero at the first failing call. */
-#include <infiniband/verbs.h>
+#include "util.h"
 #include <arpa/inet.h>
-#include <stdio.h>
-#include <string.h>
-#include <errno.h>
-
-#define FAIL(what) do { fprintf(stderr, "%s failed: %s\n", what, strerror(errno)); return 1; } while (0)
 
 struct rule {
 	struct ibv_flow_attr attr;
@@ -41,10 +36,9 @@ static struct ibv_qp *raw_qp(struct ibv_pd *pd, struct ibv_cq *cq)
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	if (!list || !list[0]) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) FAIL("ibv_open_device");
+	struct ibv_device **list;
+	struct ibv_context *ctx = open_first_device(&list);
+	if (!ctx) return 1;
 	struct ibv_device_attr_ex dev;
 	if ((errno = ibv_query_device_ex(ctx, NULL, &dev))) FAIL("ibv_query_device_ex");
 	printf("managed flow steering %d, raw ip csum %d\n",

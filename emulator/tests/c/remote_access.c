@@ -132,13 +132,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int server = !strcmp(argv[1], "server");
-	int n;
-	struct ibv_device **devs = ibv_get_device_list(&n);
-	if (!devs || n < 1)
-		FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(devs[0]);
-	if (!ctx)
-		FAIL("ibv_open_device");
+	struct ibv_device **devs;
+	struct ibv_context *ctx = open_first_device(&devs);
+	if (!ctx) return 1;
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	if (!pd)
 		FAIL("ibv_alloc_pd");

@@ -5,29 +5,22 @@
 
 int main(void)
 {
-	int n;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	if (!list || n < 1) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) FAIL("ibv_open_device");
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	if (!pd) FAIL("ibv_alloc_pd");
 	static char buf[4096];
-	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr) FAIL("ibv_reg_mr");
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct base b;
+	if (open_base(&b, buf, sizeof buf)) return 1;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(b.ctx);
 	if (!ch) FAIL("ibv_create_comp_channel");
-	struct ibv_cq *cq = ibv_create_cq(ctx, 4, NULL, ch, 0);
+	struct ibv_cq *cq = ibv_create_cq(b.ctx, 4, NULL, ch, 0);
 	if (!cq) FAIL("ibv_create_cq");
 	printf("created: cqe %d\n", cq->cqe);
 	int r = ibv_resize_cq(cq, 20);
 	printf("resize to 20: %d, cqe %d\n", r, cq->cqe);
-	struct ibv_qp *qp = ud_qp(pd, cq, NULL);
-	struct ibv_ah *ah = self_ah(ctx, pd);
+	struct ibv_qp *qp = ud_qp(b.pd, cq, NULL);
+	struct ibv_ah *ah = self_ah(b.ctx, b.pd);
 	if (!qp || !ah) FAIL("UD QP and AH");
 
 	/* Three signaled sends to a QP number nobody has: three send completions. */
-	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey };
+	struct ibv_sge sge = { .addr = (uintptr_t)buf, .length = 8, .lkey = b.mr->lkey };
 	struct ibv_send_wr wr[3], *bad;
 	for (int i = 0; i < 3; i++)
 		wr[i] = (struct ibv_send_wr){
@@ -54,9 +47,9 @@ int main(void)
 		printf(" %llu/%d", (unsigned long long)wc[i].wr_id, wc[i].status);
 	printf("\n");
 	if (ibv_destroy_qp(qp) || ibv_destroy_ah(ah) || ibv_destroy_cq(cq) ||
-	    ibv_destroy_comp_channel(ch) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) ||
-	    ibv_close_device(ctx))
+	    ibv_destroy_comp_channel(ch) || ibv_dereg_mr(b.mr) || ibv_dealloc_pd(b.pd) ||
+	    ibv_close_device(b.ctx))
 		FAIL("teardown");
-	ibv_free_device_list(list);
+	ibv_free_device_list(b.list);
 	return 0;
 }

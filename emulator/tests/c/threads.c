@@ -78,10 +78,10 @@ static void *run(void *arg)
 
 int main(void)
 {
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	if (!list || !list[0]) FAIL("ibv_get_device_list");
-	ctx = ibv_open_device(list[0]);
-	pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	struct ibv_device **list;
+	ctx = open_first_device(&list);
+	if (!ctx) return 1;
+	pd = ibv_alloc_pd(ctx);
 	ah = pd ? self_ah(ctx, pd) : NULL;
 	if (!ah) FAIL("setup");
 	pthread_t t[THREADS];

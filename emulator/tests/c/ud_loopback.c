@@ -9,34 +9,27 @@
 
 int main(void)
 {
-	int n;
-	struct ibv_device **list = ibv_get_device_list(&n);
-	if (!list || n < 1) FAIL("ibv_get_device_list");
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) FAIL("ibv_open_device");
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	if (!pd) FAIL("ibv_alloc_pd");
 	static char buf[4096];
-	struct ibv_mr *mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
-	if (!mr) FAIL("ibv_reg_mr");
-	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
+	struct base b;
+	if (open_base(&b, buf, sizeof buf)) return 1;
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(b.ctx);
 	if (!ch) FAIL("ibv_create_comp_channel");
-	struct ibv_cq *cq = ibv_create_cq(ctx, 16, (void *)0x1234, ch, 0);
+	struct ibv_cq *cq = ibv_create_cq(b.ctx, 16, (void *)0x1234, ch, 0);
 	if (!cq) FAIL("ibv_create_cq");
-	struct ibv_qp *qp = ud_qp(pd, cq, NULL);
+	struct ibv_qp *qp = ud_qp(b.pd, cq, NULL);
 	if (!qp) FAIL("UD QP");
 	printf("qp state %d\n", qp->state);
 
-	struct ibv_ah *ah = self_ah(ctx, pd);
+	struct ibv_ah *ah = self_ah(b.ctx, b.pd);
 	if (!ah) FAIL("ibv_create_ah");
 
-	struct ibv_sge rsge = { .addr = (uintptr_t)buf + 1024, .length = 1024, .lkey = mr->lkey };
+	struct ibv_sge rsge = { .addr = (uintptr_t)buf + 1024, .length = 1024, .lkey = b.mr->lkey };
 	struct ibv_recv_wr rwr = { .wr_id = 7, .sg_list = &rsge, .num_sge = 1 }, *bad_r;
 	if ((errno = ibv_post_recv(qp, &rwr, &bad_r))) FAIL("ibv_post_recv");
 	if ((errno = ibv_req_notify_cq(cq, 0))) FAIL("ibv_req_notify_cq");
 
 	strcpy(buf, "hello through the emulated NIC");
-	struct ibv_sge ssge = { .addr = (uintptr_t)buf, .length = (uint32_t)strlen(buf) + 1, .lkey = mr->lkey };
+	struct ibv_sge ssge = { .addr = (uintptr_t)buf, .length = (uint32_t)strlen(buf) + 1, .lkey = b.mr->lkey };
 	struct ibv_send_wr swr = {
 		.wr_id = 9, .sg_list = &ssge, .num_sge = 1, .opcode = IBV_WR_SEND_WITH_IMM,
 		.send_flags = IBV_SEND_SIGNALED, .imm_data = htobe32(0xabcd0123),
@@ -73,21 +66,21 @@ int main(void)
 	/* The reply address, from the receive's completion and its GRH area. */
 	struct ibv_wc *rwc = wc[0].opcode & IBV_WC_RECV ? &wc[0] : &wc[1];
 	struct ibv_ah_attr reply;
-	if (ibv_init_ah_from_wc(ctx, 1, rwc, (struct ibv_grh *)(buf + 1024), &reply))
+	if (ibv_init_ah_from_wc(b.ctx, 1, rwc, (struct ibv_grh *)(buf + 1024), &reply))
 		FAIL("ibv_init_ah_from_wc");
 	union ibv_gid own;
-	if (ibv_query_gid(ctx, 1, 1, &own)) FAIL("ibv_query_gid");
+	if (ibv_query_gid(b.ctx, 1, 1, &own)) FAIL("ibv_query_gid");
 	printf("reply is_global %d dgid_is_own %d sgid_index %d hop_limit %d port %d\n", reply.is_global,
 	       !memcmp(&reply.grh.dgid, &own, sizeof own), reply.grh.sgid_index, reply.grh.hop_limit,
 	       reply.port_num);
-	struct ibv_ah *reply_ah = ibv_create_ah_from_wc(pd, rwc, (struct ibv_grh *)(buf + 1024), 1);
+	struct ibv_ah *reply_ah = ibv_create_ah_from_wc(b.pd, rwc, (struct ibv_grh *)(buf + 1024), 1);
 	if (!reply_ah || ibv_destroy_ah(reply_ah)) FAIL("ibv_create_ah_from_wc");
 
 	if (ibv_destroy_qp(qp) || ibv_destroy_ah(ah) || ibv_destroy_cq(cq) ||
-	    ibv_destroy_comp_channel(ch) || ibv_dereg_mr(mr) || ibv_dealloc_pd(pd) ||
-	    ibv_close_device(ctx))
+	    ibv_destroy_comp_channel(ch) || ibv_dereg_mr(b.mr) || ibv_dealloc_pd(b.pd) ||
+	    ibv_close_device(b.ctx))
 		FAIL("teardown");
-	ibv_free_device_list(list);
+	ibv_free_device_list(b.list);
 	printf("done\n");
 	return 0;
 }

@@ -1,4 +1,5 @@
-/* What the C test programs share: failing loudly, and a UD QP brought up to RTS. */
+/* What the C test programs share: failing loudly, opening the device, and a UD QP
+ * brought up to RTS. */
 #ifndef EMU_TEST_UTIL_H
 #define EMU_TEST_UTIL_H
 #include <infiniband/verbs.h>
@@ -9,6 +10,48 @@
 #define FAIL(what) do { fprintf(stderr, "%s failed: %s\n", what, strerror(errno)); return 1; } while (0)
 
 #define QKEY 0x11111111
+
+/* Opens the first device; `*list` is the device list, for the program to free. NULL when
+ * there is no device or it does not open, with the failing call named on stderr. */
+static inline struct ibv_context *open_first_device(struct ibv_device ***list)
+{
+	*list = ibv_get_device_list(NULL);
+	if (!*list || !(*list)[0]) {
+		fprintf(stderr, "ibv_get_device_list failed: %s\n", strerror(errno));
+		return NULL;
+	}
+	struct ibv_context *ctx = ibv_open_device((*list)[0]);
+	if (!ctx)
+		fprintf(stderr, "ibv_open_device failed: %s\n", strerror(errno));
+	return ctx;
+}
+
+/* What most programs start from: the first device (its list kept for the program to
+ * free), a PD on it, and a buffer registered on the PD for local writes. */
+struct base {
+	struct ibv_device **list;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+};
+
+/* Fills `b`, registering the `len` bytes at `buf`; 0, or -1 with the failing call named
+ * on stderr. */
+static inline int open_base(struct base *b, void *buf, size_t len)
+{
+	b->ctx = open_first_device(&b->list);
+	if (!b->ctx)
+		return -1;
+	const char *failed = NULL;
+	b->pd = ibv_alloc_pd(b->ctx);
+	if (!b->pd)
+		failed = "ibv_alloc_pd";
+	else if (!(b->mr = ibv_reg_mr(b->pd, buf, len, IBV_ACCESS_LOCAL_WRITE)))
+		failed = "ibv_reg_mr";
+	if (failed)
+		fprintf(stderr, "%s failed: %s\n", failed, strerror(errno));
+	return failed ? -1 : 0;
+}
 
 /* Brings a UD QP to RTS with qkey QKEY; returns it, or NULL with errno set. */
 static inline struct ibv_qp *ud_rts(struct ibv_qp *qp)

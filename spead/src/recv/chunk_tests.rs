@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use super::*;
 use crate::descriptor::Descriptor;
 use crate::send::{heap_to_bytes, Heap as SendHeap};
+use crate::test_support::stop_heap;
 use crate::wire::{Flavour, HEAP_LENGTH_ID, PAYLOAD_LENGTH_ID};
 
 const HEAP_PAYLOAD_SIZE: usize = 1024;
@@ -22,11 +23,7 @@ fn heap_payload(position: u64) -> Vec<u8> {
 /// One heap of the test item group: position 0x1000 (immediate), payload 0x1001,
 /// extra 0x1002 (immediate).
 fn heap_bytes(cnt: u64, position: u64) -> Vec<u8> {
-    let mut h = SendHeap::new(F);
-    h.add_immediate(0x1000, position);
-    h.add_item(0x1001, heap_payload(position), false);
-    h.add_immediate(0x1002, position * 3);
-    heap_to_bytes(&h, cnt, 9000).unwrap()
+    crate::test_support::spead2_chunk_heap(cnt, position, HEAP_PAYLOAD_SIZE, true)
 }
 
 fn descriptor_heap() -> Vec<u8> {
@@ -40,23 +37,9 @@ fn descriptor_heap() -> Vec<u8> {
     heap_to_bytes(&h, 1, 9000).unwrap()
 }
 
-fn stop_heap(cnt: u64) -> Vec<u8> {
-    let mut h = SendHeap::new(F);
-    h.add_end();
-    heap_to_bytes(&h, cnt, 9000).unwrap()
-}
-
 /// spead2's `make_packet`: one packet of heap `position` with bytes `[start, end)`.
 fn packet(position: u64, start: usize, end: usize) -> Vec<u8> {
-    let ptrs = [
-        F.immediate(1, position),
-        F.immediate(3, start as u64),
-        F.immediate(4, (end - start) as u64),
-        F.immediate(2, HEAP_PAYLOAD_SIZE as u64),
-        F.immediate(0x1000, position),
-        F.address(0x1001, 0),
-    ];
-    crate::wire::encode_packet(F, &ptrs, &heap_payload(position)[start..end]).unwrap()
+    crate::test_support::spead2_chunk_packet(position, start, end, HEAP_PAYLOAD_SIZE)
 }
 
 /// spead2's `place_plain`: items are [0x1000, HEAP_LENGTH, 0x1002].

@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
+use verbs_api::helpers::Notification;
 use verbs_api::{Context, Verbs};
 
 use super::VerbsError;
@@ -171,9 +172,22 @@ impl IbvConfig {
         Ok(iface)
     }
 
-    /// How long one wait for completions may last (busy polling waits not at all).
+    /// Whether completions are waited for on a completion channel (a `comp_vector` of 0
+    /// or more, as spead2) rather than busy-polled.
     pub(crate) fn uses_channel(&self) -> bool {
         self.comp_vector >= 0
+    }
+
+    /// How an endpoint learns of completions: on its channel when
+    /// [`uses_channel`](Self::uses_channel), by polling otherwise.
+    pub(crate) fn notification(&self) -> Notification {
+        if self.uses_channel() {
+            Notification::Channel {
+                solicited_only: false,
+            }
+        } else {
+            Notification::Poll
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::time::Duration;
 
-use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint, Notification};
+use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint};
 use verbs_api::pool::{SlotPool, SlotPoolConfig, SlotToken};
 use verbs_api::{
     ipv4_multicast_mac, Completion, Context, DeviceCapFlags, EthFilter, FlowAttr, FlowSpec, Gid,
@@ -254,19 +254,12 @@ impl<C: Context> Receiver<C> {
             _ => (cfg.max_size + HEADERS, 0),
         };
         let slots = slot_count(&attr, cfg, slot + padding);
-        let notification = if cfg.uses_channel() {
-            Notification::Channel {
-                solicited_only: false,
-            }
-        } else {
-            Notification::Poll
-        };
         let ep = ContextBuilder::new(qp_type)
             .device(&dev.device)
             .port(dev.port)
             .queues(1, slots as u32, 1, 1)
             .cq_size(slots as u32)
-            .notification(notification)
+            .notification(cfg.notification())
             .comp_vector(cfg.comp_vector)
             .build(verbs)?;
         let params = ConnectParams {

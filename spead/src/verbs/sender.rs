@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint, Notification};
+use verbs_api::helpers::{bring_up, ConnectParams, ContextBuilder, Endpoint};
 use verbs_api::pool::{SlotPool, SlotPoolConfig, SlotToken};
 use verbs_api::{
     ipv4_multicast_mac, AccessFlags, AhAttr, Completion, CompletionQueue, Context, DeviceCapFlags,
@@ -293,19 +293,12 @@ impl<C: Context> Sender<C> {
             .min(attr.max_qp_wr as usize)
             .min(attr.max_cqe as usize);
         let sges = (MAX_SGE as u32).min(attr.max_sge.max(1));
-        let notification = if cfg.uses_channel() {
-            Notification::Channel {
-                solicited_only: false,
-            }
-        } else {
-            Notification::Poll
-        };
         let ep = ContextBuilder::new(qp_type)
             .device(&dev.device)
             .port(dev.port)
             .queues(slots as u32, 1, sges, 1)
             .cq_size(slots as u32)
-            .notification(notification)
+            .notification(cfg.notification())
             .comp_vector(cfg.comp_vector)
             .build(verbs)?;
         let params = ConnectParams {

@@ -214,9 +214,15 @@ impl<C: Context> Rig<C> {
     pub fn rc_pair_on(&self, cq_a: &C::Cq, cq_b: &C::Cq, access: AccessFlags) -> (C::Qp, C::Qp) {
         let a = self.qp(QpType::Rc, cq_a, 64);
         let b = self.qp(QpType::Rc, cq_b, 64);
-        bring_up(&a, QpState::Rts, &self.connect_params(b.qp_num(), access)).expect("bring up A");
-        bring_up(&b, QpState::Rts, &self.connect_params(a.qp_num(), access)).expect("bring up B");
+        self.connect(&a, &b, access);
         (a, b)
+    }
+
+    /// Brings the RC or UC QPs `a` and `b` (still in RESET) up to RTS, each connected to
+    /// the other with the default parameters and allowing `access`.
+    pub fn connect(&self, a: &C::Qp, b: &C::Qp, access: AccessFlags) {
+        bring_up(a, QpState::Rts, &self.connect_params(b.qp_num(), access)).expect("bring up A");
+        bring_up(b, QpState::Rts, &self.connect_params(a.qp_num(), access)).expect("bring up B");
     }
 
     /// A UD QP on `cq` in RTS with Q_Key `qkey`.

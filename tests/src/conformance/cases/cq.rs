@@ -1,6 +1,7 @@
 //! Completion queues: sizes, notification (next and solicited-only), overrun.
 
 use super::*;
+use crate::conformance::rig::CqPair;
 
 /// An armed CQ raises one event on its channel; it is acked; unarmed, nothing comes.
 pub fn cq_events_notify_and_ack<V: Verbs>(env: &Env<V>) {
@@ -85,10 +86,7 @@ pub fn cq_overrun_raises_async_event<V: Verbs>(env: &Env<V>) {
         post_recv(&r, i as u64, &[sge(&mr, i * 256, 256)]);
     }
     for i in 0..n {
-        post_send(
-            &s,
-            SendWr::ud_send(i as u64, &[sge(&mr, 0, 16)], &ah, r.qp_num(), QKEY).signaled(),
-        );
+        post_send(&s, ud_send(i as u64, &[sge(&mr, 0, 16)], &ah, r.qp_num()));
     }
     poll_n(&send_cq.cq, n);
     let ev = wait_async(&rig.ctx, Some(&send_cq.cq), |e| {
@@ -156,18 +154,13 @@ pub fn req_notify_without_channel<V: Verbs>(env: &Env<V>) {
 pub fn solicited_only_wakes_on_flush<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(256, AccessFlags::empty());
     post_recv(&p.b, 1, &[sge(&mr, 0, 64)]);
     p.cq_b.cq.req_notify(true).expect("arm solicited");
     p.b.modify_with(&QpModify::to(QpState::Err))
         .expect("to ERR");
-    let ev = p.cq_b.channel.get_cq_event(Some(Duration::from_secs(5)));
-    log.line(format!(
-        "event: {}",
-        matches!(ev, Ok(Some(h)) if h == p.cq_b.cq.handle())
-    ));
-    p.cq_b.cq.ack_events(1);
+    log_event(&mut log, &p.cq_b, Duration::from_secs(5));
     log.collect("cq_b", &p.cq_b.cq, 1);
     log.check(&[
         "event: true",
@@ -182,21 +175,13 @@ pub fn solicited_only_wakes_on_flush<V: Verbs>(env: &Env<V>) {
 pub fn solicited_only_ignores_unsolicited_error<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(256, AccessFlags::empty());
     let bad = bad_lkey(&mr, 64);
     post_recv(&p.b, 1, &[bad]);
     p.cq_b.cq.req_notify(true).expect("arm solicited");
     post_send(&p.a, SendWr::send(2, &[sge(&mr, 128, 8)]).signaled());
-    let ev = p
-        .cq_b
-        .channel
-        .get_cq_event(Some(Duration::from_millis(500)));
-    log.line(format!(
-        "event: {}",
-        matches!(ev, Ok(Some(h)) if h == p.cq_b.cq.handle())
-    ));
-    p.cq_b.cq.ack_events(1);
+    log_event(&mut log, &p.cq_b, Duration::from_millis(500));
     log.collect("cq_b", &p.cq_b.cq, 1);
     log.check(&[
         "event: false",
@@ -209,18 +194,13 @@ pub fn solicited_only_ignores_unsolicited_error<V: Verbs>(env: &Env<V>) {
 pub fn rearm_keeps_next_completion<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(256, AccessFlags::empty());
     post_recv(&p.b, 1, &[sge(&mr, 0, 64)]);
     p.cq_b.cq.req_notify(false).expect("arm next");
     p.cq_b.cq.req_notify(true).expect("arm solicited");
     post_send(&p.a, SendWr::send(2, &[sge(&mr, 128, 8)]).signaled());
-    let ev = p.cq_b.channel.get_cq_event(Some(Duration::from_secs(5)));
-    log.line(format!(
-        "event: {}",
-        matches!(ev, Ok(Some(h)) if h == p.cq_b.cq.handle())
-    ));
-    p.cq_b.cq.ack_events(1);
+    log_event(&mut log, &p.cq_b, Duration::from_secs(5));
     log.collect("cq_b", &p.cq_b.cq, 1);
     log.collect("cq_a", &p.cq_a.cq, 1);
     log.check(&[
@@ -250,10 +230,7 @@ pub fn cq_overrun_moves_qp_to_err<V: Verbs>(env: &Env<V>) {
         post_recv(&r, 10 + i, &[sge(&mr, i as usize * 256, 256)]);
     }
     for i in 0..4u64 {
-        post_send(
-            &s,
-            SendWr::ud_send(i, &[sge(&mr, 0, 16)], &ah, r.qp_num(), QKEY).signaled(),
-        );
+        post_send(&s, ud_send(i, &[sge(&mr, 0, 16)], &ah, r.qp_num()));
         poll_n(&send_cq.cq, 1);
     }
     log.events(&rig.ctx, &send_cq.cq);
@@ -291,10 +268,7 @@ pub fn one_channel_two_cqs<V: Verbs>(env: &Env<V>) {
     log.line(format!("first event is c2: {}", first == Some(c2.handle())));
     c2.ack_events(1);
     c1.req_notify(false).expect("arm c1");
-    post_send(
-        &s,
-        SendWr::ud_send(2, &[sge(&mr, 0, 4)], &ah, r.qp_num(), QKEY).signaled(),
-    );
+    post_send(&s, ud_send(2, &[sge(&mr, 0, 4)], &ah, r.qp_num()));
     let second = ch.get_cq_event(Some(Duration::from_secs(5))).expect("wait");
     log.line(format!(
         "second event is c1: {}",
@@ -320,9 +294,7 @@ pub fn poll_one_at_a_time<V: Verbs>(env: &Env<V>) {
     let ah = self_ah(&rig);
     let mr = rig.mr(64, AccessFlags::empty());
     let one = [sge(&mr, 0, 1)];
-    let wrs: Vec<_> = (0..4)
-        .map(|i| SendWr::ud_send(i, &one, &ah, 0xff_fff0, QKEY).signaled())
-        .collect();
+    let wrs: Vec<_> = (0..4).map(|i| ud_send(i, &one, &ah, 0xff_fff0)).collect();
     try_send(&s, &wrs).expect("post");
     let mut wc = [Completion::default(); 1];
     let mut got = Vec::new();
@@ -345,10 +317,7 @@ pub fn poll_without_room_leaves_completions<V: Verbs>(env: &Env<V>) {
     let s = ud(&rig, &c.cq, "s", &mut log);
     let ah = self_ah(&rig);
     let mr = rig.mr(64, AccessFlags::empty());
-    post_send(
-        &s,
-        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &ah, 0xff_fff0, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(1, &[sge(&mr, 0, 1)], &ah, 0xff_fff0));
     poll_quiet_for(&c.cq);
     log.line(format!("no room: {}", c.cq.poll(&mut []).expect("poll")));
     log.collect("c", &c.cq, 1);
@@ -366,4 +335,15 @@ fn poll_quiet_for<Q: CompletionQueue>(cq: &Q) {
         let _ = cq.poll(&mut []);
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Waits up to `wait` for an event on `cq`'s channel, logs whether one came for that CQ
+/// (`event: true` or `event: false`), and acks one event.
+fn log_event<C: Context>(log: &mut Log, cq: &CqPair<C>, wait: Duration) {
+    let ev = cq.channel.get_cq_event(Some(wait));
+    log.line(format!(
+        "event: {}",
+        matches!(ev, Ok(Some(h)) if h == cq.cq.handle())
+    ));
+    cq.cq.ack_events(1);
 }

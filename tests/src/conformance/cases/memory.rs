@@ -71,7 +71,7 @@ pub fn mr_keys<V: Verbs>(env: &Env<V>) {
 pub fn reg_mr_over_caller_memory<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
     let mut buf = vec![0u8; 256];
     // SAFETY: `buf` outlives the region (dropped at the end of the case, after `mr`), and
     // is read only after the completion of the write into it.
@@ -90,8 +90,7 @@ pub fn reg_mr_over_caller_memory<V: Verbs>(env: &Env<V>) {
         &p.a,
         SendWr::rdma_write(1, &[sge(&src, 0, 18)], mr.addr() + 100, mr.rkey()).signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 0);
+    p.collect(&mut log, 1, 0);
     drop(mr);
     log.line(String::from_utf8_lossy(&buf[100..118]).into_owned());
     log.check(&[
@@ -137,7 +136,7 @@ pub fn reg_mr_refusals<V: Verbs>(env: &Env<V>) {
 pub fn send_from_deregistered_mr<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let dst = rig.mr(64, AccessFlags::empty());
     post_recv(&p.b, 1, &[sge(&dst, 0, 64)]);
     let gone = rig.mr(64, AccessFlags::empty());
@@ -147,10 +146,8 @@ pub fn send_from_deregistered_mr<V: Verbs>(env: &Env<V>) {
         "post",
         &try_send(&p.a, &[SendWr::send(2, &[stale]).signaled()]),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 0);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.collect(&mut log, 1, 0);
+    p.states(&mut log);
     log.check(&[
         "post: ok",
         "cq_a: wr 2 LocQpOpErr Send len 0 imm - flags - qp a src 0",

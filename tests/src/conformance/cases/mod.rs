@@ -108,8 +108,8 @@ pub(crate) fn expect_wc(wc: &Completion, wr_id: u64, status: WcStatus, opcode: O
     }
 }
 
-/// Two CQs (with channels), one per side, and two connected QPs of `qp_type` in RTS
-/// allowing `access`, after `tweak` adjusted each side's connection parameters.
+/// Two CQs (with channels), one per side, and two connected QPs of one type in RTS,
+/// named `a` and `b` (and their CQs `cq_a` and `cq_b`) in the case's log.
 pub(crate) struct Pair<C: Context> {
     pub cq_a: super::rig::CqPair<C>,
     pub cq_b: super::rig::CqPair<C>,
@@ -117,12 +117,38 @@ pub(crate) struct Pair<C: Context> {
     pub b: C::Qp,
 }
 
+impl<C: Context> Pair<C> {
+    /// Logs `n_a` completions of `cq_a`, then `n_b` of `cq_b` (see [`Log::collect`]).
+    pub fn collect(&self, log: &mut Log, n_a: usize, n_b: usize) {
+        log.collect("cq_a", &self.cq_a.cq, n_a);
+        log.collect("cq_b", &self.cq_b.cq, n_b);
+    }
+
+    /// Logs the states of `a` and `b`, in that order.
+    pub fn states(&self, log: &mut Log) {
+        log.state("a", &self.a);
+        log.state("b", &self.b);
+    }
+}
+
+/// A [`Pair`] of `qp_type` allowing `access`, with the default connection parameters.
 pub(crate) fn pair<C: Context>(
     rig: &Rig<C>,
     qp_type: QpType,
     access: AccessFlags,
-    tweak: impl FnMut(bool, &mut verbs_api::helpers::ConnectParams),
     log: &mut Log,
+) -> Pair<C> {
+    pair_with(rig, qp_type, access, log, |_, _| {})
+}
+
+/// A [`Pair`] of `qp_type` allowing `access`, after `tweak` adjusted each side's
+/// connection parameters (`tweak(false, ..)` for `a`, `tweak(true, ..)` for `b`).
+pub(crate) fn pair_with<C: Context>(
+    rig: &Rig<C>,
+    qp_type: QpType,
+    access: AccessFlags,
+    log: &mut Log,
+    tweak: impl FnMut(bool, &mut verbs_api::helpers::ConnectParams),
 ) -> Pair<C> {
     let cq_a = rig.cq(64);
     let cq_b = rig.cq(64);
@@ -132,6 +158,18 @@ pub(crate) fn pair<C: Context>(
     log.cq("cq_a", &cq_a.cq);
     log.cq("cq_b", &cq_b.cq);
     Pair { cq_a, cq_b, a, b }
+}
+
+/// A local buffer and a remote one allowing every remote access ([`ALL_REMOTE`]), of
+/// `len` bytes each: what an RDMA or atomic request reads from or writes to.
+pub(crate) fn local_and_remote<C: Context>(rig: &Rig<C>, len: usize) -> (C::Mr, C::Mr) {
+    (rig.mr(len, AccessFlags::empty()), rig.mr(len, ALL_REMOTE))
+}
+
+/// A signaled UD SEND of `sges` to QP `qpn` (or [`MULTICAST_QPN`]) behind `ah`, with the
+/// suite's Q_Key [`QKEY`].
+pub(crate) fn ud_send<'a, A>(wr_id: u64, sges: &'a [Sge], ah: &'a A, qpn: u32) -> SendWr<'a, A> {
+    SendWr::ud_send(wr_id, sges, ah, qpn, QKEY).signaled()
 }
 
 /// A UD QP in RTS on `cq`, named `name` in `log`.
@@ -217,28 +255,62 @@ pub(crate) fn group_ah<C: Context>(rig: &Rig<C>, group: Gid) -> C::Ah {
     rig.ctx.create_ah(&rig.pd, &av).expect("multicast AH")
 }
 
-/// Two UD QPs in RTS, `a` and `b`, each on its own CQ, an address handle to the port, and
-/// 4 KiB of registered memory.
+/// Two UD QPs in RTS, `a` and `b`, each on its own CQ (a [`Pair`], which it derefs to),
+/// an address handle to the port, and 4 KiB of registered memory.
 pub(crate) struct UdPair<C: Context> {
-    pub ca: super::rig::CqPair<C>,
-    pub cb: super::rig::CqPair<C>,
-    pub a: C::Qp,
-    pub b: C::Qp,
+    pub pair: Pair<C>,
     pub ah: C::Ah,
     pub mr: C::Mr,
 }
 
+impl<C: Context> std::ops::Deref for UdPair<C> {
+    type Target = Pair<C>;
+
+    fn deref(&self) -> &Pair<C> {
+        &self.pair
+    }
+}
+
 pub(crate) fn ud_pair<C: Context>(rig: &Rig<C>, log: &mut Log) -> UdPair<C> {
-    let ca = rig.cq(16);
-    let cb = rig.cq(16);
-    let a = ud(rig, &ca.cq, "a", log);
-    let b = ud(rig, &cb.cq, "b", log);
+    let cq_a = rig.cq(16);
+    let cq_b = rig.cq(16);
+    let a = ud(rig, &cq_a.cq, "a", log);
+    let b = ud(rig, &cq_b.cq, "b", log);
     UdPair {
-        ca,
-        cb,
-        a,
-        b,
+        pair: Pair { cq_a, cq_b, a, b },
         ah: self_ah(rig),
         mr: rig.mr(4096, AccessFlags::empty()),
     }
+}
+
+/// An SRQ of `max_wr` receives of up to `max_sge` SGEs, with no limit armed.
+pub(crate) fn new_srq<C: Context>(rig: &Rig<C>, max_wr: u32, max_sge: u32) -> C::Srq {
+    rig.ctx
+        .create_srq(&rig.pd, &srq_attr(max_wr, max_sge, 0))
+        .expect("create_srq")
+}
+
+/// Arms (or, with 0, disarms) `srq`'s limit: a MODIFY of SRQ_LIMIT alone.
+pub(crate) fn set_srq_limit<S: SharedReceiveQueue>(srq: &S, limit: u32) -> Result<()> {
+    let attr = SrqAttr {
+        max_wr: 0,
+        max_sge: 0,
+        srq_limit: limit,
+    };
+    srq.modify(&attr, SrqAttrMask::LIMIT)
+}
+
+/// A UD QP in RTS completing to `cq` whose receives come from `srq`, named `name` in
+/// `log`.
+pub(crate) fn ud_on_srq<C: Context>(
+    rig: &Rig<C>,
+    cq: &C::Cq,
+    srq: &C::Srq,
+    name: &'static str,
+    log: &mut Log,
+) -> C::Qp {
+    let qp = rig.qp_on_srq(QpType::Ud, cq, srq);
+    bring_up_ud(rig, &qp, QpState::Rts);
+    log.qp(name, &qp);
+    qp
 }

@@ -1,6 +1,19 @@
 //! UD multicast: attach, fan-out, detach.
 
 use super::*;
+use crate::conformance::rig::CqPair;
+
+/// A sender `s` and a receiver `r`: UD QPs in RTS, each on a CQ of its own (`cs`, `cr`).
+fn sender_and_receiver<C: Context>(
+    rig: &Rig<C>,
+    log: &mut Log,
+) -> (CqPair<C>, CqPair<C>, C::Qp, C::Qp) {
+    let cs = rig.cq(16);
+    let cr = rig.cq(16);
+    let s = ud(rig, &cs.cq, "s", log);
+    let r = ud(rig, &cr.cq, "r", log);
+    (cs, cr, s, r)
+}
 
 /// UD multicast: one copy per attached QP, none after detach, none for the sender.
 pub fn ud_multicast_fan_out_and_detach<V: Verbs>(env: &Env<V>) {
@@ -13,9 +26,7 @@ pub fn ud_multicast_fan_out_and_detach<V: Verbs>(env: &Env<V>) {
     for r in &receivers {
         r.attach_mcast(&group, 0).expect("attach_mcast");
     }
-    let mut av = rig.self_av();
-    av.grh.dgid = group;
-    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("multicast AH");
+    let ah = group_ah(&rig, group);
     let mr = rig.mr(8192, AccessFlags::empty());
     fill(&mr, 0, b"to the group");
     for (i, r) in receivers.iter().enumerate() {
@@ -27,10 +38,7 @@ pub fn ud_multicast_fan_out_and_detach<V: Verbs>(env: &Env<V>) {
             );
         }
     }
-    post_send(
-        &sender,
-        SendWr::ud_send(1, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&sender, ud_send(1, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN));
     expect_wc(
         &poll_n(&send_cq.cq, 1)[0],
         1,
@@ -54,10 +62,7 @@ pub fn ud_multicast_fan_out_and_detach<V: Verbs>(env: &Env<V>) {
         matches!(e.kind(), ErrorKind::NotFound | ErrorKind::InvalidArgument),
         "{e}"
     );
-    post_send(
-        &sender,
-        SendWr::ud_send(2, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&sender, ud_send(2, &[sge(&mr, 0, 12)], &ah, MULTICAST_QPN));
     poll_n(&send_cq.cq, 1);
     let mut wcs = poll_n(&recv_cq.cq, 2);
     wcs.sort_by_key(|w| w.wr_id);
@@ -117,10 +122,7 @@ pub fn multicast_sender_attached_receives_its_own<V: Verbs>(env: &Env<V>) {
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&s, 5, &[sge(&mr, 1024, 256)]);
     post_recv(&r, 6, &[sge(&mr, 2048, 256)]);
-    post_send(
-        &s,
-        SendWr::ud_send(1, &[sge(&mr, 0, 20)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(1, &[sge(&mr, 0, 20)], &ah, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("rs", &rs.cq, 1);
     log.collect("cr", &cr.cq, 1);
@@ -137,10 +139,7 @@ pub fn multicast_sender_attached_receives_its_own<V: Verbs>(env: &Env<V>) {
 pub fn multicast_wrong_qkey_dropped<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let cs = rig.cq(16);
-    let cr = rig.cq(16);
-    let s = ud(&rig, &cs.cq, "s", &mut log);
-    let r = ud(&rig, &cr.cq, "r", &mut log);
+    let (cs, cr, s, r) = sender_and_receiver(&rig, &mut log);
     let group = Gid::from_ipv4(Ipv4Addr::new(239, 77, 0, 4));
     r.attach_mcast(&group, 0).expect("attach r");
     let ah = group_ah(&rig, group);
@@ -160,45 +159,25 @@ pub fn multicast_wrong_qkey_dropped<V: Verbs>(env: &Env<V>) {
 pub fn multicast_two_groups<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let cs = rig.cq(16);
-    let cr = rig.cq(16);
-    let s = ud(&rig, &cs.cq, "s", &mut log);
-    let r = ud(&rig, &cr.cq, "r", &mut log);
+    let (cs, cr, s, r) = sender_and_receiver(&rig, &mut log);
     let g1 = Gid::from_ipv4(Ipv4Addr::new(239, 77, 1, 1));
     let g2 = Gid::from_ipv4(Ipv4Addr::new(239, 77, 1, 2));
     r.attach_mcast(&g1, 0).expect("attach g1");
     r.attach_mcast(&g2, 0).expect("attach g2");
-    let ah = |g: Gid| {
-        let mut av = rig.self_av();
-        av.grh.dgid = g;
-        rig.ctx.create_ah(&rig.pd, &av).expect("ah")
-    };
-    let (a1, a2) = (ah(g1), ah(g2));
+    let (a1, a2) = (group_ah(&rig, g1), group_ah(&rig, g2));
     let mr = rig.mr(4096, AccessFlags::empty());
     for i in 0..3 {
         post_recv(&r, 10 + i, &[sge(&mr, 1024 + i as usize * 256, 256)]);
     }
-    post_send(
-        &s,
-        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &a1, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(1, &[sge(&mr, 0, 1)], &a1, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("cr", &cr.cq, 1);
-    post_send(
-        &s,
-        SendWr::ud_send(2, &[sge(&mr, 0, 2)], &a2, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(2, &[sge(&mr, 0, 2)], &a2, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("cr", &cr.cq, 1);
     r.detach_mcast(&g1, 0).expect("detach g1");
-    post_send(
-        &s,
-        SendWr::ud_send(3, &[sge(&mr, 0, 3)], &a1, MULTICAST_QPN, QKEY).signaled(),
-    );
-    post_send(
-        &s,
-        SendWr::ud_send(4, &[sge(&mr, 0, 4)], &a2, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(3, &[sge(&mr, 0, 3)], &a1, MULTICAST_QPN));
+    post_send(&s, ud_send(4, &[sge(&mr, 0, 4)], &a2, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 2);
     log.collect("cr", &cr.cq, 1);
     r.detach_mcast(&g2, 0).expect("detach g2");
@@ -217,19 +196,11 @@ pub fn multicast_two_groups<V: Verbs>(env: &Env<V>) {
 pub fn multicast_to_an_empty_group<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let cs = rig.cq(16);
-    let cr = rig.cq(16);
-    let s = ud(&rig, &cs.cq, "s", &mut log);
-    let r = ud(&rig, &cr.cq, "r", &mut log);
-    let mut av = rig.self_av();
-    av.grh.dgid = Gid::from_ipv4(Ipv4Addr::new(239, 77, 1, 9));
-    let ah = rig.ctx.create_ah(&rig.pd, &av).expect("ah");
+    let (cs, cr, s, r) = sender_and_receiver(&rig, &mut log);
+    let ah = group_ah(&rig, Gid::from_ipv4(Ipv4Addr::new(239, 77, 1, 9)));
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&r, 10, &[sge(&mr, 1024, 256)]);
-    post_send(
-        &s,
-        SendWr::ud_send(1, &[sge(&mr, 0, 5)], &ah, MULTICAST_QPN, QKEY).signaled(),
-    );
+    post_send(&s, ud_send(1, &[sge(&mr, 0, 5)], &ah, MULTICAST_QPN));
     log.collect("cs", &cs.cq, 1);
     log.collect("cr", &cr.cq, 0);
     log.check(&["cs: wr 1 Success Send len 5 imm - flags - qp s src 0"]);

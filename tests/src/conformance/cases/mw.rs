@@ -92,6 +92,24 @@ impl<C: Context> Setup<C> {
         self.log.collect("cq_b", &self.cq_b, 1);
     }
 
+    /// A type 1 window over the window's range with `access`, bound by `bind1` as work
+    /// request 1.
+    fn bound1(&mut self, access: AccessFlags) -> C::Mw {
+        let mw = self.alloc(MwType::Type1);
+        let info = self.window_info(access);
+        self.bind1(&mw, 1, info);
+        mw
+    }
+
+    /// A type 2 window over the window's range with `access`, bound by `bind2` as work
+    /// request 1, and its rkey.
+    fn bound2(&mut self, access: AccessFlags) -> (C::Mw, u32) {
+        let mw = self.alloc(MwType::Type2);
+        let info = self.window_info(access);
+        let rkey = self.bind2(&mw, 1, info);
+        (mw, rkey)
+    }
+
     /// Binds a type 2 window with a BIND_MW request on b.
     fn bind2(&mut self, mw: &C::Mw, wr_id: u64, info: MwBindInfo) -> u32 {
         let rkey = inc_rkey(mw.rkey());
@@ -169,9 +187,7 @@ pub fn mw_device_caps<V: Verbs>(env: &Env<V>) {
 /// writes and reads the region through it, though the region has no remote access.
 pub fn mw_type1_bind_write_read<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(RW);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(RW);
     s.write(2, WIN_OFF + 8, mw.rkey());
     fill(&s.mr, WIN_OFF + 100, b"read me through it");
     s.read(3, WIN_OFF + 100, mw.rkey());
@@ -197,9 +213,7 @@ pub fn mw_type1_bind_write_read<V: Verbs>(env: &Env<V>) {
 /// the region succeeds. mlx5 checks the window's bounds (REM_ACCESS_ERR).
 pub fn mw_access_outside_the_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(RW);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(RW);
     s.read(2, 0, mw.rkey());
     s.read(3, 4096 - 8, mw.rkey());
     s.log.state("a", &s.a);
@@ -229,9 +243,7 @@ pub fn mw_access_outside_the_window<V: Verbs>(env: &Env<V>) {
 /// fails with REM_ACCESS_ERR.
 pub fn mw_write_through_read_only_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(AccessFlags::REMOTE_READ);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(AccessFlags::REMOTE_READ);
     s.read(2, WIN_OFF, mw.rkey());
     s.write(3, WIN_OFF, mw.rkey());
     s.log.state("a", &s.a);
@@ -251,11 +263,9 @@ pub fn mw_write_through_read_only_window<V: Verbs>(env: &Env<V>) {
 /// of length 0 unbinds it: its rkey is refused too.
 pub fn mw_type1_rebind_and_unbind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(RW);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(RW);
     let first = mw.rkey();
-    s.bind1(&mw, 2, info);
+    s.bind1(&mw, 2, s.window_info(RW));
     s.log.line(format!(
         "rkey changed {}, same index {}",
         first != mw.rkey(),
@@ -265,7 +275,7 @@ pub fn mw_type1_rebind_and_unbind<V: Verbs>(env: &Env<V>) {
     let unbind = MwBindInfo {
         length: 0,
         addr: 0,
-        ..info
+        ..s.window_info(RW)
     };
     s.bind1(&mw, 4, unbind);
     s.write(5, WIN_OFF, mw.rkey());
@@ -292,11 +302,9 @@ pub fn mw_type1_rebind_and_unbind<V: Verbs>(env: &Env<V>) {
 /// An rkey of a window that was rebound is refused: the old rkey no longer matches.
 pub fn mw_old_rkey_refused_after_rebind<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(RW);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(RW);
     let old = mw.rkey();
-    s.bind1(&mw, 2, info);
+    s.bind1(&mw, 2, s.window_info(RW));
     s.write(3, WIN_OFF, old);
     s.log.check(&[
         "bind_mw: ok",
@@ -398,9 +406,7 @@ pub fn mw_bind_past_the_region<V: Verbs>(env: &Env<V>) {
 /// LOCAL_INV (completion LOCAL_INV, length 0): its rkey is refused afterwards.
 pub fn mw_type2_bind_and_local_inv<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type2);
-    let info = s.window_info(RW);
-    let rkey = s.bind2(&mw, 1, info);
+    let (_mw, rkey) = s.bound2(RW);
     s.write(2, WIN_OFF, rkey);
     let r = try_send(&s.b, &[SendWr::local_inv(3, rkey).signaled()]);
     s.log.result("post LOCAL_INV", &r);
@@ -427,9 +433,7 @@ pub fn mw_type2_bind_and_local_inv<V: Verbs>(env: &Env<V>) {
 /// refused afterwards.
 pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type2);
-    let info = s.window_info(RW);
-    let rkey = s.bind2(&mw, 1, info);
+    let (mw, rkey) = s.bound2(RW);
     let recv = s.rig.mr(64, AccessFlags::LOCAL_WRITE);
     post_recv(&s.b, 10, &[sge(&recv, 0, 64)]);
     fill(&s.local, 0, b"invalidate");
@@ -443,7 +447,7 @@ pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
         "imm_data holds the window's rkey: {}",
         got.imm_data == rkey
     ));
-    let rkey2 = s.bind2(&mw, 3, info);
+    let rkey2 = s.bind2(&mw, 3, s.window_info(RW));
     s.log.line(format!("new rkey differs: {}", rkey2 != rkey));
     s.write(4, WIN_OFF, rkey);
     // mlx5 (the simulator's personality): no GRH flag on RC, the peer's QPN as src_qp.
@@ -475,10 +479,8 @@ pub fn mw_type2_send_with_inv<V: Verbs>(env: &Env<V>) {
 /// to ERR.
 pub fn mw_type2_errors<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type2);
-    let info = s.window_info(RW);
-    s.bind2(&mw, 1, info);
-    s.bind2(&mw, 2, info);
+    let (mw, _) = s.bound2(RW);
+    s.bind2(&mw, 2, s.window_info(RW));
     s.log.state("b", &s.b);
     // a's QP is still fine: a LOCAL_INV there of a type 1 window's rkey.
     let t1 = s.alloc(MwType::Type1);
@@ -553,9 +555,7 @@ pub fn mw_send_with_inv_bad_rkey<V: Verbs>(env: &Env<V>) {
 /// Deallocating a bound window revokes its rkey.
 pub fn mw_dealloc_bound_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(RW);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(RW);
     let rkey = mw.rkey();
     drop(mw);
     s.write(2, WIN_OFF, rkey);
@@ -572,9 +572,7 @@ pub fn mw_dealloc_bound_window<V: Verbs>(env: &Env<V>) {
 /// remote address is an offset from the window's start.
 pub fn mw_type2_zero_based<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type2);
-    let info = s.window_info(RW | AccessFlags::ZERO_BASED);
-    let rkey = s.bind2(&mw, 1, info);
+    let (_mw, rkey) = s.bound2(RW | AccessFlags::ZERO_BASED);
     fill(&s.local, 0, b"zero-based write");
     let buf = [sge(&s.local, 0, 16)];
     let r = try_send(&s.a, &[SendWr::rdma_write(2, &buf, 8, rkey).signaled()]);
@@ -598,9 +596,7 @@ pub fn mw_type2_zero_based<V: Verbs>(env: &Env<V>) {
 /// C10-74 requires): a fetch-and-add returns the old value and adds.
 pub fn mw_atomic_through_window<V: Verbs>(env: &Env<V>) {
     let mut s = setup(env);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(AccessFlags::REMOTE_ATOMIC);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(AccessFlags::REMOTE_ATOMIC);
     s.mr.write(WIN_OFF + 16, &40u64.to_ne_bytes())
         .expect("write MR");
     let buf = [sge(&s.local, 64, 8)];
@@ -629,9 +625,7 @@ pub fn mw_atomic_through_window<V: Verbs>(env: &Env<V>) {
 /// WRITE goes through the window.
 pub fn mw_uc_bind_and_write<V: Verbs>(env: &Env<V>) {
     let mut s = setup_on(env, QpType::Uc);
-    let mw = s.alloc(MwType::Type1);
-    let info = s.window_info(AccessFlags::REMOTE_WRITE);
-    s.bind1(&mw, 1, info);
+    let mw = s.bound1(AccessFlags::REMOTE_WRITE);
     s.write(2, WIN_OFF + 32, mw.rkey());
     s.log.line(format!(
         "landed {:?}",

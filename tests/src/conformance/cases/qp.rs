@@ -236,10 +236,11 @@ pub fn rd_atomic_rounds_up_to_power_of_two<V: Verbs>(env: &Env<V>) {
 pub fn query_qp_reports_attributes_and_psns<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
+    let p = pair_with(
         &rig,
         QpType::Rc,
         AccessFlags::REMOTE_WRITE,
+        &mut log,
         |b, p| {
             p.sq_psn = if b { 500 } else { 100 };
             if let Some(r) = p.remote.as_mut() {
@@ -250,7 +251,6 @@ pub fn query_qp_reports_attributes_and_psns<V: Verbs>(env: &Env<V>) {
             p.rnr_retry = 6;
             p.min_rnr_timer = 9;
         },
-        &mut log,
     );
     let mr = rig.mr(256, AccessFlags::empty());
     for i in 0..3 {
@@ -370,7 +370,7 @@ pub fn posting_before_ready<V: Verbs>(env: &Env<V>) {
 pub fn post_send_refusals<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let (_, got) = p.a.query(QpAttrMask::CAP).expect("query_qp");
     let mr = rig.mr(8192, AccessFlags::empty());
     for i in 0..2 {
@@ -398,8 +398,7 @@ pub fn post_send_refusals<V: Verbs>(env: &Env<V>) {
             &[SendWr::send(3, &big).flags(SendFlags::INLINE | SendFlags::SIGNALED)],
         ),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     log.check(&[
         "too many SGEs: InvalidArgument bad_wr=1",
         "inline too long: InvalidArgument bad_wr=0",
@@ -413,7 +412,7 @@ pub fn post_send_refusals<V: Verbs>(env: &Env<V>) {
 pub fn sq_drained_event<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     log.events(&rig.ctx, &p.cq_a.cq);
     log.result(
         "SQD",
@@ -485,25 +484,14 @@ pub fn uc_bring_up_and_masks<V: Verbs>(env: &Env<V>) {
 pub fn ud_reset_and_reuse<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let UdPair {
-        ca,
-        cb,
-        a,
-        b,
-        ah,
-        mr,
-    } = ud_pair(&rig, &mut log);
-    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
-    log.result("to RESET", &b.modify_with(&QpModify::to(QpState::Reset)));
-    log.collect("cq_b", &cb.cq, 0);
-    bring_up_ud(&rig, &b, QpState::Rts);
-    post_recv(&b, 6, &[sge(&mr, 2048, 256)]);
-    post_send(
-        &a,
-        SendWr::ud_send(1, &[sge(&mr, 0, 3)], &ah, b.qp_num(), QKEY).signaled(),
-    );
-    log.collect("cq_a", &ca.cq, 1);
-    log.collect("cq_b", &cb.cq, 1);
+    let u = ud_pair(&rig, &mut log);
+    post_recv(&u.b, 5, &[sge(&u.mr, 1024, 256)]);
+    log.result("to RESET", &u.b.modify_with(&QpModify::to(QpState::Reset)));
+    log.collect("cq_b", &u.cq_b.cq, 0);
+    bring_up_ud(&rig, &u.b, QpState::Rts);
+    post_recv(&u.b, 6, &[sge(&u.mr, 2048, 256)]);
+    post_send(&u.a, ud_send(1, &[sge(&u.mr, 0, 3)], &u.ah, u.b.qp_num()));
+    u.collect(&mut log, 1, 1);
     log.check(&[
         "to RESET: ok",
         "cq_a: wr 1 Success Send len 3 imm - flags - qp a src 0",
@@ -515,25 +503,14 @@ pub fn ud_reset_and_reuse<V: Verbs>(env: &Env<V>) {
 pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let UdPair {
-        ca,
-        cb,
-        a,
-        b,
-        ah,
-        mr,
-    } = ud_pair(&rig, &mut log);
-    log.result("SQD", &a.modify_with(&QpModify::to(QpState::Sqd)));
-    log.state("a", &a);
-    log.result("RTS", &a.modify_with(&QpModify::to(QpState::Rts)));
-    log.state("a", &a);
-    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
-    post_send(
-        &a,
-        SendWr::ud_send(1, &[sge(&mr, 0, 2)], &ah, b.qp_num(), QKEY).signaled(),
-    );
-    log.collect("cq_a", &ca.cq, 1);
-    log.collect("cq_b", &cb.cq, 1);
+    let u = ud_pair(&rig, &mut log);
+    log.result("SQD", &u.a.modify_with(&QpModify::to(QpState::Sqd)));
+    log.state("a", &u.a);
+    log.result("RTS", &u.a.modify_with(&QpModify::to(QpState::Rts)));
+    log.state("a", &u.a);
+    post_recv(&u.b, 5, &[sge(&u.mr, 1024, 256)]);
+    post_send(&u.a, ud_send(1, &[sge(&u.mr, 0, 2)], &u.ah, u.b.qp_num()));
+    u.collect(&mut log, 1, 1);
     log.check(&[
         "SQD: ok",
         "state a: SQD",
@@ -549,27 +526,16 @@ pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
 pub fn qkey_change_in_rts<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let UdPair {
-        ca,
-        cb,
-        a,
-        b,
-        ah,
-        mr,
-    } = ud_pair(&rig, &mut log);
-    log.result("QKEY", &b.modify_with(&QpModify::attrs().qkey(0x2222)));
-    post_recv(&b, 5, &[sge(&mr, 1024, 256)]);
+    let u = ud_pair(&rig, &mut log);
+    log.result("QKEY", &u.b.modify_with(&QpModify::attrs().qkey(0x2222)));
+    post_recv(&u.b, 5, &[sge(&u.mr, 1024, 256)]);
+    post_send(&u.a, ud_send(1, &[sge(&u.mr, 0, 1)], &u.ah, u.b.qp_num()));
     post_send(
-        &a,
-        SendWr::ud_send(1, &[sge(&mr, 0, 1)], &ah, b.qp_num(), QKEY).signaled(),
+        &u.a,
+        SendWr::ud_send(2, &[sge(&u.mr, 0, 2)], &u.ah, u.b.qp_num(), 0x2222).signaled(),
     );
-    post_send(
-        &a,
-        SendWr::ud_send(2, &[sge(&mr, 0, 2)], &ah, b.qp_num(), 0x2222).signaled(),
-    );
-    log.collect("cq_a", &ca.cq, 2);
-    log.collect("cq_b", &cb.cq, 1);
-    let (attr, _) = b.query(QpAttrMask::QKEY).expect("query");
+    u.collect(&mut log, 2, 1);
+    let (attr, _) = u.b.query(QpAttrMask::QKEY).expect("query");
     log.line(format!("qkey {:#x}", attr.qkey));
     log.check(&[
         "QKEY: ok",
@@ -585,25 +551,16 @@ pub fn qkey_change_in_rts<V: Verbs>(env: &Env<V>) {
 pub fn recv_list_fails_at_the_bad_request<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let UdPair {
-        ca,
-        cb,
-        a,
-        b,
-        ah,
-        mr,
-    } = ud_pair(&rig, &mut log);
-    let good = [sge(&mr, 1024, 256)];
-    let bad: Vec<Sge> = (0..3).map(|i| sge(&mr, 2048 + i * 64, 64)).collect();
+    let u = ud_pair(&rig, &mut log);
+    let good = [sge(&u.mr, 1024, 256)];
+    let bad: Vec<Sge> = (0..3).map(|i| sge(&u.mr, 2048 + i * 64, 64)).collect();
     // SAFETY: the SGEs lie in `mr`, alive until the end of the case.
-    let r = unsafe { b.post_recv(&[RecvWr::new(5, &good), RecvWr::new(6, &bad)]) };
+    let r = unsafe {
+        u.b.post_recv(&[RecvWr::new(5, &good), RecvWr::new(6, &bad)])
+    };
     log.result("post 2", &r);
-    post_send(
-        &a,
-        SendWr::ud_send(1, &[sge(&mr, 0, 7)], &ah, b.qp_num(), QKEY).signaled(),
-    );
-    log.collect("cq_a", &ca.cq, 1);
-    log.collect("cq_b", &cb.cq, 1);
+    post_send(&u.a, ud_send(1, &[sge(&u.mr, 0, 7)], &u.ah, u.b.qp_num()));
+    u.collect(&mut log, 1, 1);
     log.check(&[
         "post 2: InvalidArgument bad_wr=1",
         "cq_a: wr 1 Success Send len 7 imm - flags - qp a src 0",

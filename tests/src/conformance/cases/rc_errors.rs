@@ -62,8 +62,7 @@ pub fn loc_prot_err_on_bad_lkey<V: Verbs>(env: &Env<V>) {
 pub fn rem_access_err_on_bad_rkey_or_missing_access<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let c = rig.cq(16);
-    let local = rig.mr(256, AccessFlags::empty());
-    let remote = rig.mr(256, ALL_REMOTE);
+    let (local, remote) = local_and_remote(&rig, 256);
     let read_only = rig.mr(256, AccessFlags::REMOTE_READ);
     let cases: [(u64, u32, &str); 3] = [
         (remote.addr(), remote.rkey() ^ 0x00ff_ff00, "bad rkey"),
@@ -124,18 +123,15 @@ pub fn wr_flush_err_after_err<V: Verbs>(env: &Env<V>) {
 pub fn responder_without_remote_write<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
+    let (local, remote) = local_and_remote(&rig, 64);
     post_send(
         &p.a,
         SendWr::rdma_write(1, &[sge(&local, 0, 8)], remote.addr(), remote.rkey()).signaled(),
     );
     post_send(&p.a, SendWr::send(2, &[sge(&local, 0, 8)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 2);
-    log.collect("cq_b", &p.cq_b.cq, 0);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.collect(&mut log, 2, 0);
+    p.states(&mut log);
     log.events(&rig.ctx, &p.cq_a.cq);
     log.check(&[
         "cq_a: wr 1 RemInvReqErr Send len 0 imm - flags - qp a src 0",
@@ -149,22 +145,14 @@ pub fn responder_without_remote_write<V: Verbs>(env: &Env<V>) {
 pub fn responder_without_remote_read<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Rc,
-        AccessFlags::REMOTE_WRITE,
-        |_, _| {},
-        &mut log,
-    );
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, AccessFlags::REMOTE_WRITE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 64);
     post_send(
         &p.a,
         SendWr::rdma_read(1, &[sge(&local, 0, 8)], remote.addr(), remote.rkey()).signaled(),
     );
     log.collect("cq_a", &p.cq_a.cq, 1);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.states(&mut log);
     log.check(&[
         "cq_a: wr 1 RemInvReqErr Send len 0 imm - flags - qp a src 0",
         "state a: ERR",
@@ -181,11 +169,9 @@ pub fn responder_without_remote_atomic<V: Verbs>(env: &Env<V>) {
         &rig,
         QpType::Rc,
         AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
-        |_, _| {},
         &mut log,
     );
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let (local, remote) = local_and_remote(&rig, 64);
     post_send(
         &p.a,
         SendWr::fetch_add(1, &[sge(&local, 0, 8)], remote.addr(), remote.rkey(), 5).signaled(),
@@ -202,26 +188,18 @@ pub fn responder_without_remote_atomic<V: Verbs>(env: &Env<V>) {
 pub fn read_to_responder_with_no_rd_atomic<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Rc,
-        ALL_REMOTE,
-        |b, p| {
-            if b {
-                p.max_dest_rd_atomic = 0;
-            }
-        },
-        &mut log,
-    );
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair_with(&rig, QpType::Rc, ALL_REMOTE, &mut log, |b, p| {
+        if b {
+            p.max_dest_rd_atomic = 0;
+        }
+    });
+    let (local, remote) = local_and_remote(&rig, 64);
     post_send(
         &p.a,
         SendWr::rdma_read(1, &[sge(&local, 0, 8)], remote.addr(), remote.rkey()).signaled(),
     );
     log.collect("cq_a", &p.cq_a.cq, 1);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.states(&mut log);
     log.check(&[
         "cq_a: wr 1 RemInvReqErr Send len 0 imm - flags - qp a src 0",
         "state a: ERR",
@@ -235,15 +213,13 @@ pub fn read_to_responder_with_no_rd_atomic<V: Verbs>(env: &Env<V>) {
 pub fn rc_receive_too_small<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(1024, AccessFlags::empty());
     post_recv(&p.b, 7, &[sge(&mr, 512, 16)]);
     post_recv(&p.b, 8, &[sge(&mr, 768, 64)]);
     post_send(&p.a, SendWr::send(1, &[sge(&mr, 0, 32)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 2);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.collect(&mut log, 1, 2);
+    p.states(&mut log);
     log.events(&rig.ctx, &p.cq_a.cq);
     log.check(&[
         "cq_a: wr 1 RemOpErr Send len 0 imm - flags - qp a src 0",
@@ -259,9 +235,8 @@ pub fn rc_receive_too_small<V: Verbs>(env: &Env<V>) {
 pub fn write_with_imm_bad_rkey<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(1024, AccessFlags::empty());
-    let remote = rig.mr(1024, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 1024);
     post_recv(&p.b, 7, &[sge(&local, 512, 64)]);
     post_send(
         &p.a,
@@ -274,10 +249,8 @@ pub fn write_with_imm_bad_rkey<V: Verbs>(env: &Env<V>) {
         )
         .signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.collect(&mut log, 1, 1);
+    p.states(&mut log);
     log.check(&[
         "cq_a: wr 1 RemAccessErr Send len 0 imm - flags - qp a src 0",
         "cq_b: wr 7 RemAccessErr Send len 0 imm - flags - qp b src 0",
@@ -292,7 +265,7 @@ pub fn write_with_imm_bad_rkey<V: Verbs>(env: &Env<V>) {
 pub fn receive_into_mr_without_local_write<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let src = rig.mr(64, AccessFlags::empty());
     let ro = rig
         .ctx
@@ -300,10 +273,8 @@ pub fn receive_into_mr_without_local_write<V: Verbs>(env: &Env<V>) {
         .expect("read-only MR");
     post_recv(&p.b, 7, &[sge(&ro, 0, 64)]);
     post_send(&p.a, SendWr::send(1, &[sge(&src, 0, 8)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.collect(&mut log, 1, 1);
+    p.states(&mut log);
     log.check(&[
         "cq_a: wr 1 RemOpErr Send len 0 imm - flags - qp a src 0",
         "cq_b: wr 7 LocQpOpErr Send len 0 imm - flags - qp b src 0",
@@ -317,17 +288,15 @@ pub fn receive_into_mr_without_local_write<V: Verbs>(env: &Env<V>) {
 pub fn read_into_bad_local_lkey<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 64);
     let bad = bad_lkey(&local, 8);
     post_send(
         &p.a,
         SendWr::rdma_read(1, &[bad], remote.addr(), remote.rkey()).signaled(),
     );
     log.collect("cq_a", &p.cq_a.cq, 1);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.states(&mut log);
     log.check(&[
         "cq_a: wr 1 LocProtErr Send len 0 imm - flags - qp a src 0",
         "state a: ERR",
@@ -340,9 +309,8 @@ pub fn read_into_bad_local_lkey<V: Verbs>(env: &Env<V>) {
 pub fn atomic_into_bad_local_lkey<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 64);
     let bad = bad_lkey(&local, 8);
     post_send(
         &p.a,
@@ -364,9 +332,8 @@ pub fn atomic_into_bad_local_lkey<V: Verbs>(env: &Env<V>) {
 pub fn atomic_length_and_alignment<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 64);
     let four = [sge(&local, 0, 4)];
     let eight = [sge(&local, 0, 8)];
     let sixteen = [sge(&local, 16, 16)];
@@ -411,13 +378,7 @@ pub fn atomic_length_and_alignment<V: Verbs>(env: &Env<V>) {
 pub fn retry_exceeded_to_missing_qp<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let c = rig.cq(16);
-    let a = rig.qp(QpType::Rc, &c.cq, 0);
-    log.qp("a", &a);
-    let mut pa = rig.connect_params(0xff_fff0, AccessFlags::empty());
-    pa.retry_cnt = 1;
-    pa.timeout = 1;
-    verbs_api::helpers::bring_up(&a, QpState::Rts, &pa).expect("bring up");
+    let (c, a) = rc_to_missing_qp(&rig, 1, &mut log);
     let mr = rig.mr(64, AccessFlags::empty());
     post_send(&a, SendWr::send(1, &[sge(&mr, 0, 8)]).signaled());
     post_send(&a, SendWr::send(2, &[sge(&mr, 0, 8)]).signaled());
@@ -435,7 +396,7 @@ pub fn retry_exceeded_to_missing_qp<V: Verbs>(env: &Env<V>) {
 pub fn posting_to_a_qp_in_err<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     p.a.modify_with(&QpModify::to(QpState::Err))
         .expect("to ERR");
     let mr = rig.mr(64, AccessFlags::empty());
@@ -459,9 +420,8 @@ pub fn posting_to_a_qp_in_err<V: Verbs>(env: &Env<V>) {
 pub fn error_lands_on_the_failing_request<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(256, AccessFlags::empty());
-    let remote = rig.mr(256, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 256);
     for i in 0..2 {
         post_recv(&p.b, 10 + i, &[sge(&local, 128, 64)]);
     }
@@ -476,8 +436,7 @@ pub fn error_lands_on_the_failing_request<V: Verbs>(env: &Env<V>) {
     );
     post_send(&p.a, SendWr::send(4, &[sge(&local, 0, 4)]));
     post_send(&p.a, SendWr::send(5, &[sge(&local, 0, 4)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 5);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 5, 1);
     log.check(&[
         "cq_a: wr 1 Success Send len 4 imm - flags - qp a src 0",
         "cq_a: wr 2 Success RdmaWrite len 4 imm - flags - qp a src 0",
@@ -493,16 +452,14 @@ pub fn error_lands_on_the_failing_request<V: Verbs>(env: &Env<V>) {
 pub fn read_past_the_remote_region<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(256, AccessFlags::empty());
-    let remote = rig.mr(256, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 256);
     post_send(
         &p.a,
         SendWr::rdma_read(1, &[sge(&local, 0, 16)], remote.addr() + 250, remote.rkey()).signaled(),
     );
     log.collect("cq_a", &p.cq_a.cq, 1);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.states(&mut log);
     log.check(&[
         "cq_a: wr 1 RemAccessErr Send len 0 imm - flags - qp a src 0",
         "state a: ERR",
@@ -515,22 +472,15 @@ pub fn read_past_the_remote_region<V: Verbs>(env: &Env<V>) {
 pub fn rnr_retry_infinite_waits_for_a_receive<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Rc,
-        AccessFlags::empty(),
-        |_, p| {
-            p.rnr_retry = 7;
-            p.min_rnr_timer = 1;
-        },
-        &mut log,
-    );
+    let p = pair_with(&rig, QpType::Rc, AccessFlags::empty(), &mut log, |_, p| {
+        p.rnr_retry = 7;
+        p.min_rnr_timer = 1;
+    });
     let mr = rig.mr(256, AccessFlags::empty());
     post_send(&p.a, SendWr::send(1, &[sge(&mr, 0, 8)]).signaled());
     log.collect("cq_a", &p.cq_a.cq, 0);
     post_recv(&p.b, 7, &[sge(&mr, 128, 64)]);
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     log.check(&[
         "cq_a: wr 1 Success Send len 8 imm - flags - qp a src 0",
         "cq_b: wr 7 Success Recv len 8 imm - flags GRH qp b src 0",
@@ -544,16 +494,27 @@ pub fn rnr_retry_infinite_waits_for_a_receive<V: Verbs>(env: &Env<V>) {
 pub fn retry_cnt_seven_is_infinite<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let c = rig.cq(16);
-    let a = rig.qp(QpType::Rc, &c.cq, 0);
-    log.qp("a", &a);
-    let mut pa = rig.connect_params(0xff_fff0, AccessFlags::empty());
-    pa.retry_cnt = 7;
-    pa.timeout = 1;
-    verbs_api::helpers::bring_up(&a, QpState::Rts, &pa).expect("bring up");
+    let (c, a) = rc_to_missing_qp(&rig, 7, &mut log);
     let mr = rig.mr(64, AccessFlags::empty());
     post_send(&a, SendWr::send(1, &[sge(&mr, 0, 8)]).signaled());
     log.collect("cq", &c.cq, 0);
     log.state("a", &a);
     log.check(&["state a: RTS"]);
+}
+
+/// An RC QP `a` (logged as such) in RTS on a CQ of its own, connected to a QP number
+/// nobody has, retrying `retry_cnt` times after the shortest ACK timeout.
+fn rc_to_missing_qp<C: Context>(
+    rig: &Rig<C>,
+    retry_cnt: u8,
+    log: &mut Log,
+) -> (crate::conformance::rig::CqPair<C>, C::Qp) {
+    let c = rig.cq(16);
+    let a = rig.qp(QpType::Rc, &c.cq, 0);
+    log.qp("a", &a);
+    let mut pa = rig.connect_params(0xff_fff0, AccessFlags::empty());
+    pa.retry_cnt = retry_cnt;
+    pa.timeout = 1;
+    verbs_api::helpers::bring_up(&a, QpState::Rts, &pa).expect("bring up");
+    (c, a)
 }

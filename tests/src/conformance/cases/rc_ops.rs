@@ -42,8 +42,7 @@ pub fn rc_rdma_write_read_and_atomics<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let c = rig.cq(64);
     let (a, b) = rig.rc_pair(&c.cq, ALL_REMOTE);
-    let local = rig.mr(4096, AccessFlags::empty());
-    let remote = rig.mr(4096, ALL_REMOTE);
+    let (local, remote) = local_and_remote(&rig, 4096);
     fill(&local, 0, b"0123456789abcdef");
     post_send(
         &a,
@@ -178,13 +177,12 @@ pub fn rc_inline_send<V: Verbs>(env: &Env<V>) {
 pub fn rc_send_completion_fields<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(4096, AccessFlags::empty());
     fill(&mr, 0, &[0xab; 100]);
     post_recv(&p.b, 7, &[sge(&mr, 1024, 1024)]);
     post_send(&p.a, SendWr::send(1, &[sge(&mr, 0, 100)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     log.events(&rig.ctx, &p.cq_a.cq);
     log.line(format!(
         "bytes: {}",
@@ -203,15 +201,14 @@ pub fn rc_send_completion_fields<V: Verbs>(env: &Env<V>) {
 pub fn rc_send_with_imm_fields<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_recv(&p.b, 7, &[sge(&mr, 1024, 64)]);
     post_send(
         &p.a,
         SendWr::send_with_imm(1, &[sge(&mr, 0, 10)], 0xdead_beef).signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     log.check(&[
         "cq_a: wr 1 Success Send len 10 imm 0x0 flags IMM qp a src 0",
         "cq_b: wr 7 Success Recv len 10 imm 0xdeadbeef flags GRH|IMM qp b src 0",
@@ -222,12 +219,11 @@ pub fn rc_send_with_imm_fields<V: Verbs>(env: &Env<V>) {
 pub fn rc_zero_length_send<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(64, AccessFlags::empty());
     post_recv(&p.b, 7, &[sge(&mr, 0, 64)]);
     post_send(&p.a, SendWr::send(1, &[]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     log.check(&[
         "cq_a: wr 1 Success Send len 0 imm - flags - qp a src 0",
         "cq_b: wr 7 Success Recv len 0 imm - flags GRH qp b src 0",
@@ -238,15 +234,14 @@ pub fn rc_zero_length_send<V: Verbs>(env: &Env<V>) {
 pub fn rc_multi_packet_send<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let src = rig.mr(8192, AccessFlags::empty());
     let dst = rig.mr(16384, AccessFlags::empty());
     let data: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
     fill(&src, 0, &data);
     post_recv(&p.b, 7, &[sge(&dst, 0, 3000), sge(&dst, 8192, 4000)]);
     post_send(&p.a, SendWr::send(1, &[sge(&src, 0, 5000)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     let got = [read(&dst, 0, 3000), read(&dst, 8192, 2000)].concat();
     log.line(format!("bytes: {}", got == data));
     log.check(&[
@@ -260,17 +255,15 @@ pub fn rc_multi_packet_send<V: Verbs>(env: &Env<V>) {
 pub fn rc_rdma_write_fields<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(4096, AccessFlags::empty());
-    let remote = rig.mr(4096, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 4096);
     fill(&local, 0, b"written");
     post_recv(&p.b, 7, &[sge(&local, 1024, 64)]);
     post_send(
         &p.a,
         SendWr::rdma_write(1, &[sge(&local, 0, 7)], remote.addr() + 3000, remote.rkey()).signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 0);
+    p.collect(&mut log, 1, 0);
     log.line(String::from_utf8_lossy(&read(&remote, 3000, 7)).into_owned());
     log.check(&[
         "cq_a: wr 1 Success RdmaWrite len 7 imm - flags - qp a src 0",
@@ -283,9 +276,8 @@ pub fn rc_rdma_write_fields<V: Verbs>(env: &Env<V>) {
 pub fn rc_rdma_write_with_imm_fields<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(4096, AccessFlags::empty());
-    let remote = rig.mr(4096, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 4096);
     fill(&local, 0, b"with imm");
     post_recv(&p.b, 7, &[sge(&local, 1024, 64)]);
     post_send(
@@ -293,8 +285,7 @@ pub fn rc_rdma_write_with_imm_fields<V: Verbs>(env: &Env<V>) {
         SendWr::rdma_write_with_imm(1, &[sge(&local, 0, 8)], remote.addr(), remote.rkey(), 42)
             .signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     log.line(String::from_utf8_lossy(&read(&remote, 0, 8)).into_owned());
     log.line(format!(
         "recv buffer untouched: {}",
@@ -312,9 +303,8 @@ pub fn rc_rdma_write_with_imm_fields<V: Verbs>(env: &Env<V>) {
 pub fn rc_rdma_read_fields<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(8192, AccessFlags::empty());
-    let remote = rig.mr(8192, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 8192);
     let data: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
     fill(&remote, 100, &data);
     post_send(
@@ -327,8 +317,7 @@ pub fn rc_rdma_read_fields<V: Verbs>(env: &Env<V>) {
         )
         .signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 0);
+    p.collect(&mut log, 1, 0);
     let got = [read(&local, 0, 1000), read(&local, 4096, 2000)].concat();
     log.line(format!("bytes: {}", got == data));
     log.check(&[
@@ -341,9 +330,8 @@ pub fn rc_rdma_read_fields<V: Verbs>(env: &Env<V>) {
 pub fn rc_atomic_fields<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 64);
     fill(&remote, 8, &7u64.to_ne_bytes());
     post_send(
         &p.a,
@@ -379,7 +367,7 @@ pub fn rc_atomic_fields<V: Verbs>(env: &Env<V>) {
 pub fn rc_unsignaled_sends<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(1024, AccessFlags::empty());
     for i in 0..3 {
         post_recv(&p.b, 10 + i, &[sge(&mr, 512, 64)]);
@@ -387,8 +375,7 @@ pub fn rc_unsignaled_sends<V: Verbs>(env: &Env<V>) {
     post_send(&p.a, SendWr::send(1, &[sge(&mr, 0, 1)]));
     post_send(&p.a, SendWr::send(2, &[sge(&mr, 0, 2)]));
     post_send(&p.a, SendWr::send(3, &[sge(&mr, 0, 3)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 3);
+    p.collect(&mut log, 1, 3);
     log.check(&[
         "cq_a: wr 3 Success Send len 3 imm - flags - qp a src 0",
         "cq_b: wr 10 Success Recv len 1 imm - flags GRH qp b src 0",
@@ -409,18 +396,7 @@ pub fn rc_sq_sig_all<V: Verbs>(env: &Env<V>) {
     let b = rig.qp(QpType::Rc, &c.cq, 0);
     log.qp("a", &a);
     log.qp("b", &b);
-    verbs_api::helpers::bring_up(
-        &a,
-        QpState::Rts,
-        &rig.connect_params(b.qp_num(), AccessFlags::empty()),
-    )
-    .expect("a");
-    verbs_api::helpers::bring_up(
-        &b,
-        QpState::Rts,
-        &rig.connect_params(a.qp_num(), AccessFlags::empty()),
-    )
-    .expect("b");
+    rig.connect(&a, &b, AccessFlags::empty());
     let mr = rig.mr(1024, AccessFlags::empty());
     for i in 0..2 {
         post_recv(&b, 10 + i, &[sge(&mr, 512, 64)]);
@@ -444,9 +420,8 @@ pub fn rc_sq_sig_all<V: Verbs>(env: &Env<V>) {
 pub fn rc_fenced_send_after_read<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
-    let local = rig.mr(4096, AccessFlags::empty());
-    let remote = rig.mr(4096, ALL_REMOTE);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
+    let (local, remote) = local_and_remote(&rig, 4096);
     fill(&remote, 0, b"fresh");
     fill(&local, 0, b"stale");
     post_recv(&p.b, 9, &[sge(&remote, 2048, 64)]);
@@ -458,8 +433,7 @@ pub fn rc_fenced_send_after_read<V: Verbs>(env: &Env<V>) {
         &p.a,
         SendWr::send(2, &[sge(&local, 0, 5)]).flags(SendFlags::FENCE | SendFlags::SIGNALED),
     );
-    log.collect("cq_a", &p.cq_a.cq, 2);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 2, 1);
     log.line(String::from_utf8_lossy(&read(&remote, 2048, 5)).into_owned());
     log.check(&[
         "cq_a: wr 1 Success RdmaRead len 5 imm - flags - qp a src 0",
@@ -482,18 +456,7 @@ pub fn rc_send_to_srq<V: Verbs>(env: &Env<V>) {
     let b = rig.qp_on_srq(QpType::Rc, &c.cq, &srq);
     log.qp("a", &a);
     log.qp("b", &b);
-    verbs_api::helpers::bring_up(
-        &a,
-        QpState::Rts,
-        &rig.connect_params(b.qp_num(), AccessFlags::empty()),
-    )
-    .expect("a");
-    verbs_api::helpers::bring_up(
-        &b,
-        QpState::Rts,
-        &rig.connect_params(a.qp_num(), AccessFlags::empty()),
-    )
-    .expect("b");
+    rig.connect(&a, &b, AccessFlags::empty());
     let mr = rig.mr(1024, AccessFlags::empty());
     try_srq_recv(&srq, 50, &[sge(&mr, 512, 64)]).expect("srq recv");
     log.result(
@@ -513,15 +476,13 @@ pub fn rc_send_to_srq<V: Verbs>(env: &Env<V>) {
 pub fn rc_zero_length_write_any_rkey<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
     post_send(
         &p.a,
         SendWr::rdma_write(1, &[], 0x1000, 0x00de_ad00).signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 0);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.collect(&mut log, 1, 0);
+    p.states(&mut log);
     log.check(&[
         "cq_a: wr 1 Success RdmaWrite len 0 imm - flags - qp a src 0",
         "state a: RTS",
@@ -533,7 +494,7 @@ pub fn rc_zero_length_write_any_rkey<V: Verbs>(env: &Env<V>) {
 pub fn rc_inline_rdma_write<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Rc, ALL_REMOTE, |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Rc, ALL_REMOTE, &mut log);
     let remote = rig.mr(256, ALL_REMOTE);
     let mut buf = *b"inline write";
     let s = [Sge {
@@ -560,18 +521,11 @@ pub fn rc_inline_rdma_write<V: Verbs>(env: &Env<V>) {
 pub fn rc_reads_in_order_one_outstanding<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Rc,
-        ALL_REMOTE,
-        |_, p| {
-            p.max_rd_atomic = 1;
-            p.max_dest_rd_atomic = 1;
-        },
-        &mut log,
-    );
-    let local = rig.mr(4096, AccessFlags::empty());
-    let remote = rig.mr(4096, ALL_REMOTE);
+    let p = pair_with(&rig, QpType::Rc, ALL_REMOTE, &mut log, |_, p| {
+        p.max_rd_atomic = 1;
+        p.max_dest_rd_atomic = 1;
+    });
+    let (local, remote) = local_and_remote(&rig, 4096);
     fill(&remote, 0, b"abcdefghijklmnop");
     let sges: Vec<[Sge; 1]> = (0..4).map(|i| [sge(&local, 1024 * i, 4)]).collect();
     let wrs: Vec<_> = sges
@@ -600,19 +554,12 @@ pub fn rc_reads_in_order_one_outstanding<V: Verbs>(env: &Env<V>) {
 pub fn rc_read_with_no_rd_atomic_never_issues<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Rc,
-        ALL_REMOTE,
-        |b, p| {
-            if !b {
-                p.max_rd_atomic = 0;
-            }
-        },
-        &mut log,
-    );
-    let local = rig.mr(64, AccessFlags::empty());
-    let remote = rig.mr(64, ALL_REMOTE);
+    let p = pair_with(&rig, QpType::Rc, ALL_REMOTE, &mut log, |b, p| {
+        if !b {
+            p.max_rd_atomic = 0;
+        }
+    });
+    let (local, remote) = local_and_remote(&rig, 64);
     post_send(
         &p.a,
         SendWr::rdma_read(1, &[sge(&local, 0, 8)], remote.addr(), remote.rkey()).signaled(),

@@ -32,11 +32,37 @@ fn small_ud<C: Context>(rig: &Rig<C>, cq: &C::Cq, log: &mut Log) -> C::Qp {
     qp
 }
 
+/// Posts `n` receives of 128 bytes on `qp`, wr_ids 100 on, one every 128 bytes of `mr`
+/// from byte 1024.
+fn post_receives<Q: QueuePair, M: MemoryRegion>(qp: &Q, mr: &M, n: u64) {
+    for i in 0..n {
+        post_recv(qp, 100 + i, &[sge(mr, 1024 + 128 * i as usize, 128)]);
+    }
+}
+
+/// A [`small_ud`] `a` sending to a UD QP `b`, each on a CQ of its own, with an address
+/// handle to the port and 4 KiB of memory starting with `payload`, one receive posted on
+/// `b` per byte of it ([`post_receives`]).
+fn small_ud_to_receiver<C: Context>(rig: &Rig<C>, payload: &[u8], log: &mut Log) -> UdPair<C> {
+    let cq_a = rig.cq(32);
+    let cq_b = rig.cq(32);
+    let a = small_ud(rig, &cq_a.cq, log);
+    let b = ud(rig, &cq_b.cq, "b", log);
+    let mr = rig.mr(4096, AccessFlags::empty());
+    fill(&mr, 0, payload);
+    post_receives(&b, &mr, payload.len() as u64);
+    UdPair {
+        pair: Pair { cq_a, cq_b, a, b },
+        ah: self_ah(rig),
+        mr,
+    }
+}
+
 /// `n` signaled UD sends of one byte each (byte `i` of `sges[i]`) to `dest`.
 fn ud_list<'a, A>(sges: &'a [[Sge; 1]], ah: &'a A, dest: u32) -> Vec<SendWr<'a, A>> {
     sges.iter()
         .enumerate()
-        .map(|(i, s)| SendWr::ud_send(i as u64, s, ah, dest, QKEY).signaled())
+        .map(|(i, s)| ud_send(i as u64, s, ah, dest))
         .collect()
 }
 
@@ -45,34 +71,28 @@ fn one_byte_sges<M: MemoryRegion>(mr: &M, n: usize) -> Vec<[Sge; 1]> {
     (0..n).map(|i| [sge(mr, i, 1)]).collect()
 }
 
-/// A UD QP asked for 4 send WRs gets 7 (rxe rounds to 2^k - 1); a list of 8 sends fails
-/// with ENOMEM at request 7, and the 7 before it are sent and complete in order. Once
-/// they are polled the queue takes sends again.
-pub fn ud_send_queue_full_enomem<V: Verbs>(env: &Env<V>) {
-    let rig = open(env);
-    let mut log = Log::new();
-    let ca = rig.cq(32);
-    let cb = rig.cq(32);
-    let a = small_ud(&rig, &ca.cq, &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = self_ah(&rig);
-    let mr = rig.mr(4096, AccessFlags::empty());
-    fill(&mr, 0, b"abcdefghi");
-    for i in 0..9 {
-        post_recv(&b, 100 + i, &[sge(&mr, 1024 + 128 * i as usize, 128)]);
-    }
-    let sges = one_byte_sges(&mr, 9);
-    let wrs = ud_list(&sges, &ah, b.qp_num());
-    post_errno(&mut log, "post 8", &try_send(&a, &wrs[..8]));
-    log.collect("cq_a", &ca.cq, 7);
-    log.collect("cq_b", &cb.cq, 7);
-    post_errno(&mut log, "post wr 8", &try_send(&a, &wrs[8..]));
-    log.collect("cq_a", &ca.cq, 1);
-    log.collect("cq_b", &cb.cq, 1);
-    let got: Vec<u8> = (0..8)
-        .map(|i| read(&mr, 1024 + 128 * i + GRH_LEN, 1)[0])
-        .collect();
-    log.line(String::from_utf8_lossy(&got).into_owned());
+/// Posts the first 8 of the 9 sends `wrs` on `a` in one list (one more than its 7
+/// slots), logs the 7 completions of `cq_a` and `cq_b`, then posts the 9th alone and logs
+/// its completions.
+fn overfill_then_post_one<Q: QueuePair, C: CompletionQueue>(
+    log: &mut Log,
+    a: &Q,
+    wrs: &[SendWr<'_, Q::Ah>],
+    cq_a: &C,
+    cq_b: &C,
+) {
+    post_errno(log, "post 8", &try_send(a, &wrs[..8]));
+    log.collect("cq_a", cq_a, 7);
+    log.collect("cq_b", cq_b, 7);
+    post_errno(log, "post wr 8", &try_send(a, &wrs[8..]));
+    log.collect("cq_a", cq_a, 1);
+    log.collect("cq_b", cq_b, 1);
+}
+
+/// Checks the log of [`overfill_then_post_one`] on 9 one-byte sends of `abcdefghi` after
+/// the line [`small_ud`] or [`small_pair`] logs, and the 8 bytes received: every receive
+/// completion ends in `recv` (its length and what follows).
+fn check_overfilled(log: &Log, recv: &str) {
     let mut expected = vec![
         "a: max_send_wr 7".to_string(),
         "post 8: QueueFull bad_wr=7".into(),
@@ -81,17 +101,29 @@ pub fn ud_send_queue_full_enomem<V: Verbs>(env: &Env<V>) {
     expected.extend(
         (0..7).map(|i| format!("cq_a: wr {i} Success Send len 1 imm - flags - qp a src 0")),
     );
-    expected.extend((0..7).map(|i| {
-        format!(
-            "cq_b: wr {} Success Recv len 41 imm - flags GRH qp b src a",
-            100 + i
-        )
-    }));
+    expected.extend((0..7).map(|i| format!("cq_b: wr {} Success Recv len {recv}", 100 + i)));
     expected.push("post wr 8: ok".into());
     expected.push("cq_a: wr 8 Success Send len 1 imm - flags - qp a src 0".into());
-    expected.push("cq_b: wr 107 Success Recv len 41 imm - flags GRH qp b src a".into());
+    expected.push(format!("cq_b: wr 107 Success Recv len {recv}"));
     expected.push("abcdefgi".into());
     log.check(&expected.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
+/// A UD QP asked for 4 send WRs gets 7 (rxe rounds to 2^k - 1); a list of 8 sends fails
+/// with ENOMEM at request 7, and the 7 before it are sent and complete in order. Once
+/// they are polled the queue takes sends again.
+pub fn ud_send_queue_full_enomem<V: Verbs>(env: &Env<V>) {
+    let rig = open(env);
+    let mut log = Log::new();
+    let u = small_ud_to_receiver(&rig, b"abcdefghi", &mut log);
+    let sges = one_byte_sges(&u.mr, 9);
+    let wrs = ud_list(&sges, &u.ah, u.b.qp_num());
+    overfill_then_post_one(&mut log, &u.a, &wrs, &u.cq_a.cq, &u.cq_b.cq);
+    let got: Vec<u8> = (0..8)
+        .map(|i| read(&u.mr, 1024 + 128 * i + GRH_LEN, 1)[0])
+        .collect();
+    log.line(String::from_utf8_lossy(&got).into_owned());
+    check_overfilled(&log, "41 imm - flags GRH qp b src a");
 }
 
 /// A UD QP in ERR: posts are accepted and flushed, in order, and the flushes hold their
@@ -133,23 +165,13 @@ pub fn ud_send_queue_full_in_err<V: Verbs>(env: &Env<V>) {
 pub fn ud_send_error_in_a_list<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let ca = rig.cq(32);
-    let cb = rig.cq(32);
-    let a = small_ud(&rig, &ca.cq, &mut log);
-    let b = ud(&rig, &cb.cq, "b", &mut log);
-    let ah = self_ah(&rig);
-    let mr = rig.mr(4096, AccessFlags::empty());
-    fill(&mr, 0, b"wxyz");
-    for i in 0..4 {
-        post_recv(&b, 100 + i, &[sge(&mr, 1024 + 128 * i as usize, 128)]);
-    }
-    let mut sges = one_byte_sges(&mr, 4);
-    sges[1] = [bad_lkey(&mr, 1)];
-    let wrs = ud_list(&sges, &ah, b.qp_num());
-    post_errno(&mut log, "post 4", &try_send(&a, &wrs));
-    log.collect("cq_a", &ca.cq, 4);
-    log.collect("cq_b", &cb.cq, 1);
-    log.state("a", &a);
+    let u = small_ud_to_receiver(&rig, b"wxyz", &mut log);
+    let mut sges = one_byte_sges(&u.mr, 4);
+    sges[1] = [bad_lkey(&u.mr, 1)];
+    let wrs = ud_list(&sges, &u.ah, u.b.qp_num());
+    post_errno(&mut log, "post 4", &try_send(&u.a, &wrs));
+    u.collect(&mut log, 4, 1);
+    log.state("a", &u.a);
     let status = if env.is_rxe() {
         "LocQpOpErr"
     } else {
@@ -184,10 +206,7 @@ fn small_pair<C: Context>(
     let a = rig.qp_with(qp_type, ca, ca, cap(ASKED, 1, 1, 1, 0));
     let b = rig.qp_with(qp_type, cb, cb, cap(1, 16, 1, 1, 0));
     let access = AccessFlags::empty();
-    verbs_api::helpers::bring_up(&a, QpState::Rts, &rig.connect_params(b.qp_num(), access))
-        .expect("bring up a");
-    verbs_api::helpers::bring_up(&b, QpState::Rts, &rig.connect_params(a.qp_num(), access))
-        .expect("bring up b");
+    rig.connect(&a, &b, access);
     log.qp("a", &a);
     log.qp("b", &b);
     let (_, c) = a.query(QpAttrMask::CAP).expect("query_qp");
@@ -204,42 +223,17 @@ fn connected_send_queue_full<V: Verbs>(env: &Env<V>, qp_type: QpType) {
     let (a, b) = small_pair(&rig, qp_type, &ca.cq, &cb.cq, &mut log);
     let mr = rig.mr(4096, AccessFlags::empty());
     fill(&mr, 0, b"abcdefghi");
-    for i in 0..9 {
-        post_recv(&b, 100 + i, &[sge(&mr, 1024 + 128 * i as usize, 128)]);
-    }
+    post_receives(&b, &mr, 9);
     let sges = one_byte_sges(&mr, 9);
     let wrs: Vec<SendWr<'_, _>> = sges
         .iter()
         .enumerate()
         .map(|(i, s)| SendWr::send(i as u64, s).signaled())
         .collect();
-    post_errno(&mut log, "post 8", &try_send(&a, &wrs[..8]));
-    log.collect("cq_a", &ca.cq, 7);
-    log.collect("cq_b", &cb.cq, 7);
-    post_errno(&mut log, "post wr 8", &try_send(&a, &wrs[8..]));
-    log.collect("cq_a", &ca.cq, 1);
-    log.collect("cq_b", &cb.cq, 1);
+    overfill_then_post_one(&mut log, &a, &wrs, &ca.cq, &cb.cq);
     let got: Vec<u8> = (0..8).map(|i| read(&mr, 1024 + 128 * i, 1)[0]).collect();
     log.line(String::from_utf8_lossy(&got).into_owned());
-    let mut expected = vec![
-        "a: max_send_wr 7".to_string(),
-        "post 8: QueueFull bad_wr=7".into(),
-        "post 8: errno Some(12)".into(),
-    ];
-    expected.extend(
-        (0..7).map(|i| format!("cq_a: wr {i} Success Send len 1 imm - flags - qp a src 0")),
-    );
-    expected.extend((0..7).map(|i| {
-        format!(
-            "cq_b: wr {} Success Recv len 1 imm - flags GRH qp b src 0",
-            100 + i
-        )
-    }));
-    expected.push("post wr 8: ok".into());
-    expected.push("cq_a: wr 8 Success Send len 1 imm - flags - qp a src 0".into());
-    expected.push("cq_b: wr 107 Success Recv len 1 imm - flags GRH qp b src 0".into());
-    expected.push("abcdefgi".into());
-    log.check(&expected.iter().map(String::as_str).collect::<Vec<_>>());
+    check_overfilled(&log, "1 imm - flags GRH qp b src 0");
 }
 
 /// RC: an RC send holds its slot until its ACK, so a list of 8 into 7 slots fails with

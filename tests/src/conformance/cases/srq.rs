@@ -17,15 +17,7 @@ pub fn srq_shared_with_limit_event<V: Verbs>(env: &Env<V>) {
         // SAFETY: the SGE lies in `mr`, alive until the end of the case.
         unsafe { srq.post_recv(&[RecvWr::new(1000 + i, &s)]) }.expect("post_srq_recv");
     }
-    srq.modify(
-        &SrqAttr {
-            max_wr: 0,
-            max_sge: 0,
-            srq_limit: 6,
-        },
-        SrqAttrMask::LIMIT,
-    )
-    .expect("arm limit");
+    set_srq_limit(&srq, 6).expect("arm limit");
     assert_eq!(srq.query().unwrap().srq_limit, 6);
     let r1 = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
     let r2 = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
@@ -42,7 +34,7 @@ pub fn srq_shared_with_limit_event<V: Verbs>(env: &Env<V>) {
     for (k, dst) in [&r1, &r2, &r1].iter().enumerate() {
         post_send(
             &s,
-            SendWr::ud_send(k as u64, &[sge(&src, 0, 32)], &ah, dst.qp_num(), QKEY).signaled(),
+            ud_send(k as u64, &[sge(&src, 0, 32)], &ah, dst.qp_num()),
         );
     }
     let wcs = poll_n(&c.cq, 6);
@@ -73,10 +65,7 @@ pub fn srq_sizes_round_up<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
     for n in [1u32, 16, 100] {
-        let srq = rig
-            .ctx
-            .create_srq(&rig.pd, &srq_attr(n, 2, 0))
-            .expect("create_srq");
+        let srq = new_srq(&rig, n, 2);
         let a = srq.query().expect("query_srq");
         log.line(format!(
             "{n} -> max_wr {} max_sge {} limit {}",
@@ -95,10 +84,7 @@ pub fn srq_sizes_round_up<V: Verbs>(env: &Env<V>) {
 pub fn srq_full_and_resize<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let srq = rig
-        .ctx
-        .create_srq(&rig.pd, &srq_attr(3, 1, 0))
-        .expect("create_srq");
+    let srq = new_srq(&rig, 3, 1);
     let mr = rig.mr(4096, AccessFlags::empty());
     for i in 0..3 {
         try_srq_recv(&srq, i, &[sge(&mr, i as usize * 256, 256)]).expect("post");
@@ -121,9 +107,7 @@ pub fn srq_full_and_resize<V: Verbs>(env: &Env<V>) {
         &try_srq_recv(&srq, 3, &[sge(&mr, 768, 256)]),
     );
     let c = rig.cq(64);
-    let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
-    bring_up_ud(&rig, &r, QpState::Rts);
-    log.qp("r", &r);
+    let r = ud_on_srq(&rig, &c.cq, &srq, "r", &mut log);
     let s = ud(&rig, &c.cq, "s", &mut log);
     let ah = self_ah(&rig);
     for i in 0..4u64 {
@@ -149,21 +133,8 @@ pub fn srq_full_and_resize<V: Verbs>(env: &Env<V>) {
 pub fn srq_refusals<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let srq = rig
-        .ctx
-        .create_srq(&rig.pd, &srq_attr(16, 1, 0))
-        .expect("create_srq");
-    log.result(
-        "limit above depth",
-        &srq.modify(
-            &SrqAttr {
-                max_wr: 0,
-                max_sge: 0,
-                srq_limit: 100,
-            },
-            SrqAttrMask::LIMIT,
-        ),
-    );
+    let srq = new_srq(&rig, 16, 1);
+    log.result("limit above depth", &set_srq_limit(&srq, 100));
     log.result(
         "too many SGEs",
         &rig.ctx
@@ -194,29 +165,14 @@ pub fn srq_limit_rearm<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
     let c = rig.cq(64);
-    let srq = rig
-        .ctx
-        .create_srq(&rig.pd, &srq_attr(16, 1, 0))
-        .expect("create_srq");
+    let srq = new_srq(&rig, 16, 1);
     log.srq("srq", srq.handle());
     let mr = rig.mr(8192, AccessFlags::empty());
     for i in 0..6 {
         try_srq_recv(&srq, i, &[sge(&mr, i as usize * 256, 256)]).expect("post");
     }
-    let limit = |n| {
-        srq.modify(
-            &SrqAttr {
-                max_wr: 0,
-                max_sge: 0,
-                srq_limit: n,
-            },
-            SrqAttrMask::LIMIT,
-        )
-    };
-    limit(5).expect("arm 5");
-    let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
-    bring_up_ud(&rig, &r, QpState::Rts);
-    log.qp("r", &r);
+    set_srq_limit(&srq, 5).expect("arm 5");
+    let r = ud_on_srq(&rig, &c.cq, &srq, "r", &mut log);
     let s = ud(&rig, &c.cq, "s", &mut log);
     let ah = self_ah(&rig);
     let send = |id| {
@@ -232,7 +188,7 @@ pub fn srq_limit_rearm<V: Verbs>(env: &Env<V>) {
     send(101);
     log.collect("c", &c.cq, 1);
     log.events(&rig.ctx, &c.cq);
-    limit(4).expect("arm 4");
+    set_srq_limit(&srq, 4).expect("arm 4");
     send(102);
     log.collect("c", &c.cq, 1);
     log.events(&rig.ctx, &c.cq);
@@ -251,29 +207,16 @@ pub fn srq_limit_rearm<V: Verbs>(env: &Env<V>) {
 pub fn srq_list_and_limit_query<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let srq = rig
-        .ctx
-        .create_srq(&rig.pd, &srq_attr(8, 1, 0))
-        .expect("create_srq");
+    let srq = new_srq(&rig, 8, 1);
     let mr = rig.mr(4096, AccessFlags::empty());
     let good = [sge(&mr, 0, 64)];
     let bad = [sge(&mr, 64, 64), sge(&mr, 128, 64)];
     // SAFETY: the SGEs lie in `mr`, alive until the end of the case.
     let r = unsafe { srq.post_recv(&[RecvWr::new(1, &good), RecvWr::new(2, &bad)]) };
     log.result("post 2", &r);
-    let arm = |n| {
-        srq.modify(
-            &SrqAttr {
-                max_wr: 0,
-                max_sge: 0,
-                srq_limit: n,
-            },
-            SrqAttrMask::LIMIT,
-        )
-    };
-    log.result("limit 3", &arm(3));
+    log.result("limit 3", &set_srq_limit(&srq, 3));
     log.line(format!("limit {}", srq.query().expect("query").srq_limit));
-    log.result("limit 0", &arm(0));
+    log.result("limit 0", &set_srq_limit(&srq, 0));
     log.line(format!("limit {}", srq.query().expect("query").srq_limit));
     log.check(&[
         "post 2: InvalidArgument bad_wr=1",
@@ -290,16 +233,11 @@ pub fn srq_qp_to_err_raises_no_last_wqe<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
     let c = rig.cq(16);
-    let srq = rig
-        .ctx
-        .create_srq(&rig.pd, &srq_attr(8, 1, 0))
-        .expect("create_srq");
+    let srq = new_srq(&rig, 8, 1);
     log.srq("srq", srq.handle());
     let mr = rig.mr(4096, AccessFlags::empty());
     try_srq_recv(&srq, 1, &[sge(&mr, 0, 256)]).expect("post");
-    let r = rig.qp_on_srq(QpType::Ud, &c.cq, &srq);
-    bring_up_ud(&rig, &r, QpState::Rts);
-    log.qp("r", &r);
+    let r = ud_on_srq(&rig, &c.cq, &srq, "r", &mut log);
     log.result("to ERR", &r.modify_with(&QpModify::to(QpState::Err)));
     log.collect("c", &c.cq, 0);
     log.events(&rig.ctx, &c.cq);

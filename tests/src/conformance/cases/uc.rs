@@ -6,7 +6,7 @@ use super::*;
 pub fn uc_send_recv<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Uc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Uc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(4096, AccessFlags::empty());
     fill(&mr, 0, b"unreliable");
     post_recv(&p.b, 7, &[sge(&mr, 1024, 64)]);
@@ -16,8 +16,7 @@ pub fn uc_send_recv<V: Verbs>(env: &Env<V>) {
         &p.a,
         SendWr::send_with_imm(2, &[sge(&mr, 0, 2)], 5).signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 2);
-    log.collect("cq_b", &p.cq_b.cq, 2);
+    p.collect(&mut log, 2, 2);
     log.line(String::from_utf8_lossy(&read(&mr, 1024, 10)).into_owned());
     log.check(&[
         "cq_a: wr 1 Success Send len 10 imm - flags - qp a src 0",
@@ -32,13 +31,7 @@ pub fn uc_send_recv<V: Verbs>(env: &Env<V>) {
 pub fn uc_rdma_write<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Uc,
-        AccessFlags::REMOTE_WRITE,
-        |_, _| {},
-        &mut log,
-    );
+    let p = pair(&rig, QpType::Uc, AccessFlags::REMOTE_WRITE, &mut log);
     let local = rig.mr(4096, AccessFlags::empty());
     let remote = rig.mr(4096, AccessFlags::REMOTE_WRITE);
     fill(&local, 0, b"uc write");
@@ -58,8 +51,7 @@ pub fn uc_rdma_write<V: Verbs>(env: &Env<V>) {
         )
         .signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 2);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 2, 1);
     log.line(String::from_utf8_lossy(&read(&remote, 0, 8)).into_owned());
     log.line(String::from_utf8_lossy(&read(&remote, 100, 2)).into_owned());
     log.check(&[
@@ -76,13 +68,7 @@ pub fn uc_rdma_write<V: Verbs>(env: &Env<V>) {
 pub fn uc_write_bad_rkey_is_silent<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Uc,
-        AccessFlags::REMOTE_WRITE,
-        |_, _| {},
-        &mut log,
-    );
+    let p = pair(&rig, QpType::Uc, AccessFlags::REMOTE_WRITE, &mut log);
     let local = rig.mr(4096, AccessFlags::empty());
     let remote = rig.mr(4096, AccessFlags::REMOTE_WRITE);
     fill(&local, 0, b"lost");
@@ -96,10 +82,8 @@ pub fn uc_write_bad_rkey_is_silent<V: Verbs>(env: &Env<V>) {
         )
         .signaled(),
     );
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 0);
-    log.state("a", &p.a);
-    log.state("b", &p.b);
+    p.collect(&mut log, 1, 0);
+    p.states(&mut log);
     log.line(format!(
         "remote untouched: {}",
         read(&remote, 0, 4) == [0; 4]
@@ -117,14 +101,13 @@ pub fn uc_write_bad_rkey_is_silent<V: Verbs>(env: &Env<V>) {
 pub fn uc_without_receive_is_dropped<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(&rig, QpType::Uc, AccessFlags::empty(), |_, _| {}, &mut log);
+    let p = pair(&rig, QpType::Uc, AccessFlags::empty(), &mut log);
     let mr = rig.mr(4096, AccessFlags::empty());
     post_send(&p.a, SendWr::send(1, &[sge(&mr, 0, 3)]).signaled());
     log.collect("cq_a", &p.cq_a.cq, 1);
     post_recv(&p.b, 7, &[sge(&mr, 1024, 64)]);
     post_send(&p.a, SendWr::send(2, &[sge(&mr, 0, 4)]).signaled());
-    log.collect("cq_a", &p.cq_a.cq, 1);
-    log.collect("cq_b", &p.cq_b.cq, 1);
+    p.collect(&mut log, 1, 1);
     log.state("b", &p.b);
     log.check(&[
         "cq_a: wr 1 Success Send len 3 imm - flags - qp a src 0",
@@ -139,13 +122,7 @@ pub fn uc_without_receive_is_dropped<V: Verbs>(env: &Env<V>) {
 pub fn uc_read_is_refused<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
-    let p = pair(
-        &rig,
-        QpType::Uc,
-        AccessFlags::REMOTE_WRITE,
-        |_, _| {},
-        &mut log,
-    );
+    let p = pair(&rig, QpType::Uc, AccessFlags::REMOTE_WRITE, &mut log);
     let local = rig.mr(64, AccessFlags::empty());
     let remote = rig.mr(64, AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ);
     log.result(
