@@ -82,7 +82,16 @@ pub fn emu() -> Result<&'static Emu, &'static str> {
         crate::leaks::arm();
         let built = Emu::from_env();
         match &built {
-            Ok(_) => start_progress_thread(),
+            Ok(e) => {
+                start_progress_thread();
+                if e.is_joined() {
+                    // SAFETY: registers a function with no arguments that only touches the
+                    // emulator's own state (behind its locks) and stderr.
+                    if unsafe { libc::atexit(drain_at_exit) } != 0 {
+                        eprintln!("verbs-emu: cannot register the drain at exit (atexit failed)");
+                    }
+                }
+            }
             Err(msg) => eprintln!("verbs-emu: {msg}"),
         }
         built
@@ -308,6 +317,37 @@ pub fn copy_c_string(dst: &mut [c_char], s: &str) {
     }
     if let Some(end) = dst.get_mut(n) {
         *end = 0;
+    }
+}
+
+/// How long a process's exit waits for the fabric to take the frames its NIC sent and its
+/// ring had no room for (the fabric paused it).
+const EXIT_DRAIN: Duration = Duration::from_secs(10);
+
+/// At exit: what the NIC sent (and completed) is on its way, as frames in a real NIC's
+/// transmit buffer outlive the program; so the process waits until the fabric has room
+/// for them (at most [`EXIT_DRAIN`], then says how many are lost).
+extern "C" fn drain_at_exit() {
+    let Some(Ok(emu)) = EMU.get() else {
+        return;
+    };
+    let Some(j) = &emu.member else {
+        return;
+    };
+    let begin = Instant::now();
+    loop {
+        let left = lock(&j.member).flush();
+        if left == 0 {
+            return;
+        }
+        if begin.elapsed() > EXIT_DRAIN {
+            eprintln!(
+                "verbs-emu: {left} frames the NIC sent were still waiting for the fabric \
+                 {EXIT_DRAIN:?} after exit began: lost"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(100));
     }
 }
 

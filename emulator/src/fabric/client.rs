@@ -272,6 +272,12 @@ impl Sender {
         }
         self.waiting.is_empty()
     }
+
+    /// How many frames wait for room.
+    #[must_use]
+    pub fn waiting(&self) -> usize {
+        self.waiting.len()
+    }
 }
 
 /// What the fabric sends to the host's port.
@@ -409,6 +415,14 @@ impl Member {
     #[must_use]
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.rx.fd()
+    }
+
+    /// Moves what the NIC sent and the ring had no room for into the ring, as far as it
+    /// has room; how many frames still wait.
+    pub fn flush(&self) -> usize {
+        let mut tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
+        tx.flush();
+        tx.waiting()
     }
 
     /// Before the progress thread sleeps: true if frames are waiting already.
