@@ -14,8 +14,10 @@ use crate::resources::create_cq;
 use crate::state::{lock, log_unsupported_once};
 
 /// The `wc_flags` the emulator's extended CQs can report: libibverbs' standard set
-/// (byte length, immediate, QP number, source QP, SLID, SL, DLID path bits).
-const SUPPORTED_WC_FLAGS: u64 = ffi::IBV_WC_STANDARD_FLAGS as u64;
+/// (byte length, immediate, QP number, source QP, SLID, SL, DLID path bits), and the
+/// stripped customer VLAN the mlx5 personality advertises (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`).
+const SUPPORTED_WC_FLAGS: u64 =
+    ffi::IBV_WC_STANDARD_FLAGS as u64 | ffi::IBV_WC_EX_WITH_CVLAN as u64;
 
 /// `verbs_context.create_cq_ex`.
 ///
@@ -38,7 +40,7 @@ pub unsafe extern "C" fn create_cq_ex(
     if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
         log_unsupported_once(
             "ibv_create_cq_ex",
-            "completion timestamps, CVLAN, flow tags and TM info",
+            "completion timestamps, flow tags and TM info",
         );
         set_errno(libc::EOPNOTSUPP);
         return null_mut();
@@ -75,6 +77,7 @@ pub unsafe extern "C" fn create_cq_ex(
             cq.read_slid = Some(read_slid);
             cq.read_sl = Some(read_sl);
             cq.read_dlid_path_bits = Some(read_dlid_path_bits);
+            cq.read_cvlan = Some(read_cvlan);
         })
     }
 }
@@ -157,4 +160,13 @@ readers! {
     read_slid -> u32 = |c| u32::from(c.slid);
     read_sl -> u8 = |c| c.sl;
     read_dlid_path_bits -> u8 = |c| c.dlid_path_bits;
+}
+
+/// `ibv_cq_ex.read_cvlan`: the VLAN tag the receive queue stripped from the frame, as
+/// mlx5 reports it (its CQE's `vlan_info`). Only a work queue created with
+/// `IBV_WQ_FLAGS_CVLAN_STRIPPING` strips tags, and the emulator has no work queues
+/// (`ibv_create_wq` is refused), so a tagged frame reaches the buffer whole and no tag
+/// was stripped: 0.
+unsafe extern "C" fn read_cvlan(_cq: *mut ffi::ibv_cq_ex) -> u16 {
+    0
 }
