@@ -25,6 +25,11 @@ pub struct EmuContext {
     pub state: Arc<ContextState>,
     /// The device it was opened on.
     pub device: &'static EmuDevice,
+    /// `context.cmd_fd`: where rdma-core's context holds its open uverbs device, a file
+    /// descriptor of the context's own (an eventfd that is never signalled), so programs
+    /// that `dup` or `poll` it work; the emulator takes no uverbs commands through it
+    /// (importing it with `ibv_import_device` is refused). Closed with the context.
+    pub cmd_fd: std::os::fd::OwnedFd,
 }
 
 impl EmuContext {
