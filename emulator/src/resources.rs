@@ -558,7 +558,12 @@ pub unsafe extern "C" fn ibv_modify_qp(
             }
             0
         }
-        Err(e) => errno_of(&e),
+        Err(e) => {
+            if m.contains(verbs_api::QpAttrMask::AV) {
+                note_gid_not_carried("ibv_modify_qp", &a.ah_attr);
+            }
+            errno_of(&e)
+        }
     }
 }
 
@@ -675,9 +680,23 @@ pub unsafe extern "C" fn ibv_create_ah(
             hand_out(Box::new(EmuAh { raw, ah }))
         }
         Err(e) => {
+            note_gid_not_carried("ibv_create_ah", &a);
             set_errno(errno_of(&e));
             null_mut()
         }
+    }
+}
+
+/// Says once why an address vector with a GRH whose destination GID is not IPv4-mapped
+/// was refused (EINVAL): a real mlx5 port also takes its link-local RoCE v1 GID (index 0,
+/// the first a program finds), but the emulated fabric carries RoCE v2 over IPv4 only.
+fn note_gid_not_carried(verb: &'static str, a: &verbs_api::AhAttr) {
+    if a.is_global && a.grh.dgid.to_ipv4().is_none() {
+        log_unsupported_once(
+            verb,
+            "RoCE v1 and IPv6 GIDs, such as the link-local GID 0: the fabric carries RoCE v2 \
+             over IPv4, GID index 1",
+        );
     }
 }
 

@@ -6,7 +6,7 @@ and completion field by completion field. Prints one line per fact; the Rust tes
 (tests/pyverbs.rs) compares the whole output. Any exception fails the run.
 
 Uses GID index 1, the IPv4-mapped RoCE v2 GID: the emulated fabric carries RoCE v2 over
-IPv4 only (index 0 is the link-local RoCE v1 GID, which it refuses).
+IPv4 only (index 0 is the link-local RoCE v1 GID, which it refuses, saying so once).
 """
 
 import ctypes
@@ -161,6 +161,18 @@ def ud(ctx, pd):
         print('ah on the RoCE v1 GID: made')
     except PyverbsRDMAError as ex:
         print('ah on the RoCE v1 GID: errno', ex.error_code)
+    rc_qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq_s, rcq=cq_s, cap=cap))
+    attr = QPAttr(port_num=PORT)
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = rc_qp.qp_num
+    attr.ah_attr = AHAttr(port_num=PORT, is_global=1,
+                          gr=GlobalRoute(dgid=ctx.query_gid(PORT, 0), sgid_index=0))
+    try:
+        rc_qp.to_rtr(attr)
+        print('rtr on the RoCE v1 GID: done')
+    except PyverbsRDMAError as ex:
+        print('rtr on the RoCE v1 GID: errno', ex.error_code, 'state', rc_qp.qp_state)
+    rc_qp.close()
     mr = MR(pd, 4096, ACCESS)
     mr.write(bytes(range(48)), 48, 0)
     print('cqe', cq_s.cqe)
