@@ -10,7 +10,7 @@ use verbs_api::{Completion, CompletionQueue};
 use crate::convert::errno_of;
 use crate::ffi;
 use crate::objects::{emu, set_errno, EmuCq};
-use crate::resources::create_cq;
+use crate::resources::{create_cq, is_parent_domain};
 use crate::state::{lock, log_unsupported_once};
 
 /// The `wc_flags` the emulator's extended CQs can report: libibverbs' standard set
@@ -50,9 +50,15 @@ pub unsafe extern "C" fn create_cq_ex(
         set_errno(libc::EINVAL);
         return null_mut();
     }
-    if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
-        log_unsupported_once("ibv_create_cq_ex", "a CQ in a parent domain");
-        set_errno(libc::EOPNOTSUPP);
+    // A CQ in a parent domain: the domain must be one (else EINVAL, as libmlx5 answers);
+    // its allocators would only place the CQ's buffer, which is in the simulator.
+    if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0
+        && (a.parent_domain.is_null()
+            // SAFETY: a non-NULL `parent_domain` is a live PD of ours (the caller's
+            // contract).
+            || !unsafe { is_parent_domain(a.parent_domain) })
+    {
+        set_errno(libc::EINVAL);
         return null_mut();
     }
     // Single-threaded and ignore-overrun are hints a device may take or not.

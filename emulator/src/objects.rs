@@ -69,8 +69,11 @@ pub struct EmuPd {
     pub raw: ffi::ibv_pd,
     /// The simulator's PD.
     pub pd: SimPd,
-    /// Its MRs, QPs, SRQs and AHs.
+    /// Its MRs, QPs, SRQs and AHs (and parent domains, for a protection domain).
     pub users: Users,
+    /// For a parent domain (`ibv_alloc_parent_domain`), the protection domain it wraps
+    /// (whose `users` count it); NULL for a protection domain.
+    pub parent: *mut ffi::ibv_pd,
 }
 
 /// A memory region.

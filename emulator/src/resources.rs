@@ -44,6 +44,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
                 raw,
                 pd,
                 users: Users::default(),
+                parent: null_mut(),
             }))
         }
         Err(e) => {
@@ -62,12 +63,69 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: a live PD of ours.
-    if unsafe { emu::<_, EmuPd>(pd) }.users.busy() {
+    let p: &EmuPd = unsafe { emu(pd) };
+    if p.users.busy() {
         return libc::EBUSY;
+    }
+    if !p.parent.is_null() {
+        // SAFETY: a parent domain's protection domain lives while the domain does (it
+        // counts the domain among its users).
+        unsafe { emu::<_, EmuPd>(p.parent) }.users.release();
     }
     // SAFETY: the caller's contract.
     drop(unsafe { take_back::<EmuPd, _>(pd) });
     0
+}
+
+/// `verbs_context.alloc_parent_domain` (behind the inline `ibv_alloc_parent_domain`): a
+/// PD interchangeable with the protection domain it wraps (its context and handle, the
+/// same domain in the simulator: MRs, QPs, SRQs and AHs made on either work together),
+/// which the protection domain counts as a user until it is deallocated, as libmlx5's
+/// `mlx5_alloc_parent_domain` makes it. The allocators are kept by the program only: a
+/// provider calls them for the memory of its queues, and the emulator's queues are in the
+/// simulator, not in the program's memory, so it never calls them. A thread domain cannot
+/// be given (`ibv_alloc_td` is refused).
+///
+/// # Safety
+/// `attr` is NULL or valid; its `pd` NULL or a live PD of ours.
+pub unsafe extern "C" fn alloc_parent_domain(
+    _ctx: *mut ffi::ibv_context,
+    attr: *mut ffi::ibv_parent_domain_init_attr,
+) -> *mut ffi::ibv_pd {
+    // SAFETY: the caller's valid attributes.
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    };
+    let known =
+        ffi::IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | ffi::IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+    if a.pd.is_null() || a.comp_mask & !known != 0 {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: a live PD of ours.
+    let parent: &EmuPd = unsafe { emu(a.pd) };
+    if !parent.parent.is_null() {
+        // A parent domain wraps a protection domain, not another parent domain.
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    parent.users.take();
+    hand_out(Box::new(EmuPd {
+        raw: parent.raw,
+        pd: parent.pd.clone(),
+        users: Users::default(),
+        parent: a.pd,
+    }))
+}
+
+/// Whether `pd` is a parent domain of ours.
+///
+/// # Safety
+/// `pd` is a live PD of ours.
+pub unsafe fn is_parent_domain(pd: *mut ffi::ibv_pd) -> bool {
+    // SAFETY: the caller's contract.
+    !unsafe { emu::<_, EmuPd>(pd) }.parent.is_null()
 }
 
 /// `ibv_reg_mr_iova2`: registers `addr..addr+length`. The simulator addresses a region by

@@ -7,7 +7,8 @@
 //! queries, RC QPs connected to each other (send with a completion channel, RDMA write
 //! with immediate, RDMA read, a query with every mask bit), UD QPs (GRH, source QP, a CQ
 //! that cannot shrink below its waiting completions), a RAW_PACKET QP steered by an
-//! Ethernet flow to an extended CQ, an SRQ, and libmlx5's answers for a device without
+//! Ethernet flow to an extended CQ, RC QPs, an MR and a CQ in a parent domain, an SRQ, and
+//! libmlx5's answers for a device without
 //! mlx5 direct verbs. `tests/py/pyverbs_hosts.py` connects RC QPs between hosts h1 and
 //! h2 joined to a fabric process: RDMA write, send and RDMA read across it.
 
@@ -78,6 +79,11 @@ fn pyverbs_runs_rc_ud_raw_and_srq_on_one_emulated_host() {
          raw send: wr_id 41 status 0 opcode 0 wc_flags 0x0\n\
          raw recv: wr_id 40 status 0 opcode 128 byte_len 64 cvlan 0\n\
          raw frame intact True\n\
+         cq in the parent domain: made\n\
+         domain send: wr_id 51 status 0 opcode 0 wc_flags 0x0\n\
+         domain recv: wr_id 50 status 0 opcode 128 byte_len 25 wc_flags 0x0\n\
+         domain data b'through the parent domain'\n\
+         allocator calls []\n\
          srq of no receives: max_wr 0 max_sge 0\n\
          Mlx5Context: This is not an MLX5 device\n\
          mlx5dv_is_supported False\n\

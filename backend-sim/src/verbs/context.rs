@@ -48,8 +48,8 @@ impl SimContext {
     }
 }
 
-/// A protection domain.
-#[derive(Debug)]
+/// A protection domain. A clone is the same domain (what a parent domain wraps).
+#[derive(Debug, Clone)]
 pub struct SimPd {
     pub(crate) res: Arc<Res>,
     pub(crate) _ctx: Arc<Res>,

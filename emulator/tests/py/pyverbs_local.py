@@ -1,7 +1,7 @@
 """What a user's Python does with rdma-core's bindings (pyverbs, Debian's python3-pyverbs)
 on one emulated host, in one process: open the device and query it, then PD, MRs, CQs
 (one with a completion channel, one extended), RC QPs connected to each other, UD QPs,
-a RAW_PACKET QP steered by a flow, an SRQ; traffic between them, checked byte for byte
+a RAW_PACKET QP steered by a flow, a parent domain, an SRQ; traffic between them, checked byte for byte
 and completion field by completion field. Prints one line per fact; the Rust test
 (tests/pyverbs.rs) compares the whole output. Any exception fails the run.
 
@@ -20,7 +20,7 @@ from pyverbs.addr import AH, AHAttr, GlobalRoute
 from pyverbs.cq import CQ, CQEX, CompChannel, CqInitAttrEx
 from pyverbs.flow import Flow, FlowAttr
 from pyverbs.mr import MR
-from pyverbs.pd import PD
+from pyverbs.pd import PD, ParentDomain, ParentDomainContext, ParentDomainInitAttr
 from pyverbs.pyverbs_error import PyverbsRDMAError, PyverbsUserError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.spec import EthSpec
@@ -246,6 +246,40 @@ def raw(ctx, pd):
     flow.close()
 
 
+def parent_domain(ctx, pd):
+    """A parent domain with allocators of ours, RC traffic on it, a CQ in it."""
+    calls = []
+
+    def alloc(pd, context, size, alignment, resource_type):
+        calls.append('alloc')
+        return e._IBV_ALLOCATOR_USE_DEFAULT
+
+    def free(pd, context, ptr, resource_type):
+        calls.append('free')
+        return e._IBV_ALLOCATOR_USE_DEFAULT
+
+    domain = ParentDomain(ctx, attr=ParentDomainInitAttr(
+        pd=pd, pd_context=ParentDomainContext(pd, alloc, free, 0)))
+    cq_ex = CQEX(ctx, CqInitAttrEx(cqe=4, comp_mask=e.IBV_CQ_INIT_ATTR_MASK_PD,
+                                   parent_domain=domain))
+    print('cq in the parent domain: made')
+    cq_a, cq_b, qa, qb = rc_pair(ctx, domain, None)
+    mr_a = MR(domain, 4096, ACCESS)
+    mr_b = MR(pd, 4096, ACCESS)
+    mr_a.write(b'through the parent domain', 25, 0)
+    qb.post_recv(RecvWR(wr_id=50, num_sge=1, sg=[SGE(mr_b.buf, 64, mr_b.lkey)]))
+    qa.post_send(SendWR(wr_id=51, opcode=e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(mr_a.buf, 25, mr_a.lkey)], send_flags=e.IBV_SEND_SIGNALED))
+    wc_line('domain send', poll(cq_a)[0])
+    wc_line('domain recv', poll(cq_b)[0])
+    print('domain data', mr_b.read(25, 0))
+    # The emulator's queues are in the simulator: it has no memory to allocate with them.
+    print('allocator calls', calls)
+    for o in (qa, qb, mr_a, mr_b, cq_a, cq_b, cq_ex):
+        o.close()
+    domain.close()
+
+
 def srq(pd):
     s = SRQ(pd, SrqInitAttr())
     a = s.query()
@@ -284,6 +318,7 @@ def main():
     rc(ctx, pd)
     ud(ctx, pd)
     raw(ctx, pd)
+    parent_domain(ctx, pd)
     srq(pd)
     mlx5dv()
     print('done')
