@@ -212,6 +212,83 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as u32) }
 }
 
+/// `ibv_rereg_mr`: checks its input as libibverbs does (`IBV_REREG_MR_ERR_INPUT` with
+/// EINVAL), then changes the region in place in the simulator: its PD, range and access
+/// as the flags say, its keys kept (as rxe and mlx5 keep them when they change a region
+/// in place). A change the device refuses leaves the MR as it was
+/// (`IBV_REREG_MR_ERR_CMD`, errno set).
+///
+/// # Safety
+/// `mr` is NULL or a live MR of ours; `pd` NULL or a live PD of ours; a new range is
+/// the caller's memory, valid while registered.
+pub unsafe extern "C" fn ibv_rereg_mr(
+    mr: *mut ffi::ibv_mr,
+    flags: c_int,
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let input_error = || {
+        set_errno(libc::EINVAL);
+        ffi::IBV_REREG_MR_ERR_INPUT
+    };
+    let supported = ffi::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
+    let translation = flags & ffi::IBV_REREG_MR_CHANGE_TRANSLATION as c_int != 0;
+    let change_pd = flags & ffi::IBV_REREG_MR_CHANGE_PD as c_int != 0;
+    let change_access = flags & ffi::IBV_REREG_MR_CHANGE_ACCESS as c_int != 0;
+    if mr.is_null()
+        || flags & !supported != 0
+        || (translation && (length == 0 || addr.is_null()))
+        || (access != 0 && !change_access)
+        || (change_pd && pd.is_null())
+    {
+        return input_error();
+    }
+    let new_access = if change_access {
+        // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
+        let bits =
+            u32::try_from(access).unwrap_or(u32::MAX) & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
+        match AccessFlags::from_bits(bits) {
+            Some(a) => Some(a),
+            None => return input_error(),
+        }
+    } else {
+        None
+    };
+    // SAFETY: a live MR of ours; the program does not use it during the call.
+    let m: &mut EmuMr = unsafe { &mut *mr.cast::<EmuMr>() };
+    // SAFETY: a live PD of ours (the caller's).
+    let new_pd: Option<&EmuPd> = change_pd.then(|| unsafe { emu(pd) });
+    if new_pd.is_some_and(|p| p.raw.context != m.raw.context) {
+        set_errno(libc::EINVAL);
+        return ffi::IBV_REREG_MR_ERR_CMD;
+    }
+    let range = translation.then_some((addr.cast::<u8>(), length));
+    // SAFETY: the caller registers memory it owns and keeps valid while registered.
+    match unsafe { m.mr.rereg(new_pd.map(|p| &p.pd), range, new_access) } {
+        Ok(()) => {
+            use verbs_api::MemoryRegion;
+            if let Some(p) = new_pd {
+                p.users.take();
+                // SAFETY: the old PD outlives the MR, which it counts as a user.
+                unsafe { emu::<_, EmuPd>(m.raw.pd) }.users.release();
+                m.raw.pd = pd;
+            }
+            if translation {
+                m.raw.addr = addr;
+                m.raw.length = length;
+            }
+            m.raw.rkey = m.mr.rkey();
+            0
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            ffi::IBV_REREG_MR_ERR_CMD
+        }
+    }
+}
+
 /// `ibv_dereg_mr`.
 ///
 /// # Safety

@@ -7,8 +7,9 @@
 //! queries, RC QPs connected to each other (send with a completion channel, RDMA write
 //! with immediate, RDMA read, a query with every mask bit), UD QPs (GRH, source QP, a CQ
 //! that cannot shrink below its waiting completions), a RAW_PACKET QP steered by an
-//! Ethernet flow to an extended CQ, RC QPs, an MR and a CQ in a parent domain, an SRQ, and
-//! libmlx5's answers for a device without
+//! Ethernet flow to an extended CQ, RC QPs, an MR and a CQ in a parent domain, an MR
+//! re-registered (access, range, PD: keys kept) with QPs reset in between (their
+//! completions taken out of their CQs, as libmlx5 does), an SRQ, and libmlx5's answers for a device without
 //! mlx5 direct verbs. `tests/py/pyverbs_hosts.py` connects RC QPs between hosts h1 and
 //! h2 joined to a fabric process: RDMA write, send and RDMA read across it.
 
@@ -84,6 +85,20 @@ fn pyverbs_runs_rc_ud_raw_and_srq_on_one_emulated_host() {
          domain recv: wr_id 50 status 0 opcode 128 byte_len 25 wc_flags 0x0\n\
          domain data b'through the parent domain'\n\
          allocator calls []\n\
+         rereg access without its flag: errno 22\n\
+         rereg access: keys kept True\n\
+         write without remote access: wr_id 60 status 10\n\
+         completions left after the reset 0 0\n\
+         write with remote access again: wr_id 62 status 0 opcode 1 wc_flags 0x0\n\
+         written b'0123456789abcdef'\n\
+         rereg range: keys kept True length 256\n\
+         write into the new range: wr_id 63 status 0 opcode 1 wc_flags 0x0\n\
+         new range holds b'0123456789abcdef'\n\
+         send into another PD's region: wr_id 65 status 11\n\
+         its receive: wr_id 64 status 4\n\
+         send after the PD is back: wr_id 67 status 0 opcode 0 wc_flags 0x0\n\
+         its receive: wr_id 66 status 0 opcode 128 byte_len 16 wc_flags 0x0\n\
+         received b'0123456789abcdef'\n\
          srq of no receives: max_wr 0 max_sge 0\n\
          Mlx5Context: This is not an MLX5 device\n\
          mlx5dv_is_supported False\n\

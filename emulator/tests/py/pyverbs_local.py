@@ -1,7 +1,7 @@
 """What a user's Python does with rdma-core's bindings (pyverbs, Debian's python3-pyverbs)
 on one emulated host, in one process: open the device and query it, then PD, MRs, CQs
 (one with a completion channel, one extended), RC QPs connected to each other, UD QPs,
-a RAW_PACKET QP steered by a flow, a parent domain, an SRQ; traffic between them, checked byte for byte
+a RAW_PACKET QP steered by a flow, a parent domain, re-registered MRs, an SRQ; traffic between them, checked byte for byte
 and completion field by completion field. Prints one line per fact; the Rust test
 (tests/pyverbs.rs) compares the whole output. Any exception fails the run.
 
@@ -46,7 +46,11 @@ def poll(cq, n=1):
 
 
 def wc_line(name, wc):
-    """A completion's fields; byte_len only where it is defined (receives and reads)."""
+    """A completion's fields where they are defined: an error completion has its wr_id
+    and status only; byte_len is a receive's or a read's."""
+    if wc.status != e.IBV_WC_SUCCESS:
+        print(f'{name}: wr_id {wc.wr_id} status {wc.status}')
+        return
     line = f'{name}: wr_id {wc.wr_id} status {wc.status} opcode {wc.opcode}'
     if wc.opcode & e.IBV_WC_RECV or wc.opcode == e.IBV_WC_RDMA_READ:
         line += f' byte_len {wc.byte_len}'
@@ -70,29 +74,33 @@ def device(ctx):
     os.close(dup)
 
 
+def connect(ctx, q, peer):
+    """Takes `q` from RESET (or INIT) to RTS, connected to `peer` on this host."""
+    attr = QPAttr(port_num=PORT)
+    attr.qp_access_flags = ACCESS
+    attr.path_mtu = e.IBV_MTU_1024
+    attr.dest_qp_num = peer.qp_num
+    attr.rq_psn = 0
+    attr.sq_psn = 0
+    attr.max_dest_rd_atomic = 1
+    attr.max_rd_atomic = 1
+    attr.min_rnr_timer = 12
+    attr.timeout = 14
+    attr.retry_cnt = 7
+    attr.rnr_retry = 7
+    attr.ah_attr = AHAttr(port_num=PORT, is_global=1,
+                          gr=GlobalRoute(dgid=ctx.query_gid(PORT, GID), sgid_index=GID))
+    q.to_rts(attr)
+
+
 def rc_pair(ctx, pd, channel):
     cq_a = CQ(ctx, 16, None, channel, 0)
     cq_b = CQ(ctx, 16)
     cap = QPCap(max_send_wr=8, max_recv_wr=8, max_send_sge=1, max_recv_sge=1)
     qa = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq_a, rcq=cq_a, cap=cap))
     qb = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq_b, rcq=cq_b, cap=cap))
-    gid = ctx.query_gid(PORT, GID)
-    for q, peer in ((qa, qb), (qb, qa)):
-        attr = QPAttr(port_num=PORT)
-        attr.qp_access_flags = ACCESS
-        attr.path_mtu = e.IBV_MTU_1024
-        attr.dest_qp_num = peer.qp_num
-        attr.rq_psn = 0
-        attr.sq_psn = 0
-        attr.max_dest_rd_atomic = 1
-        attr.max_rd_atomic = 1
-        attr.min_rnr_timer = 12
-        attr.timeout = 14
-        attr.retry_cnt = 7
-        attr.rnr_retry = 7
-        attr.ah_attr = AHAttr(port_num=PORT, is_global=1,
-                              gr=GlobalRoute(dgid=gid, sgid_index=GID))
-        q.to_rts(attr)
+    connect(ctx, qa, qb)
+    connect(ctx, qb, qa)
     return cq_a, cq_b, qa, qb
 
 
@@ -280,6 +288,72 @@ def parent_domain(ctx, pd):
     domain.close()
 
 
+def rereg(ctx, pd):
+    """ibv_rereg_mr: access, protection domain and range changed in place, keys kept;
+    a QP reset takes its completions out of its CQs (libmlx5's mlx5_cq_clean)."""
+    cq_a, cq_b, qa, qb = rc_pair(ctx, pd, None)
+    mr_a = MR(pd, 4096, ACCESS)
+    mr_b = MR(pd, 4096, ACCESS)
+    keys = (mr_b.lkey, mr_b.rkey)
+    mr_a.write(b'0123456789abcdef', 16, 0)
+
+    def write(wr_id, offset):
+        wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                    sg=[SGE(mr_a.buf, 16, mr_a.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(keys[1], offset)
+        qa.post_send(wr)
+        return poll(cq_a)[0]
+
+    def reset_both():
+        for q, peer in ((qa, qb), (qb, qa)):
+            q.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
+        for q, peer in ((qa, qb), (qb, qa)):
+            connect(ctx, q, peer)
+
+    try:
+        mr_b.rereg(0, None, 0, 0, e.IBV_ACCESS_LOCAL_WRITE)
+        print('rereg access without its flag: done')
+    except PyverbsRDMAError as ex:
+        print('rereg access without its flag: errno', ex.error_code)
+    mr_b.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, None, 0, 0, e.IBV_ACCESS_LOCAL_WRITE)
+    print('rereg access: keys kept', (mr_b.lkey, mr_b.rkey) == keys)
+    wc_line('write without remote access', write(60, mr_b.buf))
+    # The failed write moved A to ERR; a receive posted now is flushed into its CQ, and
+    # resetting A takes that completion out again.
+    qa.post_recv(RecvWR(wr_id=61, num_sge=1, sg=[SGE(mr_a.buf, 16, mr_a.lkey)]))
+    reset_both()
+    print('completions left after the reset', cq_a.poll(4)[0], cq_b.poll(4)[0])
+    mr_b.rereg(e.IBV_REREG_MR_CHANGE_ACCESS, None, 0, 0, ACCESS)
+    wc_line('write with remote access again', write(62, mr_b.buf + 100))
+    print('written', mr_b.read(16, 100))
+    # A new range: the region now covers memory of ours, under the same keys.
+    buf = ctypes.create_string_buffer(256)
+    mr_b.rereg(e.IBV_REREG_MR_CHANGE_TRANSLATION, None, ctypes.addressof(buf), 256, 0)
+    print('rereg range: keys kept', (mr_b.lkey, mr_b.rkey) == keys,
+          'length', mr_b.length)
+    wc_line('write into the new range', write(63, ctypes.addressof(buf) + 8))
+    print('new range holds', buf.raw[8:24])
+    # Another protection domain: B's QP may no longer use the region for its receive.
+    other = PD(ctx)
+    mr_b.rereg(e.IBV_REREG_MR_CHANGE_PD, other, 0, 0, 0)
+    qb.post_recv(RecvWR(wr_id=64, num_sge=1, sg=[SGE(ctypes.addressof(buf), 64, mr_b.lkey)]))
+    qa.post_send(SendWR(wr_id=65, opcode=e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(mr_a.buf, 16, mr_a.lkey)], send_flags=e.IBV_SEND_SIGNALED))
+    wc_line('send into another PD\'s region', poll(cq_a)[0])
+    wc_line('its receive', poll(cq_b)[0])
+    reset_both()
+    mr_b.rereg(e.IBV_REREG_MR_CHANGE_PD, pd, 0, 0, 0)
+    qb.post_recv(RecvWR(wr_id=66, num_sge=1, sg=[SGE(ctypes.addressof(buf), 64, mr_b.lkey)]))
+    qa.post_send(SendWR(wr_id=67, opcode=e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(mr_a.buf, 16, mr_a.lkey)], send_flags=e.IBV_SEND_SIGNALED))
+    wc_line('send after the PD is back', poll(cq_a)[0])
+    wc_line('its receive', poll(cq_b)[0])
+    print('received', buf.raw[:16])
+    for o in (qa, qb, mr_a, mr_b, cq_a, cq_b):
+        o.close()
+    other.close()
+
+
 def srq(pd):
     s = SRQ(pd, SrqInitAttr())
     a = s.query()
@@ -319,6 +393,7 @@ def main():
     ud(ctx, pd)
     raw(ctx, pd)
     parent_domain(ctx, pd)
+    rereg(ctx, pd)
     srq(pd)
     mlx5dv()
     print('done')
