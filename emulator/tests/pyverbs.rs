@@ -4,14 +4,16 @@
 //! the emulator's first on the library path.
 //!
 //! `tests/py/pyverbs_local.py` runs on one host in one process: the device and port
-//! queries, RC QPs connected to each other (send with a completion channel, RDMA write
-//! with immediate, RDMA read, a query with every mask bit), UD QPs (GRH, source QP, a CQ
-//! that cannot shrink below its waiting completions), a RAW_PACKET QP steered by an
-//! Ethernet flow to an extended CQ, RC QPs, an MR and a CQ in a parent domain, an MR
-//! re-registered (access, range, PD: keys kept) with QPs reset in between (their
-//! completions taken out of their CQs, as libmlx5 does), an SRQ, and libmlx5's answers for a device without
-//! mlx5 direct verbs. `tests/py/pyverbs_hosts.py` connects RC QPs between hosts h1 and
-//! h2 joined to a fabric process: RDMA write, send and RDMA read across it.
+//! queries; RC QPs connected to each other (send with a completion channel, RDMA write
+//! with immediate, RDMA read, a query with every mask bit); UD QPs (GRH, source QP, a CQ
+//! that cannot shrink below its waiting completions); a RAW_PACKET QP steered by Ethernet
+//! flows to an extended CQ (a frame to the port's own MAC, and one to an Ethernet
+//! multicast group a flow names, looped back as mlx5 does); RC traffic, an MR and a CQ in
+//! a parent domain; an MR re-registered (access, range, PD: keys kept) with its QPs reset
+//! in between (their completions taken out of their CQs, as libmlx5 does); an SRQ; and
+//! libmlx5's answers for a device without mlx5 direct verbs. `tests/py/pyverbs_hosts.py`
+//! connects RC QPs between hosts h1 and h2 joined to a fabric process: RDMA write, send
+//! and RDMA read across it.
 
 mod common;
 
@@ -80,6 +82,9 @@ fn pyverbs_runs_rc_ud_raw_and_srq_on_one_emulated_host() {
          raw send: wr_id 41 status 0 opcode 0 wc_flags 0x0\n\
          raw recv: wr_id 40 status 0 opcode 128 byte_len 64 cvlan 0\n\
          raw frame intact True\n\
+         raw send to a MAC group: wr_id 43 status 0 opcode 0 wc_flags 0x0\n\
+         raw recv from the group: wr_id 42 status 0 byte_len 64\n\
+         group frame intact True\n\
          cq in the parent domain: made\n\
          domain send: wr_id 51 status 0 opcode 0 wc_flags 0x0\n\
          domain recv: wr_id 50 status 0 opcode 128 byte_len 25 wc_flags 0x0\n\

@@ -251,6 +251,32 @@ def raw(ctx, pd):
           f'byte_len {cq_rx.read_byte_len()} cvlan {cq_rx.read_cvlan()}')
     cq_rx.end_poll()
     print('raw frame intact', mr.read(len(frame), 2048) == frame)
+    # A flow naming an Ethernet multicast address: mlx5 loops a frame to it back to the
+    # port's own steering, whatever its IP destination.
+    group = bytes([0x01, 0x50, 0x56, 0x00, 0x00, 0x07])
+    spec = EthSpec(ether_type=0x0800, dst_mac=':'.join(f'{b:02x}' for b in group))
+    attr = FlowAttr(num_of_specs=1, port=PORT)
+    attr.specs.append(spec)
+    group_flow = Flow(rx, attr)
+    frame = group + mac + frame[12:]
+    mr.write(frame, len(frame), 0)
+    rx.post_recv(RecvWR(wr_id=42, num_sge=1, sg=[SGE(mr.buf + 2048, 1500, mr.lkey)]))
+    tx.post_send(SendWR(wr_id=43, opcode=e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(mr.buf, len(frame), mr.lkey)],
+                        send_flags=e.IBV_SEND_SIGNALED))
+    wc_line('raw send to a MAC group', poll(cq_tx)[0])
+    for _ in range(2_000_000):
+        try:
+            cq_rx.start_poll(None)
+            break
+        except PyverbsRDMAError as ex:
+            if ex.error_code != errno.ENOENT:
+                raise
+    print(f'raw recv from the group: wr_id {cq_rx.wr_id} status {cq_rx.status} '
+          f'byte_len {cq_rx.read_byte_len()}')
+    cq_rx.end_poll()
+    print('group frame intact', mr.read(len(frame), 2048) == frame)
+    group_flow.close()
     flow.close()
 
 
