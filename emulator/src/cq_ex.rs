@@ -67,24 +67,38 @@ pub unsafe extern "C" fn create_cq_ex(
         set_errno(libc::EINVAL);
         return null_mut();
     }
-    // SAFETY: the caller's live context and channel.
+    let domain = if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+        a.parent_domain
+    } else {
+        null_mut()
+    };
+    // SAFETY: the caller's live context and channel; `domain` is NULL or a live parent
+    // domain of ours (checked above).
     unsafe {
-        create_cq(ctx, a.cqe, a.cq_context, a.channel, a.comp_vector, |cq| {
-            cq.start_poll = Some(start_poll);
-            cq.next_poll = Some(next_poll);
-            cq.end_poll = Some(end_poll);
-            cq.read_opcode = Some(read_opcode);
-            cq.read_vendor_err = Some(read_vendor_err);
-            cq.read_byte_len = Some(read_byte_len);
-            cq.read_imm_data = Some(read_imm_data);
-            cq.read_qp_num = Some(read_qp_num);
-            cq.read_src_qp = Some(read_src_qp);
-            cq.read_wc_flags = Some(read_wc_flags);
-            cq.read_slid = Some(read_slid);
-            cq.read_sl = Some(read_sl);
-            cq.read_dlid_path_bits = Some(read_dlid_path_bits);
-            cq.read_cvlan = Some(read_cvlan);
-        })
+        create_cq(
+            ctx,
+            a.cqe,
+            a.cq_context,
+            a.channel,
+            a.comp_vector,
+            domain,
+            |cq| {
+                cq.start_poll = Some(start_poll);
+                cq.next_poll = Some(next_poll);
+                cq.end_poll = Some(end_poll);
+                cq.read_opcode = Some(read_opcode);
+                cq.read_vendor_err = Some(read_vendor_err);
+                cq.read_byte_len = Some(read_byte_len);
+                cq.read_imm_data = Some(read_imm_data);
+                cq.read_qp_num = Some(read_qp_num);
+                cq.read_src_qp = Some(read_src_qp);
+                cq.read_wc_flags = Some(read_wc_flags);
+                cq.read_slid = Some(read_slid);
+                cq.read_sl = Some(read_sl);
+                cq.read_dlid_path_bits = Some(read_dlid_path_bits);
+                cq.read_cvlan = Some(read_cvlan);
+            },
+        )
     }
 }
 

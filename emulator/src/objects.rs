@@ -120,6 +120,8 @@ pub struct EmuCq {
     pub users: Users,
     /// The completion an `ibv_start_poll`/`ibv_next_poll` session is on.
     pub current: Mutex<Completion>,
+    /// The parent domain it was created in (which counts it as a user), or NULL.
+    pub parent_domain: *mut ffi::ibv_pd,
 }
 
 /// A queue pair. Its C struct is always an `ibv_qp_ex`, whose first member is the

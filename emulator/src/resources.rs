@@ -390,7 +390,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         return null_mut();
     };
     // SAFETY: the caller's contract.
-    unsafe { create_cq(ctx, cqe, cq_context, channel, vector, |_| {}) }.cast()
+    unsafe { create_cq(ctx, cqe, cq_context, channel, vector, null_mut(), |_| {}) }.cast()
 }
 
 /// Creates a CQ (its C struct an `ibv_cq_ex`, whose start is the `ibv_cq`) and lets
@@ -404,6 +404,7 @@ pub(crate) unsafe fn create_cq(
     cq_context: *mut c_void,
     channel: *mut ffi::ibv_comp_channel,
     vector: u32,
+    parent_domain: *mut ffi::ibv_pd,
     extend: impl FnOnce(&mut ffi::ibv_cq_ex),
 ) -> *mut ffi::ibv_cq_ex {
     if ctx.is_null() {
@@ -443,7 +444,13 @@ pub(crate) unsafe fn create_cq(
         channel: state.clone(),
         users: Users::default(),
         current: Mutex::new(Completion::default()),
+        parent_domain,
     }));
+    if !parent_domain.is_null() {
+        // SAFETY: a live parent domain of ours (create_cq_ex checked it); libmlx5 counts
+        // the CQ as a user of the domain until it is destroyed.
+        unsafe { emu::<_, EmuPd>(parent_domain) }.users.take();
+    }
     // SAFETY: `p` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
         init_sync(
@@ -472,6 +479,10 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
     }
     // SAFETY: the caller's contract.
     let b = unsafe { take_back::<EmuCq, _>(cq) };
+    if !b.parent_domain.is_null() {
+        // SAFETY: the domain outlives the CQ, which it counts as a user.
+        unsafe { emu::<_, EmuPd>(b.parent_domain) }.users.release();
+    }
     if let Some(s) = &b.channel {
         s.remove_cq(b.raw.handle);
     }
