@@ -67,7 +67,9 @@ def connect(qp, peer):
     attr.max_dest_rd_atomic = 1
     attr.max_rd_atomic = 1
     attr.min_rnr_timer = 12
-    attr.timeout = 14
+    # About 4.3 s before a retransmission: a busy machine does not make the requester
+    # send anything twice, so the fabric sees each frame once.
+    attr.timeout = 20
     attr.retry_cnt = 7
     attr.rnr_retry = 7
     attr.ah_attr = AHAttr(port_num=PORT, is_global=1,
