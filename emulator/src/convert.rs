@@ -77,6 +77,9 @@ pub fn device_attr_ex(a: &DeviceAttr) -> ffi::ibv_device_attr_ex {
         orig_attr: device_attr(a),
         device_cap_flags_ex: a.device_cap_flags.bits(),
         raw_packet_caps: a.raw_packet_caps.bits(),
+        // The kernel reports the port count here too (`rdma_end_port`), for devices with
+        // more than 255 ports as for those with fewer.
+        phys_port_cnt_ex: u32::from(a.phys_port_cnt),
         ..ffi::ibv_device_attr_ex::default()
     }
 }
@@ -259,6 +262,16 @@ mod tests {
         let (back, m) = qp_attr_from_c(&c, mask.bits() as c_int).unwrap();
         assert_eq!(m, mask);
         assert_eq!(back, a);
+    }
+
+    #[test]
+    fn the_extended_port_count_is_the_port_count() {
+        let a = DeviceAttr {
+            phys_port_cnt: 1,
+            ..DeviceAttr::default()
+        };
+        let c = device_attr_ex(&a);
+        assert_eq!((c.orig_attr.phys_port_cnt, c.phys_port_cnt_ex), (1, 1));
     }
 
     #[test]

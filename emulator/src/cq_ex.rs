@@ -10,12 +10,14 @@ use verbs_api::{Completion, CompletionQueue};
 use crate::convert::errno_of;
 use crate::ffi;
 use crate::objects::{emu, set_errno, EmuCq};
-use crate::resources::create_cq;
+use crate::resources::{create_cq, is_parent_domain};
 use crate::state::{lock, log_unsupported_once};
 
 /// The `wc_flags` the emulator's extended CQs can report: libibverbs' standard set
-/// (byte length, immediate, QP number, source QP, SLID, SL, DLID path bits).
-const SUPPORTED_WC_FLAGS: u64 = ffi::IBV_WC_STANDARD_FLAGS as u64;
+/// (byte length, immediate, QP number, source QP, SLID, SL, DLID path bits), and the
+/// stripped customer VLAN the mlx5 personality advertises (`IBV_RAW_PACKET_CAP_CVLAN_STRIPPING`).
+const SUPPORTED_WC_FLAGS: u64 =
+    ffi::IBV_WC_STANDARD_FLAGS as u64 | ffi::IBV_WC_EX_WITH_CVLAN as u64;
 
 /// `verbs_context.create_cq_ex`.
 ///
@@ -38,7 +40,7 @@ pub unsafe extern "C" fn create_cq_ex(
     if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
         log_unsupported_once(
             "ibv_create_cq_ex",
-            "completion timestamps, CVLAN, flow tags and TM info",
+            "completion timestamps, flow tags and TM info",
         );
         set_errno(libc::EOPNOTSUPP);
         return null_mut();
@@ -48,9 +50,15 @@ pub unsafe extern "C" fn create_cq_ex(
         set_errno(libc::EINVAL);
         return null_mut();
     }
-    if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
-        log_unsupported_once("ibv_create_cq_ex", "a CQ in a parent domain");
-        set_errno(libc::EOPNOTSUPP);
+    // A CQ in a parent domain: the domain must be one (else EINVAL, as libmlx5 answers);
+    // its allocators would only place the CQ's buffer, which is in the simulator.
+    if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0
+        && (a.parent_domain.is_null()
+            // SAFETY: a non-NULL `parent_domain` is a live PD of ours (the caller's
+            // contract).
+            || !unsafe { is_parent_domain(a.parent_domain) })
+    {
+        set_errno(libc::EINVAL);
         return null_mut();
     }
     // Single-threaded and ignore-overrun are hints a device may take or not.
@@ -59,23 +67,38 @@ pub unsafe extern "C" fn create_cq_ex(
         set_errno(libc::EINVAL);
         return null_mut();
     }
-    // SAFETY: the caller's live context and channel.
+    let domain = if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+        a.parent_domain
+    } else {
+        null_mut()
+    };
+    // SAFETY: the caller's live context and channel; `domain` is NULL or a live parent
+    // domain of ours (checked above).
     unsafe {
-        create_cq(ctx, a.cqe, a.cq_context, a.channel, a.comp_vector, |cq| {
-            cq.start_poll = Some(start_poll);
-            cq.next_poll = Some(next_poll);
-            cq.end_poll = Some(end_poll);
-            cq.read_opcode = Some(read_opcode);
-            cq.read_vendor_err = Some(read_vendor_err);
-            cq.read_byte_len = Some(read_byte_len);
-            cq.read_imm_data = Some(read_imm_data);
-            cq.read_qp_num = Some(read_qp_num);
-            cq.read_src_qp = Some(read_src_qp);
-            cq.read_wc_flags = Some(read_wc_flags);
-            cq.read_slid = Some(read_slid);
-            cq.read_sl = Some(read_sl);
-            cq.read_dlid_path_bits = Some(read_dlid_path_bits);
-        })
+        create_cq(
+            ctx,
+            a.cqe,
+            a.cq_context,
+            a.channel,
+            a.comp_vector,
+            domain,
+            |cq| {
+                cq.start_poll = Some(start_poll);
+                cq.next_poll = Some(next_poll);
+                cq.end_poll = Some(end_poll);
+                cq.read_opcode = Some(read_opcode);
+                cq.read_vendor_err = Some(read_vendor_err);
+                cq.read_byte_len = Some(read_byte_len);
+                cq.read_imm_data = Some(read_imm_data);
+                cq.read_qp_num = Some(read_qp_num);
+                cq.read_src_qp = Some(read_src_qp);
+                cq.read_wc_flags = Some(read_wc_flags);
+                cq.read_slid = Some(read_slid);
+                cq.read_sl = Some(read_sl);
+                cq.read_dlid_path_bits = Some(read_dlid_path_bits);
+                cq.read_cvlan = Some(read_cvlan);
+            },
+        )
     }
 }
 
@@ -157,4 +180,13 @@ readers! {
     read_slid -> u32 = |c| u32::from(c.slid);
     read_sl -> u8 = |c| c.sl;
     read_dlid_path_bits -> u8 = |c| c.dlid_path_bits;
+}
+
+/// `ibv_cq_ex.read_cvlan`: the VLAN tag the receive queue stripped from the frame, as
+/// mlx5 reports it (its CQE's `vlan_info`). Only a work queue created with
+/// `IBV_WQ_FLAGS_CVLAN_STRIPPING` strips tags, and the emulator has no work queues
+/// (`ibv_create_wq` is refused), so a tagged frame reaches the buffer whole and no tag
+/// was stripped: 0.
+unsafe extern "C" fn read_cvlan(_cq: *mut ffi::ibv_cq_ex) -> u16 {
+    0
 }

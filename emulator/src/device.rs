@@ -118,14 +118,22 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut f
             return null_mut();
         }
     };
+    let cmd_fd = match crate::events::semaphore_fd() {
+        Ok(fd) => fd,
+        Err(err) => {
+            set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+            return null_mut();
+        }
+    };
     e.register_context(&state);
     let mut boxed = Box::new(EmuContext {
         vctx: ffi::verbs_context::default(),
         state,
         device: dev,
+        cmd_fd,
     });
     boxed.vctx.context.device = std::ptr::from_ref(&dev.raw).cast_mut();
-    boxed.vctx.context.cmd_fd = -1;
+    boxed.vctx.context.cmd_fd = std::os::fd::AsRawFd::as_raw_fd(&boxed.cmd_fd);
     boxed.vctx.context.async_fd = boxed.state.raw_fd();
     boxed.vctx.context.num_comp_vectors = num_comp_vectors;
     fill_ops(&mut boxed.vctx);

@@ -79,7 +79,7 @@ symbol_versions! {
     ibv_query_srq = crate::srq::ibv_query_srq => "IBVERBS_1.1",
     ibv_rate_to_mbps = crate::rates::ibv_rate_to_mbps => "IBVERBS_1.1",
     ibv_reg_mr = crate::resources::ibv_reg_mr => "IBVERBS_1.1",
-    ibv_rereg_mr = crate::refused::ibv_rereg_mr => "IBVERBS_1.1",
+    ibv_rereg_mr = crate::resources::ibv_rereg_mr => "IBVERBS_1.1",
     ibv_resize_cq = crate::resources::ibv_resize_cq => "IBVERBS_1.1",
     ibv_resolve_eth_l2_from_gid = crate::device::ibv_resolve_eth_l2_from_gid => "IBVERBS_1.1",
     ibv_wc_status_str = crate::strings::ibv_wc_status_str => "IBVERBS_1.1",

@@ -25,6 +25,11 @@ pub struct EmuContext {
     pub state: Arc<ContextState>,
     /// The device it was opened on.
     pub device: &'static EmuDevice,
+    /// `context.cmd_fd`: where rdma-core's context holds its open uverbs device, a file
+    /// descriptor of the context's own (an eventfd that is never signalled), so programs
+    /// that `dup` or `poll` it work; the emulator takes no uverbs commands through it
+    /// (importing it with `ibv_import_device` is refused). Closed with the context.
+    pub cmd_fd: std::os::fd::OwnedFd,
 }
 
 impl EmuContext {
@@ -64,8 +69,11 @@ pub struct EmuPd {
     pub raw: ffi::ibv_pd,
     /// The simulator's PD.
     pub pd: SimPd,
-    /// Its MRs, QPs, SRQs and AHs.
+    /// Its MRs, QPs, SRQs and AHs (and parent domains, for a protection domain).
     pub users: Users,
+    /// For a parent domain (`ibv_alloc_parent_domain`), the protection domain it wraps
+    /// (whose `users` count it); NULL for a protection domain.
+    pub parent: *mut ffi::ibv_pd,
 }
 
 /// A memory region.
@@ -112,6 +120,8 @@ pub struct EmuCq {
     pub users: Users,
     /// The completion an `ibv_start_poll`/`ibv_next_poll` session is on.
     pub current: Mutex<Completion>,
+    /// The parent domain it was created in (which counts it as a user), or NULL.
+    pub parent_domain: *mut ffi::ibv_pd,
 }
 
 /// A queue pair. Its C struct is always an `ibv_qp_ex`, whose first member is the

@@ -57,7 +57,7 @@ pub fn fill_ops(v: &mut ffi::verbs_context) {
     v.create_wq = Some(create_wq);
     v.query_rt_values = Some(query_rt_values);
     v.alloc_td = Some(alloc_td);
-    v.alloc_parent_domain = Some(alloc_parent_domain);
+    v.alloc_parent_domain = Some(crate::resources::alloc_parent_domain);
     v.modify_cq = Some(modify_cq);
     v.alloc_dm = Some(alloc_dm);
     v.create_counters = Some(create_counters);
@@ -459,7 +459,6 @@ refuse!(open_qp, "ibv_open_qp", (Ctx, *mut ffi::ibv_qp_open_attr) -> ptr ffi::ib
 refuse!(create_wq, "ibv_create_wq", (Ctx, *mut ffi::ibv_wq_init_attr) -> ptr ffi::ibv_wq);
 refuse!(query_rt_values, "ibv_query_rt_values_ex", (Ctx, *mut ffi::ibv_values_ex) -> int);
 refuse!(alloc_td, "ibv_alloc_td", (Ctx, *mut ffi::ibv_td_init_attr) -> ptr ffi::ibv_td);
-refuse!(alloc_parent_domain, "ibv_alloc_parent_domain", (Ctx, *mut ffi::ibv_parent_domain_init_attr) -> ptr ffi::ibv_pd);
 refuse!(modify_cq, "ibv_modify_cq", (*mut ffi::ibv_cq, *mut ffi::ibv_modify_cq_attr) -> int);
 refuse!(alloc_dm, "ibv_alloc_dm", (Ctx, *mut ffi::ibv_alloc_dm_attr) -> ptr ffi::ibv_dm);
 refuse!(create_counters, "ibv_create_counters", (Ctx, *mut ffi::ibv_counters_init_attr) -> ptr ffi::ibv_counters);

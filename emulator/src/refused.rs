@@ -1,7 +1,7 @@
 //! Exported verbs the emulator has no model for yet: each fails the way libibverbs fails
 //! for a provider without the op (EOPNOTSUPP), and says so once on stderr.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::ptr::null_mut;
 
 use crate::ffi;
@@ -70,30 +70,6 @@ pub extern "C" fn ibv_reg_dmabuf_mr(
 ) -> *mut ffi::ibv_mr {
     refuse("ibv_reg_dmabuf_mr");
     null_mut()
-}
-
-/// `ibv_rereg_mr`: bad flags are `IBV_REREG_MR_ERR_INPUT` with EINVAL, as in libibverbs;
-/// a valid request is `IBV_REREG_MR_ERR_CMD` with EOPNOTSUPP (no re-registration yet).
-pub extern "C" fn ibv_rereg_mr(
-    _mr: *mut ffi::ibv_mr,
-    flags: c_int,
-    _pd: *mut ffi::ibv_pd,
-    addr: *mut c_void,
-    length: usize,
-    access: c_int,
-) -> c_int {
-    let supported = ffi::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
-    let translation = ffi::IBV_REREG_MR_CHANGE_TRANSLATION as c_int;
-    let change_access = ffi::IBV_REREG_MR_CHANGE_ACCESS as c_int;
-    if flags & !supported != 0
-        || (flags & translation != 0 && (length == 0 || addr.is_null()))
-        || (access != 0 && flags & change_access == 0)
-    {
-        set_errno(libc::EINVAL);
-        return ffi::IBV_REREG_MR_ERR_INPUT;
-    }
-    refuse("ibv_rereg_mr");
-    ffi::IBV_REREG_MR_ERR_CMD
 }
 
 /// `ibv_query_qp_data_in_order`: 0, no ordering promise (what libibverbs answers for a

@@ -44,6 +44,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
                 raw,
                 pd,
                 users: Users::default(),
+                parent: null_mut(),
             }))
         }
         Err(e) => {
@@ -62,12 +63,69 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
         return libc::EINVAL;
     }
     // SAFETY: a live PD of ours.
-    if unsafe { emu::<_, EmuPd>(pd) }.users.busy() {
+    let p: &EmuPd = unsafe { emu(pd) };
+    if p.users.busy() {
         return libc::EBUSY;
+    }
+    if !p.parent.is_null() {
+        // SAFETY: a parent domain's protection domain lives while the domain does (it
+        // counts the domain among its users).
+        unsafe { emu::<_, EmuPd>(p.parent) }.users.release();
     }
     // SAFETY: the caller's contract.
     drop(unsafe { take_back::<EmuPd, _>(pd) });
     0
+}
+
+/// `verbs_context.alloc_parent_domain` (behind the inline `ibv_alloc_parent_domain`): a
+/// PD interchangeable with the protection domain it wraps (its context and handle, the
+/// same domain in the simulator: MRs, QPs, SRQs and AHs made on either work together),
+/// which the protection domain counts as a user until it is deallocated, as libmlx5's
+/// `mlx5_alloc_parent_domain` makes it. The allocators are kept by the program only: a
+/// provider calls them for the memory of its queues, and the emulator's queues are in the
+/// simulator, not in the program's memory, so it never calls them. A thread domain cannot
+/// be given (`ibv_alloc_td` is refused).
+///
+/// # Safety
+/// `attr` is NULL or valid; its `pd` NULL or a live PD of ours.
+pub unsafe extern "C" fn alloc_parent_domain(
+    _ctx: *mut ffi::ibv_context,
+    attr: *mut ffi::ibv_parent_domain_init_attr,
+) -> *mut ffi::ibv_pd {
+    // SAFETY: the caller's valid attributes.
+    let Some(a) = (unsafe { attr.as_ref() }) else {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    };
+    let known =
+        ffi::IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | ffi::IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+    if a.pd.is_null() || a.comp_mask & !known != 0 {
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    // SAFETY: a live PD of ours.
+    let parent: &EmuPd = unsafe { emu(a.pd) };
+    if !parent.parent.is_null() {
+        // A parent domain wraps a protection domain, not another parent domain.
+        set_errno(libc::EINVAL);
+        return null_mut();
+    }
+    parent.users.take();
+    hand_out(Box::new(EmuPd {
+        raw: parent.raw,
+        pd: parent.pd.clone(),
+        users: Users::default(),
+        parent: a.pd,
+    }))
+}
+
+/// Whether `pd` is a parent domain of ours.
+///
+/// # Safety
+/// `pd` is a live PD of ours.
+pub unsafe fn is_parent_domain(pd: *mut ffi::ibv_pd) -> bool {
+    // SAFETY: the caller's contract.
+    !unsafe { emu::<_, EmuPd>(pd) }.parent.is_null()
 }
 
 /// `ibv_reg_mr_iova2`: registers `addr..addr+length`. The simulator addresses a region by
@@ -152,6 +210,83 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
 ) -> *mut ffi::ibv_mr {
     // SAFETY: forwards the caller's arguments.
     unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as u32) }
+}
+
+/// `ibv_rereg_mr`: checks its input as libibverbs does (`IBV_REREG_MR_ERR_INPUT` with
+/// EINVAL), then changes the region in place in the simulator: its PD, range and access
+/// as the flags say, its keys kept (as rxe and mlx5 keep them when they change a region
+/// in place). A change the device refuses leaves the MR as it was
+/// (`IBV_REREG_MR_ERR_CMD`, errno set).
+///
+/// # Safety
+/// `mr` is NULL or a live MR of ours; `pd` NULL or a live PD of ours; a new range is
+/// the caller's memory, valid while registered.
+pub unsafe extern "C" fn ibv_rereg_mr(
+    mr: *mut ffi::ibv_mr,
+    flags: c_int,
+    pd: *mut ffi::ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let input_error = || {
+        set_errno(libc::EINVAL);
+        ffi::IBV_REREG_MR_ERR_INPUT
+    };
+    let supported = ffi::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
+    let translation = flags & ffi::IBV_REREG_MR_CHANGE_TRANSLATION as c_int != 0;
+    let change_pd = flags & ffi::IBV_REREG_MR_CHANGE_PD as c_int != 0;
+    let change_access = flags & ffi::IBV_REREG_MR_CHANGE_ACCESS as c_int != 0;
+    if mr.is_null()
+        || flags & !supported != 0
+        || (translation && (length == 0 || addr.is_null()))
+        || (access != 0 && !change_access)
+        || (change_pd && pd.is_null())
+    {
+        return input_error();
+    }
+    let new_access = if change_access {
+        // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
+        let bits =
+            u32::try_from(access).unwrap_or(u32::MAX) & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
+        match AccessFlags::from_bits(bits) {
+            Some(a) => Some(a),
+            None => return input_error(),
+        }
+    } else {
+        None
+    };
+    // SAFETY: a live MR of ours; the program does not use it during the call.
+    let m: &mut EmuMr = unsafe { &mut *mr.cast::<EmuMr>() };
+    // SAFETY: a live PD of ours (the caller's).
+    let new_pd: Option<&EmuPd> = change_pd.then(|| unsafe { emu(pd) });
+    if new_pd.is_some_and(|p| p.raw.context != m.raw.context) {
+        set_errno(libc::EINVAL);
+        return ffi::IBV_REREG_MR_ERR_CMD;
+    }
+    let range = translation.then_some((addr.cast::<u8>(), length));
+    // SAFETY: the caller registers memory it owns and keeps valid while registered.
+    match unsafe { m.mr.rereg(new_pd.map(|p| &p.pd), range, new_access) } {
+        Ok(()) => {
+            use verbs_api::MemoryRegion;
+            if let Some(p) = new_pd {
+                p.users.take();
+                // SAFETY: the old PD outlives the MR, which it counts as a user.
+                unsafe { emu::<_, EmuPd>(m.raw.pd) }.users.release();
+                m.raw.pd = pd;
+            }
+            if translation {
+                m.raw.addr = addr;
+                m.raw.length = length;
+            }
+            m.raw.rkey = m.mr.rkey();
+            0
+        }
+        Err(e) => {
+            set_errno(errno_of(&e));
+            ffi::IBV_REREG_MR_ERR_CMD
+        }
+    }
 }
 
 /// `ibv_dereg_mr`.
@@ -255,7 +390,7 @@ pub unsafe extern "C" fn ibv_create_cq(
         return null_mut();
     };
     // SAFETY: the caller's contract.
-    unsafe { create_cq(ctx, cqe, cq_context, channel, vector, |_| {}) }.cast()
+    unsafe { create_cq(ctx, cqe, cq_context, channel, vector, null_mut(), |_| {}) }.cast()
 }
 
 /// Creates a CQ (its C struct an `ibv_cq_ex`, whose start is the `ibv_cq`) and lets
@@ -269,6 +404,7 @@ pub(crate) unsafe fn create_cq(
     cq_context: *mut c_void,
     channel: *mut ffi::ibv_comp_channel,
     vector: u32,
+    parent_domain: *mut ffi::ibv_pd,
     extend: impl FnOnce(&mut ffi::ibv_cq_ex),
 ) -> *mut ffi::ibv_cq_ex {
     if ctx.is_null() {
@@ -308,7 +444,13 @@ pub(crate) unsafe fn create_cq(
         channel: state.clone(),
         users: Users::default(),
         current: Mutex::new(Completion::default()),
+        parent_domain,
     }));
+    if !parent_domain.is_null() {
+        // SAFETY: a live parent domain of ours (create_cq_ex checked it); libmlx5 counts
+        // the CQ as a user of the domain until it is destroyed.
+        unsafe { emu::<_, EmuPd>(parent_domain) }.users.take();
+    }
     // SAFETY: `p` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
         init_sync(
@@ -337,6 +479,10 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
     }
     // SAFETY: the caller's contract.
     let b = unsafe { take_back::<EmuCq, _>(cq) };
+    if !b.parent_domain.is_null() {
+        // SAFETY: the domain outlives the CQ, which it counts as a user.
+        unsafe { emu::<_, EmuPd>(b.parent_domain) }.users.release();
+    }
     if let Some(s) = &b.channel {
         s.remove_cq(b.raw.handle);
     }
@@ -558,7 +704,12 @@ pub unsafe extern "C" fn ibv_modify_qp(
             }
             0
         }
-        Err(e) => errno_of(&e),
+        Err(e) => {
+            if m.contains(verbs_api::QpAttrMask::AV) {
+                note_gid_not_carried("ibv_modify_qp", &a.ah_attr);
+            }
+            errno_of(&e)
+        }
     }
 }
 
@@ -575,12 +726,10 @@ pub unsafe extern "C" fn ibv_query_qp(
     if qp.is_null() || attr.is_null() || init.is_null() {
         return libc::EINVAL;
     }
-    let Some(m) = u32::try_from(mask)
-        .ok()
-        .and_then(verbs_api::QpAttrMask::from_bits)
-    else {
-        return libc::EINVAL;
-    };
+    // The mask only says which attributes the caller wants: the kernel passes it to the
+    // driver unchecked (`ib_uverbs_query_qp`), and mlx5 and rxe answer every attribute
+    // whatever it holds, so bits no attribute has are no error.
+    let m = verbs_api::QpAttrMask::from_bits_truncate(mask as u32);
     // SAFETY: a live QP of ours.
     let q: &EmuQp = unsafe { emu(qp) };
     match q.qp.query(m) {
@@ -677,9 +826,23 @@ pub unsafe extern "C" fn ibv_create_ah(
             hand_out(Box::new(EmuAh { raw, ah }))
         }
         Err(e) => {
+            note_gid_not_carried("ibv_create_ah", &a);
             set_errno(errno_of(&e));
             null_mut()
         }
+    }
+}
+
+/// Says once why an address vector with a GRH whose destination GID is not IPv4-mapped
+/// was refused (EINVAL): a real mlx5 port also takes its link-local RoCE v1 GID (index 0,
+/// the first a program finds), but the emulated fabric carries RoCE v2 over IPv4 only.
+fn note_gid_not_carried(verb: &'static str, a: &verbs_api::AhAttr) {
+    if a.is_global && a.grh.dgid.to_ipv4().is_none() {
+        log_unsupported_once(
+            verb,
+            "RoCE v1 and IPv6 GIDs, such as the link-local GID 0: the fabric carries RoCE v2 \
+             over IPv4, GID index 1",
+        );
     }
 }
 

@@ -243,19 +243,30 @@ fn every_librdmacm_symbol_is_exported_where_debian_has_it() {
 }
 
 #[test]
-fn the_mlx5dv_functions_spead2_and_perftest_use_carry_debians_versions() {
+fn every_libmlx5_symbol_is_exported_where_debian_has_it() {
     let got = versioned_symbols(&ours(), "MLX5_", true);
     let debian = versioned_symbols(Path::new(DEBIAN_MLX5), "MLX5_", true);
-    // spead2's four (looked up by dlopen) and perftest's nine (linked).
-    assert_eq!(got.len(), 13, "{got:?}");
-    for s in &got {
-        assert!(debian.contains(s), "Debian's libmlx5 has no {s:?}");
-    }
+    // 128 functions at their default versions, and mlx5dv_init_obj's MLX5_1.0 compat one.
+    assert_eq!(debian.len(), 129, "{debian:?}");
+    assert_eq!(got, debian);
     let table: BTreeSet<(String, String)> = ibverbs::mlx5dv::EXPORTS
         .iter()
+        .chain(ibverbs::mlx5dv::COMPAT_EXPORTS)
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
     assert_eq!(table, got);
+    // The compat version is not the default one (objdump puts it in parentheses).
+    let listing = objdump(&["-T"], &ours());
+    let init_obj: Vec<&str> = listing
+        .lines()
+        .filter(|l| l.ends_with(" mlx5dv_init_obj"))
+        .map(|l| l.split_whitespace().rev().nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(init_obj.len(), 2, "{listing}");
+    assert!(
+        init_obj.contains(&"MLX5_1.2") && init_obj.contains(&"(MLX5_1.0)"),
+        "{init_obj:?}"
+    );
     for program in [
         "ib_send_bw",
         "ib_write_bw",

@@ -593,14 +593,17 @@ impl Fabric {
             );
             return Ok(index);
         }
+        // Multicast loopback: a copy for the sending port when it is a member of the
+        // frame's group, by IPv4 group or by Ethernet group (a flow rule naming a
+        // multicast MAC joins one), as mlx5 loops multicast back to its own steering.
         if dst.is_multicast() && mc_loopback {
-            if let Some(g) = ipv4_dst(&frame) {
-                if g.is_multicast() && self.topo.switch.is_member(from, g) {
-                    let at = now + self.loopback_ns;
-                    let to = from;
-                    let frame = frame.clone();
-                    self.queue.push(at, EventKind::Arrive { to, frame, index });
-                }
+            let by_ip = ipv4_dst(&frame)
+                .is_some_and(|g| g.is_multicast() && self.topo.switch.is_member(from, g));
+            if by_ip || self.topo.switch.is_mac_member(from, dst) {
+                let at = now + self.loopback_ns;
+                let to = from;
+                let frame = frame.clone();
+                self.queue.push(at, EventKind::Arrive { to, frame, index });
             }
         }
         if self.external.owns(from) {

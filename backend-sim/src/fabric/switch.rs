@@ -117,6 +117,13 @@ impl Switch {
             .is_some_and(|g| g.members.binary_search_by_key(&port, |m| m.0).is_ok())
     }
 
+    /// Whether `port` joined the Ethernet multicast group `mac`.
+    pub fn is_mac_member(&self, port: PortId, mac: Mac) -> bool {
+        self.mac_groups
+            .get(&mac)
+            .is_some_and(|g| g.members.binary_search_by_key(&port, |m| m.0).is_ok())
+    }
+
     /// Decides where a frame goes from its destination MAC and, for IPv4 multicast, its
     /// destination IP.
     pub fn route(&self, dst: Mac, ipv4_dst: Option<Ipv4Addr>) -> Route<'_> {

@@ -82,6 +82,13 @@ impl CompletionQueue for SimCq {
             return Err(err(ErrorKind::InvalidState, OP, "CQ destroyed"));
         };
         let max = c.personality.device_attr(0).max_cqe;
+        // The device first finishes the work due by now (the completions of sends just
+        // posted), so the count is of the completions the CQ holds at this instant.
+        let now = w.fabric.now();
+        while w.advance(now) {}
+        let Some(c) = w.cqs.get_mut(&self.res.id) else {
+            return Err(err(ErrorKind::InvalidState, OP, "CQ destroyed"));
+        };
         let waiting = c.entries.len();
         if cqe == 0 || cqe > max {
             return Err(err(

@@ -126,6 +126,17 @@ impl MrTable {
         }
     }
 
+    /// Changes a registered region in place (`ibv_rereg_mr`): its key stays, windows bound
+    /// to it are unbound (as by deregistration). False when `key` is not registered.
+    pub fn reregister(&mut self, key: u32, e: MrEntry) -> bool {
+        if !self.by_key.contains_key(&key) {
+            return false;
+        }
+        self.deregister(key);
+        self.by_key.insert(key, e);
+        true
+    }
+
     /// The region with lkey `key`, if registered.
     pub fn region(&self, key: u32) -> Option<&MrEntry> {
         self.by_key.get(&key)

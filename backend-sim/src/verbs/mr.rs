@@ -52,6 +52,85 @@ impl Drop for SimMr {
     }
 }
 
+impl SimMr {
+    /// Re-registers the region in place (`ibv_rereg_mr`): the key stays (as rxe and mlx5
+    /// keep it when they change a region in place), and what is given changes: the
+    /// protection domain, the range, the access. Windows bound to it are unbound. A
+    /// region whose memory the simulator owns keeps its range.
+    ///
+    /// # Errors
+    /// InvalidArgument for an empty or NULL range, a new range of owned memory, bad
+    /// access flags, or a PD of another device; InvalidState once the region is gone.
+    ///
+    /// # Safety
+    /// A new range is memory the caller owns and keeps valid while registered.
+    pub unsafe fn rereg(
+        &mut self,
+        pd: Option<&super::SimPd>,
+        range: Option<(*mut u8, usize)>,
+        access: Option<AccessFlags>,
+    ) -> Result<()> {
+        const OP: &str = "ibv_rereg_mr";
+        if let Some((ptr, len)) = range {
+            if ptr.is_null() || len == 0 {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    "null or zero-length region",
+                ));
+            }
+            if self._owned.is_some() {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    "the region's memory is the simulator's",
+                ));
+            }
+        }
+        if let Some(a) = access {
+            a.validate(OP)?;
+        }
+        let pd_res = pd.map_or_else(|| self._pd.clone(), |p| p.res.clone());
+        let (ptr, len) = range.unwrap_or((self.ptr, self.len));
+        let access = access.unwrap_or(self.access);
+        let mut w = lock(&self.world);
+        let dev = |id: u32| w.pds.get(&id).copied();
+        let (Some(old_dev), Some(new_dev)) = (dev(self._pd.id), dev(pd_res.id)) else {
+            return Err(err(ErrorKind::InvalidState, OP, "PD destroyed"));
+        };
+        if old_dev != new_dev {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "a PD of another device",
+            ));
+        }
+        let local_only_rkey_zero = w.devices[new_dev].personality.local_only_rkey_zero();
+        let entry = MrEntry {
+            pd: pd_res.id,
+            addr: ptr as u64,
+            len: len as u64,
+            access,
+        };
+        if !w.mrs.reregister(self.key, entry) {
+            return Err(err(ErrorKind::InvalidState, OP, "MR deregistered"));
+        }
+        drop(w);
+        let remote =
+            AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        self.rkey = if local_only_rkey_zero && !access.intersects(remote) {
+            0
+        } else {
+            self.key
+        };
+        self.ptr = ptr;
+        self.len = len;
+        self.access = access;
+        self._pd = pd_res;
+        Ok(())
+    }
+}
+
 // SAFETY: `ptr..ptr+len` is the owned allocation (freed only after deregistration in
 // Drop) or the caller's memory that `reg_mr`'s contract keeps valid while registered; the
 // simulator writes it only for work requests and remote accesses naming its key.

@@ -121,6 +121,10 @@ pub const EMU_PACKAGES: &[Package] = &[
         "perftest",
         "ib_send_bw .. ib_read_lat, run unmodified between two emulated hosts",
     ),
+    pkg(
+        "python3-pyverbs",
+        "rdma-core's Python bindings, which the emulator's pyverbs tests drive with /usr/bin/python3",
+    ),
 ];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);

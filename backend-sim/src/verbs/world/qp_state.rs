@@ -131,6 +131,16 @@ impl World {
                 if let Some(rc) = qp.rc.as_mut() {
                     rc.reset();
                 }
+                // libmlx5 takes the QP's completions out of its CQs when it resets it
+                // (`mlx5_cq_clean` in `mlx5_modify_qp`); rxe leaves them to be polled.
+                let (dev, cqs) = (qp.dev, [qp.send_cq, qp.recv_cq]);
+                if self.devices[dev].personality == crate::verbs::Personality::Mlx5 {
+                    for id in cqs {
+                        if let Some(cq) = self.cqs.get_mut(&id) {
+                            cq.entries.retain(|e| e.wc.qp_num != qpn);
+                        }
+                    }
+                }
             }
             QpState::Rtr if old != QpState::Rtr => {
                 let rq_psn = qp.attr.rq_psn;
