@@ -189,7 +189,7 @@ impl HeapSink for HeapQueue {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, storage: &mut PoolBuffer, p: &Packet<'_>) {
         let start = p.payload_offset as usize;
         copy_payload(

@@ -23,7 +23,8 @@ use super::pool::MemoryPool;
 use super::sink::{Exit, HeapQueue, HeapSink, LiveHeap};
 use super::stats::{DuplicateStat, StatMode, Stats, StatsConfig};
 use crate::wire::{
-    decode_datagram, decode_packet, decode_plain, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
+    decode_datagram, decode_packet, decode_plain, Packet, WireError, HEADER_SIZE, HEAP_CNT_ID,
+    HEAP_LENGTH_ID, PAYLOAD_LENGTH_ID, PAYLOAD_OFFSET_ID,
 };
 
 /// Receiver configuration (spead2's `stream_config` plus our safety limits).
@@ -151,6 +152,71 @@ fn prefetch(data: &[u8]) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = data;
+}
+
+/// Bytes of a plain packet before its payload: the header and the four special
+/// pointers.
+const PLAIN_HEADER: usize = HEADER_SIZE + 4 * 8;
+
+/// The next in-order packet of the head heap as [`Stream::add_packets`] expects it:
+/// a plain packet (the header for four pointers, then immediate HEAP_CNT,
+/// HEAP_LENGTH, PAYLOAD_OFFSET and PAYLOAD_LENGTH, as spead2's packetizer writes
+/// them) of the same heap, at the offset where the heap's bytes end. A packet whose
+/// first 32 bytes are these words, with a PAYLOAD_LENGTH that fits, is one that
+/// `decode_plain` accepts and [`Stream::add_next_in_order`] takes; it is taken with
+/// four word compares instead of decoding and matching each field.
+#[derive(Debug, Clone, Copy)]
+struct Next {
+    /// The header, HEAP_CNT, HEAP_LENGTH and PAYLOAD_OFFSET words, as their wire
+    /// bytes read little-endian.
+    words: [u64; 4],
+    /// An immediate PAYLOAD_OFFSET pointer with value 0.
+    offset_tag: u64,
+    /// An immediate PAYLOAD_LENGTH pointer with value 0.
+    length_tag: u64,
+    /// The flavour's value mask.
+    mask: u64,
+    heap_length: u64,
+    /// Bytes of the heap received (the expected PAYLOAD_OFFSET).
+    received: u64,
+    /// The head heap's slot.
+    slot: usize,
+}
+
+impl Next {
+    /// The payload length of the packet at the start of `data` if it is the expected
+    /// one, its payload is not empty, lies within HEAP_LENGTH and within `data`.
+    #[inline(always)]
+    fn matches(&self, data: &[u8]) -> Option<u64> {
+        let head: &[u8; PLAIN_HEADER] = data.get(..PLAIN_HEADER)?.try_into().ok()?;
+        let word = |k: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&head[8 * k..8 * k + 8]);
+            b
+        };
+        let differ = (u64::from_le_bytes(word(0)) ^ self.words[0])
+            | (u64::from_le_bytes(word(1)) ^ self.words[1])
+            | (u64::from_le_bytes(word(2)) ^ self.words[2])
+            | (u64::from_le_bytes(word(3)) ^ self.words[3]);
+        let d = u64::from_be_bytes(word(4));
+        let len = d & self.mask;
+        if differ != 0
+            || d & !self.mask != self.length_tag
+            || len == 0
+            || len > self.heap_length - self.received
+            || len > (data.len() - PLAIN_HEADER) as u64
+        {
+            return None;
+        }
+        Some(len)
+    }
+
+    /// The heap received `len` more bytes.
+    #[inline(always)]
+    fn advance(&mut self, len: u64) {
+        self.received += len;
+        self.words[3] = u64::from_le_bytes((self.offset_tag | self.received).to_be_bytes());
+    }
 }
 
 /// A finished heap's pointer and range lists, kept for the next heap.
@@ -331,8 +397,51 @@ impl<H: HeapSink> Stream<H> {
         // overlaps the work instead of adding to it. Large packets stream well by
         // themselves (`rep movsb`), so only small ones are prefetched.
         let mut fetched = 0;
+        // The next packet of the head heap, as it will look if it is the plain
+        // in-order packet most are (see `Next`), and the packets taken that way not
+        // yet counted in the stats.
+        let mut next = self.predict();
+        let mut quick = 0;
         while pos < data.len() && n < max_packets && !self.stopped && self.started {
             let rest = &data[pos..];
+            if let Some(e) = next.as_mut() {
+                if let Some(len) = e.matches(rest).filter(|_| !self.sink.poll()) {
+                    let size = PLAIN_HEADER + len as usize;
+                    pos += size;
+                    n += 1;
+                    quick += 1;
+                    if size <= PREFETCH_MAX {
+                        let to = (pos + PREFETCH_AHEAD).min(data.len());
+                        if fetched < to {
+                            prefetch(&data[fetched.max(pos)..to]);
+                            fetched = to;
+                        }
+                    }
+                    if let Some(h) = self.subs[0].slots[e.slot].as_mut() {
+                        let p = Packet {
+                            flavour: h.flavour,
+                            heap_cnt: h.cnt,
+                            heap_length: Some(e.heap_length),
+                            payload_offset: e.received,
+                            pointers: &rest[HEADER_SIZE..PLAIN_HEADER],
+                            payload: &rest[PLAIN_HEADER..size],
+                            stop: false,
+                            specials_only: true,
+                        };
+                        self.sink.write(&mut h.storage, &p);
+                        h.received += len;
+                    }
+                    e.advance(len);
+                    if e.received == e.heap_length {
+                        let slot = e.slot;
+                        next = None;
+                        self.count_quick(&mut quick);
+                        self.head_done(slot, false);
+                    }
+                    continue;
+                }
+            }
+            self.count_quick(&mut quick);
             // Plain packets skip the general decoder and its Result.
             let p = match decode_plain(rest) {
                 Some(p) => p,
@@ -355,9 +464,64 @@ impl<H: HeapSink> Stream<H> {
                 }
             }
             let _ = self.add_decoded(&p);
+            next = self.predict();
         }
+        self.count_quick(&mut quick);
         self.note_batch(n);
         pos
+    }
+
+    /// Counts the packets [`Stream::add_packets`] took by its predicted path (each
+    /// counted as [`Stream::add_next_in_order`] counts it).
+    #[inline]
+    fn count_quick(&mut self, quick: &mut u64) {
+        self.stats.packets += *quick;
+        self.stats.search_dist += *quick;
+        *quick = 0;
+    }
+
+    /// What the next packet of the head heap looks like when it is the next in-order
+    /// plain packet, in the cases where [`Stream::add_next_in_order`] would take it
+    /// (and finish nothing but, perhaps, the heap itself): one substream, in-order,
+    /// running, the head heap sized, not yet complete, with nothing addressed beyond
+    /// HEAP_LENGTH and no stop.
+    fn predict(&self) -> Option<Next> {
+        if self.stopped
+            || !self.started
+            || self.config.allow_out_of_order
+            || self.subs.len() != 1
+        {
+            return None;
+        }
+        let sub = &self.subs[0];
+        let h = sub.slots[sub.head].as_ref()?;
+        let hl = h.heap_length?;
+        // received > 0: a packet of the heap arrived, so the next one cannot be a
+        // single-packet heap (its offset is past 0).
+        if h.min_length != hl
+            || h.received == 0
+            || h.received >= hl
+            || (self.config.stop_on_stop_item && h.end_of_stream)
+        {
+            return None;
+        }
+        let f = h.flavour;
+        let wire = |v: u64| u64::from_le_bytes(v.to_be_bytes());
+        let offset_tag = f.immediate(PAYLOAD_OFFSET_ID, 0);
+        Some(Next {
+            words: [
+                u64::from_le_bytes(f.header(4)),
+                wire(f.immediate(HEAP_CNT_ID, h.cnt)),
+                wire(f.immediate(HEAP_LENGTH_ID, hl)),
+                wire(offset_tag | h.received),
+            ],
+            offset_tag,
+            length_tag: f.immediate(PAYLOAD_LENGTH_ID, 0),
+            mask: f.value_mask(),
+            heap_length: hl,
+            received: h.received,
+            slot: sub.head,
+        })
     }
 
     fn refuse(&mut self) -> Option<Reject> {
