@@ -403,21 +403,19 @@ impl<H: HeapSink> Stream<H> {
         let mut next = self.predict();
         let mut quick = 0;
         while pos < data.len() && n < max_packets && !self.stopped && self.started {
-            let rest = &data[pos..];
-            if let Some(e) = next.as_mut() {
-                if let Some(len) = e.matches(rest).filter(|_| !self.sink.poll()) {
-                    let size = PLAIN_HEADER + len as usize;
-                    pos += size;
-                    n += 1;
-                    quick += 1;
-                    if size <= PREFETCH_MAX {
-                        let to = (pos + PREFETCH_AHEAD).min(data.len());
-                        if fetched < to {
-                            prefetch(&data[fetched.max(pos)..to]);
-                            fetched = to;
+            if let Some(mut e) = next.take() {
+                // The run of expected packets, with the head heap and the expectation
+                // held in registers.
+                let mut done = false;
+                let Self { subs, sink, .. } = self;
+                if let Some(h) = subs[0].slots[e.slot].as_mut() {
+                    while n < max_packets {
+                        let rest = &data[pos..];
+                        let Some(len) = e.matches(rest) else { break };
+                        if sink.poll() {
+                            break;
                         }
-                    }
-                    if let Some(h) = self.subs[0].slots[e.slot].as_mut() {
+                        let size = PLAIN_HEADER + len as usize;
                         let p = Packet {
                             flavour: h.flavour,
                             heap_cnt: h.cnt,
@@ -428,20 +426,38 @@ impl<H: HeapSink> Stream<H> {
                             stop: false,
                             specials_only: true,
                         };
-                        self.sink.write(&mut h.storage, &p);
+                        pos += size;
+                        n += 1;
+                        quick += 1;
+                        if size <= PREFETCH_MAX {
+                            let to = (pos + PREFETCH_AHEAD).min(data.len());
+                            if fetched < to {
+                                prefetch(&data[fetched.max(pos)..to]);
+                                fetched = to;
+                            }
+                        }
+                        sink.write(&mut h.storage, &p);
                         h.received += len;
+                        e.advance(len);
+                        if e.received == e.heap_length {
+                            done = true;
+                            break;
+                        }
                     }
-                    e.advance(len);
-                    if e.received == e.heap_length {
-                        let slot = e.slot;
-                        next = None;
-                        self.count_quick(&mut quick);
-                        self.head_done(slot, false);
-                    }
+                }
+                if done {
+                    self.count_quick(&mut quick);
+                    self.head_done(e.slot, false);
                     continue;
+                }
+                // The packet at `pos` (if any) was not the expected one: the general
+                // path takes it, then predicts again.
+                if pos >= data.len() || n >= max_packets {
+                    break;
                 }
             }
             self.count_quick(&mut quick);
+            let rest = &data[pos..];
             // Plain packets skip the general decoder and its Result.
             let p = match decode_plain(rest) {
                 Some(p) => p,
