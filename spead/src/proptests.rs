@@ -247,7 +247,11 @@ fn edit() -> impl Strategy<Value = Edit> {
         any::<prop::sample::Index>().prop_map(Edit::Swap),
         any::<prop::sample::Index>().prop_map(Edit::Repeat),
         any::<prop::sample::Index>().prop_map(Edit::Drop),
-        (any::<prop::sample::Index>(), any::<prop::sample::Index>(), any::<u8>())
+        (
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            any::<u8>()
+        )
             .prop_map(|(p, b, v)| Edit::Flip(p, b, v)),
     ]
 }

@@ -23,8 +23,8 @@ use super::pool::MemoryPool;
 use super::sink::{Exit, HeapQueue, HeapSink, LiveHeap};
 use super::stats::{DuplicateStat, StatMode, Stats, StatsConfig};
 use crate::wire::{
-    decode_datagram, decode_packet, decode_plain, Packet, WireError, HEADER_SIZE, HEAP_CNT_ID,
-    HEAP_LENGTH_ID, PAYLOAD_LENGTH_ID, PAYLOAD_OFFSET_ID,
+    decode_datagram, decode_packet, Packet, WireError, HEADER_SIZE, HEAP_CNT_ID, HEAP_LENGTH_ID,
+    PAYLOAD_LENGTH_ID, PAYLOAD_OFFSET_ID,
 };
 
 /// Receiver configuration (spead2's `stream_config` plus our safety limits).
@@ -239,6 +239,9 @@ pub struct Stream<H: HeapSink = HeapQueue> {
     stopped: bool,
     started: bool,
     spare: Vec<Spare>,
+    /// The address up to which [`Stream::add_packets`] last prefetched (a hint only:
+    /// compared with the next call's buffer, never dereferenced).
+    prefetched: usize,
 }
 
 impl Stream<HeapQueue> {
@@ -293,6 +296,7 @@ impl<H: HeapSink> Stream<H> {
             stopped: false,
             started,
             spare: Vec::new(),
+            prefetched: 0,
         }
     }
 
@@ -395,8 +399,15 @@ impl<H: HeapSink> Stream<H> {
         // Bytes from here on are being fetched: the packets ahead (up to
         // PREFETCH_AHEAD bytes) load while this one is assembled, so memory latency
         // overlaps the work instead of adding to it. Large packets stream well by
-        // themselves (`rep movsb`), so only small ones are prefetched.
-        let mut fetched = 0;
+        // themselves (`rep movsb`), so only small ones are prefetched. When this call
+        // continues where the last one stopped (a reader walking one buffer in
+        // batches), what that call already prefetched is not asked for again.
+        let base = data.as_ptr() as usize;
+        let mut fetched = self
+            .prefetched
+            .checked_sub(base)
+            .filter(|&f| f <= data.len())
+            .unwrap_or(0);
         // The next packet of the head heap, as it will look if it is the plain
         // in-order packet most are (see `Next`), and the packets taken that way not
         // yet counted in the stats.
@@ -457,17 +468,12 @@ impl<H: HeapSink> Stream<H> {
                 }
             }
             self.count_quick(&mut quick);
-            let rest = &data[pos..];
-            // Plain packets skip the general decoder and its Result.
-            let p = match decode_plain(rest) {
-                Some(p) => p,
-                None => match decode_packet(rest) {
-                    Ok(p) => p,
-                    Err(_) => {
-                        self.stats.packets_malformed += 1;
-                        break;
-                    }
-                },
+            let p = match decode_packet(&data[pos..]) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.stats.packets_malformed += 1;
+                    break;
+                }
             };
             let size = p.size();
             pos += size;
@@ -484,6 +490,7 @@ impl<H: HeapSink> Stream<H> {
         }
         self.count_quick(&mut quick);
         self.note_batch(n);
+        self.prefetched = base + fetched;
         pos
     }
 
@@ -502,11 +509,7 @@ impl<H: HeapSink> Stream<H> {
     /// running, the head heap sized, not yet complete, with nothing addressed beyond
     /// HEAP_LENGTH and no stop.
     fn predict(&self) -> Option<Next> {
-        if self.stopped
-            || !self.started
-            || self.config.allow_out_of_order
-            || self.subs.len() != 1
-        {
+        if self.stopped || !self.started || self.config.allow_out_of_order || self.subs.len() != 1 {
             return None;
         }
         let sub = &self.subs[0];
@@ -728,7 +731,7 @@ impl<H: HeapSink> Stream<H> {
     fn evict_next(&mut self, s: usize) -> usize {
         let n = self.config.max_heaps;
         let sub = &mut self.subs[s];
-        sub.head = (sub.head + 1) % n;
+        sub.head = if sub.head + 1 == n { 0 } else { sub.head + 1 };
         let idx = sub.head;
         if let Some(old) = sub.slots[idx].take() {
             self.finish(old, Exit::Evicted);
