@@ -883,6 +883,29 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         }
     }
 
+    fn write_run<'p>(&self, h: &mut ChunkHeap<U>, run: impl Iterator<Item = (u64, &'p [u8])>) {
+        // One lock for the run: a member of a group no longer takes the chunk's lock
+        // (shared with the group's other readers) for every packet. As in spead2,
+        // whose readers hold their stream's lock for a batch of packets, an eviction
+        // by another member takes effect between runs.
+        let mut guard = match &h.cell {
+            Some(cell) if !self.too_old(h.chunk_id) => Some(lock(cell)),
+            _ => None,
+        };
+        match guard.as_mut().and_then(|g| g.as_mut()) {
+            Some(c) => {
+                for (offset, payload) in run {
+                    let start = h.heap_offset + offset as usize;
+                    super::sink::copy_payload(&mut c.data[start..start + payload.len()], payload);
+                    if let Some(n) = self.presence {
+                        c.present[h.heap_index + offset as usize / n] = 1;
+                    }
+                }
+            }
+            None => run.for_each(drop),
+        }
+    }
+
     fn heap_ready(&mut self, h: &mut LiveHeap<ChunkHeap<U>>, exit: Exit, stats: &mut Stats) {
         // spead2's do_heap_ready: only complete heaps count.
         if exit != Exit::Complete {
@@ -902,7 +925,7 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         self.leave(stats);
     }
 
-    fn poll(&mut self) -> bool {
+    fn poll(&self) -> bool {
         self.group.stopped.load(Ordering::Acquire)
     }
 }

@@ -416,27 +416,24 @@ impl<H: HeapSink> Stream<H> {
         while pos < data.len() && n < max_packets && !self.stopped && self.started {
             if let Some(mut e) = next.take() {
                 // The run of expected packets, with the head heap and the expectation
-                // held in registers.
-                let mut done = false;
+                // held in registers, copied under one lock of the sink's.
                 let Self { subs, sink, .. } = self;
                 if let Some(h) = subs[0].slots[e.slot].as_mut() {
-                    while n < max_packets {
+                    let LiveHeap {
+                        storage, received, ..
+                    } = h;
+                    let sink = &*sink;
+                    let run = std::iter::from_fn(|| {
+                        if n >= max_packets || e.received == e.heap_length {
+                            return None;
+                        }
                         let rest = &data[pos..];
-                        let Some(len) = e.matches(rest) else { break };
+                        let len = e.matches(rest)?;
                         if sink.poll() {
-                            break;
+                            return None;
                         }
                         let size = PLAIN_HEADER + len as usize;
-                        let p = Packet {
-                            flavour: h.flavour,
-                            heap_cnt: h.cnt,
-                            heap_length: Some(e.heap_length),
-                            payload_offset: e.received,
-                            pointers: &rest[HEADER_SIZE..PLAIN_HEADER],
-                            payload: &rest[PLAIN_HEADER..size],
-                            stop: false,
-                            specials_only: true,
-                        };
+                        let offset = e.received;
                         pos += size;
                         n += 1;
                         quick += 1;
@@ -447,15 +444,13 @@ impl<H: HeapSink> Stream<H> {
                                 fetched = to;
                             }
                         }
-                        sink.write(&mut h.storage, &p);
-                        h.received += len;
+                        *received += len;
                         e.advance(len);
-                        if e.received == e.heap_length {
-                            done = true;
-                            break;
-                        }
-                    }
+                        Some((offset, &rest[PLAIN_HEADER..size]))
+                    });
+                    sink.write_run(storage, run);
                 }
+                let done = e.received == e.heap_length;
                 if done {
                     self.count_quick(&mut quick);
                     self.head_done(e.slot, false);
