@@ -417,6 +417,7 @@ impl<H: HeapSink> Stream<H> {
             if let Some(mut e) = next.take() {
                 // The run of expected packets, with the head heap and the expectation
                 // held in registers, copied under one lock of the sink's.
+                let run_start = n;
                 let Self { subs, sink, .. } = self;
                 if let Some(h) = subs[0].slots[e.slot].as_mut() {
                     let LiveHeap {
@@ -436,7 +437,6 @@ impl<H: HeapSink> Stream<H> {
                         let offset = e.received;
                         pos += size;
                         n += 1;
-                        quick += 1;
                         if size <= PREFETCH_MAX {
                             let to = (pos + PREFETCH_AHEAD).min(data.len());
                             if fetched < to {
@@ -444,12 +444,14 @@ impl<H: HeapSink> Stream<H> {
                                 fetched = to;
                             }
                         }
-                        *received += len;
                         e.advance(len);
                         Some((offset, &rest[PLAIN_HEADER..size]))
                     });
                     sink.write_run(storage, run);
+                    // `e` followed the heap's bytes from what the heap had received.
+                    *received = e.received;
                 }
+                quick += (n - run_start) as u64;
                 let done = e.received == e.heap_length;
                 if done {
                     self.count_quick(&mut quick);
