@@ -357,7 +357,7 @@ proptest! {
         heaps in proptest::collection::vec(heap_strategy(), 1..4),
         cnts in proptest::collection::vec(1u64..6, 4),
         edits in proptest::collection::vec(edit(), 0..6),
-        batches in proptest::collection::vec(1usize..40, 1..8),
+        batches in proptest::collection::vec((1usize..40, 0u8..4), 1..8),
         (max_heaps, substreams, ooo, stop_on_stop) in (1usize..4, 1usize..3, any::<bool>(), any::<bool>()),
         interleave in any::<bool>(),
     ) {
@@ -371,12 +371,31 @@ proptest! {
             max_heap_size: 1 << 20,
             ..StreamConfig::default()
         };
+        // Batches of add_packets, now and then one packet by add_decoded or a flush
+        // in between (which the prediction add_packets keeps between calls must
+        // survive); the other stream flushes at the same places.
         let mut a = Stream::new(config());
         let mut rest = &bytes[..];
         let mut k = 0;
+        let mut flushed_at = Vec::new();
         while !rest.is_empty() && !a.is_stopped() {
-            let used = a.add_packets(rest, batches[k % batches.len()]);
+            let (batch, kind) = batches[k % batches.len()];
             k += 1;
+            if kind == 3 {
+                flushed_at.push(bytes.len() - rest.len());
+                a.flush();
+            }
+            if kind == 2 {
+                match decode_packet(rest) {
+                    Ok(p) => {
+                        rest = &rest[p.size()..];
+                        let _ = a.add_decoded(&p);
+                        continue;
+                    }
+                    Err(_) => {}
+                }
+            }
+            let used = a.add_packets(rest, batch);
             if used == 0 || a.raw_stats().packets_malformed > 0 {
                 break;
             }
@@ -385,6 +404,9 @@ proptest! {
         let mut b = Stream::new(config());
         let mut rest = &bytes[..];
         while !rest.is_empty() && !b.is_stopped() {
+            if flushed_at.contains(&(bytes.len() - rest.len())) {
+                b.flush();
+            }
             match decode_packet(rest) {
                 Ok(p) => {
                     rest = &rest[p.size()..];

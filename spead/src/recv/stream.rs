@@ -242,6 +242,9 @@ pub struct Stream<H: HeapSink = HeapQueue> {
     /// The address up to which [`Stream::add_packets`] last prefetched (a hint only:
     /// compared with the next call's buffer, never dereferenced).
     prefetched: usize,
+    /// The prediction [`Stream::add_packets`] ended with, for its next call: valid
+    /// while nothing else touches the stream (every other way in clears it).
+    next: Option<Next>,
 }
 
 impl Stream<HeapQueue> {
@@ -297,6 +300,7 @@ impl<H: HeapSink> Stream<H> {
             started,
             spare: Vec::new(),
             prefetched: 0,
+            next: None,
         }
     }
 
@@ -328,6 +332,7 @@ impl<H: HeapSink> Stream<H> {
 
     /// Starts an `explicit_start` stream (spead2's `stream::start`); no effect otherwise.
     pub fn start(&mut self) {
+        self.next = None;
         self.started = true;
     }
 
@@ -341,6 +346,7 @@ impl<H: HeapSink> Stream<H> {
 
     /// Stops the stream, flushing live heaps.
     pub fn stop(&mut self) {
+        self.next = None;
         if !self.stopped {
             self.stopped = true;
             self.flush();
@@ -351,6 +357,7 @@ impl<H: HeapSink> Stream<H> {
     /// Flushes every live heap (counted as `incomplete_heaps_flushed`), oldest slot
     /// first in each substream, as spead2's `flush_unlocked`.
     pub fn flush(&mut self) {
+        self.next = None;
         let n = self.config.max_heaps;
         for s in 0..self.subs.len() {
             for _ in 0..n {
@@ -411,7 +418,10 @@ impl<H: HeapSink> Stream<H> {
         // The next packet of the head heap, as it will look if it is the plain
         // in-order packet most are (see `Next`), and the packets taken that way not
         // yet counted in the stats.
-        let mut next = self.predict();
+        let mut next = match self.next.take() {
+            Some(e) => Some(e),
+            None => self.predict(),
+        };
         let mut quick = 0;
         while pos < data.len() && n < max_packets && !self.stopped && self.started {
             if let Some(mut e) = next.take() {
@@ -461,6 +471,7 @@ impl<H: HeapSink> Stream<H> {
                 // The packet at `pos` (if any) was not the expected one: the general
                 // path takes it, then predicts again.
                 if pos >= data.len() || n >= max_packets {
+                    next = Some(e);
                     break;
                 }
             }
@@ -488,6 +499,7 @@ impl<H: HeapSink> Stream<H> {
         self.count_quick(&mut quick);
         self.note_batch(n);
         self.prefetched = base + fetched;
+        self.next = next;
         pos
     }
 
@@ -558,6 +570,7 @@ impl<H: HeapSink> Stream<H> {
     /// The [`Reject`] reason when the packet was dropped (it is also counted).
     #[inline(always)]
     pub fn add_decoded(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
+        self.next = None;
         if let Some(r) = self.refuse() {
             return Err(r);
         }
