@@ -386,13 +386,10 @@ proptest! {
                 a.flush();
             }
             if kind == 2 {
-                match decode_packet(rest) {
-                    Ok(p) => {
-                        rest = &rest[p.size()..];
-                        let _ = a.add_decoded(&p);
-                        continue;
-                    }
-                    Err(_) => {}
+                if let Ok(p) = decode_packet(rest) {
+                    rest = &rest[p.size()..];
+                    let _ = a.add_decoded(&p);
+                    continue;
                 }
             }
             let used = a.add_packets(rest, batch);
