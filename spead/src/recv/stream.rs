@@ -364,8 +364,8 @@ impl<H: HeapSink> Stream<H> {
                 let sub = &mut self.subs[s];
                 sub.head = (sub.head + 1) % n;
                 let head = sub.head;
-                if let Some(h) = sub.slots[head].take() {
-                    self.finish(h, Exit::Flushed);
+                if sub.slots[head].is_some() {
+                    self.finish_slot(s, head, Exit::Flushed);
                 }
             }
         }
@@ -655,12 +655,10 @@ impl<H: HeapSink> Stream<H> {
         Self::add_to_heap(config, stats, sink, heap, p)?;
         let stop = config.stop_on_stop_item && heap.end_of_stream;
         if heap.is_complete() {
-            if let Some(heap) = subs[s].slots[idx].take() {
-                if stop && !config.deliver_stop_heap {
-                    self.recycle(heap);
-                } else {
-                    self.finish(heap, Exit::Complete);
-                }
+            if stop && !config.deliver_stop_heap {
+                self.recycle_slot(s, idx);
+            } else {
+                self.finish_slot(s, idx, Exit::Complete);
             }
         }
         if stop {
@@ -724,12 +722,10 @@ impl<H: HeapSink> Stream<H> {
             .as_ref()
             .is_some_and(LiveHeap::is_complete);
         if complete {
-            if let Some(heap) = self.subs[0].slots[head].take() {
-                if stop && !self.config.deliver_stop_heap {
-                    self.recycle(heap);
-                } else {
-                    self.finish(heap, Exit::Complete);
-                }
+            if stop && !self.config.deliver_stop_heap {
+                self.recycle_slot(0, head);
+            } else {
+                self.finish_slot(0, head, Exit::Complete);
             }
         }
         if stop {
@@ -743,8 +739,8 @@ impl<H: HeapSink> Stream<H> {
         let sub = &mut self.subs[s];
         sub.head = if sub.head + 1 == n { 0 } else { sub.head + 1 };
         let idx = sub.head;
-        if let Some(old) = sub.slots[idx].take() {
-            self.finish(old, Exit::Evicted);
+        if sub.slots[idx].is_some() {
+            self.finish_slot(s, idx, Exit::Evicted);
         }
         idx
     }
@@ -869,20 +865,48 @@ impl<H: HeapSink> Stream<H> {
         h.end_of_stream |= p.stop;
     }
 
-    fn recycle(&mut self, mut heap: LiveHeap<H::Storage>) {
-        heap.pointers.clear();
-        heap.ranges.clear();
-        self.spare.push((heap.pointers, heap.ranges));
+    /// Empties slot `idx` of substream `s` without delivering its heap, keeping the
+    /// heap's pointer and range lists for the next heap.
+    fn recycle_slot(&mut self, s: usize, idx: usize) {
+        let Self { subs, spare, .. } = self;
+        let slot = &mut subs[s].slots[idx];
+        if let Some(h) = slot.as_mut() {
+            spare.push(Self::lists(h));
+        }
+        *slot = None;
     }
 
-    fn finish(&mut self, mut h: LiveHeap<H::Storage>, exit: Exit) {
-        self.stats.heaps += 1;
-        match exit {
-            Exit::Complete => {}
-            Exit::Evicted => self.stats.incomplete_heaps_evicted += 1,
-            Exit::Flushed => self.stats.incomplete_heaps_flushed += 1,
+    /// Hands the heap in slot `idx` of substream `s` to the sink and empties the slot,
+    /// keeping the heap's pointer and range lists for the next heap. The heap is
+    /// handled where it lies, not moved out first.
+    fn finish_slot(&mut self, s: usize, idx: usize, exit: Exit) {
+        let Self {
+            subs,
+            stats,
+            sink,
+            spare,
+            ..
+        } = self;
+        let slot = &mut subs[s].slots[idx];
+        if let Some(h) = slot.as_mut() {
+            stats.heaps += 1;
+            match exit {
+                Exit::Complete => {}
+                Exit::Evicted => stats.incomplete_heaps_evicted += 1,
+                Exit::Flushed => stats.incomplete_heaps_flushed += 1,
+            }
+            sink.heap_ready(h, exit, stats);
+            spare.push(Self::lists(h));
         }
-        self.sink.heap_ready(&mut h, exit, &mut self.stats);
-        self.recycle(h);
+        *slot = None;
+    }
+
+    /// A heap's pointer and range lists, emptied.
+    fn lists(h: &mut LiveHeap<H::Storage>) -> Spare {
+        let mut pointers = std::mem::take(&mut h.pointers);
+        let mut ranges = std::mem::take(&mut h.ranges);
+        pointers.clear();
+        ranges.clear();
+        (pointers, ranges)
     }
 }
