@@ -673,6 +673,18 @@ pub struct ChunkHeap<U> {
     heap_offset: usize,
 }
 
+impl<U> Default for ChunkHeap<U> {
+    /// Nowhere: what an empty slot of the stream holds.
+    fn default() -> Self {
+        Self {
+            cell: None,
+            chunk_id: 0,
+            heap_index: 0,
+            heap_offset: 0,
+        }
+    }
+}
+
 impl<U> fmt::Debug for ChunkHeap<U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ChunkHeap")
@@ -717,12 +729,7 @@ impl<U> ChunkSink<U> {
     }
 
     fn discard(&self) -> ChunkHeap<U> {
-        ChunkHeap {
-            cell: None,
-            chunk_id: 0,
-            heap_index: 0,
-            heap_offset: 0,
-        }
+        ChunkHeap::default()
     }
 
     fn bump(stats: &mut Stats, index: usize) {

@@ -81,8 +81,8 @@ pub enum Exit {
 /// Heap memory and heap delivery for a stream; implemented by [`HeapQueue`] and
 /// [`super::chunk::ChunkSink`] only.
 pub trait HeapSink: sealed::Sealed {
-    /// Per-heap storage.
-    type Storage: std::fmt::Debug;
+    /// Per-heap storage (`Default`: none, what an empty slot holds).
+    type Storage: std::fmt::Debug + Default;
 
     /// Whether heaps without HEAP_LENGTH can be stored (chunk streams cannot).
     fn allows_unsized(&self) -> bool {

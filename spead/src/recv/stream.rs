@@ -219,12 +219,71 @@ impl Next {
     }
 }
 
-/// A finished heap's pointer and range lists, kept for the next heap.
-type Spare = (Vec<u64>, Vec<(u64, u64)>);
+/// A slot of a substream's ring: a live heap, or none. The heap's memory stays in
+/// the slot between heaps (its pointer and range lists keep their capacity), so a
+/// heap begins and ends where it lies instead of being built and moved in and out.
+#[derive(Debug)]
+struct Slot<S> {
+    heap: LiveHeap<S>,
+    live: bool,
+}
+
+impl<S: Default> Slot<S> {
+    fn new() -> Self {
+        Self {
+            heap: LiveHeap {
+                cnt: 0,
+                flavour: crate::wire::Flavour::default(),
+                heap_length: None,
+                received: 0,
+                min_length: 0,
+                pointers: Vec::new(),
+                ranges: Vec::new(),
+                end_of_stream: false,
+                storage: S::default(),
+            },
+            live: false,
+        }
+    }
+
+    fn is_some(&self) -> bool {
+        self.live
+    }
+
+    fn as_ref(&self) -> Option<&LiveHeap<S>> {
+        self.live.then_some(&self.heap)
+    }
+
+    fn as_mut(&mut self) -> Option<&mut LiveHeap<S>> {
+        self.live.then_some(&mut self.heap)
+    }
+
+    /// A new heap in this (empty) slot.
+    fn begin(&mut self, cnt: u64, flavour: crate::wire::Flavour, storage: S) {
+        let h = &mut self.heap;
+        h.cnt = cnt;
+        h.flavour = flavour;
+        h.heap_length = None;
+        h.received = 0;
+        h.min_length = 0;
+        h.end_of_stream = false;
+        h.storage = storage;
+        self.live = true;
+    }
+
+    /// Empties the slot: its heap's storage goes (back to its pool, or its chunk), its
+    /// lists are emptied for the next heap.
+    fn clear(&mut self) {
+        self.live = false;
+        self.heap.storage = S::default();
+        self.heap.pointers.clear();
+        self.heap.ranges.clear();
+    }
+}
 
 #[derive(Debug)]
 struct Substream<S> {
-    slots: Vec<Option<LiveHeap<S>>>,
+    slots: Vec<Slot<S>>,
     head: usize,
 }
 
@@ -238,7 +297,6 @@ pub struct Stream<H: HeapSink = HeapQueue> {
     stats: Stats,
     stopped: bool,
     started: bool,
-    spare: Vec<Spare>,
     /// The address up to which [`Stream::add_packets`] last prefetched (a hint only:
     /// compared with the next call's buffer, never dereferenced).
     prefetched: usize,
@@ -285,7 +343,7 @@ impl<H: HeapSink> Stream<H> {
         }
         let subs = (0..config.substreams)
             .map(|_| Substream {
-                slots: (0..config.max_heaps).map(|_| None).collect(),
+                slots: (0..config.max_heaps).map(|_| Slot::new()).collect(),
                 head: config.max_heaps - 1,
             })
             .collect();
@@ -298,7 +356,6 @@ impl<H: HeapSink> Stream<H> {
             stats,
             stopped: false,
             started,
-            spare: Vec::new(),
             prefetched: 0,
             next: None,
         }
@@ -609,8 +666,7 @@ impl<H: HeapSink> Stream<H> {
         } else {
             self.stats.search_dist += 1;
             let sub = &self.subs[s];
-            let matches =
-                |slot: &Option<LiveHeap<_>>| slot.as_ref().is_some_and(|h| h.cnt == p.heap_cnt);
+            let matches = |slot: &Slot<_>| slot.as_ref().is_some_and(|h| h.cnt == p.heap_cnt);
             if matches(&sub.slots[sub.head]) {
                 Some(sub.head)
             } else {
@@ -627,18 +683,7 @@ impl<H: HeapSink> Stream<H> {
                 let idx = self.evict_next(s);
                 let size = p.heap_length.unwrap_or(end);
                 let storage = self.sink.allocate(size, p, &mut self.stats)?;
-                let (pointers, ranges) = self.spare.pop().unwrap_or_default();
-                self.subs[s].slots[idx] = Some(LiveHeap {
-                    cnt: p.heap_cnt,
-                    flavour: p.flavour,
-                    heap_length: None,
-                    received: 0,
-                    min_length: 0,
-                    pointers,
-                    ranges,
-                    end_of_stream: false,
-                    storage,
-                });
+                self.subs[s].slots[idx].begin(p.heap_cnt, p.flavour, storage);
                 idx
             }
         };
@@ -865,27 +910,16 @@ impl<H: HeapSink> Stream<H> {
         h.end_of_stream |= p.stop;
     }
 
-    /// Empties slot `idx` of substream `s` without delivering its heap, keeping the
-    /// heap's pointer and range lists for the next heap.
+    /// Empties slot `idx` of substream `s` without delivering its heap.
     fn recycle_slot(&mut self, s: usize, idx: usize) {
-        let Self { subs, spare, .. } = self;
-        let slot = &mut subs[s].slots[idx];
-        if let Some(h) = slot.as_mut() {
-            spare.push(Self::lists(h));
-        }
-        *slot = None;
+        self.subs[s].slots[idx].clear();
     }
 
-    /// Hands the heap in slot `idx` of substream `s` to the sink and empties the slot,
-    /// keeping the heap's pointer and range lists for the next heap. The heap is
-    /// handled where it lies, not moved out first.
+    /// Hands the heap in slot `idx` of substream `s` to the sink and empties the slot.
+    /// The heap is handled where it lies, not moved out first.
     fn finish_slot(&mut self, s: usize, idx: usize, exit: Exit) {
         let Self {
-            subs,
-            stats,
-            sink,
-            spare,
-            ..
+            subs, stats, sink, ..
         } = self;
         let slot = &mut subs[s].slots[idx];
         if let Some(h) = slot.as_mut() {
@@ -896,17 +930,7 @@ impl<H: HeapSink> Stream<H> {
                 Exit::Flushed => stats.incomplete_heaps_flushed += 1,
             }
             sink.heap_ready(h, exit, stats);
-            spare.push(Self::lists(h));
         }
-        *slot = None;
-    }
-
-    /// A heap's pointer and range lists, emptied.
-    fn lists(h: &mut LiveHeap<H::Storage>) -> Spare {
-        let mut pointers = std::mem::take(&mut h.pointers);
-        let mut ranges = std::mem::take(&mut h.ranges);
-        pointers.clear();
-        ranges.clear();
-        (pointers, ranges)
+        slot.clear();
     }
 }
