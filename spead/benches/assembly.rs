@@ -27,9 +27,12 @@
 //! pair's lossless rate: the highest send rate at which every heap arrives complete
 //! (unthrottled first; if that loses heaps, a bisection on the sender's rate limit).
 //!
-//! Chunk-stream group: one UDP socket per stream, each stream on its own reader thread
-//! (1, 2 and all cores), all placing heaps into the group's chunks; fed by one
-//! unthrottled sender per stream.
+//! Chunk-stream group (lossless, 4 chunks of 16 heaps): one stream per reader thread
+//! (1, 2 and all cores), each fed from memory with its share of the heaps (heap `cnt`
+//! goes to stream `cnt % n`, so the streams fill the same chunks at once), all placing
+//! heaps into the group's chunks; each reader feeds its stream as a memory reader does
+//! (`add_packets`, 64 packets at a time) and, in a second set of rows, one decoded
+//! packet at a time (`add_decoded`, as a datagram transport does).
 
 mod common;
 
@@ -731,26 +734,34 @@ fn group_report(args: &Args) {
             .iter()
             .map(|&n| group_inputs(shape, args.mib, n))
             .collect();
-        let mut wall = vec![Vec::new(); counts.len()];
-        let mut cpu = vec![Vec::new(); counts.len()];
+        // Each reader feeds its stream as a memory reader does (`add_packets`, 64
+        // packets at a time), and, for comparison, one decoded packet at a time
+        // (`add_decoded`, as a datagram transport does).
+        let modes = [(true, "add_packets"), (false, "add_decoded")];
+        let mut wall = vec![Vec::new(); counts.len() * modes.len()];
+        let mut cpu = vec![Vec::new(); counts.len() * modes.len()];
         for _ in 0..args.runs {
-            for (k, &n) in counts.iter().enumerate() {
-                let (w, c) = group_run(shape, args.mib, &inputs[k], n);
-                wall[k].push(w);
-                cpu[k].push(c);
+            for (m, &(batched, _)) in modes.iter().enumerate() {
+                for (k, &n) in counts.iter().enumerate() {
+                    let (w, c) = group_run(shape, args.mib, &inputs[k], n, batched);
+                    wall[m * counts.len() + k].push(w);
+                    cpu[m * counts.len() + k].push(c);
+                }
             }
         }
         println!(
-            "  {:<22} {:>22} {:>22}",
+            "  {:<34} {:>22} {:>22}",
             "Mpkt/s", "wall clock", "per CPU-second"
         );
-        for (k, &n) in counts.iter().enumerate() {
-            println!(
-                "  {:<22} {:>22} {:>22}",
-                format!("{n} reader thread(s)"),
-                summary(&wall[k], 2),
-                summary(&cpu[k], 2)
-            );
+        for (m, &(_, mode)) in modes.iter().enumerate() {
+            for (k, &n) in counts.iter().enumerate() {
+                println!(
+                    "  {:<34} {:>22} {:>22}",
+                    format!("{n} reader thread(s), {mode}"),
+                    summary(&wall[m * counts.len() + k], 2),
+                    summary(&cpu[m * counts.len() + k], 2)
+                );
+            }
         }
     }
 }
@@ -773,7 +784,7 @@ fn group_inputs(shape: Shape, mib: usize, n: usize) -> Vec<Vec<u8>> {
 
 /// Packets per second a lossless group of `n` streams, each on its own thread, placed
 /// into chunks (recycled through a free list, as a ring would).
-fn group_run(shape: Shape, mib: usize, inputs: &[Vec<u8>], n: usize) -> (f64, f64) {
+fn group_run(shape: Shape, mib: usize, inputs: &[Vec<u8>], n: usize, batched: bool) -> (f64, f64) {
     let hpc = GROUP_HEAPS_PER_CHUNK;
     let chunk_size = shape.heap * hpc as usize;
     // The chunks the group will cycle through, allocated and touched beforehand: the
@@ -831,9 +842,19 @@ fn group_run(shape: Shape, mib: usize, inputs: &[Vec<u8>], n: usize) -> (f64, f6
             .map(|(mut s, input)| {
                 scope.spawn(move || {
                     let mut rest = &input[..];
-                    while let Ok(p) = decode_packet(rest) {
-                        rest = &rest[p.size()..];
-                        let _ = s.add_decoded(&p);
+                    if batched {
+                        while !rest.is_empty() {
+                            let used = s.add_packets(rest, 64);
+                            if used == 0 {
+                                break;
+                            }
+                            rest = &rest[used..];
+                        }
+                    } else {
+                        while let Ok(p) = decode_packet(rest) {
+                            rest = &rest[p.size()..];
+                            let _ = s.add_decoded(&p);
+                        }
                     }
                     s.stop();
                     s.raw_stats().packets

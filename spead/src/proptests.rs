@@ -231,3 +231,269 @@ proptest! {
         prop_assert!(st.heaps >= st.incomplete_heaps_evicted + st.incomplete_heaps_flushed);
     }
 }
+
+/// Edits to a packet sequence: swap two neighbours, repeat one, drop one, or change
+/// one byte.
+#[derive(Debug, Clone)]
+enum Edit {
+    Swap(prop::sample::Index),
+    Repeat(prop::sample::Index),
+    Drop(prop::sample::Index),
+    Flip(prop::sample::Index, prop::sample::Index, u8),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        any::<prop::sample::Index>().prop_map(Edit::Swap),
+        any::<prop::sample::Index>().prop_map(Edit::Repeat),
+        any::<prop::sample::Index>().prop_map(Edit::Drop),
+        (
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            any::<u8>()
+        )
+            .prop_map(|(p, b, v)| Edit::Flip(p, b, v)),
+    ]
+}
+
+/// The packets of `heaps` (with HEAP_CNTs `cnts`), one heap after another or
+/// interleaved, then edited.
+fn edited(
+    heaps: &[(Heap, u64, usize, bool)],
+    cnts: &[u64],
+    edits: Vec<Edit>,
+    interleave: bool,
+) -> Vec<u8> {
+    let mut per_heap: Vec<Vec<Vec<u8>>> = heaps
+        .iter()
+        .zip(cnts)
+        .map(|((heap, _, packet, _), &cnt)| {
+            let bytes = heap_to_bytes(heap, cnt, *packet).unwrap();
+            crate::wire::split_packets(&bytes)
+                .map(<[u8]>::to_vec)
+                .collect()
+        })
+        .collect();
+    let mut packets: Vec<Vec<u8>> = Vec::new();
+    if interleave {
+        while per_heap.iter().any(|h| !h.is_empty()) {
+            for h in per_heap.iter_mut().filter(|h| !h.is_empty()) {
+                packets.push(h.remove(0));
+            }
+        }
+    } else {
+        packets = per_heap.concat();
+    }
+    for e in edits {
+        if packets.is_empty() {
+            break;
+        }
+        match e {
+            Edit::Swap(i) => {
+                let i = i.index(packets.len());
+                if i + 1 < packets.len() {
+                    packets.swap(i, i + 1);
+                }
+            }
+            Edit::Repeat(i) => {
+                let i = i.index(packets.len());
+                packets.insert(i, packets[i].clone());
+            }
+            Edit::Drop(i) => {
+                packets.remove(i.index(packets.len()));
+            }
+            Edit::Flip(i, b, v) => {
+                let n = packets.len();
+                let p = &mut packets[i.index(n)];
+                let b = b.index(p.len());
+                p[b] = v;
+            }
+        }
+    }
+    packets.concat()
+}
+
+/// What a stream reported: its counters (but for the batch counts, which depend on
+/// how packets were handed over) and what it delivered, heap by heap.
+fn outcome(mut s: Stream) -> String {
+    s.stop();
+    let mut st = s.stats();
+    st.batches = 0;
+    st.max_batch = 0;
+    let mut out = format!("{st:?}\n");
+    while let Some(h) = s.pop_heap() {
+        let items: Vec<(u64, Vec<u8>)> = h
+            .wire_items()
+            .iter()
+            .map(|i| (i.id, i.bytes().to_vec()))
+            .collect();
+        out += &format!(
+            "{} {} {} {:?} {} {:?} {} {:?}\n",
+            h.cnt,
+            h.complete,
+            h.contiguous,
+            h.heap_length,
+            h.received_length,
+            h.payload_ranges,
+            h.end_of_stream,
+            items
+        );
+        if h.complete {
+            out += &format!("{:?}\n", h.payload());
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// `add_packets` (whose common case is a predicted, fused decode and lookup) does
+    /// exactly what decoding each packet and `add_decoded` do, whatever the packet
+    /// sequence (heaps interleaved, repeated, reordered, dropped, corrupted) and
+    /// batching.
+    #[test]
+    fn add_packets_agrees_with_add_decoded(
+        heaps in proptest::collection::vec(heap_strategy(), 1..4),
+        cnts in proptest::collection::vec(1u64..6, 4),
+        edits in proptest::collection::vec(edit(), 0..6),
+        batches in proptest::collection::vec((1usize..40, 0u8..4), 1..8),
+        (max_heaps, substreams, ooo, stop_on_stop) in (1usize..4, 1usize..3, any::<bool>(), any::<bool>()),
+        interleave in any::<bool>(),
+    ) {
+        let bytes = edited(&heaps, &cnts, edits, interleave);
+        let config = || StreamConfig {
+            max_heaps,
+            substreams,
+            allow_out_of_order: ooo,
+            stop_on_stop_item: stop_on_stop,
+            deliver_incomplete: true,
+            max_heap_size: 1 << 20,
+            ..StreamConfig::default()
+        };
+        // Batches of add_packets, now and then one packet by add_decoded or a flush
+        // in between (which the prediction add_packets keeps between calls must
+        // survive); the other stream flushes at the same places.
+        let mut a = Stream::new(config());
+        let mut rest = &bytes[..];
+        let mut k = 0;
+        let mut flushed_at = Vec::new();
+        while !rest.is_empty() && !a.is_stopped() {
+            let (batch, kind) = batches[k % batches.len()];
+            k += 1;
+            if kind == 3 {
+                flushed_at.push(bytes.len() - rest.len());
+                a.flush();
+            }
+            if kind == 2 {
+                if let Ok(p) = decode_packet(rest) {
+                    rest = &rest[p.size()..];
+                    let _ = a.add_decoded(&p);
+                    continue;
+                }
+            }
+            let used = a.add_packets(rest, batch);
+            if used == 0 || a.raw_stats().packets_malformed > 0 {
+                break;
+            }
+            rest = &rest[used..];
+        }
+        let mut b = Stream::new(config());
+        let mut rest = &bytes[..];
+        while !rest.is_empty() && !b.is_stopped() {
+            if flushed_at.contains(&(bytes.len() - rest.len())) {
+                b.flush();
+            }
+            match decode_packet(rest) {
+                Ok(p) => {
+                    rest = &rest[p.size()..];
+                    let _ = b.add_decoded(&p);
+                }
+                Err(_) => {
+                    b.stats_mut().packets_malformed += 1;
+                    break;
+                }
+            }
+        }
+        prop_assert_eq!(outcome(a), outcome(b));
+    }
+}
+
+/// What a chunk stream reported: its counters (but for the batch counts) and every
+/// chunk it made ready.
+fn chunk_outcome(mut s: ChunkStream, ready: &std::sync::Mutex<Vec<Chunk>>) -> String {
+    s.stop();
+    let mut st = s.stats();
+    st.batches = 0;
+    st.max_batch = 0;
+    let mut out = format!("{st:?}\n");
+    for c in ready.lock().unwrap().iter() {
+        out += &format!(
+            "{} {:?} {:?} {:?}\n",
+            c.chunk_id, c.present, c.extra, c.data
+        );
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// The same for chunk streams, whose runs of packets are copied under one lock of
+    /// their chunk: chunks, presence flags and counters as with `add_decoded`.
+    #[test]
+    fn chunk_add_packets_agrees_with_add_decoded(
+        heaps in proptest::collection::vec(heap_strategy(), 1..4),
+        cnts in proptest::collection::vec(0u64..8, 4),
+        edits in proptest::collection::vec(edit(), 0..6),
+        batches in proptest::collection::vec(1usize..40, 1..8),
+        (max_heaps, presence, interleave) in (1usize..4, proptest::option::of(1usize..3000), any::<bool>()),
+    ) {
+        let bytes = edited(&heaps, &cnts, edits, interleave);
+        let make = || {
+            let ready = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let r = std::sync::Arc::clone(&ready);
+            let mut cc = ChunkStreamConfig::new(|d: &mut PlaceData<'_>| {
+                let cnt = d.packet.heap_cnt;
+                d.chunk_id = (cnt / 2) as i64;
+                d.heap_index = (cnt % 2) as usize * 40;
+                d.heap_offset = (cnt % 2) as usize * 40_000;
+            })
+            .with_allocate(|_, _| Some(Chunk::<()>::new(80_000, 80, 0)))
+            .with_ready(move |c, _| r.lock().unwrap().push(c));
+            cc.max_chunks = 2;
+            cc.packet_presence_payload_size = presence;
+            let s = ChunkStream::new_chunked(
+                StreamConfig { max_heaps, ..StreamConfig::default() },
+                cc,
+            ).unwrap();
+            (s, ready)
+        };
+        let (mut a, ready_a) = make();
+        let mut rest = &bytes[..];
+        let mut k = 0;
+        while !rest.is_empty() && !a.is_stopped() {
+            let used = a.add_packets(rest, batches[k % batches.len()]);
+            k += 1;
+            if used == 0 || a.raw_stats().packets_malformed > 0 {
+                break;
+            }
+            rest = &rest[used..];
+        }
+        let (mut b, ready_b) = make();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() && !b.is_stopped() {
+            match decode_packet(rest) {
+                Ok(p) => {
+                    rest = &rest[p.size()..];
+                    let _ = b.add_decoded(&p);
+                }
+                Err(_) => {
+                    b.stats_mut().packets_malformed += 1;
+                    break;
+                }
+            }
+        }
+        prop_assert_eq!(chunk_outcome(a, &ready_a), chunk_outcome(b, &ready_b));
+    }
+}

@@ -673,6 +673,18 @@ pub struct ChunkHeap<U> {
     heap_offset: usize,
 }
 
+impl<U> Default for ChunkHeap<U> {
+    /// Nowhere: what an empty slot of the stream holds.
+    fn default() -> Self {
+        Self {
+            cell: None,
+            chunk_id: 0,
+            heap_index: 0,
+            heap_offset: 0,
+        }
+    }
+}
+
 impl<U> fmt::Debug for ChunkHeap<U> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ChunkHeap")
@@ -717,12 +729,7 @@ impl<U> ChunkSink<U> {
     }
 
     fn discard(&self) -> ChunkHeap<U> {
-        ChunkHeap {
-            cell: None,
-            chunk_id: 0,
-            heap_index: 0,
-            heap_offset: 0,
-        }
+        ChunkHeap::default()
     }
 
     fn bump(stats: &mut Stats, index: usize) {
@@ -883,6 +890,29 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         }
     }
 
+    fn write_run<'p>(&self, h: &mut ChunkHeap<U>, run: impl Iterator<Item = (u64, &'p [u8])>) {
+        // One lock for the run: a member of a group no longer takes the chunk's lock
+        // (shared with the group's other readers) for every packet. As in spead2,
+        // whose readers hold their stream's lock for a batch of packets, an eviction
+        // by another member takes effect between runs.
+        let mut guard = match &h.cell {
+            Some(cell) if !self.too_old(h.chunk_id) => Some(lock(cell)),
+            _ => None,
+        };
+        match guard.as_mut().and_then(|g| g.as_mut()) {
+            Some(c) => {
+                for (offset, payload) in run {
+                    let start = h.heap_offset + offset as usize;
+                    super::sink::copy_payload(&mut c.data[start..start + payload.len()], payload);
+                    if let Some(n) = self.presence {
+                        c.present[h.heap_index + offset as usize / n] = 1;
+                    }
+                }
+            }
+            None => run.for_each(drop),
+        }
+    }
+
     fn heap_ready(&mut self, h: &mut LiveHeap<ChunkHeap<U>>, exit: Exit, stats: &mut Stats) {
         // spead2's do_heap_ready: only complete heaps count.
         if exit != Exit::Complete {
@@ -902,7 +932,7 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         self.leave(stats);
     }
 
-    fn poll(&mut self) -> bool {
+    fn poll(&self) -> bool {
         self.group.stopped.load(Ordering::Acquire)
     }
 }

@@ -81,8 +81,8 @@ pub enum Exit {
 /// Heap memory and heap delivery for a stream; implemented by [`HeapQueue`] and
 /// [`super::chunk::ChunkSink`] only.
 pub trait HeapSink: sealed::Sealed {
-    /// Per-heap storage.
-    type Storage: std::fmt::Debug;
+    /// Per-heap storage (`Default`: none, what an empty slot holds).
+    type Storage: std::fmt::Debug + Default;
 
     /// Whether heaps without HEAP_LENGTH can be stored (chunk streams cannot).
     fn allows_unsized(&self) -> bool {
@@ -109,6 +109,16 @@ pub trait HeapSink: sealed::Sealed {
     /// Copies the payload of `p` (already checked to fit) into `storage`.
     fn write(&mut self, storage: &mut Self::Storage, p: &Packet<'_>);
 
+    /// Copies a run of payloads of one heap into `storage`, each `(payload offset,
+    /// payload)` as [`HeapSink::write`] would for its packet (each already checked to
+    /// fit), but taking whatever lock the sink needs once for the run. `run` is
+    /// always consumed to its end: taking each item is what records its packet.
+    fn write_run<'p>(
+        &self,
+        storage: &mut Self::Storage,
+        run: impl Iterator<Item = (u64, &'p [u8])>,
+    );
+
     /// A heap leaves the stream. The sink takes what it needs (the stream recycles
     /// the rest).
     fn heap_ready(&mut self, heap: &mut LiveHeap<Self::Storage>, exit: Exit, stats: &mut Stats);
@@ -118,7 +128,7 @@ pub trait HeapSink: sealed::Sealed {
 
     /// Called before each packet: true when the stream must stop (a chunk group was
     /// stopped).
-    fn poll(&mut self) -> bool {
+    fn poll(&self) -> bool {
         false
     }
 }
@@ -189,13 +199,22 @@ impl HeapSink for HeapQueue {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn write(&mut self, storage: &mut PoolBuffer, p: &Packet<'_>) {
         let start = p.payload_offset as usize;
         copy_payload(
             &mut storage.as_mut_slice()[start..start + p.payload.len()],
             p.payload,
         );
+    }
+
+    #[inline(always)]
+    fn write_run<'p>(&self, storage: &mut PoolBuffer, run: impl Iterator<Item = (u64, &'p [u8])>) {
+        let buf = storage.as_mut_slice();
+        for (offset, payload) in run {
+            let start = offset as usize;
+            copy_payload(&mut buf[start..start + payload.len()], payload);
+        }
     }
 
     fn heap_ready(&mut self, h: &mut LiveHeap<PoolBuffer>, exit: Exit, stats: &mut Stats) {

@@ -23,7 +23,8 @@ use super::pool::MemoryPool;
 use super::sink::{Exit, HeapQueue, HeapSink, LiveHeap};
 use super::stats::{DuplicateStat, StatMode, Stats, StatsConfig};
 use crate::wire::{
-    decode_datagram, decode_packet, decode_plain, Packet, WireError, HEAP_CNT_ID, PAYLOAD_LENGTH_ID,
+    decode_datagram, decode_packet, Packet, WireError, HEADER_SIZE, HEAP_CNT_ID, HEAP_LENGTH_ID,
+    PAYLOAD_LENGTH_ID, PAYLOAD_OFFSET_ID,
 };
 
 /// Receiver configuration (spead2's `stream_config` plus our safety limits).
@@ -153,12 +154,136 @@ fn prefetch(data: &[u8]) {
     let _ = data;
 }
 
-/// A finished heap's pointer and range lists, kept for the next heap.
-type Spare = (Vec<u64>, Vec<(u64, u64)>);
+/// Bytes of a plain packet before its payload: the header and the four special
+/// pointers.
+const PLAIN_HEADER: usize = HEADER_SIZE + 4 * 8;
+
+/// The next in-order packet of the head heap as [`Stream::add_packets`] expects it:
+/// a plain packet (the header for four pointers, then immediate HEAP_CNT,
+/// HEAP_LENGTH, PAYLOAD_OFFSET and PAYLOAD_LENGTH, as spead2's packetizer writes
+/// them) of the same heap, at the offset where the heap's bytes end. A packet whose
+/// first 32 bytes are these words, with a PAYLOAD_LENGTH that fits, is one that
+/// `decode_plain` accepts and [`Stream::add_next_in_order`] takes; it is taken with
+/// four word compares instead of decoding and matching each field.
+#[derive(Debug, Clone, Copy)]
+struct Next {
+    /// The header, HEAP_CNT, HEAP_LENGTH and PAYLOAD_OFFSET words, as their wire
+    /// bytes read little-endian.
+    words: [u64; 4],
+    /// An immediate PAYLOAD_OFFSET pointer with value 0.
+    offset_tag: u64,
+    /// An immediate PAYLOAD_LENGTH pointer with value 0.
+    length_tag: u64,
+    /// The flavour's value mask.
+    mask: u64,
+    heap_length: u64,
+    /// Bytes of the heap received (the expected PAYLOAD_OFFSET).
+    received: u64,
+    /// The head heap's slot.
+    slot: usize,
+}
+
+impl Next {
+    /// The payload length of the packet at the start of `data` if it is the expected
+    /// one, its payload is not empty, lies within HEAP_LENGTH and within `data`.
+    #[inline(always)]
+    fn matches(&self, data: &[u8]) -> Option<u64> {
+        let head: &[u8; PLAIN_HEADER] = data.get(..PLAIN_HEADER)?.try_into().ok()?;
+        let word = |k: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&head[8 * k..8 * k + 8]);
+            b
+        };
+        let differ = (u64::from_le_bytes(word(0)) ^ self.words[0])
+            | (u64::from_le_bytes(word(1)) ^ self.words[1])
+            | (u64::from_le_bytes(word(2)) ^ self.words[2])
+            | (u64::from_le_bytes(word(3)) ^ self.words[3]);
+        let d = u64::from_be_bytes(word(4));
+        let len = d & self.mask;
+        if differ != 0
+            || d & !self.mask != self.length_tag
+            || len == 0
+            || len > self.heap_length - self.received
+            || len > (data.len() - PLAIN_HEADER) as u64
+        {
+            return None;
+        }
+        Some(len)
+    }
+
+    /// The heap received `len` more bytes.
+    #[inline(always)]
+    fn advance(&mut self, len: u64) {
+        self.received += len;
+        self.words[3] = u64::from_le_bytes((self.offset_tag | self.received).to_be_bytes());
+    }
+}
+
+/// A slot of a substream's ring: a live heap, or none. The heap's memory stays in
+/// the slot between heaps (its pointer and range lists keep their capacity), so a
+/// heap begins and ends where it lies instead of being built and moved in and out.
+#[derive(Debug)]
+struct Slot<S> {
+    heap: LiveHeap<S>,
+    live: bool,
+}
+
+impl<S: Default> Slot<S> {
+    fn new() -> Self {
+        Self {
+            heap: LiveHeap {
+                cnt: 0,
+                flavour: crate::wire::Flavour::default(),
+                heap_length: None,
+                received: 0,
+                min_length: 0,
+                pointers: Vec::new(),
+                ranges: Vec::new(),
+                end_of_stream: false,
+                storage: S::default(),
+            },
+            live: false,
+        }
+    }
+
+    fn is_some(&self) -> bool {
+        self.live
+    }
+
+    fn as_ref(&self) -> Option<&LiveHeap<S>> {
+        self.live.then_some(&self.heap)
+    }
+
+    fn as_mut(&mut self) -> Option<&mut LiveHeap<S>> {
+        self.live.then_some(&mut self.heap)
+    }
+
+    /// A new heap in this (empty) slot.
+    fn begin(&mut self, cnt: u64, flavour: crate::wire::Flavour, storage: S) {
+        let h = &mut self.heap;
+        h.cnt = cnt;
+        h.flavour = flavour;
+        h.heap_length = None;
+        h.received = 0;
+        h.min_length = 0;
+        h.end_of_stream = false;
+        h.storage = storage;
+        self.live = true;
+    }
+
+    /// Empties the slot: its heap's storage goes (back to its pool, or its chunk), its
+    /// lists are emptied for the next heap.
+    fn clear(&mut self) {
+        self.live = false;
+        self.heap.storage = S::default();
+        self.heap.pointers.clear();
+        self.heap.ranges.clear();
+    }
+}
 
 #[derive(Debug)]
 struct Substream<S> {
-    slots: Vec<Option<LiveHeap<S>>>,
+    slots: Vec<Slot<S>>,
     head: usize,
 }
 
@@ -172,7 +297,12 @@ pub struct Stream<H: HeapSink = HeapQueue> {
     stats: Stats,
     stopped: bool,
     started: bool,
-    spare: Vec<Spare>,
+    /// The address up to which [`Stream::add_packets`] last prefetched (a hint only:
+    /// compared with the next call's buffer, never dereferenced).
+    prefetched: usize,
+    /// The prediction [`Stream::add_packets`] ended with, for its next call: valid
+    /// while nothing else touches the stream (every other way in clears it).
+    next: Option<Next>,
 }
 
 impl Stream<HeapQueue> {
@@ -213,7 +343,7 @@ impl<H: HeapSink> Stream<H> {
         }
         let subs = (0..config.substreams)
             .map(|_| Substream {
-                slots: (0..config.max_heaps).map(|_| None).collect(),
+                slots: (0..config.max_heaps).map(|_| Slot::new()).collect(),
                 head: config.max_heaps - 1,
             })
             .collect();
@@ -226,7 +356,8 @@ impl<H: HeapSink> Stream<H> {
             stats,
             stopped: false,
             started,
-            spare: Vec::new(),
+            prefetched: 0,
+            next: None,
         }
     }
 
@@ -258,6 +389,7 @@ impl<H: HeapSink> Stream<H> {
 
     /// Starts an `explicit_start` stream (spead2's `stream::start`); no effect otherwise.
     pub fn start(&mut self) {
+        self.next = None;
         self.started = true;
     }
 
@@ -271,6 +403,7 @@ impl<H: HeapSink> Stream<H> {
 
     /// Stops the stream, flushing live heaps.
     pub fn stop(&mut self) {
+        self.next = None;
         if !self.stopped {
             self.stopped = true;
             self.flush();
@@ -281,14 +414,15 @@ impl<H: HeapSink> Stream<H> {
     /// Flushes every live heap (counted as `incomplete_heaps_flushed`), oldest slot
     /// first in each substream, as spead2's `flush_unlocked`.
     pub fn flush(&mut self) {
+        self.next = None;
         let n = self.config.max_heaps;
         for s in 0..self.subs.len() {
             for _ in 0..n {
                 let sub = &mut self.subs[s];
                 sub.head = (sub.head + 1) % n;
                 let head = sub.head;
-                if let Some(h) = sub.slots[head].take() {
-                    self.finish(h, Exit::Flushed);
+                if sub.slots[head].is_some() {
+                    self.finish_slot(s, head, Exit::Flushed);
                 }
             }
         }
@@ -329,20 +463,82 @@ impl<H: HeapSink> Stream<H> {
         // Bytes from here on are being fetched: the packets ahead (up to
         // PREFETCH_AHEAD bytes) load while this one is assembled, so memory latency
         // overlaps the work instead of adding to it. Large packets stream well by
-        // themselves (`rep movsb`), so only small ones are prefetched.
-        let mut fetched = 0;
+        // themselves (`rep movsb`), so only small ones are prefetched. When this call
+        // continues where the last one stopped (a reader walking one buffer in
+        // batches), what that call already prefetched is not asked for again.
+        let base = data.as_ptr() as usize;
+        let mut fetched = self
+            .prefetched
+            .checked_sub(base)
+            .filter(|&f| f <= data.len())
+            .unwrap_or(0);
+        // The next packet of the head heap, as it will look if it is the plain
+        // in-order packet most are (see `Next`), and the packets taken that way not
+        // yet counted in the stats.
+        let mut next = match self.next.take() {
+            Some(e) => Some(e),
+            None => self.predict(),
+        };
+        let mut quick = 0;
         while pos < data.len() && n < max_packets && !self.stopped && self.started {
-            let rest = &data[pos..];
-            // Plain packets skip the general decoder and its Result.
-            let p = match decode_plain(rest) {
-                Some(p) => p,
-                None => match decode_packet(rest) {
-                    Ok(p) => p,
-                    Err(_) => {
-                        self.stats.packets_malformed += 1;
-                        break;
-                    }
-                },
+            if let Some(mut e) = next.take() {
+                // The run of expected packets, with the head heap and the expectation
+                // held in registers, copied under one lock of the sink's.
+                let run_start = n;
+                let Self { subs, sink, .. } = self;
+                if let Some(h) = subs[0].slots[e.slot].as_mut() {
+                    let LiveHeap {
+                        storage, received, ..
+                    } = h;
+                    let sink = &*sink;
+                    let run = std::iter::from_fn(|| {
+                        if n >= max_packets || e.received == e.heap_length {
+                            return None;
+                        }
+                        let rest = &data[pos..];
+                        let len = e.matches(rest)?;
+                        if sink.poll() {
+                            return None;
+                        }
+                        let size = PLAIN_HEADER + len as usize;
+                        let offset = e.received;
+                        pos += size;
+                        n += 1;
+                        if size <= PREFETCH_MAX {
+                            let to = (pos + PREFETCH_AHEAD).min(data.len());
+                            if fetched < to {
+                                prefetch(&data[fetched.max(pos)..to]);
+                                fetched = to;
+                            }
+                        }
+                        e.advance(len);
+                        Some((offset, &rest[PLAIN_HEADER..size]))
+                    });
+                    sink.write_run(storage, run);
+                    // `e` followed the heap's bytes from what the heap had received.
+                    *received = e.received;
+                }
+                quick += (n - run_start) as u64;
+                let done = e.received == e.heap_length;
+                if done {
+                    self.count_quick(&mut quick);
+                    self.head_done(e.slot, false);
+                    continue;
+                }
+                // The packet at `pos` (if any) was not the expected one: the general
+                // path takes it, then predicts again.
+                if pos >= data.len() || n >= max_packets {
+                    next = Some(e);
+                    break;
+                }
+            }
+            self.count_quick(&mut quick);
+            let p = match decode_packet(&data[pos..]) {
+                Ok(p) => p,
+                Err(_) => {
+                    self.stats.packets_malformed += 1;
+                    break;
+                }
             };
             let size = p.size();
             pos += size;
@@ -355,9 +551,62 @@ impl<H: HeapSink> Stream<H> {
                 }
             }
             let _ = self.add_decoded(&p);
+            next = self.predict();
         }
+        self.count_quick(&mut quick);
         self.note_batch(n);
+        self.prefetched = base + fetched;
+        self.next = next;
         pos
+    }
+
+    /// Counts the packets [`Stream::add_packets`] took by its predicted path (each
+    /// counted as [`Stream::add_next_in_order`] counts it).
+    #[inline]
+    fn count_quick(&mut self, quick: &mut u64) {
+        self.stats.packets += *quick;
+        self.stats.search_dist += *quick;
+        *quick = 0;
+    }
+
+    /// What the next packet of the head heap looks like when it is the next in-order
+    /// plain packet, in the cases where [`Stream::add_next_in_order`] would take it
+    /// (and finish nothing but, perhaps, the heap itself): one substream, in-order,
+    /// running, the head heap sized, not yet complete, with nothing addressed beyond
+    /// HEAP_LENGTH and no stop.
+    fn predict(&self) -> Option<Next> {
+        if self.stopped || !self.started || self.config.allow_out_of_order || self.subs.len() != 1 {
+            return None;
+        }
+        let sub = &self.subs[0];
+        let h = sub.slots[sub.head].as_ref()?;
+        let hl = h.heap_length?;
+        // received > 0: a packet of the heap arrived, so the next one cannot be a
+        // single-packet heap (its offset is past 0).
+        if h.min_length != hl
+            || h.received == 0
+            || h.received >= hl
+            || (self.config.stop_on_stop_item && h.end_of_stream)
+        {
+            return None;
+        }
+        let f = h.flavour;
+        let wire = |v: u64| u64::from_le_bytes(v.to_be_bytes());
+        let offset_tag = f.immediate(PAYLOAD_OFFSET_ID, 0);
+        Some(Next {
+            words: [
+                u64::from_le_bytes(f.header(4)),
+                wire(f.immediate(HEAP_CNT_ID, h.cnt)),
+                wire(f.immediate(HEAP_LENGTH_ID, hl)),
+                wire(offset_tag | h.received),
+            ],
+            offset_tag,
+            length_tag: f.immediate(PAYLOAD_LENGTH_ID, 0),
+            mask: f.value_mask(),
+            heap_length: hl,
+            received: h.received,
+            slot: sub.head,
+        })
     }
 
     fn refuse(&mut self) -> Option<Reject> {
@@ -378,6 +627,7 @@ impl<H: HeapSink> Stream<H> {
     /// The [`Reject`] reason when the packet was dropped (it is also counted).
     #[inline(always)]
     pub fn add_decoded(&mut self, p: &Packet<'_>) -> Result<(), Reject> {
+        self.next = None;
         if let Some(r) = self.refuse() {
             return Err(r);
         }
@@ -416,8 +666,7 @@ impl<H: HeapSink> Stream<H> {
         } else {
             self.stats.search_dist += 1;
             let sub = &self.subs[s];
-            let matches =
-                |slot: &Option<LiveHeap<_>>| slot.as_ref().is_some_and(|h| h.cnt == p.heap_cnt);
+            let matches = |slot: &Slot<_>| slot.as_ref().is_some_and(|h| h.cnt == p.heap_cnt);
             if matches(&sub.slots[sub.head]) {
                 Some(sub.head)
             } else {
@@ -434,18 +683,7 @@ impl<H: HeapSink> Stream<H> {
                 let idx = self.evict_next(s);
                 let size = p.heap_length.unwrap_or(end);
                 let storage = self.sink.allocate(size, p, &mut self.stats)?;
-                let (pointers, ranges) = self.spare.pop().unwrap_or_default();
-                self.subs[s].slots[idx] = Some(LiveHeap {
-                    cnt: p.heap_cnt,
-                    flavour: p.flavour,
-                    heap_length: None,
-                    received: 0,
-                    min_length: 0,
-                    pointers,
-                    ranges,
-                    end_of_stream: false,
-                    storage,
-                });
+                self.subs[s].slots[idx].begin(p.heap_cnt, p.flavour, storage);
                 idx
             }
         };
@@ -462,12 +700,10 @@ impl<H: HeapSink> Stream<H> {
         Self::add_to_heap(config, stats, sink, heap, p)?;
         let stop = config.stop_on_stop_item && heap.end_of_stream;
         if heap.is_complete() {
-            if let Some(heap) = subs[s].slots[idx].take() {
-                if stop && !config.deliver_stop_heap {
-                    self.recycle(heap);
-                } else {
-                    self.finish(heap, Exit::Complete);
-                }
+            if stop && !config.deliver_stop_heap {
+                self.recycle_slot(s, idx);
+            } else {
+                self.finish_slot(s, idx, Exit::Complete);
             }
         }
         if stop {
@@ -531,12 +767,10 @@ impl<H: HeapSink> Stream<H> {
             .as_ref()
             .is_some_and(LiveHeap::is_complete);
         if complete {
-            if let Some(heap) = self.subs[0].slots[head].take() {
-                if stop && !self.config.deliver_stop_heap {
-                    self.recycle(heap);
-                } else {
-                    self.finish(heap, Exit::Complete);
-                }
+            if stop && !self.config.deliver_stop_heap {
+                self.recycle_slot(0, head);
+            } else {
+                self.finish_slot(0, head, Exit::Complete);
             }
         }
         if stop {
@@ -548,10 +782,10 @@ impl<H: HeapSink> Stream<H> {
     fn evict_next(&mut self, s: usize) -> usize {
         let n = self.config.max_heaps;
         let sub = &mut self.subs[s];
-        sub.head = (sub.head + 1) % n;
+        sub.head = if sub.head + 1 == n { 0 } else { sub.head + 1 };
         let idx = sub.head;
-        if let Some(old) = sub.slots[idx].take() {
-            self.finish(old, Exit::Evicted);
+        if sub.slots[idx].is_some() {
+            self.finish_slot(s, idx, Exit::Evicted);
         }
         idx
     }
@@ -676,20 +910,27 @@ impl<H: HeapSink> Stream<H> {
         h.end_of_stream |= p.stop;
     }
 
-    fn recycle(&mut self, mut heap: LiveHeap<H::Storage>) {
-        heap.pointers.clear();
-        heap.ranges.clear();
-        self.spare.push((heap.pointers, heap.ranges));
+    /// Empties slot `idx` of substream `s` without delivering its heap.
+    fn recycle_slot(&mut self, s: usize, idx: usize) {
+        self.subs[s].slots[idx].clear();
     }
 
-    fn finish(&mut self, mut h: LiveHeap<H::Storage>, exit: Exit) {
-        self.stats.heaps += 1;
-        match exit {
-            Exit::Complete => {}
-            Exit::Evicted => self.stats.incomplete_heaps_evicted += 1,
-            Exit::Flushed => self.stats.incomplete_heaps_flushed += 1,
+    /// Hands the heap in slot `idx` of substream `s` to the sink and empties the slot.
+    /// The heap is handled where it lies, not moved out first.
+    fn finish_slot(&mut self, s: usize, idx: usize, exit: Exit) {
+        let Self {
+            subs, stats, sink, ..
+        } = self;
+        let slot = &mut subs[s].slots[idx];
+        if let Some(h) = slot.as_mut() {
+            stats.heaps += 1;
+            match exit {
+                Exit::Complete => {}
+                Exit::Evicted => stats.incomplete_heaps_evicted += 1,
+                Exit::Flushed => stats.incomplete_heaps_flushed += 1,
+            }
+            sink.heap_ready(h, exit, stats);
         }
-        self.sink.heap_ready(&mut h, exit, &mut self.stats);
-        self.recycle(h);
+        slot.clear();
     }
 }
