@@ -127,7 +127,7 @@ enum Command {
     /// verbs program (ibv_devinfo, ...) sees the simulated devices of its host and reaches
     /// the other hosts' programs. Stops the fabric and exits with CMD's exit code.
     Emu {
-        /// A topology file (TOML: [[host]] name, ip, personality); default: hosts h1..h4,
+        /// A topology file (TOML: `[[host]]` tables with name, ip, personality); default: hosts h1..h4,
         /// 10.100.0.1..4/24, one mlx5 device each.
         #[arg(long, value_name = "FILE")]
         topology: Option<PathBuf>,

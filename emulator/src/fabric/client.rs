@@ -29,7 +29,7 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// sends waits in the [`Sender`] and the host's virtual time stands still until the
 /// fabric reads (as the fabric's own `PAUSE_BYTES` does for what it holds for a process):
 /// frames wait little on the way, whatever the pace of the processes.
-const QUEUE_LIMIT: u64 = 512 << 10;
+pub const QUEUE_LIMIT: u64 = 512 << 10;
 
 /// Most frames taken from the ring in one round (the rest wait for the next).
 const RECV_BATCH: usize = 256;

@@ -35,7 +35,8 @@ mod reroute;
 mod sender;
 
 pub use config::{
-    find_device, parse_interface, DeviceMatch, IbvConfig, ENV_COMP_VECTOR, ENV_INTERFACE,
+    find_device, parse_interface, DeviceMatch, IbvConfig, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_SIZE,
+    DEFAULT_SEND_BUFFER_SIZE, ENV_COMP_VECTOR, ENV_INTERFACE,
 };
 pub use frame::FrameDrop;
 pub use iface::interface_mac;
