@@ -6,6 +6,8 @@
 use clap::error::ErrorKind;
 use clap::Parser;
 
+pub mod refusals;
+
 /// The exit status of a usage error (clap's).
 pub const USAGE: i32 = 2;
 

@@ -8,6 +8,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use cli_oneline::refusals::Refusals;
+
 const SCENARIO: &str = env!("CARGO_BIN_EXE_scenario");
 
 /// A scratch folder of bad (and good) scenario files and captures.
@@ -132,7 +134,7 @@ fn the_scenario_tool_refuses_bad_input_with_a_clear_error() {
         (s(&["swarm", "--seeds", "0..2", "--threads", "0"]), "0 is not in 1..=1024".into()),
         (s(&["swarm", "--seeds", "0..2", "--shrink", "-4"]), "error: unexpected argument '-4' found".into()),
     ];
-    let mut failures = Vec::new();
+    let mut table = Refusals::new();
     for (args, words) in &rows {
         let out = Command::new(SCENARIO)
             .args(args)
@@ -141,24 +143,7 @@ fn the_scenario_tool_refuses_bad_input_with_a_clear_error() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        let ok = out.status.code() == Some(2)
-            && err.lines().count() == 1
-            && err.starts_with("scenario: ")
-            && err.contains(words.as_str())
-            && !err.contains("panicked");
-        if !ok {
-            failures.push(format!(
-                "scenario {args:?}: status {:?}, want 2 and {words:?}; stderr: {err}",
-                out.status.code()
-            ));
-        }
+        table.check(&format!("scenario {args:?}"), &out, 2, "scenario: ", words);
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows:\n{}",
-        failures.len(),
-        rows.len(),
-        failures.join("\n")
-    );
+    table.assert_all_refused();
 }

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use cli_oneline::refusals::Refusals;
 use workspace_tests::spead_verbs::{capture_datagrams, synthetic_capture};
 
 const SEND: &str = env!("CARGO_BIN_EXE_spead-send");
@@ -200,30 +201,19 @@ fn every_tool_refuses_bad_input_with_a_clear_error() {
         (CAPTURE, s(&[&pcap_out, "--replay", &f.arg("", "cut.pcap")]), 1, format!("{}: file truncated at byte", f.arg("", "cut.pcap"))),
         (CAPTURE, s(&[&pcap_out, "--replay", &f.arg("", "a-directory")]), 1, f.arg("", "a-directory")),
     ];
-    let mut failures = Vec::new();
+    let mut table = Refusals::new();
     for (tool, args, status, words) in &rows {
         let out = run(tool, args);
-        let err = String::from_utf8_lossy(&out.stderr);
         let tool = name(tool);
-        let line = err.lines().find(|l| l.contains(words.as_str()));
-        let ok = out.status.code() == Some(*status)
-            && line.is_some_and(|l| l.starts_with(&format!("{tool}: ")))
-            && !err.contains("panicked")
-            && (*status != 2 || err.lines().count() == 1);
-        if !ok {
-            failures.push(format!(
-                "{tool} {args:?}: status {:?}, want {status} and {words:?}; stderr: {err}",
-                out.status.code()
-            ));
-        }
+        table.check(
+            &format!("{tool} {args:?}"),
+            &out,
+            *status,
+            &format!("{tool}: "),
+            words,
+        );
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows:\n{}",
-        failures.len(),
-        rows.len(),
-        failures.join("\n")
-    );
+    table.assert_all_refused();
     println!(
         "{} rows of bad input, each refused as the table says",
         rows.len()

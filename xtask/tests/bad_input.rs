@@ -11,6 +11,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use cli_oneline::refusals::Refusals;
+
 const XTASK: &str = env!("CARGO_BIN_EXE_xtask");
 
 /// A scratch folder with bad files.
@@ -86,7 +88,7 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
         (s(&["vm", "-e", "=1", "--", "true"]), 2, "`` in `=1` is not an environment variable name".into()),
         (s(&["vm", "-e", "A B=1", "--", "true"]), 2, "`A B` in `A B=1` is not an environment variable name".into()),
     ];
-    let mut failures = Vec::new();
+    let mut table = Refusals::one_line();
     for (args, status, words) in &rows {
         let out = Command::new(XTASK)
             .args(args)
@@ -95,27 +97,21 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
             .stdin(Stdio::null())
             .output()
             .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        let ok = out.status.code() == Some(*status)
-            && err.lines().count() == 1
-            && err.starts_with("xtask: error: ")
-            && err.contains(words.as_str())
-            && !err.contains("panicked")
-            && out.stdout.is_empty();
-        if !ok {
-            failures.push(format!(
-                "xtask {args:?}: status {:?}, want {status} and {words:?}; stderr: {err}",
-                out.status.code()
+        table.check(
+            &format!("xtask {args:?}"),
+            &out,
+            *status,
+            "xtask: error: ",
+            words,
+        );
+        if !out.stdout.is_empty() {
+            table.fail(format!(
+                "xtask {args:?} printed on stdout: {}",
+                String::from_utf8_lossy(&out.stdout)
             ));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} rows:\n{}",
-        failures.len(),
-        rows.len(),
-        failures.join("\n")
-    );
+    table.assert_all_refused();
 }
 
 #[test]
