@@ -622,6 +622,27 @@ fn perftest_row(out: &str) -> Option<Vec<String>> {
     )
 }
 
+/// Asserts that `program`'s client and server both exited 0 with nothing on stderr;
+/// gives them back, named.
+fn both_quietly_done<'a>(
+    program: &str,
+    client: &'a Ran,
+    server: &'a Ran,
+) -> [(&'static str, &'a Ran); 2] {
+    let both = [("client", client), ("server", server)];
+    for (who, r) in both {
+        assert!(
+            r.status.success(),
+            "{program} {who} failed ({}): {}{}",
+            r.status,
+            r.out,
+            r.err
+        );
+        assert_eq!(r.err, "", "{program} {who}'s stderr");
+    }
+    both
+}
+
 /// perftest (Debian's, unmodified: it links the emulated libmlx5 and Debian's libefa)
 /// between h1 and h2: RC send, RDMA write and read bandwidth, send and read latency. Each
 /// side exits 0 with nothing on stderr; the bandwidth rows give the message size and the
@@ -649,15 +670,7 @@ fn perftest_between_two_hosts() {
         );
         let summary = fabric.stop();
         let mut rows = 0;
-        for (who, r) in [("client", &client), ("server", &server)] {
-            assert!(
-                r.status.success(),
-                "{program} {who} failed ({}): {}{}",
-                r.status,
-                r.out,
-                r.err
-            );
-            assert_eq!(r.err, "", "{program} {who}'s stderr");
+        for (who, r) in both_quietly_done(program, &client, &server) {
             if let Some(row) = perftest_row(&r.out) {
                 assert_eq!(&row[..2], [size, "100"], "{program} {who}: {}", r.out);
                 rows += 1;
@@ -689,16 +702,7 @@ fn perftest_writes_of_every_size_complete_without_loss() {
         None,
     );
     let summary = fabric.stop();
-    for (who, r) in [("client", &client), ("server", &server)] {
-        assert!(
-            r.status.success(),
-            "{who} failed ({}): {}{}",
-            r.status,
-            r.out,
-            r.err
-        );
-        assert_eq!(r.err, "", "{who}'s stderr");
-    }
+    both_quietly_done("ib_write_bw", &client, &server);
     // The client reports a row per size: 2, 4, ..., 8388608 bytes, 20 iterations each.
     let mut lines = client.out.lines();
     lines.find(|l| l.trim_start().starts_with("#bytes"));

@@ -13,17 +13,15 @@ import time
 
 import pyverbs.device as d
 import pyverbs.enums as e
-from pyverbs.addr import GID, AHAttr, GlobalRoute
+from pyverbs.addr import GID
 from pyverbs.cq import CQ
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.qp import QP, QPCap, QPInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
-PORT = 1
-GID_INDEX = 1
-ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
-          e.IBV_ACCESS_REMOTE_READ)
+from pyverbs_common import ACCESS, GID_INDEX, PORT, to_rts
+
 DEADLINE = 60
 WRITTEN = bytes((7 * i) % 256 for i in range(256))
 MESSAGE = b'the client says hello'
@@ -58,23 +56,9 @@ def poll(cq):
 
 
 def connect(qp, peer):
-    attr = QPAttr(port_num=PORT)
-    attr.qp_access_flags = ACCESS
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = peer['qpn']
-    attr.rq_psn = 0
-    attr.sq_psn = 0
-    attr.max_dest_rd_atomic = 1
-    attr.max_rd_atomic = 1
-    attr.min_rnr_timer = 12
     # About 4.3 s before a retransmission: a busy machine does not make the requester
     # send anything twice, so the fabric sees each frame once.
-    attr.timeout = 20
-    attr.retry_cnt = 7
-    attr.rnr_retry = 7
-    attr.ah_attr = AHAttr(port_num=PORT, is_global=1,
-                          gr=GlobalRoute(dgid=GID(peer['gid']), sgid_index=GID_INDEX))
-    qp.to_rts(attr)
+    to_rts(qp, peer['qpn'], GID(peer['gid']), 20)
 
 
 def main():

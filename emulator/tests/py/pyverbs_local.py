@@ -27,11 +27,10 @@ from pyverbs.spec import EthSpec
 from pyverbs.srq import SRQ, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
-PORT = 1
-GID = 1
+from pyverbs_common import ACCESS, PORT, to_rts
+from pyverbs_common import GID_INDEX as GID
+
 QKEY = 0x11111111
-ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE |
-          e.IBV_ACCESS_REMOTE_READ)
 
 
 def poll(cq, n=1):
@@ -76,21 +75,7 @@ def device(ctx):
 
 def connect(ctx, q, peer):
     """Takes `q` from RESET (or INIT) to RTS, connected to `peer` on this host."""
-    attr = QPAttr(port_num=PORT)
-    attr.qp_access_flags = ACCESS
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = peer.qp_num
-    attr.rq_psn = 0
-    attr.sq_psn = 0
-    attr.max_dest_rd_atomic = 1
-    attr.max_rd_atomic = 1
-    attr.min_rnr_timer = 12
-    attr.timeout = 14
-    attr.retry_cnt = 7
-    attr.rnr_retry = 7
-    attr.ah_attr = AHAttr(port_num=PORT, is_global=1,
-                          gr=GlobalRoute(dgid=ctx.query_gid(PORT, GID), sgid_index=GID))
-    q.to_rts(attr)
+    to_rts(q, peer.qp_num, ctx.query_gid(PORT, GID), 14)
 
 
 def rc_pair(ctx, pd, channel):
@@ -214,6 +199,27 @@ def own_mac(ctx):
     return bytes([g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]])
 
 
+def raw_round_trip(rx, tx, mr, cq_tx, cq_rx, frame, wr_id, what):
+    """Sends FRAME (put at the start of MR) on TX with a receive posted on RX at MR's
+    offset 2048 (wr_id WR_ID, the send WR_ID + 1), prints the send's completion as WHAT,
+    and starts polling extended CQ_RX at the receive's completion (the caller reads it
+    and ends the poll)."""
+    mr.write(frame, len(frame), 0)
+    rx.post_recv(RecvWR(wr_id=wr_id, num_sge=1, sg=[SGE(mr.buf + 2048, 1500, mr.lkey)]))
+    tx.post_send(SendWR(wr_id=wr_id + 1, opcode=e.IBV_WR_SEND, num_sge=1,
+                        sg=[SGE(mr.buf, len(frame), mr.lkey)],
+                        send_flags=e.IBV_SEND_SIGNALED))
+    wc_line(what, poll(cq_tx)[0])
+    for _ in range(2_000_000):
+        try:
+            cq_rx.start_poll(None)
+            return
+        except PyverbsRDMAError as ex:
+            if ex.error_code != errno.ENOENT:
+                raise
+    raise RuntimeError(f'{what}: no receive completion')
+
+
 def raw(ctx, pd):
     mac = own_mac(ctx)
     cq_tx = CQ(ctx, 8)
@@ -234,19 +240,7 @@ def raw(ctx, pd):
     ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
                      bytes([10, 100, 0, 1]), bytes([10, 100, 0, 1]))
     frame = mac + mac + b'\x08\x00' + ip + udp
-    mr.write(frame, len(frame), 0)
-    rx.post_recv(RecvWR(wr_id=40, num_sge=1, sg=[SGE(mr.buf + 2048, 1500, mr.lkey)]))
-    tx.post_send(SendWR(wr_id=41, opcode=e.IBV_WR_SEND, num_sge=1,
-                        sg=[SGE(mr.buf, len(frame), mr.lkey)],
-                        send_flags=e.IBV_SEND_SIGNALED))
-    wc_line('raw send', poll(cq_tx)[0])
-    for _ in range(2_000_000):
-        try:
-            cq_rx.start_poll(None)
-            break
-        except PyverbsRDMAError as ex:
-            if ex.error_code != errno.ENOENT:
-                raise
+    raw_round_trip(rx, tx, mr, cq_tx, cq_rx, frame, 40, 'raw send')
     print(f'raw recv: wr_id {cq_rx.wr_id} status {cq_rx.status} opcode {cq_rx.read_opcode()} '
           f'byte_len {cq_rx.read_byte_len()} cvlan {cq_rx.read_cvlan()}')
     cq_rx.end_poll()
@@ -259,19 +253,7 @@ def raw(ctx, pd):
     attr.specs.append(spec)
     group_flow = Flow(rx, attr)
     frame = group + mac + frame[12:]
-    mr.write(frame, len(frame), 0)
-    rx.post_recv(RecvWR(wr_id=42, num_sge=1, sg=[SGE(mr.buf + 2048, 1500, mr.lkey)]))
-    tx.post_send(SendWR(wr_id=43, opcode=e.IBV_WR_SEND, num_sge=1,
-                        sg=[SGE(mr.buf, len(frame), mr.lkey)],
-                        send_flags=e.IBV_SEND_SIGNALED))
-    wc_line('raw send to a MAC group', poll(cq_tx)[0])
-    for _ in range(2_000_000):
-        try:
-            cq_rx.start_poll(None)
-            break
-        except PyverbsRDMAError as ex:
-            if ex.error_code != errno.ENOENT:
-                raise
+    raw_round_trip(rx, tx, mr, cq_tx, cq_rx, frame, 42, 'raw send to a MAC group')
     print(f'raw recv from the group: wr_id {cq_rx.wr_id} status {cq_rx.status} '
           f'byte_len {cq_rx.read_byte_len()}')
     cq_rx.end_poll()

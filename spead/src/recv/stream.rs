@@ -132,6 +132,20 @@ const PREFETCH_MAX: usize = 4096;
 /// How far ahead [`Stream::add_packets`] prefetches, in bytes.
 const PREFETCH_AHEAD: usize = 4096;
 
+/// After a packet of `size` bytes that ended at `pos` in `data`: prefetches up to
+/// [`PREFETCH_AHEAD`] bytes past `pos` (small packets only), skipping what `fetched` says
+/// was prefetched already, and moves `fetched` on.
+#[inline]
+fn prefetch_ahead(data: &[u8], pos: usize, size: usize, fetched: &mut usize) {
+    if size <= PREFETCH_MAX {
+        let to = (pos + PREFETCH_AHEAD).min(data.len());
+        if *fetched < to {
+            prefetch(&data[(*fetched).max(pos)..to]);
+            *fetched = to;
+        }
+    }
+}
+
 /// Asks the CPU to start loading `data` into cache (a hint; nothing on other
 /// architectures).
 #[inline]
@@ -504,13 +518,7 @@ impl<H: HeapSink> Stream<H> {
                         let offset = e.received;
                         pos += size;
                         n += 1;
-                        if size <= PREFETCH_MAX {
-                            let to = (pos + PREFETCH_AHEAD).min(data.len());
-                            if fetched < to {
-                                prefetch(&data[fetched.max(pos)..to]);
-                                fetched = to;
-                            }
-                        }
+                        prefetch_ahead(data, pos, size, &mut fetched);
                         e.advance(len);
                         Some((offset, &rest[PLAIN_HEADER..size]))
                     });
@@ -543,13 +551,7 @@ impl<H: HeapSink> Stream<H> {
             let size = p.size();
             pos += size;
             n += 1;
-            if size <= PREFETCH_MAX {
-                let to = (pos + PREFETCH_AHEAD).min(data.len());
-                if fetched < to {
-                    prefetch(&data[fetched.max(pos)..to]);
-                    fetched = to;
-                }
-            }
+            prefetch_ahead(data, pos, size, &mut fetched);
             let _ = self.add_decoded(&p);
             next = self.predict();
         }
