@@ -356,11 +356,14 @@ fn spead2s_own_tools_send_and_receive_over_ibverbs_between_two_hosts() {
     let dir = scratch("spead2-tools");
     let fabric = Fabric::start(&dir, &[]);
     let mut r = in_namespace(fabric.program(&unshare(), "h2"), "10.100.0.2");
-    // Receive buffers for more than the whole stream (6.7 MB) and a ring for every heap:
-    // however the receiving process is scheduled, the NIC always has a buffer posted
-    // and spead2's worker never waits for the printing loop, so nothing is dropped (the
-    // fabric is lossless).
+    // Receive buffers for more than the whole stream and a ring for every heap: spead2
+    // posts buffer / packet slots (16 MiB / 1472 B: some 11,000, against 4,601 frames:
+    // 1472 bytes of payload is spead2_send.py's packet size), so however the receiving
+    // process is scheduled the NIC always has a slot posted, and spead2's worker never
+    // waits for the printing loop: nothing is dropped (the fabric is lossless).
     r.arg(&python).arg(bin.join("spead2_recv.py")).args([
+        "--packet",
+        "1472",
         "--buffer",
         "16777216",
         "--ring-heaps",
