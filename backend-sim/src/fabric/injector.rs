@@ -109,6 +109,30 @@ impl<L: Link> FaultInjector<L> {
         }
     }
 
+    /// True once any of the link's streams has been drawn from.
+    pub fn drawn(&self) -> bool {
+        let s = &self.streams;
+        [
+            &s.loss,
+            &s.burst,
+            &s.corrupt,
+            &s.corrupt_switch,
+            &s.corrupt_payload,
+            &s.duplicate,
+            &s.jitter,
+            &s.reorder,
+        ]
+        .iter()
+        .any(|r| r.drawn())
+    }
+
+    /// Gives the link the streams of `seed` instead, as if it had been made with it (the
+    /// caller checks [`FaultInjector::drawn`] first: draws made under the old seed cannot
+    /// be made again under the new one).
+    pub fn reseed(&mut self, seed: u64, id: LinkId) {
+        self.streams = Streams::new(seed, id);
+    }
+
     /// Replaces the faults (the link's timing state and streams stay).
     pub fn set_faults(&mut self, faults: LinkFaults) {
         self.faults = faults;
