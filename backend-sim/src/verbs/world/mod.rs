@@ -67,7 +67,7 @@ pub(crate) struct World {
     scratch: Vec<u8>,
     steer_scratch: Vec<u32>,
     sniff_scratch: Vec<u32>,
-    free_frames: Vec<Vec<u8>>,
+    pub(crate) free_frames: Vec<Vec<u8>>,
     /// QPs whose completer has work for the next step (sends completed after the post).
     due: Vec<u32>,
     due_scratch: Vec<u32>,
