@@ -89,4 +89,4 @@ pub use fault::{
 pub use ids::{HostId, PortId};
 pub use link::LinkConfig;
 pub mod verbs;
-pub use verbs::{LiveObjects, Personality, Sim, SimVerbs};
+pub use verbs::{LiveObjects, Personality, Sim, SimVerbs, Snapshot, SnapshotError};

@@ -34,6 +34,12 @@ impl SimRng {
         SimRng { inner, seed }
     }
 
+    /// True once anything has been drawn from this generator.
+    #[must_use]
+    pub fn drawn(&self) -> bool {
+        self.inner.get_word_pos() != 0
+    }
+
     /// The seed this generator started from (print it when a test fails).
     #[must_use]
     pub fn seed(&self) -> u64 {

@@ -7,6 +7,7 @@ pub mod spead2;
 
 pub mod conformance;
 pub mod pool_model;
+pub mod rc_frames;
 pub mod soak;
 pub mod spead_verbs;
 

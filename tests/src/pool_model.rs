@@ -8,9 +8,18 @@
 //! the model's, a completion must hand back exactly the slots that were posted (never
 //! one twice), a forged completion must be refused, and every received message must
 //! carry the bytes its send slot held.
+//!
+//! The hosts, their QPs and the address handle are set up once ([`Hosts`], which takes a
+//! [`Snapshot`] then); each run gets its own seed ([`Sim::reseed`]), its own pools, and
+//! ends by restoring the snapshot, so a fuzz target does not build two hosts per input.
+//! [`Rig::run`] sets up fresh hosts for its one run.
+//!
+//! [`Sim::reseed`]: backend_sim::Sim::reseed
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
+
+use backend_sim::Snapshot;
 
 use verbs_api::helpers::builder::{ContextBuilder, Endpoint};
 use verbs_api::helpers::transition::{bring_up, ConnectParams};
@@ -69,13 +78,31 @@ enum Owner {
     Posted,
 }
 
-/// The pools, their endpoints and the model.
+/// Two hosts on a loss-free simulated fabric, a UD QP each, the receiver attached to one
+/// multicast group, and the sender's address handle for the group: what every run starts
+/// from.
 #[derive(Debug)]
-pub struct Rig {
-    sim: backend_sim::Sim,
+pub struct Hosts {
     tx: Endpoint<Ctx>,
     rx: Endpoint<Ctx>,
     ah: <Ctx as Context>::Ah,
+    sim: backend_sim::Sim,
+    start: Snapshot,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Messages received intact.
+    pub received: u64,
+    /// The simulation's trace hash at the end.
+    pub trace_hash: u64,
+}
+
+/// The pools on [`Hosts`], and the model.
+#[derive(Debug)]
+pub struct Rig<'h> {
+    h: &'h Hosts,
     tpool: SlotPool<Ctx>,
     rpool: SlotPool<Ctx>,
     held: Vec<SlotToken>,
@@ -90,15 +117,14 @@ pub struct Rig {
 
 const GROUP: Ipv4Addr = Ipv4Addr::new(239, 9, 9, 9);
 
-impl Rig {
-    /// Two hosts on a loss-free simulated fabric, a UD QP each, the receiver attached to
-    /// one multicast group.
+impl Hosts {
+    /// Sets the hosts up and takes the snapshot every run starts from.
     ///
     /// # Panics
     /// When the simulator refuses the set-up (a bug).
     #[must_use]
-    pub fn new(seed: u64) -> Self {
-        let sim = backend_sim::Sim::new(seed);
+    pub fn new() -> Self {
+        let sim = backend_sim::Sim::new(0);
         let personality = backend_sim::Personality::Mlx5;
         let ha = sim.add_host("tx", Ipv4Addr::new(10, 9, 0, 1), personality);
         let hb = sim.add_host("rx", Ipv4Addr::new(10, 9, 0, 2), personality);
@@ -121,19 +147,61 @@ impl Rig {
             .ctx
             .create_ah(&tx.pd, &AhAttr::roce(Gid::from_ipv4(GROUP), 1, 1))
             .expect("address handle");
-        let tpool = SlotPool::new(&tx.ctx, &tx.pd, &SlotPoolConfig::new(SLOT_SIZE, SLOTS))
+        let start = sim.snapshot().expect("snapshot of the set-up");
+        Hosts {
+            tx,
+            rx,
+            ah,
+            sim,
+            start,
+        }
+    }
+
+    /// Runs `ops` with the simulation's draws from `seed` on new pools, then lets
+    /// everything in flight complete, checking after each step; then puts the hosts back
+    /// as they were set up (the pools' memory is gone with them), so that each run gives
+    /// what it would give on fresh hosts.
+    ///
+    /// # Errors
+    /// The step that disagreed with the model, and how.
+    ///
+    /// # Panics
+    /// When the simulator cannot reseed or restore the set-up (a bug).
+    pub fn run(&self, seed: u64, ops: &[Op]) -> Result<Outcome, String> {
+        self.sim
+            .reseed(seed)
+            .expect("the set-up draws nothing at random");
+        let result = Rig::new(self).steps(ops);
+        // The pools are dropped (their regions deregistered) before the restore, so the
+        // objects alive are the set-up's again; no step runs in between.
+        self.sim.restore(&self.start).expect("restore the set-up");
+        result
+    }
+}
+
+impl Default for Hosts {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<'h> Rig<'h> {
+    /// New pools on `h`.
+    ///
+    /// # Panics
+    /// When the simulator refuses them (a bug).
+    #[must_use]
+    pub fn new(h: &'h Hosts) -> Self {
+        let tpool = SlotPool::new(&h.tx.ctx, &h.tx.pd, &SlotPoolConfig::new(SLOT_SIZE, SLOTS))
             .expect("send pool");
         let rpool = SlotPool::new(
-            &rx.ctx,
-            &rx.pd,
+            &h.rx.ctx,
+            &h.rx.pd,
             &SlotPoolConfig::new(SLOT_SIZE, SLOTS).with_padding(verbs_api::GRH_LEN),
         )
         .expect("receive pool");
         Rig {
-            sim,
-            tx,
-            rx,
-            ah,
+            h,
             tpool,
             rpool,
             held: Vec::new(),
@@ -147,7 +215,7 @@ impl Rig {
 
     fn detail(&self) -> SendParams<'_, <Ctx as Context>::Ah> {
         SendParams::send(WrDetail::Ud {
-            ah: &self.ah,
+            ah: &self.h.ah,
             remote_qpn: verbs_api::MULTICAST_QPN,
             remote_qkey: ConnectParams::default().qkey,
         })
@@ -196,7 +264,7 @@ impl Rig {
                     let len = usize::from(len) % SLOT_SIZE + 1;
                     let i = t.index();
                     let bytes = self.tpool.slot(&t)[..len].to_vec();
-                    match self.tpool.post_send(&self.tx.qp, t, len, self.detail()) {
+                    match self.tpool.post_send(&self.h.tx.qp, t, len, self.detail()) {
                         Ok(()) => {
                             self.send_owner[i] = Owner::Posted;
                             self.in_flight.insert(bytes[0], bytes);
@@ -220,7 +288,7 @@ impl Rig {
                     self.in_flight.insert(bytes[0], bytes);
                 }
                 let detail = self.detail();
-                if let Err(rejected) = self.tpool.post_send_batch(&self.tx.qp, batch, detail) {
+                if let Err(rejected) = self.tpool.post_send_batch(&self.h.tx.qp, batch, detail) {
                     // The tokens not posted come back to the test, and their messages
                     // were never sent.
                     for t in &rejected.tokens {
@@ -236,7 +304,7 @@ impl Rig {
                     if self.recv_owner[i] != Owner::Free {
                         return Err(format!("receive slot {i} handed out while not free"));
                     }
-                    match self.rpool.post_recv(&self.rx.qp, t) {
+                    match self.rpool.post_recv(&self.h.rx.qp, t) {
                         Ok(()) => self.recv_owner[i] = Owner::Posted,
                         Err(rejected) => {
                             self.recv_owner[i] = Owner::Free;
@@ -272,10 +340,10 @@ impl Rig {
     }
 
     fn progress(&mut self) -> Result<(), String> {
-        self.sim.run_until_idle();
+        self.h.sim.run_until_idle();
         let mut wc = [Completion::default(); SLOTS * 2];
         let mut batch = Vec::new();
-        let n = self.tx.cq.poll(&mut wc).map_err(|e| e.to_string())?;
+        let n = self.h.tx.cq.poll(&mut wc).map_err(|e| e.to_string())?;
         for c in &wc[..n] {
             batch.clear();
             self.tpool
@@ -290,7 +358,7 @@ impl Rig {
                 self.tpool.release(t);
             }
         }
-        let n = self.rx.cq.poll(&mut wc).map_err(|e| e.to_string())?;
+        let n = self.h.rx.cq.poll(&mut wc).map_err(|e| e.to_string())?;
         for c in &wc[..n] {
             let t = self
                 .rpool
@@ -339,18 +407,26 @@ impl Rig {
         Ok(())
     }
 
-    /// Runs `ops`, then lets everything in flight complete, checking after each step.
+    /// Runs `ops` on fresh hosts whose draws come from `seed`, then lets everything in
+    /// flight complete, checking after each step.
     ///
     /// # Errors
     /// The step that disagreed with the model, and how.
-    pub fn run(seed: u64, ops: &[Op]) -> Result<Rig, String> {
-        let mut rig = Rig::new(seed);
+    pub fn run(seed: u64, ops: &[Op]) -> Result<Outcome, String> {
+        Hosts::new().run(seed, ops)
+    }
+
+    /// Runs `ops`, then lets everything in flight complete, checking after each step.
+    fn steps(mut self, ops: &[Op]) -> Result<Outcome, String> {
         for (k, op) in ops.iter().enumerate() {
-            rig.apply(*op)
+            self.apply(*op)
                 .map_err(|e| format!("step {k} ({op:?}): {e}"))?;
         }
-        rig.apply(Op::Progress)
+        self.apply(Op::Progress)
             .map_err(|e| format!("final progress: {e}"))?;
-        Ok(rig)
+        Ok(Outcome {
+            received: self.received,
+            trace_hash: self.h.sim.trace_hash(),
+        })
     }
 }

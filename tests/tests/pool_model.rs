@@ -3,7 +3,7 @@
 //! simulated hosts; see `workspace_tests::pool_model`.
 
 use proptest::prelude::*;
-use workspace_tests::pool_model::{Op, Rig};
+use workspace_tests::pool_model::{Hosts, Op, Rig};
 
 fn op() -> impl Strategy<Value = Op> {
     (any::<u8>(), any::<u8>()).prop_map(|(code, arg)| Op::from_bytes(code, arg))
@@ -46,4 +46,50 @@ fn forged_completions_are_refused() {
     ];
     let rig = Rig::run(2, &ops).unwrap();
     assert_eq!(rig.received, 1);
+}
+
+/// Runs one after another on one [`Hosts`] (what the fuzz target does: each run restores
+/// the set-up's snapshot and takes its own seed) give what each gives on fresh hosts,
+/// the trace hash included.
+#[test]
+fn runs_in_sequence_give_what_fresh_hosts_give() {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let runs: Vec<(u64, Vec<Op>)> = (0..40)
+        .map(|k| {
+            let seed = next();
+            let ops = (0..(k * 7) % 90)
+                .map(|_| {
+                    let r = next();
+                    Op::from_bytes(r as u8, (r >> 8) as u8)
+                })
+                .collect();
+            (seed, ops)
+        })
+        .collect();
+    let fresh: Vec<_> = runs.iter().map(|(s, ops)| Rig::run(*s, ops)).collect();
+    let hosts = Hosts::new();
+    for pass in 0..2 {
+        for (k, ((seed, ops), want)) in runs.iter().zip(&fresh).enumerate() {
+            assert_eq!(&hosts.run(*seed, ops), want, "run {k}, pass {pass}");
+        }
+    }
+    let hashes: std::collections::BTreeSet<u64> = fresh
+        .iter()
+        .map(|o| {
+            o.as_ref()
+                .expect("the pool agrees with its model")
+                .trace_hash
+        })
+        .collect();
+    assert!(
+        hashes.len() > runs.len() / 2,
+        "{} distinct runs",
+        hashes.len()
+    );
 }

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
 /// What happens when an event comes due.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum EventKind {
     /// A frame finished crossing a host's uplink and reaches the switch.
     AtSwitch {
@@ -28,7 +28,7 @@ pub(crate) enum EventKind {
     Replay { id: usize },
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Event {
     pub time: Nanos,
     pub seq: u64,
@@ -59,7 +59,7 @@ impl Ord for Event {
 /// an event that sorts after everything in `tail` is appended there in O(1); the rest go
 /// to the heap. Popping takes the smaller head of the two. The order is exactly the
 /// (time, sequence) order either way, so the split is invisible to the trace.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct EventQueue {
     heap: BinaryHeap<Event>,
     tail: VecDeque<Event>,

@@ -77,6 +77,19 @@ impl std::fmt::Debug for External {
 const MAX_SPARE: usize = 1024;
 
 impl External {
+    /// True when the fabric has no external ports, no sink and nothing to tell outside.
+    pub(crate) fn is_unused(&self) -> bool {
+        self.ports.is_empty() && self.sink.is_none() && self.outbox.is_empty()
+    }
+
+    /// A copy of an unused one: its horizon.
+    pub(crate) fn unused_copy(&self) -> Self {
+        External {
+            horizon: self.horizon,
+            ..External::default()
+        }
+    }
+
     /// True if `port`'s link leads outside.
     #[inline]
     pub fn owns(&self, port: PortId) -> bool {

@@ -51,22 +51,74 @@ impl LinkId {
     }
 }
 
+/// One random stream, made at its first draw: most links of most runs draw nothing, and a
+/// stream made later gives the same draws, which depend only on the seed and the stream
+/// number.
+#[derive(Debug, Clone)]
+struct LazyRng {
+    seed: u64,
+    stream: u64,
+    rng: Option<SimRng>,
+}
+
+impl LazyRng {
+    fn new(seed: u64, stream: u64) -> Self {
+        LazyRng {
+            seed,
+            stream,
+            rng: None,
+        }
+    }
+
+    fn get(&mut self) -> &mut SimRng {
+        let (seed, stream) = (self.seed, self.stream);
+        self.rng.get_or_insert_with(|| SimRng::stream(seed, stream))
+    }
+
+    /// As [`SimRng::chance`], which draws nothing for p <= 0 or p >= 1.
+    fn chance(&mut self, p: f64) -> bool {
+        if p <= 0.0 {
+            return false;
+        }
+        if p >= 1.0 {
+            return true;
+        }
+        self.get().chance(p)
+    }
+
+    /// As [`SimRng::up_to`], which draws nothing for 0.
+    fn up_to(&mut self, max: u64) -> u64 {
+        if max == 0 {
+            return 0;
+        }
+        self.get().up_to(max)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        self.get().next_u64()
+    }
+
+    fn drawn(&self) -> bool {
+        self.rng.as_ref().is_some_and(SimRng::drawn)
+    }
+}
+
 /// A link's random streams, one per fault kind.
 #[derive(Debug, Clone)]
 struct Streams {
-    loss: SimRng,
-    burst: SimRng,
-    corrupt: SimRng,
-    corrupt_switch: SimRng,
-    corrupt_payload: SimRng,
-    duplicate: SimRng,
-    jitter: SimRng,
-    reorder: SimRng,
+    loss: LazyRng,
+    burst: LazyRng,
+    corrupt: LazyRng,
+    corrupt_switch: LazyRng,
+    corrupt_payload: LazyRng,
+    duplicate: LazyRng,
+    jitter: LazyRng,
+    reorder: LazyRng,
 }
 
 impl Streams {
     fn new(seed: u64, id: LinkId) -> Self {
-        let s = |k| SimRng::stream(seed, id.stream(k));
+        let s = |k| LazyRng::new(seed, id.stream(k));
         Streams {
             loss: s(Kind::Loss),
             burst: s(Kind::Burst),
@@ -107,6 +159,30 @@ impl<L: Link> FaultInjector<L> {
             last_arrival: 0,
             queued: VecDeque::new(),
         }
+    }
+
+    /// True once any of the link's streams has been drawn from.
+    pub fn drawn(&self) -> bool {
+        let s = &self.streams;
+        [
+            &s.loss,
+            &s.burst,
+            &s.corrupt,
+            &s.corrupt_switch,
+            &s.corrupt_payload,
+            &s.duplicate,
+            &s.jitter,
+            &s.reorder,
+        ]
+        .iter()
+        .any(|r| r.drawn())
+    }
+
+    /// Gives the link the streams of `seed` instead, as if it had been made with it (the
+    /// caller checks [`FaultInjector::drawn`] first: draws made under the old seed cannot
+    /// be made again under the new one).
+    pub fn reseed(&mut self, seed: u64, id: LinkId) {
+        self.streams = Streams::new(seed, id);
     }
 
     /// Replaces the faults (the link's timing state and streams stay).

@@ -135,6 +135,52 @@ impl Fabric {
         }
     }
 
+    /// A copy of this fabric for [`crate::Sim::snapshot`]. Refused while a capture runs
+    /// or with external ports: a capture's file and the peers outside cannot be copied.
+    pub(crate) fn duplicate(&self) -> Result<Fabric, &'static str> {
+        if self.taps.capture.is_some() {
+            return Err("a capture is running");
+        }
+        if !self.external.is_unused() {
+            return Err("the fabric has external ports");
+        }
+        Ok(Fabric {
+            clock: self.clock,
+            queue: self.queue.clone(),
+            seed: self.seed,
+            rng: self.rng.clone(),
+            topo: self.topo.clone(),
+            plan: self.plan.clone(),
+            taps: Taps {
+                tracer: self.taps.tracer.clone(),
+                capture: None,
+            },
+            stats: self.stats,
+            replays: self.replays.clone(),
+            payload_corruptions: self.payload_corruptions.clone(),
+            switch_flipped: self.switch_flipped.clone(),
+            undetected: self.undetected.clone(),
+            scratch: Vec::new(),
+            loopback_ns: self.loopback_ns,
+            external: self.external.unused_copy(),
+        })
+    }
+
+    /// Makes every random stream (the layer above's and each link's) the one of `seed`,
+    /// as if the fabric had been made with it. Refused once anything has been drawn:
+    /// those draws could not be made again under the new seed.
+    pub(crate) fn reseed(&mut self, seed: u64) -> Result<(), &'static str> {
+        if self.rng.drawn() || self.topo.ports.iter().any(|p| p.drawn()) {
+            return Err("random draws were made before");
+        }
+        self.seed = seed;
+        self.rng = SimRng::new(seed);
+        for p in &mut self.topo.ports {
+            p.reseed(seed);
+        }
+        Ok(())
+    }
+
     /// The seed of this run.
     #[must_use]
     pub fn seed(&self) -> u64 {

@@ -7,7 +7,7 @@ use crate::ids::PortId;
 use rustc_hash::FxHashSet;
 
 /// The installed plan.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Plan {
     pub plan: FaultPlan,
     drop_set: FxHashSet<u64>,

@@ -60,7 +60,7 @@ pub struct Host {
 pub(crate) type PortLink = FaultInjector<Wire>;
 
 /// A port on the switch.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Port {
     pub host: HostId,
     pub config: PortConfig,
@@ -72,6 +72,22 @@ pub(crate) struct Port {
 }
 
 impl Port {
+    /// True once either direction of the port's link has drawn randomness.
+    pub(crate) fn drawn(&self) -> bool {
+        self.up.drawn() || self.down.drawn()
+    }
+
+    /// Gives both directions the streams of `seed` (see [`FaultInjector::reseed`]).
+    pub(crate) fn reseed(&mut self, seed: u64) {
+        let mac = self.config.mac;
+        for (link, direction) in [
+            (&mut self.up, Direction::ToSwitch),
+            (&mut self.down, Direction::FromSwitch),
+        ] {
+            link.reseed(seed, LinkId { mac, direction });
+        }
+    }
+
     /// A port of `host` whose links start with `faults`, drawing from `seed`'s streams
     /// named by the port's MAC.
     pub fn new(host: HostId, config: PortConfig, faults: &LinkFaults, seed: u64) -> Self {

@@ -33,7 +33,7 @@ pub struct ReplaySummary {
 }
 
 /// A replay in progress: the frames still to send, each with its time and port.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Replay {
     frames: VecDeque<(Nanos, PortId, Vec<u8>)>,
 }

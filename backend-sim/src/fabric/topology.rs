@@ -10,7 +10,7 @@ use crate::ids::{HostId, PortId};
 use std::net::Ipv4Addr;
 
 /// Hosts, ports and the switch.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Topology {
     pub hosts: Vec<Host>,
     pub ports: Vec<Port>,

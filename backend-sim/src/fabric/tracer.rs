@@ -10,7 +10,7 @@ use crate::trace::{tag, TraceHash};
 use tracing::trace;
 
 /// The trace hash and the `tracing` log of the fabric.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Tracer {
     pub hash: TraceHash,
 }

@@ -14,7 +14,7 @@ pub(crate) struct MrEntry {
 }
 
 /// The key table: lkey == rkey, unique per fabric; and the memory windows.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct MrTable {
     by_key: HashMap<u32, MrEntry>,
     next_key: u32,
@@ -91,6 +91,45 @@ pub(crate) struct Span {
 }
 
 impl MrTable {
+    /// Every region as key, address and length, by key.
+    pub(crate) fn regions(&self) -> Vec<u64> {
+        let mut r: Vec<(u32, u64, u64)> = self
+            .by_key
+            .iter()
+            .map(|(&k, e)| (k, e.addr, e.len))
+            .collect();
+        r.sort_unstable();
+        r.into_iter()
+            .flat_map(|(k, a, l)| [u64::from(k), a, l])
+            .collect()
+    }
+
+    /// Every window's index, sorted.
+    pub(crate) fn windows(&self) -> Vec<u64> {
+        let mut w: Vec<u64> = self.mws.keys().map(|&k| u64::from(k)).collect();
+        w.sort_unstable();
+        w
+    }
+
+    /// The registered memory as (address, length) spans, by key.
+    pub(crate) fn spans(&self) -> Vec<Span> {
+        let mut r: Vec<(u32, Span)> = self
+            .by_key
+            .iter()
+            .map(|(&k, e)| {
+                (
+                    k,
+                    Span {
+                        addr: e.addr,
+                        len: e.len as usize,
+                    },
+                )
+            })
+            .collect();
+        r.sort_unstable_by_key(|(k, _)| *k);
+        r.into_iter().map(|(_, s)| s).collect()
+    }
+
     /// Registered regions.
     pub(crate) fn len(&self) -> usize {
         self.by_key.len()

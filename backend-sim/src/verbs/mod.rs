@@ -32,5 +32,5 @@ pub use personality::Personality;
 pub use provider::SimVerbs;
 pub use qp::SimQp;
 pub use records::NicStats;
-pub use sim::{LiveObjects, Sim};
+pub use sim::{LiveObjects, Sim, Snapshot, SnapshotError};
 pub use srq::SimSrq;

@@ -45,7 +45,7 @@ impl NicStats {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Device {
     pub host: HostId,
     pub name: String,
@@ -73,7 +73,7 @@ impl Device {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Ctx {
     pub events: VecDeque<AsyncEvent>,
 }
@@ -85,7 +85,7 @@ pub(crate) enum Arm {
     Solicited,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Cq {
     pub ctx: u32,
     pub personality: Personality,
@@ -105,12 +105,12 @@ pub(crate) struct Cqe {
     pub frees: u32,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Channel {
     pub events: VecDeque<u32>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Srq {
     pub ctx: u32,
     pub pd: u32,
@@ -118,7 +118,7 @@ pub(crate) struct Srq {
     pub queue: VecDeque<RecvWqe>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Qp {
     pub ctx: u32,
     pub dev: usize,
@@ -141,7 +141,7 @@ pub(crate) struct Qp {
     pub sq: SendQueue,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct FlowRule {
     pub qpn: u32,
     pub dev: usize,

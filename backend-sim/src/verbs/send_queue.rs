@@ -38,7 +38,7 @@ pub(crate) struct Executed {
 /// The part of a QP's send queue the NIC keeps outside the RC engine: UD and RAW sends
 /// (and flushes of any QP) waiting for the completer, and the mlx5 slots that wait for a
 /// poll.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct SendQueue {
     pending: VecDeque<Executed>,
     /// The QP is on the world's list of completer work for the next step.

@@ -1,6 +1,7 @@
 //! [`Sim`]: the handle a test builds — hosts, devices, faults, capture — and the explicit
 //! ways to let virtual time pass.
 
+use super::memory::{read_span, write_span, Span};
 use super::objects::{lock, Shared};
 use super::personality::Personality;
 use super::provider::SimVerbs;
@@ -203,7 +204,95 @@ impl Sim {
     pub fn seed(&self) -> u64 {
         lock(&self.world).fabric.seed()
     }
+
+    /// Everything the simulation holds now, to come back to with [`Sim::restore`]: the
+    /// fabric (clock, events in flight, links, trace), every verbs object's state, and
+    /// the bytes of every registered region. A fuzz target sets its hosts up once and
+    /// restores this before each input instead of building them again.
+    ///
+    /// # Errors
+    /// While a capture runs or with external ports (a file and peers outside the
+    /// simulation cannot be copied).
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        let w = lock(&self.world);
+        let world = w.duplicate().map_err(SnapshotError)?;
+        let memory = w
+            .mrs
+            .spans()
+            .into_iter()
+            .map(|span| {
+                let mut bytes = Vec::with_capacity(span.len);
+                // SAFETY: the span is a registered region (from the key table), whose
+                // memory stays valid while it is registered, as the simulated DMA assumes.
+                unsafe { read_span(span, &mut bytes) };
+                (span, bytes)
+            })
+            .collect();
+        Ok(Snapshot { world, memory })
+    }
+
+    /// Puts the simulation back as it was at `snapshot`: afterwards every call gives
+    /// what it gave right after the snapshot was taken. The application's handles must
+    /// be the same as then (the same contexts, PDs, regions, windows, CQs, channels,
+    /// SRQs, QPs and flows alive, no host or device added): a handle made since, or one
+    /// dropped since, would name an object the restored world does not have.
+    /// What the handles hold themselves is the application's (the size a [`SimCq`] was
+    /// resized to).
+    ///
+    /// [`SimCq`]: super::SimCq
+    ///
+    /// # Errors
+    /// When the objects alive differ from the snapshot's (nothing is changed then).
+    pub fn restore(&self, snapshot: &Snapshot) -> Result<(), SnapshotError> {
+        let mut w = lock(&self.world);
+        if w.objects() != snapshot.world.objects() {
+            return Err(SnapshotError(
+                "the verbs objects alive are not the ones alive at the snapshot",
+            ));
+        }
+        let spare = std::mem::take(&mut w.free_frames);
+        *w = snapshot.world.duplicate().map_err(SnapshotError)?;
+        // The spare frame buffers stay: they are handed out cleared, so which ones there
+        // are changes nothing but how often a frame needs a new allocation.
+        w.free_frames = spare;
+        for (span, bytes) in &snapshot.memory {
+            // SAFETY: the same region (key, address, length) is registered now, checked
+            // above, and its memory is valid while registered.
+            unsafe { write_span(*span, bytes) };
+        }
+        Ok(())
+    }
+
+    /// Gives every random stream the draws of `seed`, as if the simulation had been made
+    /// with `Sim::new(seed)` and set up the same way: for a restored [`Snapshot`] whose
+    /// set-up drew nothing at random, so that each input of a fuzz target has its own
+    /// seed.
+    ///
+    /// # Errors
+    /// When something was drawn already (nothing is changed then).
+    pub fn reseed(&self, seed: u64) -> Result<(), SnapshotError> {
+        lock(&self.world).fabric.reseed(seed).map_err(SnapshotError)
+    }
 }
+
+/// A simulation's state at one moment ([`Sim::snapshot`]).
+#[derive(Debug)]
+pub struct Snapshot {
+    world: World,
+    memory: Vec<(Span, Vec<u8>)>,
+}
+
+/// Why a simulation could not be snapshot, restored or reseeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotError(&'static str);
+
+impl std::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+impl std::error::Error for SnapshotError {}
 
 /// How many verbs objects of each kind exist in a simulation ([`Sim::live_objects`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -114,7 +114,7 @@ pub(crate) trait Nic {
 }
 
 /// Per-QP RC/UC protocol state.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct RcState {
     req: Requester,
     resp: Responder,

@@ -11,7 +11,7 @@ use crate::verbs::wqe::{completion, WrCopy};
 use std::collections::VecDeque;
 use verbs_api::{EventType, QpState, SendFlags, SendOpcode, WcOpcode, WcStatus};
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct SendWqe {
     wr: WrCopy,
     first_psn: u32,
@@ -35,7 +35,7 @@ impl SendWqe {
 }
 
 /// The requester's state.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Requester {
     sq: VecDeque<SendWqe>,
     next_psn: u32,

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use verbs_api::{AccessFlags, Completion, EventType, QpState, WcFlags, WcOpcode, WcStatus};
 
 /// A SEND message being reassembled.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct InRecv {
     wqe: RecvWqe,
     data: Vec<u8>,
@@ -29,7 +29,7 @@ struct InWrite {
 }
 
 /// The responder's state.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct Responder {
     epsn: u32,
     msn: u32,

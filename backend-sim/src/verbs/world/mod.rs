@@ -67,7 +67,7 @@ pub(crate) struct World {
     scratch: Vec<u8>,
     steer_scratch: Vec<u32>,
     sniff_scratch: Vec<u32>,
-    free_frames: Vec<Vec<u8>>,
+    pub(crate) free_frames: Vec<Vec<u8>>,
     /// QPs whose completer has work for the next step (sends completed after the post).
     due: Vec<u32>,
     due_scratch: Vec<u32>,
@@ -96,6 +96,60 @@ impl World {
             due: Vec::new(),
             due_scratch: Vec::new(),
         }
+    }
+
+    /// A copy of everything simulated, for [`crate::Sim::snapshot`] (refused as
+    /// [`Fabric::duplicate`] refuses). The spare frame buffers are not copied: they are
+    /// handed out cleared ([`World::frame_buffer`]), so only their capacity differs.
+    pub(crate) fn duplicate(&self) -> Result<World, &'static str> {
+        Ok(World {
+            fabric: self.fabric.duplicate()?,
+            devices: self.devices.clone(),
+            port_owner: self.port_owner.clone(),
+            ctxs: self.ctxs.clone(),
+            pds: self.pds.clone(),
+            mrs: self.mrs.clone(),
+            cqs: self.cqs.clone(),
+            channels: self.channels.clone(),
+            srqs: self.srqs.clone(),
+            qps: self.qps.clone(),
+            flows: self.flows.clone(),
+            next_handle: self.next_handle,
+            next_qpn: self.next_qpn,
+            scratch: self.scratch.clone(),
+            steer_scratch: self.steer_scratch.clone(),
+            sniff_scratch: self.sniff_scratch.clone(),
+            free_frames: Vec::new(),
+            due: self.due.clone(),
+            due_scratch: self.due_scratch.clone(),
+        })
+    }
+
+    /// What the application holds handles to: every object's id by kind, every region's
+    /// key, address and length, every window, and the hosts, ports and devices. Equal
+    /// for two worlds when the same handles are valid in both.
+    pub(crate) fn objects(&self) -> Vec<Vec<u64>> {
+        fn keys<V>(m: &HashMap<u32, V>) -> Vec<u64> {
+            let mut k: Vec<u64> = m.keys().map(|&k| u64::from(k)).collect();
+            k.sort_unstable();
+            k
+        }
+        vec![
+            keys(&self.ctxs),
+            keys(&self.pds),
+            keys(&self.cqs),
+            keys(&self.channels),
+            keys(&self.srqs),
+            keys(&self.qps),
+            keys(&self.flows),
+            self.mrs.regions(),
+            self.mrs.windows(),
+            vec![
+                self.devices.len() as u64,
+                self.fabric.hosts().len() as u64,
+                self.fabric.port_count() as u64,
+            ],
+        ]
     }
 
     pub fn handle(&mut self) -> u32 {
