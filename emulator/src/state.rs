@@ -85,6 +85,7 @@ pub fn emu() -> Result<&'static Emu, &'static str> {
             Ok(e) => {
                 start_progress_thread();
                 if e.is_joined() {
+                    DRAINER.store(std::process::id(), std::sync::atomic::Ordering::Relaxed);
                     // SAFETY: registers a function with no arguments that only touches the
                     // emulator's own state (behind its locks) and stderr.
                     if unsafe { libc::atexit(drain_at_exit) } != 0 {
@@ -324,10 +325,19 @@ pub fn copy_c_string(dst: &mut [c_char], s: &str) {
 /// ring had no room for (the fabric paused it).
 const EXIT_DRAIN: Duration = Duration::from_secs(10);
 
+/// The process that registered [`drain_at_exit`]: a child forked from it inherits the
+/// handler and a copy of the frames waiting, but the ring is its parent's (one
+/// producer), so a child's exit must not send them again.
+static DRAINER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// At exit: what the NIC sent (and completed) is on its way, as frames in a real NIC's
 /// transmit buffer outlive the program; so the process waits until the fabric has room
-/// for them (at most [`EXIT_DRAIN`], then says how many are lost).
+/// for them (at most [`EXIT_DRAIN`], then says how many are lost). Nothing in a forked
+/// child (see [`DRAINER`]).
 extern "C" fn drain_at_exit() {
+    if DRAINER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
+        return;
+    }
     let Some(Ok(emu)) = EMU.get() else {
         return;
     };
