@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{feed_all, heap};
+use spead::recv::sink::copy_payload;
 use spead::recv::{
     Chunk, ChunkStreamConfig, ChunkStreamGroup, ChunkStreamGroupConfig, EvictionMode, PlaceData,
     Stream, StreamConfig,
@@ -242,23 +243,6 @@ impl Rate {
     }
 }
 
-/// The copy ours uses (`recv::sink::copy_payload`): 32 to 128 bytes as inline 32-byte
-/// blocks, anything else through `copy_from_slice` (memcpy).
-#[inline]
-fn copy(dst: &mut [u8], src: &[u8]) {
-    let n = src.len();
-    if (32..=128).contains(&n) {
-        dst[..32].copy_from_slice(&src[..32]);
-        dst[n - 32..].copy_from_slice(&src[n - 32..]);
-        if n > 64 {
-            dst[32..64].copy_from_slice(&src[32..64]);
-            dst[n - 64..n - 32].copy_from_slice(&src[n - 64..n - 32]);
-        }
-    } else {
-        dst.copy_from_slice(src);
-    }
-}
-
 /// Prefetches the cache line at the start of `data`.
 fn prefetch(data: &[u8]) {
     #[cfg(target_arch = "x86_64")]
@@ -379,7 +363,7 @@ fn memcpy_bound(
                 fetched = (fetched.max(src) + 64).min(to);
             }
         }
-        copy(&mut dest[off..off + len], &bytes[src..src + len]);
+        copy_payload(&mut dest[off..off + len], &bytes[src..src + len]);
         heaps += u64::from(off + len == heap_size);
     }
     std::hint::black_box(&dest);
