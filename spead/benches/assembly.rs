@@ -27,7 +27,7 @@
 //! pair's lossless rate: the highest send rate at which every heap arrives complete
 //! (unthrottled first; if that loses heaps, a bisection on the sender's rate limit).
 //!
-//! Chunk-stream group (lossless, 4 chunks of 16 heaps): one stream per reader thread
+//! Chunk-stream group (lossless, 4 chunks of 16 MiB live, 6 recycled): one stream per reader thread
 //! (1, 2 and all cores), each fed from memory with its share of the heaps (heap `cnt`
 //! goes to stream `cnt % n`, so the streams fill the same chunks at once), all placing
 //! heaps into the group's chunks; each reader feeds its stream as a memory reader does
@@ -709,7 +709,7 @@ fn group_report(args: &Args) {
     counts.sort_unstable();
     counts.dedup();
     println!(
-        "Chunk-stream group (lossless, 4 chunks), one stream per reader thread fed from memory, {} MiB of heaps per pass split among the streams, {} runs; Mpkt/s of the group median (min-max)",
+        "Chunk-stream group (lossless, 4 chunks of 16 MiB), one stream per reader thread fed from memory, {} MiB of heaps per pass split among the streams, {} runs; Mpkt/s median (min-max)",
         args.mib, args.runs
     );
     for &shape in &args.shapes {
@@ -718,40 +718,149 @@ fn group_report(args: &Args) {
             .iter()
             .map(|&n| group_inputs(shape, args.mib, n))
             .collect();
-        // Each reader feeds its stream as a memory reader does (`add_packets`, 64
-        // packets at a time), and, for comparison, one decoded packet at a time
-        // (`add_decoded`, as a datagram transport does).
-        let modes = [(true, "add_packets"), (false, "add_decoded")];
-        let mut wall = vec![Vec::new(); counts.len() * modes.len()];
-        let mut cpu = vec![Vec::new(); counts.len() * modes.len()];
+        let mut bounds: Vec<GroupBound<'_>> = counts
+            .iter()
+            .zip(&inputs)
+            .map(|(&n, input)| GroupBound::new(shape, input, n))
+            .collect();
+        // The bound: each thread copies its payloads into chunk-sized buffers as the
+        // group places them. Each reader feeds its stream as a memory reader does
+        // (`add_packets`, 64 packets at a time) and, for comparison, one decoded
+        // packet at a time (`add_decoded`, as a datagram transport does).
+        let modes = [
+            "bound: one memcpy per payload",
+            "add_packets",
+            "add_decoded",
+        ];
+        let rows = counts.len() * modes.len();
+        let (mut wall, mut cpu, mut ratio) =
+            (vec![vec![]; rows], vec![vec![]; rows], vec![vec![]; rows]);
         for _ in 0..args.runs {
-            for (m, &(batched, _)) in modes.iter().enumerate() {
-                for (k, &n) in counts.iter().enumerate() {
-                    let (w, c) = group_run(shape, args.mib, &inputs[k], n, batched);
-                    wall[m * counts.len() + k].push(w);
-                    cpu[m * counts.len() + k].push(c);
+            for (k, &n) in counts.iter().enumerate() {
+                let bound = bounds[k].run();
+                for (m, _) in modes.iter().enumerate() {
+                    let (w, c) = match m {
+                        0 => bound,
+                        _ => group_run(shape, args.mib, &inputs[k], n, m == 1),
+                    };
+                    let row = m * counts.len() + k;
+                    wall[row].push(w);
+                    cpu[row].push(c);
+                    ratio[row].push(w / bound.0);
                 }
             }
         }
         println!(
-            "  {:<34} {:>22} {:>22}",
-            "Mpkt/s", "wall clock", "per CPU-second"
+            "  {:<45} {:>20} {:>20} {:>18}",
+            "Mpkt/s", "wall clock", "per CPU-second", "/ bound (same n)"
         );
-        for (m, &(_, mode)) in modes.iter().enumerate() {
+        for (m, mode) in modes.iter().enumerate() {
             for (k, &n) in counts.iter().enumerate() {
+                let row = m * counts.len() + k;
                 println!(
-                    "  {:<34} {:>22} {:>22}",
-                    format!("{n} reader thread(s), {mode}"),
-                    summary(&wall[m * counts.len() + k], 2),
-                    summary(&cpu[m * counts.len() + k], 2)
+                    "  {:<45} {:>20} {:>20} {:>18}",
+                    format!("{n} thread(s), {mode}"),
+                    summary(&wall[row], 2),
+                    summary(&cpu[row], 2),
+                    if m == 0 {
+                        "-".into()
+                    } else {
+                        summary(&ratio[row], 2)
+                    }
                 );
             }
         }
     }
 }
 
-/// Heaps per chunk in the group benchmark.
-const GROUP_HEAPS_PER_CHUNK: u64 = 16;
+/// The bound for a group of `n` readers: `n` threads, each copying the payloads of
+/// its share of the heaps to where the group places them, in one set of chunk-sized
+/// buffers (as many as the group cycles through, touched beforehand), each thread
+/// writing its own heaps of them as the group's streams do.
+struct GroupBound<'a> {
+    inputs: &'a [Vec<u8>],
+    heap: usize,
+    /// Per thread: (source offset, heap slot of the thread's, offset in the heap,
+    /// length) of each payload.
+    tables: Vec<Vec<(usize, usize, usize, usize)>>,
+    dest: Vec<u8>,
+}
+
+impl<'a> GroupBound<'a> {
+    fn new(shape: Shape, inputs: &'a [Vec<u8>], n: usize) -> Self {
+        let hpc = GROUP_CHUNK_BYTES / shape.heap;
+        let tables = inputs
+            .iter()
+            .map(|input| {
+                let mut t = Vec::new();
+                let mut pos = 0;
+                while let Ok(p) = decode_packet(&input[pos..]) {
+                    let cnt = (p.heap_cnt - 1) as usize;
+                    // Heap slot `s` of the buffers belongs to thread `s % n` (the
+                    // thread whose heaps go there: `hpc` is a multiple of `n`).
+                    let slot = (cnt / hpc) % GROUP_CHUNKS * hpc + cnt % hpc;
+                    let src = pos + p.size() - p.payload.len();
+                    t.push((src, slot / n, p.payload_offset as usize, p.payload.len()));
+                    pos += p.size();
+                }
+                t
+            })
+            .collect();
+        Self {
+            inputs,
+            heap: shape.heap,
+            tables,
+            dest: vec![1u8; shape.heap * hpc * GROUP_CHUNKS],
+        }
+    }
+
+    /// Wall-clock and per-CPU-second Mpkt/s of one pass.
+    fn run(&mut self) -> (f64, f64) {
+        let n = self.tables.len();
+        let mut slots: Vec<Vec<&mut [u8]>> = (0..n).map(|_| Vec::new()).collect();
+        for (s, heap) in self.dest.chunks_mut(self.heap).enumerate() {
+            slots[s % n].push(heap);
+        }
+        let start = Instant::now();
+        let cpu = process_cpu();
+        let packets: usize = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .tables
+                .iter()
+                .zip(self.inputs)
+                .zip(slots)
+                .map(|((table, bytes), mut heaps)| {
+                    scope.spawn(move || {
+                        let mut fetched = 0;
+                        for &(src, slot, off, len) in table {
+                            // The same prefetch as `memcpy_bound` and ours.
+                            if len <= 4096 {
+                                let to = (src + 4096).min(bytes.len());
+                                while fetched < to {
+                                    prefetch(&bytes[fetched.max(src)..]);
+                                    fetched = (fetched.max(src) + 64).min(to);
+                                }
+                            }
+                            copy_payload(&mut heaps[slot][off..off + len], &bytes[src..src + len]);
+                        }
+                        std::hint::black_box(&heaps);
+                        table.len()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
+        let seconds = start.elapsed().as_secs_f64();
+        let cpu = process_cpu() - cpu;
+        (packets as f64 / seconds / 1e6, packets as f64 / cpu / 1e6)
+    }
+}
+
+/// Chunks a group pass cycles through.
+const GROUP_CHUNKS: usize = 6;
+
+/// Payload bytes of a chunk in the group benchmark (16 heaps of 1 MiB, 4096 of 4 KiB).
+const GROUP_CHUNK_BYTES: usize = 16 << 20;
 
 /// The packets of stream `k` of `n`: heaps `cnt` with `cnt % n == k`.
 fn group_inputs(shape: Shape, mib: usize, n: usize) -> Vec<Vec<u8>> {
@@ -769,12 +878,12 @@ fn group_inputs(shape: Shape, mib: usize, n: usize) -> Vec<Vec<u8>> {
 /// Packets per second a lossless group of `n` streams, each on its own thread, placed
 /// into chunks (recycled through a free list, as a ring would).
 fn group_run(shape: Shape, mib: usize, inputs: &[Vec<u8>], n: usize, batched: bool) -> (f64, f64) {
-    let hpc = GROUP_HEAPS_PER_CHUNK;
+    let hpc = (GROUP_CHUNK_BYTES / shape.heap) as u64;
     let chunk_size = shape.heap * hpc as usize;
     // The chunks the group will cycle through, allocated and touched beforehand: the
     // pass measures steady-state reception, not first-touch page faults.
     let free: Arc<Mutex<Vec<Chunk>>> = Arc::new(Mutex::new(
-        (0..6)
+        (0..GROUP_CHUNKS)
             .map(|_| {
                 let mut c = Chunk::new(chunk_size, hpc as usize, 0);
                 c.data.fill(1);

@@ -61,6 +61,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
+use super::chunk_cell::{ChunkCell, Claim, Marker, Placed, WriteMark};
 use super::sink::{sealed, Exit, HeapSink, LiveHeap};
 use super::stats::{StatMode, Stats};
 use super::stream::{Reject, Stream, StreamConfig};
@@ -363,8 +364,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A chunk shared by the streams of a group; `None` once handed to the user.
-type Cell<U> = Arc<Mutex<Option<Chunk<U>>>>;
+/// A chunk shared by the streams of a group.
+type Cell<U> = Arc<ChunkCell<U>>;
 
 struct GroupState<U> {
     max_chunks: usize,
@@ -376,8 +377,10 @@ struct GroupState<U> {
     head: u64,
     /// Each member's head chunk (the oldest chunk it may still write).
     heads: Vec<Arc<AtomicU64>>,
+    /// Each member's write mark (see `chunk_cell`).
+    marks: Vec<Arc<WriteMark>>,
     stopped_members: usize,
-    /// Emptied cells nobody else holds, reused so steady state allocates nothing.
+    /// Emptied cells, reused so that steady state allocates nothing.
     spare: Vec<Cell<U>>,
 }
 
@@ -389,13 +392,14 @@ impl<U> GroupState<U> {
     /// Hands the oldest chunk to the ready callback.
     fn flush_head(&mut self, stats: &mut Stats) {
         if let Some(Some(cell)) = self.window.pop_front() {
-            let taken = lock(&cell).take();
-            if let Some(c) = taken {
+            if let Some(c) = cell.take(&self.marks) {
                 if let Some(ready) = &mut self.ready {
                     ready(c, stats);
                 }
             }
-            if Arc::strong_count(&cell) == 1 && self.spare.len() < self.max_chunks {
+            // Members may still hold the cell, and heaps claims in it: neither can
+            // reach the next chunk in it (`chunk_cell`'s generations).
+            if self.spare.len() < self.max_chunks {
                 self.spare.push(cell);
             }
         }
@@ -506,10 +510,10 @@ impl<U> Group<U> {
                 c.stream_id = stream_id;
                 match st.spare.pop() {
                     Some(cell) => {
-                        *lock(&cell) = Some(c);
+                        cell.fill(c);
                         cell
                     }
-                    None => Arc::new(Mutex::new(Some(c))),
+                    None => Arc::new(ChunkCell::new(c)),
                 }
             });
             st.window.push_back(cell);
@@ -553,6 +557,7 @@ impl<U: Send + 'static> ChunkStreamGroup<U> {
                     window: VecDeque::with_capacity(config.max_chunks),
                     head: 0,
                     heads: Vec::new(),
+                    marks: Vec::new(),
                     stopped_members: 0,
                     spare: Vec::with_capacity(config.max_chunks),
                 }),
@@ -613,11 +618,13 @@ fn new_member<U: Send + 'static>(
     // spead2's chunk_stream_state::adjust_config.
     let too_old = config.add_stat("too_old_heaps", StatMode::Counter)?;
     let rejected = config.add_stat("rejected_heaps", StatMode::Counter)?;
-    let (member, head) = {
+    let (member, head, marker) = {
         let mut st = group.lock();
         let head = Arc::new(AtomicU64::new(st.head));
         st.heads.push(Arc::clone(&head));
-        (st.heads.len() - 1, head)
+        let (marker, mark) = Marker::new();
+        st.marks.push(mark);
+        (st.heads.len() - 1, head, marker)
     };
     let sink = ChunkSink {
         group: Arc::clone(group),
@@ -633,6 +640,8 @@ fn new_member<U: Send + 'static>(
         rejected,
         stopped: false,
         stream_id: config.stream_id,
+        cells: Vec::with_capacity(chunk_config.max_chunks + 1),
+        marker,
     };
     Ok(Stream::with_sink(config, sink))
 }
@@ -665,35 +674,11 @@ impl<U: Send + 'static> Stream<ChunkSink<U>> {
     }
 }
 
-/// Where a heap of a chunk stream is written.
-pub struct ChunkHeap<U> {
-    cell: Option<Cell<U>>,
+/// Where a heap of a chunk stream is written: its claim on a chunk's bytes and flags.
+#[derive(Debug, Default)]
+pub struct ChunkHeap {
+    claim: Option<Claim>,
     chunk_id: u64,
-    heap_index: usize,
-    heap_offset: usize,
-}
-
-impl<U> Default for ChunkHeap<U> {
-    /// Nowhere: what an empty slot of the stream holds.
-    fn default() -> Self {
-        Self {
-            cell: None,
-            chunk_id: 0,
-            heap_index: 0,
-            heap_offset: 0,
-        }
-    }
-}
-
-impl<U> fmt::Debug for ChunkHeap<U> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ChunkHeap")
-            .field("placed", &self.cell.is_some())
-            .field("chunk_id", &self.chunk_id)
-            .field("heap_index", &self.heap_index)
-            .field("heap_offset", &self.heap_offset)
-            .finish()
-    }
 }
 
 /// The [`HeapSink`] of chunk streams.
@@ -711,6 +696,11 @@ pub struct ChunkSink<U> {
     rejected: usize,
     stopped: bool,
     stream_id: usize,
+    /// The chunks this stream placed heaps in lately, by id (its own window: a heap
+    /// finds its chunk here without the group's lock).
+    cells: Vec<(u64, Cell<U>)>,
+    /// This member's mark on the cell it writes.
+    marker: Marker,
 }
 
 impl<U> fmt::Debug for ChunkSink<U> {
@@ -728,7 +718,16 @@ impl<U> ChunkSink<U> {
         chunk_id < self.head.load(Ordering::Acquire)
     }
 
-    fn discard(&self) -> ChunkHeap<U> {
+    /// The chunk `chunk_id` in this stream's own window.
+    fn cell(&self, chunk_id: u64) -> Option<&Cell<U>> {
+        self.cells
+            .iter()
+            .rev()
+            .find(|(id, _)| *id == chunk_id)
+            .map(|(_, cell)| cell)
+    }
+
+    fn discard(&self) -> ChunkHeap {
         ChunkHeap::default()
     }
 
@@ -751,6 +750,8 @@ impl<U> ChunkSink<U> {
             if st.stopped_members == st.heads.len() {
                 st.heads_moved(stats);
             }
+            drop(st);
+            self.cells.clear();
         }
     }
 }
@@ -768,7 +769,7 @@ impl<U> Drop for ChunkSink<U> {
 impl<U> sealed::Sealed for ChunkSink<U> {}
 
 impl<U: Send + 'static> HeapSink for ChunkSink<U> {
-    type Storage = ChunkHeap<U>;
+    type Storage = ChunkHeap;
 
     fn allows_unsized(&self) -> bool {
         // spead2's adjust_config: unsized heaps cannot be placed.
@@ -780,7 +781,7 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         size: u64,
         p: &Packet<'_>,
         stats: &mut Stats,
-    ) -> Result<ChunkHeap<U>, Reject> {
+    ) -> Result<ChunkHeap, Reject> {
         // spead2's chunk_stream_state::allocate: the requested items come from every
         // immediate pointer of the first packet, specials included.
         self.item_values.fill(None);
@@ -819,93 +820,101 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
             Self::bump(stats, self.too_old);
             return Ok(self.discard());
         }
-        let Some(cell) = self.group.get_chunk(
-            self.member,
-            self.max_chunks,
-            self.stream_id,
-            chunk_id,
-            stats,
-        ) else {
-            if self.too_old(chunk_id) {
-                Self::bump(stats, self.too_old);
-            }
-            return Ok(self.discard());
-        };
-        // spead2 trusts the callback; we refuse placements outside the chunk.
+        // spead2 trusts the callback; we refuse placements outside the chunk, and
+        // placements overlapping a live heap's (see `chunk_cell`): several streams
+        // write one chunk at once, each heap its own bytes.
         let flags = match self.presence {
             Some(n) => (size as usize).div_ceil(n).max(1),
             None => 1,
         };
-        let fits = {
-            let mut guard = lock(&cell);
-            match guard.as_mut() {
-                Some(c) => {
-                    let fits = heap_offset
-                        .checked_add(size as usize)
-                        .is_some_and(|e| e <= c.data.len())
-                        && heap_index
-                            .checked_add(flags)
-                            .is_some_and(|e| e <= c.present.len())
-                        && extra_size <= self.extra.len()
-                        && extra_offset
-                            .checked_add(extra_size)
-                            .is_some_and(|e| e <= c.extra.len());
-                    if fits && extra_size > 0 {
-                        c.extra[extra_offset..extra_offset + extra_size]
-                            .copy_from_slice(&self.extra[..extra_size]);
-                    }
-                    fits
-                }
-                None => true,
-            }
-        };
-        if !fits {
+        let ranges = heap_offset
+            .checked_add(size as usize)
+            .zip(heap_index.checked_add(flags))
+            .filter(|_| extra_size <= self.extra.len());
+        let Some((data_end, present_end)) = ranges else {
             Self::bump(stats, self.rejected);
             return Ok(self.discard());
-        }
-        Ok(ChunkHeap {
-            cell: Some(cell),
+        };
+        // The chunk is most often one this stream placed a heap in before: then
+        // placing needs no lock of the group's (its window was settled then).
+        let cell = match self.cell(chunk_id) {
+            Some(cell) => Arc::clone(cell),
+            None => {
+                let Some(cell) = self.group.get_chunk(
+                    self.member,
+                    self.max_chunks,
+                    self.stream_id,
+                    chunk_id,
+                    stats,
+                ) else {
+                    if self.too_old(chunk_id) {
+                        Self::bump(stats, self.too_old);
+                    }
+                    return Ok(self.discard());
+                };
+                let head = self.head.load(Ordering::Acquire);
+                self.cells.retain(|(id, _)| *id >= head);
+                self.cells.push((chunk_id, Arc::clone(&cell)));
+                cell
+            }
+        };
+        let placed = cell.place(
             chunk_id,
-            heap_index,
-            heap_offset,
-        })
+            heap_offset..data_end,
+            heap_index..present_end,
+            &self.extra[..extra_size],
+            extra_offset,
+        );
+        match placed {
+            Placed::Claimed(claim) => Ok(ChunkHeap {
+                claim: Some(claim),
+                chunk_id,
+            }),
+            Placed::Refused => {
+                Self::bump(stats, self.rejected);
+                Ok(self.discard())
+            }
+            Placed::Gone => {
+                // Made ready since this stream got it: every stream moved past it.
+                if self.too_old(chunk_id) {
+                    Self::bump(stats, self.too_old);
+                }
+                Ok(self.discard())
+            }
+        }
     }
 
-    fn reserve(&mut self, _storage: &mut ChunkHeap<U>, _size: u64) -> Result<(), Reject> {
+    fn reserve(&mut self, _storage: &mut ChunkHeap, _size: u64) -> Result<(), Reject> {
         // Only sized heaps reach a chunk sink, and their place was checked.
         Ok(())
     }
 
-    fn write(&mut self, h: &mut ChunkHeap<U>, p: &Packet<'_>) {
-        let Some(cell) = &h.cell else { return };
-        if self.too_old(h.chunk_id) {
-            return;
-        }
-        if let Some(c) = lock(cell).as_mut() {
-            let start = h.heap_offset + p.payload_offset as usize;
-            super::sink::copy_payload(&mut c.data[start..start + p.payload.len()], p.payload);
-            if let Some(n) = self.presence {
-                c.present[h.heap_index + p.payload_offset as usize / n] = 1;
-            }
-        }
+    fn write(&mut self, h: &mut ChunkHeap, p: &Packet<'_>) {
+        self.write_run(h, std::iter::once((p.payload_offset, p.payload)));
     }
 
-    fn write_run<'p>(&self, h: &mut ChunkHeap<U>, run: impl Iterator<Item = (u64, &'p [u8])>) {
-        // One lock for the run: a member of a group no longer takes the chunk's lock
-        // (shared with the group's other readers) for every packet. As in spead2,
-        // whose readers hold their stream's lock for a batch of packets, an eviction
-        // by another member takes effect between runs.
-        let mut guard = match &h.cell {
-            Some(cell) if !self.too_old(h.chunk_id) => Some(lock(cell)),
+    fn write_run<'p>(&self, h: &mut ChunkHeap, run: impl Iterator<Item = (u64, &'p [u8])>) {
+        // One writer for the run, and no lock: the heap's claim is its own, and the
+        // chunk cannot leave the window while the writer lives (`chunk_cell`). As in
+        // spead2, whose readers hold their stream's lock for a batch of packets, an
+        // eviction by another member takes effect between runs.
+        let cell = match &h.claim {
+            Some(_) if !self.too_old(h.chunk_id) => self.cell(h.chunk_id),
             _ => None,
         };
-        match guard.as_mut().and_then(|g| g.as_mut()) {
-            Some(c) => {
+        let mut writer = cell
+            .zip(h.claim.as_ref())
+            .and_then(|(cell, claim)| cell.writer(claim, &self.marker));
+        match writer.as_mut() {
+            Some(w) => {
                 for (offset, payload) in run {
-                    let start = h.heap_offset + offset as usize;
-                    super::sink::copy_payload(&mut c.data[start..start + payload.len()], payload);
+                    // The stream passes only payloads inside the heap's length.
+                    let Ok(offset) = usize::try_from(offset) else {
+                        continue;
+                    };
+                    w.copy(offset, payload);
                     if let Some(n) = self.presence {
-                        c.present[h.heap_index + offset as usize / n] = 1;
+                        w.set_present(offset / n);
                     }
                 }
             }
@@ -913,17 +922,29 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         }
     }
 
-    fn heap_ready(&mut self, h: &mut LiveHeap<ChunkHeap<U>>, exit: Exit, stats: &mut Stats) {
+    fn heap_ready(&mut self, h: &mut LiveHeap<ChunkHeap>, exit: Exit, stats: &mut Stats) {
         // spead2's do_heap_ready: only complete heaps count.
         if exit != Exit::Complete {
             return;
         }
-        let Some(cell) = &h.storage.cell else { return };
+        let Some(claim) = &h.storage.claim else {
+            return;
+        };
         if self.too_old(h.storage.chunk_id) {
             Self::bump(stats, self.too_old);
         } else if self.presence.is_none() {
-            if let Some(c) = lock(cell).as_mut() {
-                c.present[h.storage.heap_index] = 1;
+            if let Some(cell) = self.cell(h.storage.chunk_id) {
+                if let Some(mut w) = cell.writer(claim, &self.marker) {
+                    w.set_present(0);
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, h: &mut ChunkHeap) {
+        if let Some(claim) = h.claim.take() {
+            if let Some(cell) = self.cell(h.chunk_id) {
+                cell.release(claim);
             }
         }
     }

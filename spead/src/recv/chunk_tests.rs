@@ -445,6 +445,12 @@ fn run_group(mode: EvictionMode, mut streams: Vec<ChunkStream>, heaps: &[u64]) {
         }
         return;
     }
+    feed_on_threads(streams, heaps);
+}
+
+/// Each stream on a thread of its own gets heap `i` when `i % STREAMS` is its index,
+/// and stops at the end of its input.
+fn feed_on_threads(streams: Vec<ChunkStream>, heaps: &[u64]) {
     let threads: Vec<_> = streams
         .into_iter()
         .enumerate()
@@ -574,6 +580,65 @@ fn group_stop_unblocks_a_lossless_wait() {
     for (i, c) in got.iter().enumerate() {
         assert_eq!(c.chunk_id, i as i64);
     }
+}
+
+#[test]
+fn a_lossy_group_on_threads_marks_present_only_heaps_written_whole() {
+    // The streams write the chunks at once, without a lock of the chunk's, while
+    // lossy eviction by whichever stream runs ahead takes chunks away from the
+    // others: what a chunk marks present must be exactly that heap's bytes.
+    let chunks = 60;
+    let heaps: Vec<u64> = (0..(chunks * HEAPS_PER_CHUNK) as u64).collect();
+    let (_group, streams, ready) = group_streams(EvictionMode::Lossy, 0);
+    feed_on_threads(streams, &heaps);
+    let got = ready.lock().unwrap();
+    assert!(got.windows(2).all(|w| w[0].chunk_id < w[1].chunk_id));
+    for c in got.iter() {
+        let present = c.present.clone();
+        check_chunk(c, c.chunk_id, &present);
+    }
+}
+
+#[test]
+fn heaps_placed_over_a_live_heaps_bytes_are_rejected() {
+    // Every heap goes to the same bytes. A heap whose bytes another stream is still
+    // writing is refused (streams write a chunk without a lock of the chunk's, each
+    // heap its own bytes); once that heap is done, its bytes are free again.
+    let ready: Ready = Arc::default();
+    let r = Arc::clone(&ready);
+    let mut gc = ChunkStreamGroupConfig::new(new_chunk, move |c, _| r.lock().unwrap().push(c));
+    gc.max_chunks = 4;
+    let group = ChunkStreamGroup::new(gc).unwrap();
+    let mut streams: Vec<ChunkStream> = (0..2)
+        .map(|_| {
+            let mut cc = ChunkStreamConfig::new(|d: &mut PlaceData<'_>| {
+                d.chunk_id = 0;
+                d.heap_index = 0;
+                d.heap_offset = 0;
+            });
+            cc.items = vec![0x1000];
+            group.add_stream(StreamConfig::default(), cc).unwrap()
+        })
+        .collect();
+    let half = HEAP_PAYLOAD_SIZE / 2;
+    streams[0].add_datagram(&packet(0, 0, half)).unwrap();
+    streams[1].add_datagram(&packet(1, 0, half)).unwrap();
+    assert_eq!(streams[1].stats().get("rejected_heaps"), Some(1));
+    // The same stream cannot overlap its own live heap either.
+    streams[0].add_datagram(&packet(2, 0, half)).unwrap();
+    assert_eq!(streams[0].stats().get("rejected_heaps"), Some(1));
+    streams[0]
+        .add_datagram(&packet(0, half, HEAP_PAYLOAD_SIZE))
+        .unwrap();
+    streams[1].add_buffer(&heap_bytes(3, 1));
+    assert_eq!(streams[1].stats().get("rejected_heaps"), Some(1));
+    for s in &mut streams {
+        s.stop();
+    }
+    let got = ready.lock().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].present[0], 1);
+    assert_eq!(&got[0].data[..HEAP_PAYLOAD_SIZE], &heap_payload(1)[..]);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Heap assembly: packets in, heaps (or chunks) out (sans-IO), with spead2's semantics.
 
 pub mod chunk;
+mod chunk_cell;
 mod heap;
 mod pool;
 pub mod sink;

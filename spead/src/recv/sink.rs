@@ -127,6 +127,10 @@ pub trait HeapSink: sealed::Sealed {
     /// the rest).
     fn heap_ready(&mut self, heap: &mut LiveHeap<Self::Storage>, exit: Exit, stats: &mut Stats);
 
+    /// A heap's storage is about to be dropped (after `heap_ready`, or instead of it
+    /// for a stop heap that is not delivered): what it holds of the sink's goes back.
+    fn release(&mut self, _storage: &mut Self::Storage) {}
+
     /// The stream stopped, after its live heaps were flushed.
     fn stopped(&mut self, _stats: &mut Stats) {}
 

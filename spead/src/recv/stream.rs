@@ -914,7 +914,11 @@ impl<H: HeapSink> Stream<H> {
 
     /// Empties slot `idx` of substream `s` without delivering its heap.
     fn recycle_slot(&mut self, s: usize, idx: usize) {
-        self.subs[s].slots[idx].clear();
+        let slot = &mut self.subs[s].slots[idx];
+        if let Some(h) = slot.as_mut() {
+            self.sink.release(&mut h.storage);
+        }
+        slot.clear();
     }
 
     /// Hands the heap in slot `idx` of substream `s` to the sink and empties the slot.
@@ -932,6 +936,7 @@ impl<H: HeapSink> Stream<H> {
                 Exit::Flushed => stats.incomplete_heaps_flushed += 1,
             }
             sink.heap_ready(h, exit, stats);
+            sink.release(&mut h.storage);
         }
         slot.clear();
     }
