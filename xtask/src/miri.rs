@@ -1,7 +1,8 @@
 //! `cargo xtask miri`: the tests that exercise our `unsafe` code outside FFI under Miri
 //! (nightly): the slot pool's raw slices over registered memory (verbs-api's interaction
 //! tests on mocks, and the pool driven against its model on the simulator, whose DMA into
-//! registered memory is raw-pointer code too).
+//! registered memory is raw-pointer code too), and spead's chunk cells, which several
+//! reader threads write at once.
 //!
 //! It installs the `miri` and `rust-src` components of the nightly toolchain when missing.
 
@@ -28,6 +29,16 @@ pub const RUNS: &[&[&str]] = &[
         "--",
         "a_plain_exchange_delivers_every_message",
         "forged_completions_are_refused",
+    ],
+    // Chunk groups' lock-free writes into shared chunks (raw slices of claimed
+    // ranges, the close handshake across threads, reused cells).
+    &[
+        "-p",
+        "spead",
+        "--lib",
+        "--",
+        "recv::chunk_cell",
+        "recv::chunk::tests::heaps_placed_over_a_live_heaps_bytes_are_rejected",
     ],
 ];
 
