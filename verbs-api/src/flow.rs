@@ -468,44 +468,53 @@ mod tests {
     #[test]
     fn fields_are_read_from_each_header_present() {
         let udp = frame(false, 0x0800, 5, 0, 17);
-        assert_eq!(
-            FlowFields::parse(&udp),
-            fields(Some((0x0800, 0)), Some(17), true)
-        );
-        // 802.1Q: the tag, then the inner EtherType and headers.
-        assert_eq!(
-            FlowFields::parse(&frame(true, 0x0800, 5, 0, 6)),
-            fields(Some((0x0800, 0x0005)), Some(6), true)
-        );
-        // IPv4 options: the ports follow the IHL, not byte 20.
-        assert_eq!(
-            FlowFields::parse(&frame(false, 0x0800, 6, 0, 17)),
-            fields(Some((0x0800, 0)), Some(17), true)
-        );
-        // Only a first fragment has the transport header; DF alone is a first fragment.
-        assert_eq!(
-            FlowFields::parse(&frame(false, 0x0800, 5, 0x0001, 17)),
-            fields(Some((0x0800, 0)), Some(17), false)
-        );
-        assert_eq!(
-            FlowFields::parse(&frame(false, 0x0800, 5, 0x4000, 17)),
-            fields(Some((0x0800, 0)), Some(17), true)
-        );
-        // Not IPv4: Ethernet only.
-        assert_eq!(
-            FlowFields::parse(&frame(false, 0x86dd, 5, 0, 17)),
-            fields(Some((0x86dd, 0)), None, false)
-        );
-        // Cut short: what is whole is read, nothing after.
-        assert_eq!(
-            FlowFields::parse(&udp[..14 + 20 + 3]),
-            fields(Some((0x0800, 0)), Some(17), false)
-        );
-        assert_eq!(
-            FlowFields::parse(&udp[..14 + 19]),
-            fields(Some((0x0800, 0)), None, false)
-        );
-        assert_eq!(FlowFields::parse(&udp[..13]), FlowFields::default());
+        let eth = Some((0x0800, 0));
+        let cases: [(&str, Vec<u8>, FlowFields); 9] = [
+            ("UDP", udp.clone(), fields(eth, Some(17), true)),
+            (
+                "802.1Q: the tag, then the inner EtherType and headers",
+                frame(true, 0x0800, 5, 0, 6),
+                fields(Some((0x0800, 0x0005)), Some(6), true),
+            ),
+            (
+                "IPv4 options: the ports follow the IHL, not byte 20",
+                frame(false, 0x0800, 6, 0, 17),
+                fields(eth, Some(17), true),
+            ),
+            (
+                "a later fragment has no transport header",
+                frame(false, 0x0800, 5, 0x0001, 17),
+                fields(eth, Some(17), false),
+            ),
+            (
+                "DF alone is a first fragment",
+                frame(false, 0x0800, 5, 0x4000, 17),
+                fields(eth, Some(17), true),
+            ),
+            (
+                "not IPv4: Ethernet only",
+                frame(false, 0x86dd, 5, 0, 17),
+                fields(Some((0x86dd, 0)), None, false),
+            ),
+            (
+                "3 bytes after the IPv4 header: no ports",
+                udp[..14 + 20 + 3].to_vec(),
+                fields(eth, Some(17), false),
+            ),
+            (
+                "a cut IPv4 header: Ethernet only",
+                udp[..14 + 19].to_vec(),
+                fields(eth, None, false),
+            ),
+            (
+                "no whole Ethernet header",
+                udp[..13].to_vec(),
+                FlowFields::default(),
+            ),
+        ];
+        for (what, f, want) in cases {
+            assert_eq!(FlowFields::parse(&f), want, "{what}");
+        }
     }
 
     #[test]
