@@ -8,25 +8,13 @@
 #
 # $1: the folder holding our example binaries; RDMA_DEVICE (default rxe0); ITERS (default 200).
 set -eu
+. "$(dirname "$0")/rxe-helpers.sh"
 BIN=$(cd "${1:?usage: pingpong-interop.sh EXAMPLES_DIR}" && pwd)
 D=${RDMA_DEVICE:-rxe0}
 N=${ITERS:-200}
-G=
-for i in $(seq 0 15); do
-    case "$(cat /sys/class/infiniband/$D/ports/1/gids/$i 2>/dev/null)" in
-        0000:0000:0000:0000:0000:ffff:*) G=$i; break ;;
-    esac
-done
-[ -n "$G" ] || { echo "no IPv4-mapped GID on $D port 1"; exit 1; }
+G=$(ipv4_gid_index "$D")
 echo "== $D GID index $G, $N iterations"
 PORT=18600
-wait_port() {
-    n=0
-    until ss -ltn | grep -q ":$1 "; do
-        n=$((n + 1)); [ $n -lt 300 ] || { echo "server did not listen on $1"; return 1; }
-        sleep 0.1
-    done
-}
 # pair NAME SERVER CLIENT ARGS...: the server in the background, the client against it.
 pair() {
     name=$1; server=$2; client=$3; shift 3

@@ -2,7 +2,10 @@
  * A flat C API over libibverbs for backend-hw.
  *
  * Every struct here is mirrored by a #[repr(C)] struct in src/ffi.rs; shim_layout() reports
- * their sizes and field offsets so a unit test can check both sides agree. Every function
+ * their sizes and field offsets so a unit test can check both sides agree. The structs
+ * named for a verbs-api struct (shim_device_attr, shim_port_attr, shim_qp_cap, shim_qp_attr)
+ * hold its fields in its order, as fixed-width values: ffi.rs declares them from verbs-api's
+ * field lists (verbs_api::*_c_struct!), and any fields of the shim's own follow them. Every function
  * returns 0 or a positive errno. Values (opcodes, flags, masks, states) are libibverbs'
  * numeric values, passed through untouched; imm_data is in host order on our side.
  */
@@ -36,12 +39,12 @@ struct shim_device_attr {
 	uint64_t sys_image_guid;
 	uint64_t max_mr_size;
 	uint64_t page_size_cap;
-	uint64_t device_cap_flags; /* device_cap_flags_ex when the extended query works */
 	uint32_t vendor_id;
 	uint32_t vendor_part_id;
 	uint32_t hw_ver;
 	uint32_t max_qp;
 	uint32_t max_qp_wr;
+	uint64_t device_cap_flags; /* device_cap_flags_ex when the extended query works */
 	uint32_t max_sge;
 	uint32_t max_sge_rd;
 	uint32_t max_cq;
@@ -62,10 +65,10 @@ struct shim_device_attr {
 	uint32_t max_srq;
 	uint32_t max_srq_wr;
 	uint32_t max_srq_sge;
-	uint32_t raw_packet_caps;
 	uint16_t max_pkeys;
 	uint8_t local_ca_ack_delay;
 	uint8_t phys_port_cnt;
+	uint32_t raw_packet_caps;
 	uint32_t ex_supported; /* 1 when ibv_query_device_ex gave the extended fields */
 };
 
@@ -141,7 +144,6 @@ struct shim_qp_attr {
 	uint8_t rnr_retry;
 	uint8_t alt_port_num;
 	uint8_t alt_timeout;
-	uint8_t pad;
 	uint32_t rate_limit;
 };
 

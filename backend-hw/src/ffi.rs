@@ -1,6 +1,8 @@
 //! The Rust half of the C shim (`shim/shim.h`): `#[repr(C)]` mirrors of its flat structs
 //! and its functions. Every function returns 0 or a positive errno. Layouts are checked
-//! against the C compiler's by [`layout_table`] in a unit test.
+//! against the C compiler's by [`layout_table`] in a unit test. The mirrors of verbs-api's
+//! structs are declared from verbs-api's own field lists (`verbs_api::port_attr_c_struct!`
+//! and friends), so the two cannot drift apart.
 
 #![allow(missing_docs, non_camel_case_types)]
 
@@ -54,70 +56,19 @@ pub struct shim_context_info {
     pub async_fd: i32,
 }
 
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-pub struct shim_device_attr {
-    pub fw_ver: [c_char; 64],
-    pub node_guid: u64,
-    pub sys_image_guid: u64,
-    pub max_mr_size: u64,
-    pub page_size_cap: u64,
-    pub device_cap_flags: u64,
-    pub vendor_id: u32,
-    pub vendor_part_id: u32,
-    pub hw_ver: u32,
-    pub max_qp: u32,
-    pub max_qp_wr: u32,
-    pub max_sge: u32,
-    pub max_sge_rd: u32,
-    pub max_cq: u32,
-    pub max_cqe: u32,
-    pub max_mr: u32,
-    pub max_pd: u32,
-    pub max_qp_rd_atom: u32,
-    pub max_res_rd_atom: u32,
-    pub max_qp_init_rd_atom: u32,
-    pub atomic_cap: u32,
-    pub max_mw: u32,
-    pub max_raw_ipv6_qp: u32,
-    pub max_raw_ethy_qp: u32,
-    pub max_mcast_grp: u32,
-    pub max_mcast_qp_attach: u32,
-    pub max_total_mcast_qp_attach: u32,
-    pub max_ah: u32,
-    pub max_srq: u32,
-    pub max_srq_wr: u32,
-    pub max_srq_sge: u32,
-    pub raw_packet_caps: u32,
-    pub max_pkeys: u16,
-    pub local_ca_ack_delay: u8,
-    pub phys_port_cnt: u8,
-    pub ex_supported: u32,
+verbs_api::device_attr_c_struct! {
+    #[derive(Debug, Clone, Copy)]
+    pub struct shim_device_attr {
+        /// 1 when ibv_query_device_ex gave the extended fields.
+        pub ex_supported: u32,
+    }
 }
 
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct shim_port_attr {
-    pub state: u32,
-    pub max_mtu: u32,
-    pub active_mtu: u32,
-    pub gid_tbl_len: u32,
-    pub port_cap_flags: u32,
-    pub max_msg_sz: u32,
-    pub bad_pkey_cntr: u32,
-    pub qkey_viol_cntr: u32,
-    pub pkey_tbl_len: u16,
-    pub lid: u16,
-    pub sm_lid: u16,
-    pub lmc: u8,
-    pub max_vl_num: u8,
-    pub sm_sl: u8,
-    pub subnet_timeout: u8,
-    pub active_width: u8,
-    pub active_speed: u8,
-    pub phys_state: u8,
-    pub link_layer: u8,
-    pub pad: [u8; 2],
+verbs_api::port_attr_c_struct! {
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct shim_port_attr {
+        pub pad: [u8; 2],
+    }
 }
 
 #[repr(C)]
@@ -137,46 +88,14 @@ pub struct shim_ah_attr {
     pub pad: [u8; 2],
 }
 
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct shim_qp_cap {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_send_sge: u32,
-    pub max_recv_sge: u32,
-    pub max_inline_data: u32,
+verbs_api::qp_cap_c_struct! {
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct shim_qp_cap {}
 }
 
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default)]
-pub struct shim_qp_attr {
-    pub qp_state: u32,
-    pub cur_qp_state: u32,
-    pub path_mtu: u32,
-    pub path_mig_state: u32,
-    pub qkey: u32,
-    pub rq_psn: u32,
-    pub sq_psn: u32,
-    pub dest_qp_num: u32,
-    pub qp_access_flags: u32,
-    pub cap: shim_qp_cap,
-    pub ah_attr: shim_ah_attr,
-    pub alt_ah_attr: shim_ah_attr,
-    pub pkey_index: u16,
-    pub alt_pkey_index: u16,
-    pub en_sqd_async_notify: u8,
-    pub sq_draining: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    pub min_rnr_timer: u8,
-    pub port_num: u8,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub alt_port_num: u8,
-    pub alt_timeout: u8,
-    pub pad: u8,
-    pub rate_limit: u32,
+verbs_api::qp_attr_c_struct! {
+    #[derive(Debug, Clone, Copy, Default)]
+    pub struct shim_qp_attr<cap = shim_qp_cap, ah = shim_ah_attr> {}
 }
 
 #[repr(C)]

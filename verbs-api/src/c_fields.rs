@@ -1,10 +1,69 @@
-//! Field-by-field conversions between verbs-api's values and C structs laid out with
-//! libibverbs' field names (`struct ibv_qp_cap`, `struct ibv_qp_attr`), whichever crate
-//! defines the struct: backend-hw's shim mirrors them and the emulator has rdma-core's
-//! own through bindgen. One copy of the field list, so that a field added to [`QpAttr`]
-//! reaches both.
+//! verbs-api's structs and the C structs laid out with libibverbs' field names
+//! (`struct ibv_qp_cap`, `struct ibv_qp_attr`, ...), whichever crate defines the C struct:
+//! backend-hw's shim declares flat mirrors of them and the emulator has rdma-core's own
+//! through bindgen.
+//!
+//! - [`c_mirrored!`] declares a verbs-api struct from its list of fields, and with it an
+//!   exported macro that declares the struct's flat `#[repr(C)]` twin from the same list
+//!   (backend-hw's `shim_port_attr`, `shim_device_attr`, `shim_qp_cap`, `shim_qp_attr`).
+//! - The `*_fields!` macros convert field by field, for both crates.
+//!
+//! One copy of each field list, so that a field added to [`QpAttr`] reaches both.
 //!
 //! [`QpAttr`]: crate::QpAttr
+
+/// Declares a verbs-api struct mirroring a libibverbs struct, and an exported macro
+/// `$mirror!` declaring its flat `#[repr(C)]` twin for a C shim: the same fields in the
+/// same order, each with the fixed-width C type named after `=>` (enums and flags as
+/// their raw value, `bool` as `u8`). A C type may be a parameter of the twin, written
+/// `($ name)` and given by the caller as `struct twin<name = Type> { ... }`, for a field
+/// whose type is another twin. Fields after `rust_only:` have no C counterpart. The
+/// caller of `$mirror!` names the twin, gives its derives, and may append fields of its
+/// own (`ex_supported`, padding).
+///
+/// The first token is `$`, for the variables of the macro declared inside.
+macro_rules! c_mirrored {
+    (
+        $d:tt
+        $(#[$meta:meta])*
+        pub struct $name:ident mirrored by $mirror:ident $(<$($param:ident),+>)? {
+            $( $(#[$fmeta:meta])* pub $field:ident : $rty:ty => $cty:tt, )+
+            $( rust_only: $( $(#[$rmeta:meta])* pub $rfield:ident : $rrty:ty, )+ )?
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $rty, )+
+            $($( $(#[$rmeta])* pub $rfield: $rrty, )+)?
+        }
+
+        #[doc = concat!(
+            "Declares the flat `#[repr(C)]` twin of [`", stringify!($name), "`](crate::",
+            stringify!($name), "): its fields in its order, as fixed-width C values, then ",
+            "the caller's own fields: `", stringify!($mirror), "! { #[derive(...)] pub ",
+            "struct name", $("<", stringify!($($param = Type),+), ">",)?
+            " { extra fields } }`."
+        )]
+        #[macro_export]
+        macro_rules! $mirror {
+            (
+                $d(#[$d m:meta])*
+                $d vis:vis struct $d n:ident $(<$($param = $d $param:ty),+>)?
+                { $d($d extra:tt)* }
+            ) => {
+                $d(#[$d m])*
+                #[repr(C)]
+                #[allow(unused_parens)] // a parameter type stands as `($ name)`
+                $d vis struct $d n {
+                    $( pub $field: $cty, )+
+                    $d($d extra)*
+                }
+            };
+        }
+    };
+}
+
+pub(crate) use c_mirrored;
 
 /// Converts between [`crate::QpCap`] and a C `struct ibv_qp_cap`-shaped struct:
 /// `qp_cap_fields!(to path::ibv_qp_cap, &cap)` or `qp_cap_fields!(from &c)`.
@@ -131,90 +190,4 @@ macro_rules! qp_attr_fields {
             rate_limit: a.rate_limit,
         }
     }};
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::{AhAttr, Gid, Mtu, PathMigState, QpAttr, QpCap, QpState};
-
-    /// A C-shaped mirror with libibverbs' field names, as the other crates have.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    struct CCap {
-        max_send_wr: u32,
-        max_recv_wr: u32,
-        max_send_sge: u32,
-        max_recv_sge: u32,
-        max_inline_data: u32,
-    }
-
-    struct CAttr {
-        qp_state: u32,
-        cur_qp_state: u32,
-        path_mtu: u32,
-        path_mig_state: u32,
-        qkey: u32,
-        rq_psn: u32,
-        sq_psn: u32,
-        dest_qp_num: u32,
-        qp_access_flags: u32,
-        cap: CCap,
-        ah_attr: AhAttr,
-        alt_ah_attr: AhAttr,
-        pkey_index: u16,
-        alt_pkey_index: u16,
-        en_sqd_async_notify: u8,
-        sq_draining: u8,
-        max_rd_atomic: u8,
-        max_dest_rd_atomic: u8,
-        min_rnr_timer: u8,
-        port_num: u8,
-        timeout: u8,
-        retry_cnt: u8,
-        rnr_retry: u8,
-        alt_port_num: u8,
-        alt_timeout: u8,
-        rate_limit: u32,
-        pad: u8,
-    }
-
-    fn cap_to(c: &QpCap) -> CCap {
-        qp_cap_fields!(to CCap, c)
-    }
-
-    fn cap_from(c: &CCap) -> QpCap {
-        qp_cap_fields!(from c)
-    }
-
-    #[test]
-    fn qp_attr_round_trips_through_a_c_shaped_struct() {
-        let a = QpAttr {
-            qp_state: QpState::Rts,
-            path_mtu: Mtu::Mtu2048,
-            path_mig_state: PathMigState::Rearm,
-            dest_qp_num: 0x12,
-            sq_psn: 0xabcdef,
-            cap: QpCap {
-                max_send_wr: 7,
-                max_recv_wr: 9,
-                max_send_sge: 2,
-                max_recv_sge: 3,
-                max_inline_data: 64,
-            },
-            ah_attr: AhAttr::roce(Gid([5; 16]), 1, 1),
-            sq_draining: true,
-            timeout: 14,
-            rate_limit: 100,
-            ..QpAttr::default()
-        };
-        let c = qp_attr_fields!(to CAttr, &a, cap: cap_to, ah: |x: &AhAttr| *x, pad: 0);
-        assert_eq!((c.qp_state, c.sq_draining, c.pad), (3, 1, 0));
-        let back = qp_attr_fields!(
-            from &c, cap: cap_from, ah: |x: &AhAttr| *x,
-            qp_state: QpState::from_raw(c.qp_state).unwrap(),
-            cur_qp_state: QpState::from_raw(c.cur_qp_state).unwrap(),
-            path_mtu: Mtu::from_raw(c.path_mtu).unwrap(),
-            path_mig_state: PathMigState::from_raw(c.path_mig_state).unwrap(),
-        );
-        assert_eq!(back, a);
-    }
 }

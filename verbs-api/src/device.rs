@@ -2,6 +2,7 @@
 
 use bitflags::bitflags;
 
+use crate::c_fields::c_mirrored;
 use crate::macros::verbs_enum;
 
 verbs_enum! {
@@ -139,83 +140,86 @@ pub struct DeviceInfo {
     pub transport_type: TransportType,
 }
 
-/// `struct ibv_device_attr` with the extended fields spead2-style code needs.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct DeviceAttr {
-    /// Firmware version string.
-    pub fw_ver: String,
-    /// Node GUID.
-    pub node_guid: u64,
-    /// System image GUID.
-    pub sys_image_guid: u64,
-    /// Largest memory region, in bytes.
-    pub max_mr_size: u64,
-    /// Supported page sizes.
-    pub page_size_cap: u64,
-    /// IEEE vendor id (0x02c9 Mellanox; rxe reports 0xffffff... as its kernel does).
-    pub vendor_id: u32,
-    /// Vendor part id.
-    pub vendor_part_id: u32,
-    /// Hardware version.
-    pub hw_ver: u32,
-    /// Maximum number of QPs.
-    pub max_qp: u32,
-    /// Maximum outstanding work requests per work queue.
-    pub max_qp_wr: u32,
-    /// Capability flags.
-    pub device_cap_flags: DeviceCapFlags,
-    /// Maximum scatter-gather entries per work request.
-    pub max_sge: u32,
-    /// Maximum SGEs for RDMA READ.
-    pub max_sge_rd: u32,
-    /// Maximum number of CQs.
-    pub max_cq: u32,
-    /// Maximum entries per CQ.
-    pub max_cqe: u32,
-    /// Maximum number of memory regions.
-    pub max_mr: u32,
-    /// Maximum number of protection domains.
-    pub max_pd: u32,
-    /// Maximum outstanding RDMA READ/atomic per QP as responder.
-    pub max_qp_rd_atom: u32,
-    /// Maximum outstanding RDMA READ/atomic as responder, device-wide.
-    pub max_res_rd_atom: u32,
-    /// Maximum outstanding RDMA READ/atomic per QP as requester.
-    pub max_qp_init_rd_atom: u32,
-    /// Atomic guarantees.
-    pub atomic_cap: AtomicCap,
-    /// Maximum memory windows.
-    pub max_mw: u32,
-    /// Maximum raw IPv6 QPs.
-    pub max_raw_ipv6_qp: u32,
-    /// Maximum raw Ethertype QPs (0 on rxe).
-    pub max_raw_ethy_qp: u32,
-    /// Maximum multicast groups.
-    pub max_mcast_grp: u32,
-    /// Maximum QPs attached to one multicast group.
-    pub max_mcast_qp_attach: u32,
-    /// Maximum multicast attachments, device-wide.
-    pub max_total_mcast_qp_attach: u32,
-    /// Maximum address handles.
-    pub max_ah: u32,
-    /// Maximum SRQs.
-    pub max_srq: u32,
-    /// Maximum work requests per SRQ.
-    pub max_srq_wr: u32,
-    /// Maximum SGEs per SRQ work request.
-    pub max_srq_sge: u32,
-    /// Maximum partition keys.
-    pub max_pkeys: u16,
-    /// Local CA ACK delay.
-    pub local_ca_ack_delay: u8,
-    /// Number of physical ports.
-    pub phys_port_cnt: u8,
-    /// Raw packet capabilities (`ibv_device_attr_ex.raw_packet_caps`).
-    pub raw_packet_caps: RawPacketCaps,
-    /// Maximum inline data a send work request may carry.
-    pub max_inline_data: u32,
-    /// Number of completion vectors (`ibv_context.num_comp_vectors`).
-    pub num_comp_vectors: u32,
+c_mirrored! { $
+    /// `struct ibv_device_attr` with the extended fields spead2-style code needs.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct DeviceAttr mirrored by device_attr_c_struct {
+        /// Firmware version string.
+        pub fw_ver: String => [::std::os::raw::c_char; 64],
+        /// Node GUID.
+        pub node_guid: u64 => u64,
+        /// System image GUID.
+        pub sys_image_guid: u64 => u64,
+        /// Largest memory region, in bytes.
+        pub max_mr_size: u64 => u64,
+        /// Supported page sizes.
+        pub page_size_cap: u64 => u64,
+        /// IEEE vendor id (0x02c9 Mellanox; rxe reports 0xffffff... as its kernel does).
+        pub vendor_id: u32 => u32,
+        /// Vendor part id.
+        pub vendor_part_id: u32 => u32,
+        /// Hardware version.
+        pub hw_ver: u32 => u32,
+        /// Maximum number of QPs.
+        pub max_qp: u32 => u32,
+        /// Maximum outstanding work requests per work queue.
+        pub max_qp_wr: u32 => u32,
+        /// Capability flags.
+        pub device_cap_flags: DeviceCapFlags => u64,
+        /// Maximum scatter-gather entries per work request.
+        pub max_sge: u32 => u32,
+        /// Maximum SGEs for RDMA READ.
+        pub max_sge_rd: u32 => u32,
+        /// Maximum number of CQs.
+        pub max_cq: u32 => u32,
+        /// Maximum entries per CQ.
+        pub max_cqe: u32 => u32,
+        /// Maximum number of memory regions.
+        pub max_mr: u32 => u32,
+        /// Maximum number of protection domains.
+        pub max_pd: u32 => u32,
+        /// Maximum outstanding RDMA READ/atomic per QP as responder.
+        pub max_qp_rd_atom: u32 => u32,
+        /// Maximum outstanding RDMA READ/atomic as responder, device-wide.
+        pub max_res_rd_atom: u32 => u32,
+        /// Maximum outstanding RDMA READ/atomic per QP as requester.
+        pub max_qp_init_rd_atom: u32 => u32,
+        /// Atomic guarantees.
+        pub atomic_cap: AtomicCap => u32,
+        /// Maximum memory windows.
+        pub max_mw: u32 => u32,
+        /// Maximum raw IPv6 QPs.
+        pub max_raw_ipv6_qp: u32 => u32,
+        /// Maximum raw Ethertype QPs (0 on rxe).
+        pub max_raw_ethy_qp: u32 => u32,
+        /// Maximum multicast groups.
+        pub max_mcast_grp: u32 => u32,
+        /// Maximum QPs attached to one multicast group.
+        pub max_mcast_qp_attach: u32 => u32,
+        /// Maximum multicast attachments, device-wide.
+        pub max_total_mcast_qp_attach: u32 => u32,
+        /// Maximum address handles.
+        pub max_ah: u32 => u32,
+        /// Maximum SRQs.
+        pub max_srq: u32 => u32,
+        /// Maximum work requests per SRQ.
+        pub max_srq_wr: u32 => u32,
+        /// Maximum SGEs per SRQ work request.
+        pub max_srq_sge: u32 => u32,
+        /// Maximum partition keys.
+        pub max_pkeys: u16 => u16,
+        /// Local CA ACK delay.
+        pub local_ca_ack_delay: u8 => u8,
+        /// Number of physical ports.
+        pub phys_port_cnt: u8 => u8,
+        /// Raw packet capabilities (`ibv_device_attr_ex.raw_packet_caps`).
+        pub raw_packet_caps: RawPacketCaps => u32,
+        rust_only:
+        /// Maximum inline data a send work request may carry.
+        pub max_inline_data: u32,
+        /// Number of completion vectors (`ibv_context.num_comp_vectors`).
+        pub num_comp_vectors: u32,
+    }
 }
 
 #[allow(clippy::derivable_impls)] // the enum is declared by verbs_enum!

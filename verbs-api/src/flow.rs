@@ -2,7 +2,8 @@
 //! RAW_PACKET (or UD) QP gets. spead2 creates one rule per endpoint: destination MAC,
 //! IPv4 destination and UDP destination port, each fully masked.
 //!
-//! [`FlowAttr::matches`] gives the matching semantics once, so backends and tests agree.
+//! [`FlowMatcher`] and [`FlowFields`] give the matching semantics once, so backends and
+//! tests agree; [`FlowAttr::matches`] is the two in one call.
 
 use std::net::Ipv4Addr;
 
@@ -205,100 +206,166 @@ impl FlowAttr {
 
     /// Whether an Ethernet frame matches this rule's specs (the rule type decides what a
     /// match means; this only tests the specs). Frames that are too short for a spec's
-    /// header, or lack it, do not match that spec.
+    /// header, or lack it, do not match that spec. A receive path that tests many frames
+    /// compiles the rule once ([`FlowMatcher`]) and reads each frame's fields once
+    /// ([`FlowFields`]), as this does per call.
     pub fn matches(&self, frame: &[u8]) -> bool {
-        let h = Headers::parse(frame);
-        self.specs.iter().all(|s| h.matches(s))
+        FlowMatcher::new(self).matches(&FlowFields::parse(frame))
     }
 }
 
-/// The header fields flow specs look at, parsed once.
-#[derive(Debug, Default)]
-struct Headers {
-    eth: Option<EthFilter>,
-    ipv4: Option<(Ipv4Filter, u8)>,
-    ports: Option<PortFilter>,
+/// The header fields of one Ethernet frame that flow specs look at, read once so that
+/// every rule can be compared against them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FlowFields {
+    eth: Option<EthFields>,
+    /// IPv4 source, destination, protocol.
+    ip: Option<(u32, u32, u8)>,
+    /// Transport source and destination ports (first fragments only).
+    ports: Option<(u16, u16)>,
 }
 
-impl Headers {
-    fn parse(f: &[u8]) -> Self {
-        let mut h = Headers::default();
+/// MACs as 48-bit integers, so a masked compare is one AND and one compare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct EthFields {
+    dst: u64,
+    src: u64,
+    ether_type: u16,
+    vlan: u16,
+}
+
+fn mac64(m: &[u8]) -> u64 {
+    u64::from_be_bytes([0, 0, m[0], m[1], m[2], m[3], m[4], m[5]])
+}
+
+impl FlowFields {
+    /// Reads the fields of `f` (an Ethernet frame, optionally 802.1Q-tagged): the
+    /// Ethernet header; the IPv4 addresses and protocol if it carries IPv4 with a full
+    /// header; the transport ports if that is a first fragment with 4 bytes after its
+    /// header.
+    pub fn parse(f: &[u8]) -> FlowFields {
+        let mut h = FlowFields::default();
         if f.len() < 14 {
             return h;
         }
-        let mut eth = EthFilter::default();
-        eth.dst_mac.copy_from_slice(&f[0..6]);
-        eth.src_mac.copy_from_slice(&f[6..12]);
+        let mut e = EthFields {
+            dst: mac64(&f[0..6]),
+            src: mac64(&f[6..12]),
+            ..EthFields::default()
+        };
         let mut off = 12;
-        let mut ether_type = u16::from_be_bytes([f[off], f[off + 1]]);
+        let mut ether_type = u16::from_be_bytes([f[12], f[13]]);
         if ether_type == 0x8100 && f.len() >= 18 {
-            eth.vlan_tag = u16::from_be_bytes([f[14], f[15]]);
+            e.vlan = u16::from_be_bytes([f[14], f[15]]);
             off = 16;
-            ether_type = u16::from_be_bytes([f[off], f[off + 1]]);
+            ether_type = u16::from_be_bytes([f[16], f[17]]);
         }
-        eth.ether_type = ether_type;
-        h.eth = Some(eth);
+        e.ether_type = ether_type;
+        h.eth = Some(e);
         let ip = &f[off + 2..];
         if ether_type != 0x0800 || ip.len() < 20 || ip[0] >> 4 != 4 {
             return h;
         }
         let ihl = usize::from(ip[0] & 0x0f) * 4;
-        let proto = ip[9];
-        let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-        let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-        h.ipv4 = Some((
-            Ipv4Filter {
-                src_ip: src,
-                dst_ip: dst,
-            },
-            proto,
-        ));
+        let src = u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]]);
+        let dst = u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]]);
+        h.ip = Some((src, dst, ip[9]));
         let frag = u16::from_be_bytes([ip[6], ip[7]]) & 0x1fff;
         if ihl >= 20 && ip.len() >= ihl + 4 && frag == 0 {
             let l4 = &ip[ihl..];
-            h.ports = Some(PortFilter {
-                src_port: u16::from_be_bytes([l4[0], l4[1]]),
-                dst_port: u16::from_be_bytes([l4[2], l4[3]]),
-            });
+            h.ports = Some((
+                u16::from_be_bytes([l4[0], l4[1]]),
+                u16::from_be_bytes([l4[2], l4[3]]),
+            ));
         }
         h
     }
+}
 
-    fn matches(&self, spec: &FlowSpec) -> bool {
-        fn m16(v: u16, val: u16, mask: u16) -> bool {
-            v & mask == val & mask
-        }
-        fn m32(v: Ipv4Addr, val: Ipv4Addr, mask: Ipv4Addr) -> bool {
-            u32::from(v) & u32::from(mask) == u32::from(val) & u32::from(mask)
-        }
-        fn mac(v: &[u8; 6], val: &[u8; 6], mask: &[u8; 6]) -> bool {
-            (0..6).all(|i| v[i] & mask[i] == val[i] & mask[i])
-        }
-        match spec {
-            FlowSpec::Eth { val, mask } => self.eth.is_some_and(|e| {
-                mac(&e.dst_mac, &val.dst_mac, &mask.dst_mac)
-                    && mac(&e.src_mac, &val.src_mac, &mask.src_mac)
-                    && m16(e.ether_type, val.ether_type, mask.ether_type)
-                    && m16(e.vlan_tag, val.vlan_tag, mask.vlan_tag)
+/// One spec, with values pre-masked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    Eth {
+        val: EthFields,
+        mask: EthFields,
+    },
+    Ipv4 {
+        src: (u32, u32),
+        dst: (u32, u32),
+    },
+    L4 {
+        proto: u8,
+        src: (u16, u16),
+        dst: (u16, u16),
+    },
+}
+
+/// A rule's specs compiled for comparing against [`FlowFields`]: values pre-masked,
+/// MACs and addresses as integers.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FlowMatcher {
+    checks: Vec<Check>,
+}
+
+impl FlowMatcher {
+    /// Compiles the specs of `attr`.
+    pub fn new(attr: &FlowAttr) -> FlowMatcher {
+        let ip32 = u32::from;
+        let checks = attr
+            .specs
+            .iter()
+            .map(|s| match *s {
+                FlowSpec::Eth { val, mask } => Check::Eth {
+                    val: EthFields {
+                        dst: mac64(&val.dst_mac) & mac64(&mask.dst_mac),
+                        src: mac64(&val.src_mac) & mac64(&mask.src_mac),
+                        ether_type: val.ether_type & mask.ether_type,
+                        vlan: val.vlan_tag & mask.vlan_tag,
+                    },
+                    mask: EthFields {
+                        dst: mac64(&mask.dst_mac),
+                        src: mac64(&mask.src_mac),
+                        ether_type: mask.ether_type,
+                        vlan: mask.vlan_tag,
+                    },
+                },
+                FlowSpec::Ipv4 { val, mask } => Check::Ipv4 {
+                    src: (ip32(val.src_ip) & ip32(mask.src_ip), ip32(mask.src_ip)),
+                    dst: (ip32(val.dst_ip) & ip32(mask.dst_ip), ip32(mask.dst_ip)),
+                },
+                FlowSpec::Tcp { val, mask } | FlowSpec::Udp { val, mask } => Check::L4 {
+                    proto: if matches!(s, FlowSpec::Udp { .. }) {
+                        17
+                    } else {
+                        6
+                    },
+                    src: (val.src_port & mask.src_port, mask.src_port),
+                    dst: (val.dst_port & mask.dst_port, mask.dst_port),
+                },
+            })
+            .collect();
+        FlowMatcher { checks }
+    }
+
+    /// True if every spec matches (a frame lacking a spec's header does not match it).
+    pub fn matches(&self, h: &FlowFields) -> bool {
+        self.checks.iter().all(|c| match c {
+            Check::Eth { val, mask } => h.eth.is_some_and(|e| {
+                e.dst & mask.dst == val.dst
+                    && e.src & mask.src == val.src
+                    && e.ether_type & mask.ether_type == val.ether_type
+                    && e.vlan & mask.vlan == val.vlan
             }),
-            FlowSpec::Ipv4 { val, mask } => self.ipv4.is_some_and(|(ip, _)| {
-                m32(ip.src_ip, val.src_ip, mask.src_ip) && m32(ip.dst_ip, val.dst_ip, mask.dst_ip)
-            }),
-            FlowSpec::Tcp { val, mask } | FlowSpec::Udp { val, mask } => {
-                let want = if matches!(spec, FlowSpec::Udp { .. }) {
-                    17
-                } else {
-                    6
-                };
-                match (self.ipv4, self.ports) {
-                    (Some((_, proto)), Some(p)) if proto == want => {
-                        m16(p.dst_port, val.dst_port, mask.dst_port)
-                            && m16(p.src_port, val.src_port, mask.src_port)
-                    }
-                    _ => false,
-                }
+            Check::Ipv4 { src, dst } => {
+                h.ip.is_some_and(|(s, d, _)| s & src.1 == src.0 && d & dst.1 == dst.0)
             }
-        }
+            Check::L4 { proto, src, dst } => match (h.ip, h.ports) {
+                (Some((_, _, p)), Some((sp, dp))) if p == *proto => {
+                    sp & src.1 == src.0 && dp & dst.1 == dst.0
+                }
+                _ => false,
+            },
+        })
     }
 }
 
@@ -360,5 +427,119 @@ mod tests {
         assert!(!rule.matches(&udp_frame([1; 6], Ipv4Addr::new(238, 9, 9, 9), 1, 17)));
         assert_eq!(FlowSpec::udp_dst(1).spec_type(), 0x41);
         assert_eq!(FlowRuleType::Sniffer.as_raw(), 3);
+    }
+
+    /// A frame from 01:00:5e:01:02:03 to 02:00:00:00:00:01 (sic: dst first), VLAN 5 if
+    /// `vlan`, with an IPv4 header of `ihl` words (options zero), fragment field `frag`,
+    /// protocol `proto`, 10.0.0.1 -> 239.1.2.3, ports 5000 -> 7148.
+    fn frame(vlan: bool, ether_type: u16, ihl: u8, frag: u16, proto: u8) -> Vec<u8> {
+        let mut f = vec![0x01, 0x00, 0x5e, 1, 2, 3, 2, 0, 0, 0, 0, 1];
+        if vlan {
+            f.extend_from_slice(&[0x81, 0x00, 0x00, 0x05]);
+        }
+        f.extend_from_slice(&ether_type.to_be_bytes());
+        let mut ip = vec![0u8; usize::from(ihl) * 4];
+        ip[0] = 0x40 | ihl;
+        ip[6..8].copy_from_slice(&frag.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = proto;
+        ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        ip[16..20].copy_from_slice(&[239, 1, 2, 3]);
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&5000u16.to_be_bytes());
+        f.extend_from_slice(&7148u16.to_be_bytes());
+        f.extend_from_slice(&[0, 8, 0, 0]);
+        f
+    }
+
+    fn fields(eth: Option<(u16, u16)>, ip: Option<u8>, ports: bool) -> FlowFields {
+        FlowFields {
+            eth: eth.map(|(ether_type, vlan)| EthFields {
+                dst: 0x0100_5e01_0203,
+                src: 0x0200_0000_0001,
+                ether_type,
+                vlan,
+            }),
+            ip: ip.map(|proto| (0x0a00_0001, 0xef01_0203, proto)),
+            ports: ports.then_some((5000, 7148)),
+        }
+    }
+
+    #[test]
+    fn fields_are_read_from_each_header_present() {
+        let udp = frame(false, 0x0800, 5, 0, 17);
+        let eth = Some((0x0800, 0));
+        let cases: [(&str, Vec<u8>, FlowFields); 9] = [
+            ("UDP", udp.clone(), fields(eth, Some(17), true)),
+            (
+                "802.1Q: the tag, then the inner EtherType and headers",
+                frame(true, 0x0800, 5, 0, 6),
+                fields(Some((0x0800, 0x0005)), Some(6), true),
+            ),
+            (
+                "IPv4 options: the ports follow the IHL, not byte 20",
+                frame(false, 0x0800, 6, 0, 17),
+                fields(eth, Some(17), true),
+            ),
+            (
+                "a later fragment has no transport header",
+                frame(false, 0x0800, 5, 0x0001, 17),
+                fields(eth, Some(17), false),
+            ),
+            (
+                "DF alone is a first fragment",
+                frame(false, 0x0800, 5, 0x4000, 17),
+                fields(eth, Some(17), true),
+            ),
+            (
+                "not IPv4: Ethernet only",
+                frame(false, 0x86dd, 5, 0, 17),
+                fields(Some((0x86dd, 0)), None, false),
+            ),
+            (
+                "3 bytes after the IPv4 header: no ports",
+                udp[..14 + 20 + 3].to_vec(),
+                fields(eth, Some(17), false),
+            ),
+            (
+                "a cut IPv4 header: Ethernet only",
+                udp[..14 + 19].to_vec(),
+                fields(eth, None, false),
+            ),
+            (
+                "no whole Ethernet header",
+                udp[..13].to_vec(),
+                FlowFields::default(),
+            ),
+        ];
+        for (what, f, want) in cases {
+            assert_eq!(FlowFields::parse(&f), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_compiled_rule_needs_every_spec_and_its_header() {
+        let group = Ipv4Addr::new(239, 1, 2, 3);
+        let rule = FlowAttr::udp_endpoint(1, ipv4_multicast_mac(group), group, 7148);
+        let m = FlowMatcher::new(&rule);
+        let udp = frame(false, 0x0800, 5, 0, 17);
+        assert!(m.matches(&FlowFields::parse(&udp)));
+        assert!(m.matches(&FlowFields::parse(&frame(true, 0x0800, 6, 0x4000, 17))));
+        assert!(!m.matches(&FlowFields::parse(&frame(false, 0x0800, 5, 0, 6))));
+        assert!(!m.matches(&FlowFields::parse(&frame(false, 0x0800, 5, 1, 17))));
+        assert!(!m.matches(&FlowFields::parse(&udp[..14 + 20 + 3])));
+        // No specs: every frame, even one with no Ethernet header.
+        let all = FlowMatcher::new(&FlowAttr::normal(1, Vec::new()));
+        assert!(all.matches(&FlowFields::parse(&[])));
+        // A TCP spec with zero masks still needs TCP.
+        let tcp = FlowAttr::normal(
+            1,
+            vec![FlowSpec::Tcp {
+                val: PortFilter::default(),
+                mask: PortFilter::default(),
+            }],
+        );
+        assert!(tcp.matches(&frame(false, 0x0800, 5, 0, 6)));
+        assert!(!tcp.matches(&udp));
     }
 }

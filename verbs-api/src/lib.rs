@@ -82,7 +82,10 @@ pub use device::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use event::{AsyncEvent, EventElement, EventType};
-pub use flow::{EthFilter, FlowAttr, FlowFlags, FlowRuleType, FlowSpec, Ipv4Filter, PortFilter};
+pub use flow::{
+    EthFilter, FlowAttr, FlowFields, FlowFlags, FlowMatcher, FlowRuleType, FlowSpec, Ipv4Filter,
+    PortFilter,
+};
 pub use gid::{ipv4_multicast_mac, Gid};
 pub use mw::{inc_rkey, MwType};
 pub use port::{LinkLayer, Mtu, PortAttr, PortState};

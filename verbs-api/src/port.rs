@@ -1,5 +1,6 @@
 //! Ports: what `ibv_query_port` reports.
 
+use crate::c_fields::c_mirrored;
 use crate::macros::verbs_enum;
 
 verbs_enum! {
@@ -82,47 +83,49 @@ impl Default for PortState {
     }
 }
 
-/// `struct ibv_port_attr`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PortAttr {
-    /// Logical port state.
-    pub state: PortState,
-    /// Largest MTU the port supports.
-    pub max_mtu: Mtu,
-    /// MTU in use.
-    pub active_mtu: Mtu,
-    /// Length of the GID table.
-    pub gid_tbl_len: u32,
-    /// Port capability flags (`IBV_PORT_*`).
-    pub port_cap_flags: u32,
-    /// Largest message size.
-    pub max_msg_sz: u32,
-    /// Bad P_Key counter.
-    pub bad_pkey_cntr: u32,
-    /// Q_Key violation counter.
-    pub qkey_viol_cntr: u32,
-    /// Length of the P_Key table.
-    pub pkey_tbl_len: u16,
-    /// Base LID (0 on Ethernet).
-    pub lid: u16,
-    /// Subnet manager LID.
-    pub sm_lid: u16,
-    /// LID mask control.
-    pub lmc: u8,
-    /// Maximum virtual lanes.
-    pub max_vl_num: u8,
-    /// Subnet manager service level.
-    pub sm_sl: u8,
-    /// Subnet propagation delay.
-    pub subnet_timeout: u8,
-    /// Active link width.
-    pub active_width: u8,
-    /// Active link speed.
-    pub active_speed: u8,
-    /// Physical port state (5 = LinkUp).
-    pub phys_state: u8,
-    /// Link layer.
-    pub link_layer: LinkLayer,
+c_mirrored! { $
+    /// `struct ibv_port_attr`.
+    #[derive(Debug, Clone, PartialEq, Eq, Default)]
+    pub struct PortAttr mirrored by port_attr_c_struct {
+        /// Logical port state.
+        pub state: PortState => u32,
+        /// Largest MTU the port supports.
+        pub max_mtu: Mtu => u32,
+        /// MTU in use.
+        pub active_mtu: Mtu => u32,
+        /// Length of the GID table.
+        pub gid_tbl_len: u32 => u32,
+        /// Port capability flags (`IBV_PORT_*`).
+        pub port_cap_flags: u32 => u32,
+        /// Largest message size.
+        pub max_msg_sz: u32 => u32,
+        /// Bad P_Key counter.
+        pub bad_pkey_cntr: u32 => u32,
+        /// Q_Key violation counter.
+        pub qkey_viol_cntr: u32 => u32,
+        /// Length of the P_Key table.
+        pub pkey_tbl_len: u16 => u16,
+        /// Base LID (0 on Ethernet).
+        pub lid: u16 => u16,
+        /// Subnet manager LID.
+        pub sm_lid: u16 => u16,
+        /// LID mask control.
+        pub lmc: u8 => u8,
+        /// Maximum virtual lanes.
+        pub max_vl_num: u8 => u8,
+        /// Subnet manager service level.
+        pub sm_sl: u8 => u8,
+        /// Subnet propagation delay.
+        pub subnet_timeout: u8 => u8,
+        /// Active link width.
+        pub active_width: u8 => u8,
+        /// Active link speed.
+        pub active_speed: u8 => u8,
+        /// Physical port state (5 = LinkUp).
+        pub phys_state: u8 => u8,
+        /// Link layer.
+        pub link_layer: LinkLayer => u8,
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use bitflags::bitflags;
 
 use crate::access::AccessFlags;
+use crate::c_fields::c_mirrored;
 use crate::gid::Gid;
 use crate::macros::verbs_enum;
 use crate::port::Mtu;
@@ -121,19 +122,21 @@ bitflags! {
     }
 }
 
-/// `struct ibv_qp_cap`: work queue sizes a QP is created with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct QpCap {
-    /// Outstanding send work requests.
-    pub max_send_wr: u32,
-    /// Outstanding receive work requests.
-    pub max_recv_wr: u32,
-    /// SGEs per send work request.
-    pub max_send_sge: u32,
-    /// SGEs per receive work request.
-    pub max_recv_sge: u32,
-    /// Bytes of inline data per send work request.
-    pub max_inline_data: u32,
+c_mirrored! { $
+    /// `struct ibv_qp_cap`: work queue sizes a QP is created with.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct QpCap mirrored by qp_cap_c_struct {
+        /// Outstanding send work requests.
+        pub max_send_wr: u32 => u32,
+        /// Outstanding receive work requests.
+        pub max_recv_wr: u32 => u32,
+        /// SGEs per send work request.
+        pub max_send_sge: u32 => u32,
+        /// SGEs per receive work request.
+        pub max_recv_sge: u32 => u32,
+        /// Bytes of inline data per send work request.
+        pub max_inline_data: u32 => u32,
+    }
 }
 
 impl QpCap {
@@ -215,61 +218,63 @@ impl AhAttr {
     }
 }
 
-/// `struct ibv_qp_attr`. Only the fields named by the accompanying [`QpAttrMask`] matter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct QpAttr {
-    /// Target state of a modify.
-    pub qp_state: QpState,
-    /// The state the caller believes the QP is in (with [`QpAttrMask::CUR_STATE`]).
-    pub cur_qp_state: QpState,
-    /// Path MTU (RC, UC).
-    pub path_mtu: Mtu,
-    /// Path migration state.
-    pub path_mig_state: PathMigState,
-    /// Q_Key (UD).
-    pub qkey: u32,
-    /// Receive PSN (24 bits).
-    pub rq_psn: u32,
-    /// Send PSN (24 bits).
-    pub sq_psn: u32,
-    /// Destination QP number (RC, UC).
-    pub dest_qp_num: u32,
-    /// Remote access the QP allows (RC, UC).
-    pub qp_access_flags: AccessFlags,
-    /// Queue sizes (query only on most devices).
-    pub cap: QpCap,
-    /// Primary path address vector.
-    pub ah_attr: AhAttr,
-    /// Alternate path address vector.
-    pub alt_ah_attr: AhAttr,
-    /// P_Key index.
-    pub pkey_index: u16,
-    /// Alternate P_Key index.
-    pub alt_pkey_index: u16,
-    /// Ask for the SQ-drained async event.
-    pub en_sqd_async_notify: bool,
-    /// Whether the send queue is draining (query only).
-    pub sq_draining: bool,
-    /// Outstanding RDMA READ/atomic as requester.
-    pub max_rd_atomic: u8,
-    /// Outstanding RDMA READ/atomic as responder.
-    pub max_dest_rd_atomic: u8,
-    /// Minimum RNR NAK timer code (0..=31).
-    pub min_rnr_timer: u8,
-    /// Port number (1-based).
-    pub port_num: u8,
-    /// Local ACK timeout code: 4.096 µs × 2^timeout (0 = infinite).
-    pub timeout: u8,
-    /// Transport retries (0..=7).
-    pub retry_cnt: u8,
-    /// RNR retries (0..=7; 7 means infinite).
-    pub rnr_retry: u8,
-    /// Alternate port.
-    pub alt_port_num: u8,
-    /// Alternate timeout.
-    pub alt_timeout: u8,
-    /// Packet pacing rate limit, kbps.
-    pub rate_limit: u32,
+c_mirrored! { $
+    /// `struct ibv_qp_attr`. Only the fields named by the accompanying [`QpAttrMask`] matter.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct QpAttr mirrored by qp_attr_c_struct<cap, ah> {
+        /// Target state of a modify.
+        pub qp_state: QpState => u32,
+        /// The state the caller believes the QP is in (with [`QpAttrMask::CUR_STATE`]).
+        pub cur_qp_state: QpState => u32,
+        /// Path MTU (RC, UC).
+        pub path_mtu: Mtu => u32,
+        /// Path migration state.
+        pub path_mig_state: PathMigState => u32,
+        /// Q_Key (UD).
+        pub qkey: u32 => u32,
+        /// Receive PSN (24 bits).
+        pub rq_psn: u32 => u32,
+        /// Send PSN (24 bits).
+        pub sq_psn: u32 => u32,
+        /// Destination QP number (RC, UC).
+        pub dest_qp_num: u32 => u32,
+        /// Remote access the QP allows (RC, UC).
+        pub qp_access_flags: AccessFlags => u32,
+        /// Queue sizes (query only on most devices).
+        pub cap: QpCap => ($ cap),
+        /// Primary path address vector.
+        pub ah_attr: AhAttr => ($ ah),
+        /// Alternate path address vector.
+        pub alt_ah_attr: AhAttr => ($ ah),
+        /// P_Key index.
+        pub pkey_index: u16 => u16,
+        /// Alternate P_Key index.
+        pub alt_pkey_index: u16 => u16,
+        /// Ask for the SQ-drained async event.
+        pub en_sqd_async_notify: bool => u8,
+        /// Whether the send queue is draining (query only).
+        pub sq_draining: bool => u8,
+        /// Outstanding RDMA READ/atomic as requester.
+        pub max_rd_atomic: u8 => u8,
+        /// Outstanding RDMA READ/atomic as responder.
+        pub max_dest_rd_atomic: u8 => u8,
+        /// Minimum RNR NAK timer code (0..=31).
+        pub min_rnr_timer: u8 => u8,
+        /// Port number (1-based).
+        pub port_num: u8 => u8,
+        /// Local ACK timeout code: 4.096 µs × 2^timeout (0 = infinite).
+        pub timeout: u8 => u8,
+        /// Transport retries (0..=7).
+        pub retry_cnt: u8 => u8,
+        /// RNR retries (0..=7; 7 means infinite).
+        pub rnr_retry: u8 => u8,
+        /// Alternate port.
+        pub alt_port_num: u8 => u8,
+        /// Alternate timeout.
+        pub alt_timeout: u8 => u8,
+        /// Packet pacing rate limit, kbps.
+        pub rate_limit: u32 => u32,
+    }
 }
 
 /// `struct ibv_qp_init_attr`: what a QP is created with. The CQs and SRQ are borrowed
@@ -415,5 +420,58 @@ mod tests {
             QpAttrMask::STATE | QpAttrMask::SQ_PSN | QpAttrMask::TIMEOUT | QpAttrMask::RETRY_CNT
         );
         assert_eq!(QpModify::attrs().qkey(3).mask, QpAttrMask::QKEY);
+    }
+
+    qp_cap_c_struct! {
+        /// A C-shaped twin with libibverbs' field names, as backend-hw declares.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        struct CCap {}
+    }
+
+    qp_attr_c_struct! {
+        struct CAttr<cap = CCap, ah = AhAttr> {
+            pad: u8,
+        }
+    }
+
+    fn cap_to(c: &QpCap) -> CCap {
+        crate::qp_cap_fields!(to CCap, c)
+    }
+
+    fn cap_from(c: &CCap) -> QpCap {
+        crate::qp_cap_fields!(from c)
+    }
+
+    #[test]
+    fn qp_attr_round_trips_through_a_c_shaped_struct() {
+        let a = QpAttr {
+            qp_state: QpState::Rts,
+            path_mtu: Mtu::Mtu2048,
+            path_mig_state: PathMigState::Rearm,
+            dest_qp_num: 0x12,
+            sq_psn: 0xabcdef,
+            cap: QpCap {
+                max_send_wr: 7,
+                max_recv_wr: 9,
+                max_send_sge: 2,
+                max_recv_sge: 3,
+                max_inline_data: 64,
+            },
+            ah_attr: AhAttr::roce(Gid([5; 16]), 1, 1),
+            sq_draining: true,
+            timeout: 14,
+            rate_limit: 100,
+            ..QpAttr::default()
+        };
+        let c = crate::qp_attr_fields!(to CAttr, &a, cap: cap_to, ah: |x: &AhAttr| *x, pad: 0);
+        assert_eq!((c.qp_state, c.sq_draining, c.pad), (3, 1, 0));
+        let back = crate::qp_attr_fields!(
+            from &c, cap: cap_from, ah: |x: &AhAttr| *x,
+            qp_state: QpState::from_raw(c.qp_state).unwrap(),
+            cur_qp_state: QpState::from_raw(c.cur_qp_state).unwrap(),
+            path_mtu: Mtu::from_raw(c.path_mtu).unwrap(),
+            path_mig_state: PathMigState::from_raw(c.path_mig_state).unwrap(),
+        );
+        assert_eq!(back, a);
     }
 }

@@ -285,8 +285,11 @@ fn hw_suite_script(build: &HwBuild, rest: &[String]) -> String {
 
 /// The smoke check (`cargo xtask vm --smoke`, and `test --backend hw --vm` while backend-hw
 /// has no tests): rdma-core's own tools on rxe0: device query, RC and UD pingpong over
-/// loopback on the IPv4-mapped GID, and librdmacm UD multicast (mckey).
-const SMOKE_SCRIPT: &str = r#"set -e
+/// loopback on the IPv4-mapped GID, and librdmacm UD multicast (mckey). The shell functions
+/// it uses are those of `backend-hw/scripts/rxe-helpers.sh` (also pingpong-interop.sh's).
+const SMOKE_SCRIPT: &str = concat!(
+    include_str!("../../backend-hw/scripts/rxe-helpers.sh"),
+    r#"set -e
 D=rxe0
 echo "== ibv_devinfo -d $D"
 ibv_devinfo -d $D
@@ -294,25 +297,8 @@ ibv_devinfo -d $D | grep -q 'state:.*PORT_ACTIVE'
 echo "== rdma link"
 rdma link show
 # The GID index of the IPv4-mapped GID (::ffff:10.77.0.1) of port 1.
-G=
-for i in $(seq 0 15); do
-    case "$(cat /sys/class/infiniband/$D/ports/1/gids/$i 2>/dev/null)" in
-        0000:0000:0000:0000:0000:ffff:*) G=$i; break ;;
-    esac
-done
-[ -n "$G" ] || { echo "no IPv4-mapped GID on $D"; exit 1; }
+G=$(ipv4_gid_index $D)
 echo "== GID index $G: $(cat /sys/class/infiniband/$D/ports/1/gids/$G)"
-# wait_until WHAT COMMAND...: polls COMMAND for up to 60 s.
-wait_until() {
-    what=$1; shift
-    end=$(( $(date +%s) + 60 ))
-    until "$@"; do
-        [ "$(date +%s)" -lt $end ] || { echo "timed out waiting for $what"; return 1; }
-        sleep 0.2
-    done
-}
-listening() { ss -ltn | grep -q ":$1 "; }
-wait_port() { wait_until "a server on port $1" listening "$1"; }
 echo "== ibv_rc_pingpong (RC send/recv, 4096 B x 1000)"
 ibv_rc_pingpong -d $D -g $G -p 18515 -s 4096 -n 1000 & S=$!
 wait_port 18515
@@ -331,7 +317,8 @@ mckey -m 239.1.2.3 -b 10.77.0.1 -C 10 -s
 wait $S || { echo "mckey receiver failed:"; cat /tmp/mckey-recv.log; exit 1; }
 cat /tmp/mckey-recv.log
 echo "== smoke check passed"
-"#;
+"#
+);
 
 /// The command of the smoke check (`cargo xtask vm --smoke`).
 pub fn smoke_command() -> Vec<String> {
@@ -901,4 +888,25 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    /// The smoke check is rxe-helpers.sh followed by its own lines: valid shell, which
+    /// calls the helpers it embeds.
+    #[test]
+    fn smoke_script_is_valid_shell_with_the_shared_helpers() {
+        // sh -n reads without running; what it finds wrong goes to the test's stderr.
+        let parsed = Command::new("sh")
+            .args(["-n", "-c", super::SMOKE_SCRIPT])
+            .status()
+            .expect("run sh -n");
+        assert!(parsed.success(), "sh -n rejects the smoke script");
+        for f in ["ipv4_gid_index() {", "wait_port() {"] {
+            assert!(super::SMOKE_SCRIPT.contains(f), "{f} missing");
+        }
+        assert!(super::SMOKE_SCRIPT.contains("G=$(ipv4_gid_index $D)"));
+    }
 }

@@ -120,7 +120,7 @@ pub(crate) fn cap_from_shim(c: &ffi::shim_qp_cap) -> QpCap {
 }
 
 pub(crate) fn qp_attr_to_shim(a: &QpAttr) -> ffi::shim_qp_attr {
-    verbs_api::qp_attr_fields!(to ffi::shim_qp_attr, a, cap: cap_to_shim, ah: ah_to_shim, pad: 0)
+    verbs_api::qp_attr_fields!(to ffi::shim_qp_attr, a, cap: cap_to_shim, ah: ah_to_shim)
 }
 
 pub(crate) fn qp_attr_from_shim(a: &ffi::shim_qp_attr) -> QpAttr {

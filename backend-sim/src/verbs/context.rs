@@ -528,7 +528,7 @@ impl Context for SimContext {
                 qpn: qp.qpn,
                 dev: self.dev,
                 attr: attr.clone(),
-                matcher: crate::verbs::flow_match::Matcher::new(attr),
+                matcher: verbs_api::FlowMatcher::new(attr),
                 groups,
                 mac_groups,
             },

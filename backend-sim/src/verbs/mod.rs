@@ -4,7 +4,6 @@
 mod ah;
 mod context;
 mod cq;
-mod flow_match;
 mod memory;
 mod mr;
 mod mw;

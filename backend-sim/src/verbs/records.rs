@@ -2,7 +2,6 @@
 //! rule) and the NIC's drop counters: plain data, kept in the [`super::world::World`]'s
 //! tables and changed by its operations.
 
-use super::flow_match::Matcher;
 use super::personality::Personality;
 use super::rc::RcState;
 use super::send_queue::SendQueue;
@@ -12,8 +11,8 @@ use crate::ids::{HostId, PortId};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use verbs_api::{
-    AsyncEvent, Completion, DeviceInfo, FlowAttr, NodeType, QpAttr, QpCap, QpState, QpType,
-    SrqAttr, TransportType,
+    AsyncEvent, Completion, DeviceInfo, FlowAttr, FlowMatcher, NodeType, QpAttr, QpCap, QpState,
+    QpType, SrqAttr, TransportType,
 };
 
 /// Counters of why a NIC dropped a frame it received.
@@ -147,7 +146,7 @@ pub(crate) struct FlowRule {
     pub dev: usize,
     pub attr: FlowAttr,
     /// The specs compiled for the receive path.
-    pub matcher: Matcher,
+    pub matcher: FlowMatcher,
     /// IPv4 groups the rule's port joins at the switch.
     pub groups: Vec<Ipv4Addr>,
     /// Ethernet groups joined for rules that name only a multicast MAC.

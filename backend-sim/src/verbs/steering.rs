@@ -3,10 +3,9 @@
 //! the best (lowest) priority, each of their QPs once; failing that the multicast default
 //! (for group frames) and then the all-default rules.
 
-use super::flow_match::Fields;
 use super::records::FlowRule;
 use rustc_hash::FxHashMap;
-use verbs_api::FlowRuleType;
+use verbs_api::{FlowFields, FlowRuleType};
 
 /// The sniffer QPs among `list` (a port's rule ids) in rule order, into `out`.
 pub(crate) fn sniffers(rules: &FxHashMap<u32, FlowRule>, list: &[u32], out: &mut Vec<u32>) {
@@ -32,7 +31,7 @@ pub(crate) fn steer(
     sniffers.clear();
     targets.clear();
     let multicast = frame[0] & 1 != 0;
-    let fields = Fields::parse(frame);
+    let fields = FlowFields::parse(frame);
     let mut best: Option<u16> = None;
     let mut mc_default: Vec<u32> = Vec::new();
     let mut all_default: Vec<u32> = Vec::new();
