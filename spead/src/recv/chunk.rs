@@ -437,7 +437,20 @@ impl<U> GroupState<U> {
 struct Group<U> {
     state: Mutex<GroupState<U>>,
     moved: Condvar,
-    stopped: AtomicBool,
+    /// Read before every packet by every member: on a cache line of its own, apart
+    /// from the lock's and the condition variable's.
+    stopped: Stopped,
+}
+
+#[derive(Default)]
+#[repr(align(128))]
+struct Stopped(AtomicBool);
+
+impl std::ops::Deref for Stopped {
+    type Target = AtomicBool;
+    fn deref(&self) -> &AtomicBool {
+        &self.0
+    }
 }
 
 impl<U> Group<U> {
@@ -562,7 +575,7 @@ impl<U: Send + 'static> ChunkStreamGroup<U> {
                     spare: Vec::with_capacity(config.max_chunks),
                 }),
                 moved: Condvar::new(),
-                stopped: AtomicBool::new(false),
+                stopped: Stopped::default(),
             }),
         })
     }
@@ -837,26 +850,26 @@ impl<U: Send + 'static> HeapSink for ChunkSink<U> {
         };
         // The chunk is most often one this stream placed a heap in before: then
         // placing needs no lock of the group's (its window was settled then).
-        let cell = match self.cell(chunk_id) {
-            Some(cell) => Arc::clone(cell),
-            None => {
-                let Some(cell) = self.group.get_chunk(
-                    self.member,
-                    self.max_chunks,
-                    self.stream_id,
-                    chunk_id,
-                    stats,
-                ) else {
-                    if self.too_old(chunk_id) {
-                        Self::bump(stats, self.too_old);
-                    }
-                    return Ok(self.discard());
-                };
-                let head = self.head.load(Ordering::Acquire);
-                self.cells.retain(|(id, _)| *id >= head);
-                self.cells.push((chunk_id, Arc::clone(&cell)));
-                cell
-            }
+        if self.cell(chunk_id).is_none() {
+            let Some(cell) = self.group.get_chunk(
+                self.member,
+                self.max_chunks,
+                self.stream_id,
+                chunk_id,
+                stats,
+            ) else {
+                if self.too_old(chunk_id) {
+                    Self::bump(stats, self.too_old);
+                }
+                return Ok(self.discard());
+            };
+            let head = self.head.load(Ordering::Acquire);
+            self.cells.retain(|(id, _)| *id >= head);
+            self.cells.push((chunk_id, cell));
+        }
+        // Borrowed, not cloned: the cell's count is shared with the other streams.
+        let Some(cell) = self.cell(chunk_id) else {
+            return Ok(self.discard());
         };
         let placed = cell.place(
             chunk_id,
