@@ -27,12 +27,15 @@
 //! pair's lossless rate: the highest send rate at which every heap arrives complete
 //! (unthrottled first; if that loses heaps, a bisection on the sender's rate limit).
 //!
-//! Chunk-stream group (lossless, 4 chunks of 16 MiB live, 6 recycled): one stream per reader thread
-//! (1, 2 and all cores), each fed from memory with its share of the heaps (heap `cnt`
-//! goes to stream `cnt % n`, so the streams fill the same chunks at once), all placing
-//! heaps into the group's chunks; each reader feeds its stream as a memory reader does
-//! (`add_packets`, 64 packets at a time) and, in a second set of rows, one decoded
-//! packet at a time (`add_decoded`, as a datagram transport does).
+//! Chunk-stream group (lossless, 4 chunks of 16 MiB live, 6 recycled): one stream per
+//! reader thread (1, 2 and all cores), each fed from memory with its share of the heaps
+//! (heap `cnt` goes to stream `cnt % n`, so the streams fill the same chunks at once),
+//! all placing heaps into the group's chunks; each reader feeds its stream as a memory
+//! reader does (`add_packets`, 64 packets at a time) and, in a second set of rows, one
+//! decoded packet at a time (`add_decoded`, as a datagram transport does). Beside them,
+//! the bound for as many threads: each copies the payloads of its share of the heaps to
+//! where the group places them, in one set of chunk buffers; the ratio to it is taken
+//! within each run.
 
 mod common;
 
