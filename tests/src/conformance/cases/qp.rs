@@ -499,13 +499,25 @@ pub fn ud_reset_and_reuse<V: Verbs>(env: &Env<V>) {
     ]);
 }
 
-/// RTS -> SQD -> RTS: sends posted after the return work as before.
+/// RTS -> SQD -> RTS: sends posted after the return work as before. A QP leaves SQD
+/// only once its send queue has drained: rxe refuses any state but ERR while its
+/// requester still drains (`rxe_qp_chk_attr`; seen in the VM as an occasional EINVAL when
+/// RTS followed SQD at once), and reports the drain in `sq_draining`, so the test waits
+/// for that as an application must.
 pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
     let rig = open(env);
     let mut log = Log::new();
     let u = ud_pair(&rig, &mut log);
     log.result("SQD", &u.a.modify_with(&QpModify::to(QpState::Sqd)));
     log.state("a", &u.a);
+    let drained = (0..5000).any(|i| {
+        if i > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        u.a.query(QpAttrMask::STATE)
+            .is_ok_and(|(attr, _)| !attr.sq_draining)
+    });
+    log.line(if drained { "a drained" } else { "a still draining after 5 s" });
     log.result("RTS", &u.a.modify_with(&QpModify::to(QpState::Rts)));
     log.state("a", &u.a);
     post_recv(&u.b, 5, &[sge(&u.mr, 1024, 256)]);
@@ -514,6 +526,7 @@ pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
     log.check(&[
         "SQD: ok",
         "state a: SQD",
+        "a drained",
         "RTS: ok",
         "state a: RTS",
         "cq_a: wr 1 Success Send len 2 imm - flags - qp a src 0",
