@@ -95,7 +95,7 @@ pub use qp::{
 };
 pub use srq::{SrqAttr, SrqAttrMask, SrqInitAttr};
 pub use traits::{
-    AddressHandle, CompletionChannel, CompletionQueue, Context, Flow, MemoryRegion, MemoryWindow,
+    AddressHandle, CompletionChannel, CompletionQueue, Context, Flow, MemoryRegion, MemoryWindow, MrKeys,
     ProtectionDomain, QueuePair, QueuePairExt, SharedReceiveQueue, Verbs,
 };
 pub use wc::{Completion, WcFlags, WcOpcode, WcStatus};

@@ -6,7 +6,7 @@
 
 use std::cell::UnsafeCell;
 
-use crate::{AccessFlags, MemoryRegion};
+use crate::{AccessFlags, MemoryRegion, MrKeys};
 
 pub use crate::traits::{
     MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow,
@@ -17,9 +17,7 @@ pub use crate::traits::{
 #[derive(Debug)]
 pub struct FakeMr {
     mem: Box<[UnsafeCell<u8>]>,
-    lkey: u32,
-    rkey: u32,
-    access: AccessFlags,
+    keys: MrKeys,
 }
 
 impl FakeMr {
@@ -27,9 +25,7 @@ impl FakeMr {
     pub fn new(len: usize, lkey: u32, rkey: u32, access: AccessFlags) -> Self {
         FakeMr {
             mem: (0..len).map(|_| UnsafeCell::new(0)).collect(),
-            lkey,
-            rkey,
-            access,
+            keys: MrKeys { lkey, rkey, access },
         }
     }
 }
@@ -43,13 +39,7 @@ unsafe impl MemoryRegion for FakeMr {
     fn len(&self) -> usize {
         self.mem.len()
     }
-    fn lkey(&self) -> u32 {
-        self.lkey
-    }
-    fn rkey(&self) -> u32 {
-        self.rkey
-    }
-    fn access(&self) -> AccessFlags {
-        self.access
+    fn keys(&self) -> MrKeys {
+        self.keys
     }
 }

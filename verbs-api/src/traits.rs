@@ -235,6 +235,19 @@ pub trait ProtectionDomain: Debug {
     fn handle(&self) -> u32;
 }
 
+/// What registering a memory region gave it: its keys and its access (`ibv_mr`'s
+/// `lkey` and `rkey`, and the access flags it was registered with).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MrKeys {
+    /// Local key, for SGEs.
+    pub lkey: u32,
+    /// Remote key, for peers' RDMA and atomics (0 where the device gives a region
+    /// without remote access none).
+    pub rkey: u32,
+    /// Access the region was registered with.
+    pub access: AccessFlags,
+}
+
 /// A registered memory region (`struct ibv_mr`).
 ///
 /// `read` and `write` copy through a raw pointer, as a device would; an implementor that
@@ -251,12 +264,21 @@ pub unsafe trait MemoryRegion: Debug {
     fn as_ptr(&self) -> *mut u8;
     /// Length in bytes.
     fn len(&self) -> usize;
+    /// The keys and access the registration gave the region.
+    fn keys(&self) -> MrKeys;
+
     /// Local key, for SGEs.
-    fn lkey(&self) -> u32;
+    fn lkey(&self) -> u32 {
+        self.keys().lkey
+    }
     /// Remote key, for peers' RDMA and atomics.
-    fn rkey(&self) -> u32;
+    fn rkey(&self) -> u32 {
+        self.keys().rkey
+    }
     /// Access the region was registered with.
-    fn access(&self) -> AccessFlags;
+    fn access(&self) -> AccessFlags {
+        self.keys().access
+    }
 
     /// The address SGEs and remote peers use for the first byte.
     fn addr(&self) -> u64 {

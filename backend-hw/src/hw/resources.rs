@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use verbs_api::{
     AccessFlags, AddressHandle, AhAttr, Completion, CompletionChannel, CompletionQueue, Error,
-    ErrorKind, MemoryRegion, MemoryWindow, MwBind, MwType, ProtectionDomain, RecvWr, Result,
+    ErrorKind, MemoryRegion, MemoryWindow, MrKeys, MwBind, MwType, ProtectionDomain, RecvWr, Result,
     SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr,
 };
 
@@ -99,9 +99,7 @@ pub struct HwMr {
     ptr: NonNull<ffi::ibv_mr>,
     addr: *mut u8,
     len: usize,
-    lkey: u32,
-    rkey: u32,
-    access: AccessFlags,
+    keys: MrKeys,
     /// The layout of the memory this region owns and frees after deregistering.
     owned: Option<Layout>,
     pd: Arc<Pd>,
@@ -118,9 +116,7 @@ impl fmt::Debug for HwMr {
         f.debug_struct("HwMr")
             .field("addr", &self.addr)
             .field("len", &self.len)
-            .field("lkey", &self.lkey)
-            .field("rkey", &self.rkey)
-            .field("access", &self.access)
+            .field("keys", &self.keys)
             .field("owned", &self.owned.is_some())
             .finish()
     }
@@ -205,9 +201,7 @@ impl HwMr {
             ptr,
             addr,
             len,
-            lkey,
-            rkey,
-            access,
+            keys: MrKeys { lkey, rkey, access },
             owned,
             pd: pd.0.clone(),
         })
@@ -225,7 +219,7 @@ impl Drop for HwMr {
             // leaked rather than handed back to the allocator.
             return;
         }
-        lock(&self.pd.ctx.mrs).remove(&self.lkey);
+        lock(&self.pd.ctx.mrs).remove(&self.keys.lkey);
         if let Some(layout) = self.owned {
             // SAFETY: the region owned this memory, allocated with `layout`; the device no
             // longer has it registered.
@@ -245,16 +239,8 @@ unsafe impl MemoryRegion for HwMr {
         self.len
     }
 
-    fn lkey(&self) -> u32 {
-        self.lkey
-    }
-
-    fn rkey(&self) -> u32 {
-        self.rkey
-    }
-
-    fn access(&self) -> AccessFlags {
-        self.access
+    fn keys(&self) -> MrKeys {
+        self.keys
     }
 }
 

@@ -6,7 +6,7 @@ use crate::verbs::objects::{err, lock, Res, Shared};
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use verbs_api::{AccessFlags, ErrorKind, MemoryRegion, Result};
+use verbs_api::{AccessFlags, ErrorKind, MemoryRegion, MrKeys, Result};
 
 #[derive(Debug)]
 pub(crate) struct OwnedMem {
@@ -28,13 +28,10 @@ pub struct SimMr {
     pub(crate) world: Shared,
     pub(crate) ptr: *mut u8,
     pub(crate) len: usize,
-    pub(crate) key: u32,
-    /// The key remote peers use: `key`, or 0 for a region without remote access on a
-    /// personality that gives those none ([`Personality::local_only_rkey_zero`]).
-    ///
-    /// [`Personality::local_only_rkey_zero`]: super::personality::Personality::local_only_rkey_zero
-    pub(crate) rkey: u32,
-    pub(crate) access: AccessFlags,
+    /// The key (`lkey`), the key remote peers use (`rkey`: the key, or 0 for a region
+    /// without remote access on a personality that gives those none, see
+    /// [`rkey_for`]) and the access.
+    pub(crate) keys: MrKeys,
     pub(crate) _owned: Option<OwnedMem>,
     pub(crate) _pd: Arc<Res>,
 }
@@ -48,7 +45,7 @@ unsafe impl Sync for SimMr {}
 
 impl Drop for SimMr {
     fn drop(&mut self) {
-        lock(&self.world).mrs.deregister(self.key);
+        lock(&self.world).mrs.deregister(self.keys.lkey);
     }
 }
 
@@ -92,7 +89,7 @@ impl SimMr {
         }
         let pd_res = pd.map_or_else(|| self._pd.clone(), |p| p.res.clone());
         let (ptr, len) = range.unwrap_or((self.ptr, self.len));
-        let access = access.unwrap_or(self.access);
+        let access = access.unwrap_or(self.keys.access);
         let mut w = lock(&self.world);
         let dev = |id: u32| w.pds.get(&id).copied();
         let (Some(old_dev), Some(new_dev)) = (dev(self._pd.id), dev(pd_res.id)) else {
@@ -112,20 +109,13 @@ impl SimMr {
             len: len as u64,
             access,
         };
-        if !w.mrs.reregister(self.key, entry) {
+        if !w.mrs.reregister(self.keys.lkey, entry) {
             return Err(err(ErrorKind::InvalidState, OP, "MR deregistered"));
         }
         drop(w);
-        let remote =
-            AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-        self.rkey = if local_only_rkey_zero && !access.intersects(remote) {
-            0
-        } else {
-            self.key
-        };
+        self.keys = rkey_for(self.keys.lkey, access, local_only_rkey_zero);
         self.ptr = ptr;
         self.len = len;
-        self.access = access;
         self._pd = pd_res;
         Ok(())
     }
@@ -141,14 +131,27 @@ unsafe impl MemoryRegion for SimMr {
     fn len(&self) -> usize {
         self.len
     }
-    fn lkey(&self) -> u32 {
-        self.key
+    fn keys(&self) -> MrKeys {
+        self.keys
     }
-    fn rkey(&self) -> u32 {
-        self.rkey
-    }
-    fn access(&self) -> AccessFlags {
-        self.access
+}
+
+/// The keys of a region with key `key` and `access`: its rkey is the key, or 0 when
+/// the region has no remote access and the personality gives such regions none
+/// ([`Personality::local_only_rkey_zero`]).
+///
+/// [`Personality::local_only_rkey_zero`]: super::personality::Personality::local_only_rkey_zero
+fn rkey_for(key: u32, access: AccessFlags, local_only_rkey_zero: bool) -> MrKeys {
+    let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    let rkey = if local_only_rkey_zero && !access.intersects(remote) {
+        0
+    } else {
+        key
+    };
+    MrKeys {
+        lkey: key,
+        rkey,
+        access,
     }
 }
 
@@ -183,19 +186,11 @@ pub(crate) fn register(
         .get(&pd.id)
         .is_some_and(|&dev| w.devices[dev].personality.local_only_rkey_zero());
     drop(w);
-    let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-    let rkey = if local_only_rkey_zero && !access.intersects(remote) {
-        0
-    } else {
-        key
-    };
     Ok(SimMr {
         world: world.clone(),
         ptr,
         len,
-        key,
-        rkey,
-        access,
+        keys: rkey_for(key, access, local_only_rkey_zero),
         _owned: owned,
         _pd: pd.clone(),
     })
