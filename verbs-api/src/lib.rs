@@ -95,8 +95,8 @@ pub use qp::{
 };
 pub use srq::{SrqAttr, SrqAttrMask, SrqInitAttr};
 pub use traits::{
-    AddressHandle, CompletionChannel, CompletionQueue, Context, Flow, MemoryRegion, MemoryWindow, MrKeys,
-    ProtectionDomain, QueuePair, QueuePairExt, SharedReceiveQueue, Verbs,
+    AddressHandle, CompletionChannel, CompletionQueue, Context, Flow, MemoryRegion, MemoryWindow,
+    MrKeys, ProtectionDomain, QueuePair, QueuePairExt, SharedReceiveQueue, Verbs,
 };
 pub use wc::{Completion, WcFlags, WcOpcode, WcStatus};
 pub use wr::{MwBind, MwBindInfo, RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail};

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use verbs_api::{
     AccessFlags, AddressHandle, AhAttr, Completion, CompletionChannel, CompletionQueue, Error,
-    ErrorKind, MemoryRegion, MemoryWindow, MrKeys, MwBind, MwType, ProtectionDomain, RecvWr, Result,
-    SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr,
+    ErrorKind, MemoryRegion, MemoryWindow, MrKeys, MwBind, MwType, ProtectionDomain, RecvWr,
+    Result, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr,
 };
 
 use super::{convert, invalid, os_error, Ctx};

@@ -517,7 +517,11 @@ pub fn sqd_and_back_to_rts<V: Verbs>(env: &Env<V>) {
         u.a.query(QpAttrMask::STATE)
             .is_ok_and(|(attr, _)| !attr.sq_draining)
     });
-    log.line(if drained { "a drained" } else { "a still draining after 5 s" });
+    log.line(if drained {
+        "a drained"
+    } else {
+        "a still draining after 5 s"
+    });
     log.result("RTS", &u.a.modify_with(&QpModify::to(QpState::Rts)));
     log.state("a", &u.a);
     post_recv(&u.b, 5, &[sge(&u.mr, 1024, 256)]);
