@@ -541,6 +541,7 @@ impl Server {
         self.stats.refused += 1;
         FromFabric::Error(why).encode(&mut self.out);
         let _ = sys::send(fd.as_fd(), &self.out, true);
+        sys::discard_unread(fd.as_fd());
     }
 
     /// Reads what connection `i` sent (a batch at most).
@@ -710,6 +711,7 @@ impl Server {
             }
             FromFabric::Error(why).encode(&mut self.out);
             let _ = sys::send(c.fd.as_fd(), &self.out, true);
+            sys::discard_unread(c.fd.as_fd());
         }
         self.close(i);
     }

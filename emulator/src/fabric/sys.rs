@@ -157,6 +157,25 @@ pub fn send(fd: BorrowedFd<'_>, msg: &[u8], nonblocking: bool) -> io::Result<()>
     }
 }
 
+/// Says goodbye on a connection about to be closed: the peer may send nothing more
+/// (`shutdown(SHUT_RD)`), and what it sent that was not read yet is read and dropped.
+/// Closing a Unix socket with unread messages makes the peer's next `recv` fail with
+/// ECONNRESET *before* it reads what was sent to it (`unix_release_sock` sets the peer's
+/// error; `__skb_try_recv_datagram` reports it first), so without this a peer could
+/// lose the error message that tells it why it was hung up on.
+pub fn discard_unread(fd: BorrowedFd<'_>) {
+    // SAFETY: shutdown takes a descriptor and a constant; a bad one is only an error.
+    unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_RD) };
+    let mut byte = [0u8; 1];
+    // Bounded: after SHUT_RD the queue can only shrink.
+    for _ in 0..4096 {
+        match recv(fd, &mut byte) {
+            Ok(Recv::Msg(_) | Recv::Truncated(_)) => {}
+            _ => return,
+        }
+    }
+}
+
 /// What [`recv`] got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recv {
@@ -517,6 +536,39 @@ mod tests {
             send(s.as_fd(), b"x", true).unwrap_err().kind(),
             io::ErrorKind::BrokenPipe
         );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_goodbye_reaches_a_peer_whose_messages_were_not_read() {
+        let d = temp_dir("bye");
+        private_dir(&d).unwrap();
+        let path = d.join("s");
+        let l = listen(&path).unwrap();
+        let mut buf = [0u8; 16];
+        // Closed with the peer's message unread, the goodbye is lost: the peer's recv
+        // fails with ECONNRESET first (what `discard_unread` is for).
+        let c = connect(&path).unwrap();
+        let s = accept(l.as_fd()).unwrap().unwrap();
+        send(c.as_fd(), b"unread", false).unwrap();
+        send(s.as_fd(), b"bye", false).unwrap();
+        drop(s);
+        assert_eq!(recv(c.as_fd(), &mut buf).unwrap(), Recv::Closed);
+        // With `discard_unread` first, the peer reads the goodbye, then the end, and
+        // cannot send any more.
+        let c = connect(&path).unwrap();
+        let s = accept(l.as_fd()).unwrap().unwrap();
+        send(c.as_fd(), b"unread", false).unwrap();
+        send(s.as_fd(), b"bye", false).unwrap();
+        discard_unread(s.as_fd());
+        assert_eq!(
+            send(c.as_fd(), b"more", true).unwrap_err().kind(),
+            io::ErrorKind::BrokenPipe
+        );
+        drop(s);
+        assert_eq!(recv(c.as_fd(), &mut buf).unwrap(), Recv::Msg(3));
+        assert_eq!(&buf[..3], b"bye");
+        assert_eq!(recv(c.as_fd(), &mut buf).unwrap(), Recv::Closed);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
