@@ -521,13 +521,15 @@ impl<U> Group<U> {
             let cell = chunk.map(|mut c| {
                 c.chunk_id = id as i64;
                 c.stream_id = stream_id;
-                match st.spare.pop() {
-                    Some(cell) => {
-                        cell.fill(c);
-                        cell
-                    }
-                    None => Arc::new(ChunkCell::new(c)),
-                }
+                // A spare cell takes chunks with as many presence flags as its first.
+                let c = match st.spare.pop() {
+                    Some(cell) => match cell.fill(c) {
+                        Ok(()) => return cell,
+                        Err(c) => c,
+                    },
+                    None => c,
+                };
+                Arc::new(ChunkCell::new(c))
             });
             st.window.push_back(cell);
         }

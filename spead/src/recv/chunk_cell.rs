@@ -19,6 +19,13 @@
 //! A cell is refilled with a later chunk once taken ([`ChunkCell::fill`]); each fill
 //! has a new generation, and a claim writes only in the generation it was made in, so
 //! a claim that outlived its chunk never writes into the next one.
+//!
+//! A claim is given back without the lock: its first presence flag's *owner* word
+//! holds the generation while it lives, and release swaps that for 0 (a compare, so a
+//! claim of an older generation frees nothing of the current one). `place` counts a
+//! listed claim as live only while its owner word holds the current generation, and
+//! reads that word with acquire ordering, so the released heap's writes happen before
+//! any overlapping heap's.
 
 use std::cell::Cell;
 use std::ops::Range;
@@ -60,6 +67,9 @@ pub(super) struct ChunkCell<U> {
     /// What every write reads, apart from the lock's line.
     open: Open,
     state: Mutex<CellState<U>>,
+    /// Per presence flag: the generation of the live claim whose range starts there,
+    /// or anything else when none does. As long as the chunks' `present`.
+    owners: Box<[AtomicU64]>,
 }
 
 #[repr(align(128))]
@@ -76,7 +86,8 @@ struct Open {
 
 struct CellState<U> {
     chunk: Option<Chunk<U>>,
-    /// Live claims of this generation: ranges of `data` and of `present`.
+    /// Claims of this generation, live while their owner word says so: ranges of
+    /// `data` and of `present`.
     claims: Vec<(Range<usize>, Range<usize>)>,
 }
 
@@ -95,7 +106,7 @@ fn overlap(a: &Range<usize>, b: &Range<usize>) -> bool {
 }
 
 impl<U> ChunkCell<U> {
-    /// A cell holding `chunk`.
+    /// A cell holding `chunk` (and, once refilled, chunks with as many presence flags).
     pub(super) fn new(chunk: Chunk<U>) -> Self {
         let cell = Self {
             open: Open {
@@ -108,8 +119,13 @@ impl<U> ChunkCell<U> {
                 chunk: None,
                 claims: Vec::new(),
             }),
+            owners: (0..chunk.present.len())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
         };
-        cell.fill(chunk);
+        if cell.fill(chunk).is_err() {
+            unreachable!("the owners are as many as the chunk's flags");
+        }
         cell
     }
 
@@ -122,8 +138,15 @@ impl<U> ChunkCell<U> {
     }
 
     /// Puts `chunk` into this (emptied) cell, as a new generation, and opens it to
-    /// writers.
-    pub(super) fn fill(&self, mut chunk: Chunk<U>) {
+    /// writers; gives it back when its presence flags are not as many as the cell's
+    /// first chunk's.
+    ///
+    /// # Errors
+    /// The chunk, when it does not fit the cell.
+    pub(super) fn fill(&self, mut chunk: Chunk<U>) -> Result<(), Chunk<U>> {
+        if chunk.present.len() != self.owners.len() {
+            return Err(chunk);
+        }
         let mut st = self.lock();
         // `as_mut_ptr` makes no reference to the buffers, and moving a `Vec` moves
         // only its header: the pointers stay valid while the chunk is in the cell.
@@ -137,6 +160,7 @@ impl<U> ChunkCell<U> {
         st.claims.clear();
         st.chunk = Some(chunk);
         self.open.closed.store(false, Ordering::SeqCst);
+        Ok(())
     }
 
     /// Takes the chunk out once every write under way has ended (`None` if it was
@@ -185,10 +209,16 @@ impl<U> ChunkCell<U> {
             && present.end <= c.present.len()
             && !present.is_empty()
             && extra_end.is_some_and(|e| e <= c.extra.len());
-        if !fits
-            || claims
-                .iter()
-                .any(|(d, p)| overlap(d, &data) || overlap(p, &present))
+        if !fits {
+            return Placed::Refused;
+        }
+        let generation = self.open.generation.load(Ordering::Relaxed);
+        // Claims given back since are dropped from the list; acquiring their owner
+        // words orders their writes before this heap's.
+        claims.retain(|(_, p)| self.owners[p.start].load(Ordering::Acquire) == generation);
+        if claims
+            .iter()
+            .any(|(d, p)| overlap(d, &data) || overlap(p, &present))
         {
             return Placed::Refused;
         }
@@ -196,29 +226,28 @@ impl<U> ChunkCell<U> {
             c.extra[extra_offset..extra_offset + extra.len()].copy_from_slice(extra);
         }
         claims.push((data.clone(), present.clone()));
+        self.owners[present.start].store(generation, Ordering::Relaxed);
         Placed::Claimed(Claim {
             cell: self.address(),
-            generation: self.open.generation.load(Ordering::Relaxed),
+            generation,
             data,
             present,
         })
     }
 
-    /// Frees `claim`'s ranges (nothing when its chunk has left the cell).
+    /// Frees `claim`'s ranges (nothing when its chunk has left the cell), without the
+    /// lock.
     pub(super) fn release(&self, claim: Claim) {
-        let mut st = self.lock();
-        if claim.cell == self.address()
-            && claim.generation == self.open.generation.load(Ordering::Relaxed)
-        {
+        if claim.cell == self.address() {
             // Live present ranges do not overlap, and none is empty: the start names
-            // the claim.
-            if let Some(i) = st
-                .claims
-                .iter()
-                .position(|(_, p)| p.start == claim.present.start)
-            {
-                st.claims.swap_remove(i);
-            }
+            // the claim. Release: the claim's writes (ended, as no writer borrows it
+            // now) happen before a `place` that sees the word cleared.
+            let _ = self.owners[claim.present.start].compare_exchange(
+                claim.generation,
+                0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            );
         }
     }
 
@@ -367,7 +396,8 @@ mod tests {
         let a = claim(cell.place(ID, 0..16, 0..1, &[], 0));
         assert!(other.writer(&a, &marker).is_none(), "another cell's claim");
         cell.take(&[Arc::clone(&mark)]);
-        cell.fill(chunk(ID + 1));
+        assert!(cell.fill(Chunk::new(64, 5, 8)).is_err(), "other flags");
+        assert!(cell.fill(chunk(ID + 1)).is_ok());
         assert!(
             cell.writer(&a, &marker).is_none(),
             "an older generation's claim"
@@ -416,6 +446,37 @@ mod tests {
         let _empty = claim(cell.place(ID, 4..4, 1..2, &[], 0));
         cell.release(a);
         let _b = claim(cell.place(ID, 8..24, 0..1, &[], 0));
+    }
+
+    #[test]
+    fn a_heap_placed_over_a_released_claim_writes_after_it() {
+        // Under Miri this checks that a release without the lock orders the released
+        // heap's writes before those of a heap placed over its bytes on another thread.
+        let cell = ChunkCell::new(chunk(ID));
+        let first = claim(cell.place(ID, 0..16, 0..1, &[], 0));
+        let (m1, mark1) = Marker::new();
+        let (m2, mark2) = Marker::new();
+        std::thread::scope(|s| {
+            let cell = &cell;
+            s.spawn(move || {
+                assert!(cell.writer(&first, &m1).expect("open").copy(0, &[1; 16]));
+                cell.release(first);
+            });
+            s.spawn(move || {
+                let second = loop {
+                    match cell.place(ID, 8..24, 1..2, &[], 0) {
+                        Placed::Claimed(c) => break c,
+                        Placed::Refused => std::thread::yield_now(),
+                        Placed::Gone => panic!("gone"),
+                    }
+                };
+                assert!(cell.writer(&second, &m2).expect("open").copy(0, &[2; 16]));
+                cell.release(second);
+            });
+        });
+        let c = cell.take(&[mark1, mark2]).expect("chunk");
+        assert_eq!(c.data[..8], [1; 8]);
+        assert_eq!(c.data[8..24], [2; 16]);
     }
 
     #[test]
