@@ -303,7 +303,13 @@ struct Substream<S> {
 
 /// A SPEAD receive stream (sans-IO). `Stream` (the default sink) queues heaps for
 /// [`Stream::pop_heap`]; [`super::ChunkStream`] writes them into chunks.
+///
+/// Aligned to 128 bytes (two cache lines, the unit adjacent-line prefetchers fetch), so
+/// that streams fed by different threads never share a cache line: two streams of a
+/// chunk group made one after the other, whose fields are written for every packet,
+/// otherwise could (seen: two readers of 64-byte packets at 77 Mpkt/s instead of 140).
 #[derive(Debug)]
+#[repr(align(128))]
 pub struct Stream<H: HeapSink = HeapQueue> {
     config: StreamConfig,
     subs: Vec<Substream<H::Storage>>,
