@@ -397,8 +397,8 @@ impl<U> GroupState<U> {
                     ready(c, stats);
                 }
             }
-            // Members may still hold the cell, and heaps claims in it: neither can
-            // reach the next chunk in it (`chunk_cell`'s generations).
+            // Members may still hold the cell, and heaps their claims in it: neither
+            // can reach the next chunk in it (`chunk_cell`'s generations).
             if self.spare.len() < self.max_chunks {
                 self.spare.push(cell);
             }

@@ -68,7 +68,8 @@ pub(super) struct ChunkCell<U> {
     open: Open,
     state: Mutex<CellState<U>>,
     /// Per presence flag: the generation of the live claim whose range starts there,
-    /// or anything else when none does. As long as the chunks' `present`.
+    /// or another value (0, or an older generation) when none does. As long as the
+    /// chunks' `present`.
     owners: Box<[AtomicU64]>,
 }
 
