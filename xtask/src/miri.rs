@@ -39,6 +39,7 @@ pub const RUNS: &[&[&str]] = &[
         "--",
         "recv::chunk_cell",
         "recv::chunk::tests::heaps_placed_over_a_live_heaps_bytes_are_rejected",
+        "recv::chunk::tests::a_small_lossy_group_on_threads",
     ],
 ];
 

@@ -582,12 +582,10 @@ fn group_stop_unblocks_a_lossless_wait() {
     }
 }
 
-#[test]
-fn a_lossy_group_on_threads_marks_present_only_heaps_written_whole() {
-    // The streams write the chunks at once, without a lock of the chunk's, while
-    // lossy eviction by whichever stream runs ahead takes chunks away from the
-    // others: what a chunk marks present must be exactly that heap's bytes.
-    let chunks = 60;
+/// The streams write the chunks at once, without a lock of the chunk's, while lossy
+/// eviction by whichever stream runs ahead takes chunks away from the others: what a
+/// chunk marks present must be exactly that heap's bytes.
+fn lossy_group_on_threads(chunks: usize) {
     let heaps: Vec<u64> = (0..(chunks * HEAPS_PER_CHUNK) as u64).collect();
     let (_group, streams, ready) = group_streams(EvictionMode::Lossy, 0);
     feed_on_threads(streams, &heaps);
@@ -597,6 +595,19 @@ fn a_lossy_group_on_threads_marks_present_only_heaps_written_whole() {
         let present = c.present.clone();
         check_chunk(c, c.chunk_id, &present);
     }
+}
+
+#[test]
+fn a_lossy_group_on_threads_marks_present_only_heaps_written_whole() {
+    lossy_group_on_threads(60);
+}
+
+/// The same, small enough for Miri (`cargo xtask miri`), which checks the group's
+/// whole path across threads: placing, lock-free writes, claims given back, chunks
+/// taken after the handshake.
+#[test]
+fn a_small_lossy_group_on_threads() {
+    lossy_group_on_threads(6);
 }
 
 #[test]
