@@ -407,6 +407,63 @@ fn refused(fabric: &Fabric, msg: &[u8]) -> String {
     error_of(&answer(&fd))
 }
 
+/// Joins `host` on a raw connection and reads its welcome.
+fn raw_join(fabric: &Fabric, host: &'static str, last: u8) -> std::os::fd::OwnedFd {
+    use std::os::fd::AsFd;
+    let fd = raw(fabric);
+    let mut buf = Vec::new();
+    ToFabric::Hello {
+        mac: mac_of(last),
+        ip: ip_of(last),
+        host,
+    }
+    .encode(&mut buf);
+    sys::send(fd.as_fd(), &buf, false).expect("hello");
+    let mut msg = vec![0u8; MAX_MSG + 1];
+    let (got, _rings) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
+    assert!(matches!(got, Recv::Msg(_)), "{got:?}");
+    fd
+}
+
+#[test]
+fn a_cm_message_to_a_process_that_just_went_comes_back() {
+    // h2's process goes just before h1 sends it a CM message (an rping client gone
+    // before the server's DREP). Whether the fabric reads h2's hang-up first or h1's
+    // message, the message comes back to h1: none is lost.
+    use std::os::fd::AsFd;
+    let dir = scratch("cm-gone");
+    let fabric = Fabric::start(&dir, &[]);
+    let rounds = 20;
+    for _ in 0..rounds {
+        let h1 = raw_join(&fabric, "h1", 1);
+        let h2 = raw_join(&fabric, "h2", 2);
+        drop(h2);
+        let mut buf = Vec::new();
+        ToFabric::Cm {
+            to: ip_of(2),
+            body: b"DREP",
+        }
+        .encode(&mut buf);
+        sys::send(h1.as_fd(), &buf, false).expect("send");
+        loop {
+            let m = answer(&h1);
+            match FromFabric::decode(&m) {
+                Ok(FromFabric::CmReturned { to, body }) => {
+                    assert_eq!((to, body), (ip_of(2), &b"DREP"[..]));
+                    break;
+                }
+                Ok(FromFabric::Gone(ip)) => assert_eq!(ip, ip_of(2)),
+                other => panic!("expected the message back, got {other:?}"),
+            }
+        }
+    }
+    let summary = fabric.stop();
+    assert!(
+        summary.contains(&format!("0 CM messages forwarded, {rounds} returned;")),
+        "{summary}"
+    );
+}
+
 #[test]
 fn garbage_on_the_socket_leaves_the_fabric_serving() {
     use std::os::fd::AsFd;

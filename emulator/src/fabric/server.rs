@@ -93,9 +93,10 @@ pub struct ServerStats {
     /// Connection-manager messages handed to the process of their destination host.
     pub cm_forwarded: u64,
     /// Connection-manager messages returned to their sender: no process was the
-    /// destination host.
+    /// destination host (or its process had just gone).
     pub cm_returned: u64,
-    /// Connection-manager messages lost: the receiving process's socket was full.
+    /// Connection-manager messages lost: the receiving process's socket was full, or
+    /// the sender, to which a message came back, had gone too.
     pub cm_lost: u64,
 }
 
@@ -602,24 +603,40 @@ impl Server {
             .find(|d| d.ip == to)
             .and_then(|d| d.conn)
             .and_then(|c| self.conns[c].as_ref());
-        let (fd, msg) = match dest {
-            Some(d) => (
-                d.fd.as_fd(),
-                FromFabric::Cm {
-                    from: self.slots[s].ip,
-                    body,
-                },
-            ),
-            None => match self.conns[i].as_ref() {
-                Some(me) => (me.fd.as_fd(), FromFabric::CmReturned { to, body }),
-                None => return,
-            },
+        let Some(d) = dest else {
+            return self.return_cm(i, to, body);
         };
-        msg.encode(&mut self.out);
-        match (sys::send(fd, &self.out, true), msg) {
-            (Ok(()), FromFabric::Cm { .. }) => self.stats.cm_forwarded += 1,
-            (Ok(()), _) => self.stats.cm_returned += 1,
-            (Err(_), _) => self.stats.cm_lost += 1,
+        FromFabric::Cm {
+            from: self.slots[s].ip,
+            body,
+        }
+        .encode(&mut self.out);
+        match sys::send(d.fd.as_fd(), &self.out, true) {
+            Ok(()) => self.stats.cm_forwarded += 1,
+            // The destination's process has just gone (the fabric has not read its
+            // hang-up yet): as if there were none.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                self.return_cm(i, to, body);
+            }
+            Err(_) => self.stats.cm_lost += 1,
+        }
+    }
+
+    /// Returns a connection-manager message to its sender, connection `i`: no process
+    /// is host `to`.
+    fn return_cm(&mut self, i: usize, to: Ipv4Addr, body: &[u8]) {
+        let Some(me) = self.conns[i].as_ref() else {
+            return;
+        };
+        FromFabric::CmReturned { to, body }.encode(&mut self.out);
+        match sys::send(me.fd.as_fd(), &self.out, true) {
+            Ok(()) => self.stats.cm_returned += 1,
+            Err(_) => self.stats.cm_lost += 1,
         }
     }
 
