@@ -95,8 +95,7 @@ pub struct ServerStats {
     /// Connection-manager messages returned to their sender: no process was the
     /// destination host (or its process had just gone).
     pub cm_returned: u64,
-    /// Connection-manager messages lost: the receiving process's socket was full, or
-    /// the sender, to which a message came back, had gone too.
+    /// Connection-manager messages lost: the receiving process's socket was full.
     pub cm_lost: u64,
 }
 
@@ -615,14 +614,7 @@ impl Server {
             Ok(()) => self.stats.cm_forwarded += 1,
             // The destination's process has just gone (the fabric has not read its
             // hang-up yet): as if there were none.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
-                ) =>
-            {
-                self.return_cm(i, to, body);
-            }
+            Err(e) if peer_gone(&e) => self.return_cm(i, to, body),
             Err(_) => self.stats.cm_lost += 1,
         }
     }
@@ -636,6 +628,8 @@ impl Server {
         FromFabric::CmReturned { to, body }.encode(&mut self.out);
         match sys::send(me.fd.as_fd(), &self.out, true) {
             Ok(()) => self.stats.cm_returned += 1,
+            // The sender has gone too: nobody is left to tell.
+            Err(e) if peer_gone(&e) => {}
             Err(_) => self.stats.cm_lost += 1,
         }
     }
@@ -747,8 +741,10 @@ impl Server {
         // The others' connection managers play its kernel's part for their peers there.
         FromFabric::Gone(self.slots[s].ip).encode(&mut self.out);
         for other in self.conns.iter().flatten().filter(|o| o.host.is_some()) {
-            if sys::send(other.fd.as_fd(), &self.out, true).is_err() {
-                self.stats.cm_lost += 1;
+            match sys::send(other.fd.as_fd(), &self.out, true) {
+                // That process has gone too: nobody is left to tell.
+                Err(e) if !peer_gone(&e) => self.stats.cm_lost += 1,
+                _ => {}
             }
         }
         let port = self.slots[s].port;
@@ -811,6 +807,15 @@ impl Drop for Server {
 #[must_use]
 pub fn uid_allowed(peer: u32, me: u32) -> bool {
     peer == me
+}
+
+/// Whether a send failed because the peer's process has gone (its hang-up not read yet),
+/// rather than because its socket was full.
+fn peer_gone(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+    )
 }
 
 #[cfg(test)]
