@@ -407,8 +407,13 @@ fn refused(fabric: &Fabric, msg: &[u8]) -> String {
     error_of(&answer(&fd))
 }
 
-/// Joins `host` on a raw connection and reads its welcome.
-fn raw_join(fabric: &Fabric, host: &'static str, last: u8) -> std::os::fd::OwnedFd {
+/// Joins `host` on a raw connection and reads its welcome: the connection and the
+/// memfd of its rings.
+fn raw_join(
+    fabric: &Fabric,
+    host: &'static str,
+    last: u8,
+) -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd) {
     use std::os::fd::AsFd;
     let fd = raw(fabric);
     let mut buf = Vec::new();
@@ -420,9 +425,9 @@ fn raw_join(fabric: &Fabric, host: &'static str, last: u8) -> std::os::fd::Owned
     .encode(&mut buf);
     sys::send(fd.as_fd(), &buf, false).expect("hello");
     let mut msg = vec![0u8; MAX_MSG + 1];
-    let (got, _rings) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
+    let (got, rings) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
     assert!(matches!(got, Recv::Msg(_)), "{got:?}");
-    fd
+    (fd, rings.expect("the rings' memfd"))
 }
 
 #[test]
@@ -435,8 +440,8 @@ fn a_cm_message_to_a_process_that_just_went_comes_back() {
     let fabric = Fabric::start(&dir, &[]);
     let rounds = 20;
     for _ in 0..rounds {
-        let h1 = raw_join(&fabric, "h1", 1);
-        let h2 = raw_join(&fabric, "h2", 2);
+        let (h1, _) = raw_join(&fabric, "h1", 1);
+        let (h2, _) = raw_join(&fabric, "h2", 2);
         drop(h2);
         let mut buf = Vec::new();
         ToFabric::Cm {
@@ -516,11 +521,7 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
     );
     drop(fd);
     // A host that wrote garbage into its ring: hung up on too.
-    let fd = raw(&fabric);
-    sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
-    let mut msg = vec![0u8; MAX_MSG + 1];
-    let (_, shared) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
-    let shared = shared.expect("the rings' memfd");
+    let (fd, shared) = raw_join(&fabric, "h1", 1);
     scribble_head(&shared);
     doorbell(&fd);
     assert_eq!(
@@ -535,10 +536,8 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
         (u32::MAX, 16, "a wrap mark past the head"),
         (100, 24, "a record past the head or the ring's end"),
     ] {
-        let fd = raw(&fabric);
-        sys::send(fd.as_fd(), &hello("h1", 1, &mut buf), false).expect("send");
-        let (_, shared) = sys::recv_with_fd(fd.as_fd(), &mut msg, DEADLINE).expect("the welcome");
-        scribble_record(&shared.expect("the rings' memfd"), len, head);
+        let (fd, shared) = raw_join(&fabric, "h1", 1);
+        scribble_record(&shared, len, head);
         doorbell(&fd);
         assert_eq!(
             error_of(&answer(&fd)),
