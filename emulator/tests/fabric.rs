@@ -435,13 +435,18 @@ fn a_cm_message_to_a_process_that_just_went_comes_back() {
     // h2's process goes just before h1 sends it a CM message (an rping client gone
     // before the server's DREP). Whether the fabric reads h2's hang-up first or h1's
     // message, the message comes back to h1: none is lost.
-    use std::os::fd::AsFd;
+    use std::os::fd::{AsFd, AsRawFd};
     let dir = scratch("cm-gone");
     let fabric = Fabric::start(&dir, &[]);
     let rounds = 20;
+    let (h1, _) = raw_join(&fabric, "h1", 1);
     for _ in 0..rounds {
-        let (h1, _) = raw_join(&fabric, "h1", 1);
         let (h2, _) = raw_join(&fabric, "h2", 2);
+        // Hung up with shutdown, not only close: another test's child process, between
+        // its fork and its exec, may hold a copy of the descriptor for a moment.
+        // SAFETY: shutdown takes a descriptor and a constant.
+        let hung_up = unsafe { libc::shutdown(h2.as_raw_fd(), libc::SHUT_RDWR) };
+        assert_eq!(hung_up, 0);
         drop(h2);
         let mut buf = Vec::new();
         ToFabric::Cm {
@@ -450,18 +455,25 @@ fn a_cm_message_to_a_process_that_just_went_comes_back() {
         }
         .encode(&mut buf);
         sys::send(h1.as_fd(), &buf, false).expect("send");
-        loop {
+        // The message back, and the notice that h2 went (in either order): only then is
+        // h2 free for the next round's process.
+        let (mut back, mut gone) = (false, false);
+        while !(back && gone) {
             let m = answer(&h1);
             match FromFabric::decode(&m) {
-                Ok(FromFabric::CmReturned { to, body }) => {
+                Ok(FromFabric::CmReturned { to, body }) if !back => {
                     assert_eq!((to, body), (ip_of(2), &b"DREP"[..]));
-                    break;
+                    back = true;
                 }
-                Ok(FromFabric::Gone(ip)) => assert_eq!(ip, ip_of(2)),
-                other => panic!("expected the message back, got {other:?}"),
+                Ok(FromFabric::Gone(ip)) if !gone => {
+                    assert_eq!(ip, ip_of(2));
+                    gone = true;
+                }
+                other => panic!("expected the message back and h2 gone, got {other:?}"),
             }
         }
     }
+    drop(h1);
     let summary = fabric.stop();
     assert!(
         summary.contains(&format!("0 CM messages forwarded, {rounds} returned;")),
