@@ -778,6 +778,90 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     );
 }
 
+/// `Sender::send_parts_with`, one packet at a time as the scenario drive sends: the
+/// packetizer's header goes into the slot, a registered item's bytes are gathered from
+/// the heap (counted in `gathered_bytes`), an unregistered one's copied; the wire carries
+/// exactly the generator's packets. A cut longer than `max_size` is refused with the
+/// slot given back, and a cut of nothing sends nothing.
+#[test]
+fn raw_sender_sends_packets_cut_into_parts_gathering_registered_items() {
+    use backend_sim::CaptureFilter;
+    use spead::send::{ItemValue, Packetizer, Part, SendError};
+    use spead::verbs::{IbvConfig, SendWithError, Sender};
+    use spead::wire::Flavour;
+    use std::net::SocketAddrV4;
+
+    let net = Net::new(35, Mode::Raw, 1);
+    let g0 = SocketAddrV4::new(Ipv4Addr::new(239, 77, 6, 3), 7402);
+    let mut cfg = IbvConfig::new(vec![g0], net.hosts[0].1);
+    cfg.max_size = 1024;
+    cfg.buffer_size = 8 * 1024;
+    let mut heap = spead::send::Heap::new(Flavour::SPEAD_64_48);
+    heap.add_item(
+        0x1000,
+        (0..3000u32).map(|i| (i * 13) as u8).collect::<Vec<_>>(),
+        false,
+    );
+    heap.add_item(0x1001, vec![0x5a; 700], false);
+    let mut tx = Sender::raw(&net.verbs[0], &cfg, sim_mac(net.hosts[0].1)).unwrap();
+    let ItemValue::Bytes { data, .. } = &heap.items[0].value else {
+        unreachable!()
+    };
+    // SAFETY: `heap`, declared before the sender, outlives it, and nothing writes it.
+    unsafe { tx.add_memory_region(data.as_ptr(), data.len()) }.unwrap();
+    net.sim
+        .with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
+        .unwrap();
+    let want = packets_of(&heap, 9, 1024);
+    let mut p = Packetizer::new(&heap, 9, 1024).unwrap();
+    let mut parts: Vec<Part<'_>> = Vec::new();
+    let mut sent = 0;
+    while let Some(n) = tx
+        .send_parts_with(&mut parts, |buf, parts| p.next_packet_parts(buf, parts))
+        .unwrap()
+    {
+        assert_eq!(n, want[sent].len(), "packet {sent}'s length");
+        sent += 1;
+    }
+    assert_eq!(sent, want.len());
+    // Too long: refused, nothing sent, the slot back in the ring.
+    let big = [0u8; 1000];
+    let e = tx
+        .send_parts_with(&mut parts, |buf, parts| {
+            buf[..40].fill(0);
+            parts.push(Part::Data(&big));
+            Ok::<_, SendError>(Some(40))
+        })
+        .unwrap_err();
+    assert!(
+        matches!(&e, SendWithError::Verbs(v) if v.to_string().contains("a packet of 1040 bytes exceeds max_size 1024")),
+        "{e}"
+    );
+    let none = tx
+        .send_parts_with(&mut parts, |_, _| Ok::<_, SendError>(Some(0)))
+        .unwrap();
+    assert_eq!(none, None, "an empty cut sends nothing");
+    tx.drain().unwrap();
+    net.sim.run_until_idle();
+    let pcap = net
+        .sim
+        .with_fabric(|f| f.finish_capture())
+        .unwrap()
+        .unwrap();
+    let on_wire: Vec<_> = want.iter().map(|p| (g0, p.clone())).collect();
+    assert_eq!(
+        datagrams(&pcap),
+        on_wire,
+        "the wire carries the generator's packets"
+    );
+    let s = tx.stats();
+    assert_eq!(
+        s.gathered_bytes, 3000,
+        "the registered item is gathered, never copied"
+    );
+    assert_eq!(s.packets, want.len() as u64);
+}
+
 /// The shared rate limiter on the simulator's virtual time: with a burst of one byte,
 /// spead2's limiter makes the sender wait after every packet until `bytes / rate` has
 /// passed since the last bound, so with 1024-byte packets at 1.024 GB/s packet `k`

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use spead::recv::{Stream, StreamConfig};
 use spead::send::{
-    Cursor, Heap, ItemValue, Packetizer, RateLimiter, SendError, DEFAULT_BURST_RATE_RATIO,
+    Cursor, Heap, ItemValue, Packetizer, Part, RateLimiter, SendError, DEFAULT_BURST_RATE_RATIO,
 };
 use std::net::{Ipv4Addr, SocketAddrV4};
 
@@ -167,9 +167,10 @@ pub fn build<V: Verbs>(
         let size = packet_size(i);
         let mut cfg = IbvConfig::new(vec![SocketAddrV4::new(g.addr, g.port)], ip(h));
         cfg.max_size = size;
-        // A paced sender has few packets in flight: 64 slots (two post batches) keep its
-        // buffer warm in the cache instead of cycling through cold memory.
-        cfg.buffer_size = 64 * (size + 42);
+        // A paced sender has few packets in flight, and its slots hold only headers
+        // (payloads are gathered from the heap): 8 slots keep them warm in the cache
+        // instead of cycling through cold memory.
+        cfg.buffer_size = 8 * (size + 42);
         cfg.comp_vector = -1;
         let subscribed = |t: Transport| {
             s.receivers
@@ -200,6 +201,10 @@ struct SenderState {
     sent_index: usize,
     /// One packet, for packets sent other than once one way.
     scratch: Vec<u8>,
+    /// The item bytes of one packet, as the transport gathers them (kept for its memory).
+    parts: Vec<Part<'static>>,
+    /// Whether `current`'s item buffers are registered with the transports.
+    registered: bool,
     /// The sender's payloads, and the heap being sent (its item buffers kept too).
     payloads: SenderPayloads,
     layout: Vec<(u64, usize, usize)>,
@@ -233,6 +238,37 @@ fn fill_heap(
         }
     }
     digest.finish()
+}
+
+/// Registers the item buffers of `heap` with each transport, so that packets gather
+/// their payload from there instead of copying it into a send slot.
+fn register_items<C: Context>(heap: &Heap, transports: &mut [Sender<C>]) -> Result<(), RunError> {
+    for item in &heap.items {
+        if let ItemValue::Bytes { data, .. } = &item.value {
+            if data.is_empty() {
+                continue;
+            }
+            for t in transports.iter_mut() {
+                // SAFETY: the buffers belong to the sender's `current` heap, which lives
+                // as long as the drive's sender state, beyond the transports' use: the
+                // drive drains every transport before the run ends. `fill_heap` keeps
+                // the buffers in place (the sender's layout never changes), and the
+                // drive drains the transports before it refills them, so nothing writes
+                // bytes a posted packet still gathers from.
+                unsafe { t.add_memory_region(data.as_ptr(), data.len()) }?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An empty vector of parts on `v`'s memory, for parts of another heap borrow (the
+/// in-place collect of an empty vector keeps its allocation).
+fn reuse_parts<'b>(mut v: Vec<Part<'_>>) -> Vec<Part<'b>> {
+    v.clear();
+    v.into_iter()
+        .map(|_| unreachable!("the vector is empty"))
+        .collect()
 }
 
 /// The heap sender `i` sends as its `k`-th, exactly as [`crate::payload`] defines it.
@@ -309,6 +345,8 @@ impl<C: Context> Drive<C> {
                 cursor: None,
                 sent_index: 0,
                 scratch: Vec::new(),
+                parts: Vec::new(),
+                registered: false,
                 payloads: SenderPayloads::new(s.seed, snd.index, s.senders[snd.index].heap_size),
                 layout: item_layout(s.senders[snd.index].heap_size, s.senders[snd.index].items),
                 current: Heap::new(Flavour::SPEAD_64_48),
@@ -316,6 +354,10 @@ impl<C: Context> Drive<C> {
                 next_time: 0,
             })
             .collect();
+        // Declared after `states`, so dropped before it: the transports, which register
+        // the item buffers of the states' heaps, go first (`add_memory_region`'s
+        // contract), on every way out of this function.
+        let mut senders = std::mem::take(&mut self.senders);
         let drops: std::collections::BTreeSet<u64> = s.faults.drop.iter().copied().collect();
         let dups: std::collections::BTreeSet<u64> = s.faults.duplicate.iter().copied().collect();
         let mut global = 0u64;
@@ -335,7 +377,7 @@ impl<C: Context> Drive<C> {
             // close enough for pacing (the limiter catches up as spead2's does).
             let round_start = clock.now();
             // Senders, one packet each per round.
-            for (si, snd) in self.senders.iter_mut().enumerate() {
+            for (si, snd) in senders.iter_mut().enumerate() {
                 let spec = &s.senders[snd.index];
                 let st = &mut states[si];
                 if !st.cursor.is_some_and(|c| c.has_next()) {
@@ -343,7 +385,18 @@ impl<C: Context> Drive<C> {
                         continue;
                     }
                     let cnt = s.heap_cnt(snd.index, st.heap);
+                    if st.registered {
+                        // The last heap's packets gather from the buffers about to be
+                        // refilled: they must have left first.
+                        for t in &mut snd.transports {
+                            t.drain()?;
+                        }
+                    }
                     let digest = fill_heap(&st.payloads, &st.layout, st.heap, &mut st.current);
+                    if !st.registered {
+                        register_items(&st.current, &mut snd.transports)?;
+                        st.registered = true;
+                    }
                     let p = Packetizer::new(&st.current, cnt, snd.packet_size)
                         .map_err(packetizer_error)?;
                     st.cursor = Some(p.pause());
@@ -374,13 +427,19 @@ impl<C: Context> Drive<C> {
                 };
                 global += 1;
                 let len = if let ([t], 1) = (snd.transports.as_mut_slice(), copies) {
-                    // The usual case: the packet is cut straight into the send slot.
-                    let n = t.send_with(|buf| p.next_packet(buf)).map_err(|e| match e {
-                        SendWithError::Fill(e) => packetizer_error(e),
-                        SendWithError::Verbs(e) => e.into(),
-                    })?;
+                    // The usual case: the packet's header is cut straight into the send
+                    // slot, and the NIC gathers its payload from the heap's registered
+                    // item buffers (spead2's zero-copy send).
+                    let mut parts = reuse_parts(std::mem::take(&mut st.parts));
+                    let n = t
+                        .send_parts_with(&mut parts, |buf, parts| p.next_packet_parts(buf, parts))
+                        .map_err(|e| match e {
+                            SendWithError::Fill(e) => packetizer_error(e),
+                            SendWithError::Verbs(e) => e.into(),
+                        });
+                    st.parts = reuse_parts(parts);
                     outcome.packets_sent += 1;
-                    n
+                    n?
                 } else {
                     // Dropped, duplicated or sent both ways: cut once, copy to each.
                     st.scratch.resize(snd.packet_size, 0);
@@ -418,11 +477,11 @@ impl<C: Context> Drive<C> {
                 }
                 progressed = true;
             }
-            let senders_done = states.iter().zip(&self.senders).all(|(st, snd)| {
+            let senders_done = states.iter().zip(&senders).all(|(st, snd)| {
                 st.heap >= s.senders[snd.index].heaps && !st.cursor.is_some_and(|c| c.has_next())
             });
             if senders_done {
-                for snd in &mut self.senders {
+                for snd in &mut senders {
                     for t in &mut snd.transports {
                         t.flush()?;
                     }
@@ -489,7 +548,7 @@ impl<C: Context> Drive<C> {
                 }
             }
         }
-        for snd in &mut self.senders {
+        for snd in &mut senders {
             for t in &mut snd.transports {
                 t.drain()?;
             }

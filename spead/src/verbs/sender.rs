@@ -610,12 +610,35 @@ impl<C: Context> Sender<C> {
         &mut self,
         fill: impl FnOnce(&mut [u8]) -> Result<Option<usize>, E>,
     ) -> Result<Option<usize>, SendWithError<E>> {
+        self.send_parts_with(&mut Vec::new(), |buf, _| fill(buf))
+    }
+
+    /// Sends one packet cut as [`Packetizer::next_packet_parts`] cuts it, to substream 0:
+    /// `cut` writes the packet's first bytes (SPEAD header, item pointers) into a buffer
+    /// of [`Sender::max_size`] bytes, returns their length (`None`: nothing to send),
+    /// and appends the item bytes that follow to `parts` (cleared first). Parts lying
+    /// in a region given to [`Sender::add_memory_region`] are gathered by the NIC from
+    /// there, without a copy (when the packet needs at most [`MAX_SGE`] SGEs); the
+    /// others are copied into the slot. The caller keeps `parts` to reuse its memory.
+    /// Packets are posted in batches; call [`Sender::flush`] to post a partial batch,
+    /// and [`Sender::drain`] before writing registered bytes a packet gathers from.
+    ///
+    /// # Errors
+    /// [`VerbsError::Config`] when the packet exceeds [`Sender::max_size`]; verbs errors.
+    ///
+    /// [`Packetizer::next_packet_parts`]: crate::send::Packetizer::next_packet_parts
+    pub fn send_parts_with<'h, E>(
+        &mut self,
+        parts: &mut Vec<Part<'h>>,
+        cut: impl FnOnce(&mut [u8], &mut Vec<Part<'h>>) -> Result<Option<usize>, E>,
+    ) -> Result<Option<usize>, SendWithError<E>> {
         let pos = self.take_slot().map_err(SendWithError::Verbs)?;
         let (headers, max_size) = (self.headers, self.max_size);
         let slot = self.pool.slot_mut(&mut self.tokens[pos]);
-        let len = match fill(&mut slot[headers..headers + max_size]) {
-            Ok(Some(len)) if len > 0 => len,
-            Ok(_) => {
+        parts.clear();
+        let prefix = match cut(&mut slot[headers..headers + max_size], parts) {
+            Ok(Some(len)) => len,
+            Ok(None) => {
                 self.give_back_slot();
                 return Ok(None);
             }
@@ -624,15 +647,21 @@ impl<C: Context> Sender<C> {
                 return Err(SendWithError::Fill(e));
             }
         };
-        if len > self.max_size {
+        let total = prefix + parts.iter().map(Part::len).sum::<usize>();
+        if total == 0 {
+            self.give_back_slot();
+            return Ok(None);
+        }
+        if total > self.max_size {
             self.give_back_slot();
             return Err(SendWithError::Verbs(VerbsError::Config(format!(
-                "a packet of {len} bytes exceeds max_size {}",
+                "a packet of {total} bytes exceeds max_size {}",
                 self.max_size
             ))));
         }
-        let (len, _) = self.gather(pos, len, &[]);
+        let (len, gathered) = self.gather(pos, prefix, parts);
         self.finish_slot(pos, len, 0, NO_HEAP);
+        self.stats.gathered_bytes += gathered as u64;
         if self.pending >= self.target_batch {
             self.post_pending().map_err(SendWithError::Verbs)?;
         }
@@ -947,7 +976,8 @@ fn limiter_of(c: &SendStreamConfig) -> RateLimiter {
     RateLimiter::new(c.rate, c.burst_size, c.burst_rate_ratio)
 }
 
-/// The error of [`Sender::send_with`]: the fill function's, or the transport's.
+/// The error of [`Sender::send_with`] and [`Sender::send_parts_with`]: the fill (or cut)
+/// function's, or the transport's.
 #[derive(Debug, thiserror::Error)]
 pub enum SendWithError<E> {
     /// The fill function failed.
