@@ -323,6 +323,61 @@ fn corruption_is_dropped_by_the_ethernet_fcs() {
     );
 }
 
+/// (port, sealed) of every delivered frame.
+fn seals(f: &mut Fabric) -> Vec<(u32, bool)> {
+    f.drain()
+        .into_iter()
+        .filter_map(|(_, o)| match o {
+            Output::Frame { port, sealed, .. } => Some((port.0, sealed)),
+            Output::Timer { .. } => None,
+        })
+        .collect()
+}
+
+/// A frame given with `transmit_sealed` arrives sealed, to every port a multicast reaches
+/// and in both copies of a duplicate; one given with `transmit` does not; a flip in the
+/// switch or by the sender breaks the seal (the receiving NIC sums the frame again).
+#[test]
+fn a_seal_lasts_while_no_fault_flips_a_bit() {
+    let group = Ipv4Addr::new(239, 9, 9, 9);
+    let mut f = fabric(21, 3);
+    f.join_group(PortId(1), group).unwrap();
+    f.join_group(PortId(2), group).unwrap();
+    let fr = mcast(&f, 0, group, 1);
+    f.transmit_sealed(PortId(0), fr.clone()).unwrap();
+    assert_eq!(seals(&mut f), [(1, true), (2, true)]);
+    f.transmit(PortId(0), fr.clone()).unwrap();
+    assert_eq!(seals(&mut f), [(1, false), (2, false)]);
+    let faults = |dup: f64, switch: f64, payload: f64| LinkFaults {
+        duplicate: dup,
+        corrupt_switch: switch,
+        corrupt_payload: payload,
+        ..LinkFaults::default()
+    };
+    f.set_link_faults(PortId(0), Direction::ToSwitch, faults(1.0, 0.0, 0.0))
+        .unwrap();
+    f.transmit_sealed(PortId(0), fr.clone()).unwrap();
+    assert_eq!(seals(&mut f), [(1, true), (2, true), (1, true), (2, true)]);
+    f.set_link_faults(PortId(0), Direction::ToSwitch, faults(0.0, 1.0, 0.0))
+        .unwrap();
+    // A flip in the switch may misroute the frame (a bit of its group address): of ten,
+    // some arrive, none sealed.
+    for _ in 0..10 {
+        f.transmit_sealed(PortId(0), fr.clone()).unwrap();
+    }
+    let flipped = seals(&mut f);
+    assert!(!flipped.is_empty(), "no flipped frame arrived");
+    assert!(flipped.iter().all(|&(_, s)| !s), "{flipped:?}");
+    f.set_link_faults(PortId(0), Direction::ToSwitch, faults(0.0, 0.0, 1.0))
+        .unwrap();
+    f.transmit_sealed(PortId(0), fr).unwrap();
+    assert_eq!(seals(&mut f), [(1, false), (2, false)]);
+    assert_eq!(
+        (f.stats().corrupted_switch, f.stats().corrupted_payload),
+        (10, 1)
+    );
+}
+
 #[test]
 fn partition_cuts_traffic_only_inside_its_window() {
     let mut f = fabric(1, 3);

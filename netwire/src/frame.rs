@@ -303,21 +303,28 @@ impl UdpFrameSpec {
 
 /// Fills the IPv4 header checksum and (if UDP) the UDP checksum of `frame` in place, as a
 /// NIC does for a send with IP_CSUM. Frames that do not parse are left alone.
-pub fn offload_checksums(frame: &mut [u8]) {
+///
+/// Returns true when the frame is now *sealed*: IPv4 carrying UDP whose length is the
+/// rest of the datagram, so that both checksums just filled cover exactly the bytes a
+/// receiver verifies, and the frame passes that check for as long as none of its bytes
+/// change.
+pub fn offload_checksums(frame: &mut [u8]) -> bool {
     let Ok(view) = FrameView::parse(frame) else {
-        return;
+        return false;
     };
     let Some((ip, ip_off)) = view.ipv4 else {
-        return;
+        return false;
     };
     Ipv4Header::fill_checksum(&mut frame[ip_off..ip_off + ip.header_len]);
-    if let L4::Udp { header, offset } = view.l4 {
-        UdpHeader::fill_checksum(
-            ip.src,
-            ip.dst,
-            &mut frame[offset..offset + usize::from(header.len)],
-        );
-    }
+    let L4::Udp { header, offset } = view.l4 else {
+        return false;
+    };
+    UdpHeader::fill_checksum(
+        ip.src,
+        ip.dst,
+        &mut frame[offset..offset + usize::from(header.len)],
+    );
+    usize::from(header.len) == usize::from(ip.total_len) - ip.header_len
 }
 
 #[cfg(test)]

@@ -187,6 +187,52 @@ mod tests {
         build_roce_frame(&route, &headers, b"message")
     }
 
+    /// The seal of `offload_checksums` is a promise about `ip_checksums_verify`: every
+    /// frame it seals passes, and the frames whose check the offload does not cover
+    /// (not UDP, a UDP length short of the datagram, not IPv4) are not sealed.
+    #[test]
+    fn offload_seals_exactly_the_frames_it_makes_pass_the_receivers_check() {
+        let sealed = |mut f: Vec<u8>| {
+            let s = crate::frame::offload_checksums(&mut f);
+            assert!(
+                !s || ip_checksums_verify(&f),
+                "a sealed frame fails: {f:02x?}"
+            );
+            s
+        };
+        for len in [0, 1, 2, 7, 8, 63, 1000, 8192] {
+            for checksum in [true, false] {
+                let mut spec = UdpFrameSpec::new(
+                    Mac([2, 0, 10, 0, 0, 1]),
+                    Mac([2, 0, 10, 0, 0, 2]),
+                    (Ipv4Addr::new(10, 0, 0, 1), 5000),
+                    (Ipv4Addr::new(239, 1, 2, 3), 7148),
+                );
+                spec.udp_checksum = checksum;
+                let payload: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+                let mut f = spec.build(&payload);
+                // Checksums left for the NIC, or wrong: the offload makes them right.
+                f[24] ^= 0x5a;
+                assert!(sealed(f.clone()), "UDP of {len} bytes");
+                // The UDP length two bytes short of the datagram: the receiver sums what
+                // the offload does not, so no seal.
+                let udp_len = u16::from_be_bytes([f[38], f[39]]);
+                if udp_len >= 10 {
+                    f[38..40].copy_from_slice(&(udp_len - 2).to_be_bytes());
+                    assert!(!sealed(f), "short UDP length, {len} bytes");
+                }
+            }
+        }
+        assert!(!sealed(roce_ud()[..20].to_vec()), "truncated");
+        let mut tcp = udp(true);
+        tcp[23] = PROTO_TCP;
+        assert!(!sealed(tcp), "TCP");
+        let mut arp = udp(true);
+        arp[12..14].copy_from_slice(&[0x08, 0x06]);
+        assert!(!sealed(arp), "not IPv4");
+        assert!(sealed(roce_ud()), "RoCEv2 is UDP too");
+    }
+
     #[test]
     fn a_flip_lands_after_the_ethernet_header_and_nowhere_without_one() {
         assert_eq!(bit_after_header(14, 5), None);

@@ -15,12 +15,14 @@ pub(crate) enum EventKind {
         from: PortId,
         frame: Vec<u8>,
         index: u64,
+        sealed: bool,
     },
     /// A frame reaches a host port (over its downlink, or by NIC loopback).
     Arrive {
         to: PortId,
         frame: Vec<u8>,
         index: u64,
+        sealed: bool,
     },
     /// A timer set by the layer above (the verbs model) fires.
     Timer { token: u64 },

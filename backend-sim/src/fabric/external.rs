@@ -185,7 +185,16 @@ impl Fabric {
             return Err(e);
         }
         let now = self.clock.now();
-        self.queue.push(now, EventKind::Arrive { to, frame, index });
+        self.queue.push(
+            now,
+            EventKind::Arrive {
+                to,
+                frame,
+                index,
+                // Nothing vouches for a frame from outside.
+                sealed: false,
+            },
+        );
         Ok(())
     }
 
@@ -265,7 +274,8 @@ mod tests {
                 Output::Frame {
                     port: a,
                     frame,
-                    index: 0
+                    index: 0,
+                    sealed: false,
                 }
             )]
         );
@@ -320,7 +330,8 @@ mod tests {
             Some(Output::Frame {
                 port: a,
                 frame: frame.clone(),
-                index: 77
+                index: 77,
+                sealed: false,
             })
         );
         assert_eq!(f.now(), 1000);
@@ -441,6 +452,7 @@ mod tests {
             port,
             frame: f2,
             index: i2,
+            ..
         }) = sw.step()
         else {
             panic!("the switch fabric delivered nothing");
@@ -452,7 +464,8 @@ mod tests {
             Some(Output::Frame {
                 port: b,
                 frame,
-                index
+                index,
+                sealed: false,
             })
         );
     }

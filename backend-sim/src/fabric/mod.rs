@@ -65,6 +65,10 @@ pub enum Output {
         frame: Vec<u8>,
         /// The global index the frame got when it was transmitted.
         index: u64,
+        /// The frame came in through [`Fabric::transmit_sealed`] and no fault changed a
+        /// bit of it on the way: its IPv4 and UDP checksums verify, as its sender
+        /// vouched, without being summed again.
+        sealed: bool,
     },
     /// A timer came due.
     Timer {
@@ -570,16 +574,29 @@ impl Fabric {
     /// [`FabricError::UnknownPort`], [`FabricError::FrameTooShort`] or
     /// [`FabricError::FrameTooLong`]; no index is used up then.
     pub fn transmit(&mut self, from: PortId, frame: Vec<u8>) -> Result<u64, FabricError> {
-        self.send_frame(from, frame, true)
+        self.send_frame(from, frame, true, false)
+    }
+
+    /// [`Fabric::transmit`] of a frame whose IPv4 header checksum and UDP checksum the
+    /// caller vouches for (a sending NIC's checksum offload filled them, see
+    /// [`crate::frame::offload_checksums`]): it arrives [`Output::Frame`]`::sealed`
+    /// unless a fault flips one of its bits.
+    ///
+    /// # Errors
+    /// As [`Fabric::transmit`].
+    pub fn transmit_sealed(&mut self, from: PortId, frame: Vec<u8>) -> Result<u64, FabricError> {
+        self.send_frame(from, frame, true, true)
     }
 
     /// [`Fabric::transmit`] of a frame made at `from` now (`made`: the sender's payload
-    /// corruption applies) or replayed as recorded.
+    /// corruption applies) or replayed as recorded; `sealed` as
+    /// [`Fabric::transmit_sealed`].
     fn send_frame(
         &mut self,
         from: PortId,
         mut frame: Vec<u8>,
         made: bool,
+        mut sealed: bool,
     ) -> Result<u64, FabricError> {
         let port = self.topo.port_mut(from)?;
         if frame.len() < 14 {
@@ -602,6 +619,9 @@ impl Fabric {
         // leaves (and is captured) bad but valid.
         if let Some(draw) = made.then(|| port.up.payload_flip()).flatten() {
             if let Some(bit) = corruption::corrupt_payload(&mut frame, draw) {
+                // The checksums are made again over the flipped payload, but the seal
+                // covered the bytes as they were: the receiver sums them itself.
+                sealed = false;
                 self.stats.corrupted_payload += 1;
                 self.payload_corruptions.push(PayloadCorruption {
                     index,
@@ -635,6 +655,7 @@ impl Fabric {
                     to: from,
                     frame,
                     index,
+                    sealed,
                 },
             );
             return Ok(index);
@@ -649,7 +670,13 @@ impl Fabric {
                 let at = now + self.loopback_ns;
                 let to = from;
                 let frame = frame.clone();
-                self.queue.push(at, EventKind::Arrive { to, frame, index });
+                let arrive = EventKind::Arrive {
+                    to,
+                    frame,
+                    index,
+                    sealed,
+                };
+                self.queue.push(at, arrive);
             }
         }
         if self.external.owns(from) {
@@ -659,14 +686,15 @@ impl Fabric {
             return Ok(index);
         }
         let verdict = self.topo.ports[from.idx()].up.send(now, frame.len());
-        self.cross(verdict, now, from, None, frame, index);
+        self.cross(verdict, now, from, None, frame, index, sealed);
         Ok(index)
     }
 
     /// Acts on a link's verdict for a frame crossing from `from` (to the switch when `to`
     /// is `None`, else down to port `to`): the drop, the flipped bit (on the wire the
     /// receiving port's FCS check drops the frame; in the switch it goes on, bad), the
-    /// duplicate and the arrival.
+    /// duplicate and the arrival. A flipped bit breaks the frame's seal.
+    #[allow(clippy::too_many_arguments)]
     fn cross(
         &mut self,
         verdict: Verdict,
@@ -675,6 +703,7 @@ impl Fabric {
         to: Option<PortId>,
         mut frame: Vec<u8>,
         index: u64,
+        mut sealed: bool,
     ) {
         let near = to.unwrap_or(from);
         let (arrival, duplicate, flip) = match verdict {
@@ -689,6 +718,7 @@ impl Fabric {
         if let Some(f) = flip {
             if let Some(bit) = corruption::bit_after_header(frame.len(), f.draw) {
                 corruption::flip(&mut frame, bit);
+                sealed = false;
                 self.taps.seen(Seen::Corrupt {
                     index,
                     bit,
@@ -710,8 +740,18 @@ impl Fabric {
             }
         }
         let event = |frame| match to {
-            None => EventKind::AtSwitch { from, frame, index },
-            Some(to) => EventKind::Arrive { to, frame, index },
+            None => EventKind::AtSwitch {
+                from,
+                frame,
+                index,
+                sealed,
+            },
+            Some(to) => EventKind::Arrive {
+                to,
+                frame,
+                index,
+                sealed,
+            },
         };
         if duplicate {
             self.stats.duplicated += 1;
@@ -779,9 +819,19 @@ impl Fabric {
             self.clock.advance_to(ev.time);
             let now = ev.time;
             match ev.kind {
-                EventKind::AtSwitch { from, frame, index } => self.forward(now, from, frame, index),
-                EventKind::Arrive { to, frame, index } => {
-                    if let Some(out) = self.arrive(now, to, frame, index) {
+                EventKind::AtSwitch {
+                    from,
+                    frame,
+                    index,
+                    sealed,
+                } => self.forward(now, from, frame, index, sealed),
+                EventKind::Arrive {
+                    to,
+                    frame,
+                    index,
+                    sealed,
+                } => {
+                    if let Some(out) = self.arrive(now, to, frame, index, sealed) {
                         return Some(out);
                     }
                 }
@@ -813,32 +863,47 @@ impl Fabric {
 
     /// A frame at the switch: a copy down every target port's link (or a drop when there
     /// is none).
-    fn forward(&mut self, now: Nanos, from: PortId, frame: Vec<u8>, index: u64) {
+    fn forward(&mut self, now: Nanos, from: PortId, frame: Vec<u8>, index: u64, sealed: bool) {
         self.taps.seen(Seen::AtSwitch { now, from, index });
         let mut targets = std::mem::take(&mut self.scratch);
         self.topo.targets(from, &frame, &mut targets);
         if let Some((&last, rest)) = targets.split_last() {
             for &to in rest {
-                self.egress(now, from, to, frame.clone(), index);
+                self.egress(now, from, to, frame.clone(), index, sealed);
             }
-            self.egress(now, from, last, frame, index);
+            self.egress(now, from, last, frame, index, sealed);
         } else {
             self.drop(DropReason::NoRoute, now, from, index);
         }
         self.scratch = targets;
     }
 
-    fn egress(&mut self, now: Nanos, from: PortId, to: PortId, frame: Vec<u8>, index: u64) {
+    fn egress(
+        &mut self,
+        now: Nanos,
+        from: PortId,
+        to: PortId,
+        frame: Vec<u8>,
+        index: u64,
+        sealed: bool,
+    ) {
         if self.plan.cuts(now, from, to) {
             return self.drop(DropReason::Partition, now, to, index);
         }
         let verdict = self.topo.ports[to.idx()].down.send(now, frame.len());
-        self.cross(verdict, now, from, Some(to), frame, index);
+        self.cross(verdict, now, from, Some(to), frame, index, sealed);
     }
 
     /// A frame at a port (its FCS good): seen there (a capture of the port shows it), then
     /// the NIC's checks of a RoCEv2 frame, then up to the layer above.
-    fn arrive(&mut self, now: Nanos, to: PortId, frame: Vec<u8>, index: u64) -> Option<Output> {
+    fn arrive(
+        &mut self,
+        now: Nanos,
+        to: PortId,
+        frame: Vec<u8>,
+        index: u64,
+        sealed: bool,
+    ) -> Option<Output> {
         let port = &mut self.topo.ports[to.idx()];
         if frame.len() > port.config.max_frame {
             self.drop(DropReason::TooLong, now, to, index);
@@ -884,6 +949,7 @@ impl Fabric {
             port: to,
             frame,
             index,
+            sealed,
         })
     }
 
@@ -898,7 +964,7 @@ impl Fabric {
         self.taps.seen(Seen::Replay { now, id });
         // A frame the port cannot send is counted (too long) and the replay goes on. It is
         // sent as recorded: a sender's payload corruption is already in it.
-        let _ = self.send_frame(from, frame, false);
+        let _ = self.send_frame(from, frame, false, false);
         if let Some(at) = next {
             self.queue.push(at, EventKind::Replay { id });
         }

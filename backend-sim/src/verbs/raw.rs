@@ -6,11 +6,11 @@ use crate::fabric::ip_checksums_verify;
 use crate::frame::offload_checksums;
 use verbs_api::{QpState, SendFlags, WcFlags};
 
-/// Prepares a frame the application gathered for the wire.
-pub(crate) fn prepare_send(frame: &mut [u8], flags: SendFlags) {
-    if flags.contains(SendFlags::IP_CSUM) {
-        offload_checksums(frame);
-    }
+/// Prepares a frame the application gathered for the wire: with IP_CSUM the NIC fills
+/// its checksums. True when that sealed the frame ([`offload_checksums`]): the receiving
+/// NIC's check is then known to pass while no bit of it changes.
+pub(crate) fn prepare_send(frame: &mut [u8], flags: SendFlags) -> bool {
+    flags.contains(SendFlags::IP_CSUM) && offload_checksums(frame)
 }
 
 /// Whether a RAW_PACKET QP in `state` takes frames.
@@ -26,8 +26,9 @@ pub(crate) fn receives(state: QpState) -> bool {
 /// 0, "none", has nothing to fail). That is what mlx5 reports: rdma-core's
 /// providers/mlx5/cq.c (`handle_responder`) sets the flag from the CQE's L3_OK and L4_OK
 /// bits for an IPv4 packet. A frame that fails is still delivered, without the flag.
-pub(crate) fn receive_flags(frame: &[u8]) -> WcFlags {
-    if ip_checksums_verify(frame) {
+/// A `sealed` frame (see [`prepare_send`]) passes without being summed again.
+pub(crate) fn receive_flags(frame: &[u8], sealed: bool) -> WcFlags {
+    if sealed || ip_checksums_verify(frame) {
         WcFlags::IP_CSUM_OK
     } else {
         WcFlags::empty()
@@ -58,7 +59,7 @@ mod tests {
         assert_eq!(plain, frame, "without IP_CSUM the frame goes out as built");
         prepare_send(&mut frame, SendFlags::IP_CSUM);
         assert_eq!(check_integrity(&frame), Integrity::Ok);
-        assert_eq!(receive_flags(&frame), WcFlags::IP_CSUM_OK);
+        assert_eq!(receive_flags(&frame, false), WcFlags::IP_CSUM_OK);
     }
 
     #[test]
@@ -72,22 +73,26 @@ mod tests {
         let none = spec.build(b"payload");
         spec.udp_checksum = true;
         let summed = spec.build(b"payload");
-        assert_eq!(receive_flags(&none), WcFlags::IP_CSUM_OK, "no UDP checksum");
-        assert_eq!(receive_flags(&summed), WcFlags::IP_CSUM_OK);
+        assert_eq!(
+            receive_flags(&none, false),
+            WcFlags::IP_CSUM_OK,
+            "no UDP checksum"
+        );
+        assert_eq!(receive_flags(&summed, false), WcFlags::IP_CSUM_OK);
         let mut bad_ip = summed.clone();
         bad_ip[22] ^= 1; // TTL: the header checksum fails
-        assert_eq!(receive_flags(&bad_ip), WcFlags::empty());
+        assert_eq!(receive_flags(&bad_ip, false), WcFlags::empty());
         let mut bad_udp = summed.clone();
         bad_udp[45] ^= 0x10; // payload: the UDP checksum fails
-        assert_eq!(receive_flags(&bad_udp), WcFlags::empty());
+        assert_eq!(receive_flags(&bad_udp, false), WcFlags::empty());
         let mut unsummed = none.clone();
         unsummed[45] ^= 0x10; // no UDP checksum: nothing catches it
-        assert_eq!(receive_flags(&unsummed), WcFlags::IP_CSUM_OK);
+        assert_eq!(receive_flags(&unsummed, false), WcFlags::IP_CSUM_OK);
         // TCP is checked the same way: these bytes are no valid TCP segment.
         let mut tcp = none.clone();
         tcp[23] = crate::frame::ipv4::PROTO_TCP;
         offload_checksums(&mut tcp);
-        assert_eq!(receive_flags(&tcp), WcFlags::empty());
+        assert_eq!(receive_flags(&tcp, false), WcFlags::empty());
     }
 
     #[test]
@@ -95,7 +100,7 @@ mod tests {
         let mut arp = vec![0xffu8; 6];
         arp.extend_from_slice(&[2, 0, 10, 0, 0, 1, 0x08, 0x06]);
         arp.resize(60, 0);
-        assert_eq!(receive_flags(&arp), WcFlags::empty());
+        assert_eq!(receive_flags(&arp, false), WcFlags::empty());
         assert!(!receives(QpState::Init));
         assert!(!receives(QpState::Err));
         assert!(receives(QpState::Rtr));

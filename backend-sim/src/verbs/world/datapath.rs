@@ -41,9 +41,14 @@ impl World {
             QpType::RawPacket => {
                 let mut frame = payload;
                 payload = Vec::new();
-                raw::prepare_send(&mut frame, wr.flags);
-                self.sniff(dev, &frame);
-                match self.fabric.transmit(port, frame) {
+                let sealed = raw::prepare_send(&mut frame, wr.flags);
+                self.sniff(dev, &frame, sealed);
+                let sent = if sealed {
+                    self.fabric.transmit_sealed(port, frame)
+                } else {
+                    self.fabric.transmit(port, frame)
+                };
+                match sent {
                     Ok(_) => WcStatus::Success,
                     Err(_) => WcStatus::LocLenErr,
                 }
@@ -60,7 +65,8 @@ impl World {
         }
     }
 
-    pub(super) fn on_frame(&mut self, port: PortId, frame: Vec<u8>) {
+    /// A frame at `port` (`sealed`: see [`crate::fabric::Output::Frame`]).
+    pub(super) fn on_frame(&mut self, port: PortId, frame: Vec<u8>, sealed: bool) {
         let Some(dev) = self.port_owner.get(port.0 as usize).copied().flatten() else {
             return;
         };
@@ -69,10 +75,10 @@ impl World {
                 self.devices[dev].stats.rx_malformed += 1;
                 return;
             };
-            self.sniff(dev, &frame);
+            self.sniff(dev, &frame, sealed);
             self.roce_rx(dev, &frame, &view);
         } else if self.devices[dev].personality.raw_packet() {
-            self.steer(dev, &frame);
+            self.steer(dev, &frame, sealed);
         } else {
             // rxe: the kernel's network stack takes it; no verbs consumer sees it.
             self.devices[dev].stats.rx_unclaimed += 1;
@@ -138,7 +144,7 @@ impl World {
             Err(status) => return status,
         };
         let frame = build_roce_frame(&route, &h, payload);
-        self.sniff(dev, &frame);
+        self.sniff(dev, &frame, false);
         match self.fabric.transmit(port, frame) {
             Ok(_) => WcStatus::Success,
             Err(_) => WcStatus::LocLenErr,
@@ -176,20 +182,20 @@ impl World {
     }
 
     /// Copies a frame a port sends to its sniffer QPs (mlx5 sniffer rules see both ways).
-    pub(super) fn sniff(&mut self, dev: usize, frame: &[u8]) {
+    pub(super) fn sniff(&mut self, dev: usize, frame: &[u8], sealed: bool) {
         if self.devices[dev].flows.is_empty() {
             return;
         }
         let mut sniffers = std::mem::take(&mut self.sniff_scratch);
         steering::sniffers(&self.flows, &self.devices[dev].flows, &mut sniffers);
         for &q in &sniffers {
-            self.raw_deliver(q, frame);
+            self.raw_deliver(q, frame, sealed);
         }
         self.sniff_scratch = sniffers;
     }
 
     /// A non-RoCE frame at an mlx5 port: to the QPs the flow rules pick.
-    pub(super) fn steer(&mut self, dev: usize, frame: &[u8]) {
+    pub(super) fn steer(&mut self, dev: usize, frame: &[u8], sealed: bool) {
         if self.devices[dev].flows.is_empty() {
             self.devices[dev].stats.rx_unclaimed += 1;
             return;
@@ -204,24 +210,24 @@ impl World {
             &mut targets,
         );
         for &q in &sniffers {
-            self.raw_deliver(q, frame);
+            self.raw_deliver(q, frame, sealed);
         }
         if targets.is_empty() {
             self.devices[dev].stats.rx_unclaimed += 1;
         }
         for &q in &targets {
-            self.raw_deliver(q, frame);
+            self.raw_deliver(q, frame, sealed);
         }
         self.steer_scratch = targets;
         self.sniff_scratch = sniffers;
     }
 
-    pub(super) fn raw_deliver(&mut self, qpn: u32, frame: &[u8]) {
+    pub(super) fn raw_deliver(&mut self, qpn: u32, frame: &[u8], sealed: bool) {
         let Some(qp) = self.qps.get(&qpn) else { return };
         if !raw::receives(qp.state) {
             return;
         }
-        let flags = raw::receive_flags(frame);
+        let flags = raw::receive_flags(frame, sealed);
         self.deliver(qpn, &[frame], WcOpcode::Recv, 0, None, flags, false);
     }
 }

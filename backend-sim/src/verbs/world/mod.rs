@@ -215,8 +215,13 @@ impl World {
             return true;
         }
         match self.fabric.step_until(deadline) {
-            Some(Output::Frame { port, frame, .. }) => {
-                self.on_frame(port, frame);
+            Some(Output::Frame {
+                port,
+                frame,
+                sealed,
+                ..
+            }) => {
+                self.on_frame(port, frame, sealed);
                 true
             }
             Some(Output::Timer { token }) => {

@@ -156,7 +156,7 @@ impl rc::Nic for QpNic<'_> {
         h.bth.dest_qp = dest;
         h.bth.pkey = roce::DEFAULT_PKEY;
         let frame = build_roce_frame(&route, &h, payload);
-        self.w.sniff(dev, &frame);
+        self.w.sniff(dev, &frame, false);
         let port = self.w.devices[dev].port;
         let _ = self.w.fabric.transmit(port, frame);
     }
