@@ -39,6 +39,7 @@ const MEERKAT_TOML: &str = include_str!("../../corpus/meerkat.toml");
 #[derive(Debug, Parser)]
 #[command(
     name = "scenario",
+    version,
     about = "SPEAD scenarios on the simulated verbs fabric"
 )]
 struct Cli {
