@@ -167,10 +167,14 @@ pub fn build<V: Verbs>(
         let size = packet_size(i);
         let mut cfg = IbvConfig::new(vec![SocketAddrV4::new(g.addr, g.port)], ip(h));
         cfg.max_size = size;
-        // A paced sender has few packets in flight, and its slots hold only headers
-        // (payloads are gathered from the heap): 8 slots keep them warm in the cache
-        // instead of cycling through cold memory.
-        cfg.buffer_size = 8 * (size + 42);
+        // The slots hold only headers (payloads are gathered from the heap). A paced
+        // sender posts every packet as it goes, so it has few in flight: 8 slots keep
+        // them warm in the cache instead of cycling through cold memory. An unpaced one
+        // posts in batches of a quarter of its ring (spead2's target batch): 64 slots,
+        // whose batches interleave the senders' packets on the wire as before (what the
+        // differential runs against hardware, all hosts on one device there, agree on).
+        let slots = if spec.rate > 0.0 { 8 } else { 64 };
+        cfg.buffer_size = slots * (size + 42);
         cfg.comp_vector = -1;
         let subscribed = |t: Transport| {
             s.receivers
