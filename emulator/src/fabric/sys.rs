@@ -490,6 +490,23 @@ mod tests {
         d
     }
 
+    /// A new private directory with a socket listening in it: (directory, socket path,
+    /// listener).
+    fn listening(tag: &str) -> (PathBuf, PathBuf, OwnedFd) {
+        let d = temp_dir(tag);
+        private_dir(&d).unwrap();
+        let path = d.join("s");
+        let l = listen(&path).unwrap();
+        (d, path, l)
+    }
+
+    /// A connection to `path` and its other end, accepted from `l`: (client, server).
+    fn connected(l: &OwnedFd, path: &Path) -> (OwnedFd, OwnedFd) {
+        let c = connect(path).unwrap();
+        let s = accept(l.as_fd()).unwrap().unwrap();
+        (c, s)
+    }
+
     #[test]
     fn a_private_dir_is_0700_and_must_be_new() {
         let d = temp_dir("priv");
@@ -505,14 +522,10 @@ mod tests {
 
     #[test]
     fn seqpacket_keeps_message_boundaries_and_reports_truncation() {
-        let d = temp_dir("sock");
-        private_dir(&d).unwrap();
-        let path = d.join("s");
-        let l = listen(&path).unwrap();
+        let (d, path, l) = listening("sock");
         assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
         assert!(accept(l.as_fd()).unwrap().is_none());
-        let c = connect(&path).unwrap();
-        let s = accept(l.as_fd()).unwrap().unwrap();
+        let (c, s) = connected(&l, &path);
         assert_eq!(peer_uid(s.as_fd()).unwrap(), my_uid());
         send(c.as_fd(), b"one", false).unwrap();
         send(c.as_fd(), b"second", false).unwrap();
@@ -541,23 +554,18 @@ mod tests {
 
     #[test]
     fn a_goodbye_reaches_a_peer_whose_messages_were_not_read() {
-        let d = temp_dir("bye");
-        private_dir(&d).unwrap();
-        let path = d.join("s");
-        let l = listen(&path).unwrap();
+        let (d, path, l) = listening("bye");
         let mut buf = [0u8; 16];
         // Closed with the peer's message unread, the goodbye is lost: the peer's recv
         // fails with ECONNRESET first (what `discard_unread` is for).
-        let c = connect(&path).unwrap();
-        let s = accept(l.as_fd()).unwrap().unwrap();
+        let (c, s) = connected(&l, &path);
         send(c.as_fd(), b"unread", false).unwrap();
         send(s.as_fd(), b"bye", false).unwrap();
         drop(s);
         assert_eq!(recv(c.as_fd(), &mut buf).unwrap(), Recv::Closed);
         // With `discard_unread` first, the peer reads the goodbye, then the end, and
         // cannot send any more.
-        let c = connect(&path).unwrap();
-        let s = accept(l.as_fd()).unwrap().unwrap();
+        let (c, s) = connected(&l, &path);
         send(c.as_fd(), b"unread", false).unwrap();
         send(s.as_fd(), b"bye", false).unwrap();
         discard_unread(s.as_fd());
@@ -574,12 +582,8 @@ mod tests {
 
     #[test]
     fn a_descriptor_travels_with_a_message() {
-        let d = temp_dir("fd");
-        private_dir(&d).unwrap();
-        let path = d.join("s");
-        let l = listen(&path).unwrap();
-        let c = connect(&path).unwrap();
-        let s = accept(l.as_fd()).unwrap().unwrap();
+        let (d, path, l) = listening("fd");
+        let (c, s) = connected(&l, &path);
         let file = std::fs::File::create(d.join("passed")).unwrap();
         send_with_fd(s.as_fd(), b"here", file.as_fd()).unwrap();
         let mut buf = [0u8; 16];
