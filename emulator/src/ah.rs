@@ -46,7 +46,7 @@ fn find_gid_index(c: &EmuContext, port: u8, gid: Gid, roce_v2: bool) -> Result<u
     (0..len)
         .find(|&i| {
             c.sim().query_gid(port, i) == Ok(gid)
-                && (gid_type_of(i) == ffi::IBV_GID_TYPE_ROCE_V2) == roce_v2
+                && (gid_type_of(c, i) == ffi::IBV_GID_TYPE_ROCE_V2) == roce_v2
         })
         .and_then(|i| u8::try_from(i).ok())
         .ok_or(libc::ENOENT)

@@ -316,10 +316,11 @@ pub const IBV_GID_TYPE_SYSFS_IB_ROCE_V1: GidTypeSysfs = 0;
 /// `IBV_GID_TYPE_SYSFS_ROCE_V2`.
 pub const IBV_GID_TYPE_SYSFS_ROCE_V2: GidTypeSysfs = 1;
 
-/// The GID type (`IBV_GID_TYPE_ROCE_V1` or `_V2`) of entry `index`: RoCE v1 for the link-local GID 0 (as mlx5 and rxe list
-/// it first), RoCE v2 for the IPv4-mapped one.
-pub fn gid_type_of(index: u32) -> u32 {
-    if index == 0 {
+/// The GID type (`IBV_GID_TYPE_ROCE_V1` or `_V2`) of entry `index` of `ctx`'s port: on
+/// mlx5 the link-local GID 0 is RoCE v1, on rxe every GID is RoCE v2 (see
+/// `Personality::roce_v1_gid`).
+pub fn gid_type_of(ctx: &EmuContext, index: u32) -> u32 {
+    if ctx.sim().roce_v1_gid(index) {
         ffi::IBV_GID_TYPE_ROCE_V1
     } else {
         ffi::IBV_GID_TYPE_ROCE_V2
@@ -340,11 +341,12 @@ pub unsafe extern "C" fn ibv_query_gid_type(
         return -1;
     }
     // SAFETY: a live context of ours.
-    if let Err(e) = unsafe { context(ctx) }.sim().query_gid(port, index) {
+    let c = unsafe { context(ctx) };
+    if let Err(e) = c.sim().query_gid(port, index) {
         set_errno(errno_of(&e));
         return -1;
     }
-    let t = if gid_type_of(index) == ffi::IBV_GID_TYPE_ROCE_V1 {
+    let t = if gid_type_of(c, index) == ffi::IBV_GID_TYPE_ROCE_V1 {
         IBV_GID_TYPE_SYSFS_IB_ROCE_V1
     } else {
         IBV_GID_TYPE_SYSFS_ROCE_V2
@@ -364,7 +366,7 @@ fn gid_entry(ctx: &EmuContext, port: u32, index: u32) -> Result<ffi::ibv_gid_ent
         gid: gid_to_c(gid),
         gid_index: index,
         port_num: port,
-        gid_type: gid_type_of(index),
+        gid_type: gid_type_of(ctx, index),
         ndev_ifindex: 0,
     })
 }

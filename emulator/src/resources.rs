@@ -834,8 +834,9 @@ pub unsafe extern "C" fn ibv_create_ah(
 }
 
 /// Says once why an address vector with a GRH whose destination GID is not IPv4-mapped
-/// was refused (EINVAL): a real mlx5 port also takes its link-local RoCE v1 GID (index 0,
-/// the first a program finds), but the emulated fabric carries RoCE v2 over IPv4 only.
+/// was refused (EINVAL): a real port also takes its link-local GID (index 0, the first a
+/// program finds: RoCE v1 on mlx5, RoCE v2 over IPv6 on rxe), but the emulated fabric
+/// carries RoCE v2 over IPv4 only.
 fn note_gid_not_carried(verb: &'static str, a: &verbs_api::AhAttr) {
     if a.is_global && a.grh.dgid.to_ipv4().is_none() {
         log_unsupported_once(

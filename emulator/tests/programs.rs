@@ -81,7 +81,8 @@ fn a_topology_file_names_the_hosts() {
     )
     .unwrap();
     let mut c = emulated(&prog);
-    c.env("VERBS_EMU_TOPOLOGY", &file)
+    c.arg("-v")
+        .env("VERBS_EMU_TOPOLOGY", &file)
         .env("VERBS_EMU_HOST", "a");
     let o = run(c);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -89,6 +90,14 @@ fn a_topology_file_names_the_hosts() {
     assert!(out.starts_with("hca_id:\trxe0\n"), "{out}");
     assert!(out.contains("\n\tboard_id:\t\t\tVERBS_EMU_A\n"), "{out}");
     assert!(out.contains("\n\t\t\tactive_mtu:\t\t1024 (3)\n"), "{out}");
+    // rxe lists RoCE v2 GIDs only, the link-local one first (as in the Soft-RoCE VM).
+    let gids: Vec<&str> = out.lines().filter(|l| l.contains("GID[")).collect();
+    assert_eq!(gids.len(), 2, "{out}");
+    assert!(
+        gids[0].starts_with("\t\t\tGID[  0]:\t\tfe80:") && gids[0].ends_with(", RoCE v2"),
+        "{out}"
+    );
+    assert_eq!(gids[1], "\t\t\tGID[  1]:\t\t::ffff:192.168.7.5, RoCE v2");
 }
 
 #[test]

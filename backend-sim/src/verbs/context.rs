@@ -46,6 +46,13 @@ impl SimContext {
     pub(crate) fn personality(&self) -> Personality {
         self.world().devices[self.dev].personality
     }
+
+    /// Whether GID `index` of the device's port is a RoCE v1 GID, else RoCE v2 (what
+    /// `ibv_query_gid_type` tells; see [`Personality::roce_v1_gid`]).
+    #[must_use]
+    pub fn roce_v1_gid(&self, index: u32) -> bool {
+        self.personality().roce_v1_gid(index)
+    }
 }
 
 /// A protection domain. A clone is the same domain (what a parent domain wraps).

@@ -112,6 +112,16 @@ impl Personality {
         }
     }
 
+    /// Whether GID `index` is a RoCE v1 GID (else RoCE v2). mlx5 lists the link-local
+    /// GID first as RoCE v1. rxe lists RoCE v2 GIDs only (its port is
+    /// `RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP`, rxe_verbs.c): in the Soft-RoCE VM,
+    /// `ibv_devinfo -v -d rxe0` shows `GID[  0]: fe80::…, RoCE v2` and
+    /// `GID[  1]: ::ffff:10.77.0.1, RoCE v2`.
+    #[must_use]
+    pub fn roce_v1_gid(self, index: u32) -> bool {
+        matches!(self, Personality::Mlx5) && index == 0
+    }
+
     /// The largest message: rxe 8 MiB (`RXE_PORT_MAX_MSG_SZ`); mlx5 2 GiB.
     #[must_use]
     pub fn max_msg_sz(self) -> u32 {
