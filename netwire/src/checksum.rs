@@ -6,7 +6,7 @@
 //! pseudo-header and a segment), [`fold_checksum`] folds and complements. Nothing here
 //! is called unless a builder is asked to fill a checksum or a checker to verify one.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Sums 16-bit big-endian words of `data` into a 32-bit accumulator; an odd last byte
 /// counts as the high byte of a word padded with zero. One's-complement carries are
@@ -78,6 +78,16 @@ pub fn pseudo_header_sum(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: usize)
     acc += u32::from(protocol);
     acc += (len as u32) & 0xffff;
     acc
+}
+
+/// The sum of the IPv6 pseudo-header (RFC 8200, section 8.1) for a `protocol` segment of
+/// `len` bytes from `src` to `dst`, to continue with [`sum_words`] over the segment.
+#[must_use]
+pub fn pseudo_header_sum_v6(src: Ipv6Addr, dst: Ipv6Addr, protocol: u8, len: usize) -> u32 {
+    let mut acc = sum_words(0, &src.octets());
+    acc = sum_words(acc, &dst.octets());
+    let len = len as u32;
+    acc + (len >> 16) + (len & 0xffff) + u32::from(protocol)
 }
 
 #[cfg(test)]

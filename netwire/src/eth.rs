@@ -6,6 +6,8 @@ use crate::FrameError;
 pub const ETH_HEADER_LEN: usize = 14;
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of IPv6.
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
 /// EtherType of an 802.1Q VLAN tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// The broadcast address.

@@ -2,8 +2,9 @@
 //! receiving NIC makes, a builder of plain UDP frames, and IP_CSUM offload.
 
 use crate::checksum::internet_checksum;
-use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4};
+use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::ipv4::{Ipv4Header, PROTO_TCP, PROTO_UDP};
+use crate::ipv6::{Ipv6Header, IPV6_HEADER_LEN};
 use crate::raw::{HeaderTemplate, HEADERS};
 use crate::roce;
 use crate::udp::{UdpHeader, UDP_HEADER_LEN};
@@ -38,6 +39,9 @@ pub struct FrameView {
     pub eth: EthHeader,
     /// The IPv4 header and its offset in the frame, if the frame is IPv4.
     pub ipv4: Option<(Ipv4Header, usize)>,
+    /// The IPv6 header and its offset in the frame, if the frame is IPv6 (RoCEv2 over
+    /// IPv6; no extension headers: a next header other than UDP or TCP is `L4::Other`).
+    pub ipv6: Option<(Ipv6Header, usize)>,
     /// The transport layer.
     pub l4: L4,
 }
@@ -49,10 +53,14 @@ impl FrameView {
     /// [`FrameError`] if a header present is truncated or malformed.
     pub fn parse(frame: &[u8]) -> Result<Self, FrameError> {
         let eth = EthHeader::parse(frame)?;
+        if eth.ethertype == ETHERTYPE_IPV6 {
+            return Self::parse_ipv6(frame, eth);
+        }
         if eth.ethertype != ETHERTYPE_IPV4 {
             return Ok(FrameView {
                 eth,
                 ipv4: None,
+                ipv6: None,
                 l4: L4::Other,
             });
         }
@@ -87,8 +95,51 @@ impl FrameView {
         Ok(FrameView {
             eth,
             ipv4: Some((ip, ip_off)),
+            ipv6: None,
             l4,
         })
+    }
+
+    fn parse_ipv6(frame: &[u8], eth: EthHeader) -> Result<Self, FrameError> {
+        let ip_off = eth.payload_offset;
+        let ip = Ipv6Header::parse(&frame[ip_off..])?;
+        let l4_off = ip_off + IPV6_HEADER_LEN;
+        let l4_end = l4_off + usize::from(ip.payload_len);
+        let l4 = match ip.next_header {
+            PROTO_UDP => L4::Udp {
+                header: UdpHeader::parse(&frame[l4_off..l4_end])?,
+                offset: l4_off,
+            },
+            PROTO_TCP if l4_end >= l4_off + 4 => L4::Tcp {
+                src_port: u16::from_be_bytes([frame[l4_off], frame[l4_off + 1]]),
+                dst_port: u16::from_be_bytes([frame[l4_off + 2], frame[l4_off + 3]]),
+            },
+            PROTO_TCP => {
+                return Err(FrameError::Truncated {
+                    layer: "tcp",
+                    need: 4,
+                    have: l4_end - l4_off,
+                })
+            }
+            _ => L4::Other,
+        };
+        Ok(FrameView {
+            eth,
+            ipv4: None,
+            ipv6: Some((ip, ip_off)),
+            l4,
+        })
+    }
+
+    /// The IP datagram's bytes in the frame (IPv4 or IPv6 header through the end of its
+    /// payload), if the frame is IP.
+    #[must_use]
+    pub fn ip_range(&self) -> Option<std::ops::Range<usize>> {
+        match (self.ipv4, self.ipv6) {
+            (Some((ip, off)), _) => Some(off..off + usize::from(ip.total_len)),
+            (None, Some((ip, off))) => Some(off..off + IPV6_HEADER_LEN + usize::from(ip.payload_len)),
+            (None, None) => None,
+        }
     }
 
     /// The UDP payload range in the frame, if the frame is UDP.
@@ -165,6 +216,9 @@ fn check_integrity_general(frame: &[u8], checks: Checks) -> Integrity {
     let Ok(view) = FrameView::parse(frame) else {
         return Integrity::Malformed;
     };
+    if let Some((ip, ip_off)) = view.ipv6 {
+        return check_ipv6(frame, &view, &ip, ip_off, checks);
+    }
     let Some((ip, ip_off)) = view.ipv4 else {
         return Integrity::Ok;
     };
@@ -179,6 +233,31 @@ fn check_integrity_general(frame: &[u8], checks: Checks) -> Integrity {
         if checks.icrc
             && header.dst_port == roce::ROCEV2_UDP_PORT
             && !roce::icrc_ok(&frame[ip_off..ip_off + usize::from(ip.total_len)])
+        {
+            return Integrity::BadIcrc;
+        }
+    }
+    Integrity::Ok
+}
+
+/// [`check_integrity_general`] of an IPv6 frame: no header checksum; the UDP checksum
+/// when present (RoCEv2 senders leave it 0) and a RoCEv2 frame's ICRC.
+fn check_ipv6(
+    frame: &[u8],
+    view: &FrameView,
+    ip: &Ipv6Header,
+    ip_off: usize,
+    checks: Checks,
+) -> Integrity {
+    if let L4::Udp { header, offset } = view.l4 {
+        let seg = &frame[offset..offset + usize::from(header.len)];
+        if checks.udp && !UdpHeader::checksum_ok_v6(ip.src, ip.dst, seg) {
+            return Integrity::BadUdpChecksum;
+        }
+        let end = ip_off + IPV6_HEADER_LEN + usize::from(ip.payload_len);
+        if checks.icrc
+            && header.dst_port == roce::ROCEV2_UDP_PORT
+            && !roce::icrc_ok(&frame[ip_off..end])
         {
             return Integrity::BadIcrc;
         }

@@ -1,10 +1,10 @@
-//! The wire: Ethernet II, IPv4, UDP and RoCEv2 headers, the Internet checksum and the
+//! The wire: Ethernet II, IPv4, IPv6, UDP and RoCEv2 headers, the Internet checksum and the
 //! RoCEv2 ICRC, and one pcap/pcapng reader and writer. Shared by the simulator
 //! (`backend-sim`), the SPEAD verbs transports and pcap sources (`spead`), and the
 //! capture and replay tools.
 //!
 //! - [`checksum`]: the Internet checksum, in steps a caller runs only where needed.
-//! - [`eth`], [`ipv4`], [`udp`], [`roce`]: header structs that parse and write
+//! - [`eth`], [`ipv4`], [`ipv6`], [`udp`], [`roce`]: header structs that parse and write
 //!   themselves; [`roce`] also computes the ICRC (on `crc32fast`).
 //! - [`frame`]: whole frames for the simulator: a parsed view, a NIC's integrity check
 //!   (with a fixed-offset fast path), a UDP frame builder, IP_CSUM offload.
@@ -20,6 +20,7 @@ pub mod checksum;
 pub mod eth;
 pub mod frame;
 pub mod ipv4;
+pub mod ipv6;
 pub mod pcap;
 pub mod raw;
 pub mod roce;

@@ -1,18 +1,20 @@
 //! RoCEv2 transport headers (InfiniBand Architecture Specification vol. 1, ch. 9, and
 //! annex A17): BTH, DETH, RETH, AETH, AtomicETH, AtomicAckETH, ImmDt, and the ICRC.
 //!
-//! RoCEv2 carries the IB transport in UDP to port 4791. The ICRC is a CRC-32 over the IP,
-//! UDP and IB headers with the fields that routers may change (TOS, TTL, header checksum,
-//! UDP checksum, BTH resv8a) replaced by ones, preceded by 8 bytes of ones that stand for
+//! RoCEv2 carries the IB transport in UDP to port 4791, over IPv4 or IPv6. The ICRC is a
+//! CRC-32 over the IP, UDP and IB headers with the fields that routers may change (IPv4:
+//! TOS, TTL, header checksum; IPv6: traffic class, flow label, hop limit; the UDP
+//! checksum; BTH resv8a) replaced by ones, preceded by 8 bytes of ones that stand for
 //! the IB LRH, then over the payload and pad; it is sent inverted, least significant byte
 //! first (as the Linux rxe driver computes it in `rxe_icrc.c`, whose seed 0xdebb20e3 is
 //! the CRC register after those 8 bytes of ones). The CRC itself is `crc32fast`'s.
 
-use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4};
+use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
 use crate::ipv4::{Ipv4Header, IPV4_HEADER_LEN, PROTO_UDP};
+use crate::ipv6::{Ipv6Header, IPV6_HEADER_LEN};
 use crate::udp::{UdpHeader, UDP_HEADER_LEN};
 use crate::FrameError;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The UDP destination port of RoCEv2.
 pub const ROCEV2_UDP_PORT: u16 = 4791;
@@ -443,6 +445,16 @@ pub fn parse_roce(udp_payload: &[u8]) -> Result<RocePacket<'_>, FrameError> {
     })
 }
 
+/// The IP addresses of a RoCEv2 frame: both IPv4 (the GIDs' IPv4-mapped form) or both
+/// IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoceIps {
+    /// RoCEv2 over IPv4: source and destination.
+    V4(Ipv4Addr, Ipv4Addr),
+    /// RoCEv2 over IPv6: source and destination.
+    V6(Ipv6Addr, Ipv6Addr),
+}
+
 /// Addresses and IP fields of a RoCEv2 frame to build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoceRoute {
@@ -450,17 +462,15 @@ pub struct RoceRoute {
     pub src_mac: Mac,
     /// Destination MAC.
     pub dst_mac: Mac,
-    /// Source IPv4 (the GID's IPv4 part).
-    pub src_ip: Ipv4Addr,
-    /// Destination IPv4.
-    pub dst_ip: Ipv4Addr,
+    /// Source and destination addresses.
+    pub ips: RoceIps,
     /// UDP source port (flow entropy).
     pub src_port: u16,
-    /// DSCP/ECN.
+    /// DSCP/ECN (IPv4 TOS, IPv6 traffic class).
     pub tos: u8,
-    /// TTL (the GRH hop limit).
+    /// TTL (the GRH hop limit; IPv6's hop limit).
     pub ttl: u8,
-    /// IP identification.
+    /// IP identification (IPv4 only).
     pub ip_id: u16,
 }
 
@@ -474,18 +484,27 @@ impl RoceRoute {
         RoceRoute {
             src_mac: src.0,
             dst_mac: dst.0,
-            src_ip: src.1,
-            dst_ip: dst.1,
+            ips: RoceIps::V4(src.1, dst.1),
             src_port: 0xc000,
             tos: 0,
             ttl: 64,
             ip_id: 0,
         }
     }
+
+    /// As [`RoceRoute::new`], over IPv6 (flow label 0, as rxe's `prepare_ipv6_hdr`).
+    #[must_use]
+    pub const fn new_v6(src: (Mac, Ipv6Addr), dst: (Mac, Ipv6Addr)) -> Self {
+        RoceRoute {
+            ips: RoceIps::V6(src.1, dst.1),
+            ..RoceRoute::new((src.0, Ipv4Addr::UNSPECIFIED), (dst.0, Ipv4Addr::UNSPECIFIED))
+        }
+    }
 }
 
-/// Builds a whole Ethernet/IPv4/UDP/RoCEv2 frame with pad and ICRC. The BTH pad count is
-/// set from the payload length.
+/// Builds a whole Ethernet/IP/UDP/RoCEv2 frame with pad and ICRC. The BTH pad count is
+/// set from the payload length. The UDP checksum is 0, as rxe sends it over either IP
+/// (`prepare_udp_hdr`).
 #[must_use]
 pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]) -> Vec<u8> {
     let pad = (4 - payload.len() % 4) % 4;
@@ -503,19 +522,36 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
         |l| l.ext_len(),
     );
     let udp_payload_len = BTH_LEN + ext + payload.len() + pad + ICRC_LEN;
-    let mut out = Vec::with_capacity(14 + IPV4_HEADER_LEN + UDP_HEADER_LEN + udp_payload_len);
-    EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV4, &mut out);
-    Ipv4Header::write(
-        &mut out,
-        route.tos,
-        UDP_HEADER_LEN + udp_payload_len,
-        route.ip_id,
-        true,
-        route.ttl,
-        PROTO_UDP,
-        route.src_ip,
-        route.dst_ip,
-    );
+    let mut out = Vec::with_capacity(14 + IPV6_HEADER_LEN + UDP_HEADER_LEN + udp_payload_len);
+    match route.ips {
+        RoceIps::V4(src, dst) => {
+            EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV4, &mut out);
+            Ipv4Header::write(
+                &mut out,
+                route.tos,
+                UDP_HEADER_LEN + udp_payload_len,
+                route.ip_id,
+                true,
+                route.ttl,
+                PROTO_UDP,
+                src,
+                dst,
+            );
+        }
+        RoceIps::V6(src, dst) => {
+            EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV6, &mut out);
+            Ipv6Header {
+                traffic_class: route.tos,
+                flow_label: 0,
+                payload_len: (UDP_HEADER_LEN + udp_payload_len) as u16,
+                next_header: PROTO_UDP,
+                hop_limit: route.ttl,
+                src,
+                dst,
+            }
+            .write(&mut out);
+        }
+    }
     UdpHeader::write(&mut out, route.src_port, ROCEV2_UDP_PORT, udp_payload_len);
     h.write(&mut out);
     out.extend_from_slice(payload);
@@ -525,14 +561,16 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
     out
 }
 
-/// Computes the ICRC of an IPv4 RoCEv2 datagram `ip` (IP header through pad, without the
-/// ICRC itself). Returns the value to store little-endian after the pad.
+/// Computes the ICRC of a RoCEv2 datagram `ip` (IPv4 or IPv6 header through pad, without
+/// the ICRC itself; the version nibble tells which). Returns the value to store
+/// little-endian after the pad.
 #[must_use]
 pub fn compute_icrc(ip: &[u8]) -> u32 {
-    let hl = if ip.is_empty() {
-        IPV4_HEADER_LEN
-    } else {
-        (usize::from(ip[0] & 0x0f) * 4).max(IPV4_HEADER_LEN)
+    let v6 = ip.first().is_some_and(|b| b >> 4 == 6);
+    let hl = match ip.first() {
+        _ if v6 => IPV6_HEADER_LEN,
+        None => IPV4_HEADER_LEN,
+        Some(b) => (usize::from(b & 0x0f) * 4).max(IPV4_HEADER_LEN),
     };
     let masked_len = hl + UDP_HEADER_LEN + BTH_LEN;
     let mut crc = crc32fast::Hasher::new();
@@ -543,10 +581,18 @@ pub fn compute_icrc(ip: &[u8]) -> u32 {
     }
     let mut ps = [0u8; 60 + UDP_HEADER_LEN + BTH_LEN];
     ps[..masked_len].copy_from_slice(&ip[..masked_len]);
-    ps[1] = 0xff; // TOS
-    ps[8] = 0xff; // TTL
-    ps[10] = 0xff; // header checksum
-    ps[11] = 0xff;
+    if v6 {
+        // rxe_icrc.c: priority (the traffic class's high nibble), the flow label (and the
+        // class's low nibble with it) and the hop limit.
+        ps[0] |= 0x0f;
+        ps[1..4].fill(0xff);
+        ps[7] = 0xff;
+    } else {
+        ps[1] = 0xff; // TOS
+        ps[8] = 0xff; // TTL
+        ps[10] = 0xff; // header checksum
+        ps[11] = 0xff;
+    }
     ps[hl + 6] = 0xff; // UDP checksum
     ps[hl + 7] = 0xff;
     ps[hl + UDP_HEADER_LEN + 4] = 0xff; // BTH resv8a
@@ -555,10 +601,16 @@ pub fn compute_icrc(ip: &[u8]) -> u32 {
     crc.finalize()
 }
 
-/// True if the IPv4 RoCEv2 datagram `ip` (IP header through ICRC) carries a correct ICRC.
+/// True if the RoCEv2 datagram `ip` (IPv4 or IPv6 header through ICRC) carries a correct
+/// ICRC.
 #[must_use]
 pub fn icrc_ok(ip: &[u8]) -> bool {
-    if ip.len() < IPV4_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN + ICRC_LEN {
+    let hl = if ip.first().is_some_and(|b| b >> 4 == 6) {
+        IPV6_HEADER_LEN
+    } else {
+        IPV4_HEADER_LEN
+    };
+    if ip.len() < hl + UDP_HEADER_LEN + BTH_LEN + ICRC_LEN {
         return false;
     }
     let (body, icrc) = ip.split_at(ip.len() - ICRC_LEN);

@@ -1,9 +1,9 @@
 //! UDP headers and the UDP checksum over the IPv4 pseudo-header (RFC 768).
 
-use crate::checksum::{fold_checksum, pseudo_header_sum, sum_words};
+use crate::checksum::{fold_checksum, pseudo_header_sum, pseudo_header_sum_v6, sum_words};
 use crate::ipv4::PROTO_UDP;
 use crate::FrameError;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Length of a UDP header.
 pub const UDP_HEADER_LEN: usize = 8;
@@ -78,6 +78,42 @@ impl UdpHeader {
             segment,
         );
         fold_checksum(acc) == 0
+    }
+
+    /// [`UdpHeader::checksum_ok`] of a segment carried over IPv6 (RoCEv2 over IPv6
+    /// leaves the checksum 0, and rxe's tunnel socket takes that: `udp_sock_create6`
+    /// sets no_check6_rx).
+    #[must_use]
+    pub fn checksum_ok_v6(src: Ipv6Addr, dst: Ipv6Addr, segment: &[u8]) -> bool {
+        if segment.len() < UDP_HEADER_LEN {
+            return false;
+        }
+        if segment[6] == 0 && segment[7] == 0 {
+            return true;
+        }
+        let acc = sum_words(
+            pseudo_header_sum_v6(src, dst, PROTO_UDP, segment.len()),
+            segment,
+        );
+        fold_checksum(acc) == 0
+    }
+
+    /// Fills the checksum of a UDP segment carried over IPv6 in place.
+    pub fn fill_checksum_v6(src: Ipv6Addr, dst: Ipv6Addr, segment: &mut [u8]) {
+        if segment.len() < UDP_HEADER_LEN {
+            return;
+        }
+        segment[6] = 0;
+        segment[7] = 0;
+        let acc = sum_words(
+            pseudo_header_sum_v6(src, dst, PROTO_UDP, segment.len()),
+            segment,
+        );
+        let c = match fold_checksum(acc) {
+            0 => 0xffff,
+            c => c,
+        };
+        segment[6..8].copy_from_slice(&c.to_be_bytes());
     }
 
     /// Fills the checksum of the UDP segment in place (what IP_CSUM offload does).

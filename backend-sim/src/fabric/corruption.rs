@@ -107,28 +107,33 @@ pub(crate) fn corrupt_payload(frame: &mut [u8], draw: u64) -> Option<usize> {
     let bit = range.start * 8 + (draw % (range.len() as u64 * 8)) as usize;
     flip(frame, bit);
     let view = FrameView::parse(frame).ok()?;
-    let (ip, ip_off) = view.ipv4?;
-    let ip_end = ip_off + usize::from(ip.total_len);
+    let ip_range = view.ip_range()?;
     if view.is_roce() {
-        let icrc = roce::compute_icrc(&frame[ip_off..ip_end - ICRC_LEN]);
-        frame[ip_end - ICRC_LEN..ip_end].copy_from_slice(&icrc.to_le_bytes());
+        let icrc = roce::compute_icrc(&frame[ip_range.start..ip_range.end - ICRC_LEN]);
+        frame[ip_range.end - ICRC_LEN..ip_range.end].copy_from_slice(&icrc.to_le_bytes());
     }
     if let crate::frame::L4::Udp { header, offset } = view.l4 {
         if header.checksum != 0 {
             let seg = &mut frame[offset..offset + usize::from(header.len)];
-            UdpHeader::fill_checksum(ip.src, ip.dst, seg);
+            match (view.ipv4, view.ipv6) {
+                (Some((ip, _)), _) => UdpHeader::fill_checksum(ip.src, ip.dst, seg),
+                (None, Some((ip, _))) => UdpHeader::fill_checksum_v6(ip.src, ip.dst, seg),
+                (None, None) => {}
+            }
         }
     }
     Some(bit)
 }
 
-/// True for an untagged IPv4/UDP frame to port 4791, read without a full parse.
+/// True for an untagged IPv4/UDP or IPv6/UDP frame to port 4791, read without a full
+/// parse.
 pub(crate) fn is_roce(f: &[u8]) -> bool {
-    if f.len() < 14 + 20 + 8 || f[12] != 0x08 || f[13] != 0x00 || f[23] != 17 {
-        return false;
-    }
-    let l4 = 14 + usize::from(f[14] & 0x0f) * 4;
-    f.len() >= l4 + 4 && u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]) == roce::ROCEV2_UDP_PORT
+    let l4 = match (f.get(12..14), f.get(14)) {
+        (Some([0x08, 0x00]), Some(v)) if f.get(23) == Some(&17) => 14 + usize::from(v & 0x0f) * 4,
+        (Some([0x86, 0xdd]), Some(_)) if f.get(20) == Some(&17) => 14 + 40,
+        _ => return false,
+    };
+    f.len() >= l4 + 8 && u16::from_be_bytes([f[l4 + 2], f[l4 + 3]]) == roce::ROCEV2_UDP_PORT
 }
 
 /// The receiving NIC's checks of a RoCEv2 frame, in the order rxe meets them: the IPv4

@@ -2,6 +2,7 @@
 //! with protection domains, address handles and flow rules.
 
 use crate::verbs::ah::SimAh;
+use crate::verbs::roce_addr;
 use crate::verbs::cq::{SimChannel, SimCq};
 use crate::verbs::mr::{alloc_owned, register, SimMr};
 use crate::verbs::mw::SimMw;
@@ -451,12 +452,23 @@ impl Context for SimContext {
                 format!("no port {}", attr.port_num),
             ));
         }
-        if !attr.is_global || attr.grh.dgid.to_ipv4().is_none() {
+        if !attr.is_global {
             return Err(err(
                 ErrorKind::InvalidArgument,
                 OP,
-                "a RoCE address needs a GRH with an IPv4-mapped GID",
+                "a RoCE address needs a GRH",
             ));
+        }
+        {
+            let w = self.world();
+            let d = &w.devices[self.dev];
+            if roce_addr::roce_ips(d.mac, d.ip, d.personality, &attr.grh).is_none() {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    roce_addr::not_carried(d.personality, &attr.grh),
+                ));
+            }
         }
         if attr.grh.sgid_index > 1 {
             // The provider looks the source GID up first (`rxe_create_av`), and an empty

@@ -14,6 +14,7 @@ mod qp;
 mod raw;
 mod rc;
 mod records;
+mod roce_addr;
 mod send_queue;
 mod sim;
 mod srq;

@@ -6,7 +6,8 @@
 use super::personality::Personality;
 use super::wqe::WrCopy;
 use crate::frame::eth::Mac;
-use crate::frame::roce::{self, opcode, Bth, Deth, RoceHeaders, RoceRoute};
+use crate::frame::roce::{self, opcode, Bth, Deth, RoceHeaders, RoceIps, RoceRoute};
+use crate::verbs::roce_addr;
 use std::net::Ipv4Addr;
 use verbs_api::{QpState, QpType, SendFlags, SendOpcode, WcStatus};
 
@@ -41,7 +42,7 @@ pub(crate) fn send(
             Personality::Mlx5 => WcStatus::LocLenErr,
         });
     }
-    let Some(dst_ip) = ud.ah.grh.dgid.to_ipv4() else {
+    let Some(ips) = roce_addr::roce_ips(src.mac, src.ip, src.personality, &ud.ah.grh) else {
         return Err(WcStatus::LocQpOpErr);
     };
     // A controlled Q_Key (high bit set) means the QP's own (IBA); rxe (Linux 6.1,
@@ -53,12 +54,8 @@ pub(crate) fn send(
     };
     let this_psn = *psn;
     *psn = (this_psn + 1) & 0x00ff_ffff;
-    let multicast = dst_ip.is_multicast();
-    let dst_mac = if multicast {
-        Mac::for_ipv4_multicast(dst_ip)
-    } else {
-        mac_of(dst_ip).unwrap_or_default()
-    };
+    let multicast = matches!(ips, RoceIps::V4(_, dst) if dst.is_multicast());
+    let dst_mac = roce_addr::dst_mac(&ips, mac_of).unwrap_or_default();
     let imm = wr.opcode == SendOpcode::SendWithImm;
     let h = RoceHeaders {
         bth: Bth {
@@ -89,8 +86,7 @@ pub(crate) fn send(
     let route = RoceRoute {
         src_mac: src.mac,
         dst_mac,
-        src_ip: src.ip,
-        dst_ip,
+        ips,
         src_port: 0xc000 | (src.qpn as u16 & 0x3fff),
         tos: ud.ah.grh.traffic_class,
         ttl: if hop == 0 { 64 } else { hop },
@@ -131,10 +127,15 @@ pub(crate) fn accept(
 }
 
 /// The 40-byte GRH area of a receive: for RoCEv2 over IPv4, 20 zero bytes then the
-/// IPv4 header.
+/// IPv4 header; over IPv6, the IPv6 header itself (rxe_resp.c, `send_data_in`'s caller
+/// copies `ipv6_hdr(skb)` whole, or the IPv4 header at offset 20).
 pub(crate) fn grh(ip_hdr: &[u8]) -> [u8; 40] {
     let mut g = [0u8; 40];
-    g[20..40].copy_from_slice(&ip_hdr[..20]);
+    if ip_hdr.len() >= 40 && ip_hdr[0] >> 4 == 6 {
+        g.copy_from_slice(&ip_hdr[..40]);
+    } else {
+        g[20..40].copy_from_slice(&ip_hdr[..20]);
+    }
     g
 }
 
@@ -226,7 +227,7 @@ mod tests {
             })
         );
         assert_eq!(h.imm, Some(0xfeed));
-        assert_eq!((route.dst_ip, route.dst_mac), (B, mac_of(B).unwrap()));
+        assert_eq!((route.ips, route.dst_mac), (RoceIps::V4(A, B), mac_of(B).unwrap()));
         assert_eq!(route.src_port, 0xc010);
         let (frame, verdict) = cross(&wr(B, 0x1111), &mut psn, b"abc", 0x1111);
         assert_eq!(verdict, Ok(()));

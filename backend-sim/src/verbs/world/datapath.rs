@@ -4,6 +4,7 @@
 use super::World;
 use super::{vtag, Posted, WrCopy};
 use crate::fabric::is_roce;
+use crate::frame::ipv6::link_local_of_mac;
 use crate::frame::roce::{build_roce_frame, opcode, RocePacket};
 use crate::frame::{roce, FrameView};
 use crate::ids::PortId;
@@ -90,25 +91,30 @@ impl World {
         let Some(range) = view.udp_payload() else {
             return;
         };
-        let Some((ip, ip_off)) = view.ipv4 else {
-            return;
-        };
         let Ok(pkt) = roce::parse_roce(&frame[range]) else {
             self.devices[dev].stats.rx_malformed += 1;
             return;
         };
-        if ip.dst != self.devices[dev].ip && !ip.dst.is_multicast() {
-            self.devices[dev].stats.rx_unclaimed += 1;
-            return;
-        }
+        // The destination: the port's IPv4 address or a group, or its link-local GID 0
+        // (RoCEv2 over IPv6; IPv6 groups are not modelled).
+        let d = &self.devices[dev];
+        let (group, ip_hdr) = match (view.ipv4, view.ipv6) {
+            (Some((ip, off)), _) if ip.dst == d.ip || ip.dst.is_multicast() => {
+                (ip.dst.is_multicast().then_some(ip.dst), &frame[off..off + 20])
+            }
+            (None, Some((ip, off))) if ip.dst == link_local_of_mac(d.mac.0) => {
+                (None, &frame[off..off + 40])
+            }
+            _ => {
+                self.devices[dev].stats.rx_unclaimed += 1;
+                return;
+            }
+        };
         let bth = pkt.headers.bth;
         if bth.opcode & 0xe0 == opcode::UD {
-            let ip_hdr = &frame[ip_off..ip_off + 20];
             let targets: Vec<u32> = if bth.dest_qp == roce::MULTICAST_QPN {
-                self.devices[dev]
-                    .mcast
-                    .get(&ip.dst)
-                    .cloned()
+                group
+                    .and_then(|g| self.devices[dev].mcast.get(&g).cloned())
                     .unwrap_or_default()
             } else {
                 vec![bth.dest_qp]

@@ -1,6 +1,7 @@
 //! QP state changes the NIC makes: modify, ERR with its flushes, SQ drained, destroy.
 
 use super::World;
+use crate::verbs::roce_addr;
 use super::{completion, vtag, RecvWqe};
 use verbs_api::{EventElement, EventType, QpAttr, QpState, WcOpcode, WcStatus};
 
@@ -63,8 +64,13 @@ impl World {
         if mask.contains(M::PORT) && attr.port_num != 1 {
             return inval("the simulated device has one port, number 1");
         }
-        if mask.contains(M::AV) && attr.ah_attr.grh.dgid.to_ipv4().is_none() {
-            return inval("RoCE address vector needs an IPv4-mapped destination GID");
+        if mask.contains(M::AV) {
+            if let Some(d) = self.qps.get(&qpn).map(|q| &self.devices[q.dev]) {
+                let grh = &attr.ah_attr.grh;
+                if roce_addr::roce_ips(d.mac, d.ip, d.personality, grh).is_none() {
+                    return inval(&roce_addr::not_carried(d.personality, grh));
+                }
+            }
         }
         if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
             return inval("the ACK timeout is a 5-bit value (at most 31)");

@@ -5,7 +5,8 @@ use super::World;
 use super::{completion, Qp, RecvWqe, WrCopy};
 use crate::clock::Nanos;
 use crate::frame::roce;
-use crate::frame::roce::{build_roce_frame, opcode, RoceHeaders, RocePacket, RoceRoute};
+use crate::frame::roce::{build_roce_frame, opcode, RoceHeaders, RoceIps, RocePacket, RoceRoute};
+use crate::verbs::roce_addr;
 use crate::verbs::memory::MrTable;
 use crate::verbs::rc;
 use crate::verbs::rc::{Count, QpView, RcState};
@@ -85,12 +86,14 @@ impl QpNic<'_> {
         let qp = self.qp();
         let d = &self.w.devices[qp.dev];
         let grh = &qp.attr.ah_attr.grh;
-        let dst_ip = grh.dgid.to_ipv4().unwrap_or(Ipv4Addr::UNSPECIFIED);
+        // The AV was checked when it was set (modify to RTR).
+        let ips = roce_addr::roce_ips(d.mac, d.ip, d.personality, grh)
+            .unwrap_or(RoceIps::V4(d.ip, Ipv4Addr::UNSPECIFIED));
+        let fabric = &self.w.fabric;
         RoceRoute {
             src_mac: d.mac,
-            dst_mac: self.w.fabric.mac_of_ip(dst_ip).unwrap_or_default(),
-            src_ip: d.ip,
-            dst_ip,
+            dst_mac: roce_addr::dst_mac(&ips, |ip| fabric.mac_of_ip(ip)).unwrap_or_default(),
+            ips,
             src_port: 0xc000 | (self.qpn as u16 & 0x3fff),
             tos: grh.traffic_class,
             ttl: if grh.hop_limit == 0 {
