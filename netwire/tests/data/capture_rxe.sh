@@ -14,8 +14,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-$here}
 . "$here/../../../backend-hw/scripts/rxe-helpers.sh"
 
+for need in /sys/class/net/veth0 /sys/class/net/veth1 /sys/class/infiniband/rxe0; do
+    [ -e "$need" ] || { echo "no $need: run this in the Soft-RoCE VM (cargo xtask vm)" >&2; exit 1; }
+done
 echo "kernel: $(uname -r)"
-dpkg-query -W rdma-core ibverbs-utils ibverbs-providers dumpcap 2>/dev/null || true
+dpkg-query -W rdma-core ibverbs-utils ibverbs-providers wireshark-common
 
 # rxe1 on veth1 with an IPv4 address too (its GID 1); veth1 is already up, so it has its
 # link-local IPv6 address (its GID 0) once duplicate address detection is over.
@@ -76,6 +79,7 @@ capture() {
     sleep 1
     kill -INT "$cap"
     wait "$cap" || true
+    chmod 644 "$1"
 }
 
 capture "$out/rxe_rocev2_ipv6.pcap" 0
