@@ -115,3 +115,25 @@ fn handles_are_send_and_sync() {
     check::<backend_sim::verbs::SimAh>();
     check::<backend_sim::verbs::SimFlow>();
 }
+
+/// `ibv_rereg_mr` changes a region in place on mlx5 (its keys kept); rxe in Linux 6.1
+/// cannot (EOPNOTSUPP, as `ibv_rereg_mr` fails in the Soft-RoCE VM) and leaves it as
+/// it was.
+#[test]
+fn rereg_changes_access_on_mlx5_and_is_unsupported_on_rxe() {
+    for p in [Personality::Mlx5, Personality::Rxe] {
+        let sim = Sim::new(1);
+        let mut a = node(&sim, 1, p);
+        let keys = (a.mr.lkey(), a.mr.rkey());
+        // SAFETY: no new range: the region keeps its memory, the simulator's.
+        let r = unsafe { a.mr.rereg(None, None, Some(AccessFlags::LOCAL_WRITE)) };
+        assert_eq!((a.mr.lkey(), a.mr.rkey()), keys, "{p:?}: keys kept");
+        match p {
+            Personality::Mlx5 => r.unwrap(),
+            Personality::Rxe => {
+                let e = r.unwrap_err();
+                assert_eq!(e.kind(), verbs_api::ErrorKind::Unsupported, "{e}");
+            }
+        }
+    }
+}

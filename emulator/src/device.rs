@@ -4,7 +4,7 @@ use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::ptr::null_mut;
 use std::sync::Arc;
 
-use verbs_api::{Context, Verbs};
+use verbs_api::{Context, Gid, Verbs};
 
 use crate::convert::{device_attr, device_attr_ex, errno_of, gid_to_c, port_attr};
 use crate::events::ContextState;
@@ -356,12 +356,18 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     0
 }
 
+/// GID `index` of `port` as the kernel's GID-table ioctl gives it: an empty entry of the
+/// table (rxe's has 1024, two of them filled) is ENODATA, as in the Soft-RoCE VM
+/// (`ibv_query_gid` through sysfs reads it as zeros instead).
 fn gid_entry(ctx: &EmuContext, port: u32, index: u32) -> Result<ffi::ibv_gid_entry, c_int> {
     let port8 = u8::try_from(port).map_err(|_| libc::EINVAL)?;
     let gid = ctx
         .sim()
         .query_gid(port8, index)
         .map_err(|e| errno_of(&e))?;
+    if gid == Gid::default() {
+        return Err(libc::ENODATA);
+    }
     Ok(ffi::ibv_gid_entry {
         gid: gid_to_c(gid),
         gid_index: index,

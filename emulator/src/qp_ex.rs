@@ -87,7 +87,12 @@ pub unsafe extern "C" fn create_qp_ex(
     }
     // SAFETY: the caller's valid attributes.
     let a = unsafe { &mut *attr };
-    let known = ffi::IBV_QP_INIT_ATTR_PD | ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    let mut known = ffi::IBV_QP_INIT_ATTR_PD | ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    // No create flags at all is what a QP without the mask gets (rdma-core's test_qp
+    // draws the mask at random, and a real rxe takes it).
+    if a.create_flags == 0 {
+        known |= ffi::IBV_QP_INIT_ATTR_CREATE_FLAGS;
+    }
     if a.comp_mask & ffi::IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
         set_errno(libc::EINVAL);
         return null_mut();

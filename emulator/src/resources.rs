@@ -5,6 +5,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr::{null_mut, NonNull};
 use std::sync::{Arc, Mutex};
 
+use backend_sim::Personality;
 use verbs_api::{
     AccessFlags, Completion, CompletionQueue, Context, Gid, QpInitAttr, QpType, QueuePair,
     QueuePairExt,
@@ -84,14 +85,22 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
 /// `mlx5_alloc_parent_domain` makes it. The allocators are kept by the program only: a
 /// provider calls them for the memory of its queues, and the emulator's queues are in the
 /// simulator, not in the program's memory, so it never calls them. A thread domain cannot
-/// be given (`ibv_alloc_td` is refused).
+/// be given (`ibv_alloc_td` is refused). rxe's provider has no parent domains: on an rxe
+/// device it fails with EOPNOTSUPP, as in the Soft-RoCE VM (rdma-core's parent-domain
+/// tests skip there: "Parent Domain is not supported on this device").
 ///
 /// # Safety
-/// `attr` is NULL or valid; its `pd` NULL or a live PD of ours.
+/// `ctx` is a live context of ours; `attr` is NULL or valid; its `pd` NULL or a live PD
+/// of ours.
 pub unsafe extern "C" fn alloc_parent_domain(
-    _ctx: *mut ffi::ibv_context,
+    ctx: *mut ffi::ibv_context,
     attr: *mut ffi::ibv_parent_domain_init_attr,
 ) -> *mut ffi::ibv_pd {
+    // SAFETY: the caller's live context.
+    if !ctx.is_null() && unsafe { context(ctx) }.sim().personality() == Personality::Rxe {
+        set_errno(libc::EOPNOTSUPP);
+        return null_mut();
+    }
     // SAFETY: the caller's valid attributes.
     let Some(a) = (unsafe { attr.as_ref() }) else {
         set_errno(libc::EINVAL);
@@ -834,15 +843,15 @@ pub unsafe extern "C" fn ibv_create_ah(
 }
 
 /// Says once why an address vector with a GRH whose destination GID is not IPv4-mapped
-/// was refused (EINVAL): a real port also takes its link-local GID (index 0, the first a
-/// program finds: RoCE v1 on mlx5, RoCE v2 over IPv6 on rxe), but the emulated fabric
-/// carries RoCE v2 over IPv4 only.
+/// was refused (EINVAL): a real mlx5 port also takes its link-local RoCE v1 GID (index 0,
+/// the first a program finds), but the emulated fabric carries RoCE v2 only, over IPv4
+/// and, from rxe's link-local GID 0, over IPv6.
 fn note_gid_not_carried(verb: &'static str, a: &verbs_api::AhAttr) {
     if a.is_global && a.grh.dgid.to_ipv4().is_none() {
         log_unsupported_once(
             verb,
-            "RoCE v1 and IPv6 GIDs, such as the link-local GID 0: the fabric carries RoCE v2 \
-             over IPv4, GID index 1",
+            "RoCE v1, such as mlx5's link-local GID 0: the fabric carries RoCE v2, over IPv4 \
+             (GID index 1) and over IPv6 between rxe's link-local GIDs",
         );
     }
 }

@@ -306,6 +306,70 @@ fn rc_recovers_from_loss_on_the_fabric() {
     assert!(sent > 10 * u64::from(ITERS), "{summary}");
 }
 
+/// rxe hosts: the pingpongs on GID 0 (`-g 0`), rxe's link-local RoCE v2 GID, as they run
+/// in the Soft-RoCE VM. RC and UD finish, both sides print link-local GIDs, and the
+/// capture holds RoCEv2 over IPv6 only, every frame with a good ICRC.
+#[test]
+fn pingpongs_on_rxes_link_local_gid_go_over_ipv6() {
+    let dir = scratch("ipv6");
+    let topo = dir.join("rxe.toml");
+    std::fs::write(
+        &topo,
+        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\npersonality = \"rxe\"\n\n\
+         [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\npersonality = \"rxe\"\n",
+    )
+    .expect("write the topology");
+    let pcap = dir.join("run.pcap");
+    let args = [
+        "--topology",
+        topo.to_str().expect("a UTF-8 path"),
+        "--pcap",
+        pcap.to_str().expect("a UTF-8 path"),
+    ];
+    let fabric = Fabric::start(&dir, &args);
+    for (program, extra) in [
+        ("ibv_rc_pingpong", &[][..]),
+        ("ibv_ud_pingpong", &["-s", "1024"][..]),
+    ] {
+        let prog = require(program, "ibverbs-utils");
+        let mut a = vec!["-g", "0", "-n", "20"];
+        a.extend_from_slice(extra);
+        let (server, client) = server_and_client(&prog, &fabric, &dir, &a, Some(&topo));
+        for (who, r) in [("server", &server), ("client", &client)] {
+            assert!(
+                r.status.success(),
+                "{program} {who} ({}): {}{}",
+                r.status,
+                r.out,
+                r.err
+            );
+            assert_eq!(r.err, "", "{program} {who}'s stderr");
+            assert_eq!(
+                r.out.matches(" GID fe80::").count(),
+                2,
+                "{program} {who}: {}",
+                r.out
+            );
+        }
+    }
+    let summary = fabric.stop();
+    let f = File::open(&pcap).expect("open the capture");
+    let mut r = netwire::pcap::PcapReader::new(BufReader::new(f)).expect("a pcap");
+    let mut n = 0;
+    while let Some(rec) = r.next_record().expect("a good record") {
+        let view = netwire::frame::FrameView::parse(rec.data).expect("a good frame");
+        assert!(
+            view.is_roce() && view.ipv6.is_some(),
+            "not RoCEv2 over IPv6: {summary}"
+        );
+        let ip = &rec.data[view.ip_range().expect("IP")];
+        assert!(netwire::roce::icrc_ok(ip), "a bad ICRC");
+        n += 1;
+    }
+    // 20 iterations each way: RC at least a SEND and an ACK, UD a SEND.
+    assert!(n >= 20 * 2 * 3, "{n} frames: {summary}");
+}
+
 /// BTH opcodes of the RoCEv2 frames in a pcap, counted.
 fn opcodes(pcap: &Path) -> BTreeMap<u8, u64> {
     let f = File::open(pcap).expect("open the capture");

@@ -116,10 +116,12 @@ fn pyverbs_runs_rc_ud_raw_and_srq_on_one_emulated_host() {
     // Each refused libmlx5 function says so once, and so do the address vectors on GID 0.
     assert_eq!(
         stderr(&o),
-        "verbs-emu: ibv_create_ah is not emulated (RoCE v1 and IPv6 GIDs, such as the \
-         link-local GID 0: the fabric carries RoCE v2 over IPv4, GID index 1)\n\
-         verbs-emu: ibv_modify_qp is not emulated (RoCE v1 and IPv6 GIDs, such as the \
-         link-local GID 0: the fabric carries RoCE v2 over IPv4, GID index 1)\n\
+        "verbs-emu: ibv_create_ah is not emulated (RoCE v1, such as mlx5's link-local GID \
+         0: the fabric carries RoCE v2, over IPv4 (GID index 1) and over IPv6 between rxe's \
+         link-local GIDs)\n\
+         verbs-emu: ibv_modify_qp is not emulated (RoCE v1, such as mlx5's link-local GID \
+         0: the fabric carries RoCE v2, over IPv4 (GID index 1) and over IPv6 between rxe's \
+         link-local GIDs)\n\
          verbs-emu: mlx5dv_reserved_qpn_alloc is not emulated (EOPNOTSUPP)\n\
          verbs-emu: mlx5dv_qp_cancel_posted_send_wrs is not emulated (EOPNOTSUPP)\n\
          verbs-emu: mlx5dv_devx_get_event is not emulated (EOPNOTSUPP)\n\

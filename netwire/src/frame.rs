@@ -137,7 +137,9 @@ impl FrameView {
     pub fn ip_range(&self) -> Option<std::ops::Range<usize>> {
         match (self.ipv4, self.ipv6) {
             (Some((ip, off)), _) => Some(off..off + usize::from(ip.total_len)),
-            (None, Some((ip, off))) => Some(off..off + IPV6_HEADER_LEN + usize::from(ip.payload_len)),
+            (None, Some((ip, off))) => {
+                Some(off..off + IPV6_HEADER_LEN + usize::from(ip.payload_len))
+            }
             (None, None) => None,
         }
     }

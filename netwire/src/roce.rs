@@ -497,7 +497,10 @@ impl RoceRoute {
     pub const fn new_v6(src: (Mac, Ipv6Addr), dst: (Mac, Ipv6Addr)) -> Self {
         RoceRoute {
             ips: RoceIps::V6(src.1, dst.1),
-            ..RoceRoute::new((src.0, Ipv4Addr::UNSPECIFIED), (dst.0, Ipv4Addr::UNSPECIFIED))
+            ..RoceRoute::new(
+                (src.0, Ipv4Addr::UNSPECIFIED),
+                (dst.0, Ipv4Addr::UNSPECIFIED),
+            )
         }
     }
 }

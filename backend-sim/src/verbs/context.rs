@@ -2,7 +2,6 @@
 //! with protection domains, address handles and flow rules.
 
 use crate::verbs::ah::SimAh;
-use crate::verbs::roce_addr;
 use crate::verbs::cq::{SimChannel, SimCq};
 use crate::verbs::mr::{alloc_owned, register, SimMr};
 use crate::verbs::mw::SimMw;
@@ -10,6 +9,7 @@ use crate::verbs::objects::{err, lock, Kind, Res};
 use crate::verbs::personality::Personality;
 use crate::verbs::qp::SimQp;
 use crate::verbs::rc::RcState;
+use crate::verbs::roce_addr;
 use crate::verbs::send_queue::SendQueue;
 use crate::verbs::srq::SimSrq;
 use crate::verbs::world::{Arm, Channel, Cq, FlowRule, Qp, Srq, World};
@@ -44,7 +44,9 @@ impl SimContext {
             kind,
         })
     }
-    pub(crate) fn personality(&self) -> Personality {
+    /// The device's personality (rxe or mlx5).
+    #[must_use]
+    pub fn personality(&self) -> Personality {
         self.world().devices[self.dev].personality
     }
 

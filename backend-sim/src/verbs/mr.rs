@@ -50,14 +50,15 @@ impl Drop for SimMr {
 }
 
 impl SimMr {
-    /// Re-registers the region in place (`ibv_rereg_mr`): the key stays (as rxe and mlx5
-    /// keep it when they change a region in place), and what is given changes: the
-    /// protection domain, the range, the access. Windows bound to it are unbound. A
-    /// region whose memory the simulator owns keeps its range.
+    /// Re-registers the region in place (`ibv_rereg_mr`): the key stays (as mlx5 keeps it
+    /// when it changes a region in place), and what is given changes: the protection
+    /// domain, the range, the access. Windows bound to it are unbound. A region whose
+    /// memory the simulator owns keeps its range.
     ///
     /// # Errors
     /// InvalidArgument for an empty or NULL range, a new range of owned memory, bad
-    /// access flags, or a PD of another device; InvalidState once the region is gone.
+    /// access flags, or a PD of another device; InvalidState once the region is gone;
+    /// Unsupported (EOPNOTSUPP) on rxe, which cannot (see `Personality::rereg_mr`).
     ///
     /// # Safety
     /// A new range is memory the caller owns and keeps valid while registered.
@@ -100,6 +101,13 @@ impl SimMr {
                 ErrorKind::InvalidArgument,
                 OP,
                 "a PD of another device",
+            ));
+        }
+        if !w.devices[new_dev].personality.rereg_mr() {
+            return Err(err(
+                ErrorKind::Unsupported,
+                OP,
+                "rxe (Linux 6.1) cannot re-register a region",
             ));
         }
         let local_only_rkey_zero = w.devices[new_dev].personality.local_only_rkey_zero();

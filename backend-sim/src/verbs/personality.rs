@@ -112,6 +112,15 @@ impl Personality {
         }
     }
 
+    /// Whether the device re-registers a region in place (`ibv_rereg_mr`): mlx5 does;
+    /// rxe in Linux 6.1 has no `rereg_user_mr`, so the command fails with EOPNOTSUPP (in
+    /// the Soft-RoCE VM, `ibv_rereg_mr` gives IBV_REREG_MR_ERR_CMD with errno 95, and
+    /// rdma-core's `test_mr` rereg tests skip: "Rereg MR is not supported").
+    #[must_use]
+    pub fn rereg_mr(self) -> bool {
+        matches!(self, Personality::Mlx5)
+    }
+
     /// Whether GID `index` is a RoCE v1 GID (else RoCE v2). mlx5 lists the link-local
     /// GID first as RoCE v1. rxe lists RoCE v2 GIDs only (its port is
     /// `RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP`, rxe_verbs.c): in the Soft-RoCE VM,

@@ -89,7 +89,7 @@ pub(crate) fn send(
         ips,
         src_port: 0xc000 | (src.qpn as u16 & 0x3fff),
         tos: ud.ah.grh.traffic_class,
-        ttl: if hop == 0 { 64 } else { hop },
+        ttl: roce_addr::hop_limit(&ips, hop),
         ip_id: this_psn as u16,
     };
     Ok((route, h))
@@ -227,7 +227,10 @@ mod tests {
             })
         );
         assert_eq!(h.imm, Some(0xfeed));
-        assert_eq!((route.ips, route.dst_mac), (RoceIps::V4(A, B), mac_of(B).unwrap()));
+        assert_eq!(
+            (route.ips, route.dst_mac),
+            (RoceIps::V4(A, B), mac_of(B).unwrap())
+        );
         assert_eq!(route.src_port, 0xc010);
         let (frame, verdict) = cross(&wr(B, 0x1111), &mut psn, b"abc", 0x1111);
         assert_eq!(verdict, Ok(()));

@@ -99,9 +99,10 @@ impl World {
         // (RoCEv2 over IPv6; IPv6 groups are not modelled).
         let d = &self.devices[dev];
         let (group, ip_hdr) = match (view.ipv4, view.ipv6) {
-            (Some((ip, off)), _) if ip.dst == d.ip || ip.dst.is_multicast() => {
-                (ip.dst.is_multicast().then_some(ip.dst), &frame[off..off + 20])
-            }
+            (Some((ip, off)), _) if ip.dst == d.ip || ip.dst.is_multicast() => (
+                ip.dst.is_multicast().then_some(ip.dst),
+                &frame[off..off + 20],
+            ),
             (None, Some((ip, off))) if ip.dst == link_local_of_mac(d.mac.0) => {
                 (None, &frame[off..off + 40])
             }

@@ -1,8 +1,8 @@
 //! QP state changes the NIC makes: modify, ERR with its flushes, SQ drained, destroy.
 
 use super::World;
-use crate::verbs::roce_addr;
 use super::{completion, vtag, RecvWqe};
+use crate::verbs::roce_addr;
 use verbs_api::{EventElement, EventType, QpAttr, QpState, WcOpcode, WcStatus};
 
 impl World {

@@ -6,10 +6,10 @@ use super::{completion, Qp, RecvWqe, WrCopy};
 use crate::clock::Nanos;
 use crate::frame::roce;
 use crate::frame::roce::{build_roce_frame, opcode, RoceHeaders, RoceIps, RocePacket, RoceRoute};
-use crate::verbs::roce_addr;
 use crate::verbs::memory::MrTable;
 use crate::verbs::rc;
 use crate::verbs::rc::{Count, QpView, RcState};
+use crate::verbs::roce_addr;
 use std::net::Ipv4Addr;
 use verbs_api::{Completion, EventElement, EventType, QpState, QpType, WcOpcode, WcStatus};
 
@@ -96,11 +96,7 @@ impl QpNic<'_> {
             ips,
             src_port: 0xc000 | (self.qpn as u16 & 0x3fff),
             tos: grh.traffic_class,
-            ttl: if grh.hop_limit == 0 {
-                64
-            } else {
-                grh.hop_limit
-            },
+            ttl: roce_addr::hop_limit(&ips, grh.hop_limit),
             ip_id: psn as u16,
         }
     }
