@@ -129,6 +129,7 @@ macro_rules! conformance_tests {
             uc_without_receive_is_dropped,
             uc_read_is_refused,
             ud_send_recv_with_grh,
+            rc_and_ud_over_the_link_local_gid,
             ud_send_above_mtu_completes_and_sends_nothing,
             ud_message_above_receive_buffer_fails_the_receive,
             ud_completion_fields,

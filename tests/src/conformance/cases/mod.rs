@@ -6,6 +6,7 @@
 mod cq;
 mod cq_resize;
 mod device;
+mod ipv6;
 mod loss;
 mod memory;
 mod multicast;
@@ -21,6 +22,7 @@ mod ud;
 pub use cq::*;
 pub use cq_resize::*;
 pub use device::*;
+pub use ipv6::*;
 pub use loss::*;
 pub use memory::*;
 pub use multicast::*;
