@@ -14,9 +14,10 @@ use backend_sim::frame::FrameView;
 use backend_sim::verbs::SimQp;
 use backend_sim::{CaptureFilter, Personality, Sim};
 use common::*;
+use verbs_api::helpers::{bring_up, ConnectParams, RemoteQp};
 use verbs_api::{
-    AccessFlags, AhAttr, Context, ErrorKind, Gid, Mtu, QpInitAttr, QpModify, QpState, QpType,
-    QueuePair, QueuePairExt, SendWr, WcFlags, WcStatus, GRH_LEN,
+    AccessFlags, AhAttr, Context, ErrorKind, Gid, QpInitAttr, QpState, QpType, QueuePair, SendWr,
+    WcFlags, WcStatus, GRH_LEN,
 };
 
 fn gid0(n: &Node) -> Gid {
@@ -37,34 +38,18 @@ fn rc_qp(n: &Node) -> SimQp {
         .unwrap()
 }
 
-fn connect(q: &SimQp, peer: &Node, peer_qpn: u32) {
-    let access = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
-    q.modify_with(
-        &QpModify::to(QpState::Init)
-            .port(1)
-            .pkey_index(0)
-            .access(access),
-    )
-    .unwrap();
-    q.modify_with(
-        &QpModify::to(QpState::Rtr)
-            .av(av_to_gid0(peer))
-            .path_mtu(Mtu::Mtu1024)
-            .dest_qpn(peer_qpn)
-            .rq_psn(7)
-            .max_dest_rd_atomic(1)
-            .min_rnr_timer(1),
-    )
-    .unwrap();
-    q.modify_with(
-        &QpModify::to(QpState::Rts)
-            .sq_psn(7)
-            .timeout(14)
-            .retry_cnt(7)
-            .rnr_retry(7)
-            .max_rd_atomic(1),
-    )
-    .unwrap();
+/// RC parameters to reach `peer_qpn` on `peer` through its GID 0.
+fn to_gid0(peer: &Node, peer_qpn: u32) -> ConnectParams {
+    ConnectParams {
+        access: AccessFlags::LOCAL_WRITE,
+        remote: Some(RemoteQp {
+            qpn: peer_qpn,
+            psn: 7,
+            av: av_to_gid0(peer),
+        }),
+        sq_psn: 7,
+        ..ConnectParams::default()
+    }
 }
 
 /// Every frame of a pcap.
@@ -108,8 +93,8 @@ fn rc_over_rxes_link_local_gid_goes_over_ipv6() {
         "GID 0 is link-local"
     );
     let (qa, qb) = (rc_qp(&a), rc_qp(&b));
-    connect(&qa, &b, qb.qp_num());
-    connect(&qb, &a, qa.qp_num());
+    bring_up(&qa, QpState::Rts, &to_gid0(&b, qb.qp_num())).unwrap();
+    bring_up(&qb, QpState::Rts, &to_gid0(&a, qa.qp_num())).unwrap();
     sim.with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
         .unwrap();
     post_recvs(&b, &qb, 0..1);
@@ -183,24 +168,8 @@ fn what_is_not_carried_is_refused_with_the_reason() {
         "{e}"
     );
     let q = rc_qp(&m);
-    q.modify_with(
-        &QpModify::to(QpState::Init)
-            .port(1)
-            .pkey_index(0)
-            .access(AccessFlags::LOCAL_WRITE),
-    )
-    .unwrap();
-    let e = q
-        .modify_with(
-            &QpModify::to(QpState::Rtr)
-                .av(av_to_gid0(&m2))
-                .path_mtu(Mtu::Mtu1024)
-                .dest_qpn(0x11)
-                .rq_psn(0)
-                .max_dest_rd_atomic(1)
-                .min_rnr_timer(1),
-        )
-        .unwrap_err();
+    bring_up(&q, QpState::Init, &to_gid0(&m2, 0x11)).unwrap();
+    let e = bring_up(&q, QpState::Rtr, &to_gid0(&m2, 0x11)).unwrap_err();
     assert!(e.to_string().contains("RoCE v1"), "{e}");
     assert_eq!(q.state().unwrap(), QpState::Init);
     // An IPv6 destination from rxe's IPv4 GID 1, and a global IPv6 address.

@@ -67,17 +67,10 @@ impl UdpHeader {
     /// True if `segment`'s checksum is absent (0) or verifies.
     #[must_use]
     pub fn checksum_ok(src: Ipv4Addr, dst: Ipv4Addr, segment: &[u8]) -> bool {
-        if segment.len() < UDP_HEADER_LEN {
-            return false;
-        }
-        if segment[6] == 0 && segment[7] == 0 {
-            return true;
-        }
-        let acc = sum_words(
+        verifies(
             pseudo_header_sum(src, dst, PROTO_UDP, segment.len()),
             segment,
-        );
-        fold_checksum(acc) == 0
+        )
     }
 
     /// [`UdpHeader::checksum_ok`] of a segment carried over IPv6 (RoCEv2 over IPv6
@@ -85,46 +78,26 @@ impl UdpHeader {
     /// sets no_check6_rx).
     #[must_use]
     pub fn checksum_ok_v6(src: Ipv6Addr, dst: Ipv6Addr, segment: &[u8]) -> bool {
-        if segment.len() < UDP_HEADER_LEN {
-            return false;
-        }
-        if segment[6] == 0 && segment[7] == 0 {
-            return true;
-        }
-        let acc = sum_words(
+        verifies(
             pseudo_header_sum_v6(src, dst, PROTO_UDP, segment.len()),
             segment,
-        );
-        fold_checksum(acc) == 0
+        )
     }
 
     /// Fills the checksum of a UDP segment carried over IPv6 in place.
     pub fn fill_checksum_v6(src: Ipv6Addr, dst: Ipv6Addr, segment: &mut [u8]) {
-        if segment.len() < UDP_HEADER_LEN {
-            return;
-        }
-        segment[6] = 0;
-        segment[7] = 0;
-        let acc = sum_words(
+        fill(
             pseudo_header_sum_v6(src, dst, PROTO_UDP, segment.len()),
             segment,
         );
-        let c = match fold_checksum(acc) {
-            0 => 0xffff,
-            c => c,
-        };
-        segment[6..8].copy_from_slice(&c.to_be_bytes());
     }
 
     /// Fills the checksum of the UDP segment in place (what IP_CSUM offload does).
     pub fn fill_checksum(src: Ipv4Addr, dst: Ipv4Addr, segment: &mut [u8]) {
-        if segment.len() < UDP_HEADER_LEN {
-            return;
-        }
-        segment[6] = 0;
-        segment[7] = 0;
-        let c = Self::compute_checksum(src, dst, segment);
-        segment[6..8].copy_from_slice(&c.to_be_bytes());
+        fill(
+            pseudo_header_sum(src, dst, PROTO_UDP, segment.len()),
+            segment,
+        );
     }
 
     /// Appends a header (checksum 0) to `out`.
@@ -135,6 +108,33 @@ impl UdpHeader {
         out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(&[0, 0]);
     }
+}
+
+/// True if `segment` (after a pseudo-header summing to `pseudo`) has no checksum (0) or
+/// one that verifies.
+fn verifies(pseudo: u32, segment: &[u8]) -> bool {
+    if segment.len() < UDP_HEADER_LEN {
+        return false;
+    }
+    if segment[6] == 0 && segment[7] == 0 {
+        return true;
+    }
+    fold_checksum(sum_words(pseudo, segment)) == 0
+}
+
+/// Fills `segment`'s checksum (after a pseudo-header summing to `pseudo`); a sum of 0 is
+/// sent as 0xffff, 0 meaning "none".
+fn fill(pseudo: u32, segment: &mut [u8]) {
+    if segment.len() < UDP_HEADER_LEN {
+        return;
+    }
+    segment[6] = 0;
+    segment[7] = 0;
+    let c = match fold_checksum(sum_words(pseudo, segment)) {
+        0 => 0xffff,
+        c => c,
+    };
+    segment[6..8].copy_from_slice(&c.to_be_bytes());
 }
 
 #[cfg(test)]

@@ -59,6 +59,16 @@ struct Net {
 }
 
 impl Net {
+    /// Runs the simulation until nothing is left to happen and returns the capture the
+    /// test started.
+    fn capture_when_idle(&self) -> Vec<u8> {
+        self.sim.run_until_idle();
+        self.sim
+            .with_fabric(|f| f.finish_capture())
+            .unwrap()
+            .unwrap()
+    }
+
     fn new(seed: u64, mode: Mode, receivers: u8) -> Net {
         let sim = Sim::new(seed);
         let personality = match mode {
@@ -696,12 +706,7 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     let (p1, p2) = (packets_of(&big, 1, 1024), packets_of(&small, 2, 1024));
     tx.send_heaps(&refs, GroupMode::Serial, &mut clock).unwrap();
     tx.drain().unwrap();
-    net.sim.run_until_idle();
-    let pcap = net
-        .sim
-        .with_fabric(|f| f.finish_capture())
-        .unwrap()
-        .unwrap();
+    let pcap = net.capture_when_idle();
     let want: Vec<_> = p1
         .iter()
         .map(|p| (g0, p.clone()))
@@ -760,12 +765,7 @@ fn raw_sender_gathers_registered_items_and_sends_substreams() {
     }];
     tx.send_heaps(&refs, GroupMode::Serial, &mut clock).unwrap();
     tx.drain().unwrap();
-    net.sim.run_until_idle();
-    let pcap = net
-        .sim
-        .with_fabric(|f| f.finish_capture())
-        .unwrap()
-        .unwrap();
+    let pcap = net.capture_when_idle();
     let p3 = packets_of(&four, 3, 1024);
     assert_eq!(p3.len(), 1);
     assert_eq!(datagrams(&pcap), [(g1, p3[0].clone())]);
@@ -842,12 +842,7 @@ fn raw_sender_sends_packets_cut_into_parts_gathering_registered_items() {
         .unwrap();
     assert_eq!(none, None, "an empty cut sends nothing");
     tx.drain().unwrap();
-    net.sim.run_until_idle();
-    let pcap = net
-        .sim
-        .with_fabric(|f| f.finish_capture())
-        .unwrap()
-        .unwrap();
+    let pcap = net.capture_when_idle();
     let on_wire: Vec<_> = want.iter().map(|p| (g0, p.clone())).collect();
     assert_eq!(
         datagrams(&pcap),
@@ -912,12 +907,7 @@ fn raw_sender_paces_packets_on_virtual_time() {
     let want: Vec<u64> = (1..8).map(|k| t0 + 1000 * k).collect();
     assert_eq!(clock.waits, want);
     assert_eq!(tx.stats().rate_waits, 7);
-    net.sim.run_until_idle();
-    let pcap = net
-        .sim
-        .with_fabric(|f| f.finish_capture())
-        .unwrap()
-        .unwrap();
+    let pcap = net.capture_when_idle();
     let mut src =
         spead::pcap::PcapSource::new(std::io::Cursor::new(pcap), spead::pcap::Filter::default())
             .unwrap();
@@ -1097,12 +1087,7 @@ fn raw_sender_group_longer_than_its_ring() {
     );
     tx.drain().unwrap();
     assert_eq!(tx.take_completed().map(|h| h.cnt).collect::<Vec<_>>(), [2]);
-    net.sim.run_until_idle();
-    let pcap = net
-        .sim
-        .with_fabric(|f| f.finish_capture())
-        .unwrap()
-        .unwrap();
+    let pcap = net.capture_when_idle();
     let want: Vec<_> = packets_of(&small, 1, 1024)
         .into_iter()
         .chain(packets_of(&big, 2, 1024))
