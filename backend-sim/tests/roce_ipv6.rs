@@ -2,8 +2,8 @@
 //! `ibv_devinfo -v` shows in the Soft-RoCE VM), what `ibv_rc_pingpong -g 0` uses. The
 //! frames are what rxe sends (netwire/tests/data/rxe_rocev2_ipv6.pcap): IPv6 between the
 //! ports' link-local addresses, flow label 0, hop limit 64 whatever the AV asks, UDP
-//! checksum 0, and an ICRC over the masked IPv6 header. mlx5's GID 0 is RoCE v1, which
-//! the simulator does not carry: refused with the reason.
+//! checksum 0, and an ICRC over the masked IPv6 header. mlx5's GID 0 is RoCE v1: the GRH
+//! and the IB transport straight in Ethernet.
 
 mod common;
 use std::io::Cursor;
@@ -153,33 +153,96 @@ fn ud_over_the_link_local_gid_puts_the_ipv6_header_in_the_grh() {
     assert_eq!(&buf[GRH_LEN..], b"over IPv6");
 }
 
+/// mlx5's GID 0 is its link-local RoCE v1 GID: RC and UD over it go as RoCE v1 frames
+/// (EtherType 0x8915: the GRH, the IB transport, the ICRC), the hop limit as asked (no
+/// IP route resolves a RoCE v1 address), and a UD receive gets the GRH as it arrived.
+#[test]
+fn mlx5s_link_local_gid_carries_roce_v1() {
+    let sim = Sim::new(6);
+    let a = node(&sim, 1, Personality::Mlx5);
+    let b = node(&sim, 2, Personality::Mlx5);
+    let (qa, qb) = (rc_qp(&a), rc_qp(&b));
+    bring_up(&qa, QpState::Rts, &to_gid0(&b, qb.qp_num())).unwrap();
+    bring_up(&qb, QpState::Rts, &to_gid0(&a, qa.qp_num())).unwrap();
+    let (ua, ub) = (ud_qp(&a), ud_qp(&b));
+    let ah = a.ctx.create_ah(&a.pd, &av_to_gid0(&b)).unwrap();
+    sim.with_fabric(|f| f.capture_to_memory(CaptureFilter::All))
+        .unwrap();
+    post_recvs(&b, &qb, 0..1);
+    post_recvs(&b, &ub, 1..2);
+    write_slot(&a, 0, b"RoCE v1");
+    let sge = [slot_sge(&a, 0, 7)];
+    // SAFETY: the SGE lies in a.mr; the AH outlives the posts.
+    unsafe {
+        qa.post_send(&[SendWr::send(1, &sge).signaled()]).unwrap();
+        ua.post_send(&[SendWr::ud_send(2, &sge, &ah, ub.qp_num(), QKEY).signaled()])
+            .unwrap();
+    }
+    let sent = wait(&sim, &a.cq, 2);
+    assert!(
+        sent.iter().all(|c| c.status == WcStatus::Success),
+        "{sent:?}"
+    );
+    let got = wait(&sim, &b.cq, 2);
+    assert!(got.iter().all(|c| c.status == WcStatus::Success), "{got:?}");
+    assert_eq!(read_slot(&b, 0, 7), b"RoCE v1");
+    let grh = read_slot(&b, 1, GRH_LEN + 7);
+    assert_eq!((grh[0] >> 4, grh[6], grh[7]), (6, 0x1b, 1), "{grh:02x?}");
+    assert_eq!(grh[8..24], gid0(&a).0);
+    assert_eq!(grh[24..40], gid0(&b).0);
+    assert_eq!(&grh[GRH_LEN..], b"RoCE v1");
+    let pcap = sim.finish_capture().unwrap().unwrap();
+    let mut opcodes = Vec::new();
+    for f in frames(&pcap) {
+        assert_eq!(f[12..14], [0x89, 0x15], "RoCE v1's EtherType");
+        let view = FrameView::parse(&f).unwrap();
+        assert!(view.is_roce() && !view.is_roce_v2());
+        let (grh, off) = view.ipv6.expect("a GRH");
+        assert_eq!((grh.next_header, grh.hop_limit, off), (0x1b, 1, 14));
+        assert!(icrc_ok(&f[view.ip_range().unwrap()]));
+        opcodes.push(
+            parse_roce(&f[view.roce_packet().unwrap()])
+                .unwrap()
+                .headers
+                .bth
+                .opcode,
+        );
+    }
+    opcodes.sort_unstable();
+    assert_eq!(
+        opcodes,
+        [0x04, 0x11, 0x64],
+        "RC SEND_ONLY, its ACK, UD SEND_ONLY"
+    );
+}
+
 #[test]
 fn what_is_not_carried_is_refused_with_the_reason() {
     let sim = Sim::new(5);
-    let m = node(&sim, 1, Personality::Mlx5);
     let r = node(&sim, 2, Personality::Rxe);
     let m2 = node(&sim, 3, Personality::Mlx5);
-    // mlx5's GID 0 is RoCE v1.
-    let e = m.ctx.create_ah(&m.pd, &av_to_gid0(&m2)).unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
-    assert!(
-        e.to_string()
-            .contains("source GID 0 is a RoCE v1 GID, which the simulator does not carry"),
-        "{e}"
-    );
-    let q = rc_qp(&m);
-    bring_up(&q, QpState::Init, &to_gid0(&m2, 0x11)).unwrap();
-    let e = bring_up(&q, QpState::Rtr, &to_gid0(&m2, 0x11)).unwrap_err();
-    assert!(e.to_string().contains("RoCE v1"), "{e}");
-    assert_eq!(q.state().unwrap(), QpState::Init);
-    // An IPv6 destination from rxe's IPv4 GID 1, and a global IPv6 address.
+    // A link-local destination from rxe's IPv4 GID 1, and a global IPv6 address.
     let mut from_v4 = av_to_gid0(&m2);
     from_v4.grh.sgid_index = 1;
     let e = r.ctx.create_ah(&r.pd, &from_v4).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(
-        e.to_string().contains("is not the port's IPv6 GID 0"),
+        e.to_string()
+            .contains("but source GID 1 is not the port's link-local GID 0"),
         "{e}"
     );
+    let q = rc_qp(&r);
+    let mut p = to_gid0(&m2, 0x11);
+    if let Some(remote) = p.remote.as_mut() {
+        remote.av = from_v4;
+    }
+    bring_up(&q, QpState::Init, &p).unwrap();
+    let e = bring_up(&q, QpState::Rtr, &p).unwrap_err();
+    assert!(
+        e.to_string().contains("not the port's link-local GID 0"),
+        "{e}"
+    );
+    assert_eq!(q.state().unwrap(), QpState::Init);
     let global = AhAttr::roce(
         Gid("2001:db8::7".parse::<Ipv6Addr>().unwrap().octets()),
         0,

@@ -843,15 +843,15 @@ pub unsafe extern "C" fn ibv_create_ah(
 }
 
 /// Says once why an address vector with a GRH whose destination GID is not IPv4-mapped
-/// was refused (EINVAL): a real mlx5 port also takes its link-local RoCE v1 GID (index 0,
-/// the first a program finds), but the emulated fabric carries RoCE v2 only, over IPv4
-/// and, from rxe's link-local GID 0, over IPv6.
+/// was refused (EINVAL): the fabric carries RoCE only between IPv4 addresses and between
+/// link-local GIDs (RoCE v1 on mlx5, RoCEv2 over IPv6 on rxe), from the matching GID.
 fn note_gid_not_carried(verb: &'static str, a: &verbs_api::AhAttr) {
     if a.is_global && a.grh.dgid.to_ipv4().is_none() {
         log_unsupported_once(
             verb,
-            "RoCE v1, such as mlx5's link-local GID 0: the fabric carries RoCE v2, over IPv4 \
-             (GID index 1) and over IPv6 between rxe's link-local GIDs",
+            "IPv6 GIDs other than link-local ones, and link-local ones from a source GID \
+             other than 0: the fabric carries RoCE between IPv4 GIDs and between link-local \
+             GIDs (index 0)",
         );
     }
 }

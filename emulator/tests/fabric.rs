@@ -306,26 +306,21 @@ fn rc_recovers_from_loss_on_the_fabric() {
     assert!(sent > 10 * u64::from(ITERS), "{summary}");
 }
 
-/// rxe hosts: the pingpongs on GID 0 (`-g 0`), rxe's link-local RoCE v2 GID, as they run
-/// in the Soft-RoCE VM. RC and UD finish, both sides print link-local GIDs, and the
-/// capture holds RoCEv2 over IPv6 only, every frame with a good ICRC.
-#[test]
-fn pingpongs_on_rxes_link_local_gid_go_over_ipv6() {
-    let dir = scratch("ipv6");
-    let topo = dir.join("rxe.toml");
-    std::fs::write(
-        &topo,
-        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\npersonality = \"rxe\"\n\n\
-         [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\npersonality = \"rxe\"\n",
-    )
-    .expect("write the topology");
+/// The RC and UD pingpongs between h1 and h2 on GID 0 (`-g 0`), the ports' link-local
+/// GID, on the hosts of `topology` (the default mlx5 hosts when `None`): both finish and
+/// print link-local GIDs. Returns every frame the fabric captured.
+fn pingpongs_on_gid0(name: &str, topology: Option<&str>) -> Vec<Vec<u8>> {
+    let dir = scratch(name);
     let pcap = dir.join("run.pcap");
-    let args = [
-        "--topology",
-        topo.to_str().expect("a UTF-8 path"),
-        "--pcap",
-        pcap.to_str().expect("a UTF-8 path"),
-    ];
+    let topo = topology.map(|t| {
+        let path = dir.join("topology.toml");
+        std::fs::write(&path, t).expect("write the topology");
+        path
+    });
+    let mut args = vec!["--pcap", pcap.to_str().expect("a UTF-8 path")];
+    if let Some(t) = &topo {
+        args.extend(["--topology", t.to_str().expect("a UTF-8 path")]);
+    }
     let fabric = Fabric::start(&dir, &args);
     for (program, extra) in [
         ("ibv_rc_pingpong", &[][..]),
@@ -334,7 +329,7 @@ fn pingpongs_on_rxes_link_local_gid_go_over_ipv6() {
         let prog = require(program, "ibverbs-utils");
         let mut a = vec!["-g", "0", "-n", "20"];
         a.extend_from_slice(extra);
-        let (server, client) = server_and_client(&prog, &fabric, &dir, &a, Some(&topo));
+        let (server, client) = server_and_client(&prog, &fabric, &dir, &a, topo.as_deref());
         for (who, r) in [("server", &server), ("client", &client)] {
             assert!(
                 r.status.success(),
@@ -355,19 +350,48 @@ fn pingpongs_on_rxes_link_local_gid_go_over_ipv6() {
     let summary = fabric.stop();
     let f = File::open(&pcap).expect("open the capture");
     let mut r = netwire::pcap::PcapReader::new(BufReader::new(f)).expect("a pcap");
-    let mut n = 0;
+    let mut frames = Vec::new();
     while let Some(rec) = r.next_record().expect("a good record") {
-        let view = netwire::frame::FrameView::parse(rec.data).expect("a good frame");
-        assert!(
-            view.is_roce() && view.ipv6.is_some(),
-            "not RoCEv2 over IPv6: {summary}"
-        );
-        let ip = &rec.data[view.ip_range().expect("IP")];
-        assert!(netwire::roce::icrc_ok(ip), "a bad ICRC");
-        n += 1;
+        frames.push(rec.data.to_vec());
     }
     // 20 iterations each way: RC at least a SEND and an ACK, UD a SEND.
-    assert!(n >= 20 * 2 * 3, "{n} frames: {summary}");
+    assert!(
+        frames.len() >= 20 * 2 * 3,
+        "{} frames: {summary}",
+        frames.len()
+    );
+    frames
+}
+
+/// rxe hosts: GID 0 is rxe's link-local RoCE v2 GID, as in the Soft-RoCE VM: every frame
+/// is RoCEv2 over IPv6 with a good ICRC.
+#[test]
+fn pingpongs_on_rxes_link_local_gid_go_over_ipv6() {
+    let topology = "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\npersonality = \"rxe\"\n\n\
+                    [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\npersonality = \"rxe\"\n";
+    for f in pingpongs_on_gid0("ipv6", Some(topology)) {
+        let view = netwire::frame::FrameView::parse(&f).expect("a good frame");
+        assert!(
+            view.is_roce_v2() && view.ipv6.is_some(),
+            "not RoCEv2 over IPv6"
+        );
+        assert!(netwire::roce::icrc_ok(&f[view.ip_range().expect("IP")]));
+    }
+}
+
+/// mlx5 hosts (the default): GID 0 is mlx5's link-local RoCE v1 GID: every frame is
+/// RoCE v1 (EtherType 0x8915, the GRH with the hop limit the pingpongs ask, 1) with a
+/// good ICRC.
+#[test]
+fn pingpongs_on_mlx5s_link_local_gid_go_as_roce_v1() {
+    for f in pingpongs_on_gid0("rocev1", None) {
+        assert_eq!(f[12..14], [0x89, 0x15]);
+        let view = netwire::frame::FrameView::parse(&f).expect("a good frame");
+        let (grh, _) = view.ipv6.expect("a GRH");
+        assert_eq!((grh.next_header, grh.hop_limit), (0x1b, 1));
+        assert!(view.is_roce() && !view.is_roce_v2());
+        assert!(netwire::roce::icrc_ok(&f[view.ip_range().expect("GRH")]));
+    }
 }
 
 /// BTH opcodes of the RoCEv2 frames in a pcap, counted.

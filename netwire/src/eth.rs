@@ -8,6 +8,8 @@ pub const ETH_HEADER_LEN: usize = 14;
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// EtherType of IPv6.
 pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// EtherType of RoCE v1 (a GRH, then the IB transport; IBA annex A16).
+pub const ETHERTYPE_ROCE_V1: u16 = 0x8915;
 /// EtherType of an 802.1Q VLAN tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// The broadcast address.

@@ -2,7 +2,7 @@
 //! receiving NIC makes, a builder of plain UDP frames, and IP_CSUM offload.
 
 use crate::checksum::internet_checksum;
-use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1};
 use crate::ipv4::{Ipv4Header, PROTO_TCP, PROTO_UDP};
 use crate::ipv6::{Ipv6Header, IPV6_HEADER_LEN};
 use crate::raw::{HeaderTemplate, HEADERS};
@@ -40,7 +40,8 @@ pub struct FrameView {
     /// The IPv4 header and its offset in the frame, if the frame is IPv4.
     pub ipv4: Option<(Ipv4Header, usize)>,
     /// The IPv6 header and its offset in the frame, if the frame is IPv6 (RoCEv2 over
-    /// IPv6; no extension headers: a next header other than UDP or TCP is `L4::Other`).
+    /// IPv6; no extension headers: a next header other than UDP or TCP is `L4::Other`),
+    /// or the GRH of a RoCE v1 frame (the same layout; `eth.ethertype` tells which).
     pub ipv6: Option<(Ipv6Header, usize)>,
     /// The transport layer.
     pub l4: L4,
@@ -53,7 +54,7 @@ impl FrameView {
     /// [`FrameError`] if a header present is truncated or malformed.
     pub fn parse(frame: &[u8]) -> Result<Self, FrameError> {
         let eth = EthHeader::parse(frame)?;
-        if eth.ethertype == ETHERTYPE_IPV6 {
+        if eth.ethertype == ETHERTYPE_IPV6 || eth.ethertype == ETHERTYPE_ROCE_V1 {
             return Self::parse_ipv6(frame, eth);
         }
         if eth.ethertype != ETHERTYPE_IPV4 {
@@ -106,6 +107,7 @@ impl FrameView {
         let l4_off = ip_off + IPV6_HEADER_LEN;
         let l4_end = l4_off + usize::from(ip.payload_len);
         let l4 = match ip.next_header {
+            _ if eth.ethertype == ETHERTYPE_ROCE_V1 => L4::Other,
             PROTO_UDP => L4::Udp {
                 header: UdpHeader::parse(&frame[l4_off..l4_end])?,
                 offset: l4_off,
@@ -131,8 +133,25 @@ impl FrameView {
         })
     }
 
+    /// The IB transport packet's bytes in a RoCE frame (BTH through ICRC): a RoCEv2
+    /// frame's UDP payload, or what follows a RoCE v1 frame's GRH.
+    #[must_use]
+    pub fn roce_packet(&self) -> Option<std::ops::Range<usize>> {
+        if self.eth.ethertype == ETHERTYPE_ROCE_V1 {
+            let (grh, off) = self.ipv6?;
+            let start = off + IPV6_HEADER_LEN;
+            return (grh.next_header == roce::IB_NEXT_HEADER)
+                .then(|| start..start + usize::from(grh.payload_len));
+        }
+        if self.is_roce_v2() {
+            self.udp_payload()
+        } else {
+            None
+        }
+    }
+
     /// The IP datagram's bytes in the frame (IPv4 or IPv6 header through the end of its
-    /// payload), if the frame is IP.
+    /// payload; a RoCE v1 frame's GRH through ICRC), if the frame is IP or RoCE v1.
     #[must_use]
     pub fn ip_range(&self) -> Option<std::ops::Range<usize>> {
         match (self.ipv4, self.ipv6) {
@@ -155,9 +174,16 @@ impl FrameView {
         }
     }
 
-    /// True if this is a RoCEv2 frame (UDP destination port 4791).
+    /// True if this is a RoCE frame: RoCEv2 (UDP destination port 4791) or RoCE v1
+    /// (EtherType 0x8915, a GRH whose next header is the IB transport).
     #[must_use]
     pub fn is_roce(&self) -> bool {
+        self.is_roce_v2() || self.roce_packet().is_some()
+    }
+
+    /// True if this is a RoCEv2 frame (UDP destination port 4791).
+    #[must_use]
+    pub fn is_roce_v2(&self) -> bool {
         matches!(self.l4, L4::Udp { header, .. } if header.dst_port == roce::ROCEV2_UDP_PORT)
     }
 }
@@ -218,6 +244,16 @@ fn check_integrity_general(frame: &[u8], checks: Checks) -> Integrity {
     let Ok(view) = FrameView::parse(frame) else {
         return Integrity::Malformed;
     };
+    if view.eth.ethertype == ETHERTYPE_ROCE_V1 {
+        // RoCE v1: no IP or UDP checksum; the ICRC.
+        let Some(range) = view.ip_range() else {
+            return Integrity::Ok;
+        };
+        if checks.icrc && view.is_roce() && !roce::icrc_ok(&frame[range]) {
+            return Integrity::BadIcrc;
+        }
+        return Integrity::Ok;
+    }
     if let Some((ip, ip_off)) = view.ipv6 {
         return check_ipv6(frame, &view, &ip, ip_off, checks);
     }

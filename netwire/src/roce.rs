@@ -9,7 +9,7 @@
 //! first (as the Linux rxe driver computes it in `rxe_icrc.c`, whose seed 0xdebb20e3 is
 //! the CRC register after those 8 bytes of ones). The CRC itself is `crc32fast`'s.
 
-use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4, ETHERTYPE_IPV6};
+use crate::eth::{EthHeader, Mac, ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETHERTYPE_ROCE_V1};
 use crate::ipv4::{Ipv4Header, IPV4_HEADER_LEN, PROTO_UDP};
 use crate::ipv6::{Ipv6Header, IPV6_HEADER_LEN};
 use crate::udp::{UdpHeader, UDP_HEADER_LEN};
@@ -18,6 +18,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The UDP destination port of RoCEv2.
 pub const ROCEV2_UDP_PORT: u16 = 4791;
+/// The GRH's next header for the IB transport (BTH), in a RoCE v1 frame.
+pub const IB_NEXT_HEADER: u8 = 0x1b;
 /// Base Transport Header length.
 pub const BTH_LEN: usize = 12;
 /// Datagram Extended Transport Header length.
@@ -453,6 +455,9 @@ pub enum RoceIps {
     V4(Ipv4Addr, Ipv4Addr),
     /// RoCEv2 over IPv6: source and destination.
     V6(Ipv6Addr, Ipv6Addr),
+    /// RoCE v1 (IBA annex A16): a GRH with these source and destination GIDs, then the IB
+    /// transport, straight after the Ethernet header (EtherType 0x8915).
+    V1(Ipv6Addr, Ipv6Addr),
 }
 
 /// Addresses and IP fields of a RoCEv2 frame to build.
@@ -526,6 +531,25 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
     );
     let udp_payload_len = BTH_LEN + ext + payload.len() + pad + ICRC_LEN;
     let mut out = Vec::with_capacity(14 + IPV6_HEADER_LEN + UDP_HEADER_LEN + udp_payload_len);
+    if let RoceIps::V1(src, dst) = route.ips {
+        EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_ROCE_V1, &mut out);
+        Ipv6Header {
+            traffic_class: route.tos,
+            flow_label: 0,
+            payload_len: udp_payload_len as u16,
+            next_header: IB_NEXT_HEADER,
+            hop_limit: route.ttl,
+            src,
+            dst,
+        }
+        .write(&mut out);
+        h.write(&mut out);
+        out.extend_from_slice(payload);
+        out.resize(out.len() + pad, 0);
+        let icrc = compute_icrc(&out[14..]);
+        out.extend_from_slice(&icrc.to_le_bytes());
+        return out;
+    }
     match route.ips {
         RoceIps::V4(src, dst) => {
             EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV4, &mut out);
@@ -541,7 +565,7 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
                 dst,
             );
         }
-        RoceIps::V6(src, dst) => {
+        RoceIps::V6(src, dst) | RoceIps::V1(src, dst) => {
             EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV6, &mut out);
             Ipv6Header {
                 traffic_class: route.tos,
@@ -564,18 +588,21 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
     out
 }
 
-/// Computes the ICRC of a RoCEv2 datagram `ip` (IPv4 or IPv6 header through pad, without
-/// the ICRC itself; the version nibble tells which). Returns the value to store
-/// little-endian after the pad.
+/// Computes the ICRC of a RoCE datagram `ip` (IPv4 or IPv6 header through pad, without
+/// the ICRC itself; the version nibble tells which; for RoCE v1 the GRH through pad, the
+/// GRH's next header 0x1b telling it: no UDP header, the GRH masked as an IPv6 header
+/// is). Returns the value to store little-endian after the pad.
 #[must_use]
 pub fn compute_icrc(ip: &[u8]) -> u32 {
     let v6 = ip.first().is_some_and(|b| b >> 4 == 6);
+    let v1 = v6 && ip.get(6) == Some(&IB_NEXT_HEADER);
     let hl = match ip.first() {
         _ if v6 => IPV6_HEADER_LEN,
         None => IPV4_HEADER_LEN,
         Some(b) => (usize::from(b & 0x0f) * 4).max(IPV4_HEADER_LEN),
     };
-    let masked_len = hl + UDP_HEADER_LEN + BTH_LEN;
+    let udp = if v1 { 0 } else { UDP_HEADER_LEN };
+    let masked_len = hl + udp + BTH_LEN;
     let mut crc = crc32fast::Hasher::new();
     crc.update(&LRH_ONES);
     if ip.len() < masked_len {
@@ -596,24 +623,26 @@ pub fn compute_icrc(ip: &[u8]) -> u32 {
         ps[10] = 0xff; // header checksum
         ps[11] = 0xff;
     }
-    ps[hl + 6] = 0xff; // UDP checksum
-    ps[hl + 7] = 0xff;
-    ps[hl + UDP_HEADER_LEN + 4] = 0xff; // BTH resv8a
+    if !v1 {
+        ps[hl + 6] = 0xff; // UDP checksum
+        ps[hl + 7] = 0xff;
+    }
+    ps[hl + udp + 4] = 0xff; // BTH resv8a
     crc.update(&ps[..masked_len]);
     crc.update(&ip[masked_len..]);
     crc.finalize()
 }
 
-/// True if the RoCEv2 datagram `ip` (IPv4 or IPv6 header through ICRC) carries a correct
-/// ICRC.
+/// True if the RoCE datagram `ip` (IPv4 or IPv6 header, or RoCE v1's GRH, through ICRC)
+/// carries a correct ICRC.
 #[must_use]
 pub fn icrc_ok(ip: &[u8]) -> bool {
-    let hl = if ip.first().is_some_and(|b| b >> 4 == 6) {
-        IPV6_HEADER_LEN
-    } else {
-        IPV4_HEADER_LEN
+    let (hl, udp) = match (ip.first().map(|b| b >> 4), ip.get(6)) {
+        (Some(6), Some(&IB_NEXT_HEADER)) => (IPV6_HEADER_LEN, 0),
+        (Some(6), _) => (IPV6_HEADER_LEN, UDP_HEADER_LEN),
+        _ => (IPV4_HEADER_LEN, UDP_HEADER_LEN),
     };
-    if ip.len() < hl + UDP_HEADER_LEN + BTH_LEN + ICRC_LEN {
+    if ip.len() < hl + udp + BTH_LEN + ICRC_LEN {
         return false;
     }
     let (body, icrc) = ip.split_at(ip.len() - ICRC_LEN);

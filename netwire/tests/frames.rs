@@ -307,3 +307,79 @@ fn built_frames_parse_and_verify_in_etherparse() {
     assert_eq!(parsed.payload, b"hello");
     assert_eq!(parsed.headers.bth.pad_count, 3);
 }
+
+/// RoCE v1 (IBA annex A16): EtherType 0x8915, the GRH (an IPv6-shaped header whose next
+/// header is 0x1b, its payload length counting the BTH through the ICRC), the IB
+/// transport, the ICRC over the GRH with traffic class, flow label and hop limit masked
+/// (as RoCEv2 masks the IPv6 header) and the BTH with resv8a masked.
+#[test]
+fn roce_v1_frames_carry_a_grh_and_an_icrc_over_it() {
+    use netwire::roce::{compute_icrc, RoceIps};
+    let (a, b) = (Mac([2, 0, 10, 0, 0, 1]), Mac([2, 0, 10, 0, 0, 2]));
+    let (ga, gb) = (
+        netwire::ipv6::link_local_of_mac(a.0),
+        netwire::ipv6::link_local_of_mac(b.0),
+    );
+    let route = RoceRoute {
+        ips: RoceIps::V1(ga, gb),
+        ttl: 1,
+        tos: 0x28,
+        ..route()
+    };
+    let h = RoceHeaders {
+        bth: Bth {
+            opcode: opcode::UD | opcode::SEND_ONLY,
+            dest_qp: 0x11,
+            psn: 5,
+            ..Bth::default()
+        },
+        deth: Some(Deth {
+            qkey: 0x1111_1111,
+            src_qp: 0x12,
+        }),
+        ..RoceHeaders::default()
+    };
+    let f = build_roce_frame(&route, &h, b"hello v1");
+    assert_eq!(f[12..14], [0x89, 0x15]);
+    assert_eq!(f.len(), 14 + 40 + 12 + 8 + 8 + 4);
+    let view = FrameView::parse(&f).unwrap();
+    assert!(view.is_roce() && !view.is_roce_v2());
+    let (grh, off) = view.ipv6.unwrap();
+    assert_eq!(off, 14);
+    assert_eq!((grh.src, grh.dst), (ga, gb));
+    assert_eq!(
+        (grh.next_header, grh.hop_limit, grh.traffic_class),
+        (0x1b, 1, 0x28)
+    );
+    assert_eq!(usize::from(grh.payload_len), 12 + 8 + 8 + 4);
+    let ib = view.roce_packet().unwrap();
+    assert_eq!(ib, 54..f.len());
+    let pkt = parse_roce(&f[ib]).unwrap();
+    assert_eq!(
+        (pkt.headers.bth.dest_qp, pkt.payload),
+        (0x11, &b"hello v1"[..])
+    );
+    let datagram = &f[view.ip_range().unwrap()];
+    assert!(icrc_ok(datagram));
+    assert_eq!(check_integrity(&f), Integrity::Ok);
+    // The ICRC by the rule: ones for the LRH, the GRH and BTH masked, the rest as is.
+    let mut masked = datagram[..datagram.len() - 4].to_vec();
+    masked[0] |= 0x0f;
+    masked[1..4].fill(0xff);
+    masked[7] = 0xff;
+    masked[40 + 4] = 0xff;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&[0xff; 8]);
+    crc.update(&masked);
+    assert_eq!(
+        compute_icrc(&datagram[..datagram.len() - 4]),
+        crc.finalize()
+    );
+    // A router may change the hop limit: the ICRC does not see it. The opcode it does.
+    let mut hop = f.clone();
+    hop[14 + 7] = 9;
+    assert_eq!(check_integrity(&hop), Integrity::Ok);
+    let mut op = f.clone();
+    op[54] ^= 1;
+    assert_eq!(check_integrity(&op), Integrity::BadIcrc);
+}

@@ -90,11 +90,11 @@ pub(crate) fn flip(frame: &mut [u8], bit: usize) {
 /// headers its NIC or stack made (for RoCEv2 the transport headers, pad and ICRC too).
 fn payload_range(frame: &[u8]) -> Option<std::ops::Range<usize>> {
     let view = FrameView::parse(frame).ok()?;
-    let udp = view.udp_payload()?;
-    if !view.is_roce() {
+    let Some(ib) = view.roce_packet() else {
+        let udp = view.udp_payload()?;
         return (!udp.is_empty()).then_some(udp);
-    }
-    let pkt = roce::parse_roce(&frame[udp]).ok()?;
+    };
+    let pkt = roce::parse_roce(&frame[ib]).ok()?;
     let start = pkt.payload.as_ptr() as usize - frame.as_ptr() as usize;
     (!pkt.payload.is_empty()).then(|| start..start + pkt.payload.len())
 }
@@ -125,9 +125,12 @@ pub(crate) fn corrupt_payload(frame: &mut [u8], draw: u64) -> Option<usize> {
     Some(bit)
 }
 
-/// True for an untagged IPv4/UDP or IPv6/UDP frame to port 4791, read without a full
-/// parse.
+/// True for an untagged IPv4/UDP or IPv6/UDP frame to port 4791, or a RoCE v1 frame,
+/// read without a full parse.
 pub(crate) fn is_roce(f: &[u8]) -> bool {
+    if f.get(12..14) == Some(&[0x89, 0x15]) {
+        return f.get(20) == Some(&roce::IB_NEXT_HEADER);
+    }
     let l4 = match (f.get(12..14), f.get(14)) {
         (Some([0x08, 0x00]), Some(v)) if f.get(23) == Some(&17) => 14 + usize::from(v & 0x0f) * 4,
         (Some([0x86, 0xdd]), Some(_)) if f.get(20) == Some(&17) => 14 + 40,

@@ -468,7 +468,7 @@ impl Context for SimContext {
                 return Err(err(
                     ErrorKind::InvalidArgument,
                     OP,
-                    roce_addr::not_carried(d.personality, &attr.grh),
+                    roce_addr::not_carried(&attr.grh),
                 ));
             }
         }

@@ -1,12 +1,15 @@
-//! From an address vector's GIDs to the addresses of the RoCEv2 frames a port sends: IPv4
-//! for an IPv4-mapped destination GID, IPv6 for a link-local one on rxe.
+//! From an address vector's GIDs to the addresses of the RoCE frames a port sends: RoCEv2
+//! over IPv4 for an IPv4-mapped destination GID; for a link-local one, RoCEv2 over IPv6
+//! on rxe, RoCE v1 on mlx5.
 //!
 //! A simulated port has two GIDs (see `SimContext::query_gid`): GID 0, the link-local
 //! IPv6 address formed from its MAC, and GID 1, its IPv4 address. rxe lists both as
 //! RoCE v2 (in the Soft-RoCE VM, `ibv_devinfo -v` shows `GID[0] fe80::…, RoCE v2` and
 //! `GID[1] ::ffff:10.77.0.1, RoCE v2`) and sends RoCEv2 over IPv6 from GID 0
 //! (rxe_net.c, `prepare6`: flow label 0, traffic class and hop limit from the GRH, UDP
-//! checksum 0). mlx5 lists GID 0 as RoCE v1, which the simulator does not carry.
+//! checksum 0). mlx5 lists GID 0 as RoCE v1 (a real port lists the link-local address
+//! twice, RoCE v1 then v2; the simulated one has the first only) and sends RoCE v1 from
+//! it: the GRH and the IB transport straight in Ethernet (IBA annex A16).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -19,10 +22,10 @@ use crate::verbs::Personality;
 
 /// The source and destination addresses of frames a port (MAC `mac`, IPv4 address
 /// `ip`) sends along `grh`: over IPv4 to an IPv4-mapped destination GID, from the port's
-/// IPv4 address; over IPv6 to a link-local destination GID when the source GID
-/// (`sgid_index`) is the port's link-local RoCE v2 GID 0 (rxe). `None` for what the
-/// simulator does not carry: RoCE v1 (mlx5's GID 0), IPv6 multicast, other IPv6
-/// addresses, an IPv6 destination from the IPv4 GID.
+/// IPv4 address; to a link-local destination GID from the port's link-local GID 0
+/// (`sgid_index` 0), over IPv6 on rxe (RoCE v2) or as RoCE v1 on mlx5. `None` for what
+/// the simulator does not carry: IPv6 or GRH multicast, other IPv6 addresses, a
+/// link-local destination from the IPv4 GID.
 pub(crate) fn roce_ips(
     mac: Mac,
     ip: Ipv4Addr,
@@ -33,21 +36,26 @@ pub(crate) fn roce_ips(
         return Some(RoceIps::V4(ip, dst));
     }
     let dst = Ipv6Addr::from(grh.dgid.0);
-    let from_link_local = grh.sgid_index == 0 && !personality.roce_v1_gid(0);
-    (from_link_local && link_local_mac(&dst).is_some())
-        .then(|| RoceIps::V6(link_local_of_mac(mac.0), dst))
+    if grh.sgid_index != 0 || link_local_mac(&dst).is_none() {
+        return None;
+    }
+    let src = link_local_of_mac(mac.0);
+    Some(if personality.roce_v1_gid(0) {
+        RoceIps::V1(src, dst)
+    } else {
+        RoceIps::V6(src, dst)
+    })
 }
 
 /// Why [`roce_ips`] refused `grh`, for the error of the verb that was given it.
-pub(crate) fn not_carried(personality: Personality, grh: &GlobalRoute) -> String {
+pub(crate) fn not_carried(grh: &GlobalRoute) -> String {
     let dst = Ipv6Addr::from(grh.dgid.0);
-    if grh.sgid_index == 0 && personality.roce_v1_gid(0) {
-        "source GID 0 is a RoCE v1 GID, which the simulator does not carry (use GID 1)".into()
-    } else if link_local_mac(&dst).is_none() {
+    if link_local_mac(&dst).is_none() {
         format!("destination GID {dst} is neither IPv4-mapped nor a link-local RoCE GID")
     } else {
         format!(
-            "destination GID {dst} is IPv6, but source GID {} is not the port's IPv6 GID 0",
+            "destination GID {dst} is link-local, but source GID {} is not the port's \
+             link-local GID 0",
             grh.sgid_index
         )
     }
@@ -59,7 +67,7 @@ pub(crate) fn dst_mac(ips: &RoceIps, mac_of_ip: impl Fn(Ipv4Addr) -> Option<Mac>
     match ips {
         RoceIps::V4(_, dst) if dst.is_multicast() => Some(Mac::for_ipv4_multicast(*dst)),
         RoceIps::V4(_, dst) => mac_of_ip(*dst),
-        RoceIps::V6(_, dst) => link_local_mac(dst).map(Mac),
+        RoceIps::V6(_, dst) | RoceIps::V1(_, dst) => link_local_mac(dst).map(Mac),
     }
 }
 
@@ -68,10 +76,12 @@ pub(crate) fn dst_mac(ips: &RoceIps, mac_of_ip: impl Fn(Ipv4Addr) -> Option<Mac>
 /// every RoCE v2 unicast address vector through the IP route and takes the route's hop
 /// limit (`ib_resolve_unicast_gid_dmac`, drivers/infiniband/core/verbs.c; the default is
 /// 64: the pingpongs ask for 1 and rxe sends 64, netwire/tests/data/README.md); a group's
-/// is left as asked (0: 64).
+/// is left as asked (0: 64), and so is RoCE v1's, which no IP route resolves ("If
+/// destination is link local and source GID is RoCEv1, IP stack is not used", there).
 pub(crate) fn hop_limit(ips: &RoceIps, asked: u8) -> u8 {
     match ips {
         RoceIps::V4(_, dst) if dst.is_multicast() && asked != 0 => asked,
+        RoceIps::V1(..) if asked != 0 => asked,
         _ => 64,
     }
 }
@@ -107,21 +117,22 @@ mod tests {
         let ips = roce_ips(MAC, IP, Personality::Rxe, &v6);
         assert_eq!(ips, Some(RoceIps::V6(link_local_of_mac(MAC.0), ll)));
         assert_eq!(dst_mac(&ips.unwrap(), |_| None), Some(peer));
-        assert_eq!(roce_ips(MAC, IP, Personality::Mlx5, &v6), None);
-        assert_eq!(
-            not_carried(Personality::Mlx5, &v6),
-            "source GID 0 is a RoCE v1 GID, which the simulator does not carry (use GID 1)"
-        );
+        let v1 = roce_ips(MAC, IP, Personality::Mlx5, &v6);
+        assert_eq!(v1, Some(RoceIps::V1(link_local_of_mac(MAC.0), ll)));
+        assert_eq!(hop_limit(&v1.unwrap(), 1), 1, "RoCE v1: as asked");
         let from_v4_gid = grh(Gid(ll.octets()), 1);
         assert_eq!(roce_ips(MAC, IP, Personality::Rxe, &from_v4_gid), None);
         assert_eq!(
-            not_carried(Personality::Rxe, &from_v4_gid),
-            format!("destination GID {ll} is IPv6, but source GID 1 is not the port's IPv6 GID 0")
+            not_carried(&from_v4_gid),
+            format!(
+                "destination GID {ll} is link-local, but source GID 1 is not the port's \
+                 link-local GID 0"
+            )
         );
         let global = grh(Gid("2001:db8::1".parse::<Ipv6Addr>().unwrap().octets()), 0);
         assert_eq!(roce_ips(MAC, IP, Personality::Rxe, &global), None);
         assert_eq!(
-            not_carried(Personality::Rxe, &global),
+            not_carried(&global),
             "destination GID 2001:db8::1 is neither IPv4-mapped nor a link-local RoCE GID"
         );
         let group = Ipv4Addr::new(239, 1, 1, 1);

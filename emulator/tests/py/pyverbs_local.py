@@ -5,8 +5,8 @@ a RAW_PACKET QP steered by a flow, a parent domain, re-registered MRs, an SRQ; t
 and completion field by completion field. Prints one line per fact; the Rust test
 (tests/pyverbs.rs) compares the whole output. Any exception fails the run.
 
-Uses GID index 1, the IPv4-mapped RoCE v2 GID: the emulated fabric carries RoCE v2 over
-IPv4 only (index 0 is the link-local RoCE v1 GID, which it refuses, saying so once).
+Uses GID index 1, the IPv4-mapped RoCE v2 GID; an address handle and an RC QP also take
+index 0, the port's link-local RoCE v1 GID (mlx5 lists it first).
 """
 
 import ctypes

@@ -88,7 +88,7 @@ impl World {
     }
 
     pub(super) fn roce_rx(&mut self, dev: usize, frame: &[u8], view: &FrameView) {
-        let Some(range) = view.udp_payload() else {
+        let Some(range) = view.roce_packet() else {
             return;
         };
         let Ok(pkt) = roce::parse_roce(&frame[range]) else {
@@ -103,7 +103,12 @@ impl World {
                 ip.dst.is_multicast().then_some(ip.dst),
                 &frame[off..off + 20],
             ),
-            (None, Some((ip, off))) if ip.dst == link_local_of_mac(d.mac.0) => {
+            // RoCE v1 only where the device speaks it (mlx5; rxe's netdev hands EtherType
+            // 0x8915 to no one).
+            (None, Some((ip, off)))
+                if ip.dst == link_local_of_mac(d.mac.0)
+                    && (view.is_roce_v2() || d.personality.roce_v1_gid(0)) =>
+            {
                 (None, &frame[off..off + 40])
             }
             _ => {

@@ -68,7 +68,7 @@ impl World {
             if let Some(d) = self.qps.get(&qpn).map(|q| &self.devices[q.dev]) {
                 let grh = &attr.ah_attr.grh;
                 if roce_addr::roce_ips(d.mac, d.ip, d.personality, grh).is_none() {
-                    return inval(&roce_addr::not_carried(d.personality, grh));
+                    return inval(&roce_addr::not_carried(grh));
                 }
             }
         }
