@@ -90,21 +90,30 @@ pub fn link_local_mac(addr: &Ipv6Addr) -> Option<[u8; 6]> {
     Some([o[8] ^ 2, o[9], o[10], o[13], o[14], o[15]])
 }
 
+/// The modified EUI-64 interface identifier of `mac` (RFC 4291, appendix A): its halves
+/// around `ff:fe`, the universal/local bit flipped. A RoCE port's link-local GID ends
+/// with it, and so does its node GUID.
+#[must_use]
+pub fn eui64(mac: [u8; 6]) -> [u8; 8] {
+    [
+        mac[0] ^ 2,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
+}
+
 /// The link-local IPv6 address formed from `mac` by modified EUI-64 (see
 /// [`link_local_mac`]).
 #[must_use]
 pub fn link_local_of_mac(mac: [u8; 6]) -> Ipv6Addr {
     let mut o = [0u8; 16];
-    o[0] = 0xfe;
-    o[1] = 0x80;
-    o[8] = mac[0] ^ 2;
-    o[9] = mac[1];
-    o[10] = mac[2];
-    o[11] = 0xff;
-    o[12] = 0xfe;
-    o[13] = mac[3];
-    o[14] = mac[4];
-    o[15] = mac[5];
+    o[..2].copy_from_slice(&[0xfe, 0x80]);
+    o[8..].copy_from_slice(&eui64(mac));
     Ipv6Addr::from(o)
 }
 

@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 
 /// The errno libibverbs gives for a GID table entry that holds no GID.
 const ENODATA: i32 = 61;
-use std::net::Ipv6Addr;
+use crate::frame::ipv6::link_local_of_mac;
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
     inc_rkey, AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow,
@@ -134,20 +134,7 @@ impl Context for SimContext {
         let w = self.world();
         let d = &w.devices[self.dev];
         match (port_num, index) {
-            (1, 0) => {
-                let m = d.mac.0;
-                Ok(Gid(Ipv6Addr::new(
-                    0xfe80,
-                    0,
-                    0,
-                    0,
-                    u16::from_be_bytes([m[0] ^ 2, m[1]]),
-                    u16::from_be_bytes([m[2], 0xff]),
-                    u16::from_be_bytes([0xfe, m[3]]),
-                    u16::from_be_bytes([m[4], m[5]]),
-                )
-                .octets()))
-            }
+            (1, 0) => Ok(Gid(link_local_of_mac(d.mac.0).octets())),
             (1, 1) => Ok(Gid::from_ipv4(d.ip)),
             // Entries of the table that hold no GID read as zero (as ibv_query_gid gives
             // them on rxe).

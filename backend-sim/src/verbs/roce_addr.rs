@@ -103,7 +103,7 @@ mod tests {
     }
 
     #[test]
-    fn ipv4_gids_go_over_ipv4_and_link_local_ones_over_ipv6_on_rxe_only() {
+    fn ipv4_gids_go_over_ipv4_and_link_local_ones_over_ipv6_on_rxe_as_roce_v1_on_mlx5() {
         let peer = Mac([2, 0, 10, 0, 0, 2]);
         let v4 = grh(Gid::from_ipv4(Ipv4Addr::new(10, 0, 0, 2)), 1);
         for p in [Personality::Rxe, Personality::Mlx5] {

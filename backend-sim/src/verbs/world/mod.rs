@@ -173,7 +173,7 @@ impl World {
             .filter(|d| d.host == host && d.personality == personality)
             .count();
         let m = cfg.0 .0;
-        let guid = u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+        let guid = u64::from_be_bytes(crate::frame::ipv6::eui64(m));
         self.devices.push(Device {
             host,
             name: personality.name(index),
