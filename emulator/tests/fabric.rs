@@ -495,6 +495,68 @@ fn refused(fabric: &Fabric, msg: &[u8]) -> String {
     error_of(&answer(&fd))
 }
 
+/// Set once the test below hears, on h2, that a process went.
+static GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn note_gone(m: client::CmIn<'_>) {
+    if matches!(m, client::CmIn::Gone(_)) {
+        GONE.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A process that goes: the fabric tells the others only once the frames it sent before
+/// going are in their rings, as a kernel's DREQ follows its data on the wire. When h2
+/// hears that h1 went, every frame h1 sent is in h2's ring already (an rping client once
+/// saw the server's disconnection before its last message).
+#[test]
+fn news_of_a_gone_process_comes_after_its_last_frames() {
+    use std::sync::atomic::Ordering;
+    let dir = scratch("gone-after-frames");
+    // The link to h2 delays every frame by 20 ms: news that went straight out would beat
+    // them.
+    let topo = dir.join("slow.toml");
+    std::fs::write(
+        &topo,
+        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\n\n\
+         [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\nfaults = { delay_ns = 20000000 }\n",
+    )
+    .expect("write the topology");
+    let fabric = Fabric::start(&dir, &["--topology", topo.to_str().expect("a UTF-8 path")]);
+    let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
+    let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
+    h2.set_cm_handler(note_gone);
+    let n = 50u8;
+    for k in 0..n {
+        h1.send(&ExternalMsg::Frame {
+            frame: frame(mac_of(2), mac_of(1), k),
+            index: 0,
+        });
+    }
+    drop((h1, h1_rx));
+    let begin = Instant::now();
+    while !GONE.load(Ordering::SeqCst) {
+        assert!(begin.elapsed() < DEADLINE, "h2 never heard that h1 went");
+        std::thread::sleep(Duration::from_micros(100));
+        h2.read_control();
+    }
+    let mut buf = Vec::new();
+    let mut got = 0u8;
+    while h2.pop(&mut buf).is_some() {
+        assert_eq!(buf, frame(mac_of(2), mac_of(1), got), "frame {got}");
+        got += 1;
+    }
+    assert_eq!(
+        got, n,
+        "frames still on their way when h2 heard that h1 went"
+    );
+    drop((_h2, h2));
+    let summary = fabric.stop();
+    assert!(
+        summary.contains(&format!("{n} frames from hosts, {n} delivered")),
+        "{summary}"
+    );
+}
+
 /// Joins `host` on a raw connection and reads its welcome: the connection and the
 /// memfd of its rings.
 fn raw_join(

@@ -108,11 +108,39 @@ impl EventQueue {
     pub fn len(&self) -> usize {
         self.heap.len() + self.tail.len()
     }
+
+    /// True while a frame whose global index is below `index` is still on its way.
+    pub fn holds_frame_below(&self, index: u64) -> bool {
+        self.heap.iter().chain(&self.tail).any(|e| match e.kind {
+            EventKind::AtSwitch { index: i, .. } | EventKind::Arrive { index: i, .. } => i < index,
+            EventKind::Timer { .. } | EventKind::Replay { .. } => false,
+        })
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn frames_below_an_index_are_found_wherever_they_wait() {
+        let mut q = EventQueue::default();
+        q.push(5, EventKind::Timer { token: 0 });
+        let frame = |index| EventKind::Arrive {
+            to: PortId(1),
+            frame: vec![0; 14],
+            index,
+            sealed: false,
+        };
+        q.push(9, frame(7));
+        // Earlier than the tail's last: it goes to the heap.
+        q.push(2, frame(3));
+        assert!(!q.holds_frame_below(3));
+        assert!(q.holds_frame_below(4));
+        assert!(q.holds_frame_below(8));
+        while q.pop().is_some_and(|e| e.time < 9) {}
+        assert!(!q.holds_frame_below(u64::MAX), "all popped");
+    }
 
     #[test]
     fn pops_in_time_then_sequence_order_whatever_the_push_order() {

@@ -790,6 +790,14 @@ impl Fabric {
         self.queue.len()
     }
 
+    /// True while a frame transmitted before the one of global index `index` (see
+    /// [`Fabric::transmit`]) is still crossing the fabric: what a message that must not
+    /// overtake them waits for.
+    #[must_use]
+    pub fn frames_in_flight_before(&self, index: u64) -> bool {
+        self.queue.holds_frame_below(index)
+    }
+
     /// Takes events in (time, sequence) order until one produces an [`Output`] for the
     /// layer above, advancing the clock to it. `None` when the queue is empty.
     pub fn step(&mut self) -> Option<Output> {

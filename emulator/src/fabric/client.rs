@@ -433,8 +433,10 @@ impl Member {
 
     /// One round at wall-clock time `now` (virtual nanoseconds): injects what the fabric
     /// sent, then lets the simulation run up to `now` and no further (the NIC handles the
-    /// frames; what it sends in turn leaves through the sink at once). Two turns of the
-    /// simulation's lock: a program polling a CQ in a loop takes it all the time.
+    /// frames; what it sends in turn leaves through the sink at once), then reads the
+    /// socket's messages: a connection manager's message comes after the frames the
+    /// fabric put in the ring before it, as on a wire. Two turns of the simulation's
+    /// lock: a program polling a CQ in a loop takes it all the time.
     ///
     /// While frames the NIC sent still wait for room in the ring (the fabric paused this
     /// host: see `PAUSE_BYTES` in the fabric's server), virtual time stands still: the
@@ -443,7 +445,6 @@ impl Member {
     /// virtual time goes on from where it stood (it stays behind the wall clock by the
     /// time spent paused), so that no timer fires for the pause.
     pub fn pump(&mut self, sim: &Sim, now: Nanos) {
-        self.rx.read_control();
         let clear = self
             .tx
             .lock()
@@ -470,5 +471,6 @@ impl Member {
         });
         // Everything due by the horizon: the frames just injected, timers.
         sim.run_for(Nanos::MAX);
+        self.rx.read_control();
     }
 }

@@ -170,6 +170,11 @@ pub struct Server {
     capturing: bool,
     /// Senders paused (see [`PAUSE_BYTES`]).
     paused: bool,
+    /// Hosts whose process has gone, not told to the others yet: each waits until the
+    /// frames transmitted before it went (global index below the second) have reached
+    /// their processes' rings, so that the news does not overtake them (a kernel's DREQ
+    /// follows the data on the same wire).
+    gone: Vec<(Ipv4Addr, u64)>,
 }
 
 impl Server {
@@ -232,6 +237,7 @@ impl Server {
             spare: Vec::new(),
             fds: Vec::new(),
             stats: ServerStats::default(),
+            gone: Vec::new(),
             capturing: false,
             paused: false,
         };
@@ -325,6 +331,7 @@ impl Server {
         loop {
             let now = self.now();
             self.deliver(now);
+            self.tell_gone();
             let mut timeout = self
                 .fabric
                 .next_event_time()
@@ -340,7 +347,10 @@ impl Server {
             self.paused = pause;
             if !pause && self.rings_waiting() {
                 timeout = Some(Duration::ZERO);
-            } else if pause || self.conns.iter().flatten().any(|c| !c.backlog.is_empty()) {
+            } else if pause
+                || !self.gone.is_empty()
+                || self.conns.iter().flatten().any(|c| !c.backlog.is_empty())
+            {
                 timeout = Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)));
             }
             self.fds.clear();
@@ -716,6 +726,37 @@ impl Server {
         Ok(())
     }
 
+    /// Tells every process of a host whose process has gone, once the frames sent before
+    /// it went have all been delivered into rings (none is crossing the fabric or
+    /// waiting in a backlog).
+    fn tell_gone(&mut self) {
+        let mut k = 0;
+        while k < self.gone.len() {
+            let (ip, sent) = self.gone[k];
+            let backlogged = self
+                .conns
+                .iter()
+                .flatten()
+                .any(|c| c.backlog.iter().any(|&(_, index)| index < sent));
+            if backlogged || self.fabric.frames_in_flight_before(sent) {
+                k += 1;
+                continue;
+            }
+            self.gone.remove(k);
+            FromFabric::Gone(ip).encode(&mut self.out);
+            // Not to a new process of that host, joined since.
+            let slots = &self.slots;
+            let others = self.conns.iter().flatten();
+            for other in others.filter(|o| o.host.is_some_and(|h| slots[h].ip != ip)) {
+                match sys::send(other.fd.as_fd(), &self.out, true) {
+                    // That process has gone too: nobody is left to tell.
+                    Err(e) if !peer_gone(&e) => self.stats.cm_lost += 1,
+                    _ => {}
+                }
+            }
+        }
+    }
+
     /// Tells connection `i` why, then closes it.
     fn hang_up(&mut self, i: usize, why: &str) {
         if let Some(c) = self.conns[i].as_ref() {
@@ -742,21 +783,17 @@ impl Server {
         // Frames still waiting for it reach nobody now.
         self.stats.no_process += c.backlog.len() as u64;
         self.slots[s].conn = None;
-        // The others' connection managers play its kernel's part for their peers there.
-        FromFabric::Gone(self.slots[s].ip).encode(&mut self.out);
-        for other in self.conns.iter().flatten().filter(|o| o.host.is_some()) {
-            match sys::send(other.fd.as_fd(), &self.out, true) {
-                // That process has gone too: nobody is left to tell.
-                Err(e) if !peer_gone(&e) => self.stats.cm_lost += 1,
-                _ => {}
-            }
-        }
         let port = self.slots[s].port;
         if let Some((rx, _)) = c.rings.as_mut() {
             // What the process sent before it went is on the wire: it goes on (a ring
             // found corrupt just stops here).
             let _ = transmit_ring(&mut self.fabric, &mut self.spare, port, rx, usize::MAX);
         }
+        // The others' connection managers play its kernel's part for their peers there,
+        // once what it sent has arrived (see `Server::gone`).
+        let sent = self.fabric.stats().transmitted;
+        self.gone.push((self.slots[s].ip, sent));
+        self.tell_gone();
         for (g, n) in c.groups {
             for _ in 0..n {
                 let _ = match g {
