@@ -495,13 +495,80 @@ fn refused(fabric: &Fabric, msg: &[u8]) -> String {
     error_of(&answer(&fd))
 }
 
-/// Set once the test below hears, on h2, that a process went.
+/// Set once the tests below hear, on h2, that a process went, or h1's CM message.
 static GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static CM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn note_gone(m: client::CmIn<'_>) {
     if matches!(m, client::CmIn::Gone(_)) {
         GONE.store(true, std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+fn note_cm(m: client::CmIn<'_>) {
+    if matches!(m, client::CmIn::From { body: b"DREQ", .. }) {
+        CM.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The topology of the tests below: the link to h2 delays every frame by 20 ms, so
+/// news that went straight out would beat them.
+fn slow_to_h2(dir: &Path) -> PathBuf {
+    let topo = dir.join("slow.toml");
+    std::fs::write(
+        &topo,
+        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\n\n\
+         [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\nfaults = { delay_ns = 20000000 }\n",
+    )
+    .expect("write the topology");
+    topo
+}
+
+/// Waits until `flag` is set, reading `h2`'s socket; then takes every frame in its ring
+/// and checks they are the `n` frames h1 sent.
+fn all_frames_there_when(flag: &std::sync::atomic::AtomicBool, h2: &mut client::Receiver, n: u8) {
+    let begin = Instant::now();
+    while !flag.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(begin.elapsed() < DEADLINE, "h2 never heard");
+        std::thread::sleep(Duration::from_micros(100));
+        h2.read_control();
+    }
+    let mut buf = Vec::new();
+    let mut got = 0u8;
+    while h2.pop(&mut buf).is_some() {
+        assert_eq!(buf, frame(mac_of(2), mac_of(1), got), "frame {got}");
+        got += 1;
+    }
+    assert_eq!(got, n, "frames still on their way when h2 heard");
+}
+
+/// A connection-manager message goes after the frames its sender sent before it (a DREQ
+/// follows the data on the wire): when h2 gets h1's message, h1's frames are in h2's
+/// ring.
+#[test]
+fn a_cm_message_comes_after_the_frames_sent_before_it() {
+    let dir = scratch("cm-after-frames");
+    let topo = slow_to_h2(&dir);
+    let fabric = Fabric::start(&dir, &["--topology", topo.to_str().expect("a UTF-8 path")]);
+    let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
+    let (h2_tx, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
+    h2.set_cm_handler(note_cm);
+    let n = 50u8;
+    for k in 0..n {
+        h1.send(&ExternalMsg::Frame {
+            frame: frame(mac_of(2), mac_of(1), k),
+            index: 0,
+        });
+    }
+    let link = h1.cm_link().expect("a CM link");
+    link.send(ip_of(2), b"DREQ").expect("send");
+    all_frames_there_when(&CM, &mut h2, n);
+    drop((link, h1, h1_rx, h2_tx, h2));
+    let summary = fabric.stop();
+    assert!(
+        summary.contains("1 CM messages forwarded, 0 returned"),
+        "{summary}"
+    );
 }
 
 /// A process that goes: the fabric tells the others only once the frames it sent before
@@ -510,17 +577,8 @@ fn note_gone(m: client::CmIn<'_>) {
 /// saw the server's disconnection before its last message).
 #[test]
 fn news_of_a_gone_process_comes_after_its_last_frames() {
-    use std::sync::atomic::Ordering;
     let dir = scratch("gone-after-frames");
-    // The link to h2 delays every frame by 20 ms: news that went straight out would beat
-    // them.
-    let topo = dir.join("slow.toml");
-    std::fs::write(
-        &topo,
-        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\n\n\
-         [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\nfaults = { delay_ns = 20000000 }\n",
-    )
-    .expect("write the topology");
+    let topo = slow_to_h2(&dir);
     let fabric = Fabric::start(&dir, &["--topology", topo.to_str().expect("a UTF-8 path")]);
     let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
     let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
@@ -533,22 +591,7 @@ fn news_of_a_gone_process_comes_after_its_last_frames() {
         });
     }
     drop((h1, h1_rx));
-    let begin = Instant::now();
-    while !GONE.load(Ordering::SeqCst) {
-        assert!(begin.elapsed() < DEADLINE, "h2 never heard that h1 went");
-        std::thread::sleep(Duration::from_micros(100));
-        h2.read_control();
-    }
-    let mut buf = Vec::new();
-    let mut got = 0u8;
-    while h2.pop(&mut buf).is_some() {
-        assert_eq!(buf, frame(mac_of(2), mac_of(1), got), "frame {got}");
-        got += 1;
-    }
-    assert_eq!(
-        got, n,
-        "frames still on their way when h2 heard that h1 went"
-    );
+    all_frames_there_when(&GONE, &mut h2, n);
     drop((_h2, h2));
     let summary = fabric.stop();
     assert!(

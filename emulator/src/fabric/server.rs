@@ -175,6 +175,10 @@ pub struct Server {
     /// their processes' rings, so that the news does not overtake them (a kernel's DREQ
     /// follows the data on the same wire).
     gone: Vec<(Ipv4Addr, u64)>,
+    /// Connection-manager messages held, in order, until the frames their sender sent
+    /// before them have reached their processes' rings (a MAD follows the data on the
+    /// wire): (from, to, body, frames transmitted before it).
+    held_cm: std::collections::VecDeque<(Ipv4Addr, Ipv4Addr, Vec<u8>, u64)>,
 }
 
 impl Server {
@@ -238,6 +242,7 @@ impl Server {
             fds: Vec::new(),
             stats: ServerStats::default(),
             gone: Vec::new(),
+            held_cm: std::collections::VecDeque::new(),
             capturing: false,
             paused: false,
         };
@@ -331,6 +336,7 @@ impl Server {
         loop {
             let now = self.now();
             self.deliver(now);
+            self.release_cm();
             self.tell_gone();
             let mut timeout = self
                 .fabric
@@ -349,6 +355,7 @@ impl Server {
                 timeout = Some(Duration::ZERO);
             } else if pause
                 || !self.gone.is_empty()
+                || !self.held_cm.is_empty()
                 || self.conns.iter().flatten().any(|c| !c.backlog.is_empty())
             {
                 timeout = Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)));
@@ -607,9 +614,50 @@ impl Server {
         }
     }
 
-    /// Forwards a connection-manager message from connection `i` (host `s`) to the
-    /// process of host `to`, or returns it when there is none.
+    /// Takes a connection-manager message from connection `i` (host `s`) to the process
+    /// of host `to`: after what the sender wrote into its ring before it, which goes on
+    /// the wire first, and behind messages held before it (see `Server::held_cm`).
     fn cm(&mut self, i: usize, s: usize, to: Ipv4Addr, body: &[u8]) {
+        let port = self.slots[s].port;
+        if let Some((rx, _)) = self.conns[i].as_mut().and_then(|c| c.rings.as_mut()) {
+            // A corrupt ring is found, and hung up on, by the round's own read.
+            let _ = transmit_ring(&mut self.fabric, &mut self.spare, port, rx, usize::MAX);
+        }
+        let from = self.slots[s].ip;
+        let sent = self.fabric.stats().transmitted;
+        if self.held_cm.is_empty() && self.arrived_before(sent) {
+            self.forward_cm(from, to, body);
+        } else {
+            self.held_cm.push_back((from, to, body.to_vec(), sent));
+        }
+    }
+
+    /// Forwards the held connection-manager messages whose frames have arrived, in order.
+    fn release_cm(&mut self) {
+        while let Some(&(_, _, _, sent)) = self.held_cm.front() {
+            if !self.arrived_before(sent) {
+                return;
+            }
+            if let Some((from, to, body, _)) = self.held_cm.pop_front() {
+                self.forward_cm(from, to, &body);
+            }
+        }
+    }
+
+    /// True when every frame transmitted before global index `sent` has reached its
+    /// process's ring (or was dropped): none crosses the fabric or waits in a backlog.
+    fn arrived_before(&self, sent: u64) -> bool {
+        let backlogged = self
+            .conns
+            .iter()
+            .flatten()
+            .any(|c| c.backlog.iter().any(|&(_, index)| index < sent));
+        !backlogged && !self.fabric.frames_in_flight_before(sent)
+    }
+
+    /// Forwards a connection-manager message from host `from` to the process of host
+    /// `to`, or returns it when there is none.
+    fn forward_cm(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
         let dest = self
             .slots
             .iter()
@@ -617,26 +665,28 @@ impl Server {
             .and_then(|d| d.conn)
             .and_then(|c| self.conns[c].as_ref());
         let Some(d) = dest else {
-            return self.return_cm(i, to, body);
+            return self.return_cm(from, to, body);
         };
-        FromFabric::Cm {
-            from: self.slots[s].ip,
-            body,
-        }
-        .encode(&mut self.out);
+        FromFabric::Cm { from, body }.encode(&mut self.out);
         match sys::send(d.fd.as_fd(), &self.out, true) {
             Ok(()) => self.stats.cm_forwarded += 1,
             // The destination's process has just gone (the fabric has not read its
             // hang-up yet): as if there were none.
-            Err(e) if peer_gone(&e) => self.return_cm(i, to, body),
+            Err(e) if peer_gone(&e) => self.return_cm(from, to, body),
             Err(_) => self.stats.cm_lost += 1,
         }
     }
 
-    /// Returns a connection-manager message to its sender, connection `i`: no process
-    /// is host `to`.
-    fn return_cm(&mut self, i: usize, to: Ipv4Addr, body: &[u8]) {
-        let Some(me) = self.conns[i].as_ref() else {
+    /// Returns a connection-manager message to the process of host `from`, its sender:
+    /// no process is host `to`.
+    fn return_cm(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
+        let me = self
+            .slots
+            .iter()
+            .find(|d| d.ip == from)
+            .and_then(|d| d.conn)
+            .and_then(|c| self.conns[c].as_ref());
+        let Some(me) = me else {
             return;
         };
         FromFabric::CmReturned { to, body }.encode(&mut self.out);
@@ -733,12 +783,9 @@ impl Server {
         let mut k = 0;
         while k < self.gone.len() {
             let (ip, sent) = self.gone[k];
-            let backlogged = self
-                .conns
-                .iter()
-                .flatten()
-                .any(|c| c.backlog.iter().any(|&(_, index)| index < sent));
-            if backlogged || self.fabric.frames_in_flight_before(sent) {
+            // After the frames, and after the messages it sent before it went.
+            let held = self.held_cm.iter().any(|&(from, ..)| from == ip);
+            if held || !self.arrived_before(sent) {
                 k += 1;
                 continue;
             }
@@ -793,6 +840,7 @@ impl Server {
         // once what it sent has arrived (see `Server::gone`).
         let sent = self.fabric.stats().transmitted;
         self.gone.push((self.slots[s].ip, sent));
+        self.release_cm();
         self.tell_gone();
         for (g, n) in c.groups {
             for _ in 0..n {
