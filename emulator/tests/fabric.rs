@@ -511,9 +511,22 @@ fn note_cm(m: client::CmIn<'_>) {
     }
 }
 
-/// The topology of the tests below: the link to h2 delays every frame by 20 ms, so
-/// news that went straight out would beat them.
-fn slow_to_h2(dir: &Path) -> PathBuf {
+/// Frames in the tests below: 50.
+const SENT: u8 = 50;
+
+/// The set-up of the tests below: a fabric whose link to h2 delays every frame by 20 ms
+/// (news that went straight out would beat them), h1 and h2 joined (h2 calling `handler`
+/// with its CM messages), and h1's [`SENT`] frames to h2 in its ring. Returns the fabric,
+/// h1's two ends and h2's.
+fn h1_sent_to_slow_h2(
+    name: &str,
+    handler: client::CmHandler,
+) -> (
+    Fabric,
+    (client::Sender, client::Receiver),
+    (client::Sender, client::Receiver),
+) {
+    let dir = scratch(name);
     let topo = dir.join("slow.toml");
     std::fs::write(
         &topo,
@@ -521,12 +534,22 @@ fn slow_to_h2(dir: &Path) -> PathBuf {
          [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\nfaults = { delay_ns = 20000000 }\n",
     )
     .expect("write the topology");
-    topo
+    let fabric = Fabric::start(&dir, &["--topology", topo.to_str().expect("a UTF-8 path")]);
+    let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
+    let (h2_tx, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
+    h2.set_cm_handler(handler);
+    for k in 0..SENT {
+        h1.send(&ExternalMsg::Frame {
+            frame: frame(mac_of(2), mac_of(1), k),
+            index: 0,
+        });
+    }
+    (fabric, (h1, h1_rx), (h2_tx, h2))
 }
 
 /// Waits until `flag` is set, reading `h2`'s socket; then takes every frame in its ring
-/// and checks they are the `n` frames h1 sent.
-fn all_frames_there_when(flag: &std::sync::atomic::AtomicBool, h2: &mut client::Receiver, n: u8) {
+/// and checks they are the [`SENT`] frames h1 sent.
+fn all_frames_there_when(flag: &std::sync::atomic::AtomicBool, h2: &mut client::Receiver) {
     let begin = Instant::now();
     while !flag.load(std::sync::atomic::Ordering::SeqCst) {
         assert!(begin.elapsed() < DEADLINE, "h2 never heard");
@@ -539,7 +562,7 @@ fn all_frames_there_when(flag: &std::sync::atomic::AtomicBool, h2: &mut client::
         assert_eq!(buf, frame(mac_of(2), mac_of(1), got), "frame {got}");
         got += 1;
     }
-    assert_eq!(got, n, "frames still on their way when h2 heard");
+    assert_eq!(got, SENT, "frames still on their way when h2 heard");
 }
 
 /// A connection-manager message goes after the frames its sender sent before it (a DREQ
@@ -547,22 +570,10 @@ fn all_frames_there_when(flag: &std::sync::atomic::AtomicBool, h2: &mut client::
 /// ring.
 #[test]
 fn a_cm_message_comes_after_the_frames_sent_before_it() {
-    let dir = scratch("cm-after-frames");
-    let topo = slow_to_h2(&dir);
-    let fabric = Fabric::start(&dir, &["--topology", topo.to_str().expect("a UTF-8 path")]);
-    let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
-    let (h2_tx, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
-    h2.set_cm_handler(note_cm);
-    let n = 50u8;
-    for k in 0..n {
-        h1.send(&ExternalMsg::Frame {
-            frame: frame(mac_of(2), mac_of(1), k),
-            index: 0,
-        });
-    }
+    let (fabric, (h1, h1_rx), (h2_tx, mut h2)) = h1_sent_to_slow_h2("cm-after-frames", note_cm);
     let link = h1.cm_link().expect("a CM link");
     link.send(ip_of(2), b"DREQ").expect("send");
-    all_frames_there_when(&CM, &mut h2, n);
+    all_frames_there_when(&CM, &mut h2);
     drop((link, h1, h1_rx, h2_tx, h2));
     let summary = fabric.stop();
     assert!(
@@ -577,25 +588,13 @@ fn a_cm_message_comes_after_the_frames_sent_before_it() {
 /// saw the server's disconnection before its last message).
 #[test]
 fn news_of_a_gone_process_comes_after_its_last_frames() {
-    let dir = scratch("gone-after-frames");
-    let topo = slow_to_h2(&dir);
-    let fabric = Fabric::start(&dir, &["--topology", topo.to_str().expect("a UTF-8 path")]);
-    let (mut h1, h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
-    let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
-    h2.set_cm_handler(note_gone);
-    let n = 50u8;
-    for k in 0..n {
-        h1.send(&ExternalMsg::Frame {
-            frame: frame(mac_of(2), mac_of(1), k),
-            index: 0,
-        });
-    }
-    drop((h1, h1_rx));
-    all_frames_there_when(&GONE, &mut h2, n);
-    drop((_h2, h2));
+    let (fabric, h1, (h2_tx, mut h2)) = h1_sent_to_slow_h2("gone-after-frames", note_gone);
+    drop(h1);
+    all_frames_there_when(&GONE, &mut h2);
+    drop((h2_tx, h2));
     let summary = fabric.stop();
     assert!(
-        summary.contains(&format!("{n} frames from hosts, {n} delivered")),
+        summary.contains(&format!("{SENT} frames from hosts, {SENT} delivered")),
         "{summary}"
     );
 }
