@@ -655,19 +655,19 @@ impl Server {
         !backlogged && !self.fabric.frames_in_flight_before(sent)
     }
 
+    /// The connection of the process that is host `ip`, if one is.
+    fn process_of(&self, ip: Ipv4Addr) -> Option<&Conn> {
+        let slot = self.slots.iter().find(|d| d.ip == ip)?;
+        self.conns[slot.conn?].as_ref()
+    }
+
     /// Forwards a connection-manager message from host `from` to the process of host
     /// `to`, or returns it when there is none.
     fn forward_cm(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
-        let dest = self
-            .slots
-            .iter()
-            .find(|d| d.ip == to)
-            .and_then(|d| d.conn)
-            .and_then(|c| self.conns[c].as_ref());
-        let Some(d) = dest else {
+        FromFabric::Cm { from, body }.encode(&mut self.out);
+        let Some(d) = self.process_of(to) else {
             return self.return_cm(from, to, body);
         };
-        FromFabric::Cm { from, body }.encode(&mut self.out);
         match sys::send(d.fd.as_fd(), &self.out, true) {
             Ok(()) => self.stats.cm_forwarded += 1,
             // The destination's process has just gone (the fabric has not read its
@@ -680,16 +680,10 @@ impl Server {
     /// Returns a connection-manager message to the process of host `from`, its sender:
     /// no process is host `to`.
     fn return_cm(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
-        let me = self
-            .slots
-            .iter()
-            .find(|d| d.ip == from)
-            .and_then(|d| d.conn)
-            .and_then(|c| self.conns[c].as_ref());
-        let Some(me) = me else {
+        FromFabric::CmReturned { to, body }.encode(&mut self.out);
+        let Some(me) = self.process_of(from) else {
             return;
         };
-        FromFabric::CmReturned { to, body }.encode(&mut self.out);
         match sys::send(me.fd.as_fd(), &self.out, true) {
             Ok(()) => self.stats.cm_returned += 1,
             // The sender has gone too: nobody is left to tell.
