@@ -13,7 +13,7 @@
 //! - [`pcap`]: the capture reader and writer (on `pcap-file`) and link-layer decoding.
 //!
 //! The tests build and check frames with etherparse, an implementation independent of
-//! this one; the README says why etherparse and not pnet, and why it is not used for
+//! this one; docs/architecture.md says why etherparse and not pnet, and why it is not used for
 //! decoding captures.
 
 pub mod checksum;
