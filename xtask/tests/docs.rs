@@ -250,7 +250,10 @@ fn every_xtask_command_the_docs_show_exists() {
                 }
                 seen += 1;
                 let Some(text) = help(&[name]) else {
-                    wrong.push(format!("{}: cargo xtask {name}: no such command", page.display()));
+                    wrong.push(format!(
+                        "{}: cargo xtask {name}: no such command",
+                        page.display()
+                    ));
                     continue;
                 };
                 if PASS_THROUGH.contains(&name) {
