@@ -15,14 +15,14 @@ pub fn root() -> PathBuf {
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
 }
 
-fn cargo() -> Command {
+pub(crate) fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(root());
     c
 }
 
 /// Runs a command, echoing it first, and turns a non-zero exit into an error.
-fn run(mut c: Command, what: &str) -> Result<(), Error> {
+pub(crate) fn run(mut c: Command, what: &str) -> Result<(), Error> {
     eprintln!("xtask: {what}: {c:?}");
     let status = c
         .status()

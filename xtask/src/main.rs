@@ -31,6 +31,8 @@
 //!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
 //! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
+//! - `cargo xtask dist [--verify]`: the emulated NIC as a tarball in `target/dist/` (see
+//!   the [`dist`] module); `--verify` runs programs from it alone.
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
 //!   form ([`cmd::CI_SWARM_SEEDS`]).
@@ -44,6 +46,7 @@
 //!   the VM.
 
 mod cmd;
+mod dist;
 mod emu_suite;
 mod fuzz;
 mod miri;
@@ -162,6 +165,15 @@ enum Command {
     /// Run the tests that exercise our unsafe code outside FFI (slot pools, simulated
     /// DMA) under Miri (nightly; installs the miri component if missing).
     Miri,
+    /// Package the emulated NIC as a self-contained tarball in `target/dist/` (the
+    /// libraries under their sonames, the fabric, the topologies, a README): it needs
+    /// nothing of Rust, a compiler or rdma-core's headers where it runs.
+    Dist {
+        /// Then unpack it into an empty folder and, with the workspace hidden, run
+        /// `ibv_devinfo` and an `ibv_rc_pingpong` pair with it alone.
+        #[arg(long)]
+        verify: bool,
+    },
     /// The fault swarm: one random scenario per seed on every core, checked against the
     /// invariants and run twice for the same trace (`scenario swarm`). Shard a long run by
     /// seed range.
@@ -374,6 +386,13 @@ fn main() -> ExitCode {
             done(fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ()))
         }
         Command::Miri => done(miri::run(&cmd::root())),
+        Command::Dist { verify } => done(dist::make().and_then(|t| {
+            println!("{}", t.display());
+            if verify {
+                dist::verify(&t)?;
+            }
+            Ok(())
+        })),
         Command::Swarm {
             seeds,
             threads,
