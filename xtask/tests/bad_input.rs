@@ -33,7 +33,7 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
     let missing = f("missing.toml");
     // (arguments, exit status, words of the error)
     let rows: Vec<(Vec<String>, i32, String)> = vec![
-        (s(&[]), 2, "no command given; the commands: test, ci, demo, scenario, replay, bench, emu, miri, swarm, fuzz, soak, vm".into()),
+        (s(&[]), 2, "no command given; the commands: test, ci, demo, scenario, replay, bench, emu, miri, dist, swarm, fuzz, soak, vm".into()),
         (s(&["nope"]), 2, "unrecognized subcommand 'nope'".into()),
         // test
         (s(&["test", "--backend", "gpu"]), 2, "invalid value 'gpu' for '--backend <BACKEND>' [possible values: sim, hw, emu]".into()),
