@@ -29,6 +29,8 @@
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
 //!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
+//! - `cargo xtask bench emu [--runs N]`: the emulated NIC alone (perftest between two
+//!   emulated hosts) against kernel loopback (qperf) and memcpy, with ratios.
 //! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
 //! - `cargo xtask dist [--verify]`: the emulated NIC as a tarball in `target/dist/` (see
@@ -45,6 +47,7 @@
 //!   the short swarm, soak and fuzz runs, Miri, and the hardware suite on Soft-RoCE in
 //!   the VM.
 
+mod bench_emu;
 mod cmd;
 mod dist;
 mod emu_suite;
@@ -65,6 +68,13 @@ use clap::{Parser, Subcommand, ValueEnum};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// A part of the benchmarks that runs alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BenchWhat {
+    /// The emulated NIC between two hosts against kernel loopback and memcpy.
+    Emu,
 }
 
 /// Which verbs backend a test run targets.
@@ -123,7 +133,15 @@ enum Command {
     /// Run the benchmarks (spead vs spead2 and the memcpy bound, spead's criterion codec
     /// benchmarks, the simulator's packet path and its per-frame cost from 10^4 to 10^7
     /// frames, the harness micro-benchmarks, the MeerKAT scenario).
-    Bench,
+    Bench {
+        /// `emu`: only the emulated NIC against kernel loopback and memcpy (perftest
+        /// between two emulated hosts, qperf, a 256 MiB copy), with ratios.
+        #[arg(value_enum)]
+        what: Option<BenchWhat>,
+        /// With `emu`: how many runs (interleaved) to take medians over.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        runs: u32,
+    },
     /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
     /// `emulator`), starts the fabric process (switch, link faults, capture) and runs CMD
     /// with the library first on LD_LIBRARY_PATH, so an unmodified, dynamically linked
@@ -355,7 +373,11 @@ fn main() -> ExitCode {
         Command::Replay { args } => {
             cmd::scenario_tool(&[vec!["replay".to_owned()], args].concat()).map(exit_with)
         }
-        Command::Bench => done(cmd::bench()),
+        Command::Bench { what: None, .. } => done(cmd::bench()),
+        Command::Bench {
+            what: Some(BenchWhat::Emu),
+            runs,
+        } => done(bench_emu::run(runs)),
         Command::Emu {
             topology,
             seed,

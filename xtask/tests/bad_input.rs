@@ -60,6 +60,8 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
         (s(&["swarm", "--seeds", "0..10", "--threads", "0"]), 2, "invalid value '0' for '--threads <THREADS>': 0 is not in 1..=1024".into()),
         (s(&["swarm", "--seeds", "0..10", "--shrink", "-1"]), 2, "unexpected argument '-1' found".into()),
         // soak
+        (s(&["bench", "emu", "--runs", "0"]), 2, "invalid value '0' for '--runs <RUNS>': 0 is not in 1..=100".into()),
+        (s(&["bench", "gpu"]), 2, "invalid value 'gpu' for '[WHAT]' [possible values: emu]".into()),
         (s(&["soak", "--minutes", "0"]), 2, "invalid value '0' for '--minutes <MINUTES>': 0 is not in 1..=1440".into()),
         (s(&["soak", "--minutes", "2000"]), 2, "invalid value '2000' for '--minutes <MINUTES>': 2000 is not in 1..=1440".into()),
         (s(&["soak", "--minutes", "ten"]), 2, "invalid value 'ten' for '--minutes <MINUTES>'".into()),

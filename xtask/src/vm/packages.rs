@@ -81,6 +81,19 @@ pub const TOOL_PACKAGES: &[Package] = &[pkg(
     "decodes the simulator's and spead-capture's pcaps (RoCEv2, UDP) in CI",
 )];
 
+/// Installed on the host for `cargo xtask bench emu`: the kernel loopback figures the
+/// emulator is compared with, and the perftest programs it runs.
+pub const BENCH_PACKAGES: &[Package] = &[
+    pkg(
+        "qperf",
+        "kernel UDP latency and TCP bandwidth on loopback (udp_lat, tcp_bw)",
+    ),
+    pkg(
+        "perftest",
+        "ib_send_lat, ib_write_bw and ib_send_bw between two emulated hosts",
+    ),
+];
+
 /// Installed on the host to build the emulated libibverbs (bindgen reads rdma-core's
 /// headers through libclang) and to run its tests: the unmodified Debian programs it must
 /// run, gcc for the C test programs and the layout check, objdump for the symbol checks.
