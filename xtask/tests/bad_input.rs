@@ -41,7 +41,7 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
         (s(&["test", "--timeout", "soon"]), 2, "invalid value 'soon' for '--timeout <TIMEOUT>': `soon` is not a whole number".into()),
         // ci, bench, miri take nothing
         (s(&["ci", "--fast"]), 2, "unexpected argument '--fast' found".into()),
-        (s(&["bench", "spead"]), 2, "unexpected argument 'spead' found".into()),
+        (s(&["bench", "spead"]), 2, "invalid value 'spead' for '[WHAT]' [possible values: emu]".into()),
         (s(&["miri", "-p", "spead"]), 2, "unexpected argument '-p' found".into()),
         // fuzz
         (s(&["fuzz", "--time", "0"]), 2, "invalid value '0' for '--time <TIME>': 0 is not allowed: give at least 1".into()),
