@@ -7,6 +7,12 @@
 //! on another) and a failing seed is a complete bug report. A failing scenario is shrunk
 //! with proptest's value tree (fewer hosts, heaps, bytes and faults) and written as TOML,
 //! with the command that reruns it.
+//!
+//! The seeds are also split into [`blocks`], one test each of the test binary `swarm`
+//! (`tests/swarm.rs`, named by [`block_name`]), so that cargo-nextest can partition them
+//! across machines (`cargo nextest run -p scenarios --test swarm --partition count:K/N`);
+//! `contrib/slurm/swarm.sbatch` gives Slurm array task K block K. Recipes:
+//! `scenarios/SWARM.md`.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
