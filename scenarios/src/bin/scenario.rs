@@ -518,8 +518,7 @@ fn cmd_swarm(
             let path = out.join(format!("shrunk-{}.toml", f.seed));
             write_scenario(&path, small);
             println!(
-                "  shrunk scenario: {} (rerun: cargo xtask scenario run {})",
-                path.display(),
+                "  rerun the shrunk scenario: cargo xtask scenario run {}",
                 path.display()
             );
         }
