@@ -7,6 +7,12 @@
 //! on another) and a failing seed is a complete bug report. A failing scenario is shrunk
 //! with proptest's value tree (fewer hosts, heaps, bytes and faults) and written as TOML,
 //! with the command that reruns it.
+//!
+//! The seeds are also split into [`blocks`], one test each of the test binary `swarm`
+//! (`tests/swarm.rs`, named by [`block_name`]), so that cargo-nextest can partition them
+//! across machines (`cargo nextest run -p scenarios --test swarm --partition count:K/N`);
+//! `contrib/slurm/swarm.sbatch` gives Slurm array task K block K. Recipes:
+//! `scenarios/SWARM.md`.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -139,6 +145,93 @@ impl Failure {
     pub fn command(&self) -> String {
         format!("cargo xtask swarm --seeds {}..{}", self.seed, self.seed + 1)
     }
+
+    /// The failure as text: a line naming the seed and the command that reruns it, each
+    /// problem on its own indented line, and what the shrunk scenario still breaks. The
+    /// `scenario swarm` command and the `swarm` test binary both print this.
+    #[must_use]
+    pub fn report(&self) -> String {
+        let mut text = format!("seed {} FAILED (rerun: {}):\n", self.seed, self.command());
+        for p in &self.problems {
+            text.push_str(&format!("  {p}\n"));
+        }
+        if let Some((small, problems)) = &self.shrunk {
+            text.push_str(&format!(
+                "  shrunk to {} senders, {} receivers, {} heaps: {}\n",
+                small.senders.len(),
+                small.receivers.len(),
+                small.senders.iter().map(|s| s.heaps).sum::<u32>(),
+                problems.first().map_or("", String::as_str),
+            ));
+        }
+        text
+    }
+}
+
+/// Parses a seed range `A..B` (B excluded, A < B).
+///
+/// # Errors
+/// A message naming the text when it is not two seeds around `..`, or the range is
+/// empty.
+pub fn parse_seeds(text: &str) -> Result<Range<u64>, String> {
+    let (a, b) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}` is not a seed range A..B"))?;
+    let a: u64 = a
+        .parse()
+        .map_err(|e| format!("`{a}` in `{text}` is not a seed: {e}"))?;
+    let b: u64 = b
+        .parse()
+        .map_err(|e| format!("`{b}` in `{text}` is not a seed: {e}"))?;
+    if a >= b {
+        return Err(format!(
+            "the seed range `{text}` is empty (A..B needs A < B)"
+        ));
+    }
+    Ok(a..b)
+}
+
+/// The blocks of `seeds`, `block` seeds each (the last one may be shorter): block `k` is
+/// `seeds.start + k * block` up to `block` seeds further, cut at `seeds.end`. A block is
+/// the swarm's unit of sharding: one test of the `swarm` test binary, or one task of a
+/// Slurm array (`contrib/slurm/swarm.sbatch` computes the same blocks).
+///
+/// # Panics
+/// When `block` is 0.
+#[must_use]
+pub fn blocks(seeds: Range<u64>, block: u64) -> Vec<Range<u64>> {
+    assert!(block > 0, "a block holds at least one seed");
+    let mut out = Vec::new();
+    let mut start = seeds.start;
+    while start < seeds.end {
+        let end = seeds.end.min(start.saturating_add(block));
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+/// The name of the test that runs `block`, a block of `seeds`: `seeds_A_B` with the first
+/// and last seed (B included), zero-padded to the digits of the swarm's last seed (at
+/// least four), so that names sort in seed order: `seeds_0000_0063`.
+#[must_use]
+pub fn block_name(block: &Range<u64>, seeds: &Range<u64>) -> String {
+    let width = seeds.end.saturating_sub(1).to_string().len().max(4);
+    format!(
+        "seeds_{:0width$}_{:0width$}",
+        block.start,
+        block.end.saturating_sub(1)
+    )
+}
+
+/// The seeds that a test named by [`block_name`] runs; `None` for any other name.
+#[must_use]
+pub fn block_of_name(name: &str) -> Option<Range<u64>> {
+    let (first, last) = name.strip_prefix("seeds_")?.split_once('_')?;
+    let first: u64 = first.parse().ok()?;
+    let last: u64 = last.parse().ok()?;
+    let end = last.checked_add(1)?;
+    (first <= last).then_some(first..end)
 }
 
 /// Shrinks seed `seed`'s failing scenario: proptest's simplify/complicate walk over the
@@ -363,5 +456,68 @@ mod tests {
             shrunk: None,
         };
         assert_eq!(f.command(), "cargo xtask swarm --seeds 17..18");
+        let report = f.report();
+        assert!(
+            report.starts_with(
+                "seed 17 FAILED (rerun: cargo xtask swarm --seeds 17..18):\n  run failed: "
+            ),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_report_names_the_shrunk_scenario() {
+        let small = scenario_for_seed(3);
+        let f = Failure {
+            seed: 9,
+            problems: vec!["first".into(), "second".into()],
+            shrunk: Some((small.clone(), vec!["still broken".into()])),
+        };
+        assert_eq!(
+            f.report(),
+            format!(
+                "seed 9 FAILED (rerun: cargo xtask swarm --seeds 9..10):\n  first\n  second\n  \
+                 shrunk to {} senders, {} receivers, {} heaps: still broken\n",
+                small.senders.len(),
+                small.receivers.len(),
+                small.senders.iter().map(|s| s.heaps).sum::<u32>()
+            )
+        );
+    }
+
+    #[test]
+    fn seed_ranges_parse_and_empty_ones_are_refused() {
+        assert_eq!(parse_seeds("0..400"), Ok(0..400));
+        assert_eq!(parse_seeds("7..8"), Ok(7..8));
+        for bad in ["5..5", "6..5", "0-400", "a..4", "1..", ""] {
+            assert!(parse_seeds(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn blocks_cover_every_seed_once_and_their_names_give_them_back() {
+        let seeds = 0..400;
+        let got = blocks(seeds.clone(), 64);
+        assert_eq!(got.len(), 7);
+        assert_eq!(got[0], 0..64);
+        assert_eq!(got[6], 384..400);
+        let flat: Vec<u64> = got.iter().cloned().flatten().collect();
+        assert_eq!(flat, seeds.clone().collect::<Vec<_>>());
+        assert_eq!(block_name(&got[0], &seeds), "seeds_0000_0063");
+        assert_eq!(block_name(&got[6], &seeds), "seeds_0384_0399");
+        for b in &got {
+            assert_eq!(block_of_name(&block_name(b, &seeds)), Some(b.clone()));
+        }
+        let wide = 95_000..100_001;
+        assert_eq!(blocks(wide.clone(), 10_000).len(), 1);
+        assert_eq!(
+            block_name(&(100_000..100_001), &wide),
+            "seeds_100000_100000"
+        );
+        assert_eq!(blocks(5..6, 64), vec![5..6]);
+        assert_eq!(blocks(u64::MAX - 3..u64::MAX, 2).len(), 2);
+        assert_eq!(block_of_name("seeds_0009_0003"), None);
+        assert_eq!(block_of_name("seeds_0001"), None);
+        assert_eq!(block_of_name("other_0001_0002"), None);
     }
 }

@@ -71,7 +71,7 @@ enum Command {
         #[arg(long, conflicts_with = "seeds")]
         pcap: Option<PathBuf>,
         /// Seeds, as A..B (B excluded): the scenario once with each.
-        #[arg(long, value_parser = parse_seeds)]
+        #[arg(long, value_parser = scenarios::swarm::parse_seeds)]
         seeds: Option<std::ops::Range<u64>>,
         /// Worker threads for `--seeds` (default: every core).
         #[arg(long, requires = "seeds", value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -110,7 +110,7 @@ enum Command {
     /// Random scenarios, one per seed, on every core: invariants and repeatable traces.
     Swarm {
         /// The seeds, as A..B (B excluded): one scenario each.
-        #[arg(long, value_parser = parse_seeds)]
+        #[arg(long, value_parser = scenarios::swarm::parse_seeds)]
         seeds: std::ops::Range<u64>,
         /// Worker threads (default: every core).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -131,25 +131,6 @@ fn probability(text: &str) -> Result<f64, String> {
         Ok(_) => Err(format!("{text} is not a probability (0 to 1)")),
         Err(_) => Err(format!("{text} is not a number")),
     }
-}
-
-/// Parses `A..B` with A < B.
-fn parse_seeds(text: &str) -> Result<std::ops::Range<u64>, String> {
-    let (a, b) = text
-        .split_once("..")
-        .ok_or_else(|| format!("`{text}` is not a seed range A..B"))?;
-    let a: u64 = a
-        .parse()
-        .map_err(|e| format!("`{a}` in `{text}` is not a seed: {e}"))?;
-    let b: u64 = b
-        .parse()
-        .map_err(|e| format!("`{b}` in `{text}` is not a seed: {e}"))?;
-    if a >= b {
-        return Err(format!(
-            "the seed range `{text}` is empty (A..B needs A < B)"
-        ));
-    }
-    Ok(a..b)
 }
 
 /// Parses the command line: `--help` prints and exits 0; any other error prints as one
@@ -530,21 +511,14 @@ fn cmd_swarm(
         return fail(format!("cannot create {}: {e}", out.display()));
     }
     for f in &report.failures {
-        println!("seed {} FAILED (rerun: {}):", f.seed, f.command());
-        for p in &f.problems {
-            println!("  {p}");
-        }
+        print!("{}", f.report());
         let original = swarm::scenario_for_seed(f.seed);
         write_scenario(&out.join(format!("seed-{}.toml", f.seed)), &original);
-        if let Some((small, problems)) = &f.shrunk {
+        if let Some((small, _)) = &f.shrunk {
             let path = out.join(format!("shrunk-{}.toml", f.seed));
             write_scenario(&path, small);
             println!(
-                "  shrunk to {} senders, {} receivers, {} heaps: {} (rerun: cargo xtask scenario run {})",
-                small.senders.len(),
-                small.receivers.len(),
-                small.senders.iter().map(|s| s.heaps).sum::<u32>(),
-                problems.first().map_or("", String::as_str),
+                "  rerun the shrunk scenario: cargo xtask scenario run {}",
                 path.display()
             );
         }
