@@ -37,7 +37,7 @@
 //!   the [`dist`] module); `--verify` runs programs from it alone.
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
-//!   form ([`cmd::CI_SWARM_SEEDS`]).
+//!   form: the `swarm` test binary of scenarios, seeds 0..400 (scenarios/SWARM.md).
 //! - `cargo xtask soak [--minutes M]`: the receivers fed faster than they consume and
 //!   flooded with malformed packets (`soak` in workspace-tests): memory high-water and
 //!   counters; CI runs the short form ([`cmd::CI_SOAK_SECONDS`]).
