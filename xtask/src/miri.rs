@@ -37,7 +37,7 @@ pub const RUNS: &[&[&str]] = &[
         "spead",
         "--lib",
         "--",
-        "recv::chunk_cell",
+        "recv::chunk::cell",
         "recv::chunk::tests::heaps_placed_over_a_live_heaps_bytes_are_rejected",
         "recv::chunk::tests::a_small_lossy_group_on_threads",
     ],

@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::descriptor::Descriptor;
+use crate::recv::config::StreamConfig;
+use crate::recv::stats::{StatMode, Stats};
 use crate::send::{heap_to_bytes, Heap as SendHeap};
 use crate::test_support::stop_heap;
 use crate::wire::{Flavour, HEAP_LENGTH_ID, PAYLOAD_LENGTH_ID};

@@ -32,8 +32,8 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::chunk::Chunk;
-use super::sink::copy_payload;
+use super::config::Chunk;
+use crate::recv::sink::copy_payload;
 
 /// The cell a group member is writing (its address; 0: none), on a cache line of its
 /// own.
