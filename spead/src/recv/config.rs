@@ -24,7 +24,8 @@ pub struct StreamConfig {
     /// Deliver heaps that are not contiguous (with their ranges) instead of dropping
     /// them: spead2's `ring_stream_config::contiguous_only = false`.
     pub deliver_incomplete: bool,
-    /// Do not accept packets until [`Stream::start`] (spead2's `explicit_start`).
+    /// Do not accept packets until [`Stream::start`](super::Stream::start) (spead2's
+    /// `explicit_start`).
     pub explicit_start: bool,
     /// Largest heap accepted (HEAP_LENGTH, or bytes seen for unsized heaps).
     pub max_heap_size: u64,

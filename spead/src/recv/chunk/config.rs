@@ -11,7 +11,8 @@ use crate::wire::Packet;
 pub struct Chunk<U = ()> {
     /// Chunk id (set by the stream when it takes the chunk).
     pub chunk_id: i64,
-    /// `stream_id` of the stream that took the chunk ([`StreamConfig::stream_id`]).
+    /// `stream_id` of the stream that took the chunk
+    /// ([`StreamConfig::stream_id`](crate::recv::StreamConfig::stream_id)).
     pub stream_id: usize,
     /// One flag per heap (or per packet with packet presence): 1 once it arrived.
     pub present: Vec<u8>,
@@ -54,7 +55,8 @@ pub struct PlaceData<'a> {
     /// Output: the heap's byte offset in the chunk's `data`.
     pub heap_offset: usize,
     /// The stream's statistics, for the callback's custom counters (spead2's
-    /// `batch_stats`; use the indices [`StreamConfig::add_stat`] returned).
+    /// `batch_stats`; use the indices
+    /// [`StreamConfig::add_stat`](crate::recv::StreamConfig::add_stat) returned).
     pub stats: &'a mut Stats,
     /// Output: bytes to copy into the chunk's `extra` (at most `max_heap_extra`).
     pub extra: &'a mut [u8],

@@ -19,7 +19,8 @@
 //! A single [`ChunkStream`] is a group of one.
 //!
 //! Heap assembly itself is the plain stream's ([`super::Stream`]): a chunk stream is a
-//! `Stream` whose [`HeapSink`] is a [`ChunkSink`], fed by the same `add_datagram`,
+//! `Stream` whose [`HeapSink`](crate::recv::sink::HeapSink) is a [`ChunkSink`], fed by the same
+//! `add_datagram`,
 //! `add_buffer` and `add_decoded` calls, so every transport can drive it.
 //!
 //! ```
