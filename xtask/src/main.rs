@@ -30,13 +30,13 @@
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
 //!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
 //! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
-//!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
+//!   `fuzz/` (nightly); CI runs each for [`cmd::ci::CI_FUZZ_SECONDS`].
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
-//!   form ([`cmd::CI_SWARM_SEEDS`]).
+//!   form ([`cmd::ci::CI_SWARM_SEEDS`]).
 //! - `cargo xtask soak [--minutes M]`: the receivers fed faster than they consume and
 //!   flooded with malformed packets (`soak` in workspace-tests): memory high-water and
-//!   counters; CI runs the short form ([`cmd::CI_SOAK_SECONDS`]).
+//!   counters; CI runs the short form ([`cmd::ci::CI_SOAK_SECONDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
 //!   (also with the hardware features), docs, the simulator suite, xtask's own tests (its
 //!   bad-input table), the emulator's tests (Debian programs on the emulated libibverbs),
@@ -44,15 +44,14 @@
 //!   the VM.
 
 mod cmd;
-mod emu_suite;
-mod fuzz;
-mod miri;
 mod vm;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+use cmd::{emu_suite, fuzz, miri};
 
 #[derive(Debug, Parser)]
 #[command(

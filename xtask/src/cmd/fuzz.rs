@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::cmd::Error;
+use super::common::Error;
 
 /// How long or how far to fuzz.
 #[derive(Debug, Clone, Copy)]

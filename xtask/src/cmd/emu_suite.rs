@@ -10,7 +10,9 @@
 
 use std::path::Path;
 
-use crate::cmd::{build_hw_tests, emu, root, EmuArgs, Error, TestBinary};
+use super::common::{root, Error};
+use super::emu::{emu, EmuArgs};
+use super::test_hw::{build_hw_tests, TestBinary};
 use crate::vm;
 
 /// The topology the suites run on: one host with one rxe-personality device, as in the VM.

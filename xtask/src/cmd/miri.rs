@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::cmd::Error;
+use super::common::Error;
 
 /// The test runs, as `cargo miri test` arguments.
 pub const RUNS: &[&[&str]] = &[
