@@ -38,8 +38,8 @@ pub const RUNS: &[&[&str]] = &[
         "--lib",
         "--",
         "recv::chunk::cell",
-        "recv::chunk::tests::heaps_placed_over_a_live_heaps_bytes_are_rejected",
-        "recv::chunk::tests::a_small_lossy_group_on_threads",
+        "recv::chunk::tests::group::heaps_placed_over_a_live_heaps_bytes_are_rejected",
+        "recv::chunk::tests::group::a_small_lossy_group_on_threads",
     ],
 ];
 
