@@ -22,9 +22,8 @@ use crate::frame::ipv6::link_local_of_mac;
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
     inc_rkey, AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow,
-    FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, MwBind, MwType, PortAttr, PortState,
-    QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result, SendWr, SrqAttr,
-    SrqInitAttr,
+    FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, MwBind, MwType, PortAttr, PortState, QpAttr,
+    QpInitAttr, QpState, QpType, QueuePair, Result, SendWr, SrqAttr, SrqInitAttr,
 };
 
 /// An open simulated device.
