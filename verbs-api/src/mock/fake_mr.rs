@@ -1,17 +1,8 @@
-//! mockall mocks of every trait (feature `mock`), for interaction tests: "after polling a
-//! receive completion, the code reposts that slot", "the code arms the CQ before waiting".
-//!
-//! [`FakeMr`] stands in for a memory region: it owns real memory (the pool layer reads
-//! slots through it) and hands out keys the test chooses.
+//! [`FakeMr`]: a memory region over owned memory, with keys the test chooses.
 
 use std::cell::UnsafeCell;
 
 use crate::{AccessFlags, MemoryRegion, MrKeys};
-
-pub use crate::traits::{
-    MockAddressHandle, MockCompletionChannel, MockCompletionQueue, MockContext, MockFlow,
-    MockMemoryWindow, MockProtectionDomain, MockQueuePair, MockSharedReceiveQueue, MockVerbs,
-};
 
 /// A memory region backed by owned, zeroed memory, with chosen keys.
 #[derive(Debug)]
