@@ -2,6 +2,13 @@
 //! loopback pair, and a chunk-stream group over reader threads; ours beside spead2 and
 //! beside the memcpy bound, all measured in the same run.
 //!
+//! One file (about 1000 lines) on purpose: it is one report program whose three parts
+//! (memory, UDP, chunk group) share its arguments, shapes, medians and spead2 driver, and
+//! the loops it times (the memcpy bounds, our feeding loops, the group's readers) stay in
+//! the one module they were measured in so far; spread over modules they could be
+//! compiled differently (other codegen units, other inlining) and the numbers would no
+//! longer compare with earlier runs.
+//!
 //! `cargo bench -p spead --bench assembly -- [--runs N] [--mib M] [--shape S]
 //! [--skip-udp] [--skip-group] [--skip-mem] [--profile]`
 //!

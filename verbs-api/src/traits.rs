@@ -61,7 +61,7 @@ pub trait Verbs {
     feature = "mock",
     mockall::automock(
         type Pd = MockProtectionDomain;
-        type Mr = crate::mock::FakeMr;
+        type Mr = crate::mock::fake_mr::FakeMr;
         type Mw = MockMemoryWindow;
         type CompChannel = MockCompletionChannel;
         type Cq = MockCompletionQueue;

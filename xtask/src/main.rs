@@ -32,33 +32,30 @@
 //! - `cargo xtask bench emu [--runs N]`: the emulated NIC alone (perftest between two
 //!   emulated hosts) against kernel loopback (qperf) and memcpy, with ratios.
 //! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
-//!   `fuzz/` (nightly); CI runs each for [`cmd::CI_FUZZ_SECONDS`].
+//!   `fuzz/` (nightly); CI runs each for [`cmd::ci::CI_FUZZ_SECONDS`].
 //! - `cargo xtask dist [--verify]`: the emulated NIC as a tarball in `target/dist/` (see
-//!   the [`dist`] module); `--verify` runs programs from it alone.
+//!   the `cmd::dist` module); `--verify` runs programs from it alone.
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
 //!   form: the `swarm` test binary of scenarios, seeds 0..400 (scenarios/SWARM.md).
 //! - `cargo xtask soak [--minutes M]`: the receivers fed faster than they consume and
 //!   flooded with malformed packets (`soak` in workspace-tests): memory high-water and
-//!   counters; CI runs the short form ([`cmd::CI_SOAK_SECONDS`]).
+//!   counters; CI runs the short form ([`cmd::ci::CI_SOAK_SECONDS`]).
 //! - `cargo xtask ci`: what `.ci/run` calls: format check, clippy with `-D warnings`
 //!   (also with the hardware features), docs, the simulator suite, xtask's own tests (its
 //!   bad-input table), the emulator's tests (Debian programs on the emulated libibverbs),
 //!   the short swarm, soak and fuzz runs, Miri, and the hardware suite on Soft-RoCE in
 //!   the VM.
 
-mod bench_emu;
 mod cmd;
-mod dist;
-mod emu_suite;
-mod fuzz;
-mod miri;
 mod vm;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+use cmd::{emu_suite, fuzz, miri};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -377,7 +374,7 @@ fn main() -> ExitCode {
         Command::Bench {
             what: Some(BenchWhat::Emu),
             runs,
-        } => done(bench_emu::run(runs)),
+        } => done(cmd::bench_emu::run(runs)),
         Command::Emu {
             topology,
             seed,
@@ -408,10 +405,10 @@ fn main() -> ExitCode {
             done(fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ()))
         }
         Command::Miri => done(miri::run(&cmd::root())),
-        Command::Dist { verify } => done(dist::make().and_then(|t| {
+        Command::Dist { verify } => done(cmd::dist::make().and_then(|t| {
             println!("{}", t.display());
             if verify {
-                dist::verify(&t)?;
+                cmd::dist::verify(&t)?;
             }
             Ok(())
         })),

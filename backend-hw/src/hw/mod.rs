@@ -1,13 +1,13 @@
-//! The libibverbs backend: [`HwVerbs`] and [`HwContext`]; the resources are in
-//! [`resources`] and [`qp`].
+//! The libibverbs backend: [`HwVerbs`] and [`HwContext`] (its device context in [`ctx`]);
+//! the resources are in [`resources`] and [`qp`].
 
 mod convert;
+mod ctx;
 mod qp;
 mod resources;
 
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::fmt;
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
@@ -21,26 +21,14 @@ use verbs_api::{
 use crate::diagnose::{self, errno};
 use crate::ffi;
 
+pub use ctx::HwContext;
+pub(crate) use ctx::{invalid, os_error, Ctx};
 pub use qp::{HwFlow, HwQp};
 pub use resources::{HwAh, HwCompChannel, HwCq, HwMr, HwMw, HwPd, HwSrq};
 
 /// The environment variable naming the device [`HwVerbs::open_default`] opens (and that
 /// the device tests run on).
 pub const DEVICE_ENV: &str = "RDMA_DEVICE";
-
-/// An error from a shim call that returned `ret` (a positive errno).
-pub(crate) fn os_error(op: &'static str, ret: c_int, what: impl fmt::Display) -> Error {
-    Error::from_errno(op, ret, format!("{what}: {}", errno_name(ret)))
-}
-
-/// A short description of an errno, for messages.
-pub(crate) fn errno_name(e: c_int) -> String {
-    std::io::Error::from_raw_os_error(e).to_string()
-}
-
-pub(crate) fn invalid(op: &'static str, msg: impl Into<String>) -> Error {
-    Error::new(ErrorKind::InvalidArgument, op, msg)
-}
 
 /// The libibverbs provider: lists and opens devices.
 #[derive(Debug, Default, Clone, Copy)]
@@ -202,93 +190,6 @@ impl Verbs for HwVerbs {
             }),
         })
     }
-}
-
-/// The open device, shared by every resource made on it.
-pub(crate) struct Ctx {
-    pub(crate) ptr: NonNull<ffi::ibv_context>,
-    pub(crate) device: DeviceInfo,
-    pub(crate) num_comp_vectors: u32,
-    /// A kernel device, on the host's network (see [`HwVerbs::joins_host_multicast`]).
-    pub(crate) on_host_network: bool,
-    /// The device attributes, queried once (they do not change).
-    attr: Mutex<Option<DeviceAttr>>,
-    /// The `ibv_mr` of each live region by lkey, and the `ibv_mw` of each live window by
-    /// handle: a BIND_MW request names them by key and handle (as the device does), and
-    /// libibverbs wants the objects.
-    pub(crate) mrs: Mutex<HashMap<u32, usize>>,
-    pub(crate) mws: Mutex<HashMap<u32, usize>>,
-}
-
-// SAFETY: an ibv_context is usable from any thread: libibverbs' verbs are thread-safe
-// (rdma-core documents every verb as callable concurrently), and Ctx only closes it in Drop,
-// when no other reference exists.
-unsafe impl Send for Ctx {}
-// SAFETY: as for Send; the only Rust-side state is behind a Mutex.
-unsafe impl Sync for Ctx {}
-
-impl Drop for Ctx {
-    fn drop(&mut self) {
-        // SAFETY: every resource holds an Arc<Ctx>, so none is left; the context is closed
-        // exactly once.
-        let _ = unsafe { ffi::shim_close_device(self.ptr.as_ptr()) };
-    }
-}
-
-impl fmt::Debug for Ctx {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Ctx")
-            .field("device", &self.device.name)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Ctx {
-    pub(crate) fn name(&self) -> &str {
-        &self.device.name
-    }
-
-    /// The device attributes, from the cache after the first query.
-    pub(crate) fn attr(&self) -> Result<DeviceAttr> {
-        let mut cache = self.attr.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(a) = cache.as_ref() {
-            return Ok(a.clone());
-        }
-        let mut raw = std::mem::MaybeUninit::<ffi::shim_device_attr>::zeroed();
-        // SAFETY: the context is open; `raw` is a valid output the shim fills.
-        let ret = unsafe { ffi::shim_query_device(self.ptr.as_ptr(), raw.as_mut_ptr()) };
-        if ret != 0 {
-            return Err(os_error("ibv_query_device_ex", ret, self.name()));
-        }
-        // SAFETY: zero-initialised plain data, filled by the shim.
-        let raw = unsafe { raw.assume_init() };
-        let mut a = convert::device_attr(&raw, self.num_comp_vectors);
-        a.max_inline_data = qp::probe_max_inline(self, &a);
-        *cache = Some(a.clone());
-        Ok(a)
-    }
-
-    /// Checks that `other` was made on this context.
-    pub(crate) fn same(self: &Arc<Self>, other: &Arc<Ctx>, op: &'static str) -> Result<()> {
-        if Arc::ptr_eq(self, other) {
-            Ok(())
-        } else {
-            Err(invalid(
-                op,
-                format!(
-                    "a resource of device context {} was used with another context ({})",
-                    other.name(),
-                    self.name()
-                ),
-            ))
-        }
-    }
-}
-
-/// An open device (`struct ibv_context`): the factory of every resource on it.
-#[derive(Debug, Clone)]
-pub struct HwContext {
-    pub(crate) inner: Arc<Ctx>,
 }
 
 impl HwContext {

@@ -8,12 +8,15 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use verbs_api::{
-    Context, DeviceAttr, Error, ErrorKind, Flow, FlowAttr, Gid, LinkLayer, QpAttr, QpAttrMask,
-    QpCap, QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendOpcode, SendWr, WrDetail,
+    Context, Error, ErrorKind, Flow, FlowAttr, Gid, LinkLayer, MwBind, QpAttr, QpAttrMask, QpCap,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendOpcode, SendWr, WrDetail,
 };
 
-use super::resources::{self, null, post_error, post_recv_chunks, Cq, Pd, Srq, CHUNK};
-use super::{convert, invalid, os_error, Ctx, HwAh, HwContext, HwCq, HwPd, HwSrq};
+use super::convert;
+use super::ctx::{invalid, null, os_error, Ctx, HwContext, CHUNK};
+use super::resources::{
+    self, post_error, post_recv_chunks, Cq, HwAh, HwCq, HwMw, HwPd, HwSrq, Pd, Srq,
+};
 use crate::diagnose::{self, errno};
 use crate::ffi;
 
@@ -528,83 +531,32 @@ impl Flow for HwFlow {
 
 // ---------------------------------------------------------------- max inline probe
 
-/// libibverbs does not report the largest inline send; find it by creating small RC QPs
-/// asking for more and more (providers refuse sizes above their limit). 0 when even the
-/// probe's resources cannot be made.
-pub(crate) fn probe_max_inline(ctx: &Ctx, dev: &DeviceAttr) -> u32 {
-    let ctx_ptr = ctx.ptr.as_ptr();
-    let mut pd = std::ptr::null_mut();
-    let mut handle = 0;
-    // SAFETY: the context is open; the outputs are valid.
-    if unsafe { ffi::shim_alloc_pd(ctx_ptr, &mut pd, &mut handle) } != 0 || pd.is_null() {
-        return 0;
-    }
-    let mut cq = std::ptr::null_mut();
-    let (mut h, mut n) = (0, 0);
-    // SAFETY: as above; no channel, no context pointer.
-    let ok = unsafe {
-        ffi::shim_create_cq(
-            ctx_ptr,
-            2,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-            &mut cq,
-            &mut h,
-            &mut n,
-        )
-    } == 0
-        && !cq.is_null();
-    let mut best = 0u32;
-    if ok {
-        let fits = |inline: u32| -> bool {
-            let mut attr = ffi::shim_qp_init_attr {
-                send_cq: cq,
-                recv_cq: cq,
-                srq: std::ptr::null_mut(),
-                cap: ffi::shim_qp_cap {
-                    max_send_wr: 1,
-                    max_recv_wr: 1,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: inline,
-                },
-                qp_type: QpType::Rc.as_raw(),
-                sq_sig_all: 0,
-            };
-            let mut qp = std::ptr::null_mut();
-            let mut num = 0;
-            // SAFETY: the PD and CQ are alive; the outputs are valid.
-            let ret = unsafe { ffi::shim_create_qp(pd, &mut attr, &mut qp, &mut num) };
-            if ret != 0 || qp.is_null() {
-                return false;
-            }
-            // SAFETY: the probe QP was just created and is used by nothing else.
-            unsafe { ffi::shim_destroy_qp(qp) };
-            true
+impl HwMw {
+    /// Binds the window with a bind work request on `qp` (`ibv_bind_mw`); returns the new
+    /// rkey.
+    pub(crate) fn bind(&self, qp: &HwQp, bind: &MwBind) -> Result<u32> {
+        const OP: &str = "ibv_bind_mw";
+        let mr = resources::mr_ptr(&self.pd.ctx, bind.bind_info.mr_lkey, OP)?;
+        let mut rkey = 0;
+        let b = &bind.bind_info;
+        // SAFETY: the QP, the window and the region are alive (the region's pointer comes
+        // from the registry its Drop removes it from); `rkey` is a valid output.
+        let ret = unsafe {
+            ffi::shim_bind_mw(
+                qp.raw(),
+                self.ptr.as_ptr(),
+                mr,
+                bind.wr_id,
+                bind.send_flags.bits(),
+                b.addr,
+                b.length,
+                b.mw_access_flags.bits(),
+                &mut rkey,
+            )
         };
-        let (mut lo, mut hi) = (
-            0u32,
-            4096u32.min(dev.max_mr_size.try_into().unwrap_or(4096)),
-        );
-        if fits(hi) {
-            best = hi;
-        } else {
-            // Invariant: fits(lo) (0 always does), !fits(hi).
-            while hi - lo > 1 {
-                let mid = lo + (hi - lo) / 2;
-                if fits(mid) {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            best = lo;
+        if ret != 0 {
+            return Err(os_error(OP, ret, format!("window {}", self.handle)).with_bad_wr(0));
         }
-        // SAFETY: the probe CQ has no QP left.
-        unsafe { ffi::shim_destroy_cq(cq) };
+        Ok(rkey)
     }
-    // SAFETY: the probe PD has no resource left.
-    unsafe { ffi::shim_dealloc_pd(pd) };
-    best
 }

@@ -1,11 +1,12 @@
 //! [`SimContext`]: an open simulated device and the factory of every resource on it,
-//! with protection domains, address handles and flow rules.
+//! with address handles and flow rules (protection domains are [`SimPd`]).
 
 use crate::verbs::ah::SimAh;
 use crate::verbs::cq::{SimChannel, SimCq};
 use crate::verbs::mr::{alloc_owned, register, SimMr};
 use crate::verbs::mw::SimMw;
 use crate::verbs::objects::{err, lock, Kind, Res};
+use crate::verbs::pd::SimPd;
 use crate::verbs::personality::Personality;
 use crate::verbs::qp::SimQp;
 use crate::verbs::rc::RcState;
@@ -21,9 +22,8 @@ use crate::frame::ipv6::link_local_of_mac;
 use std::sync::{Arc, MutexGuard};
 use verbs_api::{
     inc_rkey, AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow,
-    FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, MwBind, MwType, PortAttr, PortState,
-    ProtectionDomain, QpAttr, QpInitAttr, QpState, QpType, QueuePair, Result, SendWr, SrqAttr,
-    SrqInitAttr,
+    FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, MwBind, MwType, PortAttr, PortState, QpAttr,
+    QpInitAttr, QpState, QpType, QueuePair, Result, SendWr, SrqAttr, SrqInitAttr,
 };
 
 /// An open simulated device.
@@ -55,19 +55,6 @@ impl SimContext {
     #[must_use]
     pub fn roce_v1_gid(&self, index: u32) -> bool {
         self.personality().roce_v1_gid(index)
-    }
-}
-
-/// A protection domain. A clone is the same domain (what a parent domain wraps).
-#[derive(Debug, Clone)]
-pub struct SimPd {
-    pub(crate) res: Arc<Res>,
-    pub(crate) _ctx: Arc<Res>,
-}
-
-impl ProtectionDomain for SimPd {
-    fn handle(&self) -> u32 {
-        self.res.id
     }
 }
 

@@ -3,6 +3,7 @@
 
 use crate::verbs::memory::MrEntry;
 use crate::verbs::objects::{err, lock, Res, Shared};
+use crate::verbs::pd::SimPd;
 use std::alloc::Layout;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -64,7 +65,7 @@ impl SimMr {
     /// A new range is memory the caller owns and keeps valid while registered.
     pub unsafe fn rereg(
         &mut self,
-        pd: Option<&super::SimPd>,
+        pd: Option<&SimPd>,
         range: Option<(*mut u8, usize)>,
         access: Option<AccessFlags>,
     ) -> Result<()> {

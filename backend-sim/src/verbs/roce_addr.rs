@@ -18,7 +18,7 @@ use verbs_api::GlobalRoute;
 
 use crate::frame::eth::Mac;
 use crate::frame::roce::RoceIps;
-use crate::verbs::Personality;
+use crate::verbs::personality::Personality;
 
 /// The source and destination addresses of frames a port (MAC `mac`, IPv4 address
 /// `ip`) sends along `grh`: over IPv4 to an IPv4-mapped destination GID, from the port's

@@ -30,7 +30,7 @@ use std::ops::Range;
 use pcap_file::pcapng::RawBlock;
 use pcap_file::{Endianness, TsResolution};
 
-use super::PcapError;
+use super::error::PcapError;
 
 /// Records larger than this (captured bytes) are taken as corruption; libpcap uses the
 /// same bound (256 KiB), and a UDP datagram with its headers is far smaller.

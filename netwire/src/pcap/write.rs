@@ -17,7 +17,8 @@ use pcap_file::pcapng::blocks::section_header::SectionHeaderBlock;
 use pcap_file::pcapng::Block;
 use pcap_file::{DataLink, Endianness, TsResolution};
 
-use super::{link_type, MAX_RECORD};
+use super::link::link_type;
+use super::read::MAX_RECORD;
 
 /// Timestamp resolution of a written file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

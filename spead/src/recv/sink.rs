@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 
 use super::heap::Heap;
 use super::pool::{MemoryPool, PoolBuffer};
+use super::reject::Reject;
 use super::stats::Stats;
-use super::stream::Reject;
 use crate::wire::{Flavour, Packet};
 
 pub(crate) mod sealed {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use verbs_api::helpers::Notification;
 use verbs_api::{Context, Verbs};
 
-use super::VerbsError;
+use super::error::VerbsError;
 
 /// spead2's default maximum packet (UDP payload) size.
 pub const DEFAULT_MAX_SIZE: usize = 9200;
@@ -260,6 +260,11 @@ pub(crate) fn wait_timeout(busy: bool, timeout: Option<Duration>) -> Option<Dura
     } else {
         timeout
     }
+}
+
+/// The Q_Key a UD endpoint's port maps to.
+pub fn ud_qkey(port: u16) -> u32 {
+    0x1100_0000 | u32::from(port)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::net::Ipv4Addr;
 
-use super::VerbsError;
+use super::error::VerbsError;
 
 /// The MAC of the interface that has `ip`, from `getifaddrs` and sysfs.
 ///

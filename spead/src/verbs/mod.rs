@@ -28,6 +28,7 @@
 //! on one group stay apart.
 
 mod config;
+mod error;
 pub mod frame;
 mod iface;
 mod receiver;
@@ -35,9 +36,10 @@ mod reroute;
 mod sender;
 
 pub use config::{
-    find_device, parse_interface, DeviceMatch, IbvConfig, DEFAULT_BUFFER_SIZE, DEFAULT_MAX_SIZE,
-    DEFAULT_SEND_BUFFER_SIZE, ENV_COMP_VECTOR, ENV_INTERFACE,
+    find_device, parse_interface, ud_qkey, DeviceMatch, IbvConfig, DEFAULT_BUFFER_SIZE,
+    DEFAULT_MAX_SIZE, DEFAULT_SEND_BUFFER_SIZE, ENV_COMP_VECTOR, ENV_INTERFACE,
 };
+pub use error::VerbsError;
 pub use frame::FrameDrop;
 pub use iface::interface_mac;
 pub use receiver::{source_mac, Receiver, ReceiverStats, RxFrame};
@@ -45,42 +47,3 @@ pub use reroute::{EnvOverride, UdpReader};
 pub use sender::{
     HeapSent, SendHeapsError, SendStreamConfig, SendWithError, Sender, SenderStats, MAX_SGE,
 };
-
-use std::net::Ipv4Addr;
-
-/// Errors of the verbs transports.
-#[derive(Debug, thiserror::Error)]
-pub enum VerbsError {
-    /// A configuration spead2 would reject too.
-    #[error("{0}")]
-    Config(String),
-    /// No RDMA device has the interface address.
-    #[error("no RDMA device has interface address {iface} (devices: {})", if devices.is_empty() { "none".to_string() } else { devices.join(", ") })]
-    NoInterface {
-        /// The address looked for.
-        iface: Ipv4Addr,
-        /// The devices there are.
-        devices: Vec<String>,
-    },
-    /// A verbs call failed.
-    #[error(transparent)]
-    Verbs(#[from] verbs_api::Error),
-    /// A kernel socket failed (a UDP reader left on the kernel, see [`UdpReader`]).
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    /// The host would not join a multicast group on the interface (real devices only).
-    #[error("joining multicast group {group} on interface {iface}: {reason}")]
-    HostJoin {
-        /// The group.
-        group: Ipv4Addr,
-        /// The interface address.
-        iface: Ipv4Addr,
-        /// The kernel's answer.
-        reason: String,
-    },
-}
-
-/// The Q_Key a UD endpoint's port maps to.
-pub fn ud_qkey(port: u16) -> u32 {
-    0x1100_0000 | u32::from(port)
-}

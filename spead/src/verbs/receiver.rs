@@ -12,9 +12,11 @@ use verbs_api::{
     Ipv4Filter, QpState, QpType, QueuePair, Verbs, WcFlags, GRH_LEN,
 };
 
+use super::config::ud_qkey;
 use super::config::{find_device, wait_timeout, IbvConfig};
+use super::error::VerbsError;
 use super::frame::{self, FrameDrop, HEADERS};
-use super::{ud_qkey, VerbsError};
+use super::iface::interface_mac;
 use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 
@@ -142,7 +144,7 @@ fn unicast_mac<V: Verbs>(
     ip: Ipv4Addr,
 ) -> Result<[u8; 6], VerbsError> {
     if verbs.joins_host_multicast() {
-        return super::interface_mac(ip);
+        return interface_mac(ip);
     }
     if ip != iface {
         return Err(VerbsError::Config(format!(
@@ -167,7 +169,7 @@ fn unicast_mac<V: Verbs>(
 /// when the MAC cannot be found.
 pub fn source_mac<V: Verbs>(verbs: &V, iface: Ipv4Addr) -> Result<[u8; 6], VerbsError> {
     if verbs.joins_host_multicast() {
-        return super::interface_mac(iface);
+        return interface_mac(iface);
     }
     let dev = find_device(verbs, iface)?;
     let ctx = verbs.open(&dev.device)?;

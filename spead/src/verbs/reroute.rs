@@ -21,8 +21,10 @@ use std::time::Duration;
 
 use verbs_api::{Context, Verbs};
 
+use super::config::IbvConfig;
 use super::config::{ENV_COMP_VECTOR, ENV_INTERFACE};
-use super::{IbvConfig, Receiver, VerbsError};
+use super::error::VerbsError;
+use super::receiver::Receiver;
 use crate::recv::sink::HeapSink;
 use crate::recv::Stream;
 use crate::transport::{UdpReceiver, UdpRecvConfig};

@@ -196,7 +196,7 @@ pub fn build(moddir: &Path, busybox: &Path, dest: &Path) -> Result<(), String> {
     cpio.file("lib/modules/order", 0o644, order.as_bytes());
 
     let bytes = cpio.finish();
-    let tmp = super::sibling(dest, "tmp");
+    let tmp = super::paths::sibling(dest, "tmp");
     std::fs::write(&tmp, bytes).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
     std::fs::rename(&tmp, dest).map_err(|e| format!("cannot write {}: {e}", dest.display()))
 }

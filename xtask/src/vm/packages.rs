@@ -356,7 +356,7 @@ pub fn download_and_unpack(package: &str, debs: &Path, dest: &Path) -> Result<()
             })?
         }
     };
-    let partial = super::sibling(dest, "partial");
+    let partial = super::paths::sibling(dest, "partial");
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial)
         .map_err(|e| format!("cannot create {}: {e}", partial.display()))?;

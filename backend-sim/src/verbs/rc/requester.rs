@@ -2,8 +2,8 @@
 //! go-back-N retransmission, RNR waits, and the responses (ACK, NAK, READ data, atomic
 //! results) that complete WQEs in order.
 
+use super::nic::{Nic, Timer};
 use super::psn::{ack_timeout_ns, psn_add, psn_cmp, rnr_ns, PSN_MASK};
-use super::{enter_error, Nic, Timer};
 use crate::frame::roce::{opcode as op, syndrome, AtomicEth, Bth, Reth, RoceHeaders, RocePacket};
 use crate::verbs::memory;
 use crate::verbs::personality::Personality;
@@ -629,5 +629,15 @@ impl Requester {
         self.complete_done(nic);
         // A fenced WQE may go now.
         self.pump(nic);
+    }
+}
+
+/// Moves the QP to ERR: the NIC flushes the receive side, the requester its send queue.
+pub(super) fn enter_error(nic: &mut impl Nic, req: &mut Requester) {
+    if nic.enter_error() {
+        let qpn = nic.qp().qpn;
+        for (wr_id, opcode) in req.take_outstanding() {
+            nic.complete_send(completion(wr_id, WcStatus::WrFlushErr, opcode, qpn));
+        }
     }
 }

@@ -2,9 +2,9 @@
 //! WRITE into registered memory, READ responses, atomics with their replay cache,
 //! duplicates answered without executing again, and the ACKs and NAKs that report it all.
 
+use super::nic::{Count, Nic, QpView};
 use super::psn::{psn_add, psn_cmp, PSN_MASK};
-use super::requester::Requester;
-use super::{enter_error, Count, Nic, QpView};
+use super::requester::{enter_error, Requester};
 use crate::frame::roce::{opcode as op, syndrome, Aeth, Bth, Reth, RoceHeaders, RocePacket};
 use crate::verbs::memory::{self, Span};
 use crate::verbs::personality::Personality;

@@ -4,11 +4,17 @@
 //! fixed latency and can be lost on purpose; timers fire when nothing is in flight.
 
 use super::*;
-use crate::verbs::memory::MrEntry;
-use crate::verbs::wqe::SgeList;
+use crate::clock::Nanos;
+use crate::frame::roce::RoceHeaders;
+use crate::verbs::memory::{MrEntry, MrTable};
+use crate::verbs::personality::Personality;
+use crate::verbs::wqe::{completion, RecvWqe, SgeList};
 use std::cell::Cell;
 use std::collections::VecDeque;
-use verbs_api::{AccessFlags, Mtu, SendFlags, SendOpcode, Sge, WcFlags, WcOpcode};
+use verbs_api::{
+    AccessFlags, Completion, EventType, Mtu, QpAttr, SendFlags, SendOpcode, Sge, WcFlags, WcOpcode,
+    WcStatus,
+};
 
 const LATENCY: Nanos = 1_000;
 const QPN: [u32; 2] = [0x11, 0x22];

@@ -22,7 +22,6 @@ use crate::clock::Nanos;
 use crate::fabric::{Fabric, Output};
 use crate::frame::eth::Mac;
 use crate::ids::{HostId, PortId};
-use crate::trace::tag;
 use rustc_hash::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
@@ -33,7 +32,7 @@ pub(crate) use super::wqe::{completion, RecvWqe, SgeList, UdDest, WrCopy};
 
 /// Trace tags of the verbs layer.
 pub(crate) mod vtag {
-    use super::tag::USER;
+    use crate::trace::tag::USER;
     pub const POST_SEND: u8 = USER;
     pub const POST_RECV: u8 = USER + 1;
     pub const COMPLETION: u8 = USER + 2;

@@ -1,6 +1,6 @@
 //! Completion queues: sizes, notification (next and solicited-only), overrun.
 
-use super::*;
+use super::prelude::*;
 use crate::conformance::rig::CqPair;
 
 /// An armed CQ raises one event on its channel; it is acked; unarmed, nothing comes.
@@ -71,7 +71,12 @@ pub fn cq_overrun_raises_async_event<V: Verbs>(env: &Env<V>) {
     let small = rig.ctx.create_cq(2, None, 0).expect("small CQ");
     let cap = small.cqe() as usize;
     let send_cq = rig.cq(64);
-    let r = rig.qp_with(QpType::Ud, &send_cq.cq, &small, super::cap(4, 64, 1, 1, 0));
+    let r = rig.qp_with(
+        QpType::Ud,
+        &send_cq.cq,
+        &small,
+        super::prelude::cap(4, 64, 1, 1, 0),
+    );
     let p = verbs_api::helpers::ConnectParams {
         port: rig.port,
         qkey: QKEY,

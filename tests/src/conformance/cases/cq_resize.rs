@@ -3,7 +3,7 @@
 //! and EINVAL for 0, above max_cqe, or fewer entries than completions wait
 //! (`rxe_cq_chk_attr`; the man page asks for at least that many).
 
-use super::*;
+use super::prelude::*;
 
 /// Logs a resize's outcome (with the errno on failure) and the size the CQ reports then.
 fn resize<Q: CompletionQueue>(log: &mut Log, what: &str, cq: &Q, cqe: u32) {

@@ -1,6 +1,6 @@
 //! Device, port and GID queries and the device limits.
 
-use super::*;
+use super::prelude::*;
 
 /// Device, port and GID queries.
 pub fn device_and_port_queries<V: Verbs>(env: &Env<V>) {

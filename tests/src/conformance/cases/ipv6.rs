@@ -2,7 +2,7 @@
 //! (`ibv_devinfo -v` in the Soft-RoCE VM: `GID[0] fe80::…, RoCE v2`), what `-g 0` in
 //! rdma-core's tools uses.
 
-use super::*;
+use super::prelude::*;
 
 /// The port's GID 0 and that it is link-local IPv6.
 fn link_local_gid<C: Context>(rig: &Rig<C>) -> Gid {

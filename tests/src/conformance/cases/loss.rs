@@ -2,7 +2,7 @@
 //! RC's requester does with a PSN sequence error NAK, and how UC's responder
 //! resynchronises after a gap.
 
-use super::*;
+use super::prelude::*;
 use crate::conformance::loss::LossyLink;
 use crate::conformance::rig::open_device;
 use verbs_api::helpers::transition::RemoteQp;

@@ -1,6 +1,6 @@
 //! Memory regions: registration, keys, access rules.
 
-use super::*;
+use super::prelude::*;
 
 /// MR registration, keys, bounds and access-flag rules.
 pub fn memory_registration_and_access<V: Verbs>(env: &Env<V>) {

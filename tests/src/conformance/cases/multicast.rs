@@ -1,6 +1,6 @@
 //! UD multicast: attach, fan-out, detach.
 
-use super::*;
+use super::prelude::*;
 use crate::conformance::rig::CqPair;
 
 /// A sender `s` and a receiver `r`: UD QPs in RTS, each on a CQ of its own (`cs`, `cr`).

@@ -7,7 +7,7 @@
 //! grants remote access the region itself does not (rxe checks no region right but
 //! MW_BIND, and LOCAL_WRITE for a writable window).
 
-use super::*;
+use super::prelude::*;
 use verbs_api::{inc_rkey, MemoryWindow, MwBind, MwBindInfo, MwType};
 
 const RW: AccessFlags = AccessFlags::REMOTE_READ.union(AccessFlags::REMOTE_WRITE);

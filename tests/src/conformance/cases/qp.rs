@@ -1,6 +1,6 @@
 //! QP creation, queue sizes, state transitions and attribute checks.
 
-use super::*;
+use super::prelude::*;
 
 /// RC through every state with exactly the required masks; invalid moves rejected with
 /// the same kinds on every backend.

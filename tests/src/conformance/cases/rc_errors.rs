@@ -1,6 +1,6 @@
 //! RC errors: local and remote faults, retries, flushing.
 
-use super::*;
+use super::prelude::*;
 
 /// Bad local memory in a work request. Sender side: an SGE past its MR completes with
 /// LOC_PROT_ERR; a bad lkey with LOC_PROT_ERR per the man pages, but LOC_QP_OP_ERR on rxe

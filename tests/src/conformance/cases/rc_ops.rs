@@ -1,6 +1,6 @@
 //! RC operations that succeed: every opcode, completions field by field.
 
-use super::*;
+use super::prelude::*;
 
 /// SEND into a scatter-gather list, SEND_WITH_IMM, completions in wr_id order.
 pub fn rc_send_recv_sgl_and_imm<V: Verbs>(env: &Env<V>) {

@@ -9,7 +9,7 @@
 //! race with its completer task), so every case here fills the queue within one list, or
 //! polls every completion before it posts again.
 
-use super::*;
+use super::prelude::*;
 
 /// The send-queue depth rxe gives for 4 asked: 7 (a ring of 8 with one slot kept free).
 const ASKED: u32 = 4;

@@ -1,6 +1,6 @@
 //! Shared receive queues: sharing, limits, sizes.
 
-use super::*;
+use super::prelude::*;
 
 /// Two QPs share one SRQ; when the posted count falls below the armed limit, the SRQ
 /// raises SRQ_LIMIT_REACHED once.

@@ -1,6 +1,6 @@
 //! UC: sends and RDMA writes without acknowledgements.
 
-use super::*;
+use super::prelude::*;
 
 /// UC SEND and SEND_WITH_IMM: completions as on RC (GRH flag, src_qp 0).
 pub fn uc_send_recv<V: Verbs>(env: &Env<V>) {

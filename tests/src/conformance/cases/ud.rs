@@ -1,6 +1,6 @@
 //! UD: sends, receives, GRH, Q_Keys, errors.
 
-use super::*;
+use super::prelude::*;
 
 /// UD: the receiver gets the 40-byte GRH first, then the payload; the source QP is set.
 pub fn ud_send_recv_with_grh<V: Verbs>(env: &Env<V>) {

@@ -1,0 +1,47 @@
+//! What every command uses: the workspace root, cargo, and running a command with its
+//! failure as an error for the user.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// An error that ends an xtask command, with a message for the user.
+pub type Error = String;
+
+/// The workspace root (the parent of this crate's directory).
+pub fn root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+pub fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// Runs a command, echoing it first, and turns a non-zero exit into an error.
+pub fn run(mut c: Command, what: &str) -> Result<(), Error> {
+    eprintln!("xtask: {what}: {c:?}");
+    let status = c
+        .status()
+        .map_err(|e| format!("{what}: cannot start {c:?}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})"))
+    }
+}
+
+/// Runs a command, echoing it first, and returns its exit status (128 + the signal when
+/// a signal ended it).
+pub fn exit_status(mut c: Command, what: &str) -> Result<i32, Error> {
+    eprintln!("xtask: {what}: {c:?}");
+    let status = c
+        .status()
+        .map_err(|e| format!("{what}: cannot start {c:?}: {e}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1))
+}

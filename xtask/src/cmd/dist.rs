@@ -1,0 +1,199 @@
+//! `cargo xtask dist`: the emulated NIC as a self-contained tarball in `target/dist/`, for
+//! projects that want it in their CI without Rust, a compiler, rdma-core's headers or
+//! libclang.
+//!
+//! The tarball holds, under `verbs-emu-VERSION-x86_64-linux/`:
+//! - `lib/`: the emulated `libibverbs.so.1` (release build), with `librdmacm.so.1` and
+//!   `libmlx5.so.1` linking to it (one library serves the three sonames);
+//! - `bin/`: `verbs-emu-fabric` (the emulated switch);
+//! - `share/verbs-emu/topologies/`: the topology files (`default.toml` is the one used
+//!   when none is named);
+//! - `README.md`: how to use it.
+//!
+//! The library and the fabric need only glibc and libgcc_s (`ldd` lists nothing else).
+//! `cargo xtask dist --verify` then unpacks the tarball into an empty folder and, in a
+//! mount namespace where the workspace is hidden under an empty tmpfs, runs Debian's
+//! `ibv_devinfo` and an `ibv_rc_pingpong` server and client (hosts h1 and h2 joined by the
+//! tarball's fabric) with nothing but the unpacked files: exact output checked.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::common::{cargo, root, run, Error};
+use crate::vm;
+
+/// The folder name inside the tarball (and the tarball's name without `.tar.gz`).
+pub fn dist_name() -> String {
+    format!("verbs-emu-{}-x86_64-linux", env!("CARGO_PKG_VERSION"))
+}
+
+const README: &str = "\
+# verbs-emu: an emulated RDMA NIC
+
+Drop-in `libibverbs.so.1`, `librdmacm.so.1` and `libmlx5.so.1` (rdma-core 44's sonames,
+symbol versions and struct layouts) over a simulated NIC and switch: unmodified,
+dynamically linked verbs programs (rdma-core's tools, perftest, rping, pyverbs, spead2)
+run without an RDMA device. Built for x86_64 Debian 12 (glibc 2.36) and later.
+
+One program, as host h1 (10.100.0.1), simulating every host itself:
+
+    LD_LIBRARY_PATH=$PWD/lib ibv_devinfo -v
+
+Two programs as two hosts, through the emulated switch (`bin/verbs-emu-fabric` prints the
+path of its socket, then serves until Ctrl-C or SIGTERM; `--pcap OUT` captures every frame,
+`--topology FILE` and `--seed N` choose the hosts and the faults' draws):
+
+    bin/verbs-emu-fabric > fabric.out &
+    sleep 1; export VERBS_EMU_FABRIC=$(head -n1 fabric.out) LD_LIBRARY_PATH=$PWD/lib
+    VERBS_EMU_HOST=h1 ibv_rc_pingpong -g 1 &
+    sleep 1; VERBS_EMU_HOST=h2 ibv_rc_pingpong -g 1 localhost
+
+Environment: `VERBS_EMU_HOST` (h1 by default), `VERBS_EMU_TOPOLOGY` (a topology file;
+`share/verbs-emu/topologies/default.toml` describes the default one), `VERBS_EMU_SEED`,
+`VERBS_EMU_FABRIC` (the fabric's socket), `VERBS_EMU_LEAKS=1` (report objects not
+destroyed at exit). The project's docs/emulator.md says what is emulated and what not.
+";
+
+/// Builds the release library and fabric and writes `target/dist/NAME.tar.gz`; returns
+/// its path.
+///
+/// # Errors
+/// A build, copy or `tar` failure, named.
+pub fn make() -> Result<PathBuf, Error> {
+    vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
+    let mut build = cargo();
+    build.args(["build", "--release", "--quiet", "-p", "emulator"]);
+    run(
+        build,
+        "building the emulated libraries and the fabric (release)",
+    )?;
+    let release = root().join("target/release");
+    let out = root().join("target/dist");
+    let stage = out.join(dist_name());
+    let _ = std::fs::remove_dir_all(&stage);
+    for d in ["bin", "lib", "share/verbs-emu/topologies"] {
+        mkdir(&stage.join(d))?;
+    }
+    copy(
+        &release.join("libibverbs.so"),
+        &stage.join("lib/libibverbs.so.1"),
+    )?;
+    for name in ["librdmacm.so.1", "libmlx5.so.1"] {
+        let link = stage.join("lib").join(name);
+        std::os::unix::fs::symlink("libibverbs.so.1", &link)
+            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
+    }
+    copy(
+        &release.join("verbs-emu-fabric"),
+        &stage.join("bin/verbs-emu-fabric"),
+    )?;
+    let topologies = root().join("emulator/topologies");
+    for e in std::fs::read_dir(&topologies)
+        .map_err(|e| format!("cannot read {}: {e}", topologies.display()))?
+    {
+        let p = e
+            .map_err(|e| format!("{}: {e}", topologies.display()))?
+            .path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let name = p.file_name().unwrap_or_default();
+            copy(&p, &stage.join("share/verbs-emu/topologies").join(name))?;
+        }
+    }
+    std::fs::write(stage.join("README.md"), README)
+        .map_err(|e| format!("cannot write the README: {e}"))?;
+    let tarball = out.join(format!("{}.tar.gz", dist_name()));
+    let mut tar = Command::new("tar");
+    tar.arg("-czf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&out)
+        .arg(dist_name());
+    run(tar, "packing the tarball")?;
+    Ok(tarball)
+}
+
+fn mkdir(p: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(p).map_err(|e| format!("cannot create {}: {e}", p.display()))
+}
+
+fn copy(from: &Path, to: &Path) -> Result<(), Error> {
+    std::fs::copy(from, to)
+        .map(|_| ())
+        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), to.display()))
+}
+
+/// The checks `--verify` runs inside the namespace: `$1` is the unpacked folder. Each
+/// line of output it prints is a check that passed; any failure exits non-zero with the
+/// reason.
+const VERIFY_SCRIPT: &str = r#"set -eu
+d=$1
+cd "$d"
+fail() { echo "dist verify: $*" >&2; exit 1; }
+[ -e "$WORKSPACE/Cargo.toml" ] && fail "the workspace is still reachable at $WORKSPACE"
+out=$(LD_LIBRARY_PATH=$d/lib ibv_devinfo) || fail "ibv_devinfo exited $?"
+printf '%s\n' "$out" | grep -qx 'hca_id:	mlx5_0' || fail "ibv_devinfo did not list mlx5_0: $out"
+echo "ibv_devinfo: mlx5_0"
+bin/verbs-emu-fabric --die-with-parent > fabric.out 2> fabric.err &
+fabric=$!
+for _ in $(seq 100); do [ -s fabric.out ] && break; sleep 0.1; done
+sock=$(head -n1 fabric.out)
+[ -S "$sock" ] || fail "the fabric printed no socket: $(cat fabric.err)"
+export LD_LIBRARY_PATH=$d/lib VERBS_EMU_FABRIC=$sock
+VERBS_EMU_HOST=h1 timeout 60 ibv_rc_pingpong -g 1 -p 18999 > server.out 2>&1 &
+server=$!
+sleep 1
+VERBS_EMU_HOST=h2 timeout 60 ibv_rc_pingpong -g 1 -p 18999 localhost > client.out 2>&1 || fail "client: $(cat client.out)"
+wait $server || fail "server: $(cat server.out)"
+grep -q '^8192000 bytes in' client.out || fail "client output: $(cat client.out)"
+grep -q '^1000 iters in' server.out || fail "server output: $(cat server.out)"
+echo "ibv_rc_pingpong h1 <-> h2: 8192000 bytes, 1000 iters each way"
+kill -TERM $fabric; wait $fabric || true
+grep -q 'frames from hosts' fabric.err || fail "no fabric summary: $(cat fabric.err)"
+echo "fabric: $(grep 'frames from hosts' fabric.err)"
+"#;
+
+/// Unpacks `tarball` into an empty folder outside the workspace and runs [`VERIFY_SCRIPT`]
+/// with the workspace hidden (a mount namespace with an empty tmpfs over it).
+///
+/// # Errors
+/// A check that failed, with the script's reason.
+pub fn verify(tarball: &Path) -> Result<(), Error> {
+    let base = std::env::temp_dir().join(format!("verbs-emu-dist-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    mkdir(&base)?;
+    let mut untar = Command::new("tar");
+    untar.arg("-xzf").arg(tarball).arg("-C").arg(&base);
+    run(untar, "unpacking the tarball into an empty folder")?;
+    let unpacked = base.join(dist_name());
+    let ws = root();
+    // As root a mount namespace is enough; otherwise an unprivileged user namespace maps
+    // the user to root in it.
+    let as_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    let mut c = Command::new("unshare");
+    if !as_root {
+        c.arg("--map-root-user");
+    }
+    let script = base.join("verify.sh");
+    std::fs::write(&script, VERIFY_SCRIPT)
+        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    c.args(["--mount", "--propagation", "private", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs none '{}' && exec sh \"$0\" \"$1\"",
+            ws.display()
+        ))
+        .arg(&script)
+        .arg(&unpacked)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("WORKSPACE", &ws)
+        .current_dir("/");
+    let res = run(
+        c,
+        "running ibv_devinfo and ibv_rc_pingpong from the tarball alone",
+    );
+    let _ = std::fs::remove_dir_all(&base);
+    res
+}

@@ -1,0 +1,249 @@
+//! `cargo xtask emu`: a command on the emulated libibverbs, joined to a fabric process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use super::common::{cargo, root, run, Error};
+use crate::vm;
+
+/// The options of `cargo xtask emu` besides the command.
+#[derive(Debug, Clone, Default)]
+pub struct EmuArgs {
+    /// A topology file (TOML) instead of the default four hosts.
+    pub topology: Option<PathBuf>,
+    /// The seed of the simulator's random draws.
+    pub seed: Option<u64>,
+    /// The host the command is (`VERBS_EMU_HOST`; h1 by default).
+    pub host: Option<String>,
+    /// Report the verbs objects CMD did not destroy, at its exit (`VERBS_EMU_LEAKS`).
+    pub leaks: bool,
+    /// Capture every frame between hosts into this pcap (the fabric process writes it).
+    pub pcap: Option<PathBuf>,
+    /// Start only the fabric process, print its socket's path and serve until Ctrl-C.
+    pub fabric_only: bool,
+    /// Run CMD alone, simulating every host in its own process (no fabric process).
+    pub no_fabric: bool,
+}
+
+/// The folder `cargo xtask emu` puts first on `LD_LIBRARY_PATH`: the built emulator as
+/// `libibverbs.so.1`, and under the names of the libraries it also stands in for
+/// (`librdmacm.so.1`, `libmlx5.so.1`; glibc loads the one file once under every name).
+fn emu_lib_dir() -> Result<PathBuf, Error> {
+    let so = root().join("target/debug/libibverbs.so");
+    let dir = root().join("target/emu/lib");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&so, &link)
+            .map_err(|e| format!("cannot link {} to {}: {e}", link.display(), so.display()))?;
+    }
+    Ok(dir)
+}
+
+/// Refuses a file that cannot be read as text: missing, a directory, empty, unreadable or
+/// not UTF-8; the error names the option and the file.
+fn check_readable(option: &str, p: &Path) -> Result<(), Error> {
+    let bytes = std::fs::read(p).map_err(|e| format!("{option} {}: {e}", p.display()))?;
+    if bytes.is_empty() {
+        return Err(format!("{option} {}: empty file", p.display()));
+    }
+    std::str::from_utf8(&bytes).map_err(|e| {
+        format!(
+            "{option} {}: not UTF-8 text (byte {})",
+            p.display(),
+            e.valid_up_to()
+        )
+    })?;
+    Ok(())
+}
+
+/// Refuses an output file whose folder does not exist or is not a folder.
+fn check_writable_dir(option: &str, p: &Path) -> Result<(), Error> {
+    if p.is_dir() {
+        return Err(format!("{option} {}: Is a directory", p.display()));
+    }
+    let dir = match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(format!(
+            "{option} {}: {} is not a directory",
+            p.display(),
+            dir.display()
+        )),
+        Err(e) => Err(format!("{option} {}: {}: {e}", p.display(), dir.display())),
+    }
+}
+
+/// A path made absolute (the fabric and CMD may run elsewhere), or an error naming the option.
+fn absolute(option: &str, p: &Path) -> Result<PathBuf, Error> {
+    if p.is_absolute() {
+        return Ok(p.to_path_buf());
+    }
+    std::env::current_dir()
+        .map(|d| d.join(p))
+        .map_err(|e| format!("{option} {}: {e}", p.display()))
+}
+
+/// The running fabric process of `cargo xtask emu`: it stops when its stdin (a pipe held
+/// here) closes, also when xtask dies.
+struct EmuFabric {
+    child: std::process::Child,
+    socket: String,
+}
+
+impl EmuFabric {
+    /// Starts `verbs-emu-fabric` and waits for its readiness line (its socket's path).
+    fn start(args: &EmuArgs) -> Result<Self, Error> {
+        let mut c = Command::new(root().join("target/debug/verbs-emu-fabric"));
+        c.arg("--stop-on-eof")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        if let Some(t) = &args.topology {
+            c.arg("--topology").arg(absolute("--topology", t)?);
+        }
+        if let Some(seed) = args.seed {
+            c.args(["--seed", &seed.to_string()]);
+        }
+        if let Some(p) = &args.pcap {
+            c.arg("--pcap").arg(absolute("--pcap", p)?);
+        }
+        let mut child = c
+            .spawn()
+            .map_err(|e| format!("cannot start the fabric process {c:?}: {e}"))?;
+        let mut line = String::new();
+        let read = child
+            .stdout
+            .take()
+            .map(|out| std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line));
+        if !matches!(read, Some(Ok(n)) if n > 0) {
+            let status = child
+                .wait()
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
+            return Err(format!(
+                "the fabric process did not start ({status}; its message is above)"
+            ));
+        }
+        Ok(EmuFabric {
+            child,
+            socket: line.trim_end().to_owned(),
+        })
+    }
+
+    /// Closes its stdin and waits for it to print its summary and exit.
+    fn stop(mut self) -> Result<(), Error> {
+        drop(self.child.stdin.take());
+        let status = self
+            .child
+            .wait()
+            .map_err(|e| format!("waiting for the fabric process: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("the fabric process failed ({status})"))
+        }
+    }
+}
+
+/// `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--pcap OUT] [--leaks]
+/// [--no-fabric] -- CMD ARGS...`: builds the emulated libibverbs and the fabric process,
+/// starts the fabric (switch, link faults, capture), runs CMD with the library first on
+/// `LD_LIBRARY_PATH` joined to the fabric as host H, stops the fabric when CMD exits and
+/// returns CMD's exit code (128 + the signal number when a signal ended it).
+/// `--fabric-only` starts the fabric, prints its socket's path (what programs give in
+/// `VERBS_EMU_FABRIC`) and serves until Ctrl-C.
+pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
+    let command = cmd.split_first();
+    if command.is_none() && !args.fabric_only {
+        return Err(
+            "cargo xtask emu: no command given (usage: cargo xtask emu -- CMD ARGS...)".into(),
+        );
+    }
+    if args.fabric_only && args.no_fabric {
+        return Err("cargo xtask emu: --fabric-only and --no-fabric exclude each other".into());
+    }
+    if args.no_fabric && args.pcap.is_some() {
+        return Err("cargo xtask emu: --pcap needs the fabric (drop --no-fabric)".into());
+    }
+    // Files first, before anything is installed or built.
+    if let Some(t) = &args.topology {
+        check_readable("--topology", t)?;
+    }
+    if let Some(p) = &args.pcap {
+        check_writable_dir("--pcap", p)?;
+    }
+    vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
+    let mut build = cargo();
+    build.args(["build", "--quiet", "-p", "emulator"]);
+    run(
+        build,
+        "building the emulated libibverbs and the fabric process",
+    )?;
+    let lib = emu_lib_dir()?;
+    let fabric = if args.no_fabric {
+        None
+    } else {
+        Some(EmuFabric::start(args)?)
+    };
+    let Some((program, program_args)) = command.filter(|_| !args.fabric_only) else {
+        let fabric = fabric.ok_or("cargo xtask emu: no fabric")?;
+        println!("{}", fabric.socket);
+        eprintln!(
+            "xtask emu: the fabric serves until Ctrl-C; run programs as hosts with\n  \
+             LD_LIBRARY_PATH={} VERBS_EMU_FABRIC={} VERBS_EMU_HOST=h2 PROGRAM ...{}",
+            lib.display(),
+            fabric.socket,
+            args.topology.as_ref().map_or(String::new(), |t| format!(
+                " (and VERBS_EMU_TOPOLOGY={})",
+                t.display()
+            ))
+        );
+        let mut fabric = fabric;
+        // Child::wait closes the child's stdin first, and a closed stdin stops the fabric
+        // (--stop-on-eof): hold it open for as long as this process lives.
+        let _stdin = fabric.child.stdin.take();
+        let status = fabric
+            .child
+            .wait()
+            .map_err(|e| format!("waiting for the fabric process: {e}"))?;
+        return Ok(status.code().unwrap_or(0));
+    };
+    let mut path = lib.into_os_string();
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {
+        path.push(":");
+        path.push(old);
+    }
+    let mut c = Command::new(program);
+    c.args(program_args).env("LD_LIBRARY_PATH", path);
+    match &fabric {
+        Some(f) => c.env("VERBS_EMU_FABRIC", &f.socket),
+        None => c.env_remove("VERBS_EMU_FABRIC"),
+    };
+    if let Some(t) = &args.topology {
+        let abs =
+            std::fs::canonicalize(t).map_err(|e| format!("--topology {}: {e}", t.display()))?;
+        c.env("VERBS_EMU_TOPOLOGY", abs);
+    }
+    if let Some(seed) = args.seed {
+        c.env("VERBS_EMU_SEED", seed.to_string());
+    }
+    if let Some(host) = &args.host {
+        c.env("VERBS_EMU_HOST", host);
+    }
+    if args.leaks {
+        c.env("VERBS_EMU_LEAKS", "1");
+    }
+    let status = c.status();
+    if let Some(f) = fabric {
+        f.stop()?;
+    }
+    let status = status.map_err(|e| format!("cannot start {program}: {e}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1))
+}

@@ -1,0 +1,28 @@
+//! The commands behind `cargo xtask`, one file each, each a sequence of cargo
+//! invocations over the few helpers in `common` (the workspace root, cargo, running a
+//! command).
+
+mod bench;
+pub mod bench_emu;
+pub mod ci;
+mod common;
+pub mod dist;
+mod emu;
+pub mod emu_suite;
+pub mod fuzz;
+pub mod miri;
+mod scenario;
+mod soak;
+mod test_hw;
+mod test_sim;
+mod vm;
+
+pub use bench::bench;
+pub use ci::{ci, CI_SOAK_SECONDS};
+pub use common::{root, Error};
+pub use emu::{emu, EmuArgs};
+pub use scenario::scenario_tool;
+pub use soak::soak;
+pub use test_hw::test_hw;
+pub use test_sim::test_sim;
+pub use vm::{smoke_command, vm, VmArgs};
