@@ -9,10 +9,11 @@ use std::ptr::null_mut;
 
 use verbs_api::{Context, Gid};
 
+use crate::base::errno::set_errno;
+use crate::base::ffi;
 use crate::convert::gid_to_c;
 use crate::device::gid_type_of;
-use crate::ffi;
-use crate::objects::{context, set_errno, EmuContext};
+use crate::objects::{context, EmuContext};
 use crate::resources::ibv_create_ah;
 
 const GRH_LEN: usize = 40;

@@ -3,8 +3,9 @@
 
 use std::ffi::c_int;
 
-use crate::ffi;
-use crate::objects::{context, set_errno};
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::objects::context;
 
 /// `ibv_get_async_event`: waits for the context's next async event (or fails with EAGAIN
 /// when the program made `async_fd` non-blocking).

@@ -7,11 +7,13 @@ use std::ptr::null_mut;
 
 use verbs_api::{Completion, CompletionQueue};
 
-use crate::convert::errno_of;
-use crate::ffi;
-use crate::objects::{emu, set_errno, EmuCq};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::base::sync::lock;
+use crate::objects::{emu, EmuCq};
 use crate::resources::{create_cq, is_parent_domain};
-use crate::state::{lock, log_unsupported_once};
 
 /// The `wc_flags` the emulator's extended CQs can report: libibverbs' standard set
 /// (byte length, immediate, QP number, source QP, SLID, SL, DLID path bits), and the

@@ -6,12 +6,15 @@ use std::sync::Arc;
 
 use verbs_api::{Context, Gid, Verbs};
 
-use crate::convert::{device_attr, device_attr_ex, errno_of, gid_to_c, port_attr};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::convert::{device_attr, device_attr_ex, gid_to_c, port_attr};
 use crate::events::ContextState;
-use crate::ffi;
-use crate::leaks::{self, Kind};
-use crate::objects::{context, set_errno, EmuContext};
+use crate::objects::{context, EmuContext};
 use crate::ops::fill_ops;
+use crate::runtime::leaks;
+use crate::runtime::leaks::Kind;
 use crate::state::{emu, ibdev_path, EmuDevice};
 
 /// `ibv_get_device_list`: this host's devices, NULL-terminated.
@@ -118,7 +121,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut f
             return null_mut();
         }
     };
-    let cmd_fd = match crate::events::semaphore_fd() {
+    let cmd_fd = match crate::base::eventfd::semaphore_fd() {
         Ok(fd) => fd,
         Err(err) => {
             set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));

@@ -11,11 +11,12 @@ use verbs_api::{
     Context, EthFilter, FlowAttr, FlowFlags, FlowRuleType, FlowSpec, Ipv4Filter, PortFilter,
 };
 
-use crate::convert::errno_of;
-use crate::ffi;
-use crate::leaks::Kind;
-use crate::objects::{context, emu, hand_out, set_errno, take_back, EmuQp, Handed};
-use crate::state::log_unsupported_once;
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::objects::{context, emu, hand_out, take_back, EmuQp, Handed};
+use crate::runtime::leaks::Kind;
 
 /// A flow rule: `struct ibv_flow` and the simulator's rule.
 #[repr(C)]

@@ -2,7 +2,7 @@
 //! (`ibv_copy_*_kern`): field by field, as rdma-core's `libibverbs/marshall.c` (v44.0)
 //! does. librdmacm calls them.
 
-use crate::ffi;
+use crate::base::ffi;
 
 /// `ibv_copy_ah_attr_from_kern`.
 ///

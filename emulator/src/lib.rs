@@ -28,6 +28,7 @@
 
 pub mod ah;
 pub mod async_events;
+pub mod base;
 pub mod control;
 pub mod convert;
 pub mod cq_ex;
@@ -35,10 +36,8 @@ pub mod device;
 pub mod events;
 pub mod exports;
 pub mod fabric;
-pub mod ffi;
 pub mod flow;
 pub mod kern;
-pub mod leaks;
 pub mod mlx5dv;
 pub mod objects;
 pub mod ops;
@@ -48,6 +47,7 @@ pub mod rates;
 pub mod rdmacm;
 pub mod refused;
 pub mod resources;
+pub mod runtime;
 pub mod srq;
 pub mod state;
 pub mod strings;

@@ -12,13 +12,13 @@ use verbs_api::{
     QpType, QueuePair, RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail,
 };
 
-use crate::convert::{errno_of, wc_to_c};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::convert::wc_to_c;
 use crate::device::{query_device_ex, query_port};
-use crate::ffi;
-use crate::objects::{
-    context, emu, hand_out, set_errno, take_back, EmuAh, EmuCq, EmuMr, EmuMw, EmuPd, EmuQp,
-};
-use crate::state::log_unsupported_once;
+use crate::objects::{context, emu, hand_out, take_back, EmuAh, EmuCq, EmuMr, EmuMw, EmuPd, EmuQp};
 
 // `struct ibv_sge` and verbs-api's `Sge` are the same three fields in the same places, so a
 // program's scatter-gather array is used in place (no copy per post).

@@ -19,9 +19,9 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::null_mut;
 
-use crate::ffi;
-use crate::objects::set_errno;
-use crate::state::log_unsupported_once;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
 
 /// Functions of the interface that return an errno value (`int`), as every `ibv_cmd_*`
 /// does: each returns EOPNOTSUPP.

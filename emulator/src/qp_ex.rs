@@ -8,11 +8,13 @@ use std::ptr::null_mut;
 
 use verbs_api::{MwBindInfo, QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 
-use crate::convert::errno_of;
-use crate::ffi;
-use crate::objects::{emu, set_errno, EmuAh, EmuMw, EmuQp};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::base::sync::lock;
+use crate::objects::{emu, EmuAh, EmuMw, EmuQp};
 use crate::resources::create_qp;
-use crate::state::{lock, log_unsupported_once};
 
 /// The send opcodes an extended QP of the emulator can build.
 const SUPPORTED_SEND_OPS: u64 = (ffi::IBV_QP_EX_WITH_RDMA_WRITE

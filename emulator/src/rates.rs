@@ -3,7 +3,7 @@
 
 use std::ffi::c_int;
 
-use crate::ffi;
+use crate::base::ffi;
 
 /// `(rate, multiple of 2.5 Gb/s, Mb/s)`; rates without a multiple have 0 there.
 const RATES: &[(ffi::ibv_rate, c_int, c_int)] = &[

@@ -4,9 +4,9 @@
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
-use crate::ffi;
-use crate::objects::set_errno;
-use crate::state::log_unsupported_once;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
 
 /// Logs `verb` once as not emulated and sets errno to EOPNOTSUPP.
 pub(crate) fn refuse(verb: &'static str) {

@@ -11,18 +11,19 @@ use verbs_api::{
     QueuePairExt,
 };
 
-use crate::convert::{
-    ah_from_c, cap_from_c, cap_to_c, errno_of, gid_from_c, qp_attr_from_c, qp_attr_to_c,
-};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::convert::{ah_from_c, cap_from_c, cap_to_c, gid_from_c, qp_attr_from_c, qp_attr_to_c};
 use crate::events::{ChannelState, Object};
-use crate::ffi;
 use crate::objects::{
-    context, emu, hand_out, init_sync, set_errno, take_back, EmuAh, EmuChannel, EmuCq, EmuMr,
-    EmuPd, EmuQp, Handed, Users,
+    context, emu, hand_out, init_sync, take_back, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp,
+    Handed, Users,
 };
 use crate::qp_ex::Pending;
 use crate::srq::EmuSrq;
-use crate::state::{emu as emulator, log_unsupported_once};
+use crate::state::emu as emulator;
 
 /// `ibv_alloc_pd`.
 ///

@@ -7,14 +7,13 @@ use std::ptr::null_mut;
 use backend_sim::verbs::SimSrq;
 use verbs_api::{Context, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr};
 
-use crate::convert::errno_of;
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
 use crate::events::Object;
-use crate::ffi;
-use crate::leaks::Kind;
-use crate::objects::{
-    context, emu, hand_out, init_sync, set_errno, take_back, EmuPd, Handed, Users,
-};
+use crate::objects::{context, emu, hand_out, init_sync, take_back, EmuPd, Handed, Users};
 use crate::ops::{post_chain, post_one_recv};
+use crate::runtime::leaks::Kind;
 
 /// A shared receive queue.
 #[repr(C)]

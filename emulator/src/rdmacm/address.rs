@@ -6,14 +6,14 @@ use std::ffi::{c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::addr::{self, Local};
 use crate::rdmacm::channel::KEvent;
 use crate::rdmacm::cm::{listen_service, post, Cm, MAX_BACKLOG};
 use crate::rdmacm::event::complete;
 use crate::rdmacm::id::{cm_and_id, cm_id, fail, IdInner, State};
 use crate::rdmacm::query::publish;
-use crate::state::lock;
 
 /// Binds id `g` to `a` (the kernel's `rdma_bind_addr` after librdmacm's checks).
 fn bind(c: &Cm, n: u32, g: &mut IdInner, a: SocketAddr) -> Result<(), c_int> {

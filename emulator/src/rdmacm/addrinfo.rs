@@ -6,7 +6,7 @@
 use std::ffi::{c_char, c_int};
 use std::ptr::null_mut;
 
-use crate::ffi;
+use crate::base::ffi;
 use crate::rdmacm::cm::cm;
 use crate::rdmacm::id::fail;
 

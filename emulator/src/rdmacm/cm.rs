@@ -8,8 +8,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::fabric::client::CmIn;
-use crate::ffi;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::{ChannelShared, KEvent, Queued, UdData};
 use crate::rdmacm::id::{CmId, Conn, IdInner, IdShared, Peer, State};
@@ -18,7 +19,7 @@ use crate::rdmacm::network::{
     SIDR_UNSUPPORTED,
 };
 use crate::rdmacm::{devices, event, route};
-use crate::state::{emu, lock};
+use crate::state::emu;
 
 /// The first port `rdma_bind_addr` hands out for port 0 (the kernel's default
 /// `ip_local_port_range` starts here).

@@ -5,7 +5,8 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::addr;
 use crate::rdmacm::event::{
     complete, establish, CMA_HDR, REJ_PRIVATE_DATA, REP_PRIVATE_DATA, REQ_PRIVATE_DATA,
@@ -16,7 +17,6 @@ use crate::rdmacm::network::{
     Address, ConnData, Message, Service, REJ_CONSUMER_DEFINED, SIDR_REJECT,
 };
 use crate::rdmacm::qp::{modify_err, modify_rtr, modify_rts};
-use crate::state::lock;
 
 /// The device's limits on RDMA reads in flight: (responder resources, initiator depth),
 /// what librdmacm's `ucma_init_device` keeps (`max_qp_rd_atom`, `max_qp_init_rd_atom`).

@@ -8,10 +8,13 @@ use std::ffi::c_int;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
-use crate::ffi;
-use crate::leaks::{self, Kind};
-use crate::objects::set_errno;
-use crate::state::{emu, lock};
+use crate::base::errno::last_errno;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::sync::lock;
+use crate::runtime::leaks;
+use crate::runtime::leaks::Kind;
+use crate::state::emu;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct CmDevice {
@@ -25,12 +28,6 @@ struct CmDevice {
 
 static DEVICES: Mutex<Vec<CmDevice>> = Mutex::new(Vec::new());
 
-fn errno() -> c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 /// The context of device `index` of this host, opened on first use.
 fn context_locked(all: &mut Vec<CmDevice>, index: usize) -> Result<usize, c_int> {
     let e = emu().map_err(|_| libc::ENODEV)?;
@@ -43,7 +40,7 @@ fn context_locked(all: &mut Vec<CmDevice>, index: usize) -> Result<usize, c_int>
         // SAFETY: `raw` is one of this host's devices, which live for the process.
         let ctx = unsafe { crate::device::ibv_open_device(raw) };
         if ctx.is_null() {
-            return Err(errno());
+            return Err(last_errno());
         }
         // The context belongs to the library, not to the program: the leak report does
         // not count it (librdmacm never closes it either).
@@ -75,7 +72,7 @@ pub fn acquire(index: usize) -> Result<(*mut ffi::ibv_context, *mut ffi::ibv_pd)
         // SAFETY: `ctx` is the live context opened above.
         let pd = unsafe { crate::resources::ibv_alloc_pd(ctx as *mut ffi::ibv_context) };
         if pd.is_null() {
-            return Err(errno());
+            return Err(last_errno());
         }
         d.pd = pd as usize;
     }

@@ -5,13 +5,14 @@
 
 use std::ffi::c_int;
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::base::sync::lock;
 use crate::rdmacm::address::{rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route};
 use crate::rdmacm::id::{cm_id, fail};
 use crate::rdmacm::lifecycle::rdma_create_id;
 use crate::rdmacm::qp::rdma_create_qp;
 use crate::rdmacm::refused::rdma_destroy_ep;
-use crate::state::{lock, log_unsupported_once};
 
 /// How long `rdma_create_ep` lets address and route resolution take (librdmacm's 2000 ms).
 const RESOLVE_TIMEOUT_MS: c_int = 2000;
@@ -73,7 +74,7 @@ pub unsafe extern "C" fn rdma_create_ep(
         }
     };
     if made != 0 {
-        let errno = crate::rdmacm::last_errno();
+        let errno = crate::base::errno::last_errno();
         // SAFETY: the id made above, not handed out.
         unsafe { rdma_destroy_ep(cm) };
         return fail(errno);

@@ -7,14 +7,14 @@ use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::channel::{EventChannel, KEvent, UdData};
 use crate::rdmacm::cm::{cm, destroy_kernel};
 use crate::rdmacm::id::{cm_id, fail, CmId, Conn, IdShared, State};
 use crate::rdmacm::network::{Address, ConnData, Message};
 use crate::rdmacm::qp::{modify_err, modify_rtr, modify_rts};
 use crate::rdmacm::query::publish;
-use crate::state::lock;
 
 /// `IB_CM_REQ_PRIVATE_DATA_SIZE`.
 pub const REQ_PRIVATE_DATA: usize = 92;

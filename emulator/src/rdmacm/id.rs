@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::ffi;
+use crate::base::ffi;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::ChannelShared;
 use crate::rdmacm::network::Endpoint;
@@ -285,7 +285,7 @@ pub unsafe fn cm_and_id<'a>(
 
 /// The librdmacm return of a failure: -1 with errno.
 pub fn fail(errno: c_int) -> c_int {
-    crate::objects::set_errno(errno);
+    crate::base::errno::set_errno(errno);
     -1
 }
 

@@ -5,24 +5,24 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::Arc;
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::channel::EventChannel;
 use crate::rdmacm::cm::{cm, destroy_kernel};
 use crate::rdmacm::event::rdma_ack_cm_event;
 use crate::rdmacm::id::{cm_and_id, cm_id, fail, CmId, IdInner};
 use crate::rdmacm::query::free_path;
-use crate::state::lock;
 
 /// `rdma_create_event_channel`: a channel whose `fd` is a real descriptor.
 pub extern "C" fn rdma_create_event_channel() -> *mut ffi::rdma_event_channel {
     if let Err(e) = cm() {
-        crate::objects::set_errno(e);
+        crate::base::errno::set_errno(e);
         return null_mut();
     }
     match EventChannel::boxed() {
         Ok(b) => Box::into_raw(b).cast(),
         Err(e) => {
-            crate::objects::set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
+            crate::base::errno::set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
             null_mut()
         }
     }
@@ -116,7 +116,7 @@ impl NonNullChannel {
 /// # Errors
 /// The errno of making the channel.
 pub fn make_sync(cid: &mut CmId, g: &mut IdInner) -> Result<(), c_int> {
-    let own = NonNullChannel::new().ok_or_else(crate::rdmacm::last_errno)?;
+    let own = NonNullChannel::new().ok_or_else(crate::base::errno::last_errno)?;
     g.channel = own.shared();
     g.sync = true;
     cid.raw.channel = own.0;

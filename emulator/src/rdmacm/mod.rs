@@ -37,10 +37,3 @@ pub mod qp;
 pub mod query;
 pub mod refused;
 pub mod route;
-
-/// The calling thread's errno (what a failed verb of this library left).
-pub fn last_errno() -> std::ffi::c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}

@@ -7,13 +7,13 @@
 use std::ffi::{c_int, c_void};
 use std::net::SocketAddr;
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::{KEvent, UdData};
 use crate::rdmacm::cm::post;
 use crate::rdmacm::id::{cm_id, fail, Multicast, State};
 use crate::rdmacm::route;
-use crate::state::lock;
 
 /// The kernel's `ENOTSUPP` (not a userspace errno), what a RoCE v2 join of an IPv6 group
 /// fails with.

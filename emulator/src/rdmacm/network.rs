@@ -15,7 +15,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 
-use crate::state::lock;
+use crate::base::sync::lock;
 
 /// An id of the connection manager, on a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,14 +6,14 @@
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::id::{cm_id, fail, CmId, Conn, IdInner};
 use crate::rdmacm::route;
 use crate::resources::{
     ibv_create_comp_channel, ibv_create_cq, ibv_destroy_comp_channel, ibv_destroy_cq,
     ibv_destroy_qp, ibv_modify_qp,
 };
-use crate::state::lock;
 
 /// The attributes (and mask) that take an id's QP to `state`.
 ///
@@ -233,13 +233,13 @@ fn create_cqs(raw: &mut ffi::rdma_cm_id, send: u32, recv: u32) -> Result<(), c_i
         // SAFETY: `ctx` is the id's live context.
         let ch = unsafe { ibv_create_comp_channel(ctx) };
         if ch.is_null() {
-            return Err(crate::rdmacm::last_errno());
+            return Err(crate::base::errno::last_errno());
         }
         let cqe = c_int::try_from(size).unwrap_or(c_int::MAX);
         // SAFETY: as above, with the channel just made.
         let cq = unsafe { ibv_create_cq(ctx, cqe, ctx_arg, ch, 0) };
         if cq.is_null() {
-            let e = crate::rdmacm::last_errno();
+            let e = crate::base::errno::last_errno();
             // SAFETY: the channel just made, unused.
             unsafe { ibv_destroy_comp_channel(ch) };
             return Err(e);
@@ -354,7 +354,7 @@ fn create_qp_ex(cid: &mut CmId, a: &mut ffi::ibv_qp_init_attr_ex) -> Result<(), 
     // SAFETY: the id's live context and the program's attributes.
     let qp = unsafe { crate::qp_ex::create_qp_ex(raw.verbs, a) };
     if qp.is_null() {
-        let e = crate::rdmacm::last_errno();
+        let e = crate::base::errno::last_errno();
         destroy_cqs(raw);
         return Err(e);
     }

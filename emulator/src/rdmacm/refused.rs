@@ -6,11 +6,11 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::ffi;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::event::rdma_get_cm_event;
 use crate::rdmacm::id::{cm_id, fail};
 use crate::refused::refuse;
-use crate::state::lock;
 
 macro_rules! refused {
     ($($(#[$doc:meta])* $name:ident($($arg:ident: $t:ty),*) -> $ret:ty = $err:expr;)*) => {$(
