@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use backend_sim::{HostId, PortConfig, PortId, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
+use crate::base::boundary::{boundary, Nothing};
 use crate::base::c_str::copy_c_string;
 use crate::base::ffi;
 use crate::base::sync::lock;
@@ -324,30 +325,32 @@ static DRAINER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new
 /// for them (at most [`EXIT_DRAIN`], then says how many are lost). Nothing in a forked
 /// child (see [`DRAINER`]).
 extern "C" fn drain_at_exit() {
-    if DRAINER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
-        return;
-    }
-    let Some(Ok(emu)) = EMU.get() else {
-        return;
-    };
-    let Some(j) = &emu.member else {
-        return;
-    };
-    let begin = Instant::now();
-    loop {
-        let left = lock(&j.member).flush();
-        if left == 0 {
+    boundary(Nothing, move || {
+        if DRAINER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
             return;
         }
-        if begin.elapsed() > EXIT_DRAIN {
-            eprintln!(
-                "verbs-emu: {left} frames the NIC sent were still waiting for the fabric \
+        let Some(Ok(emu)) = EMU.get() else {
+            return;
+        };
+        let Some(j) = &emu.member else {
+            return;
+        };
+        let begin = Instant::now();
+        loop {
+            let left = lock(&j.member).flush();
+            if left == 0 {
+                return;
+            }
+            if begin.elapsed() > EXIT_DRAIN {
+                eprintln!(
+                    "verbs-emu: {left} frames the NIC sent were still waiting for the fabric \
                  {EXIT_DRAIN:?} after exit began: lost"
-            );
-            return;
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
-        std::thread::sleep(Duration::from_micros(100));
-    }
+    })
 }
 
 /// How often the progress thread looks, at most.

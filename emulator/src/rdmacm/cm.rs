@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
+use crate::base::boundary::{boundary, Nothing};
 use crate::base::ffi;
 use crate::base::sync::lock;
 use crate::fabric::client::CmIn;
@@ -579,26 +580,28 @@ const EXIT_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
 /// thread dies with it), waiting at most [`EXIT_DRAIN`]. Ids another thread holds locked
 /// at exit are passed over.
 extern "C" fn at_exit() {
-    let Some(Ok(c)) = CM.get() else {
-        return;
-    };
-    let ids: Vec<Arc<IdShared>> = match c.ids.try_lock() {
-        Ok(m) => m.values().filter_map(Weak::upgrade).collect(),
-        Err(_) => Vec::new(),
-    };
-    for id in ids {
-        let Ok(mut g) = id.inner.try_lock() else {
-            continue;
+    boundary(Nothing, move || {
+        let Some(Ok(c)) = CM.get() else {
+            return;
         };
-        if g.destroyed {
-            continue;
+        let ids: Vec<Arc<IdShared>> = match c.ids.try_lock() {
+            Ok(m) => m.values().filter_map(Weak::upgrade).collect(),
+            Err(_) => Vec::new(),
+        };
+        for id in ids {
+            let Ok(mut g) = id.inner.try_lock() else {
+                continue;
+            };
+            if g.destroyed {
+                continue;
+            }
+            g.destroyed = true;
+            if let (Some(peer), Some(m)) = (g.peer, farewell(&g)) {
+                c.send(id.endpoint, Address::Endpoint(peer.ep), m);
+            }
         }
-        g.destroyed = true;
-        if let (Some(peer), Some(m)) = (g.peer, farewell(&g)) {
-            c.send(id.endpoint, Address::Endpoint(peer.ep), m);
-        }
-    }
-    c.net.drain(EXIT_DRAIN);
+        c.net.drain(EXIT_DRAIN);
+    })
 }
 
 /// The kernel's side of destroying an id (cma.c `rdma_destroy_id`, cm.c `cm_destroy_id`):

@@ -8,6 +8,7 @@ use std::ffi::c_int;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
+use crate::base::boundary::{boundary, Nothing, Null};
 use crate::base::errno::last_errno;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
@@ -103,34 +104,36 @@ pub fn release(index: usize) {
 /// # Safety
 /// `num_devices` is NULL or valid for a write.
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ffi::ibv_context {
-    let n = emu().map_or(0, |e| e.devices.len());
-    let mut list = Vec::with_capacity(n + 1);
-    {
-        let mut all = lock(&DEVICES);
-        for i in 0..n {
-            // A device that cannot be opened is left out, as librdmacm leaves dead ones out.
-            if let Ok(c) = context_locked(&mut all, i) {
-                list.push(c as *mut ffi::ibv_context);
+    boundary(Null, move || {
+        let n = emu().map_or(0, |e| e.devices.len());
+        let mut list = Vec::with_capacity(n + 1);
+        {
+            let mut all = lock(&DEVICES);
+            for i in 0..n {
+                // A device that cannot be opened is left out, as librdmacm leaves dead ones out.
+                if let Ok(c) = context_locked(&mut all, i) {
+                    list.push(c as *mut ffi::ibv_context);
+                }
             }
         }
-    }
-    let count = list.len();
-    list.push(null_mut());
-    let bytes = std::mem::size_of::<*mut ffi::ibv_context>() * list.len();
-    // SAFETY: malloc of a non-zero size; checked for NULL below.
-    let out = unsafe { libc::malloc(bytes) }.cast::<*mut ffi::ibv_context>();
-    if !num_devices.is_null() {
-        let shown = if out.is_null() { 0 } else { count };
-        // SAFETY: the caller's writable int.
-        unsafe { *num_devices = c_int::try_from(shown).unwrap_or(0) };
-    }
-    if out.is_null() {
-        set_errno(libc::ENOMEM);
-        return null_mut();
-    }
-    // SAFETY: `out` has room for `list.len()` pointers.
-    unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), out, list.len()) };
-    out
+        let count = list.len();
+        list.push(null_mut());
+        let bytes = std::mem::size_of::<*mut ffi::ibv_context>() * list.len();
+        // SAFETY: malloc of a non-zero size; checked for NULL below.
+        let out = unsafe { libc::malloc(bytes) }.cast::<*mut ffi::ibv_context>();
+        if !num_devices.is_null() {
+            let shown = if out.is_null() { 0 } else { count };
+            // SAFETY: the caller's writable int.
+            unsafe { *num_devices = c_int::try_from(shown).unwrap_or(0) };
+        }
+        if out.is_null() {
+            set_errno(libc::ENOMEM);
+            return null_mut();
+        }
+        // SAFETY: `out` has room for `list.len()` pointers.
+        unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), out, list.len()) };
+        out
+    })
 }
 
 /// `rdma_free_devices`: frees a list from `rdma_get_devices` (the contexts stay open).
@@ -138,9 +141,11 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
 /// # Safety
 /// `list` is NULL or came from `rdma_get_devices` and is freed once.
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ffi::ibv_context) {
-    if list.is_null() {
-        return;
-    }
-    // SAFETY: the list came from malloc in rdma_get_devices.
-    unsafe { libc::free(list.cast()) };
+    boundary(Nothing, move || {
+        if list.is_null() {
+            return;
+        }
+        // SAFETY: the list came from malloc in rdma_get_devices.
+        unsafe { libc::free(list.cast()) };
+    })
 }

@@ -5,6 +5,7 @@
 
 use std::ffi::c_int;
 
+use crate::base::boundary::{boundary, MinusOne};
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
 use crate::base::sync::lock;
@@ -37,51 +38,53 @@ pub unsafe extern "C" fn rdma_create_ep(
     pd: *mut ffi::ibv_pd,
     qp_init_attr: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
-    if id.is_null() || res.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's valid addrinfo.
-    let r = unsafe { &*res };
-    if r.ai_route_len != 0 || r.ai_connect_len != 0 {
-        log_unsupported_once(
-            "rdma_create_ep",
-            "an rdma_addrinfo with ai_route or ai_connect (ib_acm's path records)",
-        );
-        return fail(libc::EOPNOTSUPP);
-    }
-    let (Ok(qp_type), Ok(ps)) = (u32::try_from(r.ai_qp_type), u32::try_from(r.ai_port_space))
-    else {
-        return fail(libc::EINVAL);
-    };
-    if !matches!(qp_type, ffi::IBV_QPT_RC | ffi::IBV_QPT_UD) {
-        return fail(libc::EINVAL);
-    }
-    let mut cm = std::ptr::null_mut();
-    // SAFETY: a NULL channel asks for a synchronous id; `cm` is a local out-pointer.
-    if unsafe { rdma_create_id(std::ptr::null_mut(), &mut cm, std::ptr::null_mut(), ps) } != 0 {
-        return -1;
-    }
-    // SAFETY: the id just made.
-    let cid = unsafe { cm_id(cm) };
-    cid.raw.qp_type = qp_type;
-    lock(&cid.shared.inner).qp_type = qp_type;
-    // SAFETY: the id just made, the caller's addrinfo, PD and attributes.
-    let made = unsafe {
-        if r.ai_flags & ffi::RAI_PASSIVE as c_int != 0 {
-            passive(cm, r, qp_type, pd, qp_init_attr)
-        } else {
-            active(cm, r, qp_type, pd, qp_init_attr)
+    boundary(MinusOne, move || {
+        if id.is_null() || res.is_null() {
+            return fail(libc::EINVAL);
         }
-    };
-    if made != 0 {
-        let errno = crate::base::errno::last_errno();
-        // SAFETY: the id made above, not handed out.
-        unsafe { rdma_destroy_ep(cm) };
-        return fail(errno);
-    }
-    // SAFETY: the caller's writable pointer.
-    unsafe { id.write(cm) };
-    0
+        // SAFETY: the caller's valid addrinfo.
+        let r = unsafe { &*res };
+        if r.ai_route_len != 0 || r.ai_connect_len != 0 {
+            log_unsupported_once(
+                "rdma_create_ep",
+                "an rdma_addrinfo with ai_route or ai_connect (ib_acm's path records)",
+            );
+            return fail(libc::EOPNOTSUPP);
+        }
+        let (Ok(qp_type), Ok(ps)) = (u32::try_from(r.ai_qp_type), u32::try_from(r.ai_port_space))
+        else {
+            return fail(libc::EINVAL);
+        };
+        if !matches!(qp_type, ffi::IBV_QPT_RC | ffi::IBV_QPT_UD) {
+            return fail(libc::EINVAL);
+        }
+        let mut cm = std::ptr::null_mut();
+        // SAFETY: a NULL channel asks for a synchronous id; `cm` is a local out-pointer.
+        if unsafe { rdma_create_id(std::ptr::null_mut(), &mut cm, std::ptr::null_mut(), ps) } != 0 {
+            return -1;
+        }
+        // SAFETY: the id just made.
+        let cid = unsafe { cm_id(cm) };
+        cid.raw.qp_type = qp_type;
+        lock(&cid.shared.inner).qp_type = qp_type;
+        // SAFETY: the id just made, the caller's addrinfo, PD and attributes.
+        let made = unsafe {
+            if r.ai_flags & ffi::RAI_PASSIVE as c_int != 0 {
+                passive(cm, r, qp_type, pd, qp_init_attr)
+            } else {
+                active(cm, r, qp_type, pd, qp_init_attr)
+            }
+        };
+        if made != 0 {
+            let errno = crate::base::errno::last_errno();
+            // SAFETY: the id made above, not handed out.
+            unsafe { rdma_destroy_ep(cm) };
+            return fail(errno);
+        }
+        // SAFETY: the caller's writable pointer.
+        unsafe { id.write(cm) };
+        0
+    })
 }
 
 /// librdmacm's `ucma_passive_ep`.

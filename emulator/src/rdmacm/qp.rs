@@ -6,6 +6,7 @@
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
+use crate::base::boundary::{boundary, MinusOne, Nothing};
 use crate::base::ffi;
 use crate::base::sync::lock;
 use crate::rdmacm::id::{cm_id, fail, CmId, Conn, IdInner};
@@ -184,23 +185,25 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ffi::ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    if id.is_null() || qp_attr.is_null() || qp_attr_mask.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id and attribute.
-    let (cid, state) = unsafe { (cm_id(id), (*qp_attr).qp_state) };
-    let g = lock(&cid.shared.inner);
-    match init_attr(&g, state) {
-        Ok((a, m)) => {
-            // SAFETY: the caller's writable attribute and mask.
-            unsafe {
-                qp_attr.write(a);
-                qp_attr_mask.write(m);
-            }
-            0
+    boundary(MinusOne, move || {
+        if id.is_null() || qp_attr.is_null() || qp_attr_mask.is_null() {
+            return fail(libc::EINVAL);
         }
-        Err(e) => fail(e),
-    }
+        // SAFETY: the caller's live id and attribute.
+        let (cid, state) = unsafe { (cm_id(id), (*qp_attr).qp_state) };
+        let g = lock(&cid.shared.inner);
+        match init_attr(&g, state) {
+            Ok((a, m)) => {
+                // SAFETY: the caller's writable attribute and mask.
+                unsafe {
+                    qp_attr.write(a);
+                    qp_attr_mask.write(m);
+                }
+                0
+            }
+            Err(e) => fail(e),
+        }
+    })
 }
 
 /// librdmacm's `ucma_destroy_cqs`.
@@ -301,15 +304,17 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut ffi::rdma_cm_id,
     attr: *mut ffi::ibv_qp_init_attr_ex,
 ) -> c_int {
-    if id.is_null() || attr.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id and attributes.
-    let (cid, a) = unsafe { (cm_id(id), &mut *attr) };
-    match create_qp_ex(cid, a) {
-        Ok(()) => 0,
-        Err(e) => fail(e),
-    }
+    boundary(MinusOne, move || {
+        if id.is_null() || attr.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's live id and attributes.
+        let (cid, a) = unsafe { (cm_id(id), &mut *attr) };
+        match create_qp_ex(cid, a) {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
 }
 
 fn create_qp_ex(cid: &mut CmId, a: &mut ffi::ibv_qp_init_attr_ex) -> Result<(), c_int> {
@@ -387,32 +392,34 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ffi::ibv_pd,
     qp_init_attr: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
-    if id.is_null() || qp_init_attr.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's valid attributes and live id.
-    let (i, cid) = unsafe { (&mut *qp_init_attr, cm_id(id)) };
-    let mut ex = ffi::ibv_qp_init_attr_ex {
-        qp_context: i.qp_context,
-        send_cq: i.send_cq,
-        recv_cq: i.recv_cq,
-        srq: i.srq,
-        cap: i.cap,
-        qp_type: i.qp_type,
-        sq_sig_all: i.sq_sig_all,
-        comp_mask: ffi::IBV_QP_INIT_ATTR_PD,
-        pd: if pd.is_null() { cid.raw.pd } else { pd },
-        ..ffi::ibv_qp_init_attr_ex::default()
-    };
-    let r = create_qp_ex(cid, &mut ex);
-    i.send_cq = ex.send_cq;
-    i.recv_cq = ex.recv_cq;
-    i.srq = ex.srq;
-    i.cap = ex.cap;
-    match r {
-        Ok(()) => 0,
-        Err(e) => fail(e),
-    }
+    boundary(MinusOne, move || {
+        if id.is_null() || qp_init_attr.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's valid attributes and live id.
+        let (i, cid) = unsafe { (&mut *qp_init_attr, cm_id(id)) };
+        let mut ex = ffi::ibv_qp_init_attr_ex {
+            qp_context: i.qp_context,
+            send_cq: i.send_cq,
+            recv_cq: i.recv_cq,
+            srq: i.srq,
+            cap: i.cap,
+            qp_type: i.qp_type,
+            sq_sig_all: i.sq_sig_all,
+            comp_mask: ffi::IBV_QP_INIT_ATTR_PD,
+            pd: if pd.is_null() { cid.raw.pd } else { pd },
+            ..ffi::ibv_qp_init_attr_ex::default()
+        };
+        let r = create_qp_ex(cid, &mut ex);
+        i.send_cq = ex.send_cq;
+        i.recv_cq = ex.recv_cq;
+        i.srq = ex.srq;
+        i.cap = ex.cap;
+        match r {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
 }
 
 /// `rdma_destroy_qp`: the id's QP, and the CQs made for it.
@@ -420,17 +427,19 @@ pub unsafe extern "C" fn rdma_create_qp(
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut ffi::rdma_cm_id) {
-    if id.is_null() {
-        return;
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
-    if !cid.raw.qp.is_null() {
-        // SAFETY: the id's QP, made by rdma_create_qp.
-        unsafe { ibv_destroy_qp(cid.raw.qp) };
-        cid.raw.qp = null_mut();
-    }
-    destroy_cqs(&mut cid.raw);
+    boundary(Nothing, move || {
+        if id.is_null() {
+            return;
+        }
+        // SAFETY: the caller's live id.
+        let cid = unsafe { cm_id(id) };
+        if !cid.raw.qp.is_null() {
+            // SAFETY: the id's QP, made by rdma_create_qp.
+            unsafe { ibv_destroy_qp(cid.raw.qp) };
+            cid.raw.qp = null_mut();
+        }
+        destroy_cqs(&mut cid.raw);
+    })
 }
 
 #[cfg(test)]
