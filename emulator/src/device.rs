@@ -13,7 +13,6 @@ use crate::base::ffi;
 use crate::convert::{device_attr, device_attr_ex, gid_to_c, port_attr};
 use crate::events::ContextState;
 use crate::objects::{context, EmuContext};
-use crate::ops::fill_ops;
 use crate::runtime::leaks;
 use crate::runtime::leaks::Kind;
 use crate::state::{emu, ibdev_path, EmuDevice};
@@ -95,72 +94,74 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ffi::ibv_device) -> u6
     })
 }
 
-/// `ibv_open_device`.
+/// Opens a context on `device` (`ibv_open_device`), its function tables filled by `fill_ops`
+/// (the ops table, which lies above the verbs of each object).
 ///
 /// # Safety
 /// `device` is a device of a list from this library.
-pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut ffi::ibv_context {
-    boundary(Null, move || {
-        let Ok(e) = emu() else {
-            set_errno(libc::ENODEV);
+pub unsafe fn open_device(
+    device: *mut ffi::ibv_device,
+    fill_ops: fn(&mut ffi::verbs_context),
+) -> *mut ffi::ibv_context {
+    let Ok(e) = emu() else {
+        set_errno(libc::ENODEV);
+        return null_mut();
+    };
+    let Some(dev) = e
+        .devices
+        .iter()
+        .find(|d| std::ptr::eq(&d.raw, device.cast_const()))
+    else {
+        set_errno(libc::ENODEV);
+        return null_mut();
+    };
+    let ctx = match e.verbs().open(&dev.info.name) {
+        Ok(c) => c,
+        Err(err) => {
+            set_errno(errno_of(&err));
             return null_mut();
-        };
-        let Some(dev) = e
-            .devices
-            .iter()
-            .find(|d| std::ptr::eq(&d.raw, device.cast_const()))
-        else {
-            set_errno(libc::ENODEV);
-            return null_mut();
-        };
-        let ctx = match e.verbs().open(&dev.info.name) {
-            Ok(c) => c,
-            Err(err) => {
-                set_errno(errno_of(&err));
-                return null_mut();
-            }
-        };
-        let num_comp_vectors = ctx
-            .query_device()
-            .map(|a| c_int::try_from(a.num_comp_vectors).unwrap_or(1))
-            .unwrap_or(1);
-        let state = match ContextState::new(ctx) {
-            Ok(s) => Arc::new(s),
-            Err(err) => {
-                set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
-                return null_mut();
-            }
-        };
-        let cmd_fd = match crate::base::eventfd::semaphore_fd() {
-            Ok(fd) => fd,
-            Err(err) => {
-                set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
-                return null_mut();
-            }
-        };
-        e.register_context(&state);
-        let mut boxed = Box::new(EmuContext {
-            vctx: ffi::verbs_context::default(),
-            state,
-            device: dev,
-            cmd_fd,
-        });
-        boxed.vctx.context.device = std::ptr::from_ref(&dev.raw).cast_mut();
-        boxed.vctx.context.cmd_fd = std::os::fd::AsRawFd::as_raw_fd(&boxed.cmd_fd);
-        boxed.vctx.context.async_fd = boxed.state.raw_fd();
-        boxed.vctx.context.num_comp_vectors = num_comp_vectors;
-        fill_ops(&mut boxed.vctx);
-        leaks::created(Kind::Context);
-        let p = Box::into_raw(boxed);
-        // SAFETY: `p` is the live box just leaked; the mutex storage is ours to initialise.
-        unsafe {
-            libc::pthread_mutex_init(
-                std::ptr::addr_of_mut!((*p).vctx.context.mutex).cast(),
-                std::ptr::null(),
-            );
-            std::ptr::addr_of_mut!((*p).vctx.context)
         }
-    })
+    };
+    let num_comp_vectors = ctx
+        .query_device()
+        .map(|a| c_int::try_from(a.num_comp_vectors).unwrap_or(1))
+        .unwrap_or(1);
+    let state = match ContextState::new(ctx) {
+        Ok(s) => Arc::new(s),
+        Err(err) => {
+            set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+            return null_mut();
+        }
+    };
+    let cmd_fd = match crate::base::eventfd::semaphore_fd() {
+        Ok(fd) => fd,
+        Err(err) => {
+            set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+            return null_mut();
+        }
+    };
+    e.register_context(&state);
+    let mut boxed = Box::new(EmuContext {
+        vctx: ffi::verbs_context::default(),
+        state,
+        device: dev,
+        cmd_fd,
+    });
+    boxed.vctx.context.device = std::ptr::from_ref(&dev.raw).cast_mut();
+    boxed.vctx.context.cmd_fd = std::os::fd::AsRawFd::as_raw_fd(&boxed.cmd_fd);
+    boxed.vctx.context.async_fd = boxed.state.raw_fd();
+    boxed.vctx.context.num_comp_vectors = num_comp_vectors;
+    fill_ops(&mut boxed.vctx);
+    leaks::created(Kind::Context);
+    let p = Box::into_raw(boxed);
+    // SAFETY: `p` is the live box just leaked; the mutex storage is ours to initialise.
+    unsafe {
+        libc::pthread_mutex_init(
+            std::ptr::addr_of_mut!((*p).vctx.context.mutex).cast(),
+            std::ptr::null(),
+        );
+        std::ptr::addr_of_mut!((*p).vctx.context)
+    }
 }
 
 /// `ibv_close_device`.

@@ -10,7 +10,7 @@ use verbs_api::Completion;
 
 use crate::base::ffi;
 use crate::events::{ChannelState, ContextState};
-use crate::qp_ex::Pending;
+use crate::pending::Pending;
 use crate::runtime::leaks;
 use crate::runtime::leaks::Kind;
 use crate::state::EmuDevice;

@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
-use verbs_api::{MwBindInfo, QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
+use verbs_api::{QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 
 use crate::base::boundary::{boundary, Nothing, Null, ReturnsErrno};
 use crate::base::errno::errno_of;
@@ -15,6 +15,7 @@ use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
 use crate::base::sync::lock;
 use crate::objects::{emu, EmuAh, EmuMw, EmuQp};
+use crate::pending::{Pending, PendingWr, Remote};
 use crate::resources::create_qp;
 
 /// The send opcodes an extended QP of the emulator can build.
@@ -28,53 +29,6 @@ const SUPPORTED_SEND_OPS: u64 = (ffi::IBV_QP_EX_WITH_RDMA_WRITE
     | ffi::IBV_QP_EX_WITH_LOCAL_INV
     | ffi::IBV_QP_EX_WITH_BIND_MW
     | ffi::IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
-
-/// One work request being built.
-#[derive(Debug)]
-struct PendingWr {
-    wr_id: u64,
-    flags: u32,
-    opcode: SendOpcode,
-    imm: u32,
-    remote: Remote,
-    /// `(AH address, remote QPN, remote Q_Key)` of a UD request.
-    ud: Option<(usize, u32, u32)>,
-    sges: Vec<Sge>,
-    /// Inline data, copied when set (the program may reuse its buffer at once).
-    inline: Option<Vec<u8>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Remote {
-    None,
-    Rdma {
-        addr: u64,
-        rkey: u32,
-    },
-    Atomic {
-        addr: u64,
-        rkey: u32,
-        compare_add: u64,
-        swap: u64,
-    },
-    /// LOCAL_INV and SEND_WITH_INV.
-    Invalidate {
-        rkey: u32,
-    },
-    /// BIND_MW: the window's handle, its new rkey, what it binds to.
-    Bind {
-        mw: u32,
-        rkey: u32,
-        info: MwBindInfo,
-    },
-}
-
-/// The work requests of a session, and the first misuse seen (reported by complete).
-#[derive(Debug, Default)]
-pub struct Pending {
-    wrs: Vec<PendingWr>,
-    error: Option<c_int>,
-}
 
 /// `verbs_context.create_qp_ex`.
 ///
@@ -313,7 +267,7 @@ unsafe extern "C" fn wr_bind_mw(
             mw: m.raw.handle,
             rkey,
             // SAFETY: the bind's region is NULL or a live MR of ours.
-            info: unsafe { crate::ops::bind_info(info) },
+            info: unsafe { crate::work::bind_info(info) },
         };
         // SAFETY: the inline caller passes a live QP of ours.
         unsafe { begin(qp, SendOpcode::BindMw, 0, remote) };

@@ -22,7 +22,7 @@ use crate::objects::{
     context, emu, hand_out, init_sync, take_back, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp,
     Handed, Users,
 };
-use crate::qp_ex::Pending;
+use crate::pending::Pending;
 use crate::srq::EmuSrq;
 use crate::state::emu as emulator;
 

@@ -13,8 +13,8 @@ use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::events::Object;
 use crate::objects::{context, emu, hand_out, init_sync, take_back, EmuPd, Handed, Users};
-use crate::ops::{post_chain, post_one_recv};
 use crate::runtime::leaks::Kind;
+use crate::work::{post_chain, post_one_recv};
 
 /// A shared receive queue.
 #[repr(C)]

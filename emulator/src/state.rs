@@ -19,7 +19,7 @@ use crate::base::c_str::copy_c_string;
 use crate::base::ffi;
 use crate::base::sync::lock;
 use crate::events::{ChannelState, ContextState};
-use crate::fabric::client::{self, CmLink, Member};
+use crate::fabric::client::{self, CmHandler, CmIn, CmLink, Member};
 use crate::fabric::{sys, FABRIC_ENV};
 use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
 
@@ -72,6 +72,24 @@ unsafe impl Send for Emu {}
 unsafe impl Sync for Emu {}
 
 static EMU: OnceLock<Result<Emu, String>> = OnceLock::new();
+
+/// Who takes the connection-manager messages the fabric brings (see [`set_cm_handler`]).
+static CM_HANDLER: OnceLock<CmHandler> = OnceLock::new();
+
+/// Registers the connection manager, which takes every connection-manager message the
+/// fabric brings from other hosts' processes (on the thread that reads the fabric's
+/// socket; it must not block). The connection manager registers itself when the library
+/// is loaded; the first registration holds.
+pub fn set_cm_handler(handler: CmHandler) {
+    let _ = CM_HANDLER.set(handler);
+}
+
+/// Hands a connection-manager message to the registered handler (none: it is dropped).
+fn deliver_cm(m: CmIn<'_>) {
+    if let Some(h) = CM_HANDLER.get() {
+        h(m);
+    }
+}
 
 /// The emulator, built on first use from the environment (`VERBS_EMU_TOPOLOGY`,
 /// `VERBS_EMU_HOST`, `VERBS_EMU_SEED`, `VERBS_EMU_FABRIC`).
@@ -150,7 +168,7 @@ impl Emu {
             .map_err(|e| format!("host {}: {e}", spec.name))?;
         let (tx, mut rx) = client::join(socket, &spec.name, mac, spec.ip)?;
         let cm = tx.cm_link()?;
-        rx.set_cm_handler(crate::rdmacm::cm::from_fabric);
+        rx.set_cm_handler(deliver_cm);
         let member = Member::new(&sim, port, tx, rx)?;
         let joined = Joined {
             member: Mutex::new(member),

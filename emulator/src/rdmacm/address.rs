@@ -11,9 +11,10 @@ use crate::base::ffi;
 use crate::base::sync::lock;
 use crate::rdmacm::addr::{self, Local};
 use crate::rdmacm::channel::KEvent;
+use crate::rdmacm::cm::cm_and_id;
 use crate::rdmacm::cm::{listen_service, post, Cm, MAX_BACKLOG};
 use crate::rdmacm::event::complete;
-use crate::rdmacm::id::{cm_and_id, cm_id, fail, IdInner, State};
+use crate::rdmacm::id::{cm_id, fail, IdInner, State};
 use crate::rdmacm::query::publish;
 
 /// Binds id `g` to `a` (the kernel's `rdma_bind_addr` after librdmacm's checks).

@@ -9,13 +9,14 @@ use crate::base::boundary::{boundary, MinusOne};
 use crate::base::ffi;
 use crate::base::sync::lock;
 use crate::rdmacm::addr;
+use crate::rdmacm::cm::cm_and_id;
 use crate::rdmacm::event::{
-    complete, establish, CMA_HDR, REJ_PRIVATE_DATA, REP_PRIVATE_DATA, REQ_PRIVATE_DATA,
-    SIDR_REP_PRIVATE_DATA, SIDR_REQ_PRIVATE_DATA,
+    complete, establish, CMA_HDR, REP_PRIVATE_DATA, REQ_PRIVATE_DATA, SIDR_REQ_PRIVATE_DATA,
 };
-use crate::rdmacm::id::{cm_and_id, fail, Conn, IdInner, State};
+use crate::rdmacm::id::{fail, Conn, IdInner, State};
 use crate::rdmacm::network::{
-    Address, ConnData, Message, Service, REJ_CONSUMER_DEFINED, SIDR_REJECT,
+    Address, ConnData, Message, Service, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, SIDR_REJECT,
+    SIDR_REP_PRIVATE_DATA,
 };
 use crate::rdmacm::qp::{modify_err, modify_rtr, modify_rts};
 

@@ -39,7 +39,7 @@ fn context_locked(all: &mut Vec<CmDevice>, index: usize) -> Result<usize, c_int>
     if all[index].ctx == 0 {
         let raw = std::ptr::from_ref(&dev.raw).cast_mut();
         // SAFETY: `raw` is one of this host's devices, which live for the process.
-        let ctx = unsafe { crate::device::ibv_open_device(raw) };
+        let ctx = unsafe { crate::ops::ibv_open_device(raw) };
         if ctx.is_null() {
             return Err(last_errno());
         }

@@ -21,12 +21,8 @@ use crate::rdmacm::query::publish;
 pub const REQ_PRIVATE_DATA: usize = 92;
 /// `IB_CM_REP_PRIVATE_DATA_SIZE`.
 pub const REP_PRIVATE_DATA: usize = 196;
-/// `IB_CM_REJ_PRIVATE_DATA_SIZE`.
-pub const REJ_PRIVATE_DATA: usize = 148;
 /// `IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE`.
 pub const SIDR_REQ_PRIVATE_DATA: usize = 216;
-/// `IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`.
-pub const SIDR_REP_PRIVATE_DATA: usize = 136;
 /// The rdma_cm header that starts the private data of a REQ or SIDR REQ in the TCP and
 /// UDP port spaces (`struct cma_hdr`); the program sees what follows it.
 pub const CMA_HDR: usize = 36;
@@ -330,7 +326,7 @@ fn take_request(
         let shared = Arc::clone(&new.shared);
         let mut n = lock(&shared.inner);
         let published = publish(new, &mut n).is_ok();
-        published && (!sync || crate::rdmacm::lifecycle::make_sync(new, &mut n).is_ok())
+        published && (!sync || crate::rdmacm::channels::make_sync(new, &mut n).is_ok())
     };
     if !ok {
         destroy_kernel(c, &new.shared);

@@ -267,22 +267,6 @@ pub unsafe fn cm_id<'a>(id: *mut ffi::rdma_cm_id) -> &'a mut CmId {
     unsafe { &mut *id.cast::<CmId>() }
 }
 
-/// What a librdmacm call on `id` starts with: the connection manager (ENODEV without a
-/// device) and the id (EINVAL for a NULL one), or the errno to [`fail`] with.
-///
-/// # Safety
-/// `id` is NULL or a live id of ours.
-pub unsafe fn cm_and_id<'a>(
-    id: *mut ffi::rdma_cm_id,
-) -> Result<(&'static crate::rdmacm::cm::Cm, &'a mut CmId), c_int> {
-    let c = crate::rdmacm::cm::cm()?;
-    if id.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: a live id of ours, as the caller promises.
-    Ok((c, unsafe { cm_id(id) }))
-}
-
 /// The librdmacm return of a failure: -1 with errno.
 pub fn fail(errno: c_int) -> c_int {
     crate::base::errno::set_errno(errno);
