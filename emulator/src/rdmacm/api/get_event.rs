@@ -15,7 +15,7 @@ use crate::rdmacm::core::event_queue::{EventChannel, KEvent, UdData};
 use crate::rdmacm::core::id_query::publish;
 use crate::rdmacm::core::id_state::{cm_id, fail, CmId, Conn, IdShared, State};
 use crate::rdmacm::core::manager::{cm, destroy_kernel};
-use crate::rdmacm::core::network::{Address, ConnData, Message};
+use crate::rdmacm::core::messages::{Address, ConnData, Message};
 
 /// `IB_CM_REQ_PRIVATE_DATA_SIZE`.
 pub const REQ_PRIVATE_DATA: usize = 92;
@@ -293,7 +293,7 @@ fn process(
 /// EINVAL unless a REP waits for it.
 pub fn establish(
     c: &crate::rdmacm::core::manager::Cm,
-    ep: &crate::rdmacm::core::network::Endpoint,
+    ep: &crate::rdmacm::core::messages::Endpoint,
     g: &mut crate::rdmacm::core::id_state::IdInner,
 ) -> Result<(), c_int> {
     match (g.state, g.conn, g.peer) {

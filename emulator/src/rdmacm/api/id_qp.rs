@@ -446,7 +446,7 @@ mod tests {
     use super::*;
     use crate::rdmacm::core::event_queue::ChannelShared;
     use crate::rdmacm::core::id_state::Peer;
-    use crate::rdmacm::core::network::Endpoint;
+    use crate::rdmacm::core::messages::Endpoint;
     use std::sync::Arc;
 
     fn id(qp_type: u32, conn: Conn) -> IdInner {

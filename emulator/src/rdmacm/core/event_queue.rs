@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use crate::base::eventfd::{semaphore_fd, signal, try_take, wait};
 use crate::base::ffi;
 use crate::base::sync::lock;
-use crate::rdmacm::core::network::{ConnData, Endpoint};
+use crate::rdmacm::core::messages::{ConnData, Endpoint};
 
 /// The UD parameters of an event (`struct rdma_ud_param` without its private data).
 #[derive(Clone, Copy)]

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use crate::base::ffi;
 use crate::rdmacm::core::event_queue::ChannelShared;
-use crate::rdmacm::core::network::Endpoint;
+use crate::rdmacm::core::messages::Endpoint;
 use crate::rdmacm::core::sockaddr as addr;
 
 /// The kernel's `enum rdma_cm_state` (the states the emulator reaches).
