@@ -24,6 +24,7 @@ use crate::base::boundary::ReturnsErrno;
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::objects::convert::cap_from_c;
 use crate::objects::convert::cap_to_c;
 use crate::objects::convert::gid_from_c;
@@ -274,11 +275,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
 /// `qp` is a live QP of ours.
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ffi::ibv_qp) -> *mut ffi::ibv_qp_ex {
     boundary(Null, move || {
-        if qp.is_null() {
-            return null_mut();
-        }
-        // SAFETY: a live QP of ours.
-        let q: &EmuQp = unsafe { emu(qp) };
+        // SAFETY: NULL or a live QP of ours.
+        let q: &EmuQp = unsafe { try_ref_from_ptr!(qp, null_mut()) };
         if q.extended {
             qp.cast()
         } else {
@@ -360,11 +358,8 @@ pub(crate) unsafe fn send_wr<'a>(
     let detail = if ud {
         // SAFETY: a UD request's union holds `ud`.
         let ud = unsafe { w.wr.ud };
-        if ud.ah.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: a live AH of ours (the man page's contract for UD sends).
-        let ah: &EmuAh = unsafe { emu(ud.ah) };
+        // SAFETY: NULL or a live AH of ours (the man page's contract for UD sends).
+        let ah: &EmuAh = unsafe { try_ref_from_ptr!(ud.ah, Err(libc::EINVAL)) };
         WrDetail::Ud {
             ah: &ah.ah,
             remote_qpn: ud.remote_qpn,
@@ -382,11 +377,8 @@ pub(crate) unsafe fn send_wr<'a>(
     } else if opcode == SendOpcode::BindMw {
         // SAFETY: a BIND_MW request's union holds `bind_mw`.
         let b = unsafe { w.__bindgen_anon_2.bind_mw };
-        if b.mw.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: a live window of ours (the man page's contract).
-        let m: &EmuMw = unsafe { emu(b.mw) };
+        // SAFETY: NULL or a live window of ours (the man page's contract).
+        let m: &EmuMw = unsafe { try_ref_from_ptr!(b.mw, Err(libc::EINVAL)) };
         // The provider names the window by the rkey its struct holds now.
         m.mw.set_rkey(m.raw.rkey);
         WrDetail::BindMw {
