@@ -11,6 +11,7 @@ use crate::base::boundary::{boundary, MinusOne, ReturnsErrno, Value};
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::objects::convert::{device_attr, device_attr_ex, gid_to_c, port_attr};
 use crate::objects::handles::{context, EmuContext};
 use crate::runtime::delivery::ContextState;
@@ -115,11 +116,12 @@ pub unsafe extern "C" fn ibv_query_device(
     attr: *mut ffi::ibv_device_attr,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if ctx.is_null() || attr.is_null() {
+        if attr.is_null() {
             return libc::EINVAL;
         }
-        // SAFETY: a live context of ours.
-        match unsafe { context(ctx) }.sim().query_device() {
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, libc::EINVAL) };
+        match c.sim().query_device() {
             Ok(a) => {
                 // SAFETY: the caller provides a writable ibv_device_attr.
                 unsafe { attr.write(device_attr(&a)) };
@@ -237,15 +239,16 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ffi::ibv_gid,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || gid.is_null() {
+        if gid.is_null() {
             return -1;
         }
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -1) };
         let Ok(index) = u32::try_from(index) else {
             set_errno(libc::EINVAL);
             return -1;
         };
-        // SAFETY: a live context of ours.
-        match unsafe { context(ctx) }.sim().query_gid(port, index) {
+        match c.sim().query_gid(port, index) {
             Ok(g) => {
                 // SAFETY: the caller provides a writable GID.
                 unsafe { gid.write(gid_to_c(g)) };
@@ -289,11 +292,11 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     out: *mut GidTypeSysfs,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || out.is_null() {
+        if out.is_null() {
             return -1;
         }
-        // SAFETY: a live context of ours.
-        let c = unsafe { context(ctx) };
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -1) };
         if let Err(e) = c.sim().query_gid(port, index) {
             set_errno(errno_of(&e));
             return -1;
@@ -343,14 +346,15 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     entry_size: usize,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if ctx.is_null() || entry.is_null() || flags != 0 {
+        if entry.is_null() || flags != 0 {
             return libc::EINVAL;
         }
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, libc::EINVAL) };
         if entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
             return libc::EINVAL;
         }
-        // SAFETY: a live context of ours.
-        match gid_entry(unsafe { context(ctx) }, port, index) {
+        match gid_entry(c, port, index) {
             Ok(g) => {
                 // SAFETY: the caller provides `entry_size` writable bytes, at least one entry.
                 unsafe { entry.write(g) };
@@ -373,12 +377,12 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    boundary(MinusOne, move || {
-        if ctx.is_null() || flags != 0 || entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
+    boundary(Value(-(libc::EIO as isize)), move || {
+        if flags != 0 || entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
             return -(libc::EINVAL as isize);
         }
-        // SAFETY: a live context of ours.
-        let c = unsafe { context(ctx) };
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -(libc::EINVAL as isize)) };
         let Ok(attr) = c.sim().query_device() else {
             return -(libc::EIO as isize);
         };
@@ -418,11 +422,12 @@ pub unsafe extern "C" fn ibv_query_pkey(
     pkey: *mut u16,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || pkey.is_null() {
+        if pkey.is_null() {
             return -1;
         }
-        // SAFETY: a live context of ours.
-        let len = match unsafe { context(ctx) }.sim().query_port(port) {
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -1) };
+        let len = match c.sim().query_port(port) {
             Ok(p) => c_int::from(p.pkey_tbl_len),
             Err(e) => {
                 set_errno(errno_of(&e));
@@ -581,16 +586,17 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
     vid: *mut u16,
 ) -> c_int {
     boundary(Value(-libc::EIO), move || {
-        if ctx.is_null() || attr.is_null() || mac.is_null() {
+        if mac.is_null() {
             return -libc::EINVAL;
         }
-        // SAFETY: the caller's valid attribute.
-        let a = unsafe { &*attr };
-        // SAFETY: a live context of ours.
-        if let Err(e) = unsafe { context(ctx) }
-            .sim()
-            .query_gid(a.port_num, u32::from(a.grh.sgid_index))
-        {
+        // SAFETY: NULL or a live context of ours, NULL or the caller's valid attribute.
+        let (c, a): (&EmuContext, &ffi::ibv_ah_attr) = unsafe {
+            (
+                try_ref_from_ptr!(ctx, -libc::EINVAL),
+                try_ref_from_ptr!(attr, -libc::EINVAL),
+            )
+        };
+        if let Err(e) = c.sim().query_gid(a.port_num, u32::from(a.grh.sgid_index)) {
             return -errno_of(&e);
         }
         let Some(ip) = crate::objects::convert::gid_from_c(&a.grh.dgid).to_ipv4() else {

@@ -4,6 +4,7 @@
 use crate::base::boundary::{boundary, Nothing, Null, Value};
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::runtime::host::{emu, EmuDevice};
 use std::ffi::{c_char, c_int};
 use std::ptr::null_mut;
@@ -60,12 +61,14 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ffi::ibv_device) {
 /// `device` is a device of a list from this library.
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ffi::ibv_device) -> *const c_char {
     boundary(Null, move || {
-        if device.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null();
-        }
-        // SAFETY: the caller passes a live device; `name` is NUL-terminated.
-        unsafe { (*device).name.as_ptr() }
+        // SAFETY: the caller passes NULL or a live device; `name` is NUL-terminated.
+        let d: &EmuDevice = unsafe {
+            try_ref_from_ptr!(device, {
+                set_errno(libc::EINVAL);
+                std::ptr::null()
+            })
+        };
+        d.raw.name.as_ptr()
     })
 }
 
@@ -75,12 +78,14 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ffi::ibv_device) -> *c
 /// `device` is a device of a list from this library.
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ffi::ibv_device) -> u64 {
     boundary(Value(0), move || {
-        if device.is_null() {
-            set_errno(libc::EINVAL);
-            return 0;
-        }
-        // SAFETY: every ibv_device we hand out is the first field of an EmuDevice.
-        let d = unsafe { &*device.cast::<EmuDevice>() };
+        // SAFETY: NULL or a device of ours (every ibv_device we hand out is the first field of
+        // an EmuDevice).
+        let d: &EmuDevice = unsafe {
+            try_ref_from_ptr!(device, {
+                set_errno(libc::EINVAL);
+                0
+            })
+        };
         d.info.guid.to_be()
     })
 }
