@@ -115,6 +115,7 @@ c_structs!(
     ibv_query_device_ex_input,
     rdma_addrinfo,
     rdma_cm_event,
+    rdma_cm_join_mc_attr_ex,
     rdma_conn_param,
     ibv_qp_cap,
 );

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::base::boundary::{boundary, MinusOne, Null};
 use crate::base::ffi;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::base::sync::lock;
 use crate::rdmacm::api::id_qp::{modify_err, modify_rtr, modify_rts};
 use crate::rdmacm::core::event_queue::{EventChannel, KEvent, UdData};
@@ -117,11 +118,11 @@ pub unsafe extern "C" fn rdma_get_cm_event(
             Ok(c) => c,
             Err(e) => return fail(e),
         };
-        if event.is_null() || channel.is_null() {
+        if event.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's live channel.
-        let ch = unsafe { EventChannel::of(channel) };
+        // SAFETY: NULL or the caller's live channel.
+        let ch: &EventChannel = unsafe { try_ref_from_ptr!(channel, fail(libc::EINVAL)) };
         loop {
             let q = match ch.shared.pop() {
                 Ok(q) => q,

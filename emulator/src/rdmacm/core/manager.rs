@@ -10,10 +10,11 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
 use crate::base::boundary::{boundary, Nothing};
 use crate::base::ffi;
+use crate::base::pointer::try_mut_from_ptr;
 use crate::base::sync::lock;
 use crate::fabric::client::CmIn;
 use crate::rdmacm::core::event_queue::{ChannelShared, KEvent, Queued, UdData};
-use crate::rdmacm::core::id_state::{cm_id, CmId, Conn, IdInner, IdShared, Peer, State};
+use crate::rdmacm::core::id_state::{CmId, Conn, IdInner, IdShared, Peer, State};
 use crate::rdmacm::core::messages::{
     Address, ConnData, Endpoint, Message, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, REJ_TIMEOUT,
     SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
@@ -677,11 +678,8 @@ pub unsafe fn cm_and_id<'a>(
     id: *mut ffi::rdma_cm_id,
 ) -> Result<(&'static Cm, &'a mut CmId), c_int> {
     let c = cm()?;
-    if id.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: a live id of ours, as the caller promises.
-    Ok((c, unsafe { cm_id(id) }))
+    // SAFETY: NULL or a live id of ours, as the caller promises.
+    Ok((c, unsafe { try_mut_from_ptr!(id, Err(libc::EINVAL)) }))
 }
 
 #[cfg(test)]
