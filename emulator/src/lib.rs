@@ -13,8 +13,8 @@
 //!
 //! ## Layers
 //!
-//! Each layer imports only the layers below it (no two files import each other, directly
-//! or around a circle), from the bottom:
+//! Each layer imports only from itself and the layers below it, and no two files import
+//! each other, directly or around a circle. From the bottom:
 //!
 //! 1. [`base`]: the C types from bindgen ([`base::ffi`]), locking, log-once, C strings,
 //!    errno, eventfds, the panic boundary every function C calls goes through
@@ -40,9 +40,10 @@
 //! 7. At the top, [`symbols`]: the exported symbol tables and their version nodes
 //!    (`libibverbs.map`).
 //!
-//! The C surface, where programs call in, is [`verbs`], [`rdmacm::api`], [`extras`] (and
-//! the exported `rdma_get_devices` of [`rdmacm::core::cm_devices`]); every such function
-//! runs through [`base::boundary::boundary`].
+//! The C surface, where programs call in, is [`verbs`], [`rdmacm::api`] and [`extras`]
+//! (their functions are listed in [`symbols`]); every such function, and every handler the
+//! library registers with C (`atexit`, the load-time constructor), runs its body through
+//! [`base::boundary::boundary`].
 
 pub mod base;
 pub mod extras;
