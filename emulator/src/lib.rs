@@ -43,8 +43,8 @@
 //!
 //! The C surface, where programs call in, is [`verbs`], [`rdmacm::api`] and [`extras`]
 //! (with each exported symbol's version in [`symbols`], or for [`extras`] beside its
-//! functions); every such function, and every handler the
-//! library registers with C (`atexit`, the load-time constructor), runs its body through
+//! functions); every such function, and every handler the library registers with C
+//! (`atexit`, the load-time constructor), runs its body through
 //! [`base::boundary::boundary`].
 
 pub mod base;
