@@ -19,8 +19,11 @@ mod send_queue;
 mod sim;
 mod srq;
 mod steering;
+mod striding;
+mod toeplitz;
 mod ud;
 mod world;
+mod wq;
 mod wqe;
 
 pub use ah::SimAh;
@@ -34,3 +37,4 @@ pub use qp::SimQp;
 pub use records::NicStats;
 pub use sim::{LiveObjects, Sim, Snapshot, SnapshotError};
 pub use srq::SimSrq;
+pub use wq::{SimRwqIndTable, SimWq, StridingRqLimits, STRIDING_RQ_LIMITS};

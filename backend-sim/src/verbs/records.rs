@@ -138,6 +138,8 @@ pub(crate) struct Qp {
     pub rc: Option<Box<RcState>>,
     /// Sends completing after the post (UD, RAW, flushes) and mlx5's unreclaimed slots.
     pub sq: SendQueue,
+    /// An RSS QP's indirection table and hash (see [`super::wq`]).
+    pub rss: Option<Box<super::wq::Rss>>,
 }
 
 #[derive(Debug, Clone)]

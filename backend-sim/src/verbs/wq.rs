@@ -1,0 +1,498 @@
+//! Receive work queues (`ibv_create_wq`, `mlx5dv_create_wq`), their indirection tables
+//! (`ibv_create_rwq_ind_table`) and RSS QPs (`ibv_create_qp_ex` with an RX hash): the
+//! NIC's records, the objects the application holds, and delivery of a steered frame
+//! into the WQ the hash picks (a striding WQ places it by [`super::striding`]).
+//!
+//! What each device offers: mlx5 has all of them (rdma-core providers/mlx5/verbs.c
+//! `create_wq`, `mlx5_create_rwq_ind_table`, `create_rss_raw_qp_tir` in the kernel);
+//! rxe has none: its `verbs_context_ops` (rdma-core providers/rxe/rxe.c) define no
+//! `create_wq` or `create_rwq_ind_table`, so libibverbs' inline `ibv_create_wq` and
+//! `ibv_create_rwq_ind_table` fail with EOPNOTSUPP, and `rxe_create_qp_ex` refuses the
+//! IND_TABLE / RX_HASH create mask with EOPNOTSUPP (`check_qp_init_attr`).
+
+use super::context::{SimContext, SimPd};
+use super::cq::SimCq;
+use super::memory;
+use super::objects::{err, lock, Kind, Res};
+use super::qp::SimQp;
+use super::striding::{self, Placement};
+use super::toeplitz;
+use super::world::{completion, RecvWqe, SgeList, World};
+use std::collections::VecDeque;
+use std::sync::Arc;
+use verbs_api::{
+    ErrorKind, QpAttr, QpCap, QpState, QpType, RecvWr, Result, RwqIndTable, RxHashConf, Sge,
+    StridingRqAttr, WcFlags, WcOpcode, WcStatus, WorkQueue, WqInitAttr, WqState,
+};
+
+/// The striding RQ limits of a ConnectX-5, as the kernel reports and checks them
+/// (drivers/infiniband/hw/mlx5/mlx5_ib.h: `MLX5_MIN_SINGLE_STRIDE_LOG_NUM_BYTES` 6,
+/// `MLX5_MAX_SINGLE_STRIDE_LOG_NUM_BYTES` 13, `MLX5_MIN_SINGLE_WQE_LOG_NUM_STRIDES` 9,
+/// `MLX5_MAX_SINGLE_WQE_LOG_NUM_STRIDES` 16; the lower bound of 3 strides
+/// `MLX5_EXT_MIN_SINGLE_WQE_LOG_NUM_STRIDES` needs the `ext_stride_num_range` capability,
+/// which the model's device does not have).
+pub const STRIDING_RQ_LIMITS: StridingRqLimits = StridingRqLimits {
+    min_single_stride_log_num_of_bytes: 6,
+    max_single_stride_log_num_of_bytes: 13,
+    min_single_wqe_log_num_of_strides: 9,
+    max_single_wqe_log_num_of_strides: 16,
+};
+
+/// The ranges `mlx5dv_query_device` reports in `striding_rq_caps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StridingRqLimits {
+    /// Smallest log2 stride size.
+    pub min_single_stride_log_num_of_bytes: u32,
+    /// Largest log2 stride size.
+    pub max_single_stride_log_num_of_bytes: u32,
+    /// Fewest log2 strides per WQE.
+    pub min_single_wqe_log_num_of_strides: u32,
+    /// Most log2 strides per WQE.
+    pub max_single_wqe_log_num_of_strides: u32,
+}
+
+impl StridingRqLimits {
+    /// Whether `a` is within the limits (the kernel's `prepare_user_rq` and libmlx5's
+    /// `create_wq` refuse anything else with EINVAL).
+    #[must_use]
+    pub fn admit(&self, a: &StridingRqAttr) -> bool {
+        (self.min_single_stride_log_num_of_bytes..=self.max_single_stride_log_num_of_bytes)
+            .contains(&a.single_stride_log_num_of_bytes)
+            && (self.min_single_wqe_log_num_of_strides..=self.max_single_wqe_log_num_of_strides)
+                .contains(&a.single_wqe_log_num_of_strides)
+    }
+}
+
+/// The NIC's record of a WQ.
+#[derive(Debug, Clone)]
+pub(crate) struct Wq {
+    pub dev: usize,
+    pub pd: u32,
+    pub cq: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub state: WqState,
+    pub striding: Option<StridingRqAttr>,
+    pub queue: VecDeque<RecvWqe>,
+    /// Strides of the front WQE already used (striding WQs).
+    pub consumed: u32,
+}
+
+/// The NIC's record of an indirection table: its WQs' numbers.
+#[derive(Debug, Clone)]
+pub(crate) struct IndTable {
+    pub wqs: Vec<u32>,
+}
+
+/// What makes a RAW_PACKET QP an RSS QP: its table and hash.
+#[derive(Debug, Clone)]
+pub(crate) struct Rss {
+    pub table: u32,
+    pub hash: RxHashConf,
+}
+
+/// A receive work queue; dropping it destroys it.
+#[derive(Debug)]
+pub struct SimWq {
+    res: Arc<Res>,
+    _keep: [Arc<Res>; 2],
+}
+
+/// A receive work queue indirection table; dropping it destroys it.
+#[derive(Debug)]
+pub struct SimRwqIndTable {
+    res: Arc<Res>,
+    wqs: Vec<u32>,
+    _keep: Vec<Arc<Res>>,
+}
+
+impl RwqIndTable for SimRwqIndTable {
+    fn ind_tbl_num(&self) -> u32 {
+        self.res.id
+    }
+    fn wq_nums(&self) -> Vec<u32> {
+        self.wqs.clone()
+    }
+}
+
+impl WorkQueue for SimWq {
+    fn wq_num(&self) -> u32 {
+        self.res.id
+    }
+
+    fn state(&self) -> Result<WqState> {
+        let w = lock(&self.res.world);
+        w.wqs
+            .get(&self.res.id)
+            .map(|q| q.state)
+            .ok_or_else(|| err(ErrorKind::InvalidState, "ibv_query_wq", "WQ destroyed"))
+    }
+
+    fn modify(&self, state: WqState, current: Option<WqState>) -> Result<()> {
+        const OP: &str = "ibv_modify_wq";
+        let mut w = lock(&self.res.world);
+        let Some(q) = w.wqs.get_mut(&self.res.id) else {
+            return Err(err(ErrorKind::InvalidState, OP, "WQ destroyed"));
+        };
+        // libmlx5's `mlx5_modify_wq` refuses a wrong current state (EINVAL).
+        if current.is_some_and(|c| c != q.state) || !q.state.can_move_to(state) {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("{:?} -> {state:?}", q.state),
+            ));
+        }
+        if state == WqState::Reset {
+            // RESET forgets the posted receives (libmlx5 `mlx5_modify_wq` resets the
+            // ring's indices and doorbell record when the WQ leaves RESET).
+            q.queue.clear();
+            q.consumed = 0;
+        }
+        q.state = state;
+        Ok(())
+    }
+
+    unsafe fn post_recv<'a>(&self, wrs: &[RecvWr<'a>]) -> Result<()> {
+        const OP: &str = "ibv_post_wq_recv";
+        let mut w = lock(&self.res.world);
+        let Some(q) = w.wqs.get_mut(&self.res.id) else {
+            return Err(err(ErrorKind::InvalidState, OP, "WQ destroyed"));
+        };
+        for (i, wr) in wrs.iter().enumerate() {
+            if wr.sg_list.len() > q.max_sge as usize {
+                return Err(err(ErrorKind::InvalidArgument, OP, "too many SGEs").with_bad_wr(i));
+            }
+            if q.queue.len() >= q.max_wr as usize {
+                return Err(err(ErrorKind::QueueFull, OP, "the WQ is full").with_bad_wr(i));
+            }
+            q.queue.push_back(RecvWqe {
+                wr_id: wr.wr_id,
+                sges: SgeList::new(wr.sg_list),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl SimContext {
+    fn wq_refusal(&self, op: &'static str) -> Option<verbs_api::Error> {
+        let w = self.world();
+        let d = &w.devices[self.dev];
+        (!d.personality.raw_packet()).then(|| {
+            err(
+                ErrorKind::Unsupported,
+                op,
+                format!("{} has no work queues", d.name),
+            )
+        })
+    }
+
+    pub(crate) fn create_wq_impl(&self, pd: &SimPd, cq: &SimCq, a: &WqInitAttr) -> Result<SimWq> {
+        const OP: &str = "ibv_create_wq";
+        if let Some(e) = self.wq_refusal(OP) {
+            return Err(e);
+        }
+        let mut w = self.world();
+        let d = &w.devices[self.dev];
+        let attr = d.personality.device_attr(d.guid);
+        // libmlx5's `mlx5_calc_rwq_size`: max_wr 0 is EINVAL; the kernel's
+        // `set_user_rq_size` refuses more than the device's queue size.
+        if a.max_wr == 0 || a.max_wr > attr.max_qp_wr || a.max_sge > attr.max_sge {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "WQ sizes beyond the device's",
+            ));
+        }
+        if let Some(s) = &a.striding {
+            if !STRIDING_RQ_LIMITS.admit(s) {
+                return Err(err(
+                    ErrorKind::InvalidArgument,
+                    OP,
+                    format!("stride geometry {s:?} beyond the device's"),
+                ));
+            }
+        }
+        let id = w.qpn();
+        w.wqs.insert(
+            id,
+            Wq {
+                dev: self.dev,
+                pd: pd.res.id,
+                cq: cq.res.id,
+                // `mlx5_calc_rwq_size` rounds the ring up to a power of two.
+                max_wr: a.max_wr.next_power_of_two(),
+                max_sge: a.max_sge.max(1),
+                state: WqState::Reset,
+                striding: a.striding,
+                queue: VecDeque::new(),
+                consumed: 0,
+            },
+        );
+        drop(w);
+        Ok(SimWq {
+            res: self.new_res(id, Kind::Wq),
+            _keep: [pd.res.clone(), cq.res.clone()],
+        })
+    }
+
+    pub(crate) fn create_ind_table_impl(&self, wqs: &[&SimWq]) -> Result<SimRwqIndTable> {
+        const OP: &str = "ibv_create_rwq_ind_table";
+        if let Some(e) = self.wq_refusal(OP) {
+            return Err(e);
+        }
+        // The size is `1 << log_ind_tbl_size` entries (struct ibv_rwq_ind_table_init_attr).
+        if wqs.is_empty() || !wqs.len().is_power_of_two() {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                "a table of a power of two of WQs",
+            ));
+        }
+        let nums: Vec<u32> = wqs.iter().map(|q| q.res.id).collect();
+        let mut w = self.world();
+        let id = w.handle();
+        w.ind_tables.insert(id, IndTable { wqs: nums.clone() });
+        drop(w);
+        Ok(SimRwqIndTable {
+            res: self.new_res(id, Kind::IndTable),
+            wqs: nums,
+            _keep: wqs.iter().map(|q| q.res.clone()).collect(),
+        })
+    }
+
+    pub(crate) fn create_rss_qp_impl(
+        &self,
+        pd: &SimPd,
+        table: &SimRwqIndTable,
+        hash: &RxHashConf,
+    ) -> Result<SimQp> {
+        const OP: &str = "ibv_create_qp_ex";
+        if let Some(e) = self.wq_refusal(OP) {
+            return Err(e);
+        }
+        toeplitz::check(hash).map_err(|(kind, msg)| err(kind, OP, msg))?;
+        let mut w = self.world();
+        let qpn = w.qpn();
+        let qp = super::world::Qp {
+            ctx: self.res.id,
+            dev: self.dev,
+            qp_type: QpType::RawPacket,
+            pd: pd.res.id,
+            send_cq: 0,
+            recv_cq: 0,
+            srq: None,
+            cap: QpCap::default(),
+            sq_sig_all: false,
+            state: QpState::Reset,
+            attr: QpAttr {
+                port_num: 1,
+                ..QpAttr::default()
+            },
+            rq: VecDeque::new(),
+            groups: Vec::new(),
+            ud_psn: 0,
+            rc: None,
+            sq: Default::default(),
+            rss: Some(Box::new(Rss {
+                table: table.res.id,
+                hash: hash.clone(),
+            })),
+        };
+        w.qps.insert(qpn, qp);
+        drop(w);
+        Ok(SimQp {
+            res: self.new_res(qpn, Kind::Qp),
+            qpn,
+            qp_type: QpType::RawPacket,
+            _keep: vec![pd.res.clone(), table.res.clone()],
+        })
+    }
+}
+
+impl World {
+    /// A frame steered to the RSS QP `qpn`: into the WQ of its table that the hash
+    /// picks (the hash's low bits index the table, as the RSS specification's
+    /// indirection table is indexed). True when the QP is an RSS QP.
+    pub(crate) fn rss_deliver(&mut self, qpn: u32, frame: &[u8], sealed: bool) -> bool {
+        let Some(rss) = self.qps.get(&qpn).and_then(|q| q.rss.as_ref()) else {
+            return false;
+        };
+        let Some(table) = self.ind_tables.get(&rss.table) else {
+            return true;
+        };
+        let mut input = Vec::new();
+        toeplitz::input(frame, rss.hash.fields, &mut input);
+        let h = toeplitz::hash(&rss.hash.key, &input);
+        let wq = table.wqs[h as usize & (table.wqs.len() - 1)];
+        let flags = super::raw::receive_flags(frame, sealed);
+        self.wq_deliver(wq, frame, flags);
+        true
+    }
+
+    fn wq_drop(&mut self, dev: usize) {
+        if let Some(d) = self.devices.get_mut(dev) {
+            d.stats.rx_no_wqe += 1;
+        }
+    }
+
+    /// A frame into WQ `id`: dropped unless it is RDY and has a receive posted (the
+    /// receive-buffer overrun counter, as an RQ counts it).
+    pub(crate) fn wq_deliver(&mut self, id: u32, frame: &[u8], flags: WcFlags) {
+        let Some(q) = self.wqs.get_mut(&id) else {
+            return;
+        };
+        let dev = q.dev;
+        if q.state != WqState::Rdy || q.queue.is_empty() {
+            self.wq_drop(dev);
+            return;
+        }
+        match q.striding {
+            None => self.wq_deliver_plain(id, frame, flags),
+            Some(g) => self.wq_deliver_striding(id, g, frame, flags),
+        }
+    }
+
+    fn wq_deliver_plain(&mut self, id: u32, frame: &[u8], flags: WcFlags) {
+        let q = self.wqs.get_mut(&id).expect("checked by the caller");
+        let wqe = q.queue.pop_front().expect("checked by the caller");
+        let (pd, cq, dev) = (q.pd, q.cq, q.dev);
+        let personality = self.devices[dev].personality;
+        let res = self
+            .mrs
+            .check_local(pd, wqe.sges.as_slice(), true)
+            .map_err(|s| self.local_status(personality, s))
+            // SAFETY: the SGEs passed the key table check with LOCAL_WRITE just above;
+            // scatter checks that the frame fits.
+            .and_then(|_| unsafe { memory::scatter(wqe.sges.as_slice(), &[frame]) });
+        let mut wc = completion(wqe.wr_id, WcStatus::Success, WcOpcode::Recv, id);
+        match res {
+            Ok(n) => {
+                wc.byte_len = n as u32;
+                wc.wc_flags = flags;
+                self.complete(cq, wc, false);
+            }
+            Err(status) => {
+                wc.status = status;
+                self.complete(cq, wc, false);
+                self.wq_error(id);
+            }
+        }
+    }
+
+    fn wq_deliver_striding(&mut self, id: u32, g: StridingRqAttr, frame: &[u8], flags: WcFlags) {
+        loop {
+            let Some(q) = self.wqs.get_mut(&id) else {
+                return;
+            };
+            let (pd, cq, dev, consumed) = (q.pd, q.cq, q.dev, q.consumed);
+            let Some(wqe) = q.queue.front() else {
+                self.wq_drop(dev);
+                return;
+            };
+            let (wr_id, sges) = (wqe.wr_id, wqe.sges.clone());
+            match striding::place(&g, consumed, frame.len()) {
+                Placement::TooLarge => {
+                    self.devices[dev].stats.rx_too_long += 1;
+                    return;
+                }
+                Placement::Filler { strides } => {
+                    for word in striding::fillers(strides) {
+                        let mut wc = completion(wr_id, WcStatus::Success, WcOpcode::Recv, id);
+                        wc.byte_len = word;
+                        self.complete(cq, wc, false);
+                    }
+                    self.wq_finish_wqe(id);
+                }
+                Placement::Packet {
+                    offset,
+                    strides,
+                    byte_cnt,
+                } => {
+                    let status = self.striding_write(dev, pd, sges.as_slice(), &g, offset, frame);
+                    let mut wc = completion(wr_id, status, WcOpcode::Recv, id);
+                    if status != WcStatus::Success {
+                        self.complete(cq, wc, false);
+                        self.wq_finish_wqe(id);
+                        self.wq_error(id);
+                        return;
+                    }
+                    wc.byte_len = byte_cnt;
+                    wc.wc_flags = flags;
+                    self.complete(cq, wc, false);
+                    let q = self.wqs.get_mut(&id).expect("present above");
+                    q.consumed += strides;
+                    if q.consumed == g.num_strides() {
+                        self.wq_finish_wqe(id);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Writes a packet at `offset` of a striding WQE's buffer: the WQE must be one
+    /// SGE of exactly one WQE's bytes in memory the PD may write. A malformed entry
+    /// (another length) completes with LOC_LEN_ERR and a bad key with the device's bad
+    /// lkey status: mlx5 reports a local length error or protection error as an error
+    /// CQE (rdma-core providers/mlx5/cq.c `mlx5_handle_error_cqe`), and its RQs are
+    /// created with `flush_in_error_en` (the kernel's `create_rq`), so the WQ then
+    /// enters ERR and flushes what was posted.
+    fn striding_write(
+        &self,
+        dev: usize,
+        pd: u32,
+        sges: &[Sge],
+        g: &StridingRqAttr,
+        offset: u64,
+        frame: &[u8],
+    ) -> WcStatus {
+        let personality = self.devices[dev].personality;
+        let [sge] = sges else {
+            return WcStatus::LocLenErr;
+        };
+        if u64::from(sge.length) != g.wqe_bytes() {
+            return WcStatus::LocLenErr;
+        }
+        let target = Sge {
+            addr: sge.addr + offset,
+            length: frame.len() as u32,
+            lkey: sge.lkey,
+        };
+        if let Err(s) = self.mrs.check_local(pd, &[target], true) {
+            return self.local_status(personality, s);
+        }
+        // SAFETY: `target` passed the key table check with LOCAL_WRITE just above and
+        // is exactly the frame's length.
+        match unsafe { memory::scatter(&[target], &[frame]) } {
+            Ok(_) => WcStatus::Success,
+            Err(s) => s,
+        }
+    }
+
+    /// The front WQE of a striding WQ is used up: the next one becomes current.
+    fn wq_finish_wqe(&mut self, id: u32) {
+        if let Some(q) = self.wqs.get_mut(&id) {
+            q.queue.pop_front();
+            q.consumed = 0;
+        }
+    }
+
+    /// WQ `id` enters ERR: what was posted completes with WR_FLUSH_ERR.
+    pub(crate) fn wq_error(&mut self, id: u32) {
+        let Some(q) = self.wqs.get_mut(&id) else {
+            return;
+        };
+        q.state = WqState::Err;
+        q.consumed = 0;
+        let cq = q.cq;
+        let flushed: Vec<RecvWqe> = q.queue.drain(..).collect();
+        for w in flushed {
+            self.complete(
+                cq,
+                completion(w.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, id),
+                true,
+            );
+        }
+    }
+}
