@@ -9,10 +9,12 @@ use std::ptr::null_mut;
 
 use verbs_api::{Context, Gid};
 
+use crate::base::boundary::{boundary, MinusOne, Null};
+use crate::base::errno::set_errno;
+use crate::base::ffi;
 use crate::convert::gid_to_c;
 use crate::device::gid_type_of;
-use crate::ffi;
-use crate::objects::{context, set_errno, EmuContext};
+use crate::objects::{context, EmuContext};
 use crate::resources::ibv_create_ah;
 
 const GRH_LEN: usize = 40;
@@ -115,29 +117,31 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     grh: *mut ffi::ibv_grh,
     ah_attr: *mut ffi::ibv_ah_attr,
 ) -> c_int {
-    if ctx.is_null() || wc.is_null() || grh.is_null() || ah_attr.is_null() {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: the caller's live context, completion and 40-byte GRH area.
-    let (c, w, g) = unsafe {
-        (
-            context(ctx),
-            &*wc,
-            grh.cast::<[u8; GRH_LEN]>().read_unaligned(),
-        )
-    };
-    match init_ah(c, port, w, &g) {
-        Ok(a) => {
-            // SAFETY: the caller's writable attribute.
-            unsafe { ah_attr.write(a) };
-            0
+    boundary(MinusOne, move || {
+        if ctx.is_null() || wc.is_null() || grh.is_null() || ah_attr.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
         }
-        Err(e) => {
-            set_errno(e);
-            -1
+        // SAFETY: the caller's live context, completion and 40-byte GRH area.
+        let (c, w, g) = unsafe {
+            (
+                context(ctx),
+                &*wc,
+                grh.cast::<[u8; GRH_LEN]>().read_unaligned(),
+            )
+        };
+        match init_ah(c, port, w, &g) {
+            Ok(a) => {
+                // SAFETY: the caller's writable attribute.
+                unsafe { ah_attr.write(a) };
+                0
+            }
+            Err(e) => {
+                set_errno(e);
+                -1
+            }
         }
-    }
+    })
 }
 
 /// `ibv_create_ah_from_wc`.
@@ -150,17 +154,19 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     grh: *mut ffi::ibv_grh,
     port: u8,
 ) -> *mut ffi::ibv_ah {
-    if pd.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    let mut attr = ffi::ibv_ah_attr::default();
-    // SAFETY: the PD's live context and the caller's completion and GRH.
-    if unsafe { ibv_init_ah_from_wc((*pd).context, port, wc, grh, &mut attr) } != 0 {
-        return null_mut();
-    }
-    // SAFETY: a live PD of ours and a valid attribute.
-    unsafe { ibv_create_ah(pd, &mut attr) }
+    boundary(Null, move || {
+        if pd.is_null() {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        let mut attr = ffi::ibv_ah_attr::default();
+        // SAFETY: the PD's live context and the caller's completion and GRH.
+        if unsafe { ibv_init_ah_from_wc((*pd).context, port, wc, grh, &mut attr) } != 0 {
+            return null_mut();
+        }
+        // SAFETY: a live PD of ours and a valid attribute.
+        unsafe { ibv_create_ah(pd, &mut attr) }
+    })
 }
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 
 use std::ffi::c_int;
 
-use crate::ffi;
-use crate::objects::{context, set_errno};
+use crate::base::boundary::{boundary, MinusOne, Nothing};
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::objects::context;
 
 /// `ibv_get_async_event`: waits for the context's next async event (or fails with EAGAIN
 /// when the program made `async_fd` non-blocking).
@@ -15,34 +17,36 @@ pub unsafe extern "C" fn ibv_get_async_event(
     ctx: *mut ffi::ibv_context,
     event: *mut ffi::ibv_async_event,
 ) -> c_int {
-    if ctx.is_null() || event.is_null() {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: a live context of ours.
-    let c = unsafe { context(ctx) };
-    match c.state.get_event() {
-        Ok((ev, addr)) => {
-            let mut out = ffi::ibv_async_event {
-                event_type: ev.event_type.as_raw(),
-                ..ffi::ibv_async_event::default()
-            };
-            match ev.element {
-                verbs_api::EventElement::Cq(_) => out.element.cq = addr as *mut ffi::ibv_cq,
-                verbs_api::EventElement::Qp(_) => out.element.qp = addr as *mut ffi::ibv_qp,
-                verbs_api::EventElement::Srq(_) => out.element.srq = addr as *mut ffi::ibv_srq,
-                verbs_api::EventElement::Port(p) => out.element.port_num = c_int::from(p),
-                verbs_api::EventElement::Device => {}
+    boundary(MinusOne, move || {
+        if ctx.is_null() || event.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        // SAFETY: a live context of ours.
+        let c = unsafe { context(ctx) };
+        match c.state.get_event() {
+            Ok((ev, addr)) => {
+                let mut out = ffi::ibv_async_event {
+                    event_type: ev.event_type.as_raw(),
+                    ..ffi::ibv_async_event::default()
+                };
+                match ev.element {
+                    verbs_api::EventElement::Cq(_) => out.element.cq = addr as *mut ffi::ibv_cq,
+                    verbs_api::EventElement::Qp(_) => out.element.qp = addr as *mut ffi::ibv_qp,
+                    verbs_api::EventElement::Srq(_) => out.element.srq = addr as *mut ffi::ibv_srq,
+                    verbs_api::EventElement::Port(p) => out.element.port_num = c_int::from(p),
+                    verbs_api::EventElement::Device => {}
+                }
+                // SAFETY: the caller's writable event.
+                unsafe { event.write(out) };
+                0
             }
-            // SAFETY: the caller's writable event.
-            unsafe { event.write(out) };
-            0
+            Err(e) => {
+                set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+                -1
+            }
         }
-        Err(e) => {
-            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
-            -1
-        }
-    }
+    })
 }
 
 /// `ibv_ack_async_event`: counts the event on the object it names (what
@@ -51,38 +55,40 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// # Safety
 /// `event` came from `ibv_get_async_event` and names a live object.
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ffi::ibv_async_event) {
-    if event.is_null() {
-        return;
-    }
-    // SAFETY: the caller's event, as ibv_get_async_event filled it.
-    let ev = unsafe { &*event };
-    // SAFETY: the union member is the one ibv_get_async_event set for this event type,
-    // and the object is live (the caller acks before destroying it).
-    unsafe {
-        match ev.event_type {
-            ffi::IBV_EVENT_CQ_ERR => {
-                let cq = ev.element.cq;
-                let n = std::ptr::addr_of_mut!((*cq).async_events_completed);
-                n.write(n.read().wrapping_add(1));
-            }
-            ffi::IBV_EVENT_SRQ_ERR | ffi::IBV_EVENT_SRQ_LIMIT_REACHED => {
-                let srq = ev.element.srq;
-                let n = std::ptr::addr_of_mut!((*srq).events_completed);
-                n.write(n.read().wrapping_add(1));
-            }
-            ffi::IBV_EVENT_QP_FATAL
-            | ffi::IBV_EVENT_QP_REQ_ERR
-            | ffi::IBV_EVENT_QP_ACCESS_ERR
-            | ffi::IBV_EVENT_COMM_EST
-            | ffi::IBV_EVENT_SQ_DRAINED
-            | ffi::IBV_EVENT_PATH_MIG
-            | ffi::IBV_EVENT_PATH_MIG_ERR
-            | ffi::IBV_EVENT_QP_LAST_WQE_REACHED => {
-                let qp = ev.element.qp;
-                let n = std::ptr::addr_of_mut!((*qp).events_completed);
-                n.write(n.read().wrapping_add(1));
-            }
-            _ => {}
+    boundary(Nothing, move || {
+        if event.is_null() {
+            return;
         }
-    }
+        // SAFETY: the caller's event, as ibv_get_async_event filled it.
+        let ev = unsafe { &*event };
+        // SAFETY: the union member is the one ibv_get_async_event set for this event type,
+        // and the object is live (the caller acks before destroying it).
+        unsafe {
+            match ev.event_type {
+                ffi::IBV_EVENT_CQ_ERR => {
+                    let cq = ev.element.cq;
+                    let n = std::ptr::addr_of_mut!((*cq).async_events_completed);
+                    n.write(n.read().wrapping_add(1));
+                }
+                ffi::IBV_EVENT_SRQ_ERR | ffi::IBV_EVENT_SRQ_LIMIT_REACHED => {
+                    let srq = ev.element.srq;
+                    let n = std::ptr::addr_of_mut!((*srq).events_completed);
+                    n.write(n.read().wrapping_add(1));
+                }
+                ffi::IBV_EVENT_QP_FATAL
+                | ffi::IBV_EVENT_QP_REQ_ERR
+                | ffi::IBV_EVENT_QP_ACCESS_ERR
+                | ffi::IBV_EVENT_COMM_EST
+                | ffi::IBV_EVENT_SQ_DRAINED
+                | ffi::IBV_EVENT_PATH_MIG
+                | ffi::IBV_EVENT_PATH_MIG_ERR
+                | ffi::IBV_EVENT_QP_LAST_WQE_REACHED => {
+                    let qp = ev.element.qp;
+                    let n = std::ptr::addr_of_mut!((*qp).events_completed);
+                    n.write(n.read().wrapping_add(1));
+                }
+                _ => {}
+            }
+        }
+    })
 }

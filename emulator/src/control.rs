@@ -6,6 +6,7 @@
 
 use std::ffi::c_int;
 
+use crate::base::boundary::{boundary, ReturnsErrno};
 use crate::state::emu;
 
 crate::exports::symbol_versions! {
@@ -17,15 +18,17 @@ crate::exports::symbol_versions! {
 /// when this host joined a fabric process (the network, and the frame order, are that
 /// process's); `ENODEV` when the emulator could not start. Prints why on stderr.
 pub extern "C" fn verbs_emu_lose_next_frame() -> c_int {
-    let e = match emu() {
-        Ok(e) => e,
-        Err(_) => return libc::ENODEV,
-    };
-    match e.lose_next_frame() {
-        Ok(()) => 0,
-        Err(msg) => {
-            eprintln!("verbs-emu: verbs_emu_lose_next_frame: {msg}");
-            libc::ENOTSUP
+    boundary(ReturnsErrno, move || {
+        let e = match emu() {
+            Ok(e) => e,
+            Err(_) => return libc::ENODEV,
+        };
+        match e.lose_next_frame() {
+            Ok(()) => 0,
+            Err(msg) => {
+                eprintln!("verbs-emu: verbs_emu_lose_next_frame: {msg}");
+                libc::ENOTSUP
+            }
         }
-    }
+    })
 }

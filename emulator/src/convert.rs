@@ -1,32 +1,15 @@
-//! Between rdma-core's C structs (bindgen's [`crate::ffi`]) and verbs-api's values, both
+//! Between rdma-core's C structs (bindgen's [`crate::base::ffi`]) and verbs-api's values, both
 //! ways, and from verbs-api errors to the errno a libibverbs call reports.
 
 use std::ffi::c_int;
 
 use verbs_api::{
-    AhAttr, Completion, DeviceAttr, Error, ErrorKind, Gid, GlobalRoute, Mtu, PathMigState,
-    PortAttr, QpAttr, QpAttrMask, QpCap, QpState,
+    AhAttr, Completion, DeviceAttr, Gid, GlobalRoute, Mtu, PathMigState, PortAttr, QpAttr,
+    QpAttrMask, QpCap, QpState,
 };
 
-use crate::ffi;
-use crate::state::copy_c_string;
-
-/// The errno a libibverbs call fails with for `e`: the backend's own when it has one,
-/// else the usual one for its kind.
-pub fn errno_of(e: &Error) -> c_int {
-    e.errno().unwrap_or(match e.kind() {
-        ErrorKind::InvalidArgument | ErrorKind::InvalidState | ErrorKind::LimitExceeded => {
-            libc::EINVAL
-        }
-        ErrorKind::QueueFull | ErrorKind::OutOfResources => libc::ENOMEM,
-        ErrorKind::Unsupported => libc::EOPNOTSUPP,
-        ErrorKind::NoDevice => libc::ENODEV,
-        ErrorKind::PermissionDenied => libc::EPERM,
-        ErrorKind::NotFound => libc::ENOENT,
-        ErrorKind::Busy => libc::EBUSY,
-        _ => libc::EIO,
-    })
-}
+use crate::base::c_str::copy_c_string;
+use crate::base::ffi;
 
 /// `struct ibv_device_attr` of a device.
 pub fn device_attr(a: &DeviceAttr) -> ffi::ibv_device_attr {
@@ -310,21 +293,5 @@ mod tests {
         // SAFETY: imm_data is the member just written.
         let imm = unsafe { wc.__bindgen_anon_1.imm_data };
         assert_eq!(imm.to_ne_bytes(), [1, 2, 3, 4]);
-    }
-
-    #[test]
-    fn errnos_follow_the_kind() {
-        assert_eq!(
-            errno_of(&Error::new(ErrorKind::Unsupported, "x", "y")),
-            libc::EOPNOTSUPP
-        );
-        assert_eq!(
-            errno_of(&Error::new(ErrorKind::QueueFull, "x", "y").with_errno(libc::ENOMEM)),
-            libc::ENOMEM
-        );
-        assert_eq!(
-            errno_of(&Error::new(ErrorKind::InvalidState, "x", "y")),
-            libc::EINVAL
-        );
     }
 }

@@ -7,11 +7,14 @@ use std::ptr::null_mut;
 
 use verbs_api::{Completion, CompletionQueue};
 
-use crate::convert::errno_of;
-use crate::ffi;
-use crate::objects::{emu, set_errno, EmuCq};
+use crate::base::boundary::{boundary, Nothing, Null, ReturnsErrno, Value};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::base::sync::lock;
+use crate::objects::{emu, EmuCq};
 use crate::resources::{create_cq, is_parent_domain};
-use crate::state::{lock, log_unsupported_once};
 
 /// The `wc_flags` the emulator's extended CQs can report: libibverbs' standard set
 /// (byte length, immediate, QP number, source QP, SLID, SL, DLID path bits), and the
@@ -27,79 +30,82 @@ pub unsafe extern "C" fn create_cq_ex(
     ctx: *mut ffi::ibv_context,
     attr: *mut ffi::ibv_cq_init_attr_ex,
 ) -> *mut ffi::ibv_cq_ex {
-    if attr.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: the caller's valid attributes.
-    let a = unsafe { &*attr };
-    if a.wc_flags & !(ffi::IBV_CREATE_CQ_SUP_WC_FLAGS as u64) != 0 {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
-        log_unsupported_once(
-            "ibv_create_cq_ex",
-            "completion timestamps, flow tags and TM info",
-        );
-        set_errno(libc::EOPNOTSUPP);
-        return null_mut();
-    }
-    let known = ffi::IBV_CQ_INIT_ATTR_MASK_FLAGS | ffi::IBV_CQ_INIT_ATTR_MASK_PD;
-    if a.comp_mask & !known != 0 {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // A CQ in a parent domain: the domain must be one (else EINVAL, as libmlx5 answers);
-    // its allocators would only place the CQ's buffer, which is in the simulator.
-    if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0
-        && (a.parent_domain.is_null()
+    boundary(Null, move || {
+        if attr.is_null() {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        // SAFETY: the caller's valid attributes.
+        let a = unsafe { &*attr };
+        if a.wc_flags & !(ffi::IBV_CREATE_CQ_SUP_WC_FLAGS as u64) != 0 {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        if a.wc_flags & !SUPPORTED_WC_FLAGS != 0 {
+            log_unsupported_once(
+                "ibv_create_cq_ex",
+                "completion timestamps, flow tags and TM info",
+            );
+            set_errno(libc::EOPNOTSUPP);
+            return null_mut();
+        }
+        let known = ffi::IBV_CQ_INIT_ATTR_MASK_FLAGS | ffi::IBV_CQ_INIT_ATTR_MASK_PD;
+        if a.comp_mask & !known != 0 {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        // A CQ in a parent domain: the domain must be one (else EINVAL, as libmlx5 answers);
+        // its allocators would only place the CQ's buffer, which is in the simulator.
+        if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0
+            && (a.parent_domain.is_null()
             // SAFETY: a non-NULL `parent_domain` is a live PD of ours (the caller's
             // contract).
             || !unsafe { is_parent_domain(a.parent_domain) })
-    {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // Single-threaded and ignore-overrun are hints a device may take or not.
-    let flags = ffi::IBV_CREATE_CQ_ATTR_SINGLE_THREADED | ffi::IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
-    if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 && a.flags & !flags != 0 {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    let domain = if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
-        a.parent_domain
-    } else {
-        null_mut()
-    };
-    // SAFETY: the caller's live context and channel; `domain` is NULL or a live parent
-    // domain of ours (checked above).
-    unsafe {
-        create_cq(
-            ctx,
-            a.cqe,
-            a.cq_context,
-            a.channel,
-            a.comp_vector,
-            domain,
-            |cq| {
-                cq.start_poll = Some(start_poll);
-                cq.next_poll = Some(next_poll);
-                cq.end_poll = Some(end_poll);
-                cq.read_opcode = Some(read_opcode);
-                cq.read_vendor_err = Some(read_vendor_err);
-                cq.read_byte_len = Some(read_byte_len);
-                cq.read_imm_data = Some(read_imm_data);
-                cq.read_qp_num = Some(read_qp_num);
-                cq.read_src_qp = Some(read_src_qp);
-                cq.read_wc_flags = Some(read_wc_flags);
-                cq.read_slid = Some(read_slid);
-                cq.read_sl = Some(read_sl);
-                cq.read_dlid_path_bits = Some(read_dlid_path_bits);
-                cq.read_cvlan = Some(read_cvlan);
-            },
-        )
-    }
+        {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        // Single-threaded and ignore-overrun are hints a device may take or not.
+        let flags =
+            ffi::IBV_CREATE_CQ_ATTR_SINGLE_THREADED | ffi::IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+        if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 && a.flags & !flags != 0 {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        let domain = if a.comp_mask & ffi::IBV_CQ_INIT_ATTR_MASK_PD != 0 {
+            a.parent_domain
+        } else {
+            null_mut()
+        };
+        // SAFETY: the caller's live context and channel; `domain` is NULL or a live parent
+        // domain of ours (checked above).
+        unsafe {
+            create_cq(
+                ctx,
+                a.cqe,
+                a.cq_context,
+                a.channel,
+                a.comp_vector,
+                domain,
+                |cq| {
+                    cq.start_poll = Some(start_poll);
+                    cq.next_poll = Some(next_poll);
+                    cq.end_poll = Some(end_poll);
+                    cq.read_opcode = Some(read_opcode);
+                    cq.read_vendor_err = Some(read_vendor_err);
+                    cq.read_byte_len = Some(read_byte_len);
+                    cq.read_imm_data = Some(read_imm_data);
+                    cq.read_qp_num = Some(read_qp_num);
+                    cq.read_src_qp = Some(read_src_qp);
+                    cq.read_wc_flags = Some(read_wc_flags);
+                    cq.read_slid = Some(read_slid);
+                    cq.read_sl = Some(read_sl);
+                    cq.read_dlid_path_bits = Some(read_dlid_path_bits);
+                    cq.read_cvlan = Some(read_cvlan);
+                },
+            )
+        }
+    })
 }
 
 /// Takes the next completion into the session: 0, ENOENT when there is none, or the
@@ -131,22 +137,28 @@ unsafe extern "C" fn start_poll(
     cq: *mut ffi::ibv_cq_ex,
     attr: *mut ffi::ibv_poll_cq_attr,
 ) -> c_int {
-    // SAFETY: `attr` is the caller's valid attribute (the man page's contract).
-    if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
-        return libc::EINVAL;
-    }
-    // SAFETY: the inline caller passes a live CQ of ours.
-    unsafe { advance(cq) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: `attr` is the caller's valid attribute (the man page's contract).
+        if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
+            return libc::EINVAL;
+        }
+        // SAFETY: the inline caller passes a live CQ of ours.
+        unsafe { advance(cq) }
+    })
 }
 
 /// `ibv_cq_ex.next_poll`.
 unsafe extern "C" fn next_poll(cq: *mut ffi::ibv_cq_ex) -> c_int {
-    // SAFETY: the inline caller passes a live CQ of ours.
-    unsafe { advance(cq) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the inline caller passes a live CQ of ours.
+        unsafe { advance(cq) }
+    })
 }
 
 /// `ibv_cq_ex.end_poll`: the session holds nothing to release.
-extern "C" fn end_poll(_cq: *mut ffi::ibv_cq_ex) {}
+extern "C" fn end_poll(_cq: *mut ffi::ibv_cq_ex) {
+    boundary(Nothing, move || {})
+}
 
 /// The session's current completion.
 ///
@@ -162,9 +174,11 @@ unsafe fn current(cq: *mut ffi::ibv_cq_ex) -> Completion {
 macro_rules! readers {
     ($($name:ident -> $ty:ty = |$c:ident| $e:expr;)*) => {$(
         unsafe extern "C" fn $name(cq: *mut ffi::ibv_cq_ex) -> $ty {
+            boundary(Value(<$ty>::default()), move || {
             // SAFETY: the inline caller passes a live CQ of ours.
             let $c = unsafe { current(cq) };
             $e
+            })
         }
     )*};
 }
@@ -188,5 +202,5 @@ readers! {
 /// (`ibv_create_wq` is refused), so a tagged frame reaches the buffer whole and no tag
 /// was stripped: 0.
 unsafe extern "C" fn read_cvlan(_cq: *mut ffi::ibv_cq_ex) -> u16 {
-    0
+    boundary(Value(0), move || 0)
 }

@@ -6,12 +6,15 @@ use std::sync::Arc;
 
 use verbs_api::{Context, Gid, Verbs};
 
-use crate::convert::{device_attr, device_attr_ex, errno_of, gid_to_c, port_attr};
+use crate::base::boundary::{boundary, MinusOne, Nothing, Null, ReturnsErrno, Value};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::convert::{device_attr, device_attr_ex, gid_to_c, port_attr};
 use crate::events::ContextState;
-use crate::ffi;
-use crate::leaks::{self, Kind};
-use crate::objects::{context, set_errno, EmuContext};
-use crate::ops::fill_ops;
+use crate::objects::{context, EmuContext};
+use crate::runtime::leaks;
+use crate::runtime::leaks::Kind;
 use crate::state::{emu, ibdev_path, EmuDevice};
 
 /// `ibv_get_device_list`: this host's devices, NULL-terminated.
@@ -19,24 +22,26 @@ use crate::state::{emu, ibdev_path, EmuDevice};
 /// # Safety
 /// `num_devices` is NULL or valid for a write.
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ffi::ibv_device {
-    let e = match emu() {
-        Ok(e) => e,
-        Err(_) => {
-            set_errno(libc::ENODEV);
-            return null_mut();
+    boundary(Null, move || {
+        let e = match emu() {
+            Ok(e) => e,
+            Err(_) => {
+                set_errno(libc::ENODEV);
+                return null_mut();
+            }
+        };
+        let mut list: Vec<*mut ffi::ibv_device> = e
+            .devices
+            .iter()
+            .map(|d| std::ptr::from_ref(&d.raw).cast_mut())
+            .collect();
+        if !num_devices.is_null() {
+            // SAFETY: checked non-NULL; the caller provides a writable int.
+            unsafe { *num_devices = c_int::try_from(list.len()).unwrap_or(c_int::MAX) };
         }
-    };
-    let mut list: Vec<*mut ffi::ibv_device> = e
-        .devices
-        .iter()
-        .map(|d| std::ptr::from_ref(&d.raw).cast_mut())
-        .collect();
-    if !num_devices.is_null() {
-        // SAFETY: checked non-NULL; the caller provides a writable int.
-        unsafe { *num_devices = c_int::try_from(list.len()).unwrap_or(c_int::MAX) };
-    }
-    list.push(null_mut());
-    Box::into_raw(list.into_boxed_slice()).cast()
+        list.push(null_mut());
+        Box::into_raw(list.into_boxed_slice()).cast()
+    })
 }
 
 /// `ibv_free_device_list`. The devices themselves stay valid (open contexts use them).
@@ -44,16 +49,18 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 /// # Safety
 /// `list` is NULL or came from `ibv_get_device_list` and is freed once.
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ffi::ibv_device) {
-    if list.is_null() {
-        return;
-    }
-    let mut n = 0;
-    // SAFETY: the list is NULL-terminated (we built it).
-    while !unsafe { *list.add(n) }.is_null() {
-        n += 1;
-    }
-    // SAFETY: `list` is the boxed slice of n + 1 pointers that ibv_get_device_list leaked.
-    drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
+    boundary(Nothing, move || {
+        if list.is_null() {
+            return;
+        }
+        let mut n = 0;
+        // SAFETY: the list is NULL-terminated (we built it).
+        while !unsafe { *list.add(n) }.is_null() {
+            n += 1;
+        }
+        // SAFETY: `list` is the boxed slice of n + 1 pointers that ibv_get_device_list leaked.
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
+    })
 }
 
 /// `ibv_get_device_name`.
@@ -61,12 +68,14 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ffi::ibv_device) {
 /// # Safety
 /// `device` is a device of a list from this library.
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ffi::ibv_device) -> *const c_char {
-    if device.is_null() {
-        set_errno(libc::EINVAL);
-        return std::ptr::null();
-    }
-    // SAFETY: the caller passes a live device; `name` is NUL-terminated.
-    unsafe { (*device).name.as_ptr() }
+    boundary(Null, move || {
+        if device.is_null() {
+            set_errno(libc::EINVAL);
+            return std::ptr::null();
+        }
+        // SAFETY: the caller passes a live device; `name` is NUL-terminated.
+        unsafe { (*device).name.as_ptr() }
+    })
 }
 
 /// `ibv_get_device_guid`: the node GUID in network byte order.
@@ -74,20 +83,26 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ffi::ibv_device) -> *c
 /// # Safety
 /// `device` is a device of a list from this library.
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ffi::ibv_device) -> u64 {
-    if device.is_null() {
-        set_errno(libc::EINVAL);
-        return 0;
-    }
-    // SAFETY: every ibv_device we hand out is the first field of an EmuDevice.
-    let d = unsafe { &*device.cast::<EmuDevice>() };
-    d.info.guid.to_be()
+    boundary(Value(0), move || {
+        if device.is_null() {
+            set_errno(libc::EINVAL);
+            return 0;
+        }
+        // SAFETY: every ibv_device we hand out is the first field of an EmuDevice.
+        let d = unsafe { &*device.cast::<EmuDevice>() };
+        d.info.guid.to_be()
+    })
 }
 
-/// `ibv_open_device`.
+/// Opens a context on `device` (`ibv_open_device`), its function tables filled by `fill_ops`
+/// (the ops table, which lies above the verbs of each object).
 ///
 /// # Safety
 /// `device` is a device of a list from this library.
-pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut ffi::ibv_context {
+pub unsafe fn open_device(
+    device: *mut ffi::ibv_device,
+    fill_ops: fn(&mut ffi::verbs_context),
+) -> *mut ffi::ibv_context {
     let Ok(e) = emu() else {
         set_errno(libc::ENODEV);
         return null_mut();
@@ -118,7 +133,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut f
             return null_mut();
         }
     };
-    let cmd_fd = match crate::events::semaphore_fd() {
+    let cmd_fd = match crate::base::eventfd::semaphore_fd() {
         Ok(fd) => fd,
         Err(err) => {
             set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
@@ -154,15 +169,17 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut f
 /// # Safety
 /// `ctx` came from `ibv_open_device` and is closed once, after its objects.
 pub unsafe extern "C" fn ibv_close_device(ctx: *mut ffi::ibv_context) -> c_int {
-    if ctx.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the caller passes a live context of ours.
-    let c: *const EmuContext = unsafe { context(ctx) };
-    // SAFETY: the EmuContext was leaked from a Box in ibv_open_device; this is its end.
-    drop(unsafe { Box::from_raw(c.cast_mut()) });
-    leaks::destroyed(Kind::Context);
-    0
+    boundary(ReturnsErrno, move || {
+        if ctx.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: the caller passes a live context of ours.
+        let c: *const EmuContext = unsafe { context(ctx) };
+        // SAFETY: the EmuContext was leaked from a Box in ibv_open_device; this is its end.
+        drop(unsafe { Box::from_raw(c.cast_mut()) });
+        leaks::destroyed(Kind::Context);
+        0
+    })
 }
 
 /// `ibv_query_device`.
@@ -173,18 +190,20 @@ pub unsafe extern "C" fn ibv_query_device(
     ctx: *mut ffi::ibv_context,
     attr: *mut ffi::ibv_device_attr,
 ) -> c_int {
-    if ctx.is_null() || attr.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live context of ours.
-    match unsafe { context(ctx) }.sim().query_device() {
-        Ok(a) => {
-            // SAFETY: the caller provides a writable ibv_device_attr.
-            unsafe { attr.write(device_attr(&a)) };
-            0
+    boundary(ReturnsErrno, move || {
+        if ctx.is_null() || attr.is_null() {
+            return libc::EINVAL;
         }
-        Err(e) => errno_of(&e),
-    }
+        // SAFETY: a live context of ours.
+        match unsafe { context(ctx) }.sim().query_device() {
+            Ok(a) => {
+                // SAFETY: the caller provides a writable ibv_device_attr.
+                unsafe { attr.write(device_attr(&a)) };
+                0
+            }
+            Err(e) => errno_of(&e),
+        }
+    })
 }
 
 /// `verbs_context.query_device_ex` (what the inline `ibv_query_device_ex` calls): writes
@@ -199,26 +218,28 @@ pub unsafe extern "C" fn query_device_ex(
     attr: *mut ffi::ibv_device_attr_ex,
     attr_size: usize,
 ) -> c_int {
-    // SAFETY: `input` is NULL or a valid input struct (the man page's contract).
-    if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
-        return libc::EINVAL;
-    }
-    if attr.is_null() || attr_size < std::mem::size_of::<ffi::ibv_device_attr>() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the inline caller passes its own live context.
-    let a = match unsafe { context(ctx) }.sim().query_device() {
-        Ok(a) => device_attr_ex(&a),
-        Err(e) => return errno_of(&e),
-    };
-    let n = attr_size.min(std::mem::size_of::<ffi::ibv_device_attr_ex>());
-    // SAFETY: `attr` is writable for `attr_size` bytes (the caller's sizeof), and we copy
-    // at most that many from a local value.
-    unsafe {
-        std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
-        std::ptr::copy_nonoverlapping(std::ptr::from_ref(&a).cast::<u8>(), attr.cast(), n);
-    }
-    0
+    boundary(ReturnsErrno, move || {
+        // SAFETY: `input` is NULL or a valid input struct (the man page's contract).
+        if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+            return libc::EINVAL;
+        }
+        if attr.is_null() || attr_size < std::mem::size_of::<ffi::ibv_device_attr>() {
+            return libc::EINVAL;
+        }
+        // SAFETY: the inline caller passes its own live context.
+        let a = match unsafe { context(ctx) }.sim().query_device() {
+            Ok(a) => device_attr_ex(&a),
+            Err(e) => return errno_of(&e),
+        };
+        let n = attr_size.min(std::mem::size_of::<ffi::ibv_device_attr_ex>());
+        // SAFETY: `attr` is writable for `attr_size` bytes (the caller's sizeof), and we copy
+        // at most that many from a local value.
+        unsafe {
+            std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
+            std::ptr::copy_nonoverlapping(std::ptr::from_ref(&a).cast::<u8>(), attr.cast(), n);
+        }
+        0
+    })
 }
 
 fn query_port_into(ctx: &EmuContext, port: u8) -> Result<ffi::ibv_port_attr, c_int> {
@@ -238,21 +259,23 @@ pub unsafe extern "C" fn query_port(
     attr: *mut ffi::ibv_port_attr,
     attr_size: usize,
 ) -> c_int {
-    if attr.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the inline caller passes its own live context.
-    let p = match query_port_into(unsafe { context(ctx) }, port) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let n = attr_size.min(std::mem::size_of::<ffi::ibv_port_attr>());
-    // SAFETY: `attr` is writable for `attr_size` bytes; we copy at most that many.
-    unsafe {
-        std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
-        std::ptr::copy_nonoverlapping(std::ptr::from_ref(&p).cast::<u8>(), attr.cast(), n);
-    }
-    0
+    boundary(ReturnsErrno, move || {
+        if attr.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: the inline caller passes its own live context.
+        let p = match query_port_into(unsafe { context(ctx) }, port) {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let n = attr_size.min(std::mem::size_of::<ffi::ibv_port_attr>());
+        // SAFETY: `attr` is writable for `attr_size` bytes; we copy at most that many.
+        unsafe {
+            std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
+            std::ptr::copy_nonoverlapping(std::ptr::from_ref(&p).cast::<u8>(), attr.cast(), n);
+        }
+        0
+    })
 }
 
 /// The length of `struct _compat_ibv_port_attr`: `struct ibv_port_attr` up to and
@@ -270,11 +293,13 @@ pub unsafe extern "C" fn ibv_query_port_compat(
     port: u8,
     attr: *mut ffi::ibv_port_attr,
 ) -> c_int {
-    if ctx.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: forwards the caller's pointers with the compat struct's length.
-    unsafe { query_port(ctx, port, attr, COMPAT_PORT_ATTR_LEN) }
+    boundary(ReturnsErrno, move || {
+        if ctx.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: forwards the caller's pointers with the compat struct's length.
+        unsafe { query_port(ctx, port, attr, COMPAT_PORT_ATTR_LEN) }
+    })
 }
 
 /// `ibv_query_gid`.
@@ -287,25 +312,27 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ffi::ibv_gid,
 ) -> c_int {
-    if ctx.is_null() || gid.is_null() {
-        return -1;
-    }
-    let Ok(index) = u32::try_from(index) else {
-        set_errno(libc::EINVAL);
-        return -1;
-    };
-    // SAFETY: a live context of ours.
-    match unsafe { context(ctx) }.sim().query_gid(port, index) {
-        Ok(g) => {
-            // SAFETY: the caller provides a writable GID.
-            unsafe { gid.write(gid_to_c(g)) };
-            0
+    boundary(MinusOne, move || {
+        if ctx.is_null() || gid.is_null() {
+            return -1;
         }
-        Err(e) => {
-            set_errno(errno_of(&e));
-            -1
+        let Ok(index) = u32::try_from(index) else {
+            set_errno(libc::EINVAL);
+            return -1;
+        };
+        // SAFETY: a live context of ours.
+        match unsafe { context(ctx) }.sim().query_gid(port, index) {
+            Ok(g) => {
+                // SAFETY: the caller provides a writable GID.
+                unsafe { gid.write(gid_to_c(g)) };
+                0
+            }
+            Err(e) => {
+                set_errno(errno_of(&e));
+                -1
+            }
         }
-    }
+    })
 }
 
 /// `enum ibv_gid_type_sysfs` of rdma-core's `libibverbs/driver.h`, a provider header
@@ -337,23 +364,25 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: c_uint,
     out: *mut GidTypeSysfs,
 ) -> c_int {
-    if ctx.is_null() || out.is_null() {
-        return -1;
-    }
-    // SAFETY: a live context of ours.
-    let c = unsafe { context(ctx) };
-    if let Err(e) = c.sim().query_gid(port, index) {
-        set_errno(errno_of(&e));
-        return -1;
-    }
-    let t = if gid_type_of(c, index) == ffi::IBV_GID_TYPE_ROCE_V1 {
-        IBV_GID_TYPE_SYSFS_IB_ROCE_V1
-    } else {
-        IBV_GID_TYPE_SYSFS_ROCE_V2
-    };
-    // SAFETY: the caller provides a writable enum.
-    unsafe { out.write(t) };
-    0
+    boundary(MinusOne, move || {
+        if ctx.is_null() || out.is_null() {
+            return -1;
+        }
+        // SAFETY: a live context of ours.
+        let c = unsafe { context(ctx) };
+        if let Err(e) = c.sim().query_gid(port, index) {
+            set_errno(errno_of(&e));
+            return -1;
+        }
+        let t = if gid_type_of(c, index) == ffi::IBV_GID_TYPE_ROCE_V1 {
+            IBV_GID_TYPE_SYSFS_IB_ROCE_V1
+        } else {
+            IBV_GID_TYPE_SYSFS_ROCE_V2
+        };
+        // SAFETY: the caller provides a writable enum.
+        unsafe { out.write(t) };
+        0
+    })
 }
 
 /// GID `index` of `port` as the kernel's GID-table ioctl gives it: an empty entry of the
@@ -389,21 +418,23 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
-    if ctx.is_null() || entry.is_null() || flags != 0 {
-        return libc::EINVAL;
-    }
-    if entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live context of ours.
-    match gid_entry(unsafe { context(ctx) }, port, index) {
-        Ok(g) => {
-            // SAFETY: the caller provides `entry_size` writable bytes, at least one entry.
-            unsafe { entry.write(g) };
-            0
+    boundary(ReturnsErrno, move || {
+        if ctx.is_null() || entry.is_null() || flags != 0 {
+            return libc::EINVAL;
         }
-        Err(e) => e,
-    }
+        if entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live context of ours.
+        match gid_entry(unsafe { context(ctx) }, port, index) {
+            Ok(g) => {
+                // SAFETY: the caller provides `entry_size` writable bytes, at least one entry.
+                unsafe { entry.write(g) };
+                0
+            }
+            Err(e) => e,
+        }
+    })
 }
 
 /// `_ibv_query_gid_table` (behind the inline `ibv_query_gid_table`): every valid GID of
@@ -418,36 +449,38 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    if ctx.is_null() || flags != 0 || entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
-        return -(libc::EINVAL as isize);
-    }
-    // SAFETY: a live context of ours.
-    let c = unsafe { context(ctx) };
-    let Ok(attr) = c.sim().query_device() else {
-        return -(libc::EIO as isize);
-    };
-    let mut n = 0usize;
-    for port in 1..=u32::from(attr.phys_port_cnt) {
-        let len = c.sim().query_port(port as u8).map_or(0, |p| p.gid_tbl_len);
-        for index in 0..len {
-            let Ok(g) = gid_entry(c, port, index) else {
-                continue;
-            };
-            if n == max_entries {
-                return -(libc::EINVAL as isize);
-            }
-            // SAFETY: n < max_entries, so entry n lies in the caller's array.
-            unsafe {
-                entries
-                    .cast::<u8>()
-                    .add(n * entry_size)
-                    .cast::<ffi::ibv_gid_entry>()
-                    .write(g)
-            };
-            n += 1;
+    boundary(MinusOne, move || {
+        if ctx.is_null() || flags != 0 || entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
+            return -(libc::EINVAL as isize);
         }
-    }
-    n as isize
+        // SAFETY: a live context of ours.
+        let c = unsafe { context(ctx) };
+        let Ok(attr) = c.sim().query_device() else {
+            return -(libc::EIO as isize);
+        };
+        let mut n = 0usize;
+        for port in 1..=u32::from(attr.phys_port_cnt) {
+            let len = c.sim().query_port(port as u8).map_or(0, |p| p.gid_tbl_len);
+            for index in 0..len {
+                let Ok(g) = gid_entry(c, port, index) else {
+                    continue;
+                };
+                if n == max_entries {
+                    return -(libc::EINVAL as isize);
+                }
+                // SAFETY: n < max_entries, so entry n lies in the caller's array.
+                unsafe {
+                    entries
+                        .cast::<u8>()
+                        .add(n * entry_size)
+                        .cast::<ffi::ibv_gid_entry>()
+                        .write(g)
+                };
+                n += 1;
+            }
+        }
+        n as isize
+    })
 }
 
 /// `ibv_query_pkey`: RoCE ports have the default P_Key 0xffff at index 0.
@@ -460,24 +493,26 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut u16,
 ) -> c_int {
-    if ctx.is_null() || pkey.is_null() {
-        return -1;
-    }
-    // SAFETY: a live context of ours.
-    let len = match unsafe { context(ctx) }.sim().query_port(port) {
-        Ok(p) => c_int::from(p.pkey_tbl_len),
-        Err(e) => {
-            set_errno(errno_of(&e));
+    boundary(MinusOne, move || {
+        if ctx.is_null() || pkey.is_null() {
             return -1;
         }
-    };
-    if index < 0 || index >= len {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: the caller provides a writable u16.
-    unsafe { pkey.write(0xffff_u16.to_be()) };
-    0
+        // SAFETY: a live context of ours.
+        let len = match unsafe { context(ctx) }.sim().query_port(port) {
+            Ok(p) => c_int::from(p.pkey_tbl_len),
+            Err(e) => {
+                set_errno(errno_of(&e));
+                return -1;
+            }
+        };
+        if index < 0 || index >= len {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        // SAFETY: the caller provides a writable u16.
+        unsafe { pkey.write(0xffff_u16.to_be()) };
+        0
+    })
 }
 
 /// `ibv_read_sysfs_file`: for an emulated device's `ibdev_path`, the files the emulator
@@ -492,35 +527,37 @@ pub unsafe extern "C" fn ibv_read_sysfs_file(
     buf: *mut c_char,
     size: usize,
 ) -> c_int {
-    if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: the caller passes NUL-terminated strings.
-    let (dir, file) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
-    let (dir, file) = (dir.to_string_lossy(), file.to_string_lossy());
-    let text = match emulated_sysfs(&dir, &file) {
-        Some(t) => Ok(t.into_bytes()),
-        None => std::fs::read(format!("{dir}/{file}")),
-    };
-    let mut bytes = match text {
-        Ok(b) => b,
-        Err(e) => {
-            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+    boundary(MinusOne, move || {
+        if dir.is_null() || file.is_null() || buf.is_null() || size == 0 {
+            set_errno(libc::EINVAL);
             return -1;
         }
-    };
-    bytes.truncate(size - 1);
-    // libibverbs strips one trailing newline.
-    if bytes.last() == Some(&b'\n') {
-        bytes.pop();
-    }
-    // SAFETY: bytes.len() < size, so the copy and the NUL fit in the caller's buffer.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, bytes.len());
-        *buf.add(bytes.len()) = 0;
-    }
-    c_int::try_from(bytes.len()).unwrap_or(c_int::MAX)
+        // SAFETY: the caller passes NUL-terminated strings.
+        let (dir, file) = unsafe { (CStr::from_ptr(dir), CStr::from_ptr(file)) };
+        let (dir, file) = (dir.to_string_lossy(), file.to_string_lossy());
+        let text = match emulated_sysfs(&dir, &file) {
+            Some(t) => Ok(t.into_bytes()),
+            None => std::fs::read(format!("{dir}/{file}")),
+        };
+        let mut bytes = match text {
+            Ok(b) => b,
+            Err(e) => {
+                set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+                return -1;
+            }
+        };
+        bytes.truncate(size - 1);
+        // libibverbs strips one trailing newline.
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+        }
+        // SAFETY: bytes.len() < size, so the copy and the NUL fit in the caller's buffer.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr().cast::<c_char>(), buf, bytes.len());
+            *buf.add(bytes.len()) = 0;
+        }
+        c_int::try_from(bytes.len()).unwrap_or(c_int::MAX)
+    })
 }
 
 fn emulated_sysfs(dir: &str, file: &str) -> Option<String> {
@@ -542,7 +579,7 @@ fn emulated_sysfs(dir: &str, file: &str) -> Option<String> {
 
 /// `ibv_fork_init`: nothing to do (the emulator pins no pages).
 pub extern "C" fn ibv_fork_init() -> c_int {
-    0
+    boundary(ReturnsErrno, move || 0)
 }
 
 /// `ibv_get_sysfs_path`: the sysfs mount point, `/sys`.
@@ -550,24 +587,28 @@ pub extern "C" fn ibv_fork_init() -> c_int {
 /// # Safety
 /// `path` is valid for `size` bytes.
 pub unsafe extern "C" fn ibv_get_sysfs_path(path: *mut c_char, size: c_int) -> c_int {
-    let Ok(size) = usize::try_from(size) else {
-        return -1;
-    };
-    if path.is_null() || size < 5 {
-        return -1;
-    }
-    // SAFETY: "/sys" and its NUL fit in the caller's `size` bytes.
-    unsafe { std::ptr::copy_nonoverlapping(c"/sys".as_ptr(), path, 5) };
-    0
+    boundary(MinusOne, move || {
+        let Ok(size) = usize::try_from(size) else {
+            return -1;
+        };
+        if path.is_null() || size < 5 {
+            return -1;
+        }
+        // SAFETY: "/sys" and its NUL fit in the caller's `size` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(c"/sys".as_ptr(), path, 5) };
+        0
+    })
 }
 
 /// `ibv_get_device_index`: the device's index on this host, -1 for an unknown device.
 pub extern "C" fn ibv_get_device_index(device: *mut ffi::ibv_device) -> c_int {
-    emu().ok().map_or(-1, |e| {
-        e.devices
-            .iter()
-            .position(|d| std::ptr::eq(&d.raw, device.cast_const()))
-            .map_or(-1, |i| c_int::try_from(i).unwrap_or(-1))
+    boundary(Value(-1), move || {
+        emu().ok().map_or(-1, |e| {
+            e.devices
+                .iter()
+                .position(|d| std::ptr::eq(&d.raw, device.cast_const()))
+                .map_or(-1, |i| c_int::try_from(i).unwrap_or(-1))
+        })
     })
 }
 
@@ -581,34 +622,38 @@ pub unsafe extern "C" fn ibv_get_pkey_index(
     port: u8,
     pkey: u16,
 ) -> c_int {
-    let mut i = 0;
-    loop {
-        let mut p = 0u16;
-        // SAFETY: the caller's live context and a local out-value.
-        if unsafe { ibv_query_pkey(ctx, port, i, &mut p) } < 0 {
-            return -1;
+    boundary(MinusOne, move || {
+        let mut i = 0;
+        loop {
+            let mut p = 0u16;
+            // SAFETY: the caller's live context and a local out-value.
+            if unsafe { ibv_query_pkey(ctx, port, i, &mut p) } < 0 {
+                return -1;
+            }
+            if p == pkey {
+                return i;
+            }
+            i += 1;
         }
-        if p == pkey {
-            return i;
-        }
-        i += 1;
-    }
+    })
 }
 
 /// `ibv_dontfork_range`: nothing to do (the emulator pins no pages).
 pub extern "C" fn ibv_dontfork_range(_base: *mut std::ffi::c_void, _size: usize) -> c_int {
-    0
+    boundary(ReturnsErrno, move || 0)
 }
 
 /// `ibv_dofork_range`: nothing to do (the emulator pins no pages).
 pub extern "C" fn ibv_dofork_range(_base: *mut std::ffi::c_void, _size: usize) -> c_int {
-    0
+    boundary(ReturnsErrno, move || 0)
 }
 
 /// `ibv_is_fork_initialized`: `IBV_FORK_UNNEEDED`, as for a kernel whose pinned pages
 /// survive fork (the emulator pins none).
 pub extern "C" fn ibv_is_fork_initialized() -> ffi::ibv_fork_status {
-    ffi::IBV_FORK_UNNEEDED
+    boundary(Value(ffi::IBV_FORK_DISABLED), move || {
+        ffi::IBV_FORK_UNNEEDED
+    })
 }
 
 /// `ibv_resolve_eth_l2_from_gid`: the Ethernet address of `attr`'s destination on the
@@ -623,38 +668,40 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
     mac: *mut u8,
     vid: *mut u16,
 ) -> c_int {
-    if ctx.is_null() || attr.is_null() || mac.is_null() {
-        return -libc::EINVAL;
-    }
-    // SAFETY: the caller's valid attribute.
-    let a = unsafe { &*attr };
-    // SAFETY: a live context of ours.
-    if let Err(e) = unsafe { context(ctx) }
-        .sim()
-        .query_gid(a.port_num, u32::from(a.grh.sgid_index))
-    {
-        return -errno_of(&e);
-    }
-    let Some(ip) = crate::convert::gid_from_c(&a.grh.dgid).to_ipv4() else {
-        return -libc::EINVAL;
-    };
-    let resolved = if ip.is_multicast() {
-        Some(verbs_api::ipv4_multicast_mac(ip))
-    } else {
-        emu()
-            .ok()
-            .and_then(|e| e.sim.with_fabric(|f| f.mac_of_ip(ip)))
-            .map(|m| m.0)
-    };
-    let Some(m) = resolved else {
-        return -libc::EHOSTUNREACH;
-    };
-    // SAFETY: the caller's 6-byte MAC buffer and optional VLAN id.
-    unsafe {
-        std::ptr::copy_nonoverlapping(m.as_ptr(), mac, 6);
-        if !vid.is_null() {
-            *vid = 0xffff;
+    boundary(Value(-libc::EIO), move || {
+        if ctx.is_null() || attr.is_null() || mac.is_null() {
+            return -libc::EINVAL;
         }
-    }
-    0
+        // SAFETY: the caller's valid attribute.
+        let a = unsafe { &*attr };
+        // SAFETY: a live context of ours.
+        if let Err(e) = unsafe { context(ctx) }
+            .sim()
+            .query_gid(a.port_num, u32::from(a.grh.sgid_index))
+        {
+            return -errno_of(&e);
+        }
+        let Some(ip) = crate::convert::gid_from_c(&a.grh.dgid).to_ipv4() else {
+            return -libc::EINVAL;
+        };
+        let resolved = if ip.is_multicast() {
+            Some(verbs_api::ipv4_multicast_mac(ip))
+        } else {
+            emu()
+                .ok()
+                .and_then(|e| e.sim.with_fabric(|f| f.mac_of_ip(ip)))
+                .map(|m| m.0)
+        };
+        let Some(m) = resolved else {
+            return -libc::EHOSTUNREACH;
+        };
+        // SAFETY: the caller's 6-byte MAC buffer and optional VLAN id.
+        unsafe {
+            std::ptr::copy_nonoverlapping(m.as_ptr(), mac, 6);
+            if !vid.is_null() {
+                *vid = 0xffff;
+            }
+        }
+        0
+    })
 }

@@ -5,89 +5,15 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
 use backend_sim::verbs::{SimChannel, SimContext};
 use verbs_api::{AsyncEvent, CompletionChannel, Context, EventElement};
 
-use crate::state::lock;
-
-/// A new eventfd in semaphore mode (each read takes one count), close-on-exec.
-pub fn semaphore_fd() -> io::Result<OwnedFd> {
-    // SAFETY: eventfd takes no pointers; a negative return is checked below.
-    let raw = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-    if raw < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `raw` is a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
-}
-
-/// Adds one count to an eventfd (one event is ready).
-pub fn signal(fd: &OwnedFd) {
-    let one: u64 = 1;
-    // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
-    let n = unsafe {
-        libc::write(
-            fd.as_raw_fd(),
-            std::ptr::from_ref(&one).cast(),
-            std::mem::size_of::<u64>(),
-        )
-    };
-    if n != 8 {
-        eprintln!(
-            "verbs-emu: cannot signal an event descriptor: {}",
-            io::Error::last_os_error()
-        );
-    }
-}
-
-/// Takes one count from an eventfd if it has one, never waiting (whatever the program
-/// set on the descriptor): true if it took one. A thread blocked in [`wait`] may take the
-/// count first; then this one finds none.
-pub fn try_take(fd: &OwnedFd) -> bool {
-    let mut count: u64 = 0;
-    let iov = libc::iovec {
-        iov_base: std::ptr::from_mut(&mut count).cast(),
-        iov_len: std::mem::size_of::<u64>(),
-    };
-    loop {
-        // SAFETY: one iovec over a live u64; offset -1 reads at the current position, as
-        // read(2) does; RWF_NOWAIT makes an eventfd at zero answer EAGAIN.
-        let n = unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
-        if n >= 0 {
-            return true;
-        }
-        if io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
-            return false;
-        }
-    }
-}
-
-/// Takes one count from an eventfd: blocks while it is zero (unless the program made the
-/// descriptor non-blocking: then EAGAIN); retries after EINTR.
-pub fn wait(fd: &OwnedFd) -> io::Result<()> {
-    loop {
-        let mut count: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64.
-        let n = unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                std::ptr::from_mut(&mut count).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
-        if n >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
-}
+use crate::base::eventfd::{semaphore_fd, signal, wait};
+use crate::base::sync::lock;
 
 /// The kinds of object an async event can name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -69,7 +69,7 @@ symbol_versions! {
     ibv_modify_qp = crate::resources::ibv_modify_qp => "IBVERBS_1.1",
     ibv_modify_srq = crate::srq::ibv_modify_srq => "IBVERBS_1.1",
     ibv_node_type_str = crate::strings::ibv_node_type_str => "IBVERBS_1.1",
-    ibv_open_device = crate::device::ibv_open_device => "IBVERBS_1.1",
+    ibv_open_device = crate::ops::ibv_open_device => "IBVERBS_1.1",
     ibv_port_state_str = crate::strings::ibv_port_state_str => "IBVERBS_1.1",
     ibv_query_device = crate::device::ibv_query_device => "IBVERBS_1.1",
     ibv_query_gid = crate::device::ibv_query_gid => "IBVERBS_1.1",

@@ -11,11 +11,13 @@ use verbs_api::{
     Context, EthFilter, FlowAttr, FlowFlags, FlowRuleType, FlowSpec, Ipv4Filter, PortFilter,
 };
 
-use crate::convert::errno_of;
-use crate::ffi;
-use crate::leaks::Kind;
-use crate::objects::{context, emu, hand_out, set_errno, take_back, EmuQp, Handed};
-use crate::state::log_unsupported_once;
+use crate::base::boundary::{boundary, Null, ReturnsErrno};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::objects::{context, emu, hand_out, take_back, EmuQp, Handed};
+use crate::runtime::leaks::Kind;
 
 /// A flow rule: `struct ibv_flow` and the simulator's rule.
 #[repr(C)]
@@ -153,37 +155,39 @@ pub unsafe extern "C" fn create_flow(
     qp: *mut ffi::ibv_qp,
     attr: *mut ffi::ibv_flow_attr,
 ) -> *mut ffi::ibv_flow {
-    if qp.is_null() || attr.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: the caller's attribute with its specs.
-    let a = match unsafe { flow_attr_from_c(attr) } {
-        Ok(a) => a,
-        Err(e) => {
-            set_errno(e);
+    boundary(Null, move || {
+        if qp.is_null() || attr.is_null() {
+            set_errno(libc::EINVAL);
             return null_mut();
         }
-    };
-    // SAFETY: a live QP of ours and its live context.
-    let (q, c) = unsafe {
-        let q: &EmuQp = emu(qp);
-        (q, context(q.raw.qp_base.context))
-    };
-    match c.sim().create_flow(&q.qp, &a) {
-        Ok(flow) => {
-            let raw = ffi::ibv_flow {
-                comp_mask: 0,
-                context: q.raw.qp_base.context,
-                handle: 0,
-            };
-            hand_out(Box::new(EmuFlow { raw, flow }))
+        // SAFETY: the caller's attribute with its specs.
+        let a = match unsafe { flow_attr_from_c(attr) } {
+            Ok(a) => a,
+            Err(e) => {
+                set_errno(e);
+                return null_mut();
+            }
+        };
+        // SAFETY: a live QP of ours and its live context.
+        let (q, c) = unsafe {
+            let q: &EmuQp = emu(qp);
+            (q, context(q.raw.qp_base.context))
+        };
+        match c.sim().create_flow(&q.qp, &a) {
+            Ok(flow) => {
+                let raw = ffi::ibv_flow {
+                    comp_mask: 0,
+                    context: q.raw.qp_base.context,
+                    handle: 0,
+                };
+                hand_out(Box::new(EmuFlow { raw, flow }))
+            }
+            Err(e) => {
+                set_errno(errno_of(&e));
+                null_mut()
+            }
         }
-        Err(e) => {
-            set_errno(errno_of(&e));
-            null_mut()
-        }
-    }
+    })
 }
 
 /// `verbs_context.ibv_destroy_flow`.
@@ -191,12 +195,14 @@ pub unsafe extern "C" fn create_flow(
 /// # Safety
 /// `flow` came from [`create_flow`] and is destroyed once.
 pub unsafe extern "C" fn destroy_flow(flow: *mut ffi::ibv_flow) -> c_int {
-    if flow.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a flow we leaked in create_flow; this is its end.
-    drop(unsafe { take_back::<EmuFlow, _>(flow) });
-    0
+    boundary(ReturnsErrno, move || {
+        if flow.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a flow we leaked in create_flow; this is its end.
+        drop(unsafe { take_back::<EmuFlow, _>(flow) });
+        0
+    })
 }
 
 impl Handed for EmuFlow {

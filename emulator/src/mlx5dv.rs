@@ -26,11 +26,12 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
+use crate::base::boundary::{boundary, MinusOne, Nothing, Null, ReturnsErrno, Value};
 use crate::refused::refuse;
 
 /// `mlx5dv_is_supported`: false, for every device.
 pub extern "C" fn mlx5dv_is_supported() -> bool {
-    false
+    boundary(Value(false), move || false)
 }
 
 /// Defines the refusing functions, by what they return.
@@ -46,42 +47,54 @@ macro_rules! refusing {
         $(
             #[doc = concat!("`", stringify!($null), "`: NULL with errno EOPNOTSUPP.")]
             pub extern "C" fn $null() -> *mut c_void {
-                refuse(stringify!($null));
+                boundary(Null, || {
+refuse(stringify!($null));
                 null_mut()
+})
             }
         )+
         $(
             #[doc = concat!("`", stringify!($errno), "`: EOPNOTSUPP, returned as libmlx5 returns errors (errno is EOPNOTSUPP too).")]
             pub extern "C" fn $errno() -> c_int {
-                refuse(stringify!($errno));
+                boundary(ReturnsErrno, || {
+refuse(stringify!($errno));
                 libc::EOPNOTSUPP
+})
             }
         )+
         $(
             #[doc = concat!("`", stringify!($neg), "`: -EOPNOTSUPP, as its man page returns errors.")]
             pub extern "C" fn $neg() -> c_int {
-                refuse(stringify!($neg));
+                boundary(Value(-libc::EOPNOTSUPP), || {
+refuse(stringify!($neg));
                 -libc::EOPNOTSUPP
+})
             }
         )+
         $(
             #[doc = concat!("`", stringify!($minus_one), "`: -1 (no file descriptor) with errno EOPNOTSUPP.")]
             pub extern "C" fn $minus_one() -> c_int {
-                refuse(stringify!($minus_one));
+                boundary(MinusOne, || {
+refuse(stringify!($minus_one));
                 -1
+})
             }
         )+
         $(
             #[doc = concat!("`", stringify!($ssize), "`: -1 with errno EOPNOTSUPP, as `read` fails.")]
             pub extern "C" fn $ssize() -> isize {
-                refuse(stringify!($ssize));
+                boundary(MinusOne, || {
+refuse(stringify!($ssize));
                 -1
+})
             }
         )+
         $(
             #[doc = concat!("`", stringify!($void), "`: releases an object no call could have made, so does nothing.")]
             pub extern "C" fn $void() {
-                refuse(stringify!($void));
+                boundary(Nothing, || {
+refuse(stringify!($void));
+})
             }
         )+
     };

@@ -2,17 +2,17 @@
 //! in a `#[repr(C)]` box, followed by the simulator's object, so a pointer to the C
 //! struct is a pointer to the whole (the container_of that rdma-core's providers use).
 
-use std::ffi::c_int;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimMw, SimPd, SimQp};
 use verbs_api::Completion;
 
+use crate::base::ffi;
 use crate::events::{ChannelState, ContextState};
-use crate::ffi;
-use crate::leaks::{self, Kind};
-use crate::qp_ex::Pending;
+use crate::pending::Pending;
+use crate::runtime::leaks;
+use crate::runtime::leaks::Kind;
 use crate::state::EmuDevice;
 
 /// An open device: `struct verbs_context` (whose last member is the `ibv_context`
@@ -204,12 +204,6 @@ pub unsafe fn take_back<T: Handed, C>(p: *mut C) -> Box<T> {
     leaks::destroyed(T::KIND);
     // SAFETY: the caller guarantees `p` is the start of a handed-out `T`.
     unsafe { Box::from_raw(p.cast::<T>()) }
-}
-
-/// Sets the calling thread's errno.
-pub fn set_errno(e: c_int) {
-    // SAFETY: __errno_location returns the calling thread's errno slot, always valid.
-    unsafe { *libc::__errno_location() = e };
 }
 
 /// The `EmuContext` around a program's `ibv_context`.

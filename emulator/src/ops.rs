@@ -8,26 +8,28 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use verbs_api::{
-    AccessFlags, Completion, CompletionQueue, Context, MemoryWindow, MwBind, MwBindInfo, MwType,
-    QpType, QueuePair, RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail,
+    Completion, CompletionQueue, Context, MemoryWindow, MwBind, MwType, QpType, QueuePair,
+    SendFlags, SendOpcode, SendWr, WrDetail,
 };
 
-use crate::convert::{errno_of, wc_to_c};
-use crate::device::{query_device_ex, query_port};
-use crate::ffi;
-use crate::objects::{
-    context, emu, hand_out, set_errno, take_back, EmuAh, EmuCq, EmuMr, EmuMw, EmuPd, EmuQp,
-};
-use crate::state::log_unsupported_once;
+use crate::base::boundary::{boundary, Null, ReturnsErrno, Value};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::convert::wc_to_c;
+use crate::device::{open_device, query_device_ex, query_port};
+use crate::objects::{context, emu, hand_out, take_back, EmuAh, EmuCq, EmuMw, EmuPd, EmuQp};
+use crate::work::{bind_info, post_chain, post_one_recv, sges};
 
-// `struct ibv_sge` and verbs-api's `Sge` are the same three fields in the same places, so a
-// program's scatter-gather array is used in place (no copy per post).
-const _: () = {
-    assert!(std::mem::size_of::<ffi::ibv_sge>() == std::mem::size_of::<Sge>());
-    assert!(std::mem::offset_of!(ffi::ibv_sge, addr) == std::mem::offset_of!(Sge, addr));
-    assert!(std::mem::offset_of!(ffi::ibv_sge, length) == std::mem::offset_of!(Sge, length));
-    assert!(std::mem::offset_of!(ffi::ibv_sge, lkey) == std::mem::offset_of!(Sge, lkey));
-};
+/// `ibv_open_device`: a context whose tables are [`fill_ops`]'.
+///
+/// # Safety
+/// `device` is a device of a list from this library.
+pub unsafe extern "C" fn ibv_open_device(device: *mut ffi::ibv_device) -> *mut ffi::ibv_context {
+    // SAFETY: the caller's device.
+    boundary(Null, move || unsafe { open_device(device, fill_ops) })
+}
 
 /// Fills the tables of a new context: `abi_compat = UINTPTR_MAX` and `sz` make
 /// `verbs_get_ctx` find the `verbs_context`; every op points at this library.
@@ -70,60 +72,45 @@ const POLL_BATCH: usize = 16;
 
 /// `ibv_poll_cq`: up to `num` completions into `wc`; a negative value on error.
 unsafe extern "C" fn poll_cq(cq: *mut ffi::ibv_cq, num: c_int, wc: *mut ffi::ibv_wc) -> c_int {
-    let Ok(num) = usize::try_from(num) else {
-        return -libc::EINVAL;
-    };
-    if num > 0 && wc.is_null() {
-        return -libc::EINVAL;
-    }
-    // SAFETY: the inline caller passes a live CQ of ours.
-    let c: &EmuCq = unsafe { emu(cq) };
-    let mut buf = [Completion::default(); POLL_BATCH];
-    let mut done = 0usize;
-    while done < num {
-        let want = (num - done).min(POLL_BATCH);
-        let got = match c.cq.poll(&mut buf[..want]) {
-            Ok(n) => n,
-            Err(e) if done == 0 => return -errno_of(&e),
-            Err(_) => break,
+    boundary(Value(-libc::EIO), move || {
+        let Ok(num) = usize::try_from(num) else {
+            return -libc::EINVAL;
         };
-        for (i, w) in buf[..got].iter().enumerate() {
-            // SAFETY: done + i < num, inside the caller's array of `num` entries.
-            unsafe { wc.add(done + i).write(wc_to_c(w)) };
+        if num > 0 && wc.is_null() {
+            return -libc::EINVAL;
         }
-        done += got;
-        if got < want {
-            break;
+        // SAFETY: the inline caller passes a live CQ of ours.
+        let c: &EmuCq = unsafe { emu(cq) };
+        let mut buf = [Completion::default(); POLL_BATCH];
+        let mut done = 0usize;
+        while done < num {
+            let want = (num - done).min(POLL_BATCH);
+            let got = match c.cq.poll(&mut buf[..want]) {
+                Ok(n) => n,
+                Err(e) if done == 0 => return -errno_of(&e),
+                Err(_) => break,
+            };
+            for (i, w) in buf[..got].iter().enumerate() {
+                // SAFETY: done + i < num, inside the caller's array of `num` entries.
+                unsafe { wc.add(done + i).write(wc_to_c(w)) };
+            }
+            done += got;
+            if got < want {
+                break;
+            }
         }
-    }
-    c_int::try_from(done).unwrap_or(c_int::MAX)
+        c_int::try_from(done).unwrap_or(c_int::MAX)
+    })
 }
 
 /// `ibv_req_notify_cq`.
 unsafe extern "C" fn req_notify_cq(cq: *mut ffi::ibv_cq, solicited_only: c_int) -> c_int {
-    // SAFETY: the inline caller passes a live CQ of ours.
-    let c: &EmuCq = unsafe { emu(cq) };
-    c.cq.req_notify(solicited_only != 0)
-        .map_or_else(|e| errno_of(&e), |()| 0)
-}
-
-/// A work request's scatter-gather list, in place.
-///
-/// # Safety
-/// `sg_list` points at `num_sge` valid entries (or `num_sge` is 0).
-pub(crate) unsafe fn sges<'a>(
-    sg_list: *mut ffi::ibv_sge,
-    num_sge: c_int,
-) -> Result<&'a [Sge], c_int> {
-    let n = usize::try_from(num_sge).map_err(|_| libc::EINVAL)?;
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if sg_list.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: the caller's `n` entries; ibv_sge and Sge have one layout (checked above).
-    Ok(unsafe { std::slice::from_raw_parts(sg_list.cast::<Sge>(), n) })
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the inline caller passes a live CQ of ours.
+        let c: &EmuCq = unsafe { emu(cq) };
+        c.cq.req_notify(solicited_only != 0)
+            .map_or_else(|e| errno_of(&e), |()| 0)
+    })
 }
 
 /// One C send request as verbs-api's.
@@ -213,57 +200,39 @@ unsafe fn send_wr<'a>(
     })
 }
 
-/// A program's `ibv_mw_bind_info` as verbs-api's (a NULL region: lkey 0, for an unbind
-/// of length 0).
-///
-/// # Safety
-/// `b.mr` is NULL or a live MR of ours.
-pub(crate) unsafe fn bind_info(b: &ffi::ibv_mw_bind_info) -> MwBindInfo {
-    let mr_lkey = if b.mr.is_null() {
-        0
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { emu::<_, EmuMr>(b.mr) }.raw.lkey
-    };
-    MwBindInfo {
-        mr_lkey,
-        addr: b.addr,
-        length: b.length,
-        mw_access_flags: AccessFlags::from_bits_retain(b.mw_access_flags),
-    }
-}
-
 /// `ibv_alloc_mw` (the context op behind the inline).
 unsafe extern "C" fn alloc_mw(pd: *mut ffi::ibv_pd, mw_type: ffi::ibv_mw_type) -> *mut ffi::ibv_mw {
-    let Some(t) = MwType::from_raw(mw_type) else {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    };
-    if pd.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: the inline caller passes a live PD of ours.
-    let p: &EmuPd = unsafe { emu(pd) };
-    // SAFETY: a live context of ours (the PD's).
-    let c = unsafe { context(p.raw.context) };
-    match c.sim().alloc_mw(&p.pd, t) {
-        Ok(mw) => {
-            let raw = ffi::ibv_mw {
-                context: p.raw.context,
-                pd,
-                rkey: mw.rkey(),
-                handle: mw.handle(),
-                type_: mw_type,
-            };
-            p.users.take();
-            hand_out(Box::new(EmuMw { raw, mw }))
+    boundary(Null, move || {
+        let Some(t) = MwType::from_raw(mw_type) else {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        };
+        if pd.is_null() {
+            set_errno(libc::EINVAL);
+            return null_mut();
         }
-        Err(e) => {
-            set_errno(errno_of(&e));
-            null_mut()
+        // SAFETY: the inline caller passes a live PD of ours.
+        let p: &EmuPd = unsafe { emu(pd) };
+        // SAFETY: a live context of ours (the PD's).
+        let c = unsafe { context(p.raw.context) };
+        match c.sim().alloc_mw(&p.pd, t) {
+            Ok(mw) => {
+                let raw = ffi::ibv_mw {
+                    context: p.raw.context,
+                    pd,
+                    rkey: mw.rkey(),
+                    handle: mw.handle(),
+                    type_: mw_type,
+                };
+                p.users.take();
+                hand_out(Box::new(EmuMw { raw, mw }))
+            }
+            Err(e) => {
+                set_errno(errno_of(&e));
+                null_mut()
+            }
         }
-    }
+    })
 }
 
 /// `ibv_bind_mw` (the context op behind the inline, which checked the type and PDs): posts
@@ -273,100 +242,47 @@ unsafe extern "C" fn bind_mw(
     mw: *mut ffi::ibv_mw,
     mw_bind: *mut ffi::ibv_mw_bind,
 ) -> c_int {
-    if qp.is_null() || mw.is_null() || mw_bind.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the inline caller passes a live QP and window of ours and a valid bind.
-    let (q, m, b): (&EmuQp, &mut EmuMw, &ffi::ibv_mw_bind) =
-        unsafe { (emu(qp), &mut *mw.cast::<EmuMw>(), &*mw_bind) };
-    let Some(send_flags) = SendFlags::from_bits(b.send_flags) else {
-        return libc::EINVAL;
-    };
-    m.mw.set_rkey(m.raw.rkey);
-    let bind = MwBind {
-        wr_id: b.wr_id,
-        send_flags,
-        // SAFETY: the bind's region is NULL or a live MR of ours.
-        bind_info: unsafe { bind_info(&b.bind_info) },
-    };
-    // SAFETY: a live context of ours (the QP's).
-    let c = unsafe { context(q.raw.qp_base.context) };
-    match c.sim().bind_mw(&q.qp, &m.mw, &bind) {
-        Ok(rkey) => {
-            m.raw.rkey = rkey;
-            0
+    boundary(ReturnsErrno, move || {
+        if qp.is_null() || mw.is_null() || mw_bind.is_null() {
+            return libc::EINVAL;
         }
-        Err(e) => errno_of(&e),
-    }
+        // SAFETY: the inline caller passes a live QP and window of ours and a valid bind.
+        let (q, m, b): (&EmuQp, &mut EmuMw, &ffi::ibv_mw_bind) =
+            unsafe { (emu(qp), &mut *mw.cast::<EmuMw>(), &*mw_bind) };
+        let Some(send_flags) = SendFlags::from_bits(b.send_flags) else {
+            return libc::EINVAL;
+        };
+        m.mw.set_rkey(m.raw.rkey);
+        let bind = MwBind {
+            wr_id: b.wr_id,
+            send_flags,
+            // SAFETY: the bind's region is NULL or a live MR of ours.
+            bind_info: unsafe { bind_info(&b.bind_info) },
+        };
+        // SAFETY: a live context of ours (the QP's).
+        let c = unsafe { context(q.raw.qp_base.context) };
+        match c.sim().bind_mw(&q.qp, &m.mw, &bind) {
+            Ok(rkey) => {
+                m.raw.rkey = rkey;
+                0
+            }
+            Err(e) => errno_of(&e),
+        }
+    })
 }
 
 /// `ibv_dealloc_mw`: unbinds and frees the window.
 unsafe extern "C" fn dealloc_mw(mw: *mut ffi::ibv_mw) -> c_int {
-    if mw.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the program frees a live window of ours once.
-    let b = unsafe { take_back::<EmuMw, _>(mw) };
-    // SAFETY: the PD outlives its windows (it cannot be freed while they exist).
-    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
-    0
-}
-
-/// A work request of a program's chain (`ibv_send_wr`, `ibv_recv_wr`).
-pub(crate) trait Chained {
-    /// The next request, NULL at the end.
-    fn next(&self) -> *mut Self;
-}
-
-impl Chained for ffi::ibv_send_wr {
-    fn next(&self) -> *mut Self {
-        self.next
-    }
-}
-
-impl Chained for ffi::ibv_recv_wr {
-    fn next(&self) -> *mut Self {
-        self.next
-    }
-}
-
-/// Posts a program's chain one request at a time with `post`; on failure `*bad_wr` is
-/// the first request not posted and the errno is returned.
-///
-/// # Safety
-/// `wr` is NULL or a chain of valid requests; `bad_wr` is NULL or valid for a write.
-pub(crate) unsafe fn post_chain<W: Chained>(
-    wr: *mut W,
-    bad_wr: *mut *mut W,
-    mut post: impl FnMut(&W) -> Result<(), c_int>,
-) -> c_int {
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the program's chain of valid requests.
-        let w = unsafe { &*cur };
-        if let Err(e) = post(w) {
-            if !bad_wr.is_null() {
-                // SAFETY: the caller's out-pointer.
-                unsafe { *bad_wr = cur };
-            }
-            return e;
+    boundary(ReturnsErrno, move || {
+        if mw.is_null() {
+            return libc::EINVAL;
         }
-        cur = w.next();
-    }
-    0
-}
-
-/// Posts one receive request to `post_recv` (a QP's or an SRQ's).
-///
-/// # Safety
-/// `w`'s buffers lie in the program's registered memory, valid until the completion.
-pub(crate) unsafe fn post_one_recv(
-    w: &ffi::ibv_recv_wr,
-    post_recv: impl FnOnce(&[RecvWr<'_>]) -> verbs_api::Result<()>,
-) -> Result<(), c_int> {
-    // SAFETY: the program's SGE array.
-    let sg = unsafe { sges(w.sg_list, w.num_sge) }?;
-    post_recv(&[RecvWr::new(w.wr_id, sg)]).map_err(|e| errno_of(&e))
+        // SAFETY: the program frees a live window of ours once.
+        let b = unsafe { take_back::<EmuMw, _>(mw) };
+        // SAFETY: the PD outlives its windows (it cannot be freed while they exist).
+        unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
+        0
+    })
 }
 
 /// `ibv_post_send`: posts the whole chain in one call to the QP, as a provider queues a
@@ -379,46 +295,48 @@ unsafe extern "C" fn post_send(
     wr: *mut ffi::ibv_send_wr,
     bad_wr: *mut *mut ffi::ibv_send_wr,
 ) -> c_int {
-    // SAFETY: the inline caller passes a live QP of ours.
-    let q: &EmuQp = unsafe { emu(qp) };
-    let mut chain: Vec<*mut ffi::ibv_send_wr> = Vec::new();
-    let mut wrs = Vec::new();
-    let mut cur = wr;
-    let mut failed = None;
-    while !cur.is_null() {
-        // SAFETY: the program's chain of valid requests.
-        let w = unsafe { &*cur };
-        // SAFETY: a valid request of the program's.
-        match unsafe { send_wr(q, w) } {
-            Ok(s) => wrs.push(s),
-            Err(e) => {
-                failed = Some((chain.len(), e));
-                break;
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        let q: &EmuQp = unsafe { emu(qp) };
+        let mut chain: Vec<*mut ffi::ibv_send_wr> = Vec::new();
+        let mut wrs = Vec::new();
+        let mut cur = wr;
+        let mut failed = None;
+        while !cur.is_null() {
+            // SAFETY: the program's chain of valid requests.
+            let w = unsafe { &*cur };
+            // SAFETY: a valid request of the program's.
+            match unsafe { send_wr(q, w) } {
+                Ok(s) => wrs.push(s),
+                Err(e) => {
+                    failed = Some((chain.len(), e));
+                    break;
+                }
             }
+            chain.push(cur);
+            cur = w.next;
         }
-        chain.push(cur);
-        cur = w.next;
-    }
-    // What converted is posted first: a request the emulator cannot read fails where it
-    // stands in the list, after the ones before it, as a provider would fail it.
-    let posted = if wrs.is_empty() {
-        Ok(())
-    } else {
-        // SAFETY: each request's SGEs lie in the program's registered memory, valid until
-        // its completion (the verbs contract the program keeps).
-        unsafe { q.qp.post_send(&wrs) }
-    };
-    let (index, errno) = match (posted, failed) {
-        (Ok(()), None) => return 0,
-        (Err(e), _) => (e.bad_wr().unwrap_or(0), errno_of(&e)),
-        (Ok(()), Some((index, errno))) => (index, errno),
-    };
-    if !bad_wr.is_null() {
-        // SAFETY: the caller's out-pointer; `index` is a request of the chain (the one that
-        // failed to convert is `cur`).
-        unsafe { *bad_wr = chain.get(index).copied().unwrap_or(cur) };
-    }
-    errno
+        // What converted is posted first: a request the emulator cannot read fails where it
+        // stands in the list, after the ones before it, as a provider would fail it.
+        let posted = if wrs.is_empty() {
+            Ok(())
+        } else {
+            // SAFETY: each request's SGEs lie in the program's registered memory, valid until
+            // its completion (the verbs contract the program keeps).
+            unsafe { q.qp.post_send(&wrs) }
+        };
+        let (index, errno) = match (posted, failed) {
+            (Ok(()), None) => return 0,
+            (Err(e), _) => (e.bad_wr().unwrap_or(0), errno_of(&e)),
+            (Ok(()), Some((index, errno))) => (index, errno),
+        };
+        if !bad_wr.is_null() {
+            // SAFETY: the caller's out-pointer; `index` is a request of the chain (the one that
+            // failed to convert is `cur`).
+            unsafe { *bad_wr = chain.get(index).copied().unwrap_or(cur) };
+        }
+        errno
+    })
 }
 
 /// `ibv_post_recv`, one request at a time as [`post_send`].
@@ -427,11 +345,13 @@ unsafe extern "C" fn post_recv(
     wr: *mut ffi::ibv_recv_wr,
     bad_wr: *mut *mut ffi::ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: the inline caller passes a live QP of ours.
-    let q: &EmuQp = unsafe { emu(qp) };
-    // SAFETY: the program's chain and out-pointer; its buffers lie in registered memory
-    // valid until the completions.
-    unsafe { post_chain(wr, bad_wr, |w| post_one_recv(w, |r| q.qp.post_recv(r))) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        let q: &EmuQp = unsafe { emu(qp) };
+        // SAFETY: the program's chain and out-pointer; its buffers lie in registered memory
+        // valid until the completions.
+        unsafe { post_chain(wr, bad_wr, |w| post_one_recv(w, |r| q.qp.post_recv(r))) }
+    })
 }
 
 /// Defines an op the emulator does not have yet: it logs once and fails with
@@ -439,15 +359,19 @@ unsafe extern "C" fn post_recv(
 macro_rules! refuse {
     ($name:ident, $verb:literal, ($($t:ty),*) -> int) => {
         extern "C" fn $name($(_: $t),*) -> c_int {
+            boundary(ReturnsErrno, || {
             log_unsupported_once($verb, "EOPNOTSUPP");
             libc::EOPNOTSUPP
+            })
         }
     };
     ($name:ident, $verb:literal, ($($t:ty),*) -> ptr $r:ty) => {
         extern "C" fn $name($(_: $t),*) -> *mut $r {
+            boundary(Null, || {
             log_unsupported_once($verb, "EOPNOTSUPP");
             set_errno(libc::EOPNOTSUPP);
             null_mut()
+            })
         }
     };
 }

@@ -19,9 +19,10 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::null_mut;
 
-use crate::ffi;
-use crate::objects::set_errno;
-use crate::state::log_unsupported_once;
+use crate::base::boundary::{boundary, Nothing, Null, ReturnsErrno, Value};
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
 
 /// Functions of the interface that return an errno value (`int`), as every `ibv_cmd_*`
 /// does: each returns EOPNOTSUPP.
@@ -30,8 +31,10 @@ macro_rules! errno_stubs {
         $(
             #[doc = concat!("`", stringify!($name), "`: no kernel command behind it (EOPNOTSUPP).")]
             pub extern "C" fn $name() -> c_int {
+                boundary(ReturnsErrno, || {
                 log_unsupported_once(stringify!($name), "EOPNOTSUPP");
                 libc::EOPNOTSUPP
+                })
             }
         )*
     };
@@ -104,13 +107,17 @@ errno_stubs!(
 /// `verbs_register_driver_34`: a provider's constructor offering its driver. The emulator
 /// binds its devices to no provider, so the offer is declined silently (it happens on
 /// every start of a program that links a provider).
-pub extern "C" fn verbs_register_driver_34(_ops: *const c_void) {}
+pub extern "C" fn verbs_register_driver_34(_ops: *const c_void) {
+    boundary(Nothing, move || {})
+}
 
 /// `_verbs_init_and_alloc_context`: a provider's context allocation; none runs here.
 pub extern "C" fn _verbs_init_and_alloc_context() -> *mut c_void {
-    log_unsupported_once("_verbs_init_and_alloc_context", "EOPNOTSUPP");
-    set_errno(libc::EOPNOTSUPP);
-    null_mut()
+    boundary(Null, move || {
+        log_unsupported_once("_verbs_init_and_alloc_context", "EOPNOTSUPP");
+        set_errno(libc::EOPNOTSUPP);
+        null_mut()
+    })
 }
 
 /// `verbs_open_device`: opening a device through a provider; the emulator's devices open
@@ -119,16 +126,22 @@ pub extern "C" fn verbs_open_device(
     _device: *mut ffi::ibv_device,
     _private_data: *mut c_void,
 ) -> *mut ffi::ibv_context {
-    log_unsupported_once("verbs_open_device", "EOPNOTSUPP");
-    set_errno(libc::EOPNOTSUPP);
-    null_mut()
+    boundary(Null, move || {
+        log_unsupported_once("verbs_open_device", "EOPNOTSUPP");
+        set_errno(libc::EOPNOTSUPP);
+        null_mut()
+    })
 }
 
 /// `verbs_uninit_context`: undoes `_verbs_init_and_alloc_context`, which never succeeds.
-pub extern "C" fn verbs_uninit_context(_context: *mut c_void) {}
+pub extern "C" fn verbs_uninit_context(_context: *mut c_void) {
+    boundary(Nothing, move || {})
+}
 
 /// `verbs_set_ops`: a provider filling its context's op table; no provider context exists.
-pub extern "C" fn verbs_set_ops(_vctx: *mut c_void, _ops: *const c_void) {}
+pub extern "C" fn verbs_set_ops(_vctx: *mut c_void, _ops: *const c_void) {
+    boundary(Nothing, move || {})
+}
 
 /// `verbs_init_cq`: a provider initialising its CQ's core fields; no provider CQ exists.
 pub extern "C" fn verbs_init_cq(
@@ -137,16 +150,19 @@ pub extern "C" fn verbs_init_cq(
     _channel: *mut c_void,
     _cq_context: *mut c_void,
 ) {
+    boundary(Nothing, move || {})
 }
 
 /// `__verbs_log` (variadic in C: its arguments are never read here, which the SysV calling
 /// convention allows): a provider's debug log, silent as libibverbs is by default.
-pub extern "C" fn __verbs_log() {}
+pub extern "C" fn __verbs_log() {
+    boundary(Nothing, move || {})
+}
 
 /// `__ioctl_final_num_attrs`: the attribute count of a provider's ioctl command buffer;
 /// no command is ever built here.
 pub extern "C" fn __ioctl_final_num_attrs(num_attrs: c_uint, _link: *mut c_void) -> c_uint {
-    num_attrs
+    boundary(Value(0), move || num_attrs)
 }
 
 /// The data symbols this library exports (beside the functions of

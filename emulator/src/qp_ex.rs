@@ -6,13 +6,17 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
-use verbs_api::{MwBindInfo, QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
+use verbs_api::{QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 
-use crate::convert::errno_of;
-use crate::ffi;
-use crate::objects::{emu, set_errno, EmuAh, EmuMw, EmuQp};
+use crate::base::boundary::{boundary, Nothing, Null, ReturnsErrno};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::base::sync::lock;
+use crate::objects::{emu, EmuAh, EmuMw, EmuQp};
+use crate::pending::{Pending, PendingWr, Remote};
 use crate::resources::create_qp;
-use crate::state::{lock, log_unsupported_once};
 
 /// The send opcodes an extended QP of the emulator can build.
 const SUPPORTED_SEND_OPS: u64 = (ffi::IBV_QP_EX_WITH_RDMA_WRITE
@@ -26,53 +30,6 @@ const SUPPORTED_SEND_OPS: u64 = (ffi::IBV_QP_EX_WITH_RDMA_WRITE
     | ffi::IBV_QP_EX_WITH_BIND_MW
     | ffi::IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
 
-/// One work request being built.
-#[derive(Debug)]
-struct PendingWr {
-    wr_id: u64,
-    flags: u32,
-    opcode: SendOpcode,
-    imm: u32,
-    remote: Remote,
-    /// `(AH address, remote QPN, remote Q_Key)` of a UD request.
-    ud: Option<(usize, u32, u32)>,
-    sges: Vec<Sge>,
-    /// Inline data, copied when set (the program may reuse its buffer at once).
-    inline: Option<Vec<u8>>,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Remote {
-    None,
-    Rdma {
-        addr: u64,
-        rkey: u32,
-    },
-    Atomic {
-        addr: u64,
-        rkey: u32,
-        compare_add: u64,
-        swap: u64,
-    },
-    /// LOCAL_INV and SEND_WITH_INV.
-    Invalidate {
-        rkey: u32,
-    },
-    /// BIND_MW: the window's handle, its new rkey, what it binds to.
-    Bind {
-        mw: u32,
-        rkey: u32,
-        info: MwBindInfo,
-    },
-}
-
-/// The work requests of a session, and the first misuse seen (reported by complete).
-#[derive(Debug, Default)]
-pub struct Pending {
-    wrs: Vec<PendingWr>,
-    error: Option<c_int>,
-}
-
 /// `verbs_context.create_qp_ex`.
 ///
 /// # Safety
@@ -81,53 +38,55 @@ pub unsafe extern "C" fn create_qp_ex(
     ctx: *mut ffi::ibv_context,
     attr: *mut ffi::ibv_qp_init_attr_ex,
 ) -> *mut ffi::ibv_qp {
-    if ctx.is_null() || attr.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: the caller's valid attributes.
-    let a = unsafe { &mut *attr };
-    let mut known = ffi::IBV_QP_INIT_ATTR_PD | ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    // No create flags at all is what a QP without the mask gets (rdma-core's test_qp
-    // draws the mask at random, and a real rxe takes it).
-    if a.create_flags == 0 {
-        known |= ffi::IBV_QP_INIT_ATTR_CREATE_FLAGS;
-    }
-    if a.comp_mask & ffi::IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    if a.comp_mask & !known != 0 {
-        log_unsupported_once(
-            "ibv_create_qp_ex",
-            "XRC, create flags, TSO, RSS and source QPN",
-        );
-        set_errno(libc::EOPNOTSUPP);
-        return null_mut();
-    }
-    let with_ops = a.comp_mask & ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
-    if with_ops && a.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
-        log_unsupported_once(
-            "ibv_create_qp_ex",
-            "send ops other than RDMA write/read, send, immediates, atomics, window binds and \
+    boundary(Null, move || {
+        if ctx.is_null() || attr.is_null() {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        // SAFETY: the caller's valid attributes.
+        let a = unsafe { &mut *attr };
+        let mut known = ffi::IBV_QP_INIT_ATTR_PD | ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        // No create flags at all is what a QP without the mask gets (rdma-core's test_qp
+        // draws the mask at random, and a real rxe takes it).
+        if a.create_flags == 0 {
+            known |= ffi::IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        }
+        if a.comp_mask & ffi::IBV_QP_INIT_ATTR_PD == 0 || a.pd.is_null() {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        if a.comp_mask & !known != 0 {
+            log_unsupported_once(
+                "ibv_create_qp_ex",
+                "XRC, create flags, TSO, RSS and source QPN",
+            );
+            set_errno(libc::EOPNOTSUPP);
+            return null_mut();
+        }
+        let with_ops = a.comp_mask & ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0;
+        if with_ops && a.send_ops_flags & !SUPPORTED_SEND_OPS != 0 {
+            log_unsupported_once(
+                "ibv_create_qp_ex",
+                "send ops other than RDMA write/read, send, immediates, atomics, window binds and \
              invalidations",
-        );
-        set_errno(libc::EOPNOTSUPP);
-        return null_mut();
-    }
-    let mut init = ffi::ibv_qp_init_attr {
-        qp_context: a.qp_context,
-        send_cq: a.send_cq,
-        recv_cq: a.recv_cq,
-        srq: a.srq,
-        cap: a.cap,
-        qp_type: a.qp_type,
-        sq_sig_all: a.sq_sig_all,
-    };
-    // SAFETY: the caller's live PD and objects, and a local attribute.
-    let q = unsafe { create_qp(a.pd, &mut init, with_ops.then_some(fill_send_ops)) };
-    a.cap = init.cap;
-    q.cast()
+            );
+            set_errno(libc::EOPNOTSUPP);
+            return null_mut();
+        }
+        let mut init = ffi::ibv_qp_init_attr {
+            qp_context: a.qp_context,
+            send_cq: a.send_cq,
+            recv_cq: a.recv_cq,
+            srq: a.srq,
+            cap: a.cap,
+            qp_type: a.qp_type,
+            sq_sig_all: a.sq_sig_all,
+        };
+        // SAFETY: the caller's live PD and objects, and a local attribute.
+        let q = unsafe { create_qp(a.pd, &mut init, with_ops.then_some(fill_send_ops)) };
+        a.cap = init.cap;
+        q.cast()
+    })
 }
 
 fn fill_send_ops(q: &mut ffi::ibv_qp_ex) {
@@ -203,39 +162,53 @@ unsafe fn set(qp: *mut ffi::ibv_qp_ex, f: impl FnOnce(&mut PendingWr)) {
 }
 
 unsafe extern "C" fn wr_start(qp: *mut ffi::ibv_qp_ex) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { with_session(qp, |_, p| *p = Pending::default()) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { with_session(qp, |_, p| *p = Pending::default()) };
+    })
 }
 
 unsafe extern "C" fn wr_abort(qp: *mut ffi::ibv_qp_ex) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { with_session(qp, |_, p| *p = Pending::default()) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { with_session(qp, |_, p| *p = Pending::default()) };
+    })
 }
 
 unsafe extern "C" fn wr_send(qp: *mut ffi::ibv_qp_ex) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::Send, 0, Remote::None) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::Send, 0, Remote::None) };
+    })
 }
 
 unsafe extern "C" fn wr_send_imm(qp: *mut ffi::ibv_qp_ex, imm: u32) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::SendWithImm, u32::from_be(imm), Remote::None) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::SendWithImm, u32::from_be(imm), Remote::None) };
+    })
 }
 
 unsafe extern "C" fn wr_rdma_write(qp: *mut ffi::ibv_qp_ex, rkey: u32, addr: u64) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::RdmaWrite, 0, Remote::Rdma { addr, rkey }) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::RdmaWrite, 0, Remote::Rdma { addr, rkey }) };
+    })
 }
 
 unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ffi::ibv_qp_ex, rkey: u32, addr: u64, imm: u32) {
-    let remote = Remote::Rdma { addr, rkey };
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::RdmaWriteWithImm, u32::from_be(imm), remote) };
+    boundary(Nothing, move || {
+        let remote = Remote::Rdma { addr, rkey };
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::RdmaWriteWithImm, u32::from_be(imm), remote) };
+    })
 }
 
 unsafe extern "C" fn wr_rdma_read(qp: *mut ffi::ibv_qp_ex, rkey: u32, addr: u64) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::RdmaRead, 0, Remote::Rdma { addr, rkey }) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::RdmaRead, 0, Remote::Rdma { addr, rkey }) };
+    })
 }
 
 unsafe extern "C" fn wr_atomic_cmp_swp(
@@ -245,25 +218,29 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
     compare: u64,
     swap: u64,
 ) {
-    let remote = Remote::Atomic {
-        addr,
-        rkey,
-        compare_add: compare,
-        swap,
-    };
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::AtomicCmpAndSwp, 0, remote) };
+    boundary(Nothing, move || {
+        let remote = Remote::Atomic {
+            addr,
+            rkey,
+            compare_add: compare,
+            swap,
+        };
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::AtomicCmpAndSwp, 0, remote) };
+    })
 }
 
 unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut ffi::ibv_qp_ex, rkey: u32, addr: u64, add: u64) {
-    let remote = Remote::Atomic {
-        addr,
-        rkey,
-        compare_add: add,
-        swap: 0,
-    };
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::AtomicFetchAndAdd, 0, remote) };
+    boundary(Nothing, move || {
+        let remote = Remote::Atomic {
+            addr,
+            rkey,
+            compare_add: add,
+            swap: 0,
+        };
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::AtomicFetchAndAdd, 0, remote) };
+    })
 }
 
 unsafe extern "C" fn wr_bind_mw(
@@ -272,37 +249,43 @@ unsafe extern "C" fn wr_bind_mw(
     rkey: u32,
     info: *const ffi::ibv_mw_bind_info,
 ) {
-    if mw.is_null() || info.is_null() {
-        // SAFETY: the inline caller passes a live QP of ours.
-        unsafe {
-            with_session(qp, |_, p| {
-                p.error.get_or_insert(libc::EINVAL);
-            });
+    boundary(Nothing, move || {
+        if mw.is_null() || info.is_null() {
+            // SAFETY: the inline caller passes a live QP of ours.
+            unsafe {
+                with_session(qp, |_, p| {
+                    p.error.get_or_insert(libc::EINVAL);
+                });
+            }
+            return;
         }
-        return;
-    }
-    // SAFETY: a live window of ours and a valid bind (the verb's contract).
-    let (m, info): (&EmuMw, &ffi::ibv_mw_bind_info) = unsafe { (emu(mw), &*info) };
-    // As rxe's `wr_bind_mw`: the window is named by the rkey its struct holds now.
-    m.mw.set_rkey(m.raw.rkey);
-    let remote = Remote::Bind {
-        mw: m.raw.handle,
-        rkey,
-        // SAFETY: the bind's region is NULL or a live MR of ours.
-        info: unsafe { crate::ops::bind_info(info) },
-    };
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::BindMw, 0, remote) };
+        // SAFETY: a live window of ours and a valid bind (the verb's contract).
+        let (m, info): (&EmuMw, &ffi::ibv_mw_bind_info) = unsafe { (emu(mw), &*info) };
+        // As rxe's `wr_bind_mw`: the window is named by the rkey its struct holds now.
+        m.mw.set_rkey(m.raw.rkey);
+        let remote = Remote::Bind {
+            mw: m.raw.handle,
+            rkey,
+            // SAFETY: the bind's region is NULL or a live MR of ours.
+            info: unsafe { crate::work::bind_info(info) },
+        };
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::BindMw, 0, remote) };
+    })
 }
 
 unsafe extern "C" fn wr_local_inv(qp: *mut ffi::ibv_qp_ex, rkey: u32) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::LocalInv, 0, Remote::Invalidate { rkey }) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::LocalInv, 0, Remote::Invalidate { rkey }) };
+    })
 }
 
 unsafe extern "C" fn wr_send_inv(qp: *mut ffi::ibv_qp_ex, rkey: u32) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { begin(qp, SendOpcode::SendWithInv, 0, Remote::Invalidate { rkey }) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { begin(qp, SendOpcode::SendWithInv, 0, Remote::Invalidate { rkey }) };
+    })
 }
 
 unsafe extern "C" fn wr_set_ud_addr(
@@ -311,13 +294,17 @@ unsafe extern "C" fn wr_set_ud_addr(
     remote_qpn: u32,
     remote_qkey: u32,
 ) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { set(qp, |w| w.ud = Some((ah as usize, remote_qpn, remote_qkey))) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { set(qp, |w| w.ud = Some((ah as usize, remote_qpn, remote_qkey))) };
+    })
 }
 
 unsafe extern "C" fn wr_set_sge(qp: *mut ffi::ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { set(qp, |w| w.sges = vec![Sge { addr, length, lkey }]) };
+    boundary(Nothing, move || {
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { set(qp, |w| w.sges = vec![Sge { addr, length, lkey }]) };
+    })
 }
 
 unsafe extern "C" fn wr_set_sge_list(
@@ -325,26 +312,30 @@ unsafe extern "C" fn wr_set_sge_list(
     num: usize,
     list: *const ffi::ibv_sge,
 ) {
-    let sges = if num == 0 || list.is_null() {
-        Vec::new()
-    } else {
-        // SAFETY: the program's array of `num` SGEs; ibv_sge and Sge share one layout
-        // (checked in ops.rs).
-        unsafe { std::slice::from_raw_parts(list.cast::<Sge>(), num) }.to_vec()
-    };
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { set(qp, |w| w.sges = sges) };
+    boundary(Nothing, move || {
+        let sges = if num == 0 || list.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the program's array of `num` SGEs; ibv_sge and Sge share one layout
+            // (checked in ops.rs).
+            unsafe { std::slice::from_raw_parts(list.cast::<Sge>(), num) }.to_vec()
+        };
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { set(qp, |w| w.sges = sges) };
+    })
 }
 
 unsafe extern "C" fn wr_set_inline_data(qp: *mut ffi::ibv_qp_ex, addr: *mut c_void, len: usize) {
-    let data = if len == 0 || addr.is_null() {
-        Vec::new()
-    } else {
-        // SAFETY: the program's `len` readable bytes, valid for this call.
-        unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len) }.to_vec()
-    };
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { set(qp, |w| w.inline = Some(data)) };
+    boundary(Nothing, move || {
+        let data = if len == 0 || addr.is_null() {
+            Vec::new()
+        } else {
+            // SAFETY: the program's `len` readable bytes, valid for this call.
+            unsafe { std::slice::from_raw_parts(addr.cast::<u8>(), len) }.to_vec()
+        };
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { set(qp, |w| w.inline = Some(data)) };
+    })
 }
 
 unsafe extern "C" fn wr_set_inline_data_list(
@@ -352,20 +343,22 @@ unsafe extern "C" fn wr_set_inline_data_list(
     num: usize,
     list: *const ffi::ibv_data_buf,
 ) {
-    let mut data = Vec::new();
-    if num > 0 && !list.is_null() {
-        // SAFETY: the program's array of `num` buffers, each `length` readable bytes.
-        for b in unsafe { std::slice::from_raw_parts(list, num) } {
-            if b.length > 0 && !b.addr.is_null() {
-                // SAFETY: as above.
-                data.extend_from_slice(unsafe {
-                    std::slice::from_raw_parts(b.addr.cast::<u8>(), b.length)
-                });
+    boundary(Nothing, move || {
+        let mut data = Vec::new();
+        if num > 0 && !list.is_null() {
+            // SAFETY: the program's array of `num` buffers, each `length` readable bytes.
+            for b in unsafe { std::slice::from_raw_parts(list, num) } {
+                if b.length > 0 && !b.addr.is_null() {
+                    // SAFETY: as above.
+                    data.extend_from_slice(unsafe {
+                        std::slice::from_raw_parts(b.addr.cast::<u8>(), b.length)
+                    });
+                }
             }
         }
-    }
-    // SAFETY: the inline caller passes a live QP of ours.
-    unsafe { set(qp, |w| w.inline = Some(data)) };
+        // SAFETY: the inline caller passes a live QP of ours.
+        unsafe { set(qp, |w| w.inline = Some(data)) };
+    })
 }
 
 /// Posts one built request.
@@ -445,20 +438,22 @@ unsafe fn post(q: &EmuQp, w: &PendingWr) -> Result<(), c_int> {
 }
 
 unsafe extern "C" fn wr_complete(qp: *mut ffi::ibv_qp_ex) -> c_int {
-    // SAFETY: the inline caller passes a live QP of ours; the requests' memory is the
-    // program's registered memory (its contract, as for ibv_post_send).
-    unsafe {
-        with_session(qp, |q, p| {
-            let session = std::mem::take(p);
-            if let Some(e) = session.error {
-                return e;
-            }
-            for w in &session.wrs {
-                if let Err(e) = post(q, w) {
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the inline caller passes a live QP of ours; the requests' memory is the
+        // program's registered memory (its contract, as for ibv_post_send).
+        unsafe {
+            with_session(qp, |q, p| {
+                let session = std::mem::take(p);
+                if let Some(e) = session.error {
                     return e;
                 }
-            }
-            0
-        })
-    }
+                for w in &session.wrs {
+                    if let Err(e) = post(q, w) {
+                        return e;
+                    }
+                }
+                0
+            })
+        }
+    })
 }

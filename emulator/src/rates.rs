@@ -3,7 +3,8 @@
 
 use std::ffi::c_int;
 
-use crate::ffi;
+use crate::base::boundary::{boundary, Value};
+use crate::base::ffi;
 
 /// `(rate, multiple of 2.5 Gb/s, Mb/s)`; rates without a multiple have 0 there.
 const RATES: &[(ffi::ibv_rate, c_int, c_int)] = &[
@@ -34,31 +35,39 @@ const RATES: &[(ffi::ibv_rate, c_int, c_int)] = &[
 
 /// `ibv_rate_to_mult`: -1 for a rate with no multiple.
 pub extern "C" fn ibv_rate_to_mult(rate: ffi::ibv_rate) -> c_int {
-    RATES
-        .iter()
-        .find(|r| r.0 == rate && r.1 != 0)
-        .map_or(-1, |r| r.1)
+    boundary(Value(-1), move || {
+        RATES
+            .iter()
+            .find(|r| r.0 == rate && r.1 != 0)
+            .map_or(-1, |r| r.1)
+    })
 }
 
 /// `mult_to_ibv_rate`: `IBV_RATE_MAX` for an unknown multiple.
 pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> ffi::ibv_rate {
-    RATES
-        .iter()
-        .find(|r| r.1 == mult && mult != 0)
-        .map_or(ffi::IBV_RATE_MAX, |r| r.0)
+    boundary(Value(ffi::IBV_RATE_MAX), move || {
+        RATES
+            .iter()
+            .find(|r| r.1 == mult && mult != 0)
+            .map_or(ffi::IBV_RATE_MAX, |r| r.0)
+    })
 }
 
 /// `ibv_rate_to_mbps`: -1 for an unknown rate.
 pub extern "C" fn ibv_rate_to_mbps(rate: ffi::ibv_rate) -> c_int {
-    RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
+    boundary(Value(-1), move || {
+        RATES.iter().find(|r| r.0 == rate).map_or(-1, |r| r.2)
+    })
 }
 
 /// `mbps_to_ibv_rate`: `IBV_RATE_MAX` for an unknown speed.
 pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> ffi::ibv_rate {
-    RATES
-        .iter()
-        .find(|r| r.2 == mbps)
-        .map_or(ffi::IBV_RATE_MAX, |r| r.0)
+    boundary(Value(ffi::IBV_RATE_MAX), move || {
+        RATES
+            .iter()
+            .find(|r| r.2 == mbps)
+            .map_or(ffi::IBV_RATE_MAX, |r| r.0)
+    })
 }
 
 #[cfg(test)]

@@ -4,9 +4,10 @@
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
-use crate::ffi;
-use crate::objects::set_errno;
-use crate::state::log_unsupported_once;
+use crate::base::boundary::{boundary, Nothing, Null, ReturnsErrno};
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
 
 /// Logs `verb` once as not emulated and sets errno to EOPNOTSUPP.
 pub(crate) fn refuse(verb: &'static str) {
@@ -16,47 +17,65 @@ pub(crate) fn refuse(verb: &'static str) {
 
 /// `ibv_import_device`: contexts cannot be shared between processes yet.
 pub extern "C" fn ibv_import_device(_cmd_fd: c_int) -> *mut ffi::ibv_context {
-    refuse("ibv_import_device");
-    null_mut()
+    boundary(Null, move || {
+        refuse("ibv_import_device");
+        null_mut()
+    })
 }
 
 /// `ibv_import_pd`.
 pub extern "C" fn ibv_import_pd(_ctx: *mut ffi::ibv_context, _handle: u32) -> *mut ffi::ibv_pd {
-    refuse("ibv_import_pd");
-    null_mut()
+    boundary(Null, move || {
+        refuse("ibv_import_pd");
+        null_mut()
+    })
 }
 
 /// `ibv_import_mr`.
 pub extern "C" fn ibv_import_mr(_pd: *mut ffi::ibv_pd, _handle: u32) -> *mut ffi::ibv_mr {
-    refuse("ibv_import_mr");
-    null_mut()
+    boundary(Null, move || {
+        refuse("ibv_import_mr");
+        null_mut()
+    })
 }
 
 /// `ibv_import_dm`.
 pub extern "C" fn ibv_import_dm(_ctx: *mut ffi::ibv_context, _handle: u32) -> *mut ffi::ibv_dm {
-    refuse("ibv_import_dm");
-    null_mut()
+    boundary(Null, move || {
+        refuse("ibv_import_dm");
+        null_mut()
+    })
 }
 
 /// `ibv_unimport_pd`: nothing was ever imported, so there is nothing to release.
-pub extern "C" fn ibv_unimport_pd(_pd: *mut ffi::ibv_pd) {}
+pub extern "C" fn ibv_unimport_pd(_pd: *mut ffi::ibv_pd) {
+    boundary(Nothing, move || {})
+}
 
 /// `ibv_unimport_mr`: nothing was ever imported.
-pub extern "C" fn ibv_unimport_mr(_mr: *mut ffi::ibv_mr) {}
+pub extern "C" fn ibv_unimport_mr(_mr: *mut ffi::ibv_mr) {
+    boundary(Nothing, move || {})
+}
 
 /// `ibv_unimport_dm`: nothing was ever imported.
-pub extern "C" fn ibv_unimport_dm(_dm: *mut ffi::ibv_dm) {}
+pub extern "C" fn ibv_unimport_dm(_dm: *mut ffi::ibv_dm) {
+    boundary(Nothing, move || {})
+}
 
 /// `ibv_query_ece`: no enhanced connection establishment.
 pub extern "C" fn ibv_query_ece(_qp: *mut ffi::ibv_qp, _ece: *mut ffi::ibv_ece) -> c_int {
-    refuse("ibv_query_ece");
-    libc::EOPNOTSUPP
+    boundary(ReturnsErrno, move || {
+        refuse("ibv_query_ece");
+        libc::EOPNOTSUPP
+    })
 }
 
 /// `ibv_set_ece`.
 pub extern "C" fn ibv_set_ece(_qp: *mut ffi::ibv_qp, _ece: *mut ffi::ibv_ece) -> c_int {
-    refuse("ibv_set_ece");
-    libc::EOPNOTSUPP
+    boundary(ReturnsErrno, move || {
+        refuse("ibv_set_ece");
+        libc::EOPNOTSUPP
+    })
 }
 
 /// `ibv_reg_dmabuf_mr`: no dma-buf memory.
@@ -68,8 +87,10 @@ pub extern "C" fn ibv_reg_dmabuf_mr(
     _fd: c_int,
     _access: c_int,
 ) -> *mut ffi::ibv_mr {
-    refuse("ibv_reg_dmabuf_mr");
-    null_mut()
+    boundary(Null, move || {
+        refuse("ibv_reg_dmabuf_mr");
+        null_mut()
+    })
 }
 
 /// `ibv_query_qp_data_in_order`: 0, no ordering promise (what libibverbs answers for a
@@ -79,5 +100,5 @@ pub extern "C" fn ibv_query_qp_data_in_order(
     _op: ffi::ibv_wr_opcode,
     _flags: u32,
 ) -> c_int {
-    0
+    boundary(ReturnsErrno, move || 0)
 }

@@ -11,48 +11,52 @@ use verbs_api::{
     QueuePairExt,
 };
 
-use crate::convert::{
-    ah_from_c, cap_from_c, cap_to_c, errno_of, gid_from_c, qp_attr_from_c, qp_attr_to_c,
-};
+use crate::base::boundary::{boundary, MinusOne, Nothing, Null, ReturnsErrno};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::convert::{ah_from_c, cap_from_c, cap_to_c, gid_from_c, qp_attr_from_c, qp_attr_to_c};
 use crate::events::{ChannelState, Object};
-use crate::ffi;
 use crate::objects::{
-    context, emu, hand_out, init_sync, set_errno, take_back, EmuAh, EmuChannel, EmuCq, EmuMr,
-    EmuPd, EmuQp, Handed, Users,
+    context, emu, hand_out, init_sync, take_back, EmuAh, EmuChannel, EmuCq, EmuMr, EmuPd, EmuQp,
+    Handed, Users,
 };
-use crate::qp_ex::Pending;
+use crate::pending::Pending;
 use crate::srq::EmuSrq;
-use crate::state::{emu as emulator, log_unsupported_once};
+use crate::state::emu as emulator;
 
 /// `ibv_alloc_pd`.
 ///
 /// # Safety
 /// `ctx` is a live context of ours.
 pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::ibv_pd {
-    if ctx.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: a live context of ours.
-    match unsafe { context(ctx) }.sim().alloc_pd() {
-        Ok(pd) => {
-            use verbs_api::ProtectionDomain;
-            let raw = ffi::ibv_pd {
-                context: ctx,
-                handle: pd.handle(),
-            };
-            hand_out(Box::new(EmuPd {
-                raw,
-                pd,
-                users: Users::default(),
-                parent: null_mut(),
-            }))
+    boundary(Null, move || {
+        if ctx.is_null() {
+            set_errno(libc::EINVAL);
+            return null_mut();
         }
-        Err(e) => {
-            set_errno(errno_of(&e));
-            null_mut()
+        // SAFETY: a live context of ours.
+        match unsafe { context(ctx) }.sim().alloc_pd() {
+            Ok(pd) => {
+                use verbs_api::ProtectionDomain;
+                let raw = ffi::ibv_pd {
+                    context: ctx,
+                    handle: pd.handle(),
+                };
+                hand_out(Box::new(EmuPd {
+                    raw,
+                    pd,
+                    users: Users::default(),
+                    parent: null_mut(),
+                }))
+            }
+            Err(e) => {
+                set_errno(errno_of(&e));
+                null_mut()
+            }
         }
-    }
+    })
 }
 
 /// `ibv_dealloc_pd`.
@@ -60,22 +64,24 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
 /// # Safety
 /// `pd` came from `ibv_alloc_pd` and is freed once, after its MRs, QPs and AHs.
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
-    if pd.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live PD of ours.
-    let p: &EmuPd = unsafe { emu(pd) };
-    if p.users.busy() {
-        return libc::EBUSY;
-    }
-    if !p.parent.is_null() {
-        // SAFETY: a parent domain's protection domain lives while the domain does (it
-        // counts the domain among its users).
-        unsafe { emu::<_, EmuPd>(p.parent) }.users.release();
-    }
-    // SAFETY: the caller's contract.
-    drop(unsafe { take_back::<EmuPd, _>(pd) });
-    0
+    boundary(ReturnsErrno, move || {
+        if pd.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live PD of ours.
+        let p: &EmuPd = unsafe { emu(pd) };
+        if p.users.busy() {
+            return libc::EBUSY;
+        }
+        if !p.parent.is_null() {
+            // SAFETY: a parent domain's protection domain lives while the domain does (it
+            // counts the domain among its users).
+            unsafe { emu::<_, EmuPd>(p.parent) }.users.release();
+        }
+        // SAFETY: the caller's contract.
+        drop(unsafe { take_back::<EmuPd, _>(pd) });
+        0
+    })
 }
 
 /// `verbs_context.alloc_parent_domain` (behind the inline `ibv_alloc_parent_domain`): a
@@ -96,36 +102,38 @@ pub unsafe extern "C" fn alloc_parent_domain(
     ctx: *mut ffi::ibv_context,
     attr: *mut ffi::ibv_parent_domain_init_attr,
 ) -> *mut ffi::ibv_pd {
-    // SAFETY: the caller's live context.
-    if !ctx.is_null() && unsafe { context(ctx) }.sim().personality() == Personality::Rxe {
-        set_errno(libc::EOPNOTSUPP);
-        return null_mut();
-    }
-    // SAFETY: the caller's valid attributes.
-    let Some(a) = (unsafe { attr.as_ref() }) else {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    };
-    let known =
-        ffi::IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | ffi::IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
-    if a.pd.is_null() || a.comp_mask & !known != 0 {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: a live PD of ours.
-    let parent: &EmuPd = unsafe { emu(a.pd) };
-    if !parent.parent.is_null() {
-        // A parent domain wraps a protection domain, not another parent domain.
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    parent.users.take();
-    hand_out(Box::new(EmuPd {
-        raw: parent.raw,
-        pd: parent.pd.clone(),
-        users: Users::default(),
-        parent: a.pd,
-    }))
+    boundary(Null, move || {
+        // SAFETY: the caller's live context.
+        if !ctx.is_null() && unsafe { context(ctx) }.sim().personality() == Personality::Rxe {
+            set_errno(libc::EOPNOTSUPP);
+            return null_mut();
+        }
+        // SAFETY: the caller's valid attributes.
+        let Some(a) = (unsafe { attr.as_ref() }) else {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        };
+        let known = ffi::IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS
+            | ffi::IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
+        if a.pd.is_null() || a.comp_mask & !known != 0 {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        // SAFETY: a live PD of ours.
+        let parent: &EmuPd = unsafe { emu(a.pd) };
+        if !parent.parent.is_null() {
+            // A parent domain wraps a protection domain, not another parent domain.
+            set_errno(libc::EINVAL);
+            return null_mut();
+        }
+        parent.users.take();
+        hand_out(Box::new(EmuPd {
+            raw: parent.raw,
+            pd: parent.pd.clone(),
+            users: Users::default(),
+            parent: a.pd,
+        }))
+    })
 }
 
 /// Whether `pd` is a parent domain of ours.
@@ -149,47 +157,49 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: u32,
 ) -> *mut ffi::ibv_mr {
-    if pd.is_null() || length == 0 {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    if iova != addr as u64 {
-        log_unsupported_once("ibv_reg_mr_iova", "an iova other than the address");
-        set_errno(libc::EOPNOTSUPP);
-        return null_mut();
-    }
-    // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
-    let access = access & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
-    let Some(flags) = AccessFlags::from_bits(access) else {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    };
-    // SAFETY: a live PD of ours.
-    let p: &EmuPd = unsafe { emu(pd) };
-    // SAFETY: a live context of ours (the PD's).
-    let c = unsafe { context(p.raw.context) };
-    // SAFETY: the caller registers memory it owns and keeps valid while registered; no
-    // Rust reference covers it.
-    match unsafe { c.sim().reg_mr(&p.pd, addr.cast(), length, flags) } {
-        Ok(mr) => {
-            use verbs_api::MemoryRegion;
-            let raw = ffi::ibv_mr {
-                context: p.raw.context,
-                pd,
-                addr,
-                length,
-                handle: mr.lkey(),
-                lkey: mr.lkey(),
-                rkey: mr.rkey(),
-            };
-            p.users.take();
-            hand_out(Box::new(EmuMr { raw, mr }))
+    boundary(Null, move || {
+        if pd.is_null() || length == 0 {
+            set_errno(libc::EINVAL);
+            return null_mut();
         }
-        Err(e) => {
-            set_errno(errno_of(&e));
-            null_mut()
+        if iova != addr as u64 {
+            log_unsupported_once("ibv_reg_mr_iova", "an iova other than the address");
+            set_errno(libc::EOPNOTSUPP);
+            return null_mut();
         }
-    }
+        // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
+        let access = access & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
+        let Some(flags) = AccessFlags::from_bits(access) else {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        };
+        // SAFETY: a live PD of ours.
+        let p: &EmuPd = unsafe { emu(pd) };
+        // SAFETY: a live context of ours (the PD's).
+        let c = unsafe { context(p.raw.context) };
+        // SAFETY: the caller registers memory it owns and keeps valid while registered; no
+        // Rust reference covers it.
+        match unsafe { c.sim().reg_mr(&p.pd, addr.cast(), length, flags) } {
+            Ok(mr) => {
+                use verbs_api::MemoryRegion;
+                let raw = ffi::ibv_mr {
+                    context: p.raw.context,
+                    pd,
+                    addr,
+                    length,
+                    handle: mr.lkey(),
+                    lkey: mr.lkey(),
+                    rkey: mr.rkey(),
+                };
+                p.users.take();
+                hand_out(Box::new(EmuMr { raw, mr }))
+            }
+            Err(e) => {
+                set_errno(errno_of(&e));
+                null_mut()
+            }
+        }
+    })
 }
 
 /// `ibv_reg_mr`.
@@ -202,8 +212,10 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ffi::ibv_mr {
-    // SAFETY: forwards the caller's arguments.
-    unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as u32) }
+    boundary(Null, move || {
+        // SAFETY: forwards the caller's arguments.
+        unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as u32) }
+    })
 }
 
 /// `ibv_reg_mr_iova`.
@@ -217,8 +229,10 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ffi::ibv_mr {
-    // SAFETY: forwards the caller's arguments.
-    unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as u32) }
+    boundary(Null, move || {
+        // SAFETY: forwards the caller's arguments.
+        unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as u32) }
+    })
 }
 
 /// `ibv_rereg_mr`: checks its input as libibverbs does (`IBV_REREG_MR_ERR_INPUT` with
@@ -238,64 +252,66 @@ pub unsafe extern "C" fn ibv_rereg_mr(
     length: usize,
     access: c_int,
 ) -> c_int {
-    let input_error = || {
-        set_errno(libc::EINVAL);
-        ffi::IBV_REREG_MR_ERR_INPUT
-    };
-    let supported = ffi::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
-    let translation = flags & ffi::IBV_REREG_MR_CHANGE_TRANSLATION as c_int != 0;
-    let change_pd = flags & ffi::IBV_REREG_MR_CHANGE_PD as c_int != 0;
-    let change_access = flags & ffi::IBV_REREG_MR_CHANGE_ACCESS as c_int != 0;
-    if mr.is_null()
-        || flags & !supported != 0
-        || (translation && (length == 0 || addr.is_null()))
-        || (access != 0 && !change_access)
-        || (change_pd && pd.is_null())
-    {
-        return input_error();
-    }
-    let new_access = if change_access {
-        // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
-        let bits =
-            u32::try_from(access).unwrap_or(u32::MAX) & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
-        match AccessFlags::from_bits(bits) {
-            Some(a) => Some(a),
-            None => return input_error(),
+    boundary(MinusOne, move || {
+        let input_error = || {
+            set_errno(libc::EINVAL);
+            ffi::IBV_REREG_MR_ERR_INPUT
+        };
+        let supported = ffi::IBV_REREG_MR_FLAGS_SUPPORTED as c_int;
+        let translation = flags & ffi::IBV_REREG_MR_CHANGE_TRANSLATION as c_int != 0;
+        let change_pd = flags & ffi::IBV_REREG_MR_CHANGE_PD as c_int != 0;
+        let change_access = flags & ffi::IBV_REREG_MR_CHANGE_ACCESS as c_int != 0;
+        if mr.is_null()
+            || flags & !supported != 0
+            || (translation && (length == 0 || addr.is_null()))
+            || (access != 0 && !change_access)
+            || (change_pd && pd.is_null())
+        {
+            return input_error();
         }
-    } else {
-        None
-    };
-    // SAFETY: a live MR of ours; the program does not use it during the call.
-    let m: &mut EmuMr = unsafe { &mut *mr.cast::<EmuMr>() };
-    // SAFETY: a live PD of ours (the caller's).
-    let new_pd: Option<&EmuPd> = change_pd.then(|| unsafe { emu(pd) });
-    if new_pd.is_some_and(|p| p.raw.context != m.raw.context) {
-        set_errno(libc::EINVAL);
-        return ffi::IBV_REREG_MR_ERR_CMD;
-    }
-    let range = translation.then_some((addr.cast::<u8>(), length));
-    // SAFETY: the caller registers memory it owns and keeps valid while registered.
-    match unsafe { m.mr.rereg(new_pd.map(|p| &p.pd), range, new_access) } {
-        Ok(()) => {
-            use verbs_api::MemoryRegion;
-            if let Some(p) = new_pd {
-                p.users.take();
-                // SAFETY: the old PD outlives the MR, which it counts as a user.
-                unsafe { emu::<_, EmuPd>(m.raw.pd) }.users.release();
-                m.raw.pd = pd;
+        let new_access = if change_access {
+            // Optional access bits (IBV_ACCESS_OPTIONAL_RANGE) are hints a device may ignore.
+            let bits =
+                u32::try_from(access).unwrap_or(u32::MAX) & !ffi::IB_UVERBS_ACCESS_OPTIONAL_RANGE;
+            match AccessFlags::from_bits(bits) {
+                Some(a) => Some(a),
+                None => return input_error(),
             }
-            if translation {
-                m.raw.addr = addr;
-                m.raw.length = length;
+        } else {
+            None
+        };
+        // SAFETY: a live MR of ours; the program does not use it during the call.
+        let m: &mut EmuMr = unsafe { &mut *mr.cast::<EmuMr>() };
+        // SAFETY: a live PD of ours (the caller's).
+        let new_pd: Option<&EmuPd> = change_pd.then(|| unsafe { emu(pd) });
+        if new_pd.is_some_and(|p| p.raw.context != m.raw.context) {
+            set_errno(libc::EINVAL);
+            return ffi::IBV_REREG_MR_ERR_CMD;
+        }
+        let range = translation.then_some((addr.cast::<u8>(), length));
+        // SAFETY: the caller registers memory it owns and keeps valid while registered.
+        match unsafe { m.mr.rereg(new_pd.map(|p| &p.pd), range, new_access) } {
+            Ok(()) => {
+                use verbs_api::MemoryRegion;
+                if let Some(p) = new_pd {
+                    p.users.take();
+                    // SAFETY: the old PD outlives the MR, which it counts as a user.
+                    unsafe { emu::<_, EmuPd>(m.raw.pd) }.users.release();
+                    m.raw.pd = pd;
+                }
+                if translation {
+                    m.raw.addr = addr;
+                    m.raw.length = length;
+                }
+                m.raw.rkey = m.mr.rkey();
+                0
             }
-            m.raw.rkey = m.mr.rkey();
-            0
+            Err(e) => {
+                set_errno(errno_of(&e));
+                ffi::IBV_REREG_MR_ERR_CMD
+            }
         }
-        Err(e) => {
-            set_errno(errno_of(&e));
-            ffi::IBV_REREG_MR_ERR_CMD
-        }
-    }
+    })
 }
 
 /// `ibv_dereg_mr`.
@@ -303,8 +319,10 @@ pub unsafe extern "C" fn ibv_rereg_mr(
 /// # Safety
 /// `mr` came from `ibv_reg_mr*` and is freed once.
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ffi::ibv_mr) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe { free_pd_child::<EmuMr, _>(mr, |m| m.raw.pd) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the caller's contract.
+        unsafe { free_pd_child::<EmuMr, _>(mr, |m| m.raw.pd) }
+    })
 }
 
 /// Frees an object of a PD (an MR or AH) and releases the PD.
@@ -333,36 +351,38 @@ unsafe fn free_pd_child<T: Handed, C>(
 pub unsafe extern "C" fn ibv_create_comp_channel(
     ctx: *mut ffi::ibv_context,
 ) -> *mut ffi::ibv_comp_channel {
-    if ctx.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    let Ok(e) = emulator() else {
-        set_errno(libc::ENODEV);
-        return null_mut();
-    };
-    // SAFETY: a live context of ours.
-    let sim = match unsafe { context(ctx) }.sim().create_comp_channel() {
-        Ok(s) => s,
-        Err(err) => {
-            set_errno(errno_of(&err));
+    boundary(Null, move || {
+        if ctx.is_null() {
+            set_errno(libc::EINVAL);
             return null_mut();
         }
-    };
-    let state = match ChannelState::new(sim) {
-        Ok(s) => Arc::new(s),
-        Err(err) => {
-            set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+        let Ok(e) = emulator() else {
+            set_errno(libc::ENODEV);
             return null_mut();
-        }
-    };
-    e.register_channel(&state);
-    let raw = ffi::ibv_comp_channel {
-        context: ctx,
-        fd: state.raw_fd(),
-        refcnt: 0,
-    };
-    hand_out(Box::new(EmuChannel { raw, state }))
+        };
+        // SAFETY: a live context of ours.
+        let sim = match unsafe { context(ctx) }.sim().create_comp_channel() {
+            Ok(s) => s,
+            Err(err) => {
+                set_errno(errno_of(&err));
+                return null_mut();
+            }
+        };
+        let state = match ChannelState::new(sim) {
+            Ok(s) => Arc::new(s),
+            Err(err) => {
+                set_errno(err.raw_os_error().unwrap_or(libc::EMFILE));
+                return null_mut();
+            }
+        };
+        e.register_channel(&state);
+        let raw = ffi::ibv_comp_channel {
+            context: ctx,
+            fd: state.raw_fd(),
+            refcnt: 0,
+        };
+        hand_out(Box::new(EmuChannel { raw, state }))
+    })
 }
 
 /// `ibv_destroy_comp_channel`: EBUSY while CQs still use it.
@@ -370,17 +390,19 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// # Safety
 /// `channel` came from `ibv_create_comp_channel` and is destroyed once.
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ffi::ibv_comp_channel) -> c_int {
-    if channel.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live channel of ours.
-    let ch: &EmuChannel = unsafe { emu(channel) };
-    if ch.state.cq_count() > 0 {
-        return libc::EBUSY;
-    }
-    // SAFETY: the caller's contract.
-    drop(unsafe { take_back::<EmuChannel, _>(channel) });
-    0
+    boundary(ReturnsErrno, move || {
+        if channel.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live channel of ours.
+        let ch: &EmuChannel = unsafe { emu(channel) };
+        if ch.state.cq_count() > 0 {
+            return libc::EBUSY;
+        }
+        // SAFETY: the caller's contract.
+        drop(unsafe { take_back::<EmuChannel, _>(channel) });
+        0
+    })
 }
 
 /// `ibv_create_cq`.
@@ -394,12 +416,14 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ffi::ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ffi::ibv_cq {
-    let (Ok(cqe), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    };
-    // SAFETY: the caller's contract.
-    unsafe { create_cq(ctx, cqe, cq_context, channel, vector, null_mut(), |_| {}) }.cast()
+    boundary(Null, move || {
+        let (Ok(cqe), Ok(vector)) = (u32::try_from(cqe), u32::try_from(comp_vector)) else {
+            set_errno(libc::EINVAL);
+            return null_mut();
+        };
+        // SAFETY: the caller's contract.
+        unsafe { create_cq(ctx, cqe, cq_context, channel, vector, null_mut(), |_| {}) }.cast()
+    })
 }
 
 /// Creates a CQ (its C struct an `ibv_cq_ex`, whose start is the `ibv_cq`) and lets
@@ -479,28 +503,30 @@ pub(crate) unsafe fn create_cq(
 /// # Safety
 /// `cq` came from `ibv_create_cq` and is destroyed once, after its QPs.
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
-    if cq.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live CQ of ours.
-    if unsafe { emu::<_, EmuCq>(cq) }.users.busy() {
-        return libc::EBUSY;
-    }
-    // SAFETY: the caller's contract.
-    let b = unsafe { take_back::<EmuCq, _>(cq) };
-    if !b.parent_domain.is_null() {
-        // SAFETY: the domain outlives the CQ, which it counts as a user.
-        unsafe { emu::<_, EmuPd>(b.parent_domain) }.users.release();
-    }
-    if let Some(s) = &b.channel {
-        s.remove_cq(b.raw.handle);
-    }
-    // SAFETY: the CQ's context outlives it.
-    unsafe { context(b.raw.context) }
-        .state
-        .remove_object(Object::Cq, b.raw.handle);
-    drop(b);
-    0
+    boundary(ReturnsErrno, move || {
+        if cq.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live CQ of ours.
+        if unsafe { emu::<_, EmuCq>(cq) }.users.busy() {
+            return libc::EBUSY;
+        }
+        // SAFETY: the caller's contract.
+        let b = unsafe { take_back::<EmuCq, _>(cq) };
+        if !b.parent_domain.is_null() {
+            // SAFETY: the domain outlives the CQ, which it counts as a user.
+            unsafe { emu::<_, EmuPd>(b.parent_domain) }.users.release();
+        }
+        if let Some(s) = &b.channel {
+            s.remove_cq(b.raw.handle);
+        }
+        // SAFETY: the CQ's context outlives it.
+        unsafe { context(b.raw.context) }
+            .state
+            .remove_object(Object::Cq, b.raw.handle);
+        drop(b);
+        0
+    })
 }
 
 /// `ibv_resize_cq`: the simulated device resizes as rxe does (see `SimCq::resize`) and
@@ -509,21 +535,23 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
 /// # Safety
 /// `cq` is NULL or a live CQ of ours.
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ffi::ibv_cq, cqe: c_int) -> c_int {
-    let Ok(cqe) = u32::try_from(cqe) else {
-        return libc::EINVAL;
-    };
-    if cq.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live CQ of ours.
-    let c: &EmuCq = unsafe { emu(cq) };
-    if let Err(e) = c.cq.resize(cqe) {
-        return errno_of(&e);
-    }
-    let size = c_int::try_from(c.cq.cqe()).unwrap_or(c_int::MAX);
-    // SAFETY: the CQ's own C struct, which the program reads after we return.
-    unsafe { std::ptr::addr_of_mut!((*cq).cqe).write(size) };
-    0
+    boundary(ReturnsErrno, move || {
+        let Ok(cqe) = u32::try_from(cqe) else {
+            return libc::EINVAL;
+        };
+        if cq.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live CQ of ours.
+        let c: &EmuCq = unsafe { emu(cq) };
+        if let Err(e) = c.cq.resize(cqe) {
+            return errno_of(&e);
+        }
+        let size = c_int::try_from(c.cq.cqe()).unwrap_or(c_int::MAX);
+        // SAFETY: the CQ's own C struct, which the program reads after we return.
+        unsafe { std::ptr::addr_of_mut!((*cq).cqe).write(size) };
+        0
+    })
 }
 
 /// `ibv_get_cq_event`: waits for the next completion event on `channel` (or fails with
@@ -536,28 +564,30 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ffi::ibv_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
-    if channel.is_null() || cq.is_null() || cq_context.is_null() {
-        set_errno(libc::EINVAL);
-        return -1;
-    }
-    // SAFETY: a live channel of ours.
-    let ch: &EmuChannel = unsafe { emu(channel) };
-    match ch.state.get_event() {
-        Ok(addr) => {
-            let p = addr as *mut ffi::ibv_cq;
-            // SAFETY: `p` is a live CQ on this channel (destroyed CQs are forgotten);
-            // the out-pointers are the caller's.
-            unsafe {
-                *cq = p;
-                *cq_context = (*p).cq_context;
+    boundary(MinusOne, move || {
+        if channel.is_null() || cq.is_null() || cq_context.is_null() {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+        // SAFETY: a live channel of ours.
+        let ch: &EmuChannel = unsafe { emu(channel) };
+        match ch.state.get_event() {
+            Ok(addr) => {
+                let p = addr as *mut ffi::ibv_cq;
+                // SAFETY: `p` is a live CQ on this channel (destroyed CQs are forgotten);
+                // the out-pointers are the caller's.
+                unsafe {
+                    *cq = p;
+                    *cq_context = (*p).cq_context;
+                }
+                0
             }
-            0
+            Err(e) => {
+                set_errno(e.raw_os_error().unwrap_or(libc::EIO));
+                -1
+            }
         }
-        Err(e) => {
-            set_errno(e.raw_os_error().unwrap_or(libc::EIO));
-            -1
-        }
-    }
+    })
 }
 
 /// `ibv_ack_cq_events`.
@@ -565,18 +595,20 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// # Safety
 /// `cq` is a live CQ of ours.
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ffi::ibv_cq, nevents: u32) {
-    if cq.is_null() {
-        return;
-    }
-    // SAFETY: a live CQ of ours.
-    let c: &EmuCq = unsafe { emu(cq) };
-    c.cq.ack_events(nevents);
-    // SAFETY: the counter belongs to the CQ; libibverbs updates it under the CQ's mutex,
-    // and programs only read it after ack, from the same thread.
-    unsafe {
-        let field = std::ptr::addr_of_mut!((*cq).comp_events_completed);
-        field.write(field.read().wrapping_add(nevents));
-    }
+    boundary(Nothing, move || {
+        if cq.is_null() {
+            return;
+        }
+        // SAFETY: a live CQ of ours.
+        let c: &EmuCq = unsafe { emu(cq) };
+        c.cq.ack_events(nevents);
+        // SAFETY: the counter belongs to the CQ; libibverbs updates it under the CQ's mutex,
+        // and programs only read it after ack, from the same thread.
+        unsafe {
+            let field = std::ptr::addr_of_mut!((*cq).comp_events_completed);
+            field.write(field.read().wrapping_add(nevents));
+        }
+    })
 }
 
 /// `ibv_create_qp`. The chosen queue sizes are written back to `init->cap`.
@@ -588,8 +620,10 @@ pub unsafe extern "C" fn ibv_create_qp(
     pd: *mut ffi::ibv_pd,
     init: *mut ffi::ibv_qp_init_attr,
 ) -> *mut ffi::ibv_qp {
-    // SAFETY: the caller's contract.
-    unsafe { create_qp(pd, init, None) }.cast()
+    boundary(Null, move || {
+        // SAFETY: the caller's contract.
+        unsafe { create_qp(pd, init, None) }.cast()
+    })
 }
 
 /// Creates a QP (its C struct an `ibv_qp_ex`, whose start is the `ibv_qp`); with
@@ -695,31 +729,33 @@ pub unsafe extern "C" fn ibv_modify_qp(
     attr: *mut ffi::ibv_qp_attr,
     mask: c_int,
 ) -> c_int {
-    if qp.is_null() || attr.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the caller's valid attributes.
-    let (a, m) = match qp_attr_from_c(unsafe { &*attr }, mask) {
-        Ok(x) => x,
-        Err(e) => return e,
-    };
-    // SAFETY: a live QP of ours.
-    let q: &EmuQp = unsafe { emu(qp) };
-    match q.qp.modify(&a, m) {
-        Ok(()) => {
-            if let Ok(s) = q.qp.state() {
-                // SAFETY: the QP's own C struct; programs read `state` without locking.
-                unsafe { std::ptr::addr_of_mut!((*qp).state).write(s.as_raw()) };
-            }
-            0
+    boundary(ReturnsErrno, move || {
+        if qp.is_null() || attr.is_null() {
+            return libc::EINVAL;
         }
-        Err(e) => {
-            if m.contains(verbs_api::QpAttrMask::AV) {
-                note_gid_not_carried("ibv_modify_qp", &a.ah_attr);
+        // SAFETY: the caller's valid attributes.
+        let (a, m) = match qp_attr_from_c(unsafe { &*attr }, mask) {
+            Ok(x) => x,
+            Err(e) => return e,
+        };
+        // SAFETY: a live QP of ours.
+        let q: &EmuQp = unsafe { emu(qp) };
+        match q.qp.modify(&a, m) {
+            Ok(()) => {
+                if let Ok(s) = q.qp.state() {
+                    // SAFETY: the QP's own C struct; programs read `state` without locking.
+                    unsafe { std::ptr::addr_of_mut!((*qp).state).write(s.as_raw()) };
+                }
+                0
             }
-            errno_of(&e)
+            Err(e) => {
+                if m.contains(verbs_api::QpAttrMask::AV) {
+                    note_gid_not_carried("ibv_modify_qp", &a.ah_attr);
+                }
+                errno_of(&e)
+            }
         }
-    }
+    })
 }
 
 /// `ibv_query_qp`.
@@ -732,34 +768,36 @@ pub unsafe extern "C" fn ibv_query_qp(
     mask: c_int,
     init: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
-    if qp.is_null() || attr.is_null() || init.is_null() {
-        return libc::EINVAL;
-    }
-    // The mask only says which attributes the caller wants: the kernel passes it to the
-    // driver unchecked (`ib_uverbs_query_qp`), and mlx5 and rxe answer every attribute
-    // whatever it holds, so bits no attribute has are no error.
-    let m = verbs_api::QpAttrMask::from_bits_truncate(mask as u32);
-    // SAFETY: a live QP of ours.
-    let q: &EmuQp = unsafe { emu(qp) };
-    match q.qp.query(m) {
-        Ok((a, cap)) => {
-            // SAFETY: the caller's writable structs; the QP's C fields are ours to read.
-            unsafe {
-                attr.write(qp_attr_to_c(&a));
-                init.write(ffi::ibv_qp_init_attr {
-                    qp_context: (*qp).qp_context,
-                    send_cq: (*qp).send_cq,
-                    recv_cq: (*qp).recv_cq,
-                    srq: (*qp).srq,
-                    cap: cap_to_c(&cap),
-                    qp_type: (*qp).qp_type,
-                    sq_sig_all: 0,
-                });
-            }
-            0
+    boundary(ReturnsErrno, move || {
+        if qp.is_null() || attr.is_null() || init.is_null() {
+            return libc::EINVAL;
         }
-        Err(e) => errno_of(&e),
-    }
+        // The mask only says which attributes the caller wants: the kernel passes it to the
+        // driver unchecked (`ib_uverbs_query_qp`), and mlx5 and rxe answer every attribute
+        // whatever it holds, so bits no attribute has are no error.
+        let m = verbs_api::QpAttrMask::from_bits_truncate(mask as u32);
+        // SAFETY: a live QP of ours.
+        let q: &EmuQp = unsafe { emu(qp) };
+        match q.qp.query(m) {
+            Ok((a, cap)) => {
+                // SAFETY: the caller's writable structs; the QP's C fields are ours to read.
+                unsafe {
+                    attr.write(qp_attr_to_c(&a));
+                    init.write(ffi::ibv_qp_init_attr {
+                        qp_context: (*qp).qp_context,
+                        send_cq: (*qp).send_cq,
+                        recv_cq: (*qp).recv_cq,
+                        srq: (*qp).srq,
+                        cap: cap_to_c(&cap),
+                        qp_type: (*qp).qp_type,
+                        sq_sig_all: 0,
+                    });
+                }
+                0
+            }
+            Err(e) => errno_of(&e),
+        }
+    })
 }
 
 /// `ibv_destroy_qp`.
@@ -767,27 +805,29 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// # Safety
 /// `qp` came from `ibv_create_qp` and is destroyed once.
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
-    if qp.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: the caller's contract.
-    let b = unsafe { take_back::<EmuQp, _>(qp) };
-    // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
-    unsafe {
-        let base = &b.raw.qp_base;
-        emu::<_, EmuPd>(base.pd).users.release();
-        emu::<_, EmuCq>(base.send_cq).users.release();
-        emu::<_, EmuCq>(base.recv_cq).users.release();
-        if !base.srq.is_null() {
-            emu::<_, EmuSrq>(base.srq).users.release();
+    boundary(ReturnsErrno, move || {
+        if qp.is_null() {
+            return libc::EINVAL;
         }
-    }
-    // SAFETY: the QP's context outlives it.
-    unsafe { context(b.raw.qp_base.context) }
-        .state
-        .remove_object(Object::Qp, b.raw.qp_base.qp_num);
-    drop(b);
-    0
+        // SAFETY: the caller's contract.
+        let b = unsafe { take_back::<EmuQp, _>(qp) };
+        // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
+        unsafe {
+            let base = &b.raw.qp_base;
+            emu::<_, EmuPd>(base.pd).users.release();
+            emu::<_, EmuCq>(base.send_cq).users.release();
+            emu::<_, EmuCq>(base.recv_cq).users.release();
+            if !base.srq.is_null() {
+                emu::<_, EmuSrq>(base.srq).users.release();
+            }
+        }
+        // SAFETY: the QP's context outlives it.
+        unsafe { context(b.raw.qp_base.context) }
+            .state
+            .remove_object(Object::Qp, b.raw.qp_base.qp_num);
+        drop(b);
+        0
+    })
 }
 
 /// `ibv_qp_to_qp_ex`: the extended QP of a QP created by `ibv_create_qp_ex` with send
@@ -796,16 +836,18 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
 /// # Safety
 /// `qp` is a live QP of ours.
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ffi::ibv_qp) -> *mut ffi::ibv_qp_ex {
-    if qp.is_null() {
-        return null_mut();
-    }
-    // SAFETY: a live QP of ours.
-    let q: &EmuQp = unsafe { emu(qp) };
-    if q.extended {
-        qp.cast()
-    } else {
-        null_mut()
-    }
+    boundary(Null, move || {
+        if qp.is_null() {
+            return null_mut();
+        }
+        // SAFETY: a live QP of ours.
+        let q: &EmuQp = unsafe { emu(qp) };
+        if q.extended {
+            qp.cast()
+        } else {
+            null_mut()
+        }
+    })
 }
 
 /// `ibv_create_ah`.
@@ -816,30 +858,32 @@ pub unsafe extern "C" fn ibv_create_ah(
     pd: *mut ffi::ibv_pd,
     attr: *mut ffi::ibv_ah_attr,
 ) -> *mut ffi::ibv_ah {
-    if pd.is_null() || attr.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: a live PD of ours and the caller's valid attributes.
-    let (p, a): (&EmuPd, _) = unsafe { (emu(pd), ah_from_c(&*attr)) };
-    // SAFETY: the PD's context is live.
-    let c = unsafe { context(p.raw.context) };
-    match c.sim().create_ah(&p.pd, &a) {
-        Ok(ah) => {
-            let raw = ffi::ibv_ah {
-                context: p.raw.context,
-                pd,
-                handle: 0,
-            };
-            p.users.take();
-            hand_out(Box::new(EmuAh { raw, ah }))
+    boundary(Null, move || {
+        if pd.is_null() || attr.is_null() {
+            set_errno(libc::EINVAL);
+            return null_mut();
         }
-        Err(e) => {
-            note_gid_not_carried("ibv_create_ah", &a);
-            set_errno(errno_of(&e));
-            null_mut()
+        // SAFETY: a live PD of ours and the caller's valid attributes.
+        let (p, a): (&EmuPd, _) = unsafe { (emu(pd), ah_from_c(&*attr)) };
+        // SAFETY: the PD's context is live.
+        let c = unsafe { context(p.raw.context) };
+        match c.sim().create_ah(&p.pd, &a) {
+            Ok(ah) => {
+                let raw = ffi::ibv_ah {
+                    context: p.raw.context,
+                    pd,
+                    handle: 0,
+                };
+                p.users.take();
+                hand_out(Box::new(EmuAh { raw, ah }))
+            }
+            Err(e) => {
+                note_gid_not_carried("ibv_create_ah", &a);
+                set_errno(errno_of(&e));
+                null_mut()
+            }
         }
-    }
+    })
 }
 
 /// Says once why an address vector with a GRH whose destination GID is not IPv4-mapped
@@ -861,8 +905,10 @@ fn note_gid_not_carried(verb: &'static str, a: &verbs_api::AhAttr) {
 /// # Safety
 /// `ah` came from `ibv_create_ah` and is destroyed once.
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ffi::ibv_ah) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe { free_pd_child::<EmuAh, _>(ah, |a| a.raw.pd) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the caller's contract.
+        unsafe { free_pd_child::<EmuAh, _>(ah, |a| a.raw.pd) }
+    })
 }
 
 /// Runs a multicast attach or detach of `qp` to `gid`.
@@ -891,8 +937,10 @@ pub unsafe extern "C" fn ibv_attach_mcast(
     gid: *const ffi::ibv_gid,
     lid: u16,
 ) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe { mcast(qp, gid, |q, g| q.qp.attach_mcast(&g, lid)) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the caller's contract.
+        unsafe { mcast(qp, gid, |q, g| q.qp.attach_mcast(&g, lid)) }
+    })
 }
 
 /// `ibv_detach_mcast`.
@@ -904,6 +952,8 @@ pub unsafe extern "C" fn ibv_detach_mcast(
     gid: *const ffi::ibv_gid,
     lid: u16,
 ) -> c_int {
-    // SAFETY: the caller's contract.
-    unsafe { mcast(qp, gid, |q, g| q.qp.detach_mcast(&g, lid)) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the caller's contract.
+        unsafe { mcast(qp, gid, |q, g| q.qp.detach_mcast(&g, lid)) }
+    })
 }

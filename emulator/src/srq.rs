@@ -7,14 +7,14 @@ use std::ptr::null_mut;
 use backend_sim::verbs::SimSrq;
 use verbs_api::{Context, SharedReceiveQueue, SrqAttr, SrqAttrMask, SrqInitAttr};
 
-use crate::convert::errno_of;
+use crate::base::boundary::{boundary, Null, ReturnsErrno};
+use crate::base::errno::errno_of;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
 use crate::events::Object;
-use crate::ffi;
-use crate::leaks::Kind;
-use crate::objects::{
-    context, emu, hand_out, init_sync, set_errno, take_back, EmuPd, Handed, Users,
-};
-use crate::ops::{post_chain, post_one_recv};
+use crate::objects::{context, emu, hand_out, init_sync, take_back, EmuPd, Handed, Users};
+use crate::runtime::leaks::Kind;
+use crate::work::{post_chain, post_one_recv};
 
 /// A shared receive queue.
 #[repr(C)]
@@ -55,55 +55,57 @@ pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut ffi::ibv_pd,
     init: *mut ffi::ibv_srq_init_attr,
 ) -> *mut ffi::ibv_srq {
-    if pd.is_null() || init.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: the caller's valid attributes and live PD, whose context is live.
-    let (i, p, c) = unsafe {
-        let p: &EmuPd = emu(pd);
-        (&mut *init, p, context(p.raw.context))
-    };
-    let attr = SrqInitAttr {
-        attr: SrqAttr {
-            max_wr: i.attr.max_wr,
-            max_sge: i.attr.max_sge,
-            srq_limit: i.attr.srq_limit,
-        },
-    };
-    let srq = match c.sim().create_srq(&p.pd, &attr) {
-        Ok(s) => s,
-        Err(e) => {
-            set_errno(errno_of(&e));
+    boundary(Null, move || {
+        if pd.is_null() || init.is_null() {
+            set_errno(libc::EINVAL);
             return null_mut();
         }
-    };
-    if let Ok(granted) = srq.query() {
-        i.attr = attr_to_c(&granted);
-    }
-    let raw = ffi::ibv_srq {
-        context: p.raw.context,
-        srq_context: i.srq_context,
-        pd,
-        handle: srq.handle(),
-        ..ffi::ibv_srq::default()
-    };
-    let handle = srq.handle();
-    let s: *mut ffi::ibv_srq = hand_out(Box::new(EmuSrq {
-        raw,
-        srq,
-        users: Users::default(),
-    }));
-    p.users.take();
-    c.state.add_object(Object::Srq, handle, s as usize);
-    // SAFETY: `s` is the live box just leaked; its sync objects are uninitialised.
-    unsafe {
-        init_sync(
-            std::ptr::addr_of_mut!((*s).mutex).cast(),
-            std::ptr::addr_of_mut!((*s).cond).cast(),
-        );
-    }
-    s
+        // SAFETY: the caller's valid attributes and live PD, whose context is live.
+        let (i, p, c) = unsafe {
+            let p: &EmuPd = emu(pd);
+            (&mut *init, p, context(p.raw.context))
+        };
+        let attr = SrqInitAttr {
+            attr: SrqAttr {
+                max_wr: i.attr.max_wr,
+                max_sge: i.attr.max_sge,
+                srq_limit: i.attr.srq_limit,
+            },
+        };
+        let srq = match c.sim().create_srq(&p.pd, &attr) {
+            Ok(s) => s,
+            Err(e) => {
+                set_errno(errno_of(&e));
+                return null_mut();
+            }
+        };
+        if let Ok(granted) = srq.query() {
+            i.attr = attr_to_c(&granted);
+        }
+        let raw = ffi::ibv_srq {
+            context: p.raw.context,
+            srq_context: i.srq_context,
+            pd,
+            handle: srq.handle(),
+            ..ffi::ibv_srq::default()
+        };
+        let handle = srq.handle();
+        let s: *mut ffi::ibv_srq = hand_out(Box::new(EmuSrq {
+            raw,
+            srq,
+            users: Users::default(),
+        }));
+        p.users.take();
+        c.state.add_object(Object::Srq, handle, s as usize);
+        // SAFETY: `s` is the live box just leaked; its sync objects are uninitialised.
+        unsafe {
+            init_sync(
+                std::ptr::addr_of_mut!((*s).mutex).cast(),
+                std::ptr::addr_of_mut!((*s).cond).cast(),
+            );
+        }
+        s
+    })
 }
 
 /// `ibv_modify_srq`: resize (`IBV_SRQ_MAX_WR`) or arm the limit (`IBV_SRQ_LIMIT`).
@@ -115,20 +117,22 @@ pub unsafe extern "C" fn ibv_modify_srq(
     attr: *mut ffi::ibv_srq_attr,
     mask: c_int,
 ) -> c_int {
-    if srq.is_null() || attr.is_null() {
-        return libc::EINVAL;
-    }
-    let Some(m) = u32::try_from(mask).ok().and_then(SrqAttrMask::from_bits) else {
-        return libc::EINVAL;
-    };
-    // SAFETY: a live SRQ of ours and the caller's attributes.
-    let (s, a): (&EmuSrq, _) = unsafe { (emu(srq), *attr) };
-    let a = SrqAttr {
-        max_wr: a.max_wr,
-        max_sge: a.max_sge,
-        srq_limit: a.srq_limit,
-    };
-    s.srq.modify(&a, m).map_or_else(|e| errno_of(&e), |()| 0)
+    boundary(ReturnsErrno, move || {
+        if srq.is_null() || attr.is_null() {
+            return libc::EINVAL;
+        }
+        let Some(m) = u32::try_from(mask).ok().and_then(SrqAttrMask::from_bits) else {
+            return libc::EINVAL;
+        };
+        // SAFETY: a live SRQ of ours and the caller's attributes.
+        let (s, a): (&EmuSrq, _) = unsafe { (emu(srq), *attr) };
+        let a = SrqAttr {
+            max_wr: a.max_wr,
+            max_sge: a.max_sge,
+            srq_limit: a.srq_limit,
+        };
+        s.srq.modify(&a, m).map_or_else(|e| errno_of(&e), |()| 0)
+    })
 }
 
 /// `ibv_query_srq`.
@@ -139,19 +143,21 @@ pub unsafe extern "C" fn ibv_query_srq(
     srq: *mut ffi::ibv_srq,
     attr: *mut ffi::ibv_srq_attr,
 ) -> c_int {
-    if srq.is_null() || attr.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live SRQ of ours.
-    let s: &EmuSrq = unsafe { emu(srq) };
-    match s.srq.query() {
-        Ok(a) => {
-            // SAFETY: the caller's writable struct.
-            unsafe { attr.write(attr_to_c(&a)) };
-            0
+    boundary(ReturnsErrno, move || {
+        if srq.is_null() || attr.is_null() {
+            return libc::EINVAL;
         }
-        Err(e) => errno_of(&e),
-    }
+        // SAFETY: a live SRQ of ours.
+        let s: &EmuSrq = unsafe { emu(srq) };
+        match s.srq.query() {
+            Ok(a) => {
+                // SAFETY: the caller's writable struct.
+                unsafe { attr.write(attr_to_c(&a)) };
+                0
+            }
+            Err(e) => errno_of(&e),
+        }
+    })
 }
 
 /// `ibv_destroy_srq`.
@@ -159,23 +165,25 @@ pub unsafe extern "C" fn ibv_query_srq(
 /// # Safety
 /// `srq` came from `ibv_create_srq` and is destroyed once, after its QPs.
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ffi::ibv_srq) -> c_int {
-    if srq.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live SRQ of ours.
-    if unsafe { emu::<_, EmuSrq>(srq) }.users.busy() {
-        return libc::EBUSY;
-    }
-    // SAFETY: a box leaked by ibv_create_srq; this is its end.
-    let b = unsafe { take_back::<EmuSrq, _>(srq) };
-    // SAFETY: the PD outlives its SRQs (it cannot be freed while they exist).
-    unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
-    // SAFETY: the SRQ's context outlives it.
-    unsafe { context(b.raw.context) }
-        .state
-        .remove_object(Object::Srq, b.raw.handle);
-    drop(b);
-    0
+    boundary(ReturnsErrno, move || {
+        if srq.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live SRQ of ours.
+        if unsafe { emu::<_, EmuSrq>(srq) }.users.busy() {
+            return libc::EBUSY;
+        }
+        // SAFETY: a box leaked by ibv_create_srq; this is its end.
+        let b = unsafe { take_back::<EmuSrq, _>(srq) };
+        // SAFETY: the PD outlives its SRQs (it cannot be freed while they exist).
+        unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
+        // SAFETY: the SRQ's context outlives it.
+        unsafe { context(b.raw.context) }
+            .state
+            .remove_object(Object::Srq, b.raw.handle);
+        drop(b);
+        0
+    })
 }
 
 /// `ibv_context.ops.post_srq_recv`, one request at a time; on failure `*bad_wr` is the
@@ -189,9 +197,11 @@ pub unsafe extern "C" fn post_srq_recv(
     wr: *mut ffi::ibv_recv_wr,
     bad_wr: *mut *mut ffi::ibv_recv_wr,
 ) -> c_int {
-    // SAFETY: the inline caller passes a live SRQ of ours.
-    let s: &EmuSrq = unsafe { emu(srq) };
-    // SAFETY: the program's chain and out-pointer; its buffers lie in registered memory
-    // valid until the completions.
-    unsafe { post_chain(wr, bad_wr, |w| post_one_recv(w, |r| s.srq.post_recv(r))) }
+    boundary(ReturnsErrno, move || {
+        // SAFETY: the inline caller passes a live SRQ of ours.
+        let s: &EmuSrq = unsafe { emu(srq) };
+        // SAFETY: the program's chain and out-pointer; its buffers lie in registered memory
+        // valid until the completions.
+        unsafe { post_chain(wr, bad_wr, |w| post_one_recv(w, |r| s.srq.post_recv(r))) }
+    })
 }

@@ -7,19 +7,20 @@
 //! to that fabric instead ([`crate::fabric`]), and the progress thread also moves frames
 //! between the two.
 
-use std::collections::HashSet;
-use std::ffi::c_char;
 use std::os::fd::AsRawFd;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use backend_sim::{HostId, PortConfig, PortId, Sim, SimVerbs};
 use verbs_api::{DeviceInfo, Verbs};
 
+use crate::base::boundary::{boundary, Nothing};
+use crate::base::c_str::copy_c_string;
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::events::{ChannelState, ContextState};
-use crate::fabric::client::{self, CmLink, Member};
+use crate::fabric::client::{self, CmHandler, CmIn, CmLink, Member};
 use crate::fabric::{sys, FABRIC_ENV};
-use crate::ffi;
 use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
 
 /// A device of this host as libibverbs hands it out: the C struct first, so a
@@ -72,6 +73,24 @@ unsafe impl Sync for Emu {}
 
 static EMU: OnceLock<Result<Emu, String>> = OnceLock::new();
 
+/// Who takes the connection-manager messages the fabric brings (see [`set_cm_handler`]).
+static CM_HANDLER: OnceLock<CmHandler> = OnceLock::new();
+
+/// Registers the connection manager, which takes every connection-manager message the
+/// fabric brings from other hosts' processes (on the thread that reads the fabric's
+/// socket; it must not block). The connection manager registers itself when the library
+/// is loaded; the first registration holds.
+pub fn set_cm_handler(handler: CmHandler) {
+    let _ = CM_HANDLER.set(handler);
+}
+
+/// Hands a connection-manager message to the registered handler (none: it is dropped).
+fn deliver_cm(m: CmIn<'_>) {
+    if let Some(h) = CM_HANDLER.get() {
+        h(m);
+    }
+}
+
 /// The emulator, built on first use from the environment (`VERBS_EMU_TOPOLOGY`,
 /// `VERBS_EMU_HOST`, `VERBS_EMU_SEED`, `VERBS_EMU_FABRIC`).
 ///
@@ -79,7 +98,7 @@ static EMU: OnceLock<Result<Emu, String>> = OnceLock::new();
 /// The one-line reason the environment is unusable (printed once on stderr as well).
 pub fn emu() -> Result<&'static Emu, &'static str> {
     let r = EMU.get_or_init(|| {
-        crate::leaks::arm();
+        crate::runtime::leaks::arm();
         let built = Emu::from_env();
         match &built {
             Ok(e) => {
@@ -149,7 +168,7 @@ impl Emu {
             .map_err(|e| format!("host {}: {e}", spec.name))?;
         let (tx, mut rx) = client::join(socket, &spec.name, mac, spec.ip)?;
         let cm = tx.cm_link()?;
-        rx.set_cm_handler(crate::rdmacm::cm::from_fabric);
+        rx.set_cm_handler(deliver_cm);
         let member = Member::new(&sim, port, tx, rx)?;
         let joined = Joined {
             member: Mutex::new(member),
@@ -310,17 +329,6 @@ pub fn ibdev_path(name: &str) -> String {
     format!("/sys/class/infiniband/{name}")
 }
 
-/// Copies `s` into a fixed C array, truncated to leave room for the terminating NUL.
-pub fn copy_c_string(dst: &mut [c_char], s: &str) {
-    let n = s.len().min(dst.len().saturating_sub(1));
-    for (d, b) in dst.iter_mut().zip(s.as_bytes()[..n].iter()) {
-        *d = *b as c_char;
-    }
-    if let Some(end) = dst.get_mut(n) {
-        *end = 0;
-    }
-}
-
 /// How long a process's exit waits for the fabric to take the frames its NIC sent and its
 /// ring had no room for (the fabric paused it).
 const EXIT_DRAIN: Duration = Duration::from_secs(10);
@@ -335,30 +343,32 @@ static DRAINER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new
 /// for them (at most [`EXIT_DRAIN`], then says how many are lost). Nothing in a forked
 /// child (see [`DRAINER`]).
 extern "C" fn drain_at_exit() {
-    if DRAINER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
-        return;
-    }
-    let Some(Ok(emu)) = EMU.get() else {
-        return;
-    };
-    let Some(j) = &emu.member else {
-        return;
-    };
-    let begin = Instant::now();
-    loop {
-        let left = lock(&j.member).flush();
-        if left == 0 {
+    boundary(Nothing, move || {
+        if DRAINER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
             return;
         }
-        if begin.elapsed() > EXIT_DRAIN {
-            eprintln!(
-                "verbs-emu: {left} frames the NIC sent were still waiting for the fabric \
+        let Some(Ok(emu)) = EMU.get() else {
+            return;
+        };
+        let Some(j) = &emu.member else {
+            return;
+        };
+        let begin = Instant::now();
+        loop {
+            let left = lock(&j.member).flush();
+            if left == 0 {
+                return;
+            }
+            if begin.elapsed() > EXIT_DRAIN {
+                eprintln!(
+                    "verbs-emu: {left} frames the NIC sent were still waiting for the fabric \
                  {EXIT_DRAIN:?} after exit began: lost"
-            );
-            return;
+                );
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
-        std::thread::sleep(Duration::from_micros(100));
-    }
+    })
 }
 
 /// How often the progress thread looks, at most.
@@ -414,36 +424,10 @@ impl Joined {
     }
 }
 
-/// Locks a mutex, going on after a panic elsewhere (the data stays consistent: every
-/// critical section here is a plain update).
-pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-static LOGGED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
-
-/// Prints `verbs-emu: VERB is not emulated (WHAT)` the first time `verb` is refused.
-pub fn log_unsupported_once(verb: &'static str, what: &str) {
-    let mut g = lock(&LOGGED);
-    if g.get_or_insert_with(HashSet::new).insert(verb) {
-        eprintln!("verbs-emu: {verb} is not emulated ({what})");
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use backend_sim::{Direction, LinkFaultRule};
-
-    #[test]
-    fn c_strings_are_truncated_and_terminated() {
-        let mut a = [1 as c_char; 4];
-        copy_c_string(&mut a, "mlx5_0");
-        assert_eq!(a, [b'm' as c_char, b'l' as c_char, b'x' as c_char, 0]);
-        let mut b = [1 as c_char; 8];
-        copy_c_string(&mut b, "ab");
-        assert_eq!(&b[..3], &[b'a' as c_char, b'b' as c_char, 0]);
-    }
 
     #[test]
     fn topology_faults_reach_the_fabric() {

@@ -4,6 +4,7 @@
 use std::ffi::{c_char, CString};
 use std::sync::OnceLock;
 
+use crate::base::boundary::{boundary, Value};
 use verbs_api::{EventType, NodeType, PortState, WcStatus};
 
 /// NUL-terminated copies of `names`, made once, indexed like them.
@@ -35,9 +36,11 @@ macro_rules! name_fn {
         $(#[$doc])*
         pub extern "C" fn $name(raw: $raw) -> *const c_char {
             static T: OnceLock<Vec<CString>> = OnceLock::new();
+            boundary(Value(c"unknown".as_ptr()), move || {
             let names: Vec<&str> = $ty::ALL.iter().map(|s| s.as_str()).collect();
             let i = $ty::ALL.iter().position(|s| s.as_raw() == raw);
             lookup(&T, &names, i)
+            })
         }
     };
 }

@@ -1,11 +1,11 @@
 //! The bindgen layouts against gcc's: a C program built with Debian's verbs.h and
 //! rdma_cma.h prints the size and member offsets of the structs the emulator hands out or
-//! reads, and Rust's `size_of`/`offset_of` on [`ibverbs::ffi`] must give the same numbers.
+//! reads, and Rust's `size_of`/`offset_of` on [`ibverbs::base::ffi`] must give the same numbers.
 
 mod common;
 
 use common::{require, run, stderr, stdout};
-use ibverbs::ffi;
+use ibverbs::base::ffi;
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 

@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
-use crate::ffi;
+use crate::base::ffi;
 
 /// Reads the address a program passed; `None` for NULL.
 ///

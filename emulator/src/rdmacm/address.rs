@@ -6,14 +6,16 @@ use std::ffi::{c_int, c_void};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
 
-use crate::ffi;
+use crate::base::boundary::{boundary, MinusOne, Value};
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::addr::{self, Local};
 use crate::rdmacm::channel::KEvent;
+use crate::rdmacm::cm::cm_and_id;
 use crate::rdmacm::cm::{listen_service, post, Cm, MAX_BACKLOG};
 use crate::rdmacm::event::complete;
-use crate::rdmacm::id::{cm_and_id, cm_id, fail, IdInner, State};
+use crate::rdmacm::id::{cm_id, fail, IdInner, State};
 use crate::rdmacm::query::publish;
-use crate::state::lock;
 
 /// Binds id `g` to `a` (the kernel's `rdma_bind_addr` after librdmacm's checks).
 fn bind(c: &Cm, n: u32, g: &mut IdInner, a: SocketAddr) -> Result<(), c_int> {
@@ -41,24 +43,26 @@ pub unsafe extern "C" fn rdma_bind_addr(
     id: *mut ffi::rdma_cm_id,
     sa: *mut libc::sockaddr,
 ) -> c_int {
-    // SAFETY: the caller's live id.
-    let (c, cid) = match unsafe { cm_and_id(id) } {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    // SAFETY: the caller's socket address.
-    let Ok(Some(a)) = (unsafe { addr::read(sa) }) else {
-        return fail(libc::EINVAL);
-    };
-    let shared = std::sync::Arc::clone(&cid.shared);
-    let mut g = lock(&shared.inner);
-    if let Err(e) = bind(c, shared.endpoint.id, &mut g, a) {
-        return fail(e);
-    }
-    match publish(cid, &mut g) {
-        Ok(()) => 0,
-        Err(e) => fail(e),
-    }
+    boundary(MinusOne, move || {
+        // SAFETY: the caller's live id.
+        let (c, cid) = match unsafe { cm_and_id(id) } {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        // SAFETY: the caller's socket address.
+        let Ok(Some(a)) = (unsafe { addr::read(sa) }) else {
+            return fail(libc::EINVAL);
+        };
+        let shared = std::sync::Arc::clone(&cid.shared);
+        let mut g = lock(&shared.inner);
+        if let Err(e) = bind(c, shared.endpoint.id, &mut g, a) {
+            return fail(e);
+        }
+        match publish(cid, &mut g) {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
 }
 
 /// The wildcard address of `a`'s family.
@@ -120,80 +124,82 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     dst_addr: *mut libc::sockaddr,
     timeout_ms: c_int,
 ) -> c_int {
-    // SAFETY: the caller's live id.
-    let (c, cid) = match unsafe { cm_and_id(id) } {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    // SAFETY: the caller's socket addresses.
-    let (src, dst) = match unsafe { (addr::read(src_addr), addr::read(dst_addr)) } {
-        (Ok(s), Ok(Some(d))) => (s, d),
-        _ => return fail(libc::EINVAL),
-    };
-    let shared = std::sync::Arc::clone(&cid.shared);
-    {
-        let mut g = lock(&shared.inner);
-        if g.state == State::Idle {
-            let from = src.unwrap_or_else(|| any_like(&dst));
-            if let Err(e) = bind(c, shared.endpoint.id, &mut g, from) {
-                return fail(e);
+    boundary(MinusOne, move || {
+        // SAFETY: the caller's live id.
+        let (c, cid) = match unsafe { cm_and_id(id) } {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        // SAFETY: the caller's socket addresses.
+        let (src, dst) = match unsafe { (addr::read(src_addr), addr::read(dst_addr)) } {
+            (Ok(s), Ok(Some(d))) => (s, d),
+            _ => return fail(libc::EINVAL),
+        };
+        let shared = std::sync::Arc::clone(&cid.shared);
+        {
+            let mut g = lock(&shared.inner);
+            if g.state == State::Idle {
+                let from = src.unwrap_or_else(|| any_like(&dst));
+                if let Err(e) = bind(c, shared.endpoint.id, &mut g, from) {
+                    return fail(e);
+                }
             }
-        }
-        if g.src.map(|s| s.is_ipv4()) != Some(dst.is_ipv4()) {
-            return fail(libc::EINVAL);
-        }
-        if g.state != State::AddrBound {
-            return fail(libc::EINVAL);
-        }
-        g.dst = Some(dst);
-        g.state = State::AddrQuery;
-        let ep = shared.endpoint;
-        match reach(&dst, c.host) {
-            Reach::Now => {
-                resolved(&mut g, c.host);
-                post(&g.channel, ep, KEvent::AddrResolved);
+            if g.src.map(|s| s.is_ipv4()) != Some(dst.is_ipv4()) {
+                return fail(libc::EINVAL);
             }
-            Reach::NoDevice if g.device.is_none() => {
-                g.state = State::AddrBound;
-                post(&g.channel, ep, KEvent::AddrError(-libc::ENODEV));
+            if g.state != State::AddrBound {
+                return fail(libc::EINVAL);
             }
-            Reach::NoDevice => {
-                g.state = State::AddrResolved;
-                post(&g.channel, ep, KEvent::AddrResolved);
-            }
-            Reach::Fails(e) => {
-                g.state = State::AddrBound;
-                g.dst = None;
-                return fail(e);
-            }
-            Reach::Silent => {
-                let wait = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
-                let later = std::sync::Arc::clone(&shared);
-                let spawned = std::thread::Builder::new()
-                    .name("verbs-emu-arp".into())
-                    .spawn(move || {
-                        std::thread::sleep(wait);
-                        let mut g = lock(&later.inner);
-                        if !g.destroyed && g.state == State::AddrQuery {
-                            g.state = State::AddrBound;
-                            post(
-                                &g.channel,
-                                later.endpoint,
-                                KEvent::AddrError(-libc::ETIMEDOUT),
-                            );
-                        }
-                    });
-                if spawned.is_err() {
+            g.dst = Some(dst);
+            g.state = State::AddrQuery;
+            let ep = shared.endpoint;
+            match reach(&dst, c.host) {
+                Reach::Now => {
+                    resolved(&mut g, c.host);
+                    post(&g.channel, ep, KEvent::AddrResolved);
+                }
+                Reach::NoDevice if g.device.is_none() => {
                     g.state = State::AddrBound;
-                    return fail(libc::EAGAIN);
+                    post(&g.channel, ep, KEvent::AddrError(-libc::ENODEV));
+                }
+                Reach::NoDevice => {
+                    g.state = State::AddrResolved;
+                    post(&g.channel, ep, KEvent::AddrResolved);
+                }
+                Reach::Fails(e) => {
+                    g.state = State::AddrBound;
+                    g.dst = None;
+                    return fail(e);
+                }
+                Reach::Silent => {
+                    let wait = Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+                    let later = std::sync::Arc::clone(&shared);
+                    let spawned = std::thread::Builder::new()
+                        .name("verbs-emu-arp".into())
+                        .spawn(move || {
+                            std::thread::sleep(wait);
+                            let mut g = lock(&later.inner);
+                            if !g.destroyed && g.state == State::AddrQuery {
+                                g.state = State::AddrBound;
+                                post(
+                                    &g.channel,
+                                    later.endpoint,
+                                    KEvent::AddrError(-libc::ETIMEDOUT),
+                                );
+                            }
+                        });
+                    if spawned.is_err() {
+                        g.state = State::AddrBound;
+                        return fail(libc::EAGAIN);
+                    }
                 }
             }
         }
-    }
-    // librdmacm copies the destination in at once.
-    cid.raw.route.addr.__bindgen_anon_2.dst_storage = addr::storage(&dst);
-    // SAFETY: the caller's live id.
-    unsafe { complete(id) }
+        // librdmacm copies the destination in at once.
+        cid.raw.route.addr.__bindgen_anon_2.dst_storage = addr::storage(&dst);
+        // SAFETY: the caller's live id.
+        unsafe { complete(id) }
+    })
 }
 
 /// The destination resolved: a wildcard source becomes the host's address, and the id
@@ -220,22 +226,24 @@ fn resolved(g: &mut IdInner, host: Ipv4Addr) {
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut ffi::rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
-    {
-        let mut g = lock(&cid.shared.inner);
-        if g.state != State::AddrResolved {
+    boundary(MinusOne, move || {
+        if id.is_null() {
             return fail(libc::EINVAL);
         }
-        g.routed = true;
-        g.state = State::RouteResolved;
-        post(&g.channel, cid.shared.endpoint, KEvent::RouteResolved);
-    }
-    // SAFETY: the caller's live id.
-    unsafe { complete(id) }
+        // SAFETY: the caller's live id.
+        let cid = unsafe { cm_id(id) };
+        {
+            let mut g = lock(&cid.shared.inner);
+            if g.state != State::AddrResolved {
+                return fail(libc::EINVAL);
+            }
+            g.routed = true;
+            g.state = State::RouteResolved;
+            post(&g.channel, cid.shared.endpoint, KEvent::RouteResolved);
+        }
+        // SAFETY: the caller's live id.
+        unsafe { complete(id) }
+    })
 }
 
 /// `rdma_listen`: binds an unbound id to the wildcard first; a backlog of 0 or less (or
@@ -244,37 +252,39 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut ffi::rdma_cm_id, _timeout_m
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_listen(id: *mut ffi::rdma_cm_id, backlog: c_int) -> c_int {
-    // SAFETY: the caller's live id.
-    let (c, cid) = match unsafe { cm_and_id(id) } {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    let shared = std::sync::Arc::clone(&cid.shared);
-    let mut g = lock(&shared.inner);
-    if g.state == State::Idle {
-        let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
-        if let Err(e) = bind(c, shared.endpoint.id, &mut g, any) {
+    boundary(MinusOne, move || {
+        // SAFETY: the caller's live id.
+        let (c, cid) = match unsafe { cm_and_id(id) } {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        let shared = std::sync::Arc::clone(&cid.shared);
+        let mut g = lock(&shared.inner);
+        if g.state == State::Idle {
+            let any = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+            if let Err(e) = bind(c, shared.endpoint.id, &mut g, any) {
+                return fail(e);
+            }
+        }
+        if g.state != State::AddrBound {
+            return fail(libc::EINVAL);
+        }
+        let Some(service) = listen_service(&g) else {
+            return fail(libc::EINVAL);
+        };
+        if let Err(e) = c.net.listen(service, shared.endpoint) {
             return fail(e);
         }
-    }
-    if g.state != State::AddrBound {
-        return fail(libc::EINVAL);
-    }
-    let Some(service) = listen_service(&g) else {
-        return fail(libc::EINVAL);
-    };
-    if let Err(e) = c.net.listen(service, shared.endpoint) {
-        return fail(e);
-    }
-    g.backlog = match usize::try_from(backlog) {
-        Ok(b) if b > 0 && b < MAX_BACKLOG => b,
-        _ => MAX_BACKLOG,
-    };
-    g.state = State::Listen;
-    match publish(cid, &mut g) {
-        Ok(()) => 0,
-        Err(e) => fail(e),
-    }
+        g.backlog = match usize::try_from(backlog) {
+            Ok(b) if b > 0 && b < MAX_BACKLOG => b,
+            _ => MAX_BACKLOG,
+        };
+        g.state = State::Listen;
+        match publish(cid, &mut g) {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
 }
 
 fn port_of(s: &ffi::sockaddr_storage) -> u16 {
@@ -291,8 +301,10 @@ fn port_of(s: &ffi::sockaddr_storage) -> u16 {
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_get_src_port(id: *mut ffi::rdma_cm_id) -> u16 {
-    // SAFETY: the caller's live id; reading the storage view of the union.
-    unsafe { port_of(&(*id).route.addr.__bindgen_anon_1.src_storage) }
+    boundary(Value(0), move || {
+        // SAFETY: the caller's live id; reading the storage view of the union.
+        unsafe { port_of(&(*id).route.addr.__bindgen_anon_1.src_storage) }
+    })
 }
 
 /// `rdma_get_dst_port`: the destination port, in network byte order.
@@ -300,8 +312,10 @@ pub unsafe extern "C" fn rdma_get_src_port(id: *mut ffi::rdma_cm_id) -> u16 {
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_get_dst_port(id: *mut ffi::rdma_cm_id) -> u16 {
-    // SAFETY: as above.
-    unsafe { port_of(&(*id).route.addr.__bindgen_anon_2.dst_storage) }
+    boundary(Value(0), move || {
+        // SAFETY: as above.
+        unsafe { port_of(&(*id).route.addr.__bindgen_anon_2.dst_storage) }
+    })
 }
 
 /// `rdma_set_option`: TOS, REUSEADDR, AFONLY and ACK_TIMEOUT of `RDMA_OPTION_ID`
@@ -317,43 +331,45 @@ pub unsafe extern "C" fn rdma_set_option(
     optval: *mut c_void,
     optlen: usize,
 ) -> c_int {
-    if id.is_null() || optval.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
-    let mut g = lock(&cid.shared.inner);
-    let byte = || {
-        (optlen == 1).then(|| {
-            // SAFETY: one readable byte.
-            unsafe { *optval.cast::<u8>() }
-        })
-    };
-    let int = || {
-        (optlen == std::mem::size_of::<c_int>()).then(|| {
-            // SAFETY: one readable int.
-            unsafe { optval.cast::<c_int>().read_unaligned() }
-        })
-    };
-    let level = u32::try_from(level).unwrap_or(u32::MAX);
-    let optname = u32::try_from(optname).unwrap_or(u32::MAX);
-    let r = match (level, optname) {
-        (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_TOS) => byte().map(|t| g.tos = Some(t)),
-        (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_REUSEADDR) => {
-            if g.state != State::Idle {
-                return fail(libc::EINVAL);
+    boundary(MinusOne, move || {
+        if id.is_null() || optval.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's live id.
+        let cid = unsafe { cm_id(id) };
+        let mut g = lock(&cid.shared.inner);
+        let byte = || {
+            (optlen == 1).then(|| {
+                // SAFETY: one readable byte.
+                unsafe { *optval.cast::<u8>() }
+            })
+        };
+        let int = || {
+            (optlen == std::mem::size_of::<c_int>()).then(|| {
+                // SAFETY: one readable int.
+                unsafe { optval.cast::<c_int>().read_unaligned() }
+            })
+        };
+        let level = u32::try_from(level).unwrap_or(u32::MAX);
+        let optname = u32::try_from(optname).unwrap_or(u32::MAX);
+        let r = match (level, optname) {
+            (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_TOS) => byte().map(|t| g.tos = Some(t)),
+            (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_REUSEADDR) => {
+                if g.state != State::Idle {
+                    return fail(libc::EINVAL);
+                }
+                int().map(|v| g.reuseaddr = v != 0)
             }
-            int().map(|v| g.reuseaddr = v != 0)
+            (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_AFONLY) => int().map(|_| ()),
+            (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_ACK_TIMEOUT) => {
+                byte().map(|t| g.ack_timeout = Some(t))
+            }
+            (ffi::RDMA_OPTION_IB, ffi::RDMA_OPTION_IB_PATH) => None,
+            _ => return fail(libc::ENOSYS),
+        };
+        match r {
+            Some(()) => 0,
+            None => fail(libc::EINVAL),
         }
-        (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_AFONLY) => int().map(|_| ()),
-        (ffi::RDMA_OPTION_ID, ffi::RDMA_OPTION_ID_ACK_TIMEOUT) => {
-            byte().map(|t| g.ack_timeout = Some(t))
-        }
-        (ffi::RDMA_OPTION_IB, ffi::RDMA_OPTION_IB_PATH) => None,
-        _ => return fail(libc::ENOSYS),
-    };
-    match r {
-        Some(()) => 0,
-        None => fail(libc::EINVAL),
-    }
+    })
 }

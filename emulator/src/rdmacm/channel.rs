@@ -8,10 +8,10 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex};
 
-use crate::events::{semaphore_fd, signal, try_take, wait};
-use crate::ffi;
+use crate::base::eventfd::{semaphore_fd, signal, try_take, wait};
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::network::{ConnData, Endpoint};
-use crate::state::lock;
 
 /// The UD parameters of an event (`struct rdma_ud_param` without its private data).
 #[derive(Clone, Copy)]

@@ -8,17 +8,19 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
+use crate::base::boundary::{boundary, Nothing};
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::fabric::client::CmIn;
-use crate::ffi;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::{ChannelShared, KEvent, Queued, UdData};
-use crate::rdmacm::id::{CmId, Conn, IdInner, IdShared, Peer, State};
+use crate::rdmacm::id::{cm_id, CmId, Conn, IdInner, IdShared, Peer, State};
 use crate::rdmacm::network::{
-    Address, ConnData, Endpoint, Message, Network, Outside, REJ_CONSUMER_DEFINED, REJ_TIMEOUT,
-    SIDR_UNSUPPORTED,
+    Address, ConnData, Endpoint, Message, Network, Outside, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA,
+    REJ_TIMEOUT, SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
 };
-use crate::rdmacm::{devices, event, route};
-use crate::state::{emu, lock};
+use crate::rdmacm::{devices, route};
+use crate::state::emu;
 
 /// The first port `rdma_bind_addr` hands out for port 0 (the kernel's default
 /// `ip_local_port_range` starts here).
@@ -200,6 +202,18 @@ impl Cm {
     }
 }
 
+/// Registers [`from_fabric`] with the runtime when the library is loaded (an ELF
+/// constructor, run before the program's own code), so that messages from other hosts
+/// reach the connection manager from the start, as the kernel's CM is there before any
+/// process: the runtime does not name the connection manager.
+#[used]
+#[link_section = ".init_array"]
+static REGISTER_WITH_RUNTIME: extern "C" fn() = register_with_runtime;
+
+extern "C" fn register_with_runtime() {
+    boundary(Nothing, || crate::state::set_cm_handler(from_fabric));
+}
+
 /// What the fabric brings for this host's connection manager (the progress thread calls
 /// it): a message from another host's process, or one of ours that no process took.
 /// The connection manager starts if it has not yet (the kernel's CM is always there to
@@ -237,7 +251,7 @@ fn peer_gone(host: Ipv4Addr) {
         };
         let rej = || Message::Rej {
             reason: REJ_CONSUMER_DEFINED,
-            private_data: vec![0; event::REJ_PRIVATE_DATA],
+            private_data: vec![0; REJ_PRIVATE_DATA],
         };
         let msg = match g.conn {
             // The peer had our REQ, or had sent or got the REP.
@@ -248,7 +262,7 @@ fn peer_gone(host: Ipv4Addr) {
                 status: crate::rdmacm::network::SIDR_REJECT,
                 qpn: 0,
                 qkey: 0,
-                private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
+                private_data: vec![0; SIDR_REP_PRIVATE_DATA],
             },
             _ => continue,
         };
@@ -470,7 +484,7 @@ fn connect_request(
             Address::Endpoint(from),
             Message::Rej {
                 reason: REJ_CONSUMER_DEFINED,
-                private_data: vec![0; event::REJ_PRIVATE_DATA],
+                private_data: vec![0; REJ_PRIVATE_DATA],
             },
         );
         return;
@@ -523,7 +537,7 @@ fn sidr_request(
                 status: SIDR_UNSUPPORTED,
                 qpn: 0,
                 qkey: 0,
-                private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
+                private_data: vec![0; SIDR_REP_PRIVATE_DATA],
             },
         );
         return;
@@ -552,7 +566,7 @@ fn sidr_request(
 fn farewell(g: &IdInner) -> Option<Message> {
     let rej = |reason| Message::Rej {
         reason,
-        private_data: vec![0; event::REJ_PRIVATE_DATA],
+        private_data: vec![0; REJ_PRIVATE_DATA],
     };
     match g.conn {
         Conn::ReqSent => Some(rej(REJ_TIMEOUT)),
@@ -563,7 +577,7 @@ fn farewell(g: &IdInner) -> Option<Message> {
             status: crate::rdmacm::network::SIDR_REJECT,
             qpn: 0,
             qkey: 0,
-            private_data: vec![0; event::SIDR_REP_PRIVATE_DATA],
+            private_data: vec![0; SIDR_REP_PRIVATE_DATA],
         }),
         _ => None,
     }
@@ -578,26 +592,28 @@ const EXIT_DRAIN: std::time::Duration = std::time::Duration::from_secs(1);
 /// thread dies with it), waiting at most [`EXIT_DRAIN`]. Ids another thread holds locked
 /// at exit are passed over.
 extern "C" fn at_exit() {
-    let Some(Ok(c)) = CM.get() else {
-        return;
-    };
-    let ids: Vec<Arc<IdShared>> = match c.ids.try_lock() {
-        Ok(m) => m.values().filter_map(Weak::upgrade).collect(),
-        Err(_) => Vec::new(),
-    };
-    for id in ids {
-        let Ok(mut g) = id.inner.try_lock() else {
-            continue;
+    boundary(Nothing, move || {
+        let Some(Ok(c)) = CM.get() else {
+            return;
         };
-        if g.destroyed {
-            continue;
+        let ids: Vec<Arc<IdShared>> = match c.ids.try_lock() {
+            Ok(m) => m.values().filter_map(Weak::upgrade).collect(),
+            Err(_) => Vec::new(),
+        };
+        for id in ids {
+            let Ok(mut g) = id.inner.try_lock() else {
+                continue;
+            };
+            if g.destroyed {
+                continue;
+            }
+            g.destroyed = true;
+            if let (Some(peer), Some(m)) = (g.peer, farewell(&g)) {
+                c.send(id.endpoint, Address::Endpoint(peer.ep), m);
+            }
         }
-        g.destroyed = true;
-        if let (Some(peer), Some(m)) = (g.peer, farewell(&g)) {
-            c.send(id.endpoint, Address::Endpoint(peer.ep), m);
-        }
-    }
-    c.net.drain(EXIT_DRAIN);
+        c.net.drain(EXIT_DRAIN);
+    })
 }
 
 /// The kernel's side of destroying an id (cma.c `rdma_destroy_id`, cm.c `cm_destroy_id`):
@@ -647,6 +663,22 @@ pub fn listen_service(g: &IdInner) -> Option<crate::rdmacm::network::Service> {
         port: src.port(),
         ps: g.ps,
     })
+}
+
+/// What a librdmacm call on `id` starts with: the connection manager (ENODEV without a
+/// device) and the id (EINVAL for a NULL one), or the errno to [`fail`] with.
+///
+/// # Safety
+/// `id` is NULL or a live id of ours.
+pub unsafe fn cm_and_id<'a>(
+    id: *mut ffi::rdma_cm_id,
+) -> Result<(&'static Cm, &'a mut CmId), c_int> {
+    let c = cm()?;
+    if id.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: a live id of ours, as the caller promises.
+    Ok((c, unsafe { cm_id(id) }))
 }
 
 #[cfg(test)]

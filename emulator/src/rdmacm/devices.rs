@@ -8,10 +8,14 @@ use std::ffi::c_int;
 use std::ptr::null_mut;
 use std::sync::Mutex;
 
-use crate::ffi;
-use crate::leaks::{self, Kind};
-use crate::objects::set_errno;
-use crate::state::{emu, lock};
+use crate::base::boundary::{boundary, Nothing, Null};
+use crate::base::errno::last_errno;
+use crate::base::errno::set_errno;
+use crate::base::ffi;
+use crate::base::sync::lock;
+use crate::runtime::leaks;
+use crate::runtime::leaks::Kind;
+use crate::state::emu;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct CmDevice {
@@ -25,12 +29,6 @@ struct CmDevice {
 
 static DEVICES: Mutex<Vec<CmDevice>> = Mutex::new(Vec::new());
 
-fn errno() -> c_int {
-    std::io::Error::last_os_error()
-        .raw_os_error()
-        .unwrap_or(libc::EIO)
-}
-
 /// The context of device `index` of this host, opened on first use.
 fn context_locked(all: &mut Vec<CmDevice>, index: usize) -> Result<usize, c_int> {
     let e = emu().map_err(|_| libc::ENODEV)?;
@@ -41,9 +39,9 @@ fn context_locked(all: &mut Vec<CmDevice>, index: usize) -> Result<usize, c_int>
     if all[index].ctx == 0 {
         let raw = std::ptr::from_ref(&dev.raw).cast_mut();
         // SAFETY: `raw` is one of this host's devices, which live for the process.
-        let ctx = unsafe { crate::device::ibv_open_device(raw) };
+        let ctx = unsafe { crate::ops::ibv_open_device(raw) };
         if ctx.is_null() {
-            return Err(errno());
+            return Err(last_errno());
         }
         // The context belongs to the library, not to the program: the leak report does
         // not count it (librdmacm never closes it either).
@@ -75,7 +73,7 @@ pub fn acquire(index: usize) -> Result<(*mut ffi::ibv_context, *mut ffi::ibv_pd)
         // SAFETY: `ctx` is the live context opened above.
         let pd = unsafe { crate::resources::ibv_alloc_pd(ctx as *mut ffi::ibv_context) };
         if pd.is_null() {
-            return Err(errno());
+            return Err(last_errno());
         }
         d.pd = pd as usize;
     }
@@ -106,34 +104,36 @@ pub fn release(index: usize) {
 /// # Safety
 /// `num_devices` is NULL or valid for a write.
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ffi::ibv_context {
-    let n = emu().map_or(0, |e| e.devices.len());
-    let mut list = Vec::with_capacity(n + 1);
-    {
-        let mut all = lock(&DEVICES);
-        for i in 0..n {
-            // A device that cannot be opened is left out, as librdmacm leaves dead ones out.
-            if let Ok(c) = context_locked(&mut all, i) {
-                list.push(c as *mut ffi::ibv_context);
+    boundary(Null, move || {
+        let n = emu().map_or(0, |e| e.devices.len());
+        let mut list = Vec::with_capacity(n + 1);
+        {
+            let mut all = lock(&DEVICES);
+            for i in 0..n {
+                // A device that cannot be opened is left out, as librdmacm leaves dead ones out.
+                if let Ok(c) = context_locked(&mut all, i) {
+                    list.push(c as *mut ffi::ibv_context);
+                }
             }
         }
-    }
-    let count = list.len();
-    list.push(null_mut());
-    let bytes = std::mem::size_of::<*mut ffi::ibv_context>() * list.len();
-    // SAFETY: malloc of a non-zero size; checked for NULL below.
-    let out = unsafe { libc::malloc(bytes) }.cast::<*mut ffi::ibv_context>();
-    if !num_devices.is_null() {
-        let shown = if out.is_null() { 0 } else { count };
-        // SAFETY: the caller's writable int.
-        unsafe { *num_devices = c_int::try_from(shown).unwrap_or(0) };
-    }
-    if out.is_null() {
-        set_errno(libc::ENOMEM);
-        return null_mut();
-    }
-    // SAFETY: `out` has room for `list.len()` pointers.
-    unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), out, list.len()) };
-    out
+        let count = list.len();
+        list.push(null_mut());
+        let bytes = std::mem::size_of::<*mut ffi::ibv_context>() * list.len();
+        // SAFETY: malloc of a non-zero size; checked for NULL below.
+        let out = unsafe { libc::malloc(bytes) }.cast::<*mut ffi::ibv_context>();
+        if !num_devices.is_null() {
+            let shown = if out.is_null() { 0 } else { count };
+            // SAFETY: the caller's writable int.
+            unsafe { *num_devices = c_int::try_from(shown).unwrap_or(0) };
+        }
+        if out.is_null() {
+            set_errno(libc::ENOMEM);
+            return null_mut();
+        }
+        // SAFETY: `out` has room for `list.len()` pointers.
+        unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), out, list.len()) };
+        out
+    })
 }
 
 /// `rdma_free_devices`: frees a list from `rdma_get_devices` (the contexts stay open).
@@ -141,9 +141,11 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
 /// # Safety
 /// `list` is NULL or came from `rdma_get_devices` and is freed once.
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ffi::ibv_context) {
-    if list.is_null() {
-        return;
-    }
-    // SAFETY: the list came from malloc in rdma_get_devices.
-    unsafe { libc::free(list.cast()) };
+    boundary(Nothing, move || {
+        if list.is_null() {
+            return;
+        }
+        // SAFETY: the list came from malloc in rdma_get_devices.
+        unsafe { libc::free(list.cast()) };
+    })
 }

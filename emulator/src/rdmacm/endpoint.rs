@@ -1,17 +1,20 @@
 //! Endpoints: `rdma_create_ep`, librdmacm's one-call set-up of a synchronous id (what
 //! rdma-core's `rdma_server` and `rdma_client` use), and the QP that `rdma_get_request`
 //! gives each connect request of a passive endpoint (librdmacm's cma.c,
-//! `rdma_create_ep` and `ucma_passive_ep`).
+//! `rdma_create_ep` and `ucma_passive_ep`); `rdma_destroy_ep`, `rdma_destroy_srq` and
+//! `rdma_get_request` on them.
 
 use std::ffi::c_int;
 
-use crate::ffi;
+use crate::base::boundary::{boundary, MinusOne, Nothing};
+use crate::base::ffi;
+use crate::base::log::log_unsupported_once;
+use crate::base::sync::lock;
 use crate::rdmacm::address::{rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route};
+use crate::rdmacm::event::rdma_get_cm_event;
 use crate::rdmacm::id::{cm_id, fail};
 use crate::rdmacm::lifecycle::rdma_create_id;
 use crate::rdmacm::qp::rdma_create_qp;
-use crate::rdmacm::refused::rdma_destroy_ep;
-use crate::state::{lock, log_unsupported_once};
 
 /// How long `rdma_create_ep` lets address and route resolution take (librdmacm's 2000 ms).
 const RESOLVE_TIMEOUT_MS: c_int = 2000;
@@ -36,51 +39,53 @@ pub unsafe extern "C" fn rdma_create_ep(
     pd: *mut ffi::ibv_pd,
     qp_init_attr: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
-    if id.is_null() || res.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's valid addrinfo.
-    let r = unsafe { &*res };
-    if r.ai_route_len != 0 || r.ai_connect_len != 0 {
-        log_unsupported_once(
-            "rdma_create_ep",
-            "an rdma_addrinfo with ai_route or ai_connect (ib_acm's path records)",
-        );
-        return fail(libc::EOPNOTSUPP);
-    }
-    let (Ok(qp_type), Ok(ps)) = (u32::try_from(r.ai_qp_type), u32::try_from(r.ai_port_space))
-    else {
-        return fail(libc::EINVAL);
-    };
-    if !matches!(qp_type, ffi::IBV_QPT_RC | ffi::IBV_QPT_UD) {
-        return fail(libc::EINVAL);
-    }
-    let mut cm = std::ptr::null_mut();
-    // SAFETY: a NULL channel asks for a synchronous id; `cm` is a local out-pointer.
-    if unsafe { rdma_create_id(std::ptr::null_mut(), &mut cm, std::ptr::null_mut(), ps) } != 0 {
-        return -1;
-    }
-    // SAFETY: the id just made.
-    let cid = unsafe { cm_id(cm) };
-    cid.raw.qp_type = qp_type;
-    lock(&cid.shared.inner).qp_type = qp_type;
-    // SAFETY: the id just made, the caller's addrinfo, PD and attributes.
-    let made = unsafe {
-        if r.ai_flags & ffi::RAI_PASSIVE as c_int != 0 {
-            passive(cm, r, qp_type, pd, qp_init_attr)
-        } else {
-            active(cm, r, qp_type, pd, qp_init_attr)
+    boundary(MinusOne, move || {
+        if id.is_null() || res.is_null() {
+            return fail(libc::EINVAL);
         }
-    };
-    if made != 0 {
-        let errno = crate::rdmacm::last_errno();
-        // SAFETY: the id made above, not handed out.
-        unsafe { rdma_destroy_ep(cm) };
-        return fail(errno);
-    }
-    // SAFETY: the caller's writable pointer.
-    unsafe { id.write(cm) };
-    0
+        // SAFETY: the caller's valid addrinfo.
+        let r = unsafe { &*res };
+        if r.ai_route_len != 0 || r.ai_connect_len != 0 {
+            log_unsupported_once(
+                "rdma_create_ep",
+                "an rdma_addrinfo with ai_route or ai_connect (ib_acm's path records)",
+            );
+            return fail(libc::EOPNOTSUPP);
+        }
+        let (Ok(qp_type), Ok(ps)) = (u32::try_from(r.ai_qp_type), u32::try_from(r.ai_port_space))
+        else {
+            return fail(libc::EINVAL);
+        };
+        if !matches!(qp_type, ffi::IBV_QPT_RC | ffi::IBV_QPT_UD) {
+            return fail(libc::EINVAL);
+        }
+        let mut cm = std::ptr::null_mut();
+        // SAFETY: a NULL channel asks for a synchronous id; `cm` is a local out-pointer.
+        if unsafe { rdma_create_id(std::ptr::null_mut(), &mut cm, std::ptr::null_mut(), ps) } != 0 {
+            return -1;
+        }
+        // SAFETY: the id just made.
+        let cid = unsafe { cm_id(cm) };
+        cid.raw.qp_type = qp_type;
+        lock(&cid.shared.inner).qp_type = qp_type;
+        // SAFETY: the id just made, the caller's addrinfo, PD and attributes.
+        let made = unsafe {
+            if r.ai_flags & ffi::RAI_PASSIVE as c_int != 0 {
+                passive(cm, r, qp_type, pd, qp_init_attr)
+            } else {
+                active(cm, r, qp_type, pd, qp_init_attr)
+            }
+        };
+        if made != 0 {
+            let errno = crate::base::errno::last_errno();
+            // SAFETY: the id made above, not handed out.
+            unsafe { rdma_destroy_ep(cm) };
+            return fail(errno);
+        }
+        // SAFETY: the caller's writable pointer.
+        unsafe { id.write(cm) };
+        0
+    })
 }
 
 /// librdmacm's `ucma_passive_ep`.
@@ -160,4 +165,99 @@ pub unsafe fn request_qp(listen: *mut ffi::rdma_cm_id, new: *mut ffi::rdma_cm_id
     let pd = l.raw.pd;
     // SAFETY: the live new id, the listener's PD and a local copy of the attributes.
     unsafe { rdma_create_qp(new, pd, &mut attr) }
+}
+
+/// `rdma_destroy_ep`: the id's QP, then the id.
+///
+/// # Safety
+/// `id` is a live id of ours, destroyed once.
+pub unsafe extern "C" fn rdma_destroy_ep(id: *mut ffi::rdma_cm_id) {
+    boundary(Nothing, move || {
+        if id.is_null() {
+            return;
+        }
+        // SAFETY: the caller's live id.
+        unsafe {
+            crate::rdmacm::qp::rdma_destroy_qp(id);
+            rdma_destroy_srq(id);
+            crate::rdmacm::lifecycle::rdma_destroy_id(id);
+        }
+    })
+}
+
+/// `rdma_destroy_srq`: the id's SRQ, if it has one.
+///
+/// # Safety
+/// `id` is a live id of ours.
+pub unsafe extern "C" fn rdma_destroy_srq(id: *mut ffi::rdma_cm_id) {
+    boundary(Nothing, move || {
+        if id.is_null() {
+            return;
+        }
+        // SAFETY: the caller's live id.
+        let cid = unsafe { cm_id(id) };
+        if !cid.raw.srq.is_null() {
+            // SAFETY: the id's SRQ.
+            unsafe { crate::srq::ibv_destroy_srq(cid.raw.srq) };
+            cid.raw.srq = std::ptr::null_mut();
+        }
+    })
+}
+
+/// `rdma_get_request`: on a synchronous listener, waits for the next connect request and
+/// gives its id (holding the event in `id->event`).
+///
+/// # Safety
+/// `listen` is a live id of ours; `id` is valid for a write.
+pub unsafe extern "C" fn rdma_get_request(
+    listen: *mut ffi::rdma_cm_id,
+    id: *mut *mut ffi::rdma_cm_id,
+) -> c_int {
+    boundary(MinusOne, move || {
+        if listen.is_null() || id.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's live id.
+        let l = unsafe { cm_id(listen) };
+        if !lock(&l.shared.inner).sync {
+            return fail(libc::EINVAL);
+        }
+        if !l.raw.event.is_null() {
+            // SAFETY: the listener's own unacknowledged event.
+            unsafe { crate::rdmacm::event::rdma_ack_cm_event(l.raw.event) };
+            l.raw.event = std::ptr::null_mut();
+        }
+        let mut ev = std::ptr::null_mut();
+        // SAFETY: the listener's channel and a local out-pointer.
+        if unsafe { rdma_get_cm_event(l.raw.channel, &mut ev) } != 0 {
+            return -1;
+        }
+        // SAFETY: the event just received.
+        let (kind, status, new) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
+        let err = if kind == ffi::RDMA_CM_EVENT_REJECTED {
+            Some(libc::ECONNREFUSED)
+        } else if status != 0 {
+            Some(-status)
+        } else if kind != ffi::RDMA_CM_EVENT_CONNECT_REQUEST {
+            Some(libc::EINVAL)
+        } else {
+            None
+        };
+        if let Some(e) = err {
+            l.raw.event = ev;
+            return fail(e);
+        }
+        // SAFETY: the listener and the request's new id, both live.
+        if unsafe { request_qp(listen, new) } != 0 {
+            // As librdmacm: the event stays with the listener, acknowledged by its next call.
+            l.raw.event = ev;
+            return -1;
+        }
+        // SAFETY: the new id of the request, now the program's; and the caller's pointer.
+        unsafe {
+            (*new).event = ev;
+            id.write(new);
+        }
+        0
+    })
 }

@@ -7,25 +7,22 @@ use std::ffi::{c_char, c_int};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::ffi;
+use crate::base::boundary::{boundary, MinusOne, Null};
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::channel::{EventChannel, KEvent, UdData};
 use crate::rdmacm::cm::{cm, destroy_kernel};
 use crate::rdmacm::id::{cm_id, fail, CmId, Conn, IdShared, State};
 use crate::rdmacm::network::{Address, ConnData, Message};
 use crate::rdmacm::qp::{modify_err, modify_rtr, modify_rts};
 use crate::rdmacm::query::publish;
-use crate::state::lock;
 
 /// `IB_CM_REQ_PRIVATE_DATA_SIZE`.
 pub const REQ_PRIVATE_DATA: usize = 92;
 /// `IB_CM_REP_PRIVATE_DATA_SIZE`.
 pub const REP_PRIVATE_DATA: usize = 196;
-/// `IB_CM_REJ_PRIVATE_DATA_SIZE`.
-pub const REJ_PRIVATE_DATA: usize = 148;
 /// `IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE`.
 pub const SIDR_REQ_PRIVATE_DATA: usize = 216;
-/// `IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`.
-pub const SIDR_REP_PRIVATE_DATA: usize = 136;
 /// The rdma_cm header that starts the private data of a REQ or SIDR REQ in the TCP and
 /// UDP port spaces (`struct cma_hdr`); the program sees what follows it.
 pub const CMA_HDR: usize = 36;
@@ -115,31 +112,33 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut ffi::rdma_event_channel,
     event: *mut *mut ffi::rdma_cm_event,
 ) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    if event.is_null() || channel.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live channel.
-    let ch = unsafe { EventChannel::of(channel) };
-    loop {
-        let q = match ch.shared.pop() {
-            Ok(q) => q,
-            Err(e) => return fail(e.raw_os_error().unwrap_or(libc::EIO)),
+    boundary(MinusOne, move || {
+        let c = match cm() {
+            Ok(c) => c,
+            Err(e) => return fail(e),
         };
-        let Some(owner) = c.id(q.id.id) else {
-            continue;
-        };
-        let Some(ev) = process(c, channel, owner, q.event) else {
-            continue;
-        };
-        let p = Box::into_raw(ev);
-        // SAFETY: the caller's writable pointer; `p` is the event just leaked.
-        unsafe { event.write(std::ptr::addr_of_mut!((*p).raw)) };
-        return 0;
-    }
+        if event.is_null() || channel.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's live channel.
+        let ch = unsafe { EventChannel::of(channel) };
+        loop {
+            let q = match ch.shared.pop() {
+                Ok(q) => q,
+                Err(e) => return fail(e.raw_os_error().unwrap_or(libc::EIO)),
+            };
+            let Some(owner) = c.id(q.id.id) else {
+                continue;
+            };
+            let Some(ev) = process(c, channel, owner, q.event) else {
+                continue;
+            };
+            let p = Box::into_raw(ev);
+            // SAFETY: the caller's writable pointer; `p` is the event just leaked.
+            unsafe { event.write(std::ptr::addr_of_mut!((*p).raw)) };
+            return 0;
+        }
+    })
 }
 
 /// Turns a queued event of `owner` into the program's event, or None when librdmacm
@@ -327,7 +326,7 @@ fn take_request(
         let shared = Arc::clone(&new.shared);
         let mut n = lock(&shared.inner);
         let published = publish(new, &mut n).is_ok();
-        published && (!sync || crate::rdmacm::lifecycle::make_sync(new, &mut n).is_ok())
+        published && (!sync || crate::rdmacm::channels::make_sync(new, &mut n).is_ok())
     };
     if !ok {
         destroy_kernel(c, &new.shared);
@@ -346,45 +345,49 @@ fn take_request(
 /// # Safety
 /// `event` is NULL or an unacknowledged event from `rdma_get_cm_event`.
 pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut ffi::rdma_cm_event) -> c_int {
-    if event.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: every event we hand out is the first field of a leaked CmEvent.
-    let ev = unsafe { Box::from_raw(event.cast::<CmEvent>()) };
-    let mut g = lock(&ev.owner.inner);
-    g.acked += 1;
-    if let Some(mc) = ev.mc {
-        if let Some(m) = g.multicast.iter_mut().find(|m| m.handle == mc) {
-            m.acked += 1;
+    boundary(MinusOne, move || {
+        if event.is_null() {
+            return fail(libc::EINVAL);
         }
-    }
-    drop(g);
-    ev.owner.acked.notify_all();
-    0
+        // SAFETY: every event we hand out is the first field of a leaked CmEvent.
+        let ev = unsafe { Box::from_raw(event.cast::<CmEvent>()) };
+        let mut g = lock(&ev.owner.inner);
+        g.acked += 1;
+        if let Some(mc) = ev.mc {
+            if let Some(m) = g.multicast.iter_mut().find(|m| m.handle == mc) {
+                m.acked += 1;
+            }
+        }
+        drop(g);
+        ev.owner.acked.notify_all();
+        0
+    })
 }
 
 /// `rdma_event_str`.
 pub extern "C" fn rdma_event_str(event: ffi::rdma_cm_event_type) -> *const c_char {
-    let s: &'static std::ffi::CStr = match event {
-        ffi::RDMA_CM_EVENT_ADDR_RESOLVED => c"RDMA_CM_EVENT_ADDR_RESOLVED",
-        ffi::RDMA_CM_EVENT_ADDR_ERROR => c"RDMA_CM_EVENT_ADDR_ERROR",
-        ffi::RDMA_CM_EVENT_ROUTE_RESOLVED => c"RDMA_CM_EVENT_ROUTE_RESOLVED",
-        ffi::RDMA_CM_EVENT_ROUTE_ERROR => c"RDMA_CM_EVENT_ROUTE_ERROR",
-        ffi::RDMA_CM_EVENT_CONNECT_REQUEST => c"RDMA_CM_EVENT_CONNECT_REQUEST",
-        ffi::RDMA_CM_EVENT_CONNECT_RESPONSE => c"RDMA_CM_EVENT_CONNECT_RESPONSE",
-        ffi::RDMA_CM_EVENT_CONNECT_ERROR => c"RDMA_CM_EVENT_CONNECT_ERROR",
-        ffi::RDMA_CM_EVENT_UNREACHABLE => c"RDMA_CM_EVENT_UNREACHABLE",
-        ffi::RDMA_CM_EVENT_REJECTED => c"RDMA_CM_EVENT_REJECTED",
-        ffi::RDMA_CM_EVENT_ESTABLISHED => c"RDMA_CM_EVENT_ESTABLISHED",
-        ffi::RDMA_CM_EVENT_DISCONNECTED => c"RDMA_CM_EVENT_DISCONNECTED",
-        ffi::RDMA_CM_EVENT_DEVICE_REMOVAL => c"RDMA_CM_EVENT_DEVICE_REMOVAL",
-        ffi::RDMA_CM_EVENT_MULTICAST_JOIN => c"RDMA_CM_EVENT_MULTICAST_JOIN",
-        ffi::RDMA_CM_EVENT_MULTICAST_ERROR => c"RDMA_CM_EVENT_MULTICAST_ERROR",
-        ffi::RDMA_CM_EVENT_ADDR_CHANGE => c"RDMA_CM_EVENT_ADDR_CHANGE",
-        ffi::RDMA_CM_EVENT_TIMEWAIT_EXIT => c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
-        _ => c"UNKNOWN EVENT",
-    };
-    s.as_ptr()
+    boundary(Null, move || {
+        let s: &'static std::ffi::CStr = match event {
+            ffi::RDMA_CM_EVENT_ADDR_RESOLVED => c"RDMA_CM_EVENT_ADDR_RESOLVED",
+            ffi::RDMA_CM_EVENT_ADDR_ERROR => c"RDMA_CM_EVENT_ADDR_ERROR",
+            ffi::RDMA_CM_EVENT_ROUTE_RESOLVED => c"RDMA_CM_EVENT_ROUTE_RESOLVED",
+            ffi::RDMA_CM_EVENT_ROUTE_ERROR => c"RDMA_CM_EVENT_ROUTE_ERROR",
+            ffi::RDMA_CM_EVENT_CONNECT_REQUEST => c"RDMA_CM_EVENT_CONNECT_REQUEST",
+            ffi::RDMA_CM_EVENT_CONNECT_RESPONSE => c"RDMA_CM_EVENT_CONNECT_RESPONSE",
+            ffi::RDMA_CM_EVENT_CONNECT_ERROR => c"RDMA_CM_EVENT_CONNECT_ERROR",
+            ffi::RDMA_CM_EVENT_UNREACHABLE => c"RDMA_CM_EVENT_UNREACHABLE",
+            ffi::RDMA_CM_EVENT_REJECTED => c"RDMA_CM_EVENT_REJECTED",
+            ffi::RDMA_CM_EVENT_ESTABLISHED => c"RDMA_CM_EVENT_ESTABLISHED",
+            ffi::RDMA_CM_EVENT_DISCONNECTED => c"RDMA_CM_EVENT_DISCONNECTED",
+            ffi::RDMA_CM_EVENT_DEVICE_REMOVAL => c"RDMA_CM_EVENT_DEVICE_REMOVAL",
+            ffi::RDMA_CM_EVENT_MULTICAST_JOIN => c"RDMA_CM_EVENT_MULTICAST_JOIN",
+            ffi::RDMA_CM_EVENT_MULTICAST_ERROR => c"RDMA_CM_EVENT_MULTICAST_ERROR",
+            ffi::RDMA_CM_EVENT_ADDR_CHANGE => c"RDMA_CM_EVENT_ADDR_CHANGE",
+            ffi::RDMA_CM_EVENT_TIMEWAIT_EXIT => c"RDMA_CM_EVENT_TIMEWAIT_EXIT",
+            _ => c"UNKNOWN EVENT",
+        };
+        s.as_ptr()
+    })
 }
 
 /// librdmacm's `ucma_complete`: an id made without a channel waits for the event of the

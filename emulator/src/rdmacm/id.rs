@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::ffi;
+use crate::base::ffi;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::ChannelShared;
 use crate::rdmacm::network::Endpoint;
@@ -267,25 +267,9 @@ pub unsafe fn cm_id<'a>(id: *mut ffi::rdma_cm_id) -> &'a mut CmId {
     unsafe { &mut *id.cast::<CmId>() }
 }
 
-/// What a librdmacm call on `id` starts with: the connection manager (ENODEV without a
-/// device) and the id (EINVAL for a NULL one), or the errno to [`fail`] with.
-///
-/// # Safety
-/// `id` is NULL or a live id of ours.
-pub unsafe fn cm_and_id<'a>(
-    id: *mut ffi::rdma_cm_id,
-) -> Result<(&'static crate::rdmacm::cm::Cm, &'a mut CmId), c_int> {
-    let c = crate::rdmacm::cm::cm()?;
-    if id.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: a live id of ours, as the caller promises.
-    Ok((c, unsafe { cm_id(id) }))
-}
-
 /// The librdmacm return of a failure: -1 with errno.
 pub fn fail(errno: c_int) -> c_int {
-    crate::objects::set_errno(errno);
+    crate::base::errno::set_errno(errno);
     -1
 }
 

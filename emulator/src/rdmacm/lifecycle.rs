@@ -1,46 +1,20 @@
-//! Event channels and ids come and go: `rdma_create_event_channel`,
-//! `rdma_destroy_event_channel`, `rdma_create_id`, `rdma_destroy_id`, `rdma_migrate_id`.
+//! Ids come and go: `rdma_create_id`, `rdma_destroy_id`, `rdma_migrate_id`.
 
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 use std::sync::Arc;
 
-use crate::ffi;
+use crate::base::boundary::{boundary, MinusOne};
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::channel::EventChannel;
+use crate::rdmacm::channels::{rdma_destroy_event_channel, NonNullChannel};
+use crate::rdmacm::cm::cm_and_id;
 use crate::rdmacm::cm::{cm, destroy_kernel};
 use crate::rdmacm::event::rdma_ack_cm_event;
-use crate::rdmacm::id::{cm_and_id, cm_id, fail, CmId, IdInner};
+use crate::rdmacm::id::{cm_id, fail, CmId};
 use crate::rdmacm::query::free_path;
-use crate::state::lock;
 
-/// `rdma_create_event_channel`: a channel whose `fd` is a real descriptor.
-pub extern "C" fn rdma_create_event_channel() -> *mut ffi::rdma_event_channel {
-    if let Err(e) = cm() {
-        crate::objects::set_errno(e);
-        return null_mut();
-    }
-    match EventChannel::boxed() {
-        Ok(b) => Box::into_raw(b).cast(),
-        Err(e) => {
-            crate::objects::set_errno(e.raw_os_error().unwrap_or(libc::EMFILE));
-            null_mut()
-        }
-    }
-}
-
-/// `rdma_destroy_event_channel`: closes the descriptor. Ids still on it keep their
-/// events (the man page asks for every id to be destroyed first).
-///
-/// # Safety
-/// `channel` is NULL or a live channel of ours, destroyed once.
-pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut ffi::rdma_event_channel) {
-    if !channel.is_null() {
-        // SAFETY: every channel we hand out is a leaked EventChannel box.
-        drop(unsafe { Box::from_raw(channel.cast::<EventChannel>()) });
-    }
-}
-
-/// The QP type of a port space (the kernel's `ucma_get_qp_type`); None for an unknown one.
 fn qp_type_of(ps: u32) -> Option<u32> {
     match ps {
         ffi::RDMA_PS_TCP | ffi::RDMA_PS_IB => Some(ffi::IBV_QPT_RC),
@@ -60,67 +34,41 @@ pub unsafe extern "C" fn rdma_create_id(
     context: *mut c_void,
     ps: ffi::rdma_port_space,
 ) -> c_int {
-    let c = match cm() {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    let Some(qp_type) = qp_type_of(ps) else {
-        return fail(libc::EINVAL);
-    };
-    let (shared, chan, sync) = if channel.is_null() {
-        let Some(own) = NonNullChannel::new() else {
-            return -1;
+    boundary(MinusOne, move || {
+        let c = match cm() {
+            Ok(c) => c,
+            Err(e) => return fail(e),
         };
-        (Arc::clone(&own.shared()), own.0, true)
-    } else {
-        // SAFETY: the caller's live channel.
-        (
-            Arc::clone(&unsafe { EventChannel::of(channel) }.shared),
-            channel,
-            false,
-        )
-    };
-    let p = c.new_id(ps, qp_type, shared, chan, sync, context);
-    // SAFETY: `p` was just made.
-    let cid = unsafe { &*p };
-    if matches!(ps, ffi::RDMA_PS_UDP | ffi::RDMA_PS_IB) {
-        // cma.c `cma_set_qkey`.
-        lock(&cid.shared.inner).qkey = ffi::RDMA_UDP_QKEY;
-    }
-    // SAFETY: the caller's writable pointer.
-    unsafe { id.write(p.cast()) };
-    0
-}
-
-/// A channel an id owns (made for a synchronous id).
-struct NonNullChannel(*mut ffi::rdma_event_channel);
-
-impl NonNullChannel {
-    fn new() -> Option<Self> {
-        let p = rdma_create_event_channel();
-        (!p.is_null()).then_some(NonNullChannel(p))
-    }
-
-    fn shared(&self) -> Arc<crate::rdmacm::channel::ChannelShared> {
-        // SAFETY: a live channel just made.
-        Arc::clone(&unsafe { EventChannel::of(self.0) }.shared)
-    }
-}
-
-/// Gives a passive id of a synchronous listener its own channel (librdmacm's
-/// `rdma_migrate_id(id, NULL)` in `ucma_process_conn_req`).
-///
-/// # Errors
-/// The errno of making the channel.
-pub fn make_sync(cid: &mut CmId, g: &mut IdInner) -> Result<(), c_int> {
-    let own = NonNullChannel::new().ok_or_else(crate::rdmacm::last_errno)?;
-    g.channel = own.shared();
-    g.sync = true;
-    cid.raw.channel = own.0;
-    Ok(())
+        if id.is_null() {
+            return fail(libc::EINVAL);
+        }
+        let Some(qp_type) = qp_type_of(ps) else {
+            return fail(libc::EINVAL);
+        };
+        let (shared, chan, sync) = if channel.is_null() {
+            let Some(own) = NonNullChannel::new() else {
+                return -1;
+            };
+            (Arc::clone(&own.shared()), own.0, true)
+        } else {
+            // SAFETY: the caller's live channel.
+            (
+                Arc::clone(&unsafe { EventChannel::of(channel) }.shared),
+                channel,
+                false,
+            )
+        };
+        let p = c.new_id(ps, qp_type, shared, chan, sync, context);
+        // SAFETY: `p` was just made.
+        let cid = unsafe { &*p };
+        if matches!(ps, ffi::RDMA_PS_UDP | ffi::RDMA_PS_IB) {
+            // cma.c `cma_set_qkey`.
+            lock(&cid.shared.inner).qkey = ffi::RDMA_UDP_QKEY;
+        }
+        // SAFETY: the caller's writable pointer.
+        unsafe { id.write(p.cast()) };
+        0
+    })
 }
 
 /// `rdma_destroy_id`: the connection's farewell message, its port and listen given up,
@@ -130,27 +78,29 @@ pub fn make_sync(cid: &mut CmId, g: &mut IdInner) -> Result<(), c_int> {
 /// # Safety
 /// `id` is a live id of ours, destroyed once, after its QP (`rdma_destroy_qp`).
 pub unsafe extern "C" fn rdma_destroy_id(id: *mut ffi::rdma_cm_id) -> c_int {
-    // SAFETY: the caller's live id.
-    let (c, cid) = match unsafe { cm_and_id(id) } {
-        Ok(x) => x,
-        Err(e) => return fail(e),
-    };
-    destroy_kernel(c, &cid.shared);
-    if !cid.raw.event.is_null() {
-        // SAFETY: the id's own unacknowledged event.
-        unsafe { rdma_ack_cm_event(cid.raw.event) };
-        cid.raw.event = null_mut();
-    }
-    let sync = cid.shared.wait_all_acked(lock(&cid.shared.inner)).sync;
-    free_path(cid);
-    if sync {
-        // SAFETY: a synchronous id's channel is its own, made in rdma_create_id or
-        // make_sync.
-        unsafe { rdma_destroy_event_channel(cid.raw.channel) };
-    }
-    // SAFETY: every id we hand out is a leaked CmId box; this is its end.
-    drop(unsafe { Box::from_raw(id.cast::<CmId>()) });
-    0
+    boundary(MinusOne, move || {
+        // SAFETY: the caller's live id.
+        let (c, cid) = match unsafe { cm_and_id(id) } {
+            Ok(x) => x,
+            Err(e) => return fail(e),
+        };
+        destroy_kernel(c, &cid.shared);
+        if !cid.raw.event.is_null() {
+            // SAFETY: the id's own unacknowledged event.
+            unsafe { rdma_ack_cm_event(cid.raw.event) };
+            cid.raw.event = null_mut();
+        }
+        let sync = cid.shared.wait_all_acked(lock(&cid.shared.inner)).sync;
+        free_path(cid);
+        if sync {
+            // SAFETY: a synchronous id's channel is its own, made in rdma_create_id or
+            // make_sync.
+            unsafe { rdma_destroy_event_channel(cid.raw.channel) };
+        }
+        // SAFETY: every id we hand out is a leaked CmId box; this is its end.
+        drop(unsafe { Box::from_raw(id.cast::<CmId>()) });
+        0
+    })
 }
 
 /// `rdma_migrate_id`: moves the id (and its queued events) to `channel`, or with NULL to a
@@ -162,45 +112,47 @@ pub unsafe extern "C" fn rdma_migrate_id(
     id: *mut ffi::rdma_cm_id,
     channel: *mut ffi::rdma_event_channel,
 ) -> c_int {
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
-    let was_sync = lock(&cid.shared.inner).sync;
-    if was_sync && channel.is_null() {
-        return fail(libc::EINVAL);
-    }
-    let (target, sync) = if channel.is_null() {
-        match NonNullChannel::new() {
-            Some(own) => (own.0, true),
-            None => return -1,
+    boundary(MinusOne, move || {
+        if id.is_null() {
+            return fail(libc::EINVAL);
         }
-    } else {
-        (channel, false)
-    };
-    // SAFETY: a live channel (the caller's, or the one just made).
-    let new_shared = Arc::clone(&unsafe { EventChannel::of(target) }.shared);
-    if was_sync && !cid.raw.event.is_null() {
-        // SAFETY: the id's own unacknowledged event.
-        unsafe { rdma_ack_cm_event(cid.raw.event) };
-        cid.raw.event = null_mut();
-    }
-    let old = {
-        let mut g = lock(&cid.shared.inner);
-        let moved = g.channel.take_events_of(cid.shared.endpoint);
-        for q in moved {
-            new_shared.push(q);
+        // SAFETY: the caller's live id.
+        let cid = unsafe { cm_id(id) };
+        let was_sync = lock(&cid.shared.inner).sync;
+        if was_sync && channel.is_null() {
+            return fail(libc::EINVAL);
         }
-        g.channel = Arc::clone(&new_shared);
-        g.sync = sync;
-        drop(cid.shared.wait_all_acked(g));
-        cid.raw.channel
-    };
-    cid.raw.channel = target;
-    if was_sync {
-        // SAFETY: the id's own former channel.
-        unsafe { rdma_destroy_event_channel(old) };
-    }
-    0
+        let (target, sync) = if channel.is_null() {
+            match NonNullChannel::new() {
+                Some(own) => (own.0, true),
+                None => return -1,
+            }
+        } else {
+            (channel, false)
+        };
+        // SAFETY: a live channel (the caller's, or the one just made).
+        let new_shared = Arc::clone(&unsafe { EventChannel::of(target) }.shared);
+        if was_sync && !cid.raw.event.is_null() {
+            // SAFETY: the id's own unacknowledged event.
+            unsafe { rdma_ack_cm_event(cid.raw.event) };
+            cid.raw.event = null_mut();
+        }
+        let old = {
+            let mut g = lock(&cid.shared.inner);
+            let moved = g.channel.take_events_of(cid.shared.endpoint);
+            for q in moved {
+                new_shared.push(q);
+            }
+            g.channel = Arc::clone(&new_shared);
+            g.sync = sync;
+            drop(cid.shared.wait_all_acked(g));
+            cid.raw.channel
+        };
+        cid.raw.channel = target;
+        if was_sync {
+            // SAFETY: the id's own former channel.
+            unsafe { rdma_destroy_event_channel(old) };
+        }
+        0
+    })
 }

@@ -7,13 +7,14 @@
 use std::ffi::{c_int, c_void};
 use std::net::SocketAddr;
 
-use crate::ffi;
+use crate::base::boundary::{boundary, MinusOne};
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::addr;
 use crate::rdmacm::channel::{KEvent, UdData};
 use crate::rdmacm::cm::post;
 use crate::rdmacm::id::{cm_id, fail, Multicast, State};
 use crate::rdmacm::route;
-use crate::state::lock;
 
 /// The kernel's `ENOTSUPP` (not a userspace errno), what a RoCE v2 join of an IPv6 group
 /// fails with.
@@ -86,14 +87,16 @@ pub unsafe extern "C" fn rdma_join_multicast(
     sa: *mut libc::sockaddr,
     context: *mut c_void,
 ) -> c_int {
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's socket address.
-    match unsafe { addr::read(sa) } {
-        Ok(Some(a)) => join(id, a, ffi::RDMA_MC_JOIN_FLAG_FULLMEMBER, context),
-        _ => fail(libc::EINVAL),
-    }
+    boundary(MinusOne, move || {
+        if id.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's socket address.
+        match unsafe { addr::read(sa) } {
+            Ok(Some(a)) => join(id, a, ffi::RDMA_MC_JOIN_FLAG_FULLMEMBER, context),
+            _ => fail(libc::EINVAL),
+        }
+    })
 }
 
 /// `rdma_join_multicast_ex`: as `rdma_join_multicast`, with the join flags (a send-only
@@ -106,27 +109,29 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
     mc_join_attr: *mut ffi::rdma_cm_join_mc_attr_ex,
     context: *mut c_void,
 ) -> c_int {
-    if id.is_null() || mc_join_attr.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's valid attributes.
-    let m = unsafe { &*mc_join_attr };
-    if m.comp_mask >= ffi::RDMA_CM_JOIN_MC_ATTR_RESERVED {
-        return fail(libc::ENOTSUP);
-    }
-    if m.comp_mask & ffi::RDMA_CM_JOIN_MC_ATTR_ADDRESS == 0 {
-        return fail(libc::EINVAL);
-    }
-    if m.comp_mask & ffi::RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS == 0
-        || m.join_flags >= ffi::RDMA_MC_JOIN_FLAG_RESERVED
-    {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's socket address.
-    match unsafe { addr::read(m.addr.cast()) } {
-        Ok(Some(a)) => join(id, a, m.join_flags, context),
-        _ => fail(libc::EINVAL),
-    }
+    boundary(MinusOne, move || {
+        if id.is_null() || mc_join_attr.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's valid attributes.
+        let m = unsafe { &*mc_join_attr };
+        if m.comp_mask >= ffi::RDMA_CM_JOIN_MC_ATTR_RESERVED {
+            return fail(libc::ENOTSUP);
+        }
+        if m.comp_mask & ffi::RDMA_CM_JOIN_MC_ATTR_ADDRESS == 0 {
+            return fail(libc::EINVAL);
+        }
+        if m.comp_mask & ffi::RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS == 0
+            || m.join_flags >= ffi::RDMA_MC_JOIN_FLAG_RESERVED
+        {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's socket address.
+        match unsafe { addr::read(m.addr.cast()) } {
+            Ok(Some(a)) => join(id, a, m.join_flags, context),
+            _ => fail(libc::EINVAL),
+        }
+    })
 }
 
 /// `rdma_leave_multicast`: detaches the id's QP, forgets the group and waits until its
@@ -138,42 +143,44 @@ pub unsafe extern "C" fn rdma_leave_multicast(
     id: *mut ffi::rdma_cm_id,
     sa: *mut libc::sockaddr,
 ) -> c_int {
-    if id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's socket address.
-    let Ok(Some(a)) = (unsafe { addr::read(sa) }) else {
-        return fail(libc::EINVAL);
-    };
-    let bytes = addr::bytes_of(&a);
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
-    let mut g = lock(&cid.shared.inner);
-    let Some(i) = g.multicast.iter().position(|m| m.addr == bytes) else {
-        return fail(libc::EADDRNOTAVAIL);
-    };
-    let m = g.multicast[i].clone();
-    if !cid.raw.qp.is_null() && m.join_flags != ffi::RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER {
-        let gid = ffi::ibv_gid { raw: m.mgid };
-        // SAFETY: the id's live QP; a group it may or may not be attached to (a detach of
-        // a group never attached fails harmlessly, as in librdmacm).
-        unsafe { crate::resources::ibv_detach_mcast(cid.raw.qp, &gid, 0) };
-    }
-    // Events of the join not yet retrieved are dropped with it.
-    let ep = cid.shared.endpoint;
-    g.channel.take_where(|q| {
-        q.id == ep && matches!(q.event, KEvent::MulticastJoin { mc, .. } if mc == m.handle)
-    });
-    while let Some(cur) = g.multicast.iter().find(|x| x.handle == m.handle) {
-        if cur.acked >= cur.reported {
-            break;
+    boundary(MinusOne, move || {
+        if id.is_null() {
+            return fail(libc::EINVAL);
         }
-        g = cid
-            .shared
-            .acked
-            .wait(g)
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-    }
-    g.multicast.retain(|x| x.handle != m.handle);
-    0
+        // SAFETY: the caller's socket address.
+        let Ok(Some(a)) = (unsafe { addr::read(sa) }) else {
+            return fail(libc::EINVAL);
+        };
+        let bytes = addr::bytes_of(&a);
+        // SAFETY: the caller's live id.
+        let cid = unsafe { cm_id(id) };
+        let mut g = lock(&cid.shared.inner);
+        let Some(i) = g.multicast.iter().position(|m| m.addr == bytes) else {
+            return fail(libc::EADDRNOTAVAIL);
+        };
+        let m = g.multicast[i].clone();
+        if !cid.raw.qp.is_null() && m.join_flags != ffi::RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER {
+            let gid = ffi::ibv_gid { raw: m.mgid };
+            // SAFETY: the id's live QP; a group it may or may not be attached to (a detach of
+            // a group never attached fails harmlessly, as in librdmacm).
+            unsafe { crate::resources::ibv_detach_mcast(cid.raw.qp, &gid, 0) };
+        }
+        // Events of the join not yet retrieved are dropped with it.
+        let ep = cid.shared.endpoint;
+        g.channel.take_where(|q| {
+            q.id == ep && matches!(q.event, KEvent::MulticastJoin { mc, .. } if mc == m.handle)
+        });
+        while let Some(cur) = g.multicast.iter().find(|x| x.handle == m.handle) {
+            if cur.acked >= cur.reported {
+                break;
+            }
+            g = cid
+                .shared
+                .acked
+                .wait(g)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        g.multicast.retain(|x| x.handle != m.handle);
+        0
+    })
 }

@@ -15,7 +15,12 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 
-use crate::state::lock;
+use crate::base::sync::lock;
+
+/// `IB_CM_REJ_PRIVATE_DATA_SIZE`.
+pub const REJ_PRIVATE_DATA: usize = 148;
+/// `IB_CM_SIDR_REP_PRIVATE_DATA_SIZE`.
+pub const SIDR_REP_PRIVATE_DATA: usize = 136;
 
 /// An id of the connection manager, on a host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -257,13 +262,13 @@ impl Shared {
         let answer = match msg {
             Message::Req { .. } => Message::Rej {
                 reason: REJ_INVALID_SERVICE_ID,
-                private_data: vec![0; crate::rdmacm::event::REJ_PRIVATE_DATA],
+                private_data: vec![0; REJ_PRIVATE_DATA],
             },
             Message::SidrReq { .. } => Message::SidrRep {
                 status: SIDR_UNSUPPORTED,
                 qpn: 0,
                 qkey: 0,
-                private_data: vec![0; crate::rdmacm::event::SIDR_REP_PRIVATE_DATA],
+                private_data: vec![0; SIDR_REP_PRIVATE_DATA],
             },
             Message::Dreq => Message::Drep,
             _ => return,

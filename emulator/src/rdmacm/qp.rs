@@ -6,14 +6,15 @@
 use std::ffi::c_int;
 use std::ptr::null_mut;
 
-use crate::ffi;
+use crate::base::boundary::{boundary, MinusOne, Nothing};
+use crate::base::ffi;
+use crate::base::sync::lock;
 use crate::rdmacm::id::{cm_id, fail, CmId, Conn, IdInner};
 use crate::rdmacm::route;
 use crate::resources::{
     ibv_create_comp_channel, ibv_create_cq, ibv_destroy_comp_channel, ibv_destroy_cq,
     ibv_destroy_qp, ibv_modify_qp,
 };
-use crate::state::lock;
 
 /// The attributes (and mask) that take an id's QP to `state`.
 ///
@@ -184,23 +185,25 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ffi::ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    if id.is_null() || qp_attr.is_null() || qp_attr_mask.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id and attribute.
-    let (cid, state) = unsafe { (cm_id(id), (*qp_attr).qp_state) };
-    let g = lock(&cid.shared.inner);
-    match init_attr(&g, state) {
-        Ok((a, m)) => {
-            // SAFETY: the caller's writable attribute and mask.
-            unsafe {
-                qp_attr.write(a);
-                qp_attr_mask.write(m);
-            }
-            0
+    boundary(MinusOne, move || {
+        if id.is_null() || qp_attr.is_null() || qp_attr_mask.is_null() {
+            return fail(libc::EINVAL);
         }
-        Err(e) => fail(e),
-    }
+        // SAFETY: the caller's live id and attribute.
+        let (cid, state) = unsafe { (cm_id(id), (*qp_attr).qp_state) };
+        let g = lock(&cid.shared.inner);
+        match init_attr(&g, state) {
+            Ok((a, m)) => {
+                // SAFETY: the caller's writable attribute and mask.
+                unsafe {
+                    qp_attr.write(a);
+                    qp_attr_mask.write(m);
+                }
+                0
+            }
+            Err(e) => fail(e),
+        }
+    })
 }
 
 /// librdmacm's `ucma_destroy_cqs`.
@@ -233,13 +236,13 @@ fn create_cqs(raw: &mut ffi::rdma_cm_id, send: u32, recv: u32) -> Result<(), c_i
         // SAFETY: `ctx` is the id's live context.
         let ch = unsafe { ibv_create_comp_channel(ctx) };
         if ch.is_null() {
-            return Err(crate::rdmacm::last_errno());
+            return Err(crate::base::errno::last_errno());
         }
         let cqe = c_int::try_from(size).unwrap_or(c_int::MAX);
         // SAFETY: as above, with the channel just made.
         let cq = unsafe { ibv_create_cq(ctx, cqe, ctx_arg, ch, 0) };
         if cq.is_null() {
-            let e = crate::rdmacm::last_errno();
+            let e = crate::base::errno::last_errno();
             // SAFETY: the channel just made, unused.
             unsafe { ibv_destroy_comp_channel(ch) };
             return Err(e);
@@ -301,15 +304,17 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut ffi::rdma_cm_id,
     attr: *mut ffi::ibv_qp_init_attr_ex,
 ) -> c_int {
-    if id.is_null() || attr.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id and attributes.
-    let (cid, a) = unsafe { (cm_id(id), &mut *attr) };
-    match create_qp_ex(cid, a) {
-        Ok(()) => 0,
-        Err(e) => fail(e),
-    }
+    boundary(MinusOne, move || {
+        if id.is_null() || attr.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's live id and attributes.
+        let (cid, a) = unsafe { (cm_id(id), &mut *attr) };
+        match create_qp_ex(cid, a) {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
 }
 
 fn create_qp_ex(cid: &mut CmId, a: &mut ffi::ibv_qp_init_attr_ex) -> Result<(), c_int> {
@@ -354,7 +359,7 @@ fn create_qp_ex(cid: &mut CmId, a: &mut ffi::ibv_qp_init_attr_ex) -> Result<(), 
     // SAFETY: the id's live context and the program's attributes.
     let qp = unsafe { crate::qp_ex::create_qp_ex(raw.verbs, a) };
     if qp.is_null() {
-        let e = crate::rdmacm::last_errno();
+        let e = crate::base::errno::last_errno();
         destroy_cqs(raw);
         return Err(e);
     }
@@ -387,32 +392,34 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ffi::ibv_pd,
     qp_init_attr: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
-    if id.is_null() || qp_init_attr.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's valid attributes and live id.
-    let (i, cid) = unsafe { (&mut *qp_init_attr, cm_id(id)) };
-    let mut ex = ffi::ibv_qp_init_attr_ex {
-        qp_context: i.qp_context,
-        send_cq: i.send_cq,
-        recv_cq: i.recv_cq,
-        srq: i.srq,
-        cap: i.cap,
-        qp_type: i.qp_type,
-        sq_sig_all: i.sq_sig_all,
-        comp_mask: ffi::IBV_QP_INIT_ATTR_PD,
-        pd: if pd.is_null() { cid.raw.pd } else { pd },
-        ..ffi::ibv_qp_init_attr_ex::default()
-    };
-    let r = create_qp_ex(cid, &mut ex);
-    i.send_cq = ex.send_cq;
-    i.recv_cq = ex.recv_cq;
-    i.srq = ex.srq;
-    i.cap = ex.cap;
-    match r {
-        Ok(()) => 0,
-        Err(e) => fail(e),
-    }
+    boundary(MinusOne, move || {
+        if id.is_null() || qp_init_attr.is_null() {
+            return fail(libc::EINVAL);
+        }
+        // SAFETY: the caller's valid attributes and live id.
+        let (i, cid) = unsafe { (&mut *qp_init_attr, cm_id(id)) };
+        let mut ex = ffi::ibv_qp_init_attr_ex {
+            qp_context: i.qp_context,
+            send_cq: i.send_cq,
+            recv_cq: i.recv_cq,
+            srq: i.srq,
+            cap: i.cap,
+            qp_type: i.qp_type,
+            sq_sig_all: i.sq_sig_all,
+            comp_mask: ffi::IBV_QP_INIT_ATTR_PD,
+            pd: if pd.is_null() { cid.raw.pd } else { pd },
+            ..ffi::ibv_qp_init_attr_ex::default()
+        };
+        let r = create_qp_ex(cid, &mut ex);
+        i.send_cq = ex.send_cq;
+        i.recv_cq = ex.recv_cq;
+        i.srq = ex.srq;
+        i.cap = ex.cap;
+        match r {
+            Ok(()) => 0,
+            Err(e) => fail(e),
+        }
+    })
 }
 
 /// `rdma_destroy_qp`: the id's QP, and the CQs made for it.
@@ -420,17 +427,19 @@ pub unsafe extern "C" fn rdma_create_qp(
 /// # Safety
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut ffi::rdma_cm_id) {
-    if id.is_null() {
-        return;
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
-    if !cid.raw.qp.is_null() {
-        // SAFETY: the id's QP, made by rdma_create_qp.
-        unsafe { ibv_destroy_qp(cid.raw.qp) };
-        cid.raw.qp = null_mut();
-    }
-    destroy_cqs(&mut cid.raw);
+    boundary(Nothing, move || {
+        if id.is_null() {
+            return;
+        }
+        // SAFETY: the caller's live id.
+        let cid = unsafe { cm_id(id) };
+        if !cid.raw.qp.is_null() {
+            // SAFETY: the id's QP, made by rdma_create_qp.
+            unsafe { ibv_destroy_qp(cid.raw.qp) };
+            cid.raw.qp = null_mut();
+        }
+        destroy_cqs(&mut cid.raw);
+    })
 }
 
 #[cfg(test)]

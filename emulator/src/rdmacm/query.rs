@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 use std::net::{IpAddr, SocketAddr};
 
-use crate::ffi;
+use crate::base::ffi;
 use crate::rdmacm::addr;
 use crate::rdmacm::devices;
 use crate::rdmacm::id::{CmId, IdInner};

@@ -1,24 +1,24 @@
 //! The rest of librdmacm: rsockets (`rsocket`, `rsend` ... except `rpoll` and `rselect`,
 //! which poll ordinary descriptors as librdmacm's do), SRQs on ids, `rdma_notify` and ECE
 //! have no model: each fails with EOPNOTSUPP and says so once on stderr.
-//! `rdma_destroy_ep`, `rdma_destroy_srq` and `rdma_get_request` work on what the other
-//! calls (and [`super::endpoint`]) made.
+//! (`rdma_destroy_ep`, `rdma_destroy_srq` and `rdma_get_request`, which work on what the
+//! other calls made, are in [`super::endpoint`].)
 
 use std::ffi::{c_int, c_void};
 
-use crate::ffi;
-use crate::rdmacm::event::rdma_get_cm_event;
-use crate::rdmacm::id::{cm_id, fail};
+use crate::base::boundary::{boundary, MinusOne, WithErrno};
+use crate::base::ffi;
 use crate::refused::refuse;
-use crate::state::lock;
 
 macro_rules! refused {
     ($($(#[$doc:meta])* $name:ident($($arg:ident: $t:ty),*) -> $ret:ty = $err:expr;)*) => {$(
         $(#[$doc])*
         pub extern "C" fn $name($($arg: $t),*) -> $ret {
             $(let _ = $arg;)*
+            boundary(WithErrno($err), || {
             refuse(stringify!($name));
             $err
+            })
         }
     )*};
 }
@@ -96,8 +96,10 @@ pub unsafe extern "C" fn rpoll(
     nfds: libc::nfds_t,
     timeout: c_int,
 ) -> c_int {
-    // SAFETY: forwards the caller's array.
-    unsafe { libc::poll(fds, nfds, timeout) }
+    boundary(MinusOne, move || {
+        // SAFETY: forwards the caller's array.
+        unsafe { libc::poll(fds, nfds, timeout) }
+    })
 }
 
 /// `rselect`: `select` on ordinary descriptors.
@@ -111,95 +113,8 @@ pub unsafe extern "C" fn rselect(
     exceptfds: *mut libc::fd_set,
     timeout: *mut libc::timeval,
 ) -> c_int {
-    // SAFETY: forwards the caller's sets.
-    unsafe { libc::select(nfds, readfds, writefds, exceptfds, timeout) }
-}
-
-/// `rdma_destroy_ep`: the id's QP, then the id.
-///
-/// # Safety
-/// `id` is a live id of ours, destroyed once.
-pub unsafe extern "C" fn rdma_destroy_ep(id: *mut ffi::rdma_cm_id) {
-    if id.is_null() {
-        return;
-    }
-    // SAFETY: the caller's live id.
-    unsafe {
-        crate::rdmacm::qp::rdma_destroy_qp(id);
-        rdma_destroy_srq(id);
-        crate::rdmacm::lifecycle::rdma_destroy_id(id);
-    }
-}
-
-/// `rdma_destroy_srq`: the id's SRQ, if it has one.
-///
-/// # Safety
-/// `id` is a live id of ours.
-pub unsafe extern "C" fn rdma_destroy_srq(id: *mut ffi::rdma_cm_id) {
-    if id.is_null() {
-        return;
-    }
-    // SAFETY: the caller's live id.
-    let cid = unsafe { cm_id(id) };
-    if !cid.raw.srq.is_null() {
-        // SAFETY: the id's SRQ.
-        unsafe { crate::srq::ibv_destroy_srq(cid.raw.srq) };
-        cid.raw.srq = std::ptr::null_mut();
-    }
-}
-
-/// `rdma_get_request`: on a synchronous listener, waits for the next connect request and
-/// gives its id (holding the event in `id->event`).
-///
-/// # Safety
-/// `listen` is a live id of ours; `id` is valid for a write.
-pub unsafe extern "C" fn rdma_get_request(
-    listen: *mut ffi::rdma_cm_id,
-    id: *mut *mut ffi::rdma_cm_id,
-) -> c_int {
-    if listen.is_null() || id.is_null() {
-        return fail(libc::EINVAL);
-    }
-    // SAFETY: the caller's live id.
-    let l = unsafe { cm_id(listen) };
-    if !lock(&l.shared.inner).sync {
-        return fail(libc::EINVAL);
-    }
-    if !l.raw.event.is_null() {
-        // SAFETY: the listener's own unacknowledged event.
-        unsafe { crate::rdmacm::event::rdma_ack_cm_event(l.raw.event) };
-        l.raw.event = std::ptr::null_mut();
-    }
-    let mut ev = std::ptr::null_mut();
-    // SAFETY: the listener's channel and a local out-pointer.
-    if unsafe { rdma_get_cm_event(l.raw.channel, &mut ev) } != 0 {
-        return -1;
-    }
-    // SAFETY: the event just received.
-    let (kind, status, new) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
-    let err = if kind == ffi::RDMA_CM_EVENT_REJECTED {
-        Some(libc::ECONNREFUSED)
-    } else if status != 0 {
-        Some(-status)
-    } else if kind != ffi::RDMA_CM_EVENT_CONNECT_REQUEST {
-        Some(libc::EINVAL)
-    } else {
-        None
-    };
-    if let Some(e) = err {
-        l.raw.event = ev;
-        return fail(e);
-    }
-    // SAFETY: the listener and the request's new id, both live.
-    if unsafe { crate::rdmacm::endpoint::request_qp(listen, new) } != 0 {
-        // As librdmacm: the event stays with the listener, acknowledged by its next call.
-        l.raw.event = ev;
-        return -1;
-    }
-    // SAFETY: the new id of the request, now the program's; and the caller's pointer.
-    unsafe {
-        (*new).event = ev;
-        id.write(new);
-    }
-    0
+    boundary(MinusOne, move || {
+        // SAFETY: forwards the caller's sets.
+        unsafe { libc::select(nfds, readfds, writefds, exceptfds, timeout) }
+    })
 }

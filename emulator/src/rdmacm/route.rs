@@ -4,7 +4,7 @@
 
 use verbs_api::Context;
 
-use crate::ffi;
+use crate::base::ffi;
 use crate::rdmacm::devices;
 use crate::rdmacm::id::IdInner;
 

@@ -1,6 +1,7 @@
 //! The leak report: how many verbs objects of each kind are alive, and (with
 //! `VERBS_EMU_LEAKS` set) a line on stderr at exit naming those a program did not destroy.
 
+use crate::base::boundary::{boundary, Nothing};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Environment variable that asks for the leak report at exit.
@@ -78,7 +79,9 @@ pub fn report() -> String {
 }
 
 extern "C" fn print_report() {
-    eprintln!("{}", report());
+    boundary(Nothing, move || {
+        eprintln!("{}", report());
+    })
 }
 
 /// Prints the report at exit when `VERBS_EMU_LEAKS` is set (called once, at start-up).
