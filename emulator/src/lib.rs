@@ -54,3 +54,4 @@ pub mod state;
 pub mod strings;
 pub mod topology;
 pub mod work;
+pub mod wq;

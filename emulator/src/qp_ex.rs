@@ -45,6 +45,12 @@ pub unsafe extern "C" fn create_qp_ex(
         }
         // SAFETY: the caller's valid attributes.
         let a = unsafe { &mut *attr };
+        let rss = ffi::IBV_QP_INIT_ATTR_IND_TABLE | ffi::IBV_QP_INIT_ATTR_RX_HASH;
+        if a.comp_mask & rss != 0 && a.comp_mask & ffi::IBV_QP_INIT_ATTR_PD != 0 && !a.pd.is_null()
+        {
+            // SAFETY: the caller's live context and objects.
+            return unsafe { crate::wq::create_rss_qp(ctx, a) };
+        }
         let mut known = ffi::IBV_QP_INIT_ATTR_PD | ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
         // No create flags at all is what a QP without the mask gets (rdma-core's test_qp
         // draws the mask at random, and a real rxe takes it).

@@ -39,6 +39,14 @@ pub struct EmuDevice {
     pub info: DeviceInfo,
 }
 
+/// A receive queue whose doorbell record the program writes (a WQ's ring handed out by
+/// `mlx5dv_init_obj`, [`crate::wq`]): the progress thread reads it before each round, as
+/// the device reads a doorbell record, and takes the entries the program posted.
+pub trait Doorbell: Send + Sync + std::fmt::Debug {
+    /// Reads the doorbell record and takes the entries posted since the last read.
+    fn read_doorbell(&self);
+}
+
 /// The emulator of this process.
 #[derive(Debug)]
 pub struct Emu {
@@ -53,6 +61,7 @@ pub struct Emu {
     pub devices: Vec<Box<EmuDevice>>,
     channels: Mutex<Vec<Weak<ChannelState>>>,
     contexts: Mutex<Vec<Weak<ContextState>>>,
+    doorbells: Mutex<Vec<Weak<dyn Doorbell>>>,
     /// The fabric process this host joined, if any.
     member: Option<Joined>,
 }
@@ -196,6 +205,7 @@ impl Emu {
             devices,
             channels: Mutex::new(Vec::new()),
             contexts: Mutex::new(Vec::new()),
+            doorbells: Mutex::new(Vec::new()),
             member,
         })
     }
@@ -244,10 +254,18 @@ impl Emu {
         lock(&self.contexts).push(Arc::downgrade(context));
     }
 
+    /// Lets the progress thread read `doorbell` before each round.
+    pub fn register_doorbell(&self, doorbell: Weak<dyn Doorbell>) {
+        lock(&self.doorbells).push(doorbell);
+    }
+
     /// One round of progress: runs the simulation up to `virtual_now` and hands every
     /// completion event to its channel's file descriptor and every async event to its
     /// context's.
     pub fn progress(&self, virtual_now: u64) {
+        for d in live_of(&self.doorbells) {
+            d.read_doorbell();
+        }
         match &self.member {
             Some(j) => lock(&j.member).pump(&self.sim, virtual_now),
             None => {
@@ -298,7 +316,7 @@ fn build_sim(
 }
 
 /// The registered objects still alive (the dead are forgotten).
-fn live_of<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
+fn live_of<T: ?Sized>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
     let mut l = lock(list);
     l.retain(|w| w.strong_count() > 0);
     l.iter().filter_map(Weak::upgrade).collect()
