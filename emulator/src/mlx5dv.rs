@@ -66,7 +66,10 @@ const CONNECTX5_FLAGS: u64 = (ffi::MLX5DV_CONTEXT_FLAGS_CQE_V1
 /// `MLX5_{MIN,MAX}_SINGLE_*` limits, `supported_qpts` = `BIT(IB_QPT_RAW_PACKET)`). Other
 /// capability groups asked for are left out of the answer's `comp_mask` (not reported).
 /// Elsewhere EOPNOTSUPP, as before.
-pub extern "C" fn mlx5dv_query_device(
+///
+/// # Safety
+/// `attrs` is NULL or valid for reads and writes.
+pub unsafe extern "C" fn mlx5dv_query_device(
     ctx: *mut ffi::ibv_context,
     attrs: *mut ffi::mlx5dv_context,
 ) -> c_int {
@@ -104,7 +107,11 @@ pub extern "C" fn mlx5dv_query_device(
 /// `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ` (a geometry outside the capabilities is
 /// EINVAL, as libmlx5's `create_wq` and the kernel's `prepare_user_rq` check it; another
 /// `comp_mask` bit is EINVAL, `check_comp_mask`); elsewhere NULL with EOPNOTSUPP.
-pub extern "C" fn mlx5dv_create_wq(
+///
+/// # Safety
+/// `ctx` is a live context of ours; `attr` and `mlx5_attr` are NULL or valid, `attr`
+/// naming a live PD and CQ of ours.
+pub unsafe extern "C" fn mlx5dv_create_wq(
     ctx: *mut ffi::ibv_context,
     attr: *mut ffi::ibv_wq_init_attr,
     mlx5_attr: *mut ffi::mlx5dv_wq_init_attr,
@@ -142,7 +149,11 @@ pub extern "C" fn mlx5dv_create_wq(
 /// as `mlx5dv_get_rwq` does (`buf`, `dbrec`, `wqe_cnt`, `stride = 1 << wqe_shift`,
 /// `comp_mask` 0); any other object type is EOPNOTSUPP (logged once: the emulator has no
 /// mlx5 QP, CQ, SRQ, DM, AH or PD layout to hand out). Elsewhere EOPNOTSUPP, as before.
-pub extern "C" fn mlx5dv_init_obj(obj: *mut ffi::mlx5dv_obj, obj_type: u64) -> c_int {
+///
+/// # Safety
+/// `obj` is NULL or valid; for `MLX5DV_OBJ_RWQ` its `rwq.in` is a live WQ of ours and
+/// `rwq.out` valid for writes.
+pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut ffi::mlx5dv_obj, obj_type: u64) -> c_int {
     boundary(ReturnsErrno, move || {
         if !direct_verbs() {
             refuse("mlx5dv_init_obj");
@@ -164,7 +175,8 @@ pub extern "C" fn mlx5dv_init_obj(obj: *mut ffi::mlx5dv_obj, obj_type: u64) -> c
             return libc::EINVAL;
         }
         // SAFETY: a live WQ of ours (the caller's contract) and a valid output.
-        let (q, out): (&crate::wq::EmuWq, _) = unsafe { (crate::objects::emu(o.rwq.in_), &mut *o.rwq.out) };
+        let (q, out): (&crate::wq::EmuWq, _) =
+            unsafe { (crate::objects::emu(o.rwq.in_), &mut *o.rwq.out) };
         let (buf, dbrec, wqe_cnt, stride) = q.ring.dv();
         *out = ffi::mlx5dv_rwq {
             buf: buf.cast(),
@@ -174,6 +186,30 @@ pub extern "C" fn mlx5dv_init_obj(obj: *mut ffi::mlx5dv_obj, obj_type: u64) -> c
             comp_mask: 0,
         };
         0
+    })
+}
+
+/// `mlx5dv_open_device`: on a direct-verbs device with no attribute flags, the context
+/// `ibv_open_device` opens (libmlx5's is `verbs_open_device`, a context like
+/// `ibv_open_device`'s); a DEVX context (`MLX5DV_CONTEXT_FLAGS_DEVX`) or other
+/// attributes are refused (EOPNOTSUPP, logged: the emulator has no DEVX), and so is a
+/// device without direct verbs (NULL with EOPNOTSUPP, as before).
+///
+/// # Safety
+/// `device` is a device of this library's list; `attr` is NULL or valid.
+pub unsafe extern "C" fn mlx5dv_open_device(
+    device: *mut ffi::ibv_device,
+    attr: *mut ffi::mlx5dv_context_attr,
+) -> *mut ffi::ibv_context {
+    boundary(Null, move || {
+        // SAFETY: a non-NULL `attr` is the caller's valid attribute.
+        let plain = attr.is_null() || unsafe { (*attr).flags == 0 && (*attr).comp_mask == 0 };
+        if !direct_verbs() || !plain {
+            refuse("mlx5dv_open_device");
+            return null_mut();
+        }
+        // SAFETY: the caller's device, one of this library's list.
+        unsafe { crate::ops::ibv_open_device(device) }
     })
 }
 
@@ -290,7 +326,6 @@ refusing! {
         mlx5dv_dr_rule_create,
         mlx5dv_dr_table_create,
         mlx5dv_get_vfio_device_list,
-        mlx5dv_open_device,
         mlx5dv_pp_alloc,
         mlx5dv_qp_ex_from_ibv_qp_ex,
         mlx5dv_sched_leaf_create,

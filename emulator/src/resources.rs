@@ -827,7 +827,9 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
                 emu::<_, EmuSrq>(base.srq).users.release();
             }
             if !b.rss_table.is_null() {
-                emu::<_, crate::wq::EmuRwqIndTable>(b.rss_table).users.release();
+                emu::<_, crate::wq::EmuRwqIndTable>(b.rss_table)
+                    .users
+                    .release();
             }
         }
         // SAFETY: the QP's context outlives it.

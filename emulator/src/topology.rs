@@ -321,8 +321,9 @@ mod tests {
 
     #[test]
     fn direct_verbs_can_be_turned_off_on_mlx5_only() {
-        let t = Topology::parse("[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\ndirect_verbs = false\n")
-            .unwrap();
+        let t =
+            Topology::parse("[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\ndirect_verbs = false\n")
+                .unwrap();
         assert!(!t.hosts[0].direct_verbs);
         assert_eq!(t.hosts[0].personality, Personality::Mlx5);
         let e = Topology::parse(

@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex, Weak};
 
 use backend_sim::verbs::{SimRwqIndTable, SimWq};
 use verbs_api::{
-    Context, RecvWr, RxHashConf, RxHashFields, Sge, StridingRqAttr, WorkQueue, WqInitAttr,
-    WqState,
+    Context, RecvWr, RxHashConf, RxHashFields, Sge, StridingRqAttr, WorkQueue, WqInitAttr, WqState,
 };
 
 use crate::base::boundary::{boundary, Null, ReturnsErrno};
@@ -470,7 +469,8 @@ pub unsafe extern "C" fn create_rwq_ind_table(
         }
         let n = 1usize << a.log_ind_tbl_size;
         // SAFETY: the table holds `1 << log_ind_tbl_size` WQ pointers (verbs.h).
-        let ptrs: Vec<*mut ffi::ibv_wq> = unsafe { std::slice::from_raw_parts(a.ind_tbl, n) }.to_vec();
+        let ptrs: Vec<*mut ffi::ibv_wq> =
+            unsafe { std::slice::from_raw_parts(a.ind_tbl, n) }.to_vec();
         if ptrs.iter().any(|p| p.is_null()) {
             set_errno(libc::EINVAL);
             return null_mut();
@@ -577,8 +577,13 @@ pub(crate) unsafe fn create_rss_qp(
         return null_mut();
     }
     // SAFETY: the caller's live PD and table, and its key.
-    let (p, t, hash): (&EmuPd, &EmuRwqIndTable, RxHashConf) =
-        unsafe { (emu(a.pd), emu(a.rwq_ind_tbl), rx_hash_from_c(&a.rx_hash_conf)) };
+    let (p, t, hash): (&EmuPd, &EmuRwqIndTable, RxHashConf) = unsafe {
+        (
+            emu(a.pd),
+            emu(a.rwq_ind_tbl),
+            rx_hash_from_c(&a.rx_hash_conf),
+        )
+    };
     // SAFETY: the caller's live context.
     let c = unsafe { context(ctx) };
     let qp = match c.sim().create_rss_qp(&p.pd, &t.table, &hash) {
