@@ -15,6 +15,7 @@ mod membership;
 mod qp_state;
 mod rc_nic;
 mod recv_queue;
+mod wq_rx;
 
 use super::memory::MrTable;
 use super::personality::Personality;
@@ -62,8 +63,8 @@ pub(crate) struct World {
     pub(crate) srqs: HashMap<u32, Srq>,
     pub(crate) qps: HashMap<u32, Qp>,
     pub(crate) flows: HashMap<u32, FlowRule>,
-    pub(crate) wqs: HashMap<u32, super::wq::Wq>,
-    pub(crate) ind_tables: HashMap<u32, super::wq::IndTable>,
+    pub(crate) wqs: HashMap<u32, super::records::Wq>,
+    pub(crate) ind_tables: HashMap<u32, super::records::IndTable>,
     next_handle: u32,
     next_qpn: u32,
     scratch: Vec<u8>,
