@@ -85,6 +85,9 @@ unsafe extern "C" fn poll_cq(cq: *mut ffi::ibv_cq, num: c_int, wc: *mut ffi::ibv
         }
         // SAFETY: the inline caller passes a live CQ of ours.
         let c: &EmuCq = unsafe { emu(cq) };
+        if let Ok(e) = crate::state::emu() {
+            e.read_doorbells();
+        }
         let mut buf = [Completion::default(); POLL_BATCH];
         let mut done = 0usize;
         while done < num {

@@ -259,13 +259,21 @@ impl Emu {
         lock(&self.doorbells).push(doorbell);
     }
 
+    /// Reads every registered doorbell: before each progress round and before each poll
+    /// of a CQ (a poll that finds nothing moves the simulation, whose frames must find the
+    /// receives the program has posted by then, as a device reads a doorbell record at
+    /// once).
+    pub fn read_doorbells(&self) {
+        for d in live_of(&self.doorbells) {
+            d.read_doorbell();
+        }
+    }
+
     /// One round of progress: runs the simulation up to `virtual_now` and hands every
     /// completion event to its channel's file descriptor and every async event to its
     /// context's.
     pub fn progress(&self, virtual_now: u64) {
-        for d in live_of(&self.doorbells) {
-            d.read_doorbell();
-        }
+        self.read_doorbells();
         match &self.member {
             Some(j) => lock(&j.member).pump(&self.sim, virtual_now),
             None => {
