@@ -99,7 +99,8 @@ fn spead2_sends_and_receives_multicast_heaps_on_the_emulated_nic() {
 /// kind over an `UdpIbvStream` and an `add_udp_ibv_reader` reader (substreams and group
 /// modes, zero-copy memory regions); `test_recv.py` and `test_send.py` check the
 /// `UdpIbvConfig`s and the streams' refusals of bad ones (no endpoints, IPv6, an address
-/// no device holds, empty or overlapping memory regions).
+/// no device holds, empty or overlapping memory regions). Every reader they make takes
+/// spead2's multi-packet receive queue (46 of them, each logged).
 const SPEAD2_IBV_TESTS: [(&str, usize); 3] = [
     ("tests/test_passthrough.py", 24),
     ("tests/test_recv.py", 10),
@@ -122,6 +123,8 @@ fn spead2s_own_ibverbs_tests_pass_on_the_emulated_nic() {
             "-rA",
             "-k",
             "ibv or Ibv",
+            // spead2's log in each test's report: which reader it made.
+            "--log-level=DEBUG",
         ])
         .args(SPEAD2_IBV_TESTS.map(|(file, _)| file));
     let o = run(c);
@@ -138,6 +141,17 @@ fn spead2s_own_ibverbs_tests_pass_on_the_emulated_nic() {
             .count();
         assert_eq!(passed, n, "{file}:\n{out}");
     }
+    // Every ibverbs reader took the multi-packet receive queue (the emulated mlx5 has
+    // direct verbs); none fell back to the ordinary reader (spead2 logs that at DEBUG).
+    assert!(
+        !out.contains("Multi-packet receive queues not supported"),
+        "{out}"
+    );
+    let mprq = out
+        .lines()
+        .filter(|l| l.ends_with("Using multi-packet receive queue for verbs acceleration"))
+        .count();
+    assert_eq!(mprq, 46, "{out}");
     let total: usize = SPEAD2_IBV_TESTS.iter().map(|(_, n)| n).sum();
     let summary = out.lines().last().unwrap_or_default();
     assert!(
