@@ -308,7 +308,7 @@ pub(crate) unsafe fn create(
     };
     let init = WqInitAttr {
         max_wr: g.wqe_cnt,
-        max_sge: g.max_sge,
+        max_sge: a.max_sge.max(1),
         striding,
     };
     let wq = match c.sim().create_wq(&p.pd, &cq.cq, &init) {
