@@ -85,9 +85,9 @@ fn soname_and_version_nodes_are_debians() {
 #[test]
 fn the_symbol_table_is_the_exports_table() {
     let got = ibverbs_symbols(&ours(), true);
-    let want: BTreeSet<(String, String)> = ibverbs::exports::EXPORTS
+    let want: BTreeSet<(String, String)> = ibverbs::symbols::ibverbs::EXPORTS
         .iter()
-        .chain(ibverbs::provider::DATA_EXPORTS)
+        .chain(ibverbs::verbs::provider::DATA_EXPORTS)
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
     assert_eq!(got, want);
@@ -235,7 +235,7 @@ fn every_librdmacm_symbol_is_exported_where_debian_has_it() {
     assert_eq!(debian.len(), 68, "{debian:?}");
     let got = versioned_symbols(&ours(), "RDMACM_", true);
     assert_eq!(got, debian);
-    let table: BTreeSet<(String, String)> = ibverbs::rdmacm::exports::EXPORTS
+    let table: BTreeSet<(String, String)> = ibverbs::symbols::rdmacm::EXPORTS
         .iter()
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
@@ -249,9 +249,9 @@ fn every_libmlx5_symbol_is_exported_where_debian_has_it() {
     // 128 functions at their default versions, and mlx5dv_init_obj's MLX5_1.0 compat one.
     assert_eq!(debian.len(), 129, "{debian:?}");
     assert_eq!(got, debian);
-    let table: BTreeSet<(String, String)> = ibverbs::mlx5dv::EXPORTS
+    let table: BTreeSet<(String, String)> = ibverbs::extras::mlx5dv::EXPORTS
         .iter()
-        .chain(ibverbs::mlx5dv::COMPAT_EXPORTS)
+        .chain(ibverbs::extras::mlx5dv::COMPAT_EXPORTS)
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();
     assert_eq!(table, got);

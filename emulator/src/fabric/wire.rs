@@ -21,7 +21,7 @@
 //! | fabric  | `E`       | a one-line reason, then the fabric hangs up               |
 //!
 //! The connection manager's messages (librdmacm's REQ, REP, RTU, REJ, DREQ, DREP, SIDR;
-//! [`crate::rdmacm::network`] encodes them) travel on the socket, not in the rings: the
+//! [`crate::rdmacm::core::network`] encodes them) travel on the socket, not in the rings: the
 //! fabric forwards each to the process of its destination host, unchanged and without
 //! faults (the CM's own MADs would be retried over a lossy link; the emulated CM has no
 //! retries), and returns it to its sender when no process is that host.
