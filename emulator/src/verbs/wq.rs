@@ -626,3 +626,28 @@ pub(crate) unsafe fn create_rss_qp(
     }
     q.cast()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_are_sized_as_libmlx5_sizes_them() {
+        // A striding WQ of spead2's kind: one 16-byte next segment and one data segment,
+        // 32 bytes (sizeof(struct mlx5_mprq_wqe)); two of them fill the 64-byte minimum.
+        let g = Geometry::of(2, 1, true).unwrap();
+        assert_eq!((g.size, g.stride, g.wqe_cnt, g.max_sge), (64, 32, 2, 1));
+        // A plain WQ: data segments only, the ring rounded up to a power of two.
+        let g = Geometry::of(100, 1, false).unwrap();
+        assert_eq!((g.size, g.stride, g.wqe_cnt, g.max_sge), (2048, 16, 128, 1));
+        // Three SGEs take a 64-byte entry, which holds four.
+        let g = Geometry::of(1, 3, false).unwrap();
+        assert_eq!((g.size, g.stride, g.wqe_cnt, g.max_sge), (64, 64, 1, 4));
+        // 30 SGEs (480 bytes) fit a ConnectX-5's 512-byte receive WQE; 33 do not.
+        assert_eq!(Geometry::of(4, 30, false).unwrap().stride, 512);
+        assert_eq!(Geometry::of(4, 33, false), None);
+        assert_eq!(Geometry::of(4, 32, true), None);
+        // No receives at all is EINVAL (`mlx5_calc_rwq_size`).
+        assert_eq!(Geometry::of(0, 1, true), None);
+    }
+}
