@@ -188,7 +188,8 @@ fn spead2_host(
     c
 }
 
-/// What the two-host run printed: the reader's JSON lines after its readiness line,
+/// What the two-host run printed (the reader checked to have used spead2's multi-packet
+/// receive queue): the reader's JSON lines after its readiness line,
 /// the lines of its stderr, and the fabric's summary.
 struct HostsRun {
     heaps: Vec<Value>,
@@ -246,6 +247,9 @@ fn spead2_two_hosts(name: &str, topology: Option<&str>, seed: &str) -> HostsRun 
         .skip(1)
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
+    let log = lines.pop().expect("the reader's log");
+    // h2's mlx5 has direct verbs: spead2's reader takes the multi-packet receive queue.
+    assert_eq!(log, json!({"log": [MPRQ_LOG]}));
     let stats = lines.pop().expect("the reader's stats");
     HostsRun {
         heaps: lines,
