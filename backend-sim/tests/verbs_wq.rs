@@ -211,7 +211,12 @@ fn a_wq_takes_packets_only_when_ready_and_a_malformed_wqe_fails_it() {
     send_frames(&r.sim, &r.a, &r.qa, &[frame(4000, 7148, 18, 1)]);
     assert!(wait(&r.sim, &r.b.cq, 1).is_empty(), "RESET drops");
     assert_eq!(r.sim.nic_stats(r.b.host).rx_no_wqe, 1);
-    // Back to RESET forgets what was posted; RDY with a WQE of the wrong length.
+    // Leaving RESET for RDY forgets what was posted in RESET (libmlx5 resets the ring).
+    r.wq.modify(WqState::Rdy, None).unwrap();
+    send_frames(&r.sim, &r.a, &r.qa, &[frame(4000, 7148, 18, 1)]);
+    assert!(wait(&r.sim, &r.b.cq, 1).is_empty(), "nothing posted");
+    assert_eq!(r.sim.nic_stats(r.b.host).rx_no_wqe, 2);
+    // Back to RESET and RDY again, with a WQE of the wrong length.
     r.wq.modify(WqState::Reset, None).unwrap();
     r.wq.modify(WqState::Rdy, None).unwrap();
     post(&r.b, &r.wq, 0, 4096);

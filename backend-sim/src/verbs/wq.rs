@@ -114,9 +114,10 @@ impl WorkQueue for SimWq {
                 format!("{:?} -> {state:?}", q.state),
             ));
         }
-        if state == WqState::Reset {
-            // RESET forgets the posted receives (libmlx5 `mlx5_modify_wq` resets the
-            // ring's indices and doorbell record when the WQ leaves RESET).
+        if state == WqState::Reset || (q.state == WqState::Reset && state == WqState::Rdy) {
+            // Entering RESET forgets the posted receives, and so does leaving it for RDY:
+            // libmlx5's `mlx5_modify_wq` then resets the ring's indices and doorbell
+            // record, so what was posted in RESET is never used.
             q.queue.clear();
             q.consumed = 0;
         }
