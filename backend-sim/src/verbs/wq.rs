@@ -278,7 +278,12 @@ impl SimContext {
             res: self.new_res(qpn, Kind::Qp),
             qpn,
             qp_type: QpType::RawPacket,
-            _keep: vec![pd.res.clone(), table.res.clone()],
+            // The QP keeps its table and the table's WQs (a table keeps its WQs only while
+            // its own handle lives).
+            _keep: [pd.res.clone(), table.res.clone()]
+                .into_iter()
+                .chain(table._keep.iter().cloned())
+                .collect(),
         })
     }
 }
