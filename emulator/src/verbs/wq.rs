@@ -196,7 +196,8 @@ impl Doorbell for Ring {
         let mut taken = lock(&self.taken);
         while *taken & 0xffff != head {
             let sges = self.entry(*taken);
-            // The wr_id is the entry's counter, as libmlx5 keeps `rq.wrid[]` by index.
+            // The wr_id is the entry's index: an entry the program wrote itself carries
+            // none (libmlx5 reports `rq.wrid[index]`, which only `ibv_post_wq_recv` fills).
             let wr = [RecvWr::new(u64::from(*taken & (self.wqe_cnt - 1)), &sges)];
             // SAFETY: the program posted this entry for the device to write; its buffer
             // is checked against the key table when the device uses it.
