@@ -11,14 +11,17 @@
 //! - With the two-byte shift (`two_byte_shift_en`) the device writes each packet two
 //!   bytes into its first stride and counts those two bytes in the completion's byte
 //!   count (spead2 `ibv_wq_mprq_t::read_wc` subtracts `data_offset` from it).
-//! - The completion's 32-bit byte count is packed (spead2 `ibv_wq_mprq_t::read_wc`;
-//!   DPDK `MLX5_MPRQ_LEN_MASK`, `MLX5_MPRQ_STRIDE_NUM_SHIFT`, `MLX5_MPRQ_FILLER_MASK`):
-//!   bits 0-15 the byte count, bits 16-30 the strides consumed, bit 31 the filler flag.
+//! - The completion's 32-bit byte count is packed: bits 0-15 the byte count, bits 16-30
+//!   the strides consumed, bit 31 the filler flag, as spead2's `ibv_wq_mprq_t::read_wc`
+//!   reads it (DPDK's drivers/common/mlx5/mlx5_prm.h masks the stride count with
+//!   `MLX5_MPRQ_STRIDE_NUM_MASK` 0x3fff0000, 14 bits, with `MLX5_MPRQ_LEN_MASK` 0xffff and
+//!   `MLX5_MPRQ_FILLER_MASK` 0x80000000; no count here reaches bit 30, except a filler of
+//!   more than 2^14 - 1 strides, which only WQEs of more than 2^14 strides can have).
 //! - A packet that does not fit in the strides left in the WQE is not split: the device
 //!   completes the rest of the WQE as a filler completion (no packet, filler flag, the
-//!   strides left) and places the packet at the start of the next WQE (DPDK skips
-//!   filler CQEs: `if (unlikely(byte_cnt & MLX5_MPRQ_FILLER_MASK)) continue;` after
-//!   counting their strides).
+//!   strides left) and places the packet at the start of the next WQE (DPDK's
+//!   `mlx5_rx_burst_mprq` adds a filler CQE's strides to `consumed_strd`, then skips it:
+//!   `if (byte_cnt & MLX5_MPRQ_FILLER_MASK) continue;`).
 //! - A WQE is finished, and the next one becomes current, when all its strides are
 //!   consumed (spead2 sets `FLAG_LAST` then and reposts the WQE).
 //!
