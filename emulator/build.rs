@@ -18,6 +18,7 @@ fn main() {
     for header in [
         "/usr/include/infiniband/verbs.h",
         "/usr/include/rdma/rdma_cma.h",
+        "/usr/include/infiniband/mlx5dv.h",
     ] {
         if !std::path::Path::new(header).exists() {
             panic!(
@@ -31,6 +32,9 @@ fn main() {
         .header(manifest.join("wrapper.h").display().to_string())
         .allowlist_type("ibv_.*|verbs_.*|ib_uverbs_access_flags|ib_uverbs_qp_attr|ib_uverbs_ah_attr|ib_user_path_rec")
         .allowlist_type("rdma_.*")
+        .allowlist_type("mlx5dv_context|mlx5dv_context_attr|mlx5dv_obj|mlx5dv_wq_init_attr|mlx5_mprq_wqe|mlx5_wqe_srq_next_seg|mlx5_wqe_data_seg")
+        .allowlist_type("mlx5dv_context_flags|mlx5dv_context_comp_mask|mlx5dv_obj_type|mlx5dv_wq_init_attr_mask")
+        .allowlist_var("MLX5DV_.*")
         .allowlist_var("IBV_.*|IB_UVERBS_ACCESS_.*|RDMA_.*|RAI_.*")
         .prepend_enum_name(false)
         .derive_default(true)

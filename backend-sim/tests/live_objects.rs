@@ -4,7 +4,9 @@
 mod common;
 use backend_sim::{LiveObjects, Personality, Sim};
 use common::*;
-use verbs_api::{Context, QpInitAttr, QpType};
+use verbs_api::{
+    Context, QpInitAttr, QpType, RxHashConf, RxHashFields, WqInitAttr, RX_HASH_FUNC_TOEPLITZ,
+};
 
 #[test]
 fn objects_are_counted_while_alive_and_gone_after_drop() {
@@ -28,11 +30,40 @@ fn objects_are_counted_while_alive_and_gone_after_drop() {
             srqs: 0,
             qps: 2,
             flows: 0,
+            wqs: 0,
+            ind_tables: 0,
         }
     );
     assert_eq!(sim.live_objects().total(), 7);
     drop((qp, raw, channel));
     assert_eq!(sim.live_objects().qps, 0);
+    // A WQ, its table and an RSS QP over it; the QP keeps the table, the table the WQ.
+    let wq = n
+        .ctx
+        .create_wq(
+            &n.pd,
+            &n.cq,
+            &WqInitAttr {
+                max_wr: 4,
+                max_sge: 1,
+                striding: None,
+            },
+        )
+        .unwrap();
+    let table = n.ctx.create_rwq_ind_table(&[&wq]).unwrap();
+    let hash = RxHashConf {
+        function: RX_HASH_FUNC_TOEPLITZ,
+        key: vec![0; 40],
+        fields: RxHashFields::empty(),
+    };
+    let rss = n.ctx.create_rss_qp(&n.pd, &table, &hash).unwrap();
+    let live = sim.live_objects();
+    assert_eq!((live.wqs, live.ind_tables, live.qps), (1, 1, 1));
+    drop((wq, table));
+    assert_eq!(sim.live_objects().wqs, 1, "the RSS QP keeps them");
+    drop(rss);
+    let live = sim.live_objects();
+    assert_eq!((live.wqs, live.ind_tables, live.qps), (0, 0, 0));
     drop(n);
     assert_eq!(sim.live_objects(), LiveObjects::default());
 }

@@ -30,6 +30,10 @@ pub struct HostSpec {
     /// the host's personality. Only without a fabric process (`cargo xtask emu
     /// --no-fabric`): a fabric process carries one port per host.
     pub extra_devices: Vec<Ipv4Addr>,
+    /// Whether an mlx5 device answers as an mlx5 direct-verbs device (a ConnectX-5:
+    /// `mlx5dv_is_supported` true, striding RQs) or as one without them (false: a device
+    /// whose libmlx5 answers no, ConnectX-4 Lx style). Always false for rxe.
+    pub direct_verbs: bool,
 }
 
 /// The hosts of the emulated fabric (one switch joins them all).
@@ -56,6 +60,8 @@ struct FileHost {
     faults: Option<FileFaults>,
     #[serde(default)]
     extra_devices: Vec<Ipv4Addr>,
+    #[serde(default)]
+    direct_verbs: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,6 +116,7 @@ impl Default for Topology {
                     personality: Personality::Mlx5,
                     faults: LinkFaults::default(),
                     extra_devices: Vec::new(),
+                    direct_verbs: true,
                 })
                 .collect(),
         }
@@ -140,6 +147,7 @@ impl Topology {
     /// personality = "mlx5"   # optional, mlx5 by default; or "rxe"
     /// faults = { loss = 0.01, delay_ns = 5000 }   # optional: on frames to this host
     /// extra_devices = ["10.100.0.11"]   # optional: more devices, without a fabric process
+    /// direct_verbs = false   # optional, mlx5 only: no mlx5 direct verbs (ConnectX-4 Lx style)
     /// ```
     ///
     /// Faults (all optional): `loss`, `duplicate`, `corrupt`, `reorder` (probabilities),
@@ -147,7 +155,8 @@ impl Topology {
     ///
     /// # Errors
     /// A one-line message for bad TOML, an unknown key or personality, no host, a
-    /// repeated host name or address, or a fault probability outside 0..=1.
+    /// repeated host name or address, a fault probability outside 0..=1, or
+    /// `direct_verbs = true` on an rxe host.
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: FileTopology = toml::from_str(text).map_err(|e| {
             format!(
@@ -178,6 +187,16 @@ impl Topology {
                 Some(p) => parse_personality(p)
                     .map_err(|e| format!("bad topology: host {}: {e}", h.name))?,
             };
+            let direct_verbs = match (personality, h.direct_verbs) {
+                (Personality::Rxe, Some(true)) => {
+                    return Err(format!(
+                        "bad topology: host {}: rxe has no mlx5 direct verbs",
+                        h.name
+                    ))
+                }
+                (Personality::Rxe, _) => false,
+                (Personality::Mlx5, dv) => dv.unwrap_or(true),
+            };
             let faults = h
                 .faults
                 .unwrap_or_default()
@@ -189,6 +208,7 @@ impl Topology {
                 personality,
                 faults,
                 extra_devices: h.extra_devices,
+                direct_verbs,
             });
         }
         Ok(Topology { hosts })
@@ -281,6 +301,7 @@ mod tests {
                     personality: Personality::Mlx5,
                     faults: LinkFaults::default(),
                     extra_devices: Vec::new(),
+                    direct_verbs: true,
                 },
                 HostSpec {
                     name: "b".into(),
@@ -292,9 +313,24 @@ mod tests {
                         ..LinkFaults::default()
                     },
                     extra_devices: Vec::new(),
+                    direct_verbs: false,
                 },
             ]
         );
+    }
+
+    #[test]
+    fn direct_verbs_can_be_turned_off_on_mlx5_only() {
+        let t =
+            Topology::parse("[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\ndirect_verbs = false\n")
+                .unwrap();
+        assert!(!t.hosts[0].direct_verbs);
+        assert_eq!(t.hosts[0].personality, Personality::Mlx5);
+        let e = Topology::parse(
+            "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\npersonality = \"rxe\"\ndirect_verbs = true\n",
+        )
+        .unwrap_err();
+        assert_eq!(e, "bad topology: host a: rxe has no mlx5 direct verbs");
     }
 
     #[test]

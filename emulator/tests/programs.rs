@@ -307,3 +307,30 @@ fn a_cq_resizes_to_the_rounded_size_and_keeps_its_completions() {
          polled 3: 10/0 11/0 12/0\n"
     );
 }
+
+/// The striding receive queue spead2 uses, written out in C (`tests/c/mprq.c`): the caps
+/// a ConnectX-5 reports (the kernel's `MLX5_{MIN,MAX}_SINGLE_*` limits), the ring of
+/// `sizeof(struct mlx5_mprq_wqe)` entries, packed completions (byte count, strides, the
+/// filler flag) with a filler when a packet does not fit the rest of a WQE, and a
+/// malformed entry failing with a local length error.
+#[test]
+fn a_striding_rq_fills_its_wqes_stride_by_stride_through_the_ring_and_doorbell() {
+    let exe = common::build_c("mprq", &["-libverbs", "-lmlx5"]);
+    let o = run(emulated(&exe));
+    assert_eq!(stderr(&o), "", "mprq wrote to stderr");
+    assert!(o.status.success(), "mprq failed");
+    let mut want = String::from(
+        "mlx5dv_is_supported 1\n\
+         striding rq 1 mpw 1: stride log bytes 6..13, log strides 9..16, raw packet 1\n\
+         rwq wqe_cnt 2 stride 32 (sizeof mlx5_mprq_wqe 32)\n",
+    );
+    for _ in 0..21 {
+        want += "success bytes 1514 strides 24 filler 0\n";
+    }
+    want += "success bytes 0 strides 8 filler 1\n\
+             success bytes 1514 strides 24 filler 0\n\
+             frame 20 at stride 480 intact 1, frame 21 at WQE 1 intact 1\n\
+             local length error bytes 0 strides 0 filler 0\n\
+             done\n";
+    assert_eq!(stdout(&o), want);
+}

@@ -11,7 +11,7 @@
 //! multicast group a flow names, looped back as mlx5 does); RC traffic, an MR and a CQ in
 //! a parent domain; an MR re-registered (access, range, PD: keys kept) with its QPs reset
 //! in between (their completions taken out of their CQs, as libmlx5 does); an SRQ; and
-//! libmlx5's answers for a device without mlx5 direct verbs. `tests/py/pyverbs_hosts.py`
+//! libmlx5's answers on an mlx5 device with direct verbs. `tests/py/pyverbs_hosts.py`
 //! connects RC QPs between hosts h1 and h2 joined to a fabric process: RDMA write, send
 //! and RDMA read across it.
 
@@ -105,7 +105,7 @@ fn pyverbs_runs_rc_ud_raw_and_srq_on_one_emulated_host() {
          its receive: wr_id 66 status 0 opcode 128 byte_len 16 wc_flags 0x0\n\
          received b'0123456789abcdef'\n\
          srq of no receives: max_wr 0 max_sge 0\n\
-         Mlx5Context: This is not an MLX5 device\n\
+         Mlx5Context: opened\n\
          mlx5dv_is_supported False\n\
          mlx5dv_reserved_qpn_alloc 95\n\
          mlx5dv_qp_cancel_posted_send_wrs -95\n\

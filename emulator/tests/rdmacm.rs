@@ -174,7 +174,16 @@ fn libmlx5_answers_spead2_that_the_device_has_no_direct_verbs() {
                    mlx5dv_query_device Operation not supported\n\
                    mlx5dv_create_wq (nil) Operation not supported\n";
     let exe = build("mlx5dv");
-    let o = run(emulated(&exe));
+    // An mlx5 device without direct verbs (a topology's `direct_verbs = false`).
+    let topology = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("mlx5-no-dv.toml");
+    std::fs::write(
+        &topology,
+        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\ndirect_verbs = false\n",
+    )
+    .expect("write the topology");
+    let mut c = emulated(&exe);
+    c.env("VERBS_EMU_TOPOLOGY", &topology);
+    let o = run(c);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), refused);
     assert_eq!(
@@ -190,5 +199,21 @@ fn libmlx5_answers_spead2_that_the_device_has_no_direct_verbs() {
     let o = run(c);
     assert!(o.status.success());
     assert_eq!(stdout(&o), refused);
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn libmlx5_answers_spead2_that_an_mlx5_device_has_direct_verbs() {
+    // The default topology's mlx5 device has them: the device is supported, the query
+    // succeeds, and a WQ with no PD, CQ or receives is EINVAL.
+    let o = run(emulated(&build("mlx5dv")));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "symbols found 1\n\
+         mlx5dv_is_supported(mlx5_0) 1\n\
+         mlx5dv_query_device Success\n\
+         mlx5dv_create_wq (nil) Invalid argument\n"
+    );
     assert_eq!(stderr(&o), "");
 }

@@ -99,7 +99,8 @@ fn spead2_sends_and_receives_multicast_heaps_on_the_emulated_nic() {
 /// kind over an `UdpIbvStream` and an `add_udp_ibv_reader` reader (substreams and group
 /// modes, zero-copy memory regions); `test_recv.py` and `test_send.py` check the
 /// `UdpIbvConfig`s and the streams' refusals of bad ones (no endpoints, IPv6, an address
-/// no device holds, empty or overlapping memory regions).
+/// no device holds, empty or overlapping memory regions). Every reader they make takes
+/// spead2's multi-packet receive queue (46 of them, each logged).
 const SPEAD2_IBV_TESTS: [(&str, usize); 3] = [
     ("tests/test_passthrough.py", 24),
     ("tests/test_recv.py", 10),
@@ -122,6 +123,8 @@ fn spead2s_own_ibverbs_tests_pass_on_the_emulated_nic() {
             "-rA",
             "-k",
             "ibv or Ibv",
+            // spead2's log in each test's report: which reader it made.
+            "--log-level=DEBUG",
         ])
         .args(SPEAD2_IBV_TESTS.map(|(file, _)| file));
     let o = run(c);
@@ -138,6 +141,17 @@ fn spead2s_own_ibverbs_tests_pass_on_the_emulated_nic() {
             .count();
         assert_eq!(passed, n, "{file}:\n{out}");
     }
+    // Every ibverbs reader took the multi-packet receive queue (the emulated mlx5 has
+    // direct verbs); none fell back to the ordinary reader (spead2 logs that at DEBUG).
+    assert!(
+        !out.contains("Multi-packet receive queues not supported"),
+        "{out}"
+    );
+    let mprq = out
+        .lines()
+        .filter(|l| l.ends_with("Using multi-packet receive queue for verbs acceleration"))
+        .count();
+    assert_eq!(mprq, 46, "{out}");
     let total: usize = SPEAD2_IBV_TESTS.iter().map(|(_, n)| n).sum();
     let summary = out.lines().last().unwrap_or_default();
     assert!(
@@ -174,7 +188,8 @@ fn spead2_host(
     c
 }
 
-/// What the two-host run printed: the reader's JSON lines after its readiness line,
+/// What the two-host run printed (the reader checked to have used spead2's multi-packet
+/// receive queue): the reader's JSON lines after its readiness line,
 /// the lines of its stderr, and the fabric's summary.
 struct HostsRun {
     heaps: Vec<Value>,
@@ -232,6 +247,9 @@ fn spead2_two_hosts(name: &str, topology: Option<&str>, seed: &str) -> HostsRun 
         .skip(1)
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
+    let log = lines.pop().expect("the reader's log");
+    // h2's mlx5 has direct verbs: spead2's reader takes the multi-packet receive queue.
+    assert_eq!(log, json!({"log": [MPRQ_LOG]}));
     let stats = lines.pop().expect("the reader's stats");
     HostsRun {
         heaps: lines,
@@ -423,4 +441,83 @@ fn spead2s_own_tools_send_and_receive_over_ibverbs_between_two_hosts() {
         receiver.out
     );
     assert!(summary.contains(" delivered, lost: none;"), "{summary}");
+}
+
+/// Item 0x1001 of heap `i` in `tests/py/spead2_mprq.py`: `size + 7 * i` bytes, byte `k`
+/// = `(3 * i + k) % 251`.
+fn mprq_payload(i: u64, size: u64) -> Vec<u8> {
+    (0..size + 7 * i)
+        .map(|k| ((3 * i + k) % 251) as u8)
+        .collect()
+}
+
+/// The spead2 log line of its multi-packet receive queue reader
+/// (`reader_factory<udp_ibv_reader>` in spead2's include/spead2/recv_udp_ibv.h).
+const MPRQ_LOG: &str = "INFO Using multi-packet receive queue for verbs acceleration";
+
+/// Runs `tests/py/spead2_mprq.py` on host h1 (of `topology`, if given): `heaps` heaps of
+/// `size`-byte payloads in packets of at most `packet` bytes. Checks every heap arrived
+/// whole and nothing was said on stderr; returns spead2's log.
+fn spead2_mprq(heaps: u64, packet: u64, size: u64, topology: Option<&str>) -> Vec<Value> {
+    let python = workspace_tests::spead2::python();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/spead2_mprq.py");
+    let mut c = in_namespace(emulated(&unshare()), "10.100.0.1");
+    if let Some(t) = topology {
+        let dir = scratch(&format!("spead2-mprq-{packet}-{size}"));
+        let p = dir.join("topology.toml");
+        std::fs::write(&p, t).expect("write the topology");
+        c.env("VERBS_EMU_TOPOLOGY", p);
+    }
+    c.arg(python).arg(script).args([
+        "239.10.0.3".to_string(),
+        "7152".to_string(),
+        heaps.to_string(),
+        packet.to_string(),
+        size.to_string(),
+    ]);
+    let o = run(c);
+    assert_eq!(stderr(&o), "", "spead2 (or the emulator) complained");
+    assert!(o.status.success());
+    let mut got: Vec<Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let log = got.pop().expect("the log line");
+    let want: Vec<Value> = (0..heaps)
+        .map(|i| {
+            json!({
+                "cnt": i + 1,
+                "items": [
+                    {"id": 0x1000, "hex": hex(&i.to_be_bytes())},
+                    {"id": 0x1001, "hex": hex(&mprq_payload(i, size))},
+                ],
+            })
+        })
+        .chain([json!({"stats": {"heaps": heaps, "incomplete_heaps_evicted": 0}})])
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g, w);
+    }
+    log["log"].as_array().expect("the log records").clone()
+}
+
+#[test]
+fn spead2_receives_through_a_multi_packet_receive_queue_on_the_emulated_mlx5() {
+    // 1472-byte packets (24 strides of 64 bytes each with their headers), 8 KiB packets
+    // (129 strides), and 200-byte packets (4 strides): every heap spans several packets
+    // and every packet several strides. The reader's 4 MiB buffer is four WQEs of 1 MiB:
+    // the first run's 4.3 MB needs the first WQE filled, completed with a filler and
+    // posted again.
+    for (heaps, packet, size) in [(200, 1472, 20_000), (16, 8192, 60_000), (24, 200, 3000)] {
+        let log = spead2_mprq(heaps, packet, size, None);
+        assert_eq!(log, vec![json!(MPRQ_LOG)], "{packet}-byte packets");
+    }
+}
+
+#[test]
+fn spead2_uses_its_ordinary_reader_on_an_mlx5_without_direct_verbs() {
+    let topology = "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\ndirect_verbs = false\n";
+    let log = spead2_mprq(16, 1472, 20_000, Some(topology));
+    assert_eq!(log, Vec::<Value>::new());
 }

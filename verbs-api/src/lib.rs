@@ -68,6 +68,7 @@ mod srq;
 pub mod state_table;
 mod traits;
 mod wc;
+mod wq;
 mod wr;
 
 pub mod helpers;
@@ -96,9 +97,13 @@ pub use qp::{
 pub use srq::{SrqAttr, SrqAttrMask, SrqInitAttr};
 pub use traits::{
     AddressHandle, CompletionChannel, CompletionQueue, Context, Flow, MemoryRegion, MemoryWindow,
-    MrKeys, ProtectionDomain, QueuePair, QueuePairExt, SharedReceiveQueue, Verbs,
+    MrKeys, ProtectionDomain, QueuePair, QueuePairExt, RwqIndTable, SharedReceiveQueue, Verbs,
+    WorkQueue,
 };
 pub use wc::{Completion, WcFlags, WcOpcode, WcStatus};
+pub use wq::{
+    RxHashConf, RxHashFields, StridingRqAttr, WqInitAttr, WqState, RX_HASH_FUNC_TOEPLITZ,
+};
 pub use wr::{MwBind, MwBindInfo, RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 
 /// The QP number UD sends use to reach every QP attached to a multicast group.

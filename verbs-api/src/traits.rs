@@ -25,6 +25,7 @@ use crate::qp::{AhAttr, QpAttr, QpAttrMask, QpCap, QpInitAttr, QpModify, QpState
 use crate::srq::{SrqAttr, SrqAttrMask, SrqInitAttr};
 use crate::state_table::check_modify;
 use crate::wc::Completion;
+use crate::wq::{RxHashConf, WqInitAttr, WqState};
 use crate::wr::{MwBind, RecvWr, SendWr};
 
 /// A verbs provider: lists and opens devices (`ibv_get_device_list`, `ibv_open_device`).
@@ -69,6 +70,8 @@ pub trait Verbs {
         type Qp = MockQueuePair;
         type Ah = MockAddressHandle;
         type Flow = MockFlow;
+        type Wq = MockWorkQueue;
+        type RwqIndTable = MockRwqIndTable;
     )
 )]
 pub trait Context {
@@ -90,6 +93,10 @@ pub trait Context {
     type Ah: AddressHandle;
     /// Flow steering rule.
     type Flow: Flow;
+    /// Receive work queue.
+    type Wq: WorkQueue;
+    /// Receive work queue indirection table.
+    type RwqIndTable: RwqIndTable;
 
     /// The device this context is open on.
     fn device(&self) -> DeviceInfo;
@@ -226,6 +233,81 @@ pub trait Context {
     /// # Errors
     /// An OS error from the backend.
     fn poll_async_event(&self) -> Result<Option<AsyncEvent>>;
+
+    /// `ibv_create_wq` (or `mlx5dv_create_wq` when `attr.striding` is set): a receive
+    /// work queue completing into `cq`, in RESET.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Unsupported`] when the device has no work queues (rxe) or no
+    /// striding RQs; [`crate::ErrorKind::InvalidArgument`] for sizes or a stride geometry
+    /// beyond the device's.
+    fn create_wq(&self, pd: &Self::Pd, cq: &Self::Cq, attr: &WqInitAttr) -> Result<Self::Wq>;
+
+    /// `ibv_create_rwq_ind_table`: a table of `wqs` (a power of two of them).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Unsupported`] when the device has no work queues;
+    /// [`crate::ErrorKind::InvalidArgument`] for a size that is not a power of two.
+    #[allow(clippy::needless_lifetimes)] // mockall needs the lifetime named
+    fn create_rwq_ind_table<'a>(&self, wqs: &[&'a Self::Wq]) -> Result<Self::RwqIndTable>;
+
+    /// `ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_IND_TABLE | IBV_QP_INIT_ATTR_RX_HASH`: a
+    /// RAW_PACKET QP with no queues of its own; the frames flow rules steer to it go to
+    /// the WQ of `table` that the RX hash of `hash` picks.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::Unsupported`] when the device has no RSS QPs;
+    /// [`crate::ErrorKind::InvalidArgument`] for a hash function, key or field set the
+    /// device does not take.
+    fn create_rss_qp(
+        &self,
+        pd: &Self::Pd,
+        table: &Self::RwqIndTable,
+        hash: &RxHashConf,
+    ) -> Result<Self::Qp>;
+}
+
+/// A receive work queue (`struct ibv_wq`).
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait WorkQueue: Debug {
+    /// `wq_num`, unique per device.
+    fn wq_num(&self) -> u32;
+
+    /// The current state.
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidState`] once destroyed.
+    fn state(&self) -> Result<WqState>;
+
+    /// `ibv_modify_wq` with `IBV_WQ_ATTR_STATE` (and `IBV_WQ_ATTR_CURR_STATE` when
+    /// `current` is given: it must be the state the WQ is in).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::InvalidArgument`] for a transition the device refuses or a
+    /// wrong `current`.
+    fn modify(&self, state: WqState, current: Option<WqState>) -> Result<()>;
+
+    /// `ibv_post_wq_recv`. On a striding RQ each receive is one SGE covering exactly one
+    /// WQE's buffer (`StridingRqAttr::wqe_bytes`).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::QueueFull`] with [`crate::Error::bad_wr`] when there is no room;
+    /// [`crate::ErrorKind::InvalidArgument`] for too many SGEs.
+    ///
+    /// # Safety
+    /// Every SGE must lie in a memory region that outlives the request's completion, and
+    /// no Rust reference to that memory may exist until then.
+    unsafe fn post_recv<'a>(&self, wrs: &[RecvWr<'a>]) -> Result<()>;
+}
+
+/// A receive work queue indirection table (`struct ibv_rwq_ind_table`).
+#[cfg_attr(feature = "mock", mockall::automock)]
+pub trait RwqIndTable: Debug {
+    /// `ind_tbl_num`.
+    fn ind_tbl_num(&self) -> u32;
+
+    /// The `wq_num` of each entry, in order.
+    fn wq_nums(&self) -> Vec<u32>;
 }
 
 /// A protection domain (`struct ibv_pd`).

@@ -5,6 +5,7 @@ mod convert;
 mod ctx;
 mod qp;
 mod resources;
+mod wq;
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -25,6 +26,7 @@ pub use ctx::HwContext;
 pub(crate) use ctx::{invalid, os_error, Ctx};
 pub use qp::{HwFlow, HwQp};
 pub use resources::{HwAh, HwCompChannel, HwCq, HwMr, HwMw, HwPd, HwSrq};
+pub use wq::{HwRwqIndTable, HwWq};
 
 /// The environment variable naming the device [`HwVerbs::open_default`] opens (and that
 /// the device tests run on).
@@ -230,6 +232,8 @@ impl Context for HwContext {
     type Qp = HwQp;
     type Ah = HwAh;
     type Flow = HwFlow;
+    type Wq = HwWq;
+    type RwqIndTable = HwRwqIndTable;
 
     fn device(&self) -> DeviceInfo {
         self.inner.device.clone()
@@ -424,6 +428,23 @@ impl Context for HwContext {
                 element,
             }));
         }
+    }
+
+    fn create_wq(&self, _pd: &HwPd, _cq: &HwCq, _attr: &verbs_api::WqInitAttr) -> Result<HwWq> {
+        Err(wq::not_wrapped("ibv_create_wq"))
+    }
+
+    fn create_rwq_ind_table(&self, _wqs: &[&HwWq]) -> Result<HwRwqIndTable> {
+        Err(wq::not_wrapped("ibv_create_rwq_ind_table"))
+    }
+
+    fn create_rss_qp(
+        &self,
+        _pd: &HwPd,
+        _table: &HwRwqIndTable,
+        _hash: &verbs_api::RxHashConf,
+    ) -> Result<HwQp> {
+        Err(wq::not_wrapped("ibv_create_qp_ex"))
     }
 }
 

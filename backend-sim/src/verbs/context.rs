@@ -14,6 +14,7 @@ use crate::verbs::roce_addr;
 use crate::verbs::send_queue::SendQueue;
 use crate::verbs::srq::SimSrq;
 use crate::verbs::world::{Arm, Channel, Cq, FlowRule, Qp, Srq, World};
+use crate::verbs::wq::{SimRwqIndTable, SimWq};
 use std::collections::VecDeque;
 
 /// The errno libibverbs gives for a GID table entry that holds no GID.
@@ -23,7 +24,8 @@ use std::sync::{Arc, MutexGuard};
 use verbs_api::{
     inc_rkey, AccessFlags, AhAttr, AsyncEvent, Context, DeviceAttr, DeviceInfo, ErrorKind, Flow,
     FlowAttr, FlowRuleType, FlowSpec, Gid, LinkLayer, MwBind, MwType, PortAttr, PortState, QpAttr,
-    QpInitAttr, QpState, QpType, QueuePair, Result, SendWr, SrqAttr, SrqInitAttr,
+    QpInitAttr, QpState, QpType, QueuePair, Result, RxHashConf, SendWr, SrqAttr, SrqInitAttr,
+    WqInitAttr,
 };
 
 /// An open simulated device.
@@ -81,6 +83,8 @@ impl Context for SimContext {
     type Qp = SimQp;
     type Ah = SimAh;
     type Flow = SimFlow;
+    type Wq = SimWq;
+    type RwqIndTable = SimRwqIndTable;
 
     fn device(&self) -> DeviceInfo {
         self.world().devices[self.dev].info()
@@ -400,6 +404,7 @@ impl Context for SimContext {
             ud_psn: 0,
             rc,
             sq: SendQueue::default(),
+            rss: None,
         };
         w.qps.insert(qpn, qp);
         drop(w);
@@ -541,5 +546,22 @@ impl Context for SimContext {
             .ctxs
             .get_mut(&self.res.id)
             .and_then(|c| c.events.pop_front()))
+    }
+
+    fn create_wq(&self, pd: &SimPd, cq: &SimCq, attr: &WqInitAttr) -> Result<SimWq> {
+        self.create_wq_impl(pd, cq, attr)
+    }
+
+    fn create_rwq_ind_table(&self, wqs: &[&SimWq]) -> Result<SimRwqIndTable> {
+        self.create_ind_table_impl(wqs)
+    }
+
+    fn create_rss_qp(
+        &self,
+        pd: &SimPd,
+        table: &SimRwqIndTable,
+        hash: &RxHashConf,
+    ) -> Result<SimQp> {
+        self.create_rss_qp_impl(pd, table, hash)
     }
 }

@@ -20,8 +20,12 @@ mod send_queue;
 mod sim;
 mod srq;
 mod steering;
+mod striding;
+mod toeplitz;
 mod ud;
 mod world;
+mod wq;
+mod wq_create;
 mod wqe;
 
 pub use ah::SimAh;
@@ -36,3 +40,4 @@ pub use qp::SimQp;
 pub use records::NicStats;
 pub use sim::{LiveObjects, Sim, Snapshot, SnapshotError};
 pub use srq::SimSrq;
+pub use wq::{SimRwqIndTable, SimWq, StridingRqLimits, STRIDING_RQ_LIMITS};

@@ -34,6 +34,8 @@ pub(crate) enum Kind {
     Srq,
     Qp,
     Flow,
+    Wq,
+    IndTable,
 }
 
 /// Ownership of one world object: removes it on drop.
@@ -65,6 +67,12 @@ impl Drop for Res {
             }
             Kind::Qp => w.destroy_qp(self.id),
             Kind::Flow => w.remove_flow(self.id),
+            Kind::Wq => {
+                w.wqs.remove(&self.id);
+            }
+            Kind::IndTable => {
+                w.ind_tables.remove(&self.id);
+            }
         }
     }
 }

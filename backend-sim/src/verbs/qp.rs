@@ -48,7 +48,13 @@ impl QueuePair for SimQp {
     }
 
     fn apply_modify(&self, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        self.world().modify(self.qpn, attr, mask)
+        let mut w = self.world();
+        // An RSS QP has no state machine: the kernel's `mlx5_ib_modify_qp` answers ENOSYS
+        // for a QP with an indirection table.
+        if w.qps.get(&self.qpn).is_some_and(|q| q.rss.is_some()) {
+            return Err(err(ErrorKind::Unsupported, "ibv_modify_qp", "an RSS QP").with_errno(38));
+        }
+        w.modify(self.qpn, attr, mask)
     }
 
     fn query(&self, _mask: QpAttrMask) -> Result<(QpAttr, QpCap)> {

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 use verbs_api::{
     AsyncEvent, Completion, DeviceInfo, FlowAttr, FlowMatcher, NodeType, QpAttr, QpCap, QpState,
-    QpType, SrqAttr, TransportType,
+    QpType, RxHashConf, SrqAttr, StridingRqAttr, TransportType, WqState,
 };
 
 /// Counters of why a NIC dropped a frame it received.
@@ -138,6 +138,8 @@ pub(crate) struct Qp {
     pub rc: Option<Box<RcState>>,
     /// Sends completing after the post (UD, RAW, flushes) and mlx5's unreclaimed slots.
     pub sq: SendQueue,
+    /// An RSS QP's indirection table and hash (see [`super::wq`]).
+    pub rss: Option<Box<Rss>>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,4 +153,32 @@ pub(crate) struct FlowRule {
     pub groups: Vec<Ipv4Addr>,
     /// Ethernet groups joined for rules that name only a multicast MAC.
     pub mac_groups: Vec<Mac>,
+}
+
+/// The NIC's record of a WQ.
+#[derive(Debug, Clone)]
+pub(crate) struct Wq {
+    pub dev: usize,
+    pub pd: u32,
+    pub cq: u32,
+    pub max_wr: u32,
+    pub max_sge: u32,
+    pub state: WqState,
+    pub striding: Option<StridingRqAttr>,
+    pub queue: VecDeque<RecvWqe>,
+    /// Strides of the front WQE already used (striding WQs).
+    pub consumed: u32,
+}
+
+/// The NIC's record of an indirection table: its WQs' numbers.
+#[derive(Debug, Clone)]
+pub(crate) struct IndTable {
+    pub wqs: Vec<u32>,
+}
+
+/// What makes a RAW_PACKET QP an RSS QP: its table and hash.
+#[derive(Debug, Clone)]
+pub(crate) struct Rss {
+    pub table: u32,
+    pub hash: RxHashConf,
 }

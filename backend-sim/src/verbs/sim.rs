@@ -196,6 +196,8 @@ impl Sim {
             srqs: w.srqs.len(),
             qps: w.qps.len(),
             flows: w.flows.len(),
+            wqs: w.wqs.len(),
+            ind_tables: w.ind_tables.len(),
         }
     }
 
@@ -313,6 +315,10 @@ pub struct LiveObjects {
     pub qps: usize,
     /// Flow steering rules.
     pub flows: usize,
+    /// Receive work queues.
+    pub wqs: usize,
+    /// Receive work queue indirection tables.
+    pub ind_tables: usize,
 }
 
 impl LiveObjects {
@@ -327,5 +333,7 @@ impl LiveObjects {
             + self.srqs
             + self.qps
             + self.flows
+            + self.wqs
+            + self.ind_tables
     }
 }

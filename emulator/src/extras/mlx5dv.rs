@@ -2,10 +2,17 @@
 //! function Debian's libmlx5 exports (`objdump -T /usr/lib/x86_64-linux-gnu/libmlx5.so.1`,
 //! all 128 at their MLX5_1.x versions, and `mlx5dv_init_obj`'s MLX5_1.0 compat version), so
 //! a program or binding built against it (perftest, rdma-core's Python bindings pyverbs)
-//! links, and spead2, which `dlopen`s it, finds what it looks up. The emulated device
-//! answers that it is not a direct-verbs device (`mlx5dv_is_supported` is false: the
-//! emulator has no model of MPRQ, DEVX, steering rules or mkeys), so spead2 uses its
-//! ordinary receive path and perftest its plain verbs, and every other function fails the
+//! links, and spead2, which `dlopen`s it, finds what it looks up.
+//!
+//! An mlx5-personality device with direct verbs (the default; a topology's
+//! `direct_verbs = false` turns them off, ConnectX-4 Lx style) is a direct-verbs device
+//! for the striding receive queue ("multi-packet RQ") that spead2 uses: `mlx5dv_is_supported`
+//! is true, `mlx5dv_query_device` reports a ConnectX-5's striding RQ capabilities,
+//! `mlx5dv_create_wq` makes striding WQs and `mlx5dv_init_obj` hands out a WQ's ring
+//! (`MLX5DV_OBJ_RWQ`); see [`crate::verbs::wq`]. On an rxe device or one without direct verbs
+//! those four answer as libmlx5 does for a device that is not its own (false,
+//! EOPNOTSUPP). The emulator has no model of DEVX, steering rules, mkeys and the rest, so
+//! every other function, and `mlx5dv_init_obj` for any object but an RWQ, fails the
 //! way rdma-core v44.0's libmlx5 fails for a device without mlx5 direct-verbs ops
 //! (`providers/mlx5/*.c`, and the man pages where they document the return value): a
 //! function returning an object gives NULL with errno EOPNOTSUPP, one returning 0 or an
@@ -19,7 +26,7 @@
 //! (Debian's libmlx5 does load over the emulator, and its `mlx5dv_is_supported` answers
 //! false too: see [`crate::runtime::host::EmuDevice`].)
 //!
-//! None of these functions reads its arguments, so they declare none: in the C calling
+//! The refusing functions read no argument, so they declare none: in the C calling
 //! convention the caller places and removes the arguments, and a function that reads none
 //! is called correctly whatever the caller passes.
 
@@ -27,11 +34,183 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use crate::base::boundary::{boundary, MinusOne, Nothing, Null, ReturnsErrno, Value};
+use crate::base::errno::set_errno;
+use crate::base::ffi;
 use crate::verbs::unsupported::refuse;
 
-/// `mlx5dv_is_supported`: false, for every device.
-pub extern "C" fn mlx5dv_is_supported() -> bool {
-    boundary(Value(false), move || false)
+/// Whether this process's host has an mlx5 device with direct verbs (every device of a
+/// host has the host's personality).
+fn direct_verbs() -> bool {
+    crate::runtime::host::emu()
+        .is_ok_and(|e| e.spec.personality == backend_sim::Personality::Mlx5 && e.spec.direct_verbs)
+}
+
+/// `mlx5dv_is_supported`: true for a device of an mlx5 host with direct verbs.
+pub extern "C" fn mlx5dv_is_supported(device: *mut ffi::ibv_device) -> bool {
+    boundary(Value(false), move || !device.is_null() && direct_verbs())
+}
+
+/// The device flags a ConnectX-5 reports: CQE version 1 (libmlx5 asks the kernel for it
+/// and `_mlx5dv_query_device` reports `MLX5DV_CONTEXT_FLAGS_CQE_V1`), and multi-packet
+/// send WQEs allowed and enhanced (the kernel's `mlx5_ib_query_device` sets
+/// `MLX5_IB_ALLOW_MPW` and `MLX5_IB_SUPPORT_EMPW` from the device's `multi_pkt_send_wqe`
+/// and `enhanced_multi_pkt_send_wqe` capabilities, which a ConnectX-5 has; spead2 needs
+/// `MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED`).
+const CONNECTX5_FLAGS: u64 = (ffi::MLX5DV_CONTEXT_FLAGS_CQE_V1
+    | ffi::MLX5DV_CONTEXT_FLAGS_MPW_ALLOWED
+    | ffi::MLX5DV_CONTEXT_FLAGS_ENHANCED_MPW) as u64;
+
+/// `mlx5dv_query_device`: on a direct-verbs device, the flags and, when asked
+/// (`MLX5DV_CONTEXT_MASK_STRIDING_RQ` in `comp_mask`), the striding RQ capabilities the
+/// kernel reports for a ConnectX-5 (`mlx5_ib_query_device`: the
+/// `MLX5_{MIN,MAX}_SINGLE_*` limits, `supported_qpts` = `BIT(IB_QPT_RAW_PACKET)`). Other
+/// capability groups asked for are left out of the answer's `comp_mask` (not reported).
+/// Elsewhere EOPNOTSUPP, as before.
+///
+/// # Safety
+/// `attrs` is NULL or valid for reads and writes.
+pub unsafe extern "C" fn mlx5dv_query_device(
+    ctx: *mut ffi::ibv_context,
+    attrs: *mut ffi::mlx5dv_context,
+) -> c_int {
+    boundary(ReturnsErrno, move || {
+        if !direct_verbs() {
+            refuse("mlx5dv_query_device");
+            return libc::EOPNOTSUPP;
+        }
+        if ctx.is_null() || attrs.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: the caller's valid output; `comp_mask` is what it asks for.
+        let a = unsafe { &mut *attrs };
+        let asked = a.comp_mask;
+        a.version = 0;
+        a.flags = CONNECTX5_FLAGS;
+        let mut answered = 0u64;
+        if asked & ffi::MLX5DV_CONTEXT_MASK_STRIDING_RQ as u64 != 0 {
+            let l = backend_sim::verbs::STRIDING_RQ_LIMITS;
+            a.striding_rq_caps = ffi::mlx5dv_striding_rq_caps {
+                min_single_stride_log_num_of_bytes: l.min_single_stride_log_num_of_bytes,
+                max_single_stride_log_num_of_bytes: l.max_single_stride_log_num_of_bytes,
+                min_single_wqe_log_num_of_strides: l.min_single_wqe_log_num_of_strides,
+                max_single_wqe_log_num_of_strides: l.max_single_wqe_log_num_of_strides,
+                supported_qpts: 1 << ffi::IBV_QPT_RAW_PACKET,
+            };
+            answered |= ffi::MLX5DV_CONTEXT_MASK_STRIDING_RQ as u64;
+        }
+        a.comp_mask = answered;
+        0
+    })
+}
+
+/// `mlx5dv_create_wq`: on a direct-verbs device a WQ, striding with
+/// `MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ` (a geometry outside the capabilities is
+/// EINVAL, as libmlx5's `create_wq` and the kernel's `prepare_user_rq` check it; another
+/// `comp_mask` bit is EINVAL, `check_comp_mask`); elsewhere NULL with EOPNOTSUPP.
+///
+/// # Safety
+/// `ctx` is a live context of ours; `attr` and `mlx5_attr` are NULL or valid, `attr`
+/// naming a live PD and CQ of ours.
+pub unsafe extern "C" fn mlx5dv_create_wq(
+    ctx: *mut ffi::ibv_context,
+    attr: *mut ffi::ibv_wq_init_attr,
+    mlx5_attr: *mut ffi::mlx5dv_wq_init_attr,
+) -> *mut ffi::ibv_wq {
+    boundary(Null, move || {
+        if !direct_verbs() {
+            refuse("mlx5dv_create_wq");
+            return null_mut();
+        }
+        let striding = if mlx5_attr.is_null() {
+            None
+        } else {
+            // SAFETY: the caller's valid attributes.
+            let m = unsafe { &*mlx5_attr };
+            let known = ffi::MLX5DV_WQ_INIT_ATTR_MASK_STRIDING_RQ as u64;
+            if m.comp_mask & !known != 0 {
+                set_errno(libc::EINVAL);
+                return null_mut();
+            }
+            (m.comp_mask & known != 0).then(|| {
+                let s = &m.striding_rq_attrs;
+                verbs_api::StridingRqAttr {
+                    single_stride_log_num_of_bytes: s.single_stride_log_num_of_bytes,
+                    single_wqe_log_num_of_strides: s.single_wqe_log_num_of_strides,
+                    two_byte_shift_en: s.two_byte_shift_en != 0,
+                }
+            })
+        };
+        // SAFETY: the caller's live context and valid attributes.
+        unsafe { crate::verbs::wq::create(ctx, attr, striding) }
+    })
+}
+
+/// `mlx5dv_init_obj`: on a direct-verbs device, `MLX5DV_OBJ_RWQ` gives the WQ's ring
+/// as `mlx5dv_get_rwq` does (`buf`, `dbrec`, `wqe_cnt`, `stride = 1 << wqe_shift`,
+/// `comp_mask` 0); any other object type is EOPNOTSUPP (logged once: the emulator has no
+/// mlx5 QP, CQ, SRQ, DM, AH or PD layout to hand out). Elsewhere EOPNOTSUPP, as before.
+///
+/// # Safety
+/// `obj` is NULL or valid; for `MLX5DV_OBJ_RWQ` its `rwq.in` is a live WQ of ours and
+/// `rwq.out` valid for writes.
+pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut ffi::mlx5dv_obj, obj_type: u64) -> c_int {
+    boundary(ReturnsErrno, move || {
+        if !direct_verbs() {
+            refuse("mlx5dv_init_obj");
+            return libc::EOPNOTSUPP;
+        }
+        if obj_type & !(ffi::MLX5DV_OBJ_RWQ as u64) != 0 {
+            refuse("mlx5dv_init_obj");
+            return libc::EOPNOTSUPP;
+        }
+        if obj.is_null() {
+            return libc::EINVAL;
+        }
+        if obj_type == 0 {
+            return 0;
+        }
+        // SAFETY: the caller's valid object description.
+        let o = unsafe { &mut *obj };
+        if o.rwq.in_.is_null() || o.rwq.out.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: a live WQ of ours (the caller's contract) and a valid output.
+        let (q, out): (&crate::verbs::wq::EmuWq, _) =
+            unsafe { (crate::objects::handles::emu(o.rwq.in_), &mut *o.rwq.out) };
+        let (buf, dbrec, wqe_cnt, stride) = q.ring.dv();
+        *out = ffi::mlx5dv_rwq {
+            buf: buf.cast(),
+            dbrec,
+            wqe_cnt,
+            stride,
+            comp_mask: 0,
+        };
+        0
+    })
+}
+
+/// `mlx5dv_open_device`: on a direct-verbs device with no attribute flags, the context
+/// `ibv_open_device` opens (libmlx5's is `verbs_open_device`, a context like
+/// `ibv_open_device`'s); a DEVX context (`MLX5DV_CONTEXT_FLAGS_DEVX`) or other
+/// attributes are refused (EOPNOTSUPP, logged: the emulator has no DEVX), and so is a
+/// device without direct verbs (NULL with EOPNOTSUPP, as before).
+///
+/// # Safety
+/// `device` is a device of this library's list; `attr` is NULL or valid.
+pub unsafe extern "C" fn mlx5dv_open_device(
+    device: *mut ffi::ibv_device,
+    attr: *mut ffi::mlx5dv_context_attr,
+) -> *mut ffi::ibv_context {
+    boundary(Null, move || {
+        // SAFETY: a non-NULL `attr` is the caller's valid attribute.
+        let plain = attr.is_null() || unsafe { (*attr).flags == 0 && (*attr).comp_mask == 0 };
+        if !direct_verbs() || !plain {
+            refuse("mlx5dv_open_device");
+            return null_mut();
+        }
+        // SAFETY: the caller's device, one of this library's list.
+        unsafe { crate::verbs::ops::ibv_open_device(device) }
+    })
 }
 
 /// Defines the refusing functions, by what they return.
@@ -113,7 +292,6 @@ refusing! {
         mlx5dv_create_mkey,
         mlx5dv_create_qp,
         mlx5dv_create_steering_anchor,
-        mlx5dv_create_wq,
         mlx5dv_crypto_login_create,
         mlx5dv_dek_create,
         mlx5dv_devx_alloc_msi_vector,
@@ -148,7 +326,6 @@ refusing! {
         mlx5dv_dr_rule_create,
         mlx5dv_dr_table_create,
         mlx5dv_get_vfio_device_list,
-        mlx5dv_open_device,
         mlx5dv_pp_alloc,
         mlx5dv_qp_ex_from_ibv_qp_ex,
         mlx5dv_sched_leaf_create,
@@ -205,12 +382,10 @@ refusing! {
         mlx5dv_dump_dr_rule,
         mlx5dv_dump_dr_table,
         mlx5dv_get_clock_info,
-        mlx5dv_init_obj,
         mlx5dv_map_ah_to_qp,
         mlx5dv_modify_qp_lag_port,
         mlx5dv_modify_qp_sched_elem,
         mlx5dv_modify_qp_udp_sport,
-        mlx5dv_query_device,
         mlx5dv_query_qp_lag_port,
         mlx5dv_reserved_qpn_alloc,
         mlx5dv_reserved_qpn_dealloc,

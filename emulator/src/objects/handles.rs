@@ -137,6 +137,8 @@ pub struct EmuQp {
     pub extended: bool,
     /// The work requests an `ibv_wr_start` .. `ibv_wr_complete` session has built.
     pub pending: Mutex<Pending>,
+    /// An RSS QP's indirection table (which counts it as a user); NULL for any other QP.
+    pub rss_table: *mut ffi::ibv_rwq_ind_table,
 }
 
 /// An address handle.

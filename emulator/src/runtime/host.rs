@@ -45,6 +45,14 @@ unsafe impl Castable for EmuDevice {
     type C = ffi::ibv_device;
 }
 
+/// A receive queue whose doorbell record the program writes (a WQ's ring handed out by
+/// `mlx5dv_init_obj`, [`crate::objects::wq`]): read before each progress round and each
+/// CQ poll, as the device reads a doorbell record, taking the entries the program posted.
+pub trait Doorbell: Send + Sync + std::fmt::Debug {
+    /// Reads the doorbell record and takes the entries posted since the last read.
+    fn read_doorbell(&self);
+}
+
 /// The emulator of this process.
 #[derive(Debug)]
 pub struct Emu {
@@ -59,6 +67,7 @@ pub struct Emu {
     pub devices: Vec<Box<EmuDevice>>,
     channels: Mutex<Vec<Weak<ChannelState>>>,
     contexts: Mutex<Vec<Weak<ContextState>>>,
+    doorbells: Mutex<Vec<Weak<dyn Doorbell>>>,
     /// The fabric process this host joined, if any.
     member: Option<Joined>,
 }
@@ -202,6 +211,7 @@ impl Emu {
             devices,
             channels: Mutex::new(Vec::new()),
             contexts: Mutex::new(Vec::new()),
+            doorbells: Mutex::new(Vec::new()),
             member,
         })
     }
@@ -250,10 +260,26 @@ impl Emu {
         lock(&self.contexts).push(Arc::downgrade(context));
     }
 
+    /// Lets the progress thread, and every CQ poll, read `doorbell`.
+    pub fn register_doorbell(&self, doorbell: Weak<dyn Doorbell>) {
+        lock(&self.doorbells).push(doorbell);
+    }
+
+    /// Reads every registered doorbell: before each progress round and before each poll
+    /// of a CQ (a poll that finds nothing moves the simulation, whose frames must find the
+    /// receives the program has posted by then, as a device reads a doorbell record at
+    /// once).
+    pub fn read_doorbells(&self) {
+        for d in live_of(&self.doorbells) {
+            d.read_doorbell();
+        }
+    }
+
     /// One round of progress: runs the simulation up to `virtual_now` and hands every
     /// completion event to its channel's file descriptor and every async event to its
     /// context's.
     pub fn progress(&self, virtual_now: u64) {
+        self.read_doorbells();
         match &self.member {
             Some(j) => lock(&j.member).pump(&self.sim, virtual_now),
             None => {
@@ -304,7 +330,7 @@ fn build_sim(
 }
 
 /// The registered objects still alive (the dead are forgotten).
-fn live_of<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
+fn live_of<T: ?Sized>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
     let mut l = lock(list);
     l.retain(|w| w.strong_count() > 0);
     l.iter().filter_map(Weak::upgrade).collect()

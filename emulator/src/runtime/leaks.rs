@@ -30,9 +30,13 @@ pub enum Kind {
     Flow,
     /// A memory window.
     Mw,
+    /// A receive work queue.
+    Wq,
+    /// A receive work queue indirection table.
+    RwqIndTable,
 }
 
-const KINDS: [(Kind, &str); 10] = [
+const KINDS: [(Kind, &str); 12] = [
     (Kind::Context, "context"),
     (Kind::Pd, "PD"),
     (Kind::Mr, "MR"),
@@ -43,9 +47,11 @@ const KINDS: [(Kind, &str); 10] = [
     (Kind::Ah, "AH"),
     (Kind::Flow, "flow"),
     (Kind::Mw, "MW"),
+    (Kind::Wq, "WQ"),
+    (Kind::RwqIndTable, "RWQ indirection table"),
 ];
 
-static LIVE: [AtomicUsize; 10] = [const { AtomicUsize::new(0) }; 10];
+static LIVE: [AtomicUsize; 12] = [const { AtomicUsize::new(0) }; 12];
 
 fn slot(kind: Kind) -> &'static AtomicUsize {
     &LIVE[kind as usize]

@@ -259,6 +259,9 @@ pub(crate) unsafe extern "C" fn poll_cq(
         }
         // SAFETY: the inline caller passes a live CQ of ours.
         let c: &EmuCq = unsafe { emu(cq) };
+        if let Ok(e) = crate::runtime::host::emu() {
+            e.read_doorbells();
+        }
         let mut buf = [Completion::default(); POLL_BATCH];
         let mut done = 0usize;
         while done < num {

@@ -119,6 +119,9 @@ pub unsafe extern "C" fn create_cq_ex(
 unsafe fn advance(cq: *mut ffi::ibv_cq_ex) -> c_int {
     // SAFETY: the inline caller passes a live CQ of ours.
     let c: &EmuCq = unsafe { emu(cq) };
+    if let Ok(e) = crate::runtime::host::emu() {
+        e.read_doorbells();
+    }
     let mut one = [Completion::default()];
     match c.cq.poll(&mut one) {
         Ok(0) => libc::ENOENT,
@@ -201,9 +204,8 @@ readers! {
 
 /// `ibv_cq_ex.read_cvlan`: the VLAN tag the receive queue stripped from the frame, as
 /// mlx5 reports it (its CQE's `vlan_info`). Only a work queue created with
-/// `IBV_WQ_FLAGS_CVLAN_STRIPPING` strips tags, and the emulator has no work queues
-/// (`ibv_create_wq` is refused), so a tagged frame reaches the buffer whole and no tag
-/// was stripped: 0.
+/// `IBV_WQ_FLAGS_CVLAN_STRIPPING` strips tags, and the emulator refuses WQ create flags
+/// ([`crate::verbs::wq`]), so a tagged frame reaches the buffer whole and no tag was stripped: 0.
 unsafe extern "C" fn read_cvlan(_cq: *mut ffi::ibv_cq_ex) -> u16 {
     boundary(Value(0), move || 0)
 }

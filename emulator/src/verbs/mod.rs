@@ -7,7 +7,9 @@
 //! - [`comp_channel`]: completion channels; [`cq`], [`cq_ex`]: completion queues and
 //!   their extended form;
 //! - [`qp`], [`qp_ex`]: queue pairs and their extended form (the `ibv_wr_*` send API);
-//! - [`srq`]: shared receive queues; [`ah`]: address handles; [`flow`]: steering rules;
+//! - [`srq`]: shared receive queues; [`wq`]: receive work queues, their indirection
+//!   tables and RSS QPs (and the rings libmlx5 hands out); [`ah`]: address handles;
+//!   [`flow`]: steering rules;
 //! - [`ops`]: the `ibv_context.ops` and `verbs_context` tables the static-inline verbs
 //!   jump through, and `ibv_open_device`, which installs them;
 //! - [`unsupported`]: exported verbs without a model (EOPNOTSUPP); [`provider`]: the
@@ -33,3 +35,4 @@ pub mod qp_ex;
 pub mod rates;
 pub mod srq;
 pub mod unsupported;
+pub mod wq;

@@ -150,6 +150,7 @@ pub(crate) unsafe fn create_qp(
         qp,
         extended: send_ops.is_some(),
         pending: Mutex::new(Pending::default()),
+        rss_table: null_mut(),
     }));
     c.state.add_object(Object::Qp, qp_num, q as usize);
     // SAFETY: `q` is the live box just leaked; its sync objects are uninitialised.
@@ -254,14 +255,24 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
         }
         // SAFETY: the caller's contract.
         let b = unsafe { take_back::<EmuQp, _>(qp) };
-        // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
+        // SAFETY: the PD, CQs, SRQ and table outlive their QPs (they cannot be freed while
+        // used). An RSS QP has no CQs: its indirection table counts it instead.
         unsafe {
             let base = &b.raw.qp_base;
             emu::<_, EmuPd>(base.pd).users.release();
-            emu::<_, EmuCq>(base.send_cq).users.release();
-            emu::<_, EmuCq>(base.recv_cq).users.release();
+            if !base.send_cq.is_null() {
+                emu::<_, EmuCq>(base.send_cq).users.release();
+            }
+            if !base.recv_cq.is_null() {
+                emu::<_, EmuCq>(base.recv_cq).users.release();
+            }
             if let Some(srq) = try_ref::<EmuSrq>(base.srq) {
                 srq.users.release();
+            }
+            if !b.rss_table.is_null() {
+                emu::<_, crate::verbs::wq::EmuRwqIndTable>(b.rss_table)
+                    .users
+                    .release();
             }
         }
         // SAFETY: the QP's context outlives it.

@@ -59,11 +59,12 @@ pub unsafe extern "C" fn create_qp_ex(
             set_errno(libc::EINVAL);
             return null_mut();
         }
+        if a.comp_mask & (ffi::IBV_QP_INIT_ATTR_IND_TABLE | ffi::IBV_QP_INIT_ATTR_RX_HASH) != 0 {
+            // SAFETY: the caller's live context and objects.
+            return unsafe { crate::verbs::wq::create_rss_qp(ctx, a) };
+        }
         if a.comp_mask & !known != 0 {
-            log_unsupported_once(
-                "ibv_create_qp_ex",
-                "XRC, create flags, TSO, RSS and source QPN",
-            );
+            log_unsupported_once("ibv_create_qp_ex", "XRC, create flags, TSO and source QPN");
             set_errno(libc::EOPNOTSUPP);
             return null_mut();
         }

@@ -9,10 +9,13 @@ Heap i (cnt i + 1) carries item 0x1000 (i as a 64-bit big-endian integer) and it
 (a byte array of 100 + 3000 * (i % 4) bytes, byte k = (7 * i + k) % 251); the sender
 sends HEAPS heaps at 100 Mb/s, then the end of the stream. The reader prints
 {"ready": true} once its flows are in place, then each complete heap as a JSON line (its
-cnt and each item's id and hex value), then {"stats": {...}} with the stream's counters.
+cnt and each item's id and hex value), then {"stats": {...}} with the stream's counters,
+then {"log": [...]}: spead2's INFO records (which reader it made). Its warnings still go
+to stderr as Python prints them without a handler.
 """
 
 import json
+import logging
 import sys
 
 import numpy as np
@@ -103,12 +106,33 @@ def send_heaps(tx, heaps):
     tx.send_heap(end, cnt=heaps + 1)
 
 
+class InfoRecords(logging.Handler):
+    """Keeps the INFO records as "LEVEL message" lines."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.lines = []
+
+    def emit(self, record):
+        if record.levelno == logging.INFO:
+            self.lines.append(f"{record.levelname} {record.getMessage()}")
+
+
 def recv(group, port, iface, heaps):
+    log = logging.getLogger("spead2")
+    log.setLevel(logging.INFO)
+    info = InfoRecords()
+    log.addHandler(info)
+    # Warnings and above on stderr, as Python's last-resort handler prints them.
+    warnings = logging.StreamHandler(sys.stderr)
+    warnings.setLevel(logging.WARNING)
+    log.addHandler(warnings)
     rx = reader(group, port, iface, heaps)
     print(json.dumps({"ready": True}), flush=True)
     print_heaps(
         rx, ["heaps", "incomplete_heaps_evicted", "incomplete_heaps_flushed", "packets"]
     )
+    print(json.dumps({"log": info.lines}), flush=True)
 
 
 def send(group, port, iface, heaps):

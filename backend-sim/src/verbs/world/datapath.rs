@@ -235,6 +235,9 @@ impl World {
     }
 
     pub(super) fn raw_deliver(&mut self, qpn: u32, frame: &[u8], sealed: bool) {
+        if self.rss_deliver(qpn, frame, sealed) {
+            return;
+        }
         let Some(qp) = self.qps.get(&qpn) else { return };
         if !raw::receives(qp.state) {
             return;

@@ -15,6 +15,7 @@ mod membership;
 mod qp_state;
 mod rc_nic;
 mod recv_queue;
+mod wq_rx;
 
 use super::memory::MrTable;
 use super::personality::Personality;
@@ -61,6 +62,8 @@ pub(crate) struct World {
     pub(crate) srqs: HashMap<u32, Srq>,
     pub(crate) qps: HashMap<u32, Qp>,
     pub(crate) flows: HashMap<u32, FlowRule>,
+    pub(crate) wqs: HashMap<u32, super::records::Wq>,
+    pub(crate) ind_tables: HashMap<u32, super::records::IndTable>,
     next_handle: u32,
     next_qpn: u32,
     scratch: Vec<u8>,
@@ -86,6 +89,8 @@ impl World {
             srqs: HashMap::default(),
             qps: HashMap::default(),
             flows: HashMap::default(),
+            wqs: HashMap::default(),
+            ind_tables: HashMap::default(),
             next_handle: 0,
             next_qpn: 0x10,
             scratch: Vec::new(),
@@ -113,6 +118,8 @@ impl World {
             srqs: self.srqs.clone(),
             qps: self.qps.clone(),
             flows: self.flows.clone(),
+            wqs: self.wqs.clone(),
+            ind_tables: self.ind_tables.clone(),
             next_handle: self.next_handle,
             next_qpn: self.next_qpn,
             scratch: self.scratch.clone(),
@@ -141,6 +148,8 @@ impl World {
             keys(&self.srqs),
             keys(&self.qps),
             keys(&self.flows),
+            keys(&self.wqs),
+            keys(&self.ind_tables),
             self.mrs.regions(),
             self.mrs.windows(),
             vec![
