@@ -301,10 +301,13 @@ pub fn run(o: &Options) -> Result<u8, Error> {
         Some(t) => c.env(TOPOLOGY_ENV, t),
         None => c.env_remove(TOPOLOGY_ENV),
     };
-    // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-    // which is async-signal-safe.
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // pthread_sigmask and prctl, which are async-signal-safe.
     unsafe {
-        c.pre_exec(|| sys::die_with_parent(libc::SIGTERM));
+        c.pre_exec(|| {
+            sys::unblock_all()?;
+            sys::die_with_parent(libc::SIGTERM)
+        });
     }
     let name = program.to_string_lossy();
     let mut child = match c.spawn() {

@@ -224,7 +224,7 @@ pub fn recv_with_fds(sock: &UnixStream, buf: &mut [u8]) -> io::Result<(usize, Ve
 pub const FORWARDED: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 /// Blocks [`FORWARDED`] and SIGCHLD and returns a signalfd that reads them. A child
-/// started afterwards by `std::process::Command` starts with no signal blocked.
+/// inherits the mask: it calls [`unblock_all`] before it runs its program.
 pub fn signals() -> io::Result<OwnedFd> {
     // SAFETY: sigset_t is plain data that sigemptyset initialises.
     let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
@@ -247,6 +247,22 @@ pub fn signals() -> io::Result<OwnedFd> {
     }
     // SAFETY: signalfd returned a new descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Unblocks every signal of the calling thread (async-signal-safe: for a child between
+/// fork and exec).
+pub fn unblock_all() -> io::Result<()> {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a live sigset_t; the old mask is not asked for.
+    let r = unsafe {
+        libc::sigemptyset(&mut set);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &set, std::ptr::null_mut())
+    };
+    if r != 0 {
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(())
 }
 
 /// One signal read from a signalfd: its number and whether the kernel sent it (a

@@ -1,0 +1,285 @@
+//! `verbs-emu run` as a user runs it: one host's address on an interface, the device's
+//! files, two hosts from two commands (rdma-core's pingpong, perftest, spead2), bad input,
+//! and SIGTERM.
+
+mod common;
+
+use common::*;
+
+/// The host's address is on an interface of its own network namespace.
+#[test]
+fn a_host_has_its_address_on_an_interface() {
+    let f = fabric("addr");
+    let r = ran(&mut run(&f, "h2", &["ip", "-4", "-o", "addr", "show"]));
+    assert!(r.status.success(), "{r:?}");
+    let lines: Vec<Vec<&str>> = r
+        .out
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let addrs: Vec<(&str, &str)> = lines
+        .iter()
+        .filter(|w| w.len() > 3 && w[2] == "inet")
+        .map(|w| (w[1], w[3]))
+        .collect();
+    assert_eq!(
+        addrs,
+        [("lo", "127.0.0.1/8"), ("eth0", "10.100.0.2/24")],
+        "{}",
+        r.out
+    );
+    wait_fabric_gone(&f);
+}
+
+/// The text of the `==> NAME` section of a script's output (each section up to the next).
+fn section<'a>(out: &'a str, name: &str) -> &'a str {
+    let start = out
+        .find(&format!("==> {name}\n"))
+        .unwrap_or_else(|| panic!("no section {name} in:\n{out}"));
+    let rest = &out[start + name.len() + 5..];
+    rest.find("==> ")
+        .map_or(rest, |end| &rest[..end])
+        .trim_end()
+}
+
+const DEVICE_SCRIPT: &str = r#"
+for f in ibdev abi_version dev; do echo "==> uverbs0/$f"; cat /sys/class/infiniband_verbs/uverbs0/$f; done
+for f in node_type node_guid board_id ports/1/state ports/1/link_layer ports/1/gids/0 ports/1/gids/1 \
+         ports/1/gid_attrs/types/0 ports/1/gid_attrs/types/1 ports/1/gid_attrs/ndevs/1 device/numa_node; do
+  echo "==> mlx5_0/$f"; cat /sys/class/infiniband/mlx5_0/$f
+done
+echo "==> stat"; stat -c '%F' /dev/infiniband/uverbs0 /dev/infiniband/rdma_cm
+echo "==> net"; ls /sys/class/net
+echo "==> ibv_devinfo"; ibv_devinfo
+"#;
+
+/// `/dev/infiniband/uverbs0` is a character device, the sysfs entries describe the
+/// host's device, and `ibv_devinfo` finds it.
+fn check_device_files(r: &Ran) {
+    assert!(r.status.success(), "{r:?}");
+    let out = &r.out;
+    let want = [
+        ("uverbs0/ibdev", "mlx5_0"),
+        ("uverbs0/abi_version", "1"),
+        ("uverbs0/dev", "231:192"),
+        ("mlx5_0/node_type", "1: CA"),
+        ("mlx5_0/node_guid", "0000:0aff:fe64:0002"),
+        ("mlx5_0/board_id", "VERBS_EMU_H2"),
+        ("mlx5_0/ports/1/state", "4: ACTIVE"),
+        ("mlx5_0/ports/1/link_layer", "Ethernet"),
+        (
+            "mlx5_0/ports/1/gids/0",
+            "fe80:0000:0000:0000:0000:0aff:fe64:0002",
+        ),
+        (
+            "mlx5_0/ports/1/gids/1",
+            "0000:0000:0000:0000:0000:ffff:0a64:0002",
+        ),
+        ("mlx5_0/ports/1/gid_attrs/types/0", "IB/RoCE v1"),
+        ("mlx5_0/ports/1/gid_attrs/types/1", "RoCE v2"),
+        ("mlx5_0/ports/1/gid_attrs/ndevs/1", "eth0"),
+        ("mlx5_0/device/numa_node", "-1"),
+        ("stat", "character special file\ncharacter special file"),
+        ("net", "eth0\nlo"),
+    ];
+    for (name, text) in want {
+        assert_eq!(section(out, name), text, "{name}");
+    }
+    let info = section(out, "ibv_devinfo");
+    for line in [
+        "hca_id:\tmlx5_0",
+        "node_guid:\t\t\t0000:0aff:fe64:0002",
+        "board_id:\t\t\tVERBS_EMU_H2",
+        "state:\t\t\tPORT_ACTIVE (4)",
+        "link_layer:\t\tEthernet",
+    ] {
+        assert!(info.contains(line), "ibv_devinfo lacks {line:?}:\n{info}");
+    }
+}
+
+#[test]
+fn the_device_has_a_character_device_and_sysfs_entries() {
+    require("ibv_devinfo", "ibverbs-utils");
+    let f = fabric("dev");
+    check_device_files(&ran(&mut run(&f, "h2", &["sh", "-c", DEVICE_SCRIPT])));
+    wait_fabric_gone(&f);
+}
+
+/// The same as an unprivileged user (uid 65534, through setpriv) when the tests run as
+/// root; as the user the tests run as otherwise.
+#[test]
+fn an_unprivileged_user_gets_the_same_host() {
+    require("ibv_devinfo", "ibverbs-utils");
+    let f = fabric("nobody");
+    let mut c = run(&f, "h2", &["sh", "-c", DEVICE_SCRIPT]);
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let setpriv = require("setpriv", "util-linux");
+        let args: Vec<_> = std::iter::once(c.get_program().to_owned())
+            .chain(c.get_args().map(ToOwned::to_owned))
+            .collect();
+        c = std::process::Command::new(setpriv);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .args(args)
+            .env_remove("XDG_RUNTIME_DIR")
+            .stdin(std::process::Stdio::null());
+        let r = ran(&mut c);
+        check_device_files(&r);
+        let dir = std::env::temp_dir().join("verbs-emu-65534").join(&f);
+        let needle = dir.to_string_lossy().into_owned();
+        wait_until("the unprivileged fabric stops", || {
+            processes_naming(&needle).is_empty()
+        });
+    } else {
+        check_device_files(&ran(&mut c));
+        wait_fabric_gone(&f);
+    }
+}
+
+/// The number before " bytes in " on a pingpong's result line.
+fn pingpong_bytes(out: &str) -> Option<u64> {
+    out.lines()
+        .find_map(|l| {
+            l.split(" bytes in ")
+                .next()
+                .filter(|_| l.contains(" bytes in "))
+        })
+        .and_then(|n| n.trim().parse().ok())
+}
+
+/// `ibv_rc_pingpong -g 1` as server on h1 and client on h2, two commands, the client
+/// giving the server's address: their out-of-band TCP crosses from h2's namespace to h1's.
+#[test]
+fn rc_pingpong_between_two_launched_hosts() {
+    let prog = require("ibv_rc_pingpong", "ibverbs-utils");
+    let prog = prog.to_str().expect("a UTF-8 path");
+    let f = fabric("rc");
+    let args = ["-g", "1", "-n", "100", "-p", "18515"];
+    let mut server = run(&f, "h1", &[&[prog][..], &args].concat())
+        .spawn()
+        .expect("start the server");
+    wait_listening(&mut server, 18515);
+    let client = ran(&mut run(
+        &f,
+        "h2",
+        &[&[prog][..], &args, &["10.100.0.1"]].concat(),
+    ));
+    let server = finish(server);
+    for (who, r) in [("client", &client), ("server", &server)] {
+        assert!(r.status.success(), "{who}: {r:?}");
+        // 100 round trips of 4096 bytes: 2 * 100 * 4096 bytes each way counted.
+        assert_eq!(pingpong_bytes(&r.out), Some(819_200), "{who}: {}", r.out);
+        assert!(r.out.contains("GID ::ffff:10.100.0.1"), "{who}: {}", r.out);
+        assert!(r.out.contains("GID ::ffff:10.100.0.2"), "{who}: {}", r.out);
+    }
+    wait_fabric_gone(&f);
+}
+
+/// The result row after perftest's `#bytes` header.
+fn perftest_row(out: &str) -> Option<Vec<String>> {
+    let mut lines = out.lines();
+    lines.find(|l| l.trim_start().starts_with("#bytes"))?;
+    Some(
+        lines
+            .next()?
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// perftest's `ib_send_bw` the same way.
+#[test]
+fn perftest_send_bw_between_two_launched_hosts() {
+    let prog = require("ib_send_bw", "perftest");
+    let prog = prog.to_str().expect("a UTF-8 path");
+    let f = fabric("bw");
+    let args = ["-d", "mlx5_0", "-x", "1", "-n", "100", "-p", "18516"];
+    let mut server = run(&f, "h1", &[&[prog][..], &args].concat())
+        .spawn()
+        .expect("start the server");
+    wait_listening(&mut server, 18516);
+    let client = ran(&mut run(
+        &f,
+        "h2",
+        &[&[prog][..], &args, &["10.100.0.1"]].concat(),
+    ));
+    let server = finish(server);
+    for (who, r) in [("client", &client), ("server", &server)] {
+        assert!(r.status.success(), "{who}: {r:?}");
+        let row = perftest_row(&r.out).unwrap_or_else(|| panic!("{who}: no row in {}", r.out));
+        assert_eq!(&row[..2], ["65536", "100"], "{who}: {}", r.out);
+    }
+    wait_fabric_gone(&f);
+}
+
+/// One line on stderr naming the problem, a failure status, nothing started.
+fn one_line_error(r: &Ran, names: &[&str]) {
+    assert!(!r.status.success(), "{r:?}");
+    assert_eq!(r.err.lines().count(), 1, "{:?}", r.err);
+    for n in names {
+        assert!(r.err.contains(n), "{:?} does not name {n:?}", r.err);
+    }
+    assert!(r.err.starts_with("verbs-emu: "), "{:?}", r.err);
+}
+
+#[test]
+fn bad_input_is_one_line_naming_the_problem() {
+    let f = fabric("bad");
+    // A host the default topology does not have.
+    let r = ran(&mut run(&f, "h9", &["true"]));
+    one_line_error(&r, &["h9", "no such host", "h1, h2, h3, h4"]);
+    // A topology file that does not parse.
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&f);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[[host]]\nname = \"a\"\n").expect("write the topology");
+    let mut c = std::process::Command::new(verbs_emu());
+    c.args(["run", "--fabric", &f, "--topology"])
+        .arg(&bad)
+        .args(["--", "true"]);
+    let r = ran(&mut c);
+    one_line_error(&r, &["bad.toml", "bad topology", "ip"]);
+    // A topology file that is not there.
+    let mut c = std::process::Command::new(verbs_emu());
+    c.args(["run", "--topology", "/nonexistent/t.toml", "--", "true"]);
+    one_line_error(&ran(&mut c), &["/nonexistent/t.toml", "No such file"]);
+    // No command.
+    let mut c = std::process::Command::new(verbs_emu());
+    c.args(["run", "--fabric", &f, "--host", "h2"]);
+    one_line_error(&ran(&mut c), &["no command"]);
+    // An option the launcher does not have.
+    let mut c = std::process::Command::new(verbs_emu());
+    c.args(["run", "--bogus", "--", "true"]);
+    one_line_error(&ran(&mut c), &["--bogus"]);
+    // A command that does not exist: the shell's status for it.
+    let r = ran(&mut run(&f, "h1", &["/nonexistent/program"]));
+    assert_eq!(r.status.code(), Some(127), "{r:?}");
+    one_line_error(&r, &["/nonexistent/program", "not found"]);
+    wait_fabric_gone(&f);
+}
+
+/// A launcher whose command (a perftest server waiting for its client) runs on is ended
+/// by SIGTERM: the command gets it, the launcher exits with 128 + 15, and no process of
+/// the run is left (the command, the holder, the fabric).
+#[test]
+fn sigterm_ends_every_process() {
+    let prog = require("ib_send_bw", "perftest");
+    let prog = prog.to_str().expect("a UTF-8 path");
+    let f = fabric("term");
+    let mut server = run(&f, "h1", &[prog, "-d", "mlx5_0", "-x", "1", "-p", "18517"])
+        .spawn()
+        .expect("start the server");
+    wait_listening(&mut server, 18517);
+    let started = descendants(server.id());
+    assert!(!started.is_empty());
+    // SAFETY: kill takes numbers only.
+    let rc = unsafe { libc::kill(i32::try_from(server.id()).unwrap(), libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let r = finish(server);
+    assert_eq!(r.status.code(), Some(128 + 15), "{r:?}");
+    wait_fabric_gone(&f);
+    for pid in started {
+        wait_until(&format!("process {pid} of the run ends"), || !alive(pid));
+    }
+}
