@@ -283,3 +283,68 @@ fn sigterm_ends_every_process() {
         wait_until(&format!("process {pid} of the run ends"), || !alive(pid));
     }
 }
+
+/// spead2 as a user writes it: `add_udp_ibv_reader` on 10.100.0.1 under `--host h1`, a
+/// `UdpIbvStream` sender on 10.100.0.2 under `--host h2`, a multicast group between
+/// them; spead2's kernel sockets join and bind on the hosts' interfaces. The heaps h1
+/// receives are those h2 sent.
+#[test]
+fn spead2_reader_and_sender_on_two_launched_hosts() {
+    use std::io::BufRead;
+    let python = workspace_tests::spead2::python();
+    let python = python.to_str().expect("a UTF-8 path");
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/py/spead2_two_hosts.py");
+    let script = script.to_str().expect("a UTF-8 path");
+    let f = fabric("spead2");
+    let heaps = "20";
+    let mut reader = run(
+        &f,
+        "h1",
+        &[
+            python,
+            script,
+            "recv",
+            "239.10.0.1",
+            "7148",
+            "10.100.0.1",
+            heaps,
+        ],
+    )
+    .spawn()
+    .expect("start the reader");
+    let mut lines =
+        std::io::BufReader::new(reader.stdout.take().expect("the reader's stdout")).lines();
+    match lines.next() {
+        Some(Ok(l)) if l == r#"{"ready": true}"# => {}
+        other => panic!(
+            "the reader is not ready ({other:?}): {}",
+            rest_of_stderr(&mut reader)
+        ),
+    }
+    let sender = ran(&mut run(
+        &f,
+        "h2",
+        &[
+            python,
+            script,
+            "send",
+            "239.10.0.1",
+            "7148",
+            "10.100.0.2",
+            heaps,
+        ],
+    ));
+    assert!(sender.status.success(), "sender: {sender:?}");
+    let received: Vec<String> = lines.map(|l| l.expect("the reader's output")).collect();
+    let status = reader.wait().expect("wait for the reader");
+    assert!(
+        status.success(),
+        "reader ({status}): {}",
+        rest_of_stderr(&mut reader)
+    );
+    let sent: Vec<&str> = sender.out.lines().collect();
+    assert_eq!(sent.len(), 20, "{}", sender.out);
+    assert_eq!(received, sent);
+    wait_fabric_gone(&f);
+}
