@@ -348,3 +348,61 @@ fn spead2_reader_and_sender_on_two_launched_hosts() {
     assert_eq!(received, sent);
     wait_fabric_gone(&f);
 }
+
+/// UCX (Debian's `ucx-utils`) sees the emulated device, which it skips unless
+/// `/dev/infiniband/uverbs0` is a character device, and runs `ucx_perftest` between two
+/// launched hosts over it (RC, with UD for its wire-up, on GID 0).
+#[test]
+fn ucx_lists_the_device_and_runs_between_two_launched_hosts() {
+    let info = require("ucx_info", "ucx-utils");
+    let perf = require("ucx_perftest", "ucx-utils");
+    let perf = perf.to_str().expect("a UTF-8 path");
+    let f = fabric("ucx");
+    let r = ran(&mut run(
+        &f,
+        "h1",
+        &[info.to_str().expect("a UTF-8 path"), "-d"],
+    ));
+    assert!(r.status.success(), "{r:?}");
+    let md = r
+        .out
+        .split("# Memory domain: ")
+        .find(|s| s.starts_with("mlx5_0\n"))
+        .unwrap_or_else(|| panic!("no mlx5_0 memory domain:\n{}", r.out));
+    for t in ["rc_verbs", "ud_verbs"] {
+        assert!(
+            md.contains(&format!(
+                "#      Transport: {t}\n#         Device: mlx5_0:1\n"
+            )),
+            "no {t} on mlx5_0:1:\n{md}"
+        );
+    }
+    wait_fabric_gone(&f);
+
+    let env = [
+        "env",
+        "UCX_TLS=rc_verbs,ud_verbs,self",
+        "UCX_NET_DEVICES=mlx5_0:1",
+        "UCX_IB_GID_INDEX=0",
+        perf,
+        "-t",
+        "tag_bw",
+        "-n",
+        "100",
+        "-p",
+        "13338",
+    ];
+    let mut server = run(&f, "h1", &env).spawn().expect("start the server");
+    wait_listening(&mut server, 13338);
+    let client = ran(&mut run(&f, "h2", &[&env[..], &["10.100.0.1"]].concat()));
+    let server = finish(server);
+    assert!(server.status.success(), "server: {server:?}");
+    assert!(client.status.success(), "client: {client:?}");
+    let last = client
+        .out
+        .lines()
+        .find(|l| l.starts_with("Final:"))
+        .unwrap_or_else(|| panic!("no final row: {}", client.out));
+    assert_eq!(last.split_whitespace().nth(1), Some("100"), "{last}");
+    wait_fabric_gone(&f);
+}
