@@ -69,9 +69,20 @@ pub fn userns_hint() -> String {
     }
 }
 
+/// The `ip` command: on `PATH`, or in the folders that hold it where `PATH` lacks them
+/// (an ordinary user's `PATH` on Debian has no `/usr/sbin`).
+fn ip_command() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/bin", "/bin"].map(PathBuf::from))
+        .map(|d| d.join("ip"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("ip"))
+}
+
 /// Runs `ip -batch -` with `lines` in the calling thread's namespaces.
 fn ip(lines: &[String]) -> Result<(), String> {
-    let mut child = Command::new("ip")
+    let mut child = Command::new(ip_command())
         .args(["-batch", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

@@ -406,3 +406,41 @@ fn ucx_lists_the_device_and_runs_between_two_launched_hosts() {
     assert_eq!(last.split_whitespace().nth(1), Some("100"), "{last}");
     wait_fabric_gone(&f);
 }
+
+/// libfabric's verbs provider (Debian's `libfabric-bin`): `fi_pingpong` over a datagram
+/// endpoint between two launched hosts, its control connection to 10.100.0.1's port
+/// 47592; both sides report 100 transfers of 1 KiB acknowledged.
+#[test]
+fn libfabric_pingpong_between_two_launched_hosts() {
+    let prog = require("fi_pingpong", "libfabric-bin");
+    let prog = prog.to_str().expect("a UTF-8 path");
+    let f = fabric("fi");
+    let args = [
+        prog,
+        "-p",
+        "verbs",
+        "-e",
+        "dgram",
+        "-d",
+        "mlx5_0-dgram",
+        "-I",
+        "100",
+        "-S",
+        "1024",
+    ];
+    let mut server = run(&f, "h1", &args).spawn().expect("start the server");
+    wait_listening(&mut server, 47592);
+    let client = ran(&mut run(&f, "h2", &[&args[..], &["10.100.0.1"]].concat()));
+    let server = finish(server);
+    for (who, r) in [("client", &client), ("server", &server)] {
+        assert!(r.status.success(), "{who}: {r:?}");
+        let row = r
+            .out
+            .lines()
+            .find(|l| l.starts_with("1k "))
+            .unwrap_or_else(|| panic!("{who}: no result row: {}", r.out));
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(&cols[..3], ["1k", "100", "=100"], "{who}: {row}");
+    }
+    wait_fabric_gone(&f);
+}
