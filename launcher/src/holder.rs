@@ -210,6 +210,10 @@ fn start_fabric(c: &Config) -> Result<Fabric, String> {
         .arg("--dir")
         .arg(&dir)
         .args(["--seed", &c.seed.to_string()])
+        // What the fabric reads is on its command line, not in the first launcher's
+        // environment.
+        .env_remove(ibverbs::topology::TOPOLOGY_ENV)
+        .env_remove(ibverbs::topology::SEED_ENV)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped());
     if let Some(t) = &c.topology {
@@ -256,7 +260,7 @@ struct Holder {
 /// `verbs-emu holder`: prints `ready` (or the one-line reason it cannot start) on stdout,
 /// then serves until the last launcher goes. Returns the process's exit status.
 pub fn main(config: Config) -> u8 {
-    let _ = sys::setsid();
+    let _ = sys::own_process_group();
     match start(config) {
         Err(e) => {
             println!("{e}");

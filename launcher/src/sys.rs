@@ -305,13 +305,13 @@ pub fn die_with_parent(sig: libc::c_int) -> io::Result<()> {
     })
 }
 
-/// `setsid(2)`: a new session, away from the terminal's process group.
-pub fn setsid() -> io::Result<()> {
-    // SAFETY: no arguments.
-    if unsafe { libc::setsid() } == -1 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+/// `setpgid(0, 0)`: a process group of its own, away from the terminal's foreground
+/// group (whose Ctrl-C would stop the fabric under later launchers). Not a session of its
+/// own: the kernel schedules a session as one group (autogroup), and a fabric alone in
+/// one got so little of a loaded machine that RC pingpongs timed out.
+pub fn own_process_group() -> io::Result<()> {
+    // SAFETY: numbers only.
+    check(unsafe { libc::setpgid(0, 0) })
 }
 
 /// `poll(2)` on `fds` (descriptor, events); returns the events seen on each.

@@ -9,6 +9,7 @@ use common::*;
 /// The host's address is on an interface of its own network namespace.
 #[test]
 fn a_host_has_its_address_on_an_interface() {
+    let _pair = one_test_at_a_time();
     let f = fabric("addr");
     let r = ran(&mut run(&f, "h2", &["ip", "-4", "-o", "addr", "show"]));
     assert!(r.status.success(), "{r:?}");
@@ -99,6 +100,7 @@ fn check_device_files(r: &Ran) {
 
 #[test]
 fn the_device_has_a_character_device_and_sysfs_entries() {
+    let _pair = one_test_at_a_time();
     require("ibv_devinfo", "ibverbs-utils");
     let f = fabric("dev");
     check_device_files(&ran(&mut run(&f, "h2", &["sh", "-c", DEVICE_SCRIPT])));
@@ -109,6 +111,7 @@ fn the_device_has_a_character_device_and_sysfs_entries() {
 /// root; as the user the tests run as otherwise.
 #[test]
 fn an_unprivileged_user_gets_the_same_host() {
+    let _pair = one_test_at_a_time();
     require("ibv_devinfo", "ibverbs-utils");
     let f = fabric("nobody");
     let mut c = run(&f, "h2", &["sh", "-c", DEVICE_SCRIPT]);
@@ -151,6 +154,7 @@ fn pingpong_bytes(out: &str) -> Option<u64> {
 /// giving the server's address: their out-of-band TCP crosses from h2's namespace to h1's.
 #[test]
 fn rc_pingpong_between_two_launched_hosts() {
+    let _pair = one_test_at_a_time();
     let prog = require("ibv_rc_pingpong", "ibverbs-utils");
     let prog = prog.to_str().expect("a UTF-8 path");
     let f = fabric("rc");
@@ -166,7 +170,10 @@ fn rc_pingpong_between_two_launched_hosts() {
     ));
     let server = finish(server);
     for (who, r) in [("client", &client), ("server", &server)] {
-        assert!(r.status.success(), "{who}: {r:?}");
+        assert!(
+            r.status.success(),
+            "{who}: {r:?}\nclient: {client:?}\nserver: {server:?}"
+        );
         // 100 round trips of 4096 bytes: 2 * 100 * 4096 bytes each way counted.
         assert_eq!(pingpong_bytes(&r.out), Some(819_200), "{who}: {}", r.out);
         assert!(r.out.contains("GID ::ffff:10.100.0.1"), "{who}: {}", r.out);
@@ -191,6 +198,7 @@ fn perftest_row(out: &str) -> Option<Vec<String>> {
 /// perftest's `ib_send_bw` the same way.
 #[test]
 fn perftest_send_bw_between_two_launched_hosts() {
+    let _pair = one_test_at_a_time();
     let prog = require("ib_send_bw", "perftest");
     let prog = prog.to_str().expect("a UTF-8 path");
     let f = fabric("bw");
@@ -225,6 +233,7 @@ fn one_line_error(r: &Ran, names: &[&str]) {
 
 #[test]
 fn bad_input_is_one_line_naming_the_problem() {
+    let _pair = one_test_at_a_time();
     let f = fabric("bad");
     // A host the default topology does not have.
     let r = ran(&mut run(&f, "h9", &["true"]));
@@ -264,6 +273,7 @@ fn bad_input_is_one_line_naming_the_problem() {
 /// the run is left (the command, the holder, the fabric).
 #[test]
 fn sigterm_ends_every_process() {
+    let _pair = one_test_at_a_time();
     let prog = require("ib_send_bw", "perftest");
     let prog = prog.to_str().expect("a UTF-8 path");
     let f = fabric("term");
@@ -290,6 +300,7 @@ fn sigterm_ends_every_process() {
 /// receives are those h2 sent.
 #[test]
 fn spead2_reader_and_sender_on_two_launched_hosts() {
+    let _pair = one_test_at_a_time();
     use std::io::BufRead;
     let python = workspace_tests::spead2::python();
     let python = python.to_str().expect("a UTF-8 path");
@@ -354,6 +365,7 @@ fn spead2_reader_and_sender_on_two_launched_hosts() {
 /// launched hosts over it (RC, with UD for its wire-up, on GID 0).
 #[test]
 fn ucx_lists_the_device_and_runs_between_two_launched_hosts() {
+    let _pair = one_test_at_a_time();
     let info = require("ucx_info", "ucx-utils");
     let perf = require("ucx_perftest", "ucx-utils");
     let perf = perf.to_str().expect("a UTF-8 path");
@@ -412,6 +424,7 @@ fn ucx_lists_the_device_and_runs_between_two_launched_hosts() {
 /// 47592; both sides report 100 transfers of 1 KiB acknowledged.
 #[test]
 fn libfabric_pingpong_between_two_launched_hosts() {
+    let _pair = one_test_at_a_time();
     let prog = require("fi_pingpong", "libfabric-bin");
     let prog = prog.to_str().expect("a UTF-8 path");
     let f = fabric("fi");
@@ -442,5 +455,101 @@ fn libfabric_pingpong_between_two_launched_hosts() {
         let cols: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(&cols[..3], ["1k", "100", "=100"], "{who}: {row}");
     }
+    wait_fabric_gone(&f);
+}
+
+/// Four launchers started at once, one per host of the default topology: each joins (or
+/// starts) the one fabric and finds its own host's address.
+#[test]
+fn launchers_started_at_once_each_get_their_host() {
+    let _pair = one_test_at_a_time();
+    let f = fabric("race");
+    let children: Vec<_> = (1..=4)
+        .map(|i| {
+            let host = format!("h{i}");
+            let c = run(&f, &host, &["ip", "-4", "-o", "addr", "show", "eth0"])
+                .spawn()
+                .expect("start verbs-emu");
+            (i, c)
+        })
+        .collect();
+    for (i, c) in children {
+        let r = finish(c);
+        assert!(r.status.success(), "h{i}: {r:?}");
+        assert!(
+            r.out.contains(&format!(" inet 10.100.0.{i}/24 ")),
+            "h{i}: {}",
+            r.out
+        );
+    }
+    wait_fabric_gone(&f);
+}
+
+/// A later launcher of a running fabric may not change its seed (the first one's), and
+/// one naming the same seed, or none, joins it.
+#[test]
+fn a_later_launcher_keeps_the_fabrics_settings() {
+    let _pair = one_test_at_a_time();
+    use std::io::Write;
+    let f = fabric("seed");
+    let mut first = std::process::Command::new(verbs_emu());
+    first
+        .env_remove("XDG_RUNTIME_DIR")
+        .args([
+            "run",
+            "--fabric",
+            &f,
+            "--seed",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "echo up; read x",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut first = first.spawn().expect("start verbs-emu");
+    let mut up = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(first.stdout.as_mut().expect("stdout")),
+        &mut up,
+    )
+    .expect("read the first command's line");
+    assert_eq!(up, "up\n", "{}", rest_of_stderr(&mut first));
+    let mut other = std::process::Command::new(verbs_emu());
+    other.env_remove("XDG_RUNTIME_DIR").args([
+        "run", "--fabric", &f, "--host", "h2", "--seed", "4", "--", "true",
+    ]);
+    let r = ran(&mut other);
+    one_line_error(&r, &["seed 3", "--seed"]);
+    assert_eq!(r.status.code(), Some(2));
+    let mut same = std::process::Command::new(verbs_emu());
+    same.env_remove("XDG_RUNTIME_DIR").args([
+        "run",
+        "--fabric",
+        &f,
+        "--host",
+        "h2",
+        "--seed",
+        "3",
+        "--",
+        "sh",
+        "-c",
+        "echo $VERBS_EMU_SEED",
+    ]);
+    let r = ran(&mut same);
+    assert!(r.status.success(), "{r:?}");
+    assert_eq!(r.out, "3\n");
+    let r = ran(&mut run(&f, "h3", &["sh", "-c", "echo $VERBS_EMU_SEED"]));
+    assert_eq!(r.out, "3\n", "{r:?}");
+    first
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"done\n")
+        .expect("end the first command");
+    let status = first.wait().expect("wait for the first launcher");
+    assert!(status.success(), "{status}");
     wait_fabric_gone(&f);
 }

@@ -59,6 +59,16 @@ pub fn require(program: &str, package: &str) -> PathBuf {
     );
 }
 
+/// Taken by every test for its whole run, so that the tests run one at a time: each
+/// emulated process runs its NIC on the wall clock, and on a machine of two cores several
+/// programs at once starve each other's progress threads into RC retry timeouts.
+pub fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static PAIRS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    PAIRS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A fabric name of this test process's own.
 pub fn fabric(test: &str) -> String {
     format!("t{}-{test}", std::process::id())
