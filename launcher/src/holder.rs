@@ -456,7 +456,7 @@ impl Holder {
     }
 }
 
-/// Whether a holder answers on `dir`'s control socket.
+/// The control socket of the holder of the fabric in `dir`.
 pub fn control_path(dir: &Path) -> PathBuf {
     dir.join(CONTROL)
 }
