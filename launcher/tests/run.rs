@@ -133,6 +133,7 @@ fn an_unprivileged_user_gets_the_same_host() {
         wait_until("the unprivileged fabric stops", || {
             processes_naming(&needle).is_empty()
         });
+        std::fs::remove_dir_all(&dir).expect("remove the fabric's state directory");
     } else {
         check_device_files(&ran(&mut c));
         wait_fabric_gone(&f);
@@ -203,9 +204,17 @@ fn perftest_send_bw_between_two_launched_hosts() {
     let prog = prog.to_str().expect("a UTF-8 path");
     let f = fabric("bw");
     let args = ["-d", "mlx5_0", "-x", "1", "-n", "100", "-p", "18516"];
-    let mut server = run(&f, "h1", &[&[prog][..], &args].concat())
-        .spawn()
-        .expect("start the server");
+    // The first launcher captures the fabric's frames.
+    let pcap = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{f}.pcap"));
+    let pcap_arg = pcap.to_str().expect("a UTF-8 path");
+    let mut server = run_with(
+        &f,
+        "h1",
+        &["--pcap", pcap_arg],
+        &[&[prog][..], &args].concat(),
+    )
+    .spawn()
+    .expect("start the server");
     wait_listening(&mut server, 18516);
     let client = ran(&mut run(
         &f,
@@ -219,6 +228,10 @@ fn perftest_send_bw_between_two_launched_hosts() {
         assert_eq!(&row[..2], ["65536", "100"], "{who}: {}", r.out);
     }
     wait_fabric_gone(&f);
+    // A pcap header (24 bytes) and the frames: at least 100 messages of 64 KiB.
+    let len = std::fs::metadata(&pcap).expect("the capture").len();
+    assert!(len > 100 * 65536, "{} has {len} bytes", pcap.display());
+    std::fs::remove_file(&pcap).expect("remove the capture");
 }
 
 /// One line on stderr naming the problem, a failure status, nothing started.

@@ -233,4 +233,23 @@ pub fn wait_fabric_gone(name: &str) {
         !dir.join("control.sock").exists(),
         "the holder left its socket"
     );
+    assert!(
+        !dir.join("fabric").exists(),
+        "the fabric left its directory"
+    );
+    std::fs::remove_dir_all(&dir).expect("remove the fabric's state directory");
+}
+
+/// `run` with launcher options before the command.
+pub fn run_with(fabric: &str, host: &str, options: &[&str], args: &[&str]) -> Command {
+    let mut c = Command::new(verbs_emu());
+    c.env_remove("XDG_RUNTIME_DIR")
+        .args(["run", "--fabric", fabric, "--host", host])
+        .args(options)
+        .arg("--")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
 }
