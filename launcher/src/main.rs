@@ -54,13 +54,15 @@ struct RunArgs {
     #[arg(long, default_value = "h1")]
     host: String,
     /// The topology file (TOML, as the emulator's); default: hosts h1..h4 at 10.100.0.1..4.
-    /// Only for the first `run` of a fabric; later ones give the same or none.
+    /// Set by the first `run` of a fabric; later runs give the same or none.
     #[arg(long, value_name = "FILE")]
     topology: Option<PathBuf>,
-    /// The seed of the fabric's and the programs' random draws (default 1); first `run` only.
+    /// The seed of the fabric's and the programs' random draws (default 1); set by the first
+    /// `run` of a fabric, later runs give the same or none.
     #[arg(long, value_name = "N")]
     seed: Option<u64>,
-    /// Capture the fabric's frames to this pcap file; first `run` only.
+    /// Capture the fabric's frames to this pcap file; set by the first `run` of a fabric,
+    /// later runs give the same or none.
     #[arg(long, value_name = "OUT")]
     pcap: Option<PathBuf>,
     /// The fabric to join (or start): runs with the same name are hosts of one network.
