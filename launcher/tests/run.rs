@@ -107,27 +107,39 @@ fn the_device_has_a_character_device_and_sysfs_entries() {
     wait_fabric_gone(&f);
 }
 
-/// The same as an unprivileged user (uid 65534, through setpriv) when the tests run as
-/// root; as the user the tests run as otherwise.
+/// Runs `c` as uid 65534 (through setpriv) when the tests run as root; as it is otherwise.
+fn unprivileged(c: std::process::Command) -> std::process::Command {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return c;
+    }
+    let setpriv = require("setpriv", "util-linux");
+    let mut w = std::process::Command::new(setpriv);
+    w.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(c.get_program())
+        .args(c.get_args())
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    w
+}
+
+/// As an unprivileged user (uid 65534 through setpriv when the tests run as root, the
+/// tests' user otherwise): the same device files, and an RC pingpong between two hosts.
 #[test]
-fn an_unprivileged_user_gets_the_same_host() {
+fn an_unprivileged_user_gets_the_same_hosts() {
     let _pair = one_test_at_a_time();
     require("ibv_devinfo", "ibverbs-utils");
     let f = fabric("nobody");
-    let mut c = run(&f, "h2", &["sh", "-c", DEVICE_SCRIPT]);
+    check_device_files(&ran(&mut unprivileged(run(
+        &f,
+        "h2",
+        &["sh", "-c", DEVICE_SCRIPT],
+    ))));
+    rc_pingpong_pair(&f, unprivileged);
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        let setpriv = require("setpriv", "util-linux");
-        let args: Vec<_> = std::iter::once(c.get_program().to_owned())
-            .chain(c.get_args().map(ToOwned::to_owned))
-            .collect();
-        c = std::process::Command::new(setpriv);
-        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-            .args(args)
-            .env_remove("XDG_RUNTIME_DIR")
-            .stdin(std::process::Stdio::null());
-        let r = ran(&mut c);
-        check_device_files(&r);
         let dir = std::env::temp_dir().join("verbs-emu-65534").join(&f);
         let needle = dir.to_string_lossy().into_owned();
         wait_until("the unprivileged fabric stops", || {
@@ -135,7 +147,6 @@ fn an_unprivileged_user_gets_the_same_host() {
         });
         std::fs::remove_dir_all(&dir).expect("remove the fabric's state directory");
     } else {
-        check_device_files(&ran(&mut c));
         wait_fabric_gone(&f);
     }
 }
@@ -151,24 +162,22 @@ fn pingpong_bytes(out: &str) -> Option<u64> {
         .and_then(|n| n.trim().parse().ok())
 }
 
-/// `ibv_rc_pingpong -g 1` as server on h1 and client on h2, two commands, the client
-/// giving the server's address: their out-of-band TCP crosses from h2's namespace to h1's.
-#[test]
-fn rc_pingpong_between_two_launched_hosts() {
-    let _pair = one_test_at_a_time();
+/// `ibv_rc_pingpong -g 1` as server on h1 and client on h2, each launcher command made
+/// by `wrap`, the client giving the server's address: their out-of-band TCP crosses from
+/// h2's namespace to h1's.
+fn rc_pingpong_pair(f: &str, wrap: impl Fn(std::process::Command) -> std::process::Command) {
     let prog = require("ibv_rc_pingpong", "ibverbs-utils");
     let prog = prog.to_str().expect("a UTF-8 path");
-    let f = fabric("rc");
     let args = ["-g", "1", "-n", "100", "-p", "18515"];
-    let mut server = run(&f, "h1", &[&[prog][..], &args].concat())
+    let mut server = wrap(run(f, "h1", &[&[prog][..], &args].concat()))
         .spawn()
         .expect("start the server");
     wait_listening(&mut server, 18515);
-    let client = ran(&mut run(
-        &f,
+    let client = ran(&mut wrap(run(
+        f,
         "h2",
         &[&[prog][..], &args, &["10.100.0.1"]].concat(),
-    ));
+    )));
     let server = finish(server);
     for (who, r) in [("client", &client), ("server", &server)] {
         assert!(
@@ -180,6 +189,13 @@ fn rc_pingpong_between_two_launched_hosts() {
         assert!(r.out.contains("GID ::ffff:10.100.0.1"), "{who}: {}", r.out);
         assert!(r.out.contains("GID ::ffff:10.100.0.2"), "{who}: {}", r.out);
     }
+}
+
+#[test]
+fn rc_pingpong_between_two_launched_hosts() {
+    let _pair = one_test_at_a_time();
+    let f = fabric("rc");
+    rc_pingpong_pair(&f, |c| c);
     wait_fabric_gone(&f);
 }
 
