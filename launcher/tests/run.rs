@@ -107,7 +107,26 @@ fn the_device_has_a_character_device_and_sysfs_entries() {
     wait_fabric_gone(&f);
 }
 
-/// Runs `c` as uid 65534 (through setpriv) when the tests run as root; as it is otherwise.
+/// The folder of the copies of the launcher, the fabric process and the library that
+/// uid 65534 runs: the build's folder may be where it cannot reach (under /root).
+fn binaries_for_everyone() -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("verbs-emu-test-bin-{}", std::process::id()));
+    let bin = verbs_emu();
+    let from = bin.parent().expect("the binary's folder");
+    std::fs::create_dir_all(&dir).expect("make the folder of copies");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    for f in ["verbs-emu", "verbs-emu-fabric", "libibverbs.so"] {
+        let to = dir.join(f);
+        if !to.exists() {
+            std::fs::copy(from.join(f), &to).expect("copy the binary");
+        }
+    }
+    dir
+}
+
+/// Runs `c` (a `verbs-emu` command) as uid 65534 (through setpriv, with copies of the
+/// binaries it can reach) when the tests run as root; as it is otherwise.
 fn unprivileged(c: std::process::Command) -> std::process::Command {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
@@ -116,8 +135,9 @@ fn unprivileged(c: std::process::Command) -> std::process::Command {
     let setpriv = require("setpriv", "util-linux");
     let mut w = std::process::Command::new(setpriv);
     w.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .arg(c.get_program())
+        .arg(binaries_for_everyone().join("verbs-emu"))
         .args(c.get_args())
+        .current_dir("/")
         .env_remove("XDG_RUNTIME_DIR")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
@@ -146,6 +166,7 @@ fn an_unprivileged_user_gets_the_same_hosts() {
             processes_naming(&needle).is_empty()
         });
         std::fs::remove_dir_all(&dir).expect("remove the fabric's state directory");
+        std::fs::remove_dir_all(binaries_for_everyone()).expect("remove the copies");
     } else {
         wait_fabric_gone(&f);
     }
