@@ -19,16 +19,15 @@ pub fn verbs_emu() -> PathBuf {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_verbs-emu"));
     BUILT.get_or_init(|| {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        // The profile the launcher was built with: its folder's name.
+        let profile = bin
+            .parent()
+            .and_then(Path::file_name)
+            .and_then(|n| n.to_str())
+            .map_or("dev", |n| if n == "debug" { "dev" } else { n });
         let out = Command::new(env!("CARGO"))
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "emulator",
-                "--lib",
-                "--bin",
-                "verbs-emu-fabric",
-            ])
+            .args(["build", "--quiet", "--profile", profile])
+            .args(["-p", "emulator", "--lib", "--bin", "verbs-emu-fabric"])
             .current_dir(&root)
             .output()
             .expect("run cargo build -p emulator");
