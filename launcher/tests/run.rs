@@ -603,3 +603,63 @@ fn a_later_launcher_keeps_the_fabrics_settings() {
     assert!(status.success(), "{status}");
     wait_fabric_gone(&f);
 }
+
+/// A kernel that refuses an unprivileged user namespace: one line naming what is missing
+/// and the command that allows it, status 125. The test makes such a kernel's view for
+/// uid 65534: a user namespace (uids 0-65535 mapped to themselves) whose
+/// `user.max_user_namespaces` is 0, in which setpriv runs the launcher as uid 65534. That
+/// needs root, as CI and these machines have.
+#[test]
+fn a_refused_user_namespace_is_one_line_naming_the_fix() {
+    use std::io::Write;
+    let _pair = one_test_at_a_time();
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    assert_eq!(
+        uid, 0,
+        "this test makes a user namespace with max_user_namespaces 0: run it as root"
+    );
+    let unshare = require("unshare", "util-linux");
+    let f = fabric("nouserns");
+    let launcher = binaries_for_everyone().join("verbs-emu");
+    let inner = format!(
+        "echo 0 > /proc/sys/user/max_user_namespaces && exec setpriv --reuid=65534 \
+         --regid=65534 --clear-groups {} run --fabric {f} -- true",
+        launcher.display()
+    );
+    let mut c = std::process::Command::new(unshare);
+    c.args(["--user", "sh", "-c", "read x && exec sh -c \"$0\""])
+        .arg(&inner)
+        .env_remove("XDG_RUNTIME_DIR")
+        .current_dir("/")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = c.spawn().expect("start unshare");
+    // unshare makes the namespace and then runs sh: map it once it is made.
+    let pid = child.id();
+    let mine = std::fs::read_link("/proc/self/ns/user").expect("my user namespace");
+    wait_until("unshare makes its user namespace", || {
+        std::fs::read_link(format!("/proc/{pid}/ns/user")).is_ok_and(|ns| ns != mine)
+    });
+    for map in ["uid_map", "gid_map"] {
+        std::fs::write(format!("/proc/{pid}/{map}"), "0 0 65536\n").expect("write the map");
+    }
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("let it go on");
+    let r = finish(child);
+    assert_eq!(r.status.code(), Some(125), "{r:?}");
+    one_line_error(
+        &r,
+        &[
+            "cannot make a user namespace",
+            "sudo sysctl -w user.max_user_namespaces=",
+        ],
+    );
+    let _ = std::fs::remove_dir_all(std::env::temp_dir().join("verbs-emu-65534").join(&f));
+    std::fs::remove_dir_all(binaries_for_everyone()).expect("remove the copies");
+}
