@@ -58,14 +58,39 @@ pub fn require(program: &str, package: &str) -> PathBuf {
     );
 }
 
-/// Taken by every test for its whole run, so that the tests run one at a time: each
-/// emulated process runs its NIC on the wall clock, and on a machine of two cores several
-/// programs at once starve each other's progress threads into RC retry timeouts.
-pub fn one_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static PAIRS: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    PAIRS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// Held by a test for its whole run (a lock on a file of the build's temporary folder,
+/// so that also test processes run at once, as nextest runs them, take turns).
+#[derive(Debug)]
+pub struct OneAtATime(std::fs::File);
+
+impl Drop for OneAtATime {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock takes a live descriptor and an operation.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+/// Makes the tests run one at a time: each emulated process runs its NIC on the wall
+/// clock, and on a machine of two cores several programs at once starve each other's
+/// progress threads into RC retry timeouts.
+pub fn one_test_at_a_time() -> OneAtATime {
+    use std::os::fd::AsRawFd;
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("verbs-emu-tests.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .expect("open the tests' lock file");
+    loop {
+        // SAFETY: flock takes a live descriptor and an operation.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return OneAtATime(file);
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "flock: {e}");
+    }
 }
 
 /// A fabric name of this test process's own.
