@@ -663,3 +663,35 @@ fn a_refused_user_namespace_is_one_line_naming_the_fix() {
     let _ = std::fs::remove_dir_all(std::env::temp_dir().join("verbs-emu-65534").join(&f));
     std::fs::remove_dir_all(binaries_for_everyone()).expect("remove the copies");
 }
+
+/// A topology file: the host's address and its device's personality (rxe) come from it,
+/// and the command reads the same file (`VERBS_EMU_TOPOLOGY`).
+#[test]
+fn a_topology_file_names_the_hosts_addresses_and_devices() {
+    let _pair = one_test_at_a_time();
+    require("ibv_devices", "ibverbs-utils");
+    let f = fabric("topo");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&f);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let topo = dir.join("two.toml");
+    let text = "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\npersonality = \"rxe\"\n\n\
+                [[host]]\nname = \"b\"\nip = \"10.1.0.2\"\n";
+    std::fs::write(&topo, text).expect("write the topology");
+    let topo_arg = topo.to_str().expect("a UTF-8 path");
+    let script = "ip -4 -o addr show eth0; cat /sys/class/infiniband_verbs/uverbs0/ibdev; \
+                  cat /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1; \
+                  cat \"$VERBS_EMU_TOPOLOGY\"; ibv_devices";
+    let r = ran(&mut run_with(
+        &f,
+        "a",
+        &["--topology", topo_arg],
+        &["sh", "-c", script],
+    ));
+    assert!(r.status.success(), "{r:?}");
+    assert!(r.out.contains(" inet 10.1.0.1/24 "), "{}", r.out);
+    assert!(r.out.contains("\nrxe0\nRoCE v2\n"), "{}", r.out);
+    assert!(r.out.contains(text), "{}", r.out);
+    assert!(r.out.contains("    rxe0  "), "{}", r.out);
+    std::fs::remove_dir_all(&dir).expect("remove the scratch folder");
+    wait_fabric_gone(&f);
+}
