@@ -30,6 +30,8 @@ pub const CONTROL: &str = "control.sock";
 /// The lock file's name: a launcher holds it while it joins (or starts) the fabric, the
 /// holder while it stops.
 pub const LOCK: &str = "lock";
+/// The seed of a fabric whose first launcher gives none.
+pub const DEFAULT_SEED: u64 = 1;
 /// The topology file the fabric and the programs read, in the state directory.
 pub const TOPOLOGY: &str = "topology.toml";
 
@@ -255,6 +257,8 @@ struct Holder {
     listener: UnixListener,
     lock: std::fs::File,
     clients: Vec<UnixStream>,
+    /// The connection of a launcher waiting for this fabric to stop.
+    stopping: Option<UnixStream>,
 }
 
 /// `verbs-emu holder`: prints `ready` (or the one-line reason it cannot start) on stdout,
@@ -307,6 +311,7 @@ fn start(config: Config) -> Result<Holder, String> {
         listener,
         lock,
         clients: Vec::new(),
+        stopping: None,
     })
 }
 
@@ -339,6 +344,10 @@ impl Holder {
             if ev[0] != 0 {
                 self.accept();
             }
+            // A launcher that holds the lock waits for this process to go.
+            if self.stopping.is_some() {
+                return self.stop(0);
+            }
             if self.clients.is_empty() && self.idle() {
                 return self.stop(0);
             }
@@ -367,11 +376,27 @@ impl Holder {
                 Ok(Some((req, _))) => req,
                 _ => continue,
             };
+            if self.clients.is_empty() && !self.is_exactly(&req) {
+                // Nobody uses this fabric: rather than refuse other settings, make way for
+                // a fabric with them. The connection closes when this process exits.
+                if proto::send(&sock, &Response::Stopping, &[]).is_ok() {
+                    self.stopping = Some(sock);
+                }
+                return;
+            }
             let (resp, fds) = self.answer(&req);
             if proto::send(&sock, &resp, &fds).is_ok() && matches!(resp, Response::Joined { .. }) {
                 self.clients.push(sock);
             }
         }
+    }
+
+    /// Whether this fabric has the settings `req` asks for, the defaults where it names
+    /// none.
+    fn is_exactly(&self, req: &Request) -> bool {
+        req.topology == self.topology_text
+            && req.seed.unwrap_or(DEFAULT_SEED) == self.config.seed
+            && req.pcap == self.config.pcap
     }
 
     fn answer(&self, req: &Request) -> (Response, Vec<&OwnedFd>) {
@@ -421,6 +446,17 @@ impl Holder {
                 all.join(", ")
             ));
         };
+        if let Some(h) = self.topology.hosts.iter().find(|h| h.name == req.host) {
+            if !h.extra_devices.is_empty() {
+                let extra: Vec<String> = h.extra_devices.iter().map(ToString::to_string).collect();
+                return refuse(format!(
+                    "--host {}: its extra_devices ({}) need the emulator without a fabric \
+                     process, and verbs-emu runs one: remove them from the topology",
+                    h.name,
+                    extra.join(", ")
+                ));
+            }
+        }
         let mut fds = Vec::new();
         if let Some(u) = &self.network.userns {
             fds.push(u);

@@ -44,6 +44,9 @@ pub enum Response {
     },
     /// Refused, with a one-line reason.
     Refused(String),
+    /// The fabric had no launcher and the request wants other settings: the holder stops
+    /// it and closes this connection once it has; the launcher then starts a new one.
+    Stopping,
 }
 
 /// Sends `value` as one JSON line with `fds` attached.

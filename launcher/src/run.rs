@@ -112,6 +112,12 @@ fn ask(dir: &Path, req: &Request) -> Result<Option<Joined>, Error> {
     };
     match resp {
         Response::Refused(why) => Err(Error::Usage(why)),
+        Response::Stopping => {
+            // The holder closes the connection when it has stopped its fabric and exits.
+            let mut rest = Vec::new();
+            let _ = std::io::Read::read_to_end(&mut &conn, &mut rest);
+            Ok(None)
+        }
         Response::Joined {
             fabric,
             topology,
@@ -227,7 +233,7 @@ fn join(o: &Options, emu: &Emulator) -> Result<(Joined, PathBuf), Error> {
                 &dir,
                 emu,
                 topology.as_deref(),
-                o.seed.unwrap_or(1),
+                o.seed.unwrap_or(holder::DEFAULT_SEED),
                 pcap.as_deref(),
             )?;
             ask(&dir, &req)?.ok_or_else(|| {

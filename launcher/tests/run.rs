@@ -299,6 +299,19 @@ fn bad_input_is_one_line_naming_the_problem() {
         .args(["--", "true"]);
     let r = ran(&mut c);
     one_line_error(&r, &["bad.toml", "bad topology", "ip"]);
+    // A host with more devices than a fabric process carries.
+    let two = dir.join("two-devices.toml");
+    std::fs::write(
+        &two,
+        "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\nextra_devices = [\"10.1.0.11\"]\n",
+    )
+    .expect("write the topology");
+    let mut c = std::process::Command::new(verbs_emu());
+    c.env_remove("XDG_RUNTIME_DIR")
+        .args(["run", "--fabric", &f, "--host", "a", "--topology"])
+        .arg(&two)
+        .args(["--", "true"]);
+    one_line_error(&ran(&mut c), &["--host a", "extra_devices (10.1.0.11)"]);
     // A topology file that is not there.
     let mut c = std::process::Command::new(verbs_emu());
     c.args(["run", "--topology", "/nonexistent/t.toml", "--", "true"]);
@@ -536,7 +549,8 @@ fn launchers_started_at_once_each_get_their_host() {
 }
 
 /// A later launcher of a running fabric may not change its seed (the first one's), and
-/// one naming the same seed, or none, joins it.
+/// one naming the same seed, or none, joins it; once the fabric has no launcher, one with
+/// another seed gets a fabric with that seed.
 #[test]
 fn a_later_launcher_keeps_the_fabrics_settings() {
     let _pair = one_test_at_a_time();
@@ -601,6 +615,23 @@ fn a_later_launcher_keeps_the_fabrics_settings() {
         .expect("end the first command");
     let status = first.wait().expect("wait for the first launcher");
     assert!(status.success(), "{status}");
+    // Once no launcher uses it, a launcher with other settings gets a fabric with them
+    // (the old one, if still there, makes way).
+    let mut next = std::process::Command::new(verbs_emu());
+    next.env_remove("XDG_RUNTIME_DIR").args([
+        "run",
+        "--fabric",
+        &f,
+        "--seed",
+        "5",
+        "--",
+        "sh",
+        "-c",
+        "echo $VERBS_EMU_SEED",
+    ]);
+    let r = ran(&mut next);
+    assert!(r.status.success(), "{r:?}");
+    assert_eq!(r.out, "5\n");
     wait_fabric_gone(&f);
 }
 
