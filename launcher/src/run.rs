@@ -279,6 +279,7 @@ pub fn run(o: &Options) -> Result<u8, Error> {
         &j.interface,
     )];
 
+    let (uid, gid) = sys::ids();
     if let Some(u) = &j.userns {
         sys::setns(u.as_fd(), libc::CLONE_NEWUSER)
             .map_err(|e| setup(format!("cannot join the fabric's user namespace: {e}")))?;
@@ -290,6 +291,14 @@ pub fn run(o: &Options) -> Result<u8, Error> {
         ))
     })?;
     overlay::prepare(&devices).map_err(setup)?;
+    if j.userns.is_some() {
+        // In the fabric's user namespace this process is uid 0 (your uid outside). The
+        // command runs as you: a user namespace inside it maps your uid to that uid 0.
+        sys::unshare(libc::CLONE_NEWUSER)
+            .map_err(|e| setup(format!("cannot make the command's user namespace: {e}")))?;
+        sys::map_to(uid, gid, 0, 0)
+            .map_err(|e| setup(format!("cannot map uid {uid} for the command: {e}")))?;
+    }
 
     let mut path = lib.into_os_string();
     if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|p| !p.is_empty()) {

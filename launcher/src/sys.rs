@@ -48,9 +48,15 @@ pub fn current_userns() -> io::Result<OwnedFd> {
 /// outside, as `unshare --map-root-user` does: the only mapping an unprivileged process
 /// may write.
 pub fn map_root_to(uid: u32, gid: u32) -> io::Result<()> {
+    map_to(0, 0, uid, gid)
+}
+
+/// Maps `uid` and `gid` of the (new) user namespace of this process to `outer_uid` and
+/// `outer_gid` of its parent: the process's own ids there, the one mapping it may write.
+pub fn map_to(uid: u32, gid: u32, outer_uid: u32, outer_gid: u32) -> io::Result<()> {
     std::fs::write("/proc/self/setgroups", "deny")?;
-    std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"))?;
-    std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"))?;
+    std::fs::write("/proc/self/uid_map", format!("{uid} {outer_uid} 1"))?;
+    std::fs::write("/proc/self/gid_map", format!("{gid} {outer_gid} 1"))?;
     Ok(())
 }
 

@@ -146,7 +146,8 @@ fn unprivileged(c: std::process::Command) -> std::process::Command {
 }
 
 /// As an unprivileged user (uid 65534 through setpriv when the tests run as root, the
-/// tests' user otherwise): the same device files, and an RC pingpong between two hosts.
+/// tests' user otherwise): the same device files, the command running as that user, and
+/// an RC pingpong between two hosts.
 #[test]
 fn an_unprivileged_user_gets_the_same_hosts() {
     let _pair = one_test_at_a_time();
@@ -157,6 +158,12 @@ fn an_unprivileged_user_gets_the_same_hosts() {
         "h2",
         &["sh", "-c", DEVICE_SCRIPT],
     ))));
+    // The command runs as the user, as on a real host.
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let want = if me == 0 { 65534 } else { me };
+    let r = ran(&mut unprivileged(run(&f, "h2", &["id", "-u"])));
+    assert_eq!(r.out, format!("{want}\n"), "{r:?}");
     rc_pingpong_pair(&f, unprivileged);
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } == 0 {
