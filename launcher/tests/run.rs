@@ -733,3 +733,40 @@ fn a_topology_file_names_the_hosts_addresses_and_devices() {
     std::fs::remove_dir_all(&dir).expect("remove the scratch folder");
     wait_fabric_gone(&f);
 }
+
+/// qperf (Debian's `qperf`): its server on h1, its client on h2 giving 10.100.0.1, RC
+/// bandwidth through the connection manager (`-cm1`) and TCP latency between the hosts'
+/// interfaces; `quit` ends the server.
+#[test]
+fn qperf_between_two_launched_hosts() {
+    let _pair = one_test_at_a_time();
+    let prog = require("qperf", "qperf");
+    let prog = prog.to_str().expect("a UTF-8 path");
+    let f = fabric("qperf");
+    let mut server = run(&f, "h1", &[prog]).spawn().expect("start the server");
+    wait_listening(&mut server, 19765);
+    let client = ran(&mut run(
+        &f,
+        "h2",
+        &[
+            prog,
+            "10.100.0.1",
+            "-cm1",
+            "-t",
+            "1",
+            "rc_bw",
+            "tcp_lat",
+            "quit",
+        ],
+    ));
+    let server = finish(server);
+    assert!(client.status.success(), "client: {client:?}");
+    assert!(server.status.success(), "server: {server:?}");
+    let lines: Vec<&str> = client.out.lines().map(str::trim).collect();
+    assert_eq!(lines[0], "rc_bw:", "{}", client.out);
+    assert!(lines[1].starts_with("bw  =  "), "{}", client.out);
+    assert_eq!(lines[2], "tcp_lat:", "{}", client.out);
+    assert!(lines[3].starts_with("latency  =  "), "{}", client.out);
+    assert_eq!(lines[4..], ["quit:"], "{}", client.out);
+    wait_fabric_gone(&f);
+}
