@@ -77,6 +77,8 @@ impl Device {
                 .join(":")
         };
         let ib = PathBuf::from("infiniband").join(&self.name);
+        // The port's rate as the kernel writes it from the width and speed the emulated
+        // port reports (4X, 50 Gb/s a lane: HDR).
         let port = ib.join("ports/1");
         let (gid_types, hca, vendor, device, rate) = match self.personality {
             Personality::Mlx5 => (
@@ -84,9 +86,9 @@ impl Device {
                 "MT4123",
                 "0x15b3",
                 "0x101b",
-                "100 Gb/sec (4X EDR)",
+                "200 Gb/sec (4X HDR)",
             ),
-            Personality::Rxe => (["RoCE v2", "RoCE v2"], "", "", "", "100 Gb/sec (4X EDR)"),
+            Personality::Rxe => (["RoCE v2", "RoCE v2"], "", "", "", "200 Gb/sec (4X HDR)"),
         };
         let guid = hex16(&self.guid());
         let mut f = vec![

@@ -45,7 +45,7 @@ fn section<'a>(out: &'a str, name: &str) -> &'a str {
 
 const DEVICE_SCRIPT: &str = r#"
 for f in ibdev abi_version dev; do echo "==> uverbs0/$f"; cat /sys/class/infiniband_verbs/uverbs0/$f; done
-for f in node_type node_guid board_id ports/1/state ports/1/link_layer ports/1/gids/0 ports/1/gids/1 \
+for f in node_type node_guid board_id ports/1/state ports/1/link_layer ports/1/rate ports/1/gids/0 ports/1/gids/1 \
          ports/1/gid_attrs/types/0 ports/1/gid_attrs/types/1 ports/1/gid_attrs/ndevs/1 device/numa_node; do
   echo "==> mlx5_0/$f"; cat /sys/class/infiniband/mlx5_0/$f
 done
@@ -68,6 +68,7 @@ fn check_device_files(r: &Ran) {
         ("mlx5_0/board_id", "VERBS_EMU_H2"),
         ("mlx5_0/ports/1/state", "4: ACTIVE"),
         ("mlx5_0/ports/1/link_layer", "Ethernet"),
+        ("mlx5_0/ports/1/rate", "200 Gb/sec (4X HDR)"),
         (
             "mlx5_0/ports/1/gids/0",
             "fe80:0000:0000:0000:0000:0aff:fe64:0002",
