@@ -290,7 +290,8 @@ fn live_of<T>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
 }
 
 /// Device `index` of its host: named `uverbs<index>` in `/dev/infiniband` and
-/// `/sys/class/infiniband_verbs` as a kernel device is (`verbs-emu run` puts both there).
+/// `/sys/class/infiniband_verbs` as a kernel device is (`verbs-emu run` puts a host's
+/// `uverbs0` in both).
 fn new_device(index: usize, info: DeviceInfo) -> Box<EmuDevice> {
     let mut raw = ffi::ibv_device {
         node_type: info.node_type.as_raw(),
