@@ -771,3 +771,30 @@ fn qperf_between_two_launched_hosts() {
     assert_eq!(lines[4..], ["quit:"], "{}", client.out);
     wait_fabric_gone(&f);
 }
+
+/// The launcher exits with its command's status, 128 + N when signal N ended it; the
+/// command may follow the options without `--`.
+#[test]
+fn the_launcher_exits_with_the_commands_status() {
+    let _pair = one_test_at_a_time();
+    let f = fabric("status");
+    let r = ran(&mut run(
+        &f,
+        "h1",
+        &["sh", "-c", "echo out; echo err >&2; exit 7"],
+    ));
+    assert_eq!(
+        (r.status.code(), r.out.as_str(), r.err.as_str()),
+        (Some(7), "out\n", "err\n")
+    );
+    let r = ran(&mut run(&f, "h1", &["sh", "-c", "kill -KILL $$"]));
+    assert_eq!(r.status.code(), Some(128 + 9), "{r:?}");
+    let mut c = std::process::Command::new(verbs_emu());
+    c.env_remove("XDG_RUNTIME_DIR").args([
+        "run", "--fabric", &f, "--host", "h3", "ip", "-4", "-o", "addr", "show", "eth0",
+    ]);
+    let r = ran(&mut c);
+    assert!(r.status.success(), "{r:?}");
+    assert!(r.out.contains(" inet 10.100.0.3/24 "), "{}", r.out);
+    wait_fabric_gone(&f);
+}
