@@ -48,7 +48,8 @@ fn private_dir(d: &Path, uid: u32) -> Result<(), Error> {
 }
 
 /// The emulator's build products the launcher uses, found beside the launcher's binary
-/// (`cargo build -p emulator -p verbs-emu` puts all three in `target/debug`).
+/// (`cargo build -p emulator -p verbs-emu` puts all three in `target/debug`), or, for the
+/// library, in `../lib` (the layout of `cargo xtask dist`'s tarball).
 #[derive(Debug, Clone)]
 pub struct Emulator {
     /// `verbs-emu-fabric`.
@@ -58,7 +59,7 @@ pub struct Emulator {
 }
 
 impl Emulator {
-    /// Finds both beside the running binary.
+    /// Finds both beside the running binary (the library also in `../lib`).
     pub fn beside_me() -> Result<Self, Error> {
         let me = std::env::current_exe()
             .map_err(|e| setup(format!("cannot find the verbs-emu binary: {e}")))?;
@@ -74,9 +75,17 @@ impl Emulator {
                 )))
             }
         };
+        // The build tree puts the library beside the binaries (`target/release`); the
+        // tarball of `cargo xtask dist` puts it in `../lib` under its soname.
+        let packaged = dir.join("../lib/libibverbs.so.1");
+        let library = if packaged.is_file() && !dir.join("libibverbs.so").is_file() {
+            packaged
+        } else {
+            find("libibverbs.so")?
+        };
         Ok(Emulator {
             fabric: find("verbs-emu-fabric")?,
-            library: find("libibverbs.so")?,
+            library,
         })
     }
 
