@@ -259,18 +259,18 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
         // used). An RSS QP has no CQs: its indirection table counts it instead.
         unsafe {
             let base = &b.raw.qp_base;
-            emu::<_, EmuPd>(base.pd).users.release();
+            emu::<EmuPd>(base.pd).users.release();
             if !base.send_cq.is_null() {
-                emu::<_, EmuCq>(base.send_cq).users.release();
+                emu::<EmuCq>(base.send_cq).users.release();
             }
             if !base.recv_cq.is_null() {
-                emu::<_, EmuCq>(base.recv_cq).users.release();
+                emu::<EmuCq>(base.recv_cq).users.release();
             }
             if let Some(srq) = try_ref::<EmuSrq>(base.srq) {
                 srq.users.release();
             }
             if !b.rss_table.is_null() {
-                emu::<_, crate::verbs::wq::EmuRwqIndTable>(b.rss_table)
+                emu::<crate::verbs::wq::EmuRwqIndTable>(b.rss_table)
                     .users
                     .release();
             }

@@ -225,6 +225,16 @@ pub struct EmuWq {
     pub users: Users,
 }
 
+// SAFETY: `#[repr(C)]`, starting with its C struct (`raw`).
+unsafe impl crate::base::pointer::Castable for EmuWq {
+    type C = ffi::ibv_wq;
+}
+
+// SAFETY: `#[repr(C)]`, starting with its C struct (`raw`).
+unsafe impl crate::base::pointer::Castable for EmuRwqIndTable {
+    type C = ffi::ibv_rwq_ind_table;
+}
+
 /// An indirection table: `struct ibv_rwq_ind_table` first.
 #[repr(C)]
 #[derive(Debug)]
@@ -441,8 +451,8 @@ pub unsafe extern "C" fn destroy_wq(wq: *mut ffi::ibv_wq) -> c_int {
         let b = unsafe { take_back::<EmuWq, _>(wq) };
         // SAFETY: the PD and CQ outlive their WQs (they cannot be freed while used).
         unsafe {
-            emu::<_, EmuPd>(b.raw.pd).users.release();
-            emu::<_, EmuCq>(b.raw.cq).users.release();
+            emu::<EmuPd>(b.raw.pd).users.release();
+            emu::<EmuCq>(b.raw.cq).users.release();
         }
         drop(b);
         0
@@ -526,7 +536,7 @@ pub unsafe extern "C" fn destroy_rwq_ind_table(table: *mut ffi::ibv_rwq_ind_tabl
         for &p in &b.wqs {
             // SAFETY: a WQ outlives the tables that hold it (it cannot be destroyed
             // while they do).
-            unsafe { emu::<_, EmuWq>(p) }.users.release();
+            unsafe { emu::<EmuWq>(p) }.users.release();
         }
         drop(b);
         0

@@ -230,7 +230,7 @@ impl EmuLink {
         // SAFETY: dlsym only looks a NUL-terminated name up among the loaded objects.
         let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"verbs_emu_lose_next_frame".as_ptr()) };
         // SAFETY: the emulated library defines the symbol as `extern "C" fn() -> c_int`
-        // (emulator/src/control.rs); a null pointer means it is not loaded.
+        // (emulator/src/extras/control.rs); a null pointer means it is not loaded.
         (!p.is_null()).then(|| unsafe {
             std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> std::ffi::c_int>(p)
         })
