@@ -6,6 +6,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
+use backend_sim::verbs::SimAh;
 use verbs_api::{QueuePair, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 
 use crate::base::boundary::{boundary, Nothing, Null, ReturnsErrno};
@@ -366,19 +367,22 @@ unsafe extern "C" fn wr_set_inline_data_list(
     })
 }
 
-/// Posts one built request.
+/// One built request as the simulator's work request (an inline one's data as its single
+/// SGE, kept in `inline_sge`).
 ///
 /// # Safety
 /// Its SGEs lie in the program's registered memory valid until the completion; its AH
 /// is a live AH of ours.
-unsafe fn post(q: &EmuQp, w: &PendingWr) -> Result<(), c_int> {
+unsafe fn send_wr<'a>(
+    w: &'a PendingWr,
+    inline_sge: &'a mut [Sge; 1],
+) -> Result<SendWr<'a, SimAh>, c_int> {
     let mut flags = SendFlags::from_bits(w.flags).ok_or(libc::EINVAL)?;
-    let inline_sge;
     let sg_list: &[Sge] = match &w.inline {
         Some(data) => {
             flags |= SendFlags::INLINE;
             let length = u32::try_from(data.len()).map_err(|_| libc::EINVAL)?;
-            inline_sge = [Sge {
+            *inline_sge = [Sge {
                 addr: data.as_ptr() as u64,
                 length,
                 lkey: 0,
@@ -386,7 +390,7 @@ unsafe fn post(q: &EmuQp, w: &PendingWr) -> Result<(), c_int> {
             if length == 0 {
                 &[]
             } else {
-                &inline_sge
+                &inline_sge[..]
             }
         }
         None => &w.sges,
@@ -430,16 +434,35 @@ unsafe fn post(q: &EmuQp, w: &PendingWr) -> Result<(), c_int> {
             bind_info: info,
         },
     };
-    let wr = SendWr {
+    Ok(SendWr {
         wr_id: w.wr_id,
         sg_list,
         opcode: w.opcode,
         send_flags: flags,
         imm_data: w.imm,
         detail,
-    };
+    })
+}
+
+/// Posts a session's requests in one call, as `ibv_post_send` posts a list (rdma-core's
+/// providers ring the doorbell once, at `ibv_wr_complete`): none of them can complete
+/// before the last is queued. A request that cannot be read fails the session before
+/// anything is posted.
+///
+/// # Safety
+/// As [`send_wr`]: the requests' memory is the program's registered memory.
+unsafe fn post_all(q: &EmuQp, ws: &[PendingWr]) -> Result<(), c_int> {
+    let mut inline = vec![[Sge::default(); 1]; ws.len()];
+    let mut wrs = Vec::with_capacity(ws.len());
+    for (w, sge) in ws.iter().zip(inline.iter_mut()) {
+        // SAFETY: the caller's contract.
+        wrs.push(unsafe { send_wr(w, sge) }?);
+    }
+    if wrs.is_empty() {
+        return Ok(());
+    }
     // SAFETY: the caller's contract; inline data is read by the post itself.
-    unsafe { q.qp.post_send(&[wr]) }.map_err(|e| errno_of(&e))
+    unsafe { q.qp.post_send(&wrs) }.map_err(|e| errno_of(&e))
 }
 
 unsafe extern "C" fn wr_complete(qp: *mut ffi::ibv_qp_ex) -> c_int {
@@ -452,12 +475,10 @@ unsafe extern "C" fn wr_complete(qp: *mut ffi::ibv_qp_ex) -> c_int {
                 if let Some(e) = session.error {
                     return e;
                 }
-                for w in &session.wrs {
-                    if let Err(e) = post(q, w) {
-                        return e;
-                    }
+                match post_all(q, &session.wrs) {
+                    Ok(()) => 0,
+                    Err(e) => e,
                 }
-                0
             })
         }
     })
