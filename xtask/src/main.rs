@@ -21,10 +21,11 @@
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
 //!   cached under `target/softroce/`; see the [`vm`] module.
-//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--pcap OUT] [--leaks] -- CMD
-//!   ARGS...`: build the emulated libibverbs (crate `emulator`), start its fabric process
-//!   and run CMD with the library first on `LD_LIBRARY_PATH`, joined to the fabric; exits
-//!   with CMD's exit code. `--fabric-only` serves a fabric for programs started by hand.
+//! - `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--pcap OUT] [--leaks]
+//!   [--debug] -- CMD ARGS...`: build the emulated libibverbs (crate `emulator`) and the
+//!   launcher (release build by default) and run CMD through `verbs-emu run` as host H of
+//!   the fabric; exits with CMD's exit code. `--fabric-only` serves a fabric for programs
+//!   started by hand; `--no-fabric` runs CMD alone.
 //! - `cargo xtask demo`, `cargo xtask scenario run FILE.toml`, `cargo xtask replay
 //!   FILE.pcap`: the scenario tool (scenarios crate) on the simulator.
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
@@ -140,10 +141,12 @@ enum Command {
         runs: u32,
     },
     /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
-    /// `emulator`), starts the fabric process (switch, link faults, capture) and runs CMD
-    /// with the library first on LD_LIBRARY_PATH, so an unmodified, dynamically linked
-    /// verbs program (ibv_devinfo, ...) sees the simulated devices of its host and reaches
-    /// the other hosts' programs. Stops the fabric and exits with CMD's exit code.
+    /// `emulator`) and the launcher (release build unless --debug) and runs CMD through
+    /// `verbs-emu run` as one host of the emulated fabric: the host's address on eth0,
+    /// /dev/infiniband/uverbs0, the device's sysfs entries and the library first on
+    /// LD_LIBRARY_PATH, so an unmodified, dynamically linked verbs program (ibv_devinfo,
+    /// perftest, spead2, UCX ...) runs as on a host with an RDMA NIC and reaches the
+    /// other hosts at their addresses. Exits with CMD's exit code.
     Emu {
         /// A topology file (TOML: `[[host]]` tables with name, ip, personality); default: hosts h1..h4,
         /// 10.100.0.1..4/24, one mlx5 device each.
@@ -169,6 +172,9 @@ enum Command {
         /// only its own.
         #[arg(long)]
         no_fabric: bool,
+        /// Use the debug build of the emulator (the default is the release build).
+        #[arg(long)]
+        debug: bool,
         /// The command to run, and its arguments.
         #[arg(
             last = true,
@@ -181,11 +187,11 @@ enum Command {
     /// DMA) under Miri (nightly; installs the miri component if missing).
     Miri,
     /// Package the emulated NIC as a self-contained tarball in `target/dist/` (the
-    /// libraries under their sonames, the fabric, the topologies, a README): it needs
+    /// libraries under their sonames, the launcher, the fabric, the topologies, a README): it needs
     /// nothing of Rust, a compiler or rdma-core's headers where it runs.
     Dist {
         /// Then unpack it into an empty folder and, with the workspace hidden, run
-        /// `ibv_devinfo` and an `ibv_rc_pingpong` pair with it alone.
+        /// `ibv_devinfo` and an `ibv_rc_pingpong` pair through its launcher alone.
         #[arg(long)]
         verify: bool,
     },
@@ -383,6 +389,7 @@ fn main() -> ExitCode {
             pcap,
             fabric_only,
             no_fabric,
+            debug,
             cmd,
         } => {
             let args = cmd::EmuArgs {
@@ -393,6 +400,8 @@ fn main() -> ExitCode {
                 pcap,
                 fabric_only,
                 no_fabric,
+                debug,
+                direct: false,
             };
             cmd::emu(&cmd, &args).map(exit_with)
         }

@@ -59,9 +59,19 @@ pub fn ci() -> Result<(), Error> {
         emu,
         "emulator tests (Debian programs on the emulated libibverbs)",
     )?;
+    // The launcher (`verbs-emu run`): hosts with their addresses, device files and sysfs,
+    // unmodified programs (pingpongs, perftest, spead2, UCX, libfabric, qperf) between
+    // two launched hosts, as root and as an unprivileged user.
+    let mut launcher = cargo();
+    launcher.args(["test", "-p", "verbs-emu"]);
+    run(launcher, "launcher tests (verbs-emu run)")?;
     // The hardware suites (conformance, backend-hw, SPEAD over verbs, differential),
     // unmodified, on the emulated libibverbs.
     emu_suite::run(&[])?;
+    // The tarball of the emulated NIC, unpacked where nothing of the workspace is
+    // reachable, running Debian's programs alone.
+    let tarball = super::dist::make()?;
+    super::dist::verify(&tarball)?;
     // The short form of the fault swarm is the `swarm` test binary of scenarios (seeds
     // 0..400), which the simulator suite above runs; the long form: `cargo xtask swarm
     // --seeds 0..10000`, or sharded with nextest or Slurm (scenarios/SWARM.md).

@@ -5,16 +5,19 @@
 //! The tarball holds, under `verbs-emu-VERSION-x86_64-linux/`:
 //! - `lib/`: the emulated `libibverbs.so.1` (release build), with `librdmacm.so.1` and
 //!   `libmlx5.so.1` linking to it (one library serves the three sonames);
-//! - `bin/`: `verbs-emu-fabric` (the emulated switch);
+//! - `bin/`: `verbs-emu` (the launcher: `verbs-emu run --host H -- CMD` runs CMD as a host
+//!   of the emulated fabric, no root needed) and `verbs-emu-fabric` (the emulated switch);
 //! - `share/verbs-emu/topologies/`: the topology files (`default.toml` is the one used
 //!   when none is named);
 //! - `README.md`: how to use it.
 //!
-//! The library and the fabric need only glibc and libgcc_s (`ldd` lists nothing else).
-//! `cargo xtask dist --verify` then unpacks the tarball into an empty folder and, in a
-//! mount namespace where the workspace is hidden under an empty tmpfs, runs Debian's
-//! `ibv_devinfo` and an `ibv_rc_pingpong` server and client (hosts h1 and h2 joined by the
-//! tarball's fabric) with nothing but the unpacked files: exact output checked.
+//! The library, the fabric and the launcher need only glibc and libgcc_s (`ldd` lists
+//! nothing else); the launcher also runs `ip` (iproute2). `cargo xtask dist --verify`
+//! then unpacks the tarball into an empty folder and, in a mount namespace where the
+//! workspace is hidden under an empty tmpfs, runs Debian's `ibv_devinfo` with the library
+//! alone, then through the launcher `ibv_devinfo` and an `ibv_rc_pingpong` server on h1
+//! and client on h2 (10.100.0.1) with nothing but the unpacked files: exact output
+//! checked.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,23 +38,33 @@ symbol versions and struct layouts) over a simulated NIC and switch: unmodified,
 dynamically linked verbs programs (rdma-core's tools, perftest, rping, pyverbs, spead2)
 run without an RDMA device. Built for x86_64 Debian 12 (glibc 2.36) and later.
 
-One program, as host h1 (10.100.0.1), simulating every host itself:
+Programs as hosts of the emulated fabric, each command a host with its address on eth0
+(10.100.0.N/24 for hN), /dev/infiniband/uverbs0 and the device's sysfs entries, without
+root (unprivileged user and network namespaces) and without any set-up:
+
+    bin/verbs-emu run -- ibv_devinfo -v
+    bin/verbs-emu run --host h1 -- ibv_rc_pingpong -g 1 &
+    sleep 1; bin/verbs-emu run --host h2 -- ibv_rc_pingpong -g 1 10.100.0.1
+    bin/verbs-emu run --host h1 -- python3 my_spead2_receiver.py &
+    bin/verbs-emu run --host h2 -- python3 my_spead2_sender.py
+
+`bin/verbs-emu run --help` lists the options (`--topology FILE`, `--seed N`, `--pcap OUT`
+for a capture of every frame, `--fabric NAME` for a second fabric).
+`share/verbs-emu/topologies/default.toml` describes the default hosts.
+
+Without the launcher, one program simulating every host itself:
 
     LD_LIBRARY_PATH=$PWD/lib ibv_devinfo -v
 
-Two programs as two hosts, through the emulated switch (`bin/verbs-emu-fabric` prints the
-path of its socket, then serves until Ctrl-C or SIGTERM; `--pcap OUT` captures every frame,
-`--topology FILE` and `--seed N` choose the hosts and the faults' draws):
+Environment read by the library: `VERBS_EMU_HOST` (h1 by default), `VERBS_EMU_TOPOLOGY`,
+`VERBS_EMU_SEED`, `VERBS_EMU_FABRIC` (a fabric's socket), `VERBS_EMU_LEAKS=1` (report
+objects not destroyed at exit). The project's docs/emulator.md says what is emulated.
 
-    bin/verbs-emu-fabric > fabric.out &
-    sleep 1; export VERBS_EMU_FABRIC=$(head -n1 fabric.out) LD_LIBRARY_PATH=$PWD/lib
-    VERBS_EMU_HOST=h1 ibv_rc_pingpong -g 1 &
-    sleep 1; VERBS_EMU_HOST=h2 ibv_rc_pingpong -g 1 localhost
+In a CI job (Debian 12 or later with the programs to test, e.g. ibverbs-utils):
 
-Environment: `VERBS_EMU_HOST` (h1 by default), `VERBS_EMU_TOPOLOGY` (a topology file;
-`share/verbs-emu/topologies/default.toml` describes the default one), `VERBS_EMU_SEED`,
-`VERBS_EMU_FABRIC` (the fabric's socket), `VERBS_EMU_LEAKS=1` (report objects not
-destroyed at exit). The project's docs/emulator.md says what is emulated and what not.
+    tar -xzf verbs-emu-*-x86_64-linux.tar.gz
+    verbs-emu-*/bin/verbs-emu run -- python3 -m pytest tests/
+
 ";
 
 /// Builds the release library and fabric and writes `target/dist/NAME.tar.gz`; returns
@@ -62,7 +75,15 @@ destroyed at exit). The project's docs/emulator.md says what is emulated and wha
 pub fn make() -> Result<PathBuf, Error> {
     vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
     let mut build = cargo();
-    build.args(["build", "--release", "--quiet", "-p", "emulator"]);
+    build.args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "emulator",
+        "-p",
+        "verbs-emu",
+    ]);
     run(
         build,
         "building the emulated libraries and the fabric (release)",
@@ -83,10 +104,9 @@ pub fn make() -> Result<PathBuf, Error> {
         std::os::unix::fs::symlink("libibverbs.so.1", &link)
             .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
     }
-    copy(
-        &release.join("verbs-emu-fabric"),
-        &stage.join("bin/verbs-emu-fabric"),
-    )?;
+    for bin in ["verbs-emu", "verbs-emu-fabric"] {
+        copy(&release.join(bin), &stage.join("bin").join(bin))?;
+    }
     let topologies = root().join("emulator/topologies");
     for e in std::fs::read_dir(&topologies)
         .map_err(|e| format!("cannot read {}: {e}", topologies.display()))?
@@ -132,24 +152,18 @@ fail() { echo "dist verify: $*" >&2; exit 1; }
 [ -e "$WORKSPACE/Cargo.toml" ] && fail "the workspace is still reachable at $WORKSPACE"
 out=$(LD_LIBRARY_PATH=$d/lib ibv_devinfo) || fail "ibv_devinfo exited $?"
 printf '%s\n' "$out" | grep -qx 'hca_id:	mlx5_0' || fail "ibv_devinfo did not list mlx5_0: $out"
-echo "ibv_devinfo: mlx5_0"
-bin/verbs-emu-fabric --die-with-parent > fabric.out 2> fabric.err &
-fabric=$!
-for _ in $(seq 100); do [ -s fabric.out ] && break; sleep 0.1; done
-sock=$(head -n1 fabric.out)
-[ -S "$sock" ] || fail "the fabric printed no socket: $(cat fabric.err)"
-export LD_LIBRARY_PATH=$d/lib VERBS_EMU_FABRIC=$sock
-VERBS_EMU_HOST=h1 timeout 60 ibv_rc_pingpong -g 1 -p 18999 > server.out 2>&1 &
+echo "ibv_devinfo with lib/ alone: mlx5_0"
+out=$(bin/verbs-emu run --fabric dist-verify --host h2 -- ibv_devinfo) || fail "verbs-emu run ibv_devinfo exited $?"
+printf '%s\n' "$out" | grep -qx 'hca_id:	mlx5_0' || fail "ibv_devinfo under the launcher: $out"
+echo "verbs-emu run --host h2 -- ibv_devinfo: mlx5_0"
+timeout 120 bin/verbs-emu run --fabric dist-verify --host h1 -- ibv_rc_pingpong -g 1 -p 18999 > server.out 2>&1 &
 server=$!
-sleep 1
-VERBS_EMU_HOST=h2 timeout 60 ibv_rc_pingpong -g 1 -p 18999 localhost > client.out 2>&1 || fail "client: $(cat client.out)"
+sleep 2
+timeout 120 bin/verbs-emu run --fabric dist-verify --host h2 -- ibv_rc_pingpong -g 1 -p 18999 10.100.0.1 > client.out 2>&1 || fail "client: $(cat client.out)"
 wait $server || fail "server: $(cat server.out)"
 grep -q '^8192000 bytes in' client.out || fail "client output: $(cat client.out)"
 grep -q '^1000 iters in' server.out || fail "server output: $(cat server.out)"
-echo "ibv_rc_pingpong h1 <-> h2: 8192000 bytes, 1000 iters each way"
-kill -TERM $fabric; wait $fabric || true
-grep -q 'frames from hosts' fabric.err || fail "no fabric summary: $(cat fabric.err)"
-echo "fabric: $(grep 'frames from hosts' fabric.err)"
+echo "verbs-emu run: ibv_rc_pingpong h1 <-> h2 (10.100.0.1): 8192000 bytes, 1000 iters each way"
 "#;
 
 /// Unpacks `tarball` into an empty folder outside the workspace and runs [`VERIFY_SCRIPT`]

@@ -1,4 +1,9 @@
-//! `cargo xtask emu`: a command on the emulated libibverbs, joined to a fabric process.
+//! `cargo xtask emu`: a command on the emulated libibverbs. By default a thin wrapper
+//! over the launcher (`verbs-emu run`, crate `launcher`), release build: the command runs
+//! as one host of the fabric with that host's address, device files and sysfs entries.
+//! `--no-fabric` and `--fabric-only`, and the emulated hardware suites
+//! (`cmd/emu_suite.rs`), start the fabric here instead and run the command with the
+//! library first on `LD_LIBRARY_PATH`, without namespaces.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,14 +28,30 @@ pub struct EmuArgs {
     pub fabric_only: bool,
     /// Run CMD alone, simulating every host in its own process (no fabric process).
     pub no_fabric: bool,
+    /// Use the debug build (the default is the release build).
+    pub debug: bool,
+    /// Start the fabric here and run CMD with the library on `LD_LIBRARY_PATH`, not
+    /// through the launcher (the emulated hardware suites).
+    pub direct: bool,
+}
+
+impl EmuArgs {
+    /// `target/release` or `target/debug`.
+    fn profile_dir(&self) -> PathBuf {
+        root()
+            .join("target")
+            .join(if self.debug { "debug" } else { "release" })
+    }
 }
 
 /// The folder `cargo xtask emu` puts first on `LD_LIBRARY_PATH`: the built emulator as
 /// `libibverbs.so.1`, and under the names of the libraries it also stands in for
 /// (`librdmacm.so.1`, `libmlx5.so.1`; glibc loads the one file once under every name).
-fn emu_lib_dir() -> Result<PathBuf, Error> {
-    let so = root().join("target/debug/libibverbs.so");
-    let dir = root().join("target/emu/lib");
+fn emu_lib_dir(args: &EmuArgs) -> Result<PathBuf, Error> {
+    let so = args.profile_dir().join("libibverbs.so");
+    let dir = root()
+        .join("target/emu")
+        .join(if args.debug { "lib" } else { "release-lib" });
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
         let link = dir.join(name);
@@ -98,7 +119,7 @@ struct EmuFabric {
 impl EmuFabric {
     /// Starts `verbs-emu-fabric` and waits for its readiness line (its socket's path).
     fn start(args: &EmuArgs) -> Result<Self, Error> {
-        let mut c = Command::new(root().join("target/debug/verbs-emu-fabric"));
+        let mut c = Command::new(args.profile_dir().join("verbs-emu-fabric"));
         c.arg("--stop-on-eof")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
@@ -149,12 +170,13 @@ impl EmuFabric {
 }
 
 /// `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--pcap OUT] [--leaks]
-/// [--no-fabric] -- CMD ARGS...`: builds the emulated libibverbs and the fabric process,
-/// starts the fabric (switch, link faults, capture), runs CMD with the library first on
-/// `LD_LIBRARY_PATH` joined to the fabric as host H, stops the fabric when CMD exits and
-/// returns CMD's exit code (128 + the signal number when a signal ended it).
-/// `--fabric-only` starts the fabric, prints its socket's path (what programs give in
-/// `VERBS_EMU_FABRIC`) and serves until Ctrl-C.
+/// [--debug] [--no-fabric | --fabric-only] -- CMD ARGS...`: builds the emulated libibverbs,
+/// the fabric process and the launcher (release build unless `--debug`) and runs CMD
+/// through `verbs-emu run` as host H; returns CMD's exit code (128 + the signal number
+/// when a signal ended it). `--no-fabric` runs CMD alone with the library first on
+/// `LD_LIBRARY_PATH` (it simulates every host itself); `--fabric-only` starts the fabric,
+/// prints its socket's path (what programs give in `VERBS_EMU_FABRIC`) and serves until
+/// Ctrl-C.
 pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
     let command = cmd.split_first();
     if command.is_none() && !args.fabric_only {
@@ -176,13 +198,23 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
         check_writable_dir("--pcap", p)?;
     }
     vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
+    let launcher = !args.no_fabric && !args.fabric_only && !args.direct;
     let mut build = cargo();
     build.args(["build", "--quiet", "-p", "emulator"]);
+    if launcher {
+        build.args(["-p", "verbs-emu"]);
+    }
+    if !args.debug {
+        build.arg("--release");
+    }
     run(
         build,
-        "building the emulated libibverbs and the fabric process",
+        "building the emulated libibverbs, the fabric process and the launcher",
     )?;
-    let lib = emu_lib_dir()?;
+    if launcher {
+        return through_launcher(cmd, args);
+    }
+    let lib = emu_lib_dir(args)?;
     let fabric = if args.no_fabric {
         None
     } else {
@@ -241,6 +273,38 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
         f.stop()?;
     }
     let status = status.map_err(|e| format!("cannot start {program}: {e}"))?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1))
+}
+
+/// Runs `verbs-emu run` (beside the built library) with the options it shares with
+/// `cargo xtask emu`, and returns its exit status (the command's).
+fn through_launcher(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
+    let bin = args.profile_dir().join("verbs-emu");
+    let mut c = Command::new(&bin);
+    c.arg("run");
+    if let Some(h) = &args.host {
+        c.args(["--host", h]);
+    }
+    if let Some(t) = &args.topology {
+        c.arg("--topology").arg(absolute("--topology", t)?);
+    }
+    if let Some(seed) = args.seed {
+        c.args(["--seed", &seed.to_string()]);
+    }
+    if let Some(p) = &args.pcap {
+        c.arg("--pcap").arg(absolute("--pcap", p)?);
+    }
+    if args.leaks {
+        c.env("VERBS_EMU_LEAKS", "1");
+    }
+    c.arg("--").args(cmd);
+    let status = c
+        .status()
+        .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status
         .code()

@@ -40,6 +40,8 @@ pub fn run(rest: &[String]) -> Result<(), Error> {
         filter.extend(rest.iter().cloned());
         let args = EmuArgs {
             topology: Some(root().join(TOPOLOGY)),
+            debug: true,
+            direct: true,
             ..EmuArgs::default()
         };
         eprintln!("xtask: on the emulated libibverbs: {}", name(&b.executable));
@@ -59,6 +61,8 @@ pub fn run(rest: &[String]) -> Result<(), Error> {
         let args = EmuArgs {
             topology: Some(root().join(LOSSY_TOPOLOGY)),
             no_fabric: true,
+            debug: true,
+            direct: true,
             ..EmuArgs::default()
         };
         eprintln!(

@@ -138,6 +138,18 @@ pub const EMU_PACKAGES: &[Package] = &[
         "python3-pyverbs",
         "rdma-core's Python bindings, which the emulator's pyverbs tests drive with /usr/bin/python3",
     ),
+    pkg(
+        "ucx-utils",
+        "ucx_info and ucx_perftest, run unmodified under the launcher (verbs-emu run)",
+    ),
+    pkg(
+        "libfabric-bin",
+        "fi_info and fi_pingpong (libfabric's verbs provider) under the launcher",
+    ),
+    pkg(
+        "qperf",
+        "qperf's RC tests between two launched hosts, and kernel loopback in bench emu",
+    ),
 ];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
