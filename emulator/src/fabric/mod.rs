@@ -15,6 +15,7 @@
 //! before.
 
 pub mod client;
+pub mod ports;
 pub mod ring;
 pub mod server;
 pub mod sys;
@@ -29,11 +30,13 @@ use crate::topology::Topology;
 pub const FABRIC_ENV: &str = "VERBS_EMU_FABRIC";
 
 /// The topology's link faults as a fault plan: each host's faults act on the frames the
-/// switch sends to it (`ports[i]` is host `i`'s port).
+/// switch sends to it (`ports[i]` is the port of the topology's `i`-th host that is not
+/// `remote`).
 #[must_use]
 pub fn fault_plan(topology: &Topology, ports: &[PortId]) -> FaultPlan {
     let mut plan = FaultPlan::none();
-    for (h, &port) in topology.hosts.iter().zip(ports) {
+    let local = topology.hosts.iter().filter(|h| !h.remote);
+    for (h, &port) in local.zip(ports) {
         if !h.faults.is_clean() {
             plan.links.push(LinkFaultRule {
                 port,
