@@ -18,10 +18,10 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::objects::convert::ah_from_c;
 use crate::objects::convert::gid_to_c;
 use crate::objects::handles::context;
-use crate::objects::handles::emu;
 use crate::objects::handles::hand_out;
 use crate::objects::handles::EmuAh;
 use crate::objects::handles::EmuContext;
@@ -130,15 +130,18 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     ah_attr: *mut ffi::ibv_ah_attr,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || wc.is_null() || grh.is_null() || ah_attr.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return -1;
+            -1
+        };
+        if grh.is_null() || ah_attr.is_null() {
+            return einval();
         }
-        // SAFETY: the caller's live context, completion and 40-byte GRH area.
-        let (c, w, g) = unsafe {
+        // SAFETY: NULL or the caller's live context and completion; its 40-byte GRH area.
+        let (c, w, g): (&EmuContext, &ffi::ibv_wc, _) = unsafe {
             (
-                context(ctx),
-                &*wc,
+                try_ref_from_ptr!(ctx, einval()),
+                try_ref_from_ptr!(wc, einval()),
                 grh.cast::<[u8; GRH_LEN]>().read_unaligned(),
             )
         };
@@ -190,12 +193,18 @@ pub unsafe extern "C" fn ibv_create_ah(
     attr: *mut ffi::ibv_ah_attr,
 ) -> *mut ffi::ibv_ah {
     boundary(Null, move || {
-        if pd.is_null() || attr.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return null_mut();
-        }
-        // SAFETY: a live PD of ours and the caller's valid attributes.
-        let (p, a): (&EmuPd, _) = unsafe { (emu(pd), ah_from_c(&*attr)) };
+            null_mut()
+        };
+        // SAFETY: NULL or a live PD of ours; NULL or the caller's valid attributes.
+        let (p, a): (&EmuPd, &ffi::ibv_ah_attr) = unsafe {
+            (
+                try_ref_from_ptr!(pd, einval()),
+                try_ref_from_ptr!(attr, einval()),
+            )
+        };
+        let a = ah_from_c(a);
         // SAFETY: the PD's context is live.
         let c = unsafe { context(p.raw.context) };
         match c.sim().create_ah(&p.pd, &a) {

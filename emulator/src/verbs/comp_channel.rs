@@ -12,8 +12,8 @@ use crate::base::boundary::ReturnsErrno;
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::objects::handles::context;
-use crate::objects::handles::emu;
 use crate::objects::handles::hand_out;
 use crate::objects::handles::take_back;
 use crate::objects::handles::EmuChannel;
@@ -68,11 +68,8 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// `channel` came from `ibv_create_comp_channel` and is destroyed once.
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ffi::ibv_comp_channel) -> c_int {
     boundary(ReturnsErrno, move || {
-        if channel.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: a live channel of ours.
-        let ch: &EmuChannel = unsafe { emu(channel) };
+        // SAFETY: NULL or a live channel of ours.
+        let ch: &EmuChannel = unsafe { try_ref_from_ptr!(channel, libc::EINVAL) };
         if ch.state.cq_count() > 0 {
             return libc::EBUSY;
         }

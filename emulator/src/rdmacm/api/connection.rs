@@ -14,7 +14,7 @@ use crate::rdmacm::api::get_event::{
 use crate::rdmacm::api::id_qp::{modify_err, modify_rtr, modify_rts};
 use crate::rdmacm::core::id_state::{fail, Conn, IdInner, State};
 use crate::rdmacm::core::manager::cm_and_id;
-use crate::rdmacm::core::network::{
+use crate::rdmacm::core::messages::{
     Address, ConnData, Message, Service, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, SIDR_REJECT,
     SIDR_REP_PRIVATE_DATA,
 };

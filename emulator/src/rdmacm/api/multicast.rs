@@ -9,6 +9,7 @@ use std::net::SocketAddr;
 
 use crate::base::boundary::{boundary, MinusOne};
 use crate::base::ffi;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::base::sync::lock;
 use crate::rdmacm::core::event_queue::{KEvent, UdData};
 use crate::rdmacm::core::id_state::{cm_id, fail, Multicast, State};
@@ -110,11 +111,12 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
     context: *mut c_void,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() || mc_join_attr.is_null() {
+        if id.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's valid attributes.
-        let m = unsafe { &*mc_join_attr };
+        // SAFETY: NULL or the caller's valid attributes.
+        let m: &ffi::rdma_cm_join_mc_attr_ex =
+            unsafe { try_ref_from_ptr!(mc_join_attr, fail(libc::EINVAL)) };
         if m.comp_mask >= ffi::RDMA_CM_JOIN_MC_ATTR_RESERVED {
             return fail(libc::ENOTSUP);
         }
