@@ -114,14 +114,24 @@ fn serve(a: &Args) -> Result<(), String> {
         dir: a.dir.clone(),
     };
     let mut server = Server::bind(&config)?;
-    let names: Vec<&str> = config
-        .topology
-        .hosts
+    let hosts = &config.topology.hosts;
+    let names: Vec<&str> = hosts
         .iter()
+        .filter(|h| !h.remote)
         .map(|h| h.name.as_str())
         .collect();
+    let remote: Vec<&str> = hosts
+        .iter()
+        .filter(|h| h.remote)
+        .map(|h| h.name.as_str())
+        .collect();
+    let beyond = if remote.is_empty() {
+        String::new()
+    } else {
+        format!(" (beyond its ports: {})", remote.join(", "))
+    };
     eprintln!(
-        "verbs-emu-fabric: hosts {} at {} (seed {seed}{})",
+        "verbs-emu-fabric: hosts {}{beyond} at {} (seed {seed}{})",
         names.join(", "),
         server.socket_path().display(),
         a.pcap

@@ -167,9 +167,10 @@ impl Ports {
 
     /// Takes in what every port received (whether or not its descriptor was ready: a
     /// read that finds nothing costs one system call) and hands it to the switch at its
-    /// port, now.
-    pub fn receive(&mut self, fabric: &mut Fabric) {
+    /// port, now. Returns how many datagrams and stream frames it read.
+    pub fn receive(&mut self, fabric: &mut Fabric) -> usize {
         let max_frame = self.max_frame;
+        let mut read = 0;
         for p in &mut self.ports {
             match &mut p.io {
                 Io::Vxlan(v) => {
@@ -178,6 +179,7 @@ impl Ports {
                             Ok(Some(n)) => n,
                             Ok(None) | Err(_) => break,
                         };
+                        read += 1;
                         match vxlan::decapsulate(v.vni(), max_frame, &self.buf[..n]) {
                             Ok(inner) => {
                                 if fabric.transmit(p.id, inner.to_vec()).is_ok() {
@@ -192,6 +194,7 @@ impl Ports {
                 }
                 Io::Stream(s) => {
                     let got = s.serve(max_frame);
+                    read += got.frames.len() + usize::try_from(got.skipped).unwrap_or(0);
                     p.stats.malformed += got.skipped;
                     for f in got.frames {
                         if fabric.transmit(p.id, f).is_ok() {
@@ -203,6 +206,7 @@ impl Ports {
                 }
             }
         }
+        read
     }
 
     /// The counters of each port, in order.

@@ -16,6 +16,9 @@ pub const HEADER_LEN: usize = 8;
 pub const FLAG_I: u8 = 0x08;
 /// The IANA-assigned UDP port of VXLAN.
 pub const UDP_PORT: u16 = 4789;
+/// The socket's send and receive buffers (as far as the system allows): what a burst
+/// from the peer may fill while the fabric is busy before the kernel drops datagrams.
+pub const SOCKET_BUFFER: libc::c_int = 16 << 20;
 /// Shortest inner frame taken: an Ethernet header.
 const MIN_INNER: usize = 14;
 
@@ -84,7 +87,7 @@ pub struct Vxlan {
 }
 
 impl Vxlan {
-    /// Binds `local` (non-blocking, with large buffers; IPv4 datagrams may be
+    /// Binds `local` (non-blocking, with buffers of [`SOCKET_BUFFER`] bytes; IPv4 datagrams may be
     /// fragmented, as Linux's `vxlan` sends them without DF by default).
     ///
     /// # Errors
@@ -93,9 +96,14 @@ impl Vxlan {
         let socket = UdpSocket::bind(local)?;
         socket.set_nonblocking(true)?;
         let fd = socket.as_raw_fd();
-        for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF] {
-            // Best effort: the kernel caps it at its maximum.
-            set_int(fd, libc::SOL_SOCKET, opt, 4 << 20);
+        for (force, opt) in [
+            (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+            (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+        ] {
+            // Beyond the system's maximum with CAP_NET_ADMIN; else up to it.
+            if !set_int(fd, libc::SOL_SOCKET, force, SOCKET_BUFFER) {
+                set_int(fd, libc::SOL_SOCKET, opt, SOCKET_BUFFER);
+            }
         }
         if local.is_ipv4() {
             set_int(
@@ -162,7 +170,8 @@ impl Vxlan {
     }
 }
 
-fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) {
+/// Sets an integer socket option; false if refused.
+fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) -> bool {
     // SAFETY: `value` lives across the call and its size is passed; `fd` is an open socket.
     unsafe {
         libc::setsockopt(
@@ -171,7 +180,7 @@ fn set_int(fd: RawFd, level: libc::c_int, opt: libc::c_int, value: libc::c_int) 
             opt,
             std::ptr::addr_of!(value).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        );
+        ) == 0
     }
 }
 
