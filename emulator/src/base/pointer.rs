@@ -101,6 +101,7 @@ c_structs!(
     ibv_device_attr_ex,
     ibv_flow_attr,
     ibv_gid,
+    ibv_poll_cq_attr,
     ibv_mw_bind,
     ibv_parent_domain_init_attr,
     ibv_port_attr,

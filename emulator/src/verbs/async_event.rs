@@ -60,11 +60,8 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// `event` came from `ibv_get_async_event` and names a live object.
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ffi::ibv_async_event) {
     boundary(Nothing, move || {
-        if event.is_null() {
-            return;
-        }
-        // SAFETY: the caller's event, as ibv_get_async_event filled it.
-        let ev = unsafe { &*event };
+        // SAFETY: NULL or the caller's event, as ibv_get_async_event filled it.
+        let ev: &ffi::ibv_async_event = unsafe { try_ref_from_ptr!(event) };
         // SAFETY: the union member is the one ibv_get_async_event set for this event type,
         // and the object is live (the caller acks before destroying it).
         unsafe {

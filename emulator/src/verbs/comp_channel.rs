@@ -13,10 +13,10 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::pointer::try_ref_from_ptr;
-use crate::objects::handles::context;
 use crate::objects::handles::hand_out;
 use crate::objects::handles::take_back;
 use crate::objects::handles::EmuChannel;
+use crate::objects::handles::EmuContext;
 use crate::runtime::delivery::ChannelState;
 use crate::runtime::host::emu as emulator;
 
@@ -29,16 +29,18 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
     ctx: *mut ffi::ibv_context,
 ) -> *mut ffi::ibv_comp_channel {
     boundary(Null, move || {
-        if ctx.is_null() {
-            set_errno(libc::EINVAL);
-            return null_mut();
-        }
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe {
+            try_ref_from_ptr!(ctx, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
         let Ok(e) = emulator() else {
             set_errno(libc::ENODEV);
             return null_mut();
         };
-        // SAFETY: a live context of ours.
-        let sim = match unsafe { context(ctx) }.sim().create_comp_channel() {
+        let sim = match c.sim().create_comp_channel() {
             Ok(s) => s,
             Err(err) => {
                 set_errno(errno_of(&err));

@@ -11,7 +11,7 @@ use crate::base::boundary::{boundary, MinusOne, ReturnsErrno, Value};
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
-use crate::base::pointer::try_ref_from_ptr;
+use crate::base::pointer::{try_ref, try_ref_from_ptr};
 use crate::objects::convert::{device_attr, device_attr_ex, gid_to_c, port_attr};
 use crate::objects::handles::{context, EmuContext};
 use crate::runtime::delivery::ContextState;
@@ -146,7 +146,9 @@ pub unsafe extern "C" fn query_device_ex(
 ) -> c_int {
     boundary(ReturnsErrno, move || {
         // SAFETY: `input` is NULL or a valid input struct (the man page's contract).
-        if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+        if unsafe { try_ref::<ffi::ibv_query_device_ex_input>(input) }
+            .is_some_and(|i| i.comp_mask != 0)
+        {
             return libc::EINVAL;
         }
         if attr.is_null() || attr_size < std::mem::size_of::<ffi::ibv_device_attr>() {

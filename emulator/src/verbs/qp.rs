@@ -24,7 +24,7 @@ use crate::base::boundary::ReturnsErrno;
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
-use crate::base::pointer::{try_mut_from_ptr, try_ref_from_ptr};
+use crate::base::pointer::{try_mut_from_ptr, try_ref, try_ref_from_ptr};
 use crate::objects::convert::cap_from_c;
 use crate::objects::convert::cap_to_c;
 use crate::objects::convert::gid_from_c;
@@ -260,8 +260,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
             emu::<_, EmuPd>(base.pd).users.release();
             emu::<_, EmuCq>(base.send_cq).users.release();
             emu::<_, EmuCq>(base.recv_cq).users.release();
-            if !base.srq.is_null() {
-                emu::<_, EmuSrq>(base.srq).users.release();
+            if let Some(srq) = try_ref::<EmuSrq>(base.srq) {
+                srq.users.release();
             }
         }
         // SAFETY: the QP's context outlives it.

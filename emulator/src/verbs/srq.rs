@@ -158,11 +158,11 @@ pub unsafe extern "C" fn ibv_query_srq(
     attr: *mut ffi::ibv_srq_attr,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if srq.is_null() || attr.is_null() {
+        if attr.is_null() {
             return libc::EINVAL;
         }
-        // SAFETY: a live SRQ of ours.
-        let s: &EmuSrq = unsafe { emu(srq) };
+        // SAFETY: NULL or a live SRQ of ours.
+        let s: &EmuSrq = unsafe { try_ref_from_ptr!(srq, libc::EINVAL) };
         match s.srq.query() {
             Ok(a) => {
                 // SAFETY: the caller's writable struct.
@@ -180,11 +180,9 @@ pub unsafe extern "C" fn ibv_query_srq(
 /// `srq` came from `ibv_create_srq` and is destroyed once, after its QPs.
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ffi::ibv_srq) -> c_int {
     boundary(ReturnsErrno, move || {
-        if srq.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: a live SRQ of ours.
-        if unsafe { emu::<_, EmuSrq>(srq) }.users.busy() {
+        // SAFETY: NULL or a live SRQ of ours.
+        let s: &EmuSrq = unsafe { try_ref_from_ptr!(srq, libc::EINVAL) };
+        if s.users.busy() {
             return libc::EBUSY;
         }
         // SAFETY: a box leaked by ibv_create_srq; this is its end.

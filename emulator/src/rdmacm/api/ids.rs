@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::base::boundary::{boundary, MinusOne};
 use crate::base::ffi;
-use crate::base::pointer::try_mut_from_ptr;
+use crate::base::pointer::{try_mut_from_ptr, try_ref};
 use crate::base::sync::lock;
 use crate::rdmacm::api::event_channels::{rdma_destroy_event_channel, NonNullChannel};
 use crate::rdmacm::api::get_event::rdma_ack_cm_event;
@@ -46,18 +46,14 @@ pub unsafe extern "C" fn rdma_create_id(
         let Some(qp_type) = qp_type_of(ps) else {
             return fail(libc::EINVAL);
         };
-        let (shared, chan, sync) = if channel.is_null() {
+        // SAFETY: NULL or the caller's live channel.
+        let (shared, chan, sync) = if let Some(ch) = unsafe { try_ref::<EventChannel>(channel) } {
+            (Arc::clone(&ch.shared), channel, false)
+        } else {
             let Some(own) = NonNullChannel::new() else {
                 return -1;
             };
             (Arc::clone(&own.shared()), own.0, true)
-        } else {
-            // SAFETY: the caller's live channel.
-            (
-                Arc::clone(&unsafe { EventChannel::of(channel) }.shared),
-                channel,
-                false,
-            )
         };
         let p = c.new_id(ps, qp_type, shared, chan, sync, context);
         // SAFETY: `p` was just made.
