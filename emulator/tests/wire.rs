@@ -604,3 +604,130 @@ fn bad_port_flags_are_refused_in_one_line() {
         "{err}"
     );
 }
+
+/// Reads one length-prefixed frame from a QEMU stream peer's socket.
+fn read_frame(s: &mut std::os::unix::net::UnixStream) -> Vec<u8> {
+    use std::io::Read;
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).expect("a frame's length");
+    let mut f = vec![0; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut f).expect("a frame");
+    f
+}
+
+/// Writes frames to a QEMU stream peer's socket, each after its length, in pieces of
+/// 7 bytes (the port reassembles them).
+fn write_frames(s: &mut std::os::unix::net::UnixStream, frames: &[Vec<u8>]) {
+    use std::io::Write;
+    let mut wire = Vec::new();
+    for f in frames {
+        wire.extend_from_slice(&u32::try_from(f.len()).expect("a frame").to_be_bytes());
+        wire.extend_from_slice(f);
+    }
+    for piece in wire.chunks(7) {
+        s.write_all(piece).expect("write to the fabric");
+    }
+}
+
+/// A peer on a fabric's QEMU stream port (`--qemu-stream`), playing a VM's NIC with the
+/// MAC 52:54:00:12:34:56: its ARP request for h1 gets h1's reply; it receives every
+/// frame of h1's SPEAD multicast (the port gets all multicast); sent back from its MAC,
+/// cut in 7-byte pieces, those frames reach h2's RAW_PACKET QP as exactly the heaps of a
+/// file; and a frame with a broken length is counted and hangs the peer up.
+#[test]
+fn a_qemu_stream_peer_exchanges_frames_with_emulated_hosts() {
+    let tools = hw_tools();
+    let (send, recv) = (tools.join("spead-send"), tools.join("spead-recv"));
+    let dir = scratch("wire-stream");
+    let want = reference_heaps(&tools, &dir);
+    let sock = dir.join("vm.sock");
+    let fabric = Fabric::start(
+        &dir,
+        &["--qemu-stream", sock.to_str().expect("a UTF-8 path")],
+    );
+    let mut vm = std::os::unix::net::UnixStream::connect(&sock).expect("connect as QEMU");
+    vm.set_read_timeout(Some(DEADLINE)).expect("a read timeout");
+    let me = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+
+    // ARP for h1 (10.100.0.1) from 10.100.0.20.
+    let mut arp = vec![0xff; 6];
+    arp.extend_from_slice(&me);
+    arp.extend_from_slice(&[0x08, 0x06, 0, 1, 0x08, 0, 6, 4, 0, 1]);
+    arp.extend_from_slice(&me);
+    arp.extend_from_slice(&[10, 100, 0, 20, 0, 0, 0, 0, 0, 0, 10, 100, 0, 1]);
+    write_frames(&mut vm, &[arp]);
+    let reply = read_frame(&mut vm);
+    assert_eq!(reply.len(), 60);
+    assert_eq!(reply[..6], me);
+    assert_eq!(reply[6..12], [2, 0, 10, 100, 0, 1], "from h1's MAC");
+    assert_eq!(reply[20..22], [0, 2], "an ARP reply");
+    assert_eq!(reply[28..32], [10, 100, 0, 1]);
+
+    // h1's multicast heaps reach the VM, every frame.
+    let mut s = fabric.program(&send, "h1");
+    s.args(HEAP_ARGS).args([
+        "--backend",
+        "hw",
+        "--ibv-interface",
+        "10.100.0.1",
+        "ibv:239.10.0.1:7148",
+    ]);
+    let packets = packets_sent(&start(s, &dir, "h1-send").finish());
+    let frames: Vec<Vec<u8>> = (0..packets).map(|_| read_frame(&mut vm)).collect();
+    for f in &frames {
+        assert_eq!(f[..6], [0x01, 0x00, 0x5e, 10, 0, 1], "to the group's MAC");
+        assert_eq!(f[30..34], [239, 10, 0, 1]);
+    }
+
+    // The VM sends them back from its own MAC: h2 receives the heaps.
+    let mut r = fabric.program(&recv, "h2");
+    r.args([
+        "--backend",
+        "hw",
+        "--ibv-interface",
+        "10.100.0.2",
+        "ibv:239.10.0.1:7148",
+        "--json",
+    ]);
+    let h2_rx = start(r, &dir, "h2-recv");
+    wait_for(
+        &dir.join("h2-recv.err"),
+        "spead-recv: receiving on ibv:239.10.0.1:7148 (raw, interface 10.100.0.2)",
+    );
+    let mine: Vec<Vec<u8>> = frames
+        .into_iter()
+        .map(|mut f| {
+            f[6..12].copy_from_slice(&me);
+            f
+        })
+        .collect();
+    write_frames(&mut vm, &mine);
+    let got = h2_rx.finish();
+    assert_heaps("h2 from the VM", &got, &want);
+    assert!(
+        got.err.contains(&format!(
+            "spead-recv: ibv:239.10.0.1:7148: {packets} frames, {packets} delivered, 0 dropped"
+        )),
+        "{}",
+        got.err
+    );
+
+    // A length over QEMU's largest frame: the port hangs up on the peer.
+    {
+        use std::io::{Read, Write};
+        vm.write_all(&u32::MAX.to_be_bytes()).expect("write");
+        let mut rest = Vec::new();
+        // Whatever was on its way, then the end of the stream.
+        let _ = vm.read_to_end(&mut rest);
+    }
+    let summary = fabric.stop();
+    let (frames_in, out, malformed, unsent) =
+        port_counts(&summary, &format!("qemu-stream {}", sock.display()));
+    assert_eq!(frames_in, 1 + packets, "{summary}");
+    assert!(out >= packets, "{summary}");
+    assert_eq!((malformed, unsent), (0, 0), "{summary}");
+    assert!(
+        summary.ends_with("(1 peers connected, 0 turned away, 1 hung up on)"),
+        "{summary}"
+    );
+}
