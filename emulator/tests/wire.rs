@@ -731,3 +731,143 @@ fn a_qemu_stream_peer_exchanges_frames_with_emulated_hosts() {
         "{summary}"
     );
 }
+
+/// The IPv4 header checksum of `h` (RFC 1071).
+fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut sum: u32 = h
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+/// A DHCP message (op 2, a reply) from 10.100.0.1 (h1's address and MAC) to `mac`
+/// offering 10.100.0.20 for transaction `xid`, of DHCP type `kind` (2 offer, 5 ack).
+fn dhcp_reply(mac: &[u8], xid: &[u8], kind: u8) -> Vec<u8> {
+    let mut bootp = vec![0u8; 236];
+    bootp[..4].copy_from_slice(&[2, 1, 6, 0]);
+    bootp[4..8].copy_from_slice(xid);
+    bootp[16..20].copy_from_slice(&[10, 100, 0, 20]);
+    bootp[20..24].copy_from_slice(&[10, 100, 0, 1]);
+    bootp[28..34].copy_from_slice(mac);
+    bootp.extend_from_slice(&[99, 130, 83, 99, 53, 1, kind, 54, 4, 10, 100, 0, 1]);
+    bootp.extend_from_slice(&[51, 4, 0, 0, 0x0e, 0x10, 1, 4, 255, 255, 255, 0, 255]);
+    let udp_len = u16::try_from(8 + bootp.len()).expect("small");
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0];
+    ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
+    ip.extend_from_slice(&[10, 100, 0, 1, 255, 255, 255, 255]);
+    let sum = ipv4_checksum(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let mut f = mac.to_vec();
+    f.extend_from_slice(&[2, 0, 10, 100, 0, 1, 0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&[0, 67, 0, 68]);
+    f.extend_from_slice(&udp_len.to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&bootp);
+    f
+}
+
+/// The DHCP message type of a frame from `mac` to UDP port 67, and its transaction id.
+fn dhcp_from(f: &[u8], mac: &[u8]) -> Option<(u8, Vec<u8>)> {
+    if f.len() < 282 || &f[6..12] != mac || f[12..14] != [8, 0] || f[23] != 17 {
+        return None;
+    }
+    let ihl = usize::from(f[14] & 0x0f) * 4;
+    let udp = 14 + ihl;
+    if f[udp + 2..udp + 4] != [0, 67] {
+        return None;
+    }
+    let bootp = &f[udp + 8..];
+    let mut opts = bootp.get(240..)?;
+    while let [code, len, rest @ ..] = opts {
+        if *code == 53 {
+            return Some((*rest.first()?, bootp[4..8].to_vec()));
+        }
+        opts = rest.get(usize::from(*len)..)?;
+    }
+    None
+}
+
+/// A real QEMU (Debian's 7.2, `-netdev stream` over the fabric's Unix socket, a
+/// virtio-net NIC whose iPXE boot ROM runs DHCP): its DHCP discover crosses the fabric
+/// (seen here through a second port, a VXLAN tunnel to this test's UDP socket), an offer
+/// sent back through the fabric reaches it and it answers with a DHCP request. Frames
+/// both ways in QEMU's own framing, no guest kernel needed.
+#[test]
+fn qemus_netdev_stream_exchanges_frames_with_the_fabric() {
+    let qemu = require("qemu-system-x86_64", "qemu-system-x86");
+    assert!(
+        Path::new("/usr/lib/ipxe/qemu/efi-virtio.rom").exists()
+            || Path::new("/usr/share/qemu/efi-virtio.rom").exists(),
+        "QEMU's virtio-net boot ROM is missing: install the Debian package ipxe-qemu"
+    );
+    let dir = scratch("wire-qemu");
+    let tunnel = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
+    tunnel
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .expect("a timeout");
+    let me = tunnel.local_addr().expect("its address");
+    let sock = dir.join("vm.sock");
+    let fabric = Fabric::start(
+        &dir,
+        &[
+            "--qemu-stream",
+            sock.to_str().expect("a UTF-8 path"),
+            "--vxlan",
+            &format!("127.0.0.1:0,{me},42"),
+        ],
+    );
+    let mac = [0x52, 0x54, 0, 0x12, 0x34, 0x56];
+    let mut vm = Command::new(qemu);
+    vm.args(["-accel", "tcg", "-machine", "pc", "-m", "256"])
+        .args(["-nodefaults", "-no-user-config", "-display", "none"])
+        .args(["-monitor", "none", "-serial", "none", "-boot", "n"])
+        .arg("-netdev")
+        .arg(format!(
+            "stream,id=n0,server=off,addr.type=unix,addr.path={}",
+            sock.display()
+        ))
+        .args(["-device", "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56"]);
+    let mut vm = start(vm, &dir, "qemu");
+    // What comes out of the tunnel: the fabric's port sends from an address of its own.
+    let mut buf = vec![0u8; 65536];
+    let mut peer = None;
+    let mut next = |want: u8, peer: &mut Option<std::net::SocketAddr>| -> Vec<u8> {
+        let begin = Instant::now();
+        loop {
+            assert!(
+                begin.elapsed() < DEADLINE,
+                "no DHCP message {want} from QEMU; its stderr: {}",
+                vm.err_so_far()
+            );
+            let Ok((n, from)) = tunnel.recv_from(&mut buf) else {
+                continue;
+            };
+            *peer = Some(from);
+            assert!(n > 8 && buf[0] == 0x08, "a VXLAN datagram");
+            if let Some((kind, xid)) = dhcp_from(&buf[8..n], &mac) {
+                if kind == want {
+                    return xid;
+                }
+            }
+        }
+    };
+    let xid = next(1, &mut peer);
+    // The offer, as from h1: into the fabric through the tunnel, out to QEMU.
+    let mut d = vec![0x08, 0, 0, 0, 0, 0, 42, 0];
+    d.extend_from_slice(&dhcp_reply(&mac, &xid, 2));
+    let fabric_port = peer.expect("the fabric's address");
+    tunnel.send_to(&d, fabric_port).expect("send the offer");
+    let request = next(3, &mut peer);
+    assert_eq!(request, xid, "the request answers our offer");
+    vm.kill();
+    let _ = vm.finish();
+    let summary = fabric.stop();
+    let (frames_in, out, malformed, _) =
+        port_counts(&summary, &format!("qemu-stream {}", sock.display()));
+    assert!(frames_in >= 2 && out >= 1 && malformed == 0, "{summary}");
+}
