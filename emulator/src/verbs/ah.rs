@@ -1,7 +1,8 @@
-//! Address handles from received completions (`ibv_init_ah_from_wc`,
-//! `ibv_create_ah_from_wc`): the reply address read from the 40-byte GRH area that
-//! precedes a UD message, as rdma-core's `libibverbs/verbs.c` (v44.0) reads it: for RoCE
-//! v2 over IPv4 the IPv4 header sits in the area's last 20 bytes.
+//! Address handles: `ibv_create_ah`, `ibv_destroy_ah`, and from received completions
+//! (`ibv_init_ah_from_wc`, `ibv_create_ah_from_wc`): the reply address read from the
+//! 40-byte GRH area that precedes a UD message, as rdma-core's `libibverbs/verbs.c`
+//! (v44.0) reads it: for RoCE v2 over IPv4 the IPv4 header sits in the area's last 20
+//! bytes.
 
 use std::ffi::c_int;
 use std::net::Ipv4Addr;
@@ -170,13 +171,16 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     port: u8,
 ) -> *mut ffi::ibv_ah {
     boundary(Null, move || {
-        if pd.is_null() {
-            set_errno(libc::EINVAL);
-            return null_mut();
-        }
+        // SAFETY: NULL or a live PD of ours.
+        let p: &EmuPd = unsafe {
+            try_ref_from_ptr!(pd, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
         let mut attr = ffi::ibv_ah_attr::default();
         // SAFETY: the PD's live context and the caller's completion and GRH.
-        if unsafe { ibv_init_ah_from_wc((*pd).context, port, wc, grh, &mut attr) } != 0 {
+        if unsafe { ibv_init_ah_from_wc(p.raw.context, port, wc, grh, &mut attr) } != 0 {
             return null_mut();
         }
         // SAFETY: a live PD of ours and a valid attribute.

@@ -9,7 +9,7 @@ use std::ffi::c_int;
 use crate::base::boundary::{boundary, MinusOne, Nothing};
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
-use crate::base::pointer::{try_mut_from_ptr, try_ref_from_ptr};
+use crate::base::pointer::{try_mut, try_mut_from_ptr, try_ref_from_ptr};
 use crate::base::sync::lock;
 use crate::rdmacm::api::bind_resolve::{rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route};
 use crate::rdmacm::api::get_event::rdma_get_cm_event;
@@ -142,8 +142,8 @@ unsafe fn active(
         {
             return -1;
         }
-        if !qp_init_attr.is_null() {
-            (*qp_init_attr).qp_type = qp_type;
+        if let Some(i) = try_mut::<ffi::ibv_qp_init_attr>(qp_init_attr) {
+            i.qp_type = qp_type;
             return rdma_create_qp(cm, pd, qp_init_attr);
         }
     }
