@@ -13,6 +13,10 @@
 //! has no room for, up to [`server::BACKLOG_BYTES`]. Both sides run on the
 //! wall clock. With [`FABRIC_ENV`] unset a process simulates every host itself, as
 //! before.
+//!
+//! The fabric process may also have [`ports`] to real networks (a VXLAN tunnel to another
+//! fabric process or a Linux `vxlan` interface, a QEMU `-netdev stream` socket): uplinks
+//! of its switch, configured in the topology's `[[port]]` tables or by flags.
 
 pub mod client;
 pub mod ports;
