@@ -542,3 +542,68 @@ fn link_config_serialization_time() {
     assert_eq!(l.serialization_ns(1000), 820);
     let _ = PortConfig::with_ip(ip(1));
 }
+
+/// A fabric of `n` hosts (ports 0..n) and an uplink (port n) on a host of its own.
+fn fabric_with_uplink(n: u8) -> (Fabric, PortId) {
+    let mut f = fabric(1, n);
+    let h = f.add_host("uplink");
+    let config = PortConfig {
+        mac: Mac([0x02, 0xff, 0, 0, 0, 1]),
+        multicast_loopback: false,
+        verify_checksums: false,
+        ..PortConfig::with_ip(Ipv4Addr::UNSPECIFIED)
+    };
+    let up = f.add_uplink(h, config).unwrap();
+    (f, up)
+}
+
+/// A UDP frame between two MACs (the sequence number in the payload).
+fn frame_between(src: Mac, dst: Mac, seq: u32) -> Vec<u8> {
+    let mut s = UdpFrameSpec::new(src, dst, (ip(50), 9000), (ip(51), 9000));
+    s.udp_checksum = true;
+    s.build(&seq.to_be_bytes())
+}
+
+#[test]
+fn an_uplink_gets_unknown_unicast_and_all_multicast_and_its_source_macs_are_learned() {
+    let (mut f, up) = fabric_with_uplink(2);
+    assert_eq!(up, PortId(2));
+    // The uplink's own address is nobody's.
+    assert_eq!(f.port_of_ip(Ipv4Addr::UNSPECIFIED), None);
+    let beyond = Mac([0x02, 0, 10, 0, 0, 9]);
+    // Unicast to a MAC nobody has: out of the uplink only.
+    f.transmit(PortId(0), frame_between(mac(&f, 0), beyond, 1))
+        .unwrap();
+    assert_eq!(
+        deliveries(&mut f)
+            .iter()
+            .map(|d| (d.1, d.2))
+            .collect::<Vec<_>>(),
+        [(2, 1)]
+    );
+    // Multicast nobody joined: out of the uplink; joined by host 1: to both.
+    let g = Ipv4Addr::new(239, 1, 2, 3);
+    f.transmit(PortId(0), mcast(&f, 0, g, 2)).unwrap();
+    let d: Vec<(u32, u32)> = deliveries(&mut f).iter().map(|d| (d.1, d.2)).collect();
+    assert_eq!(d, [(2, 2)]);
+    f.join_group(PortId(1), g).unwrap();
+    f.transmit(PortId(0), mcast(&f, 0, g, 3)).unwrap();
+    let mut d: Vec<(u32, u32)> = deliveries(&mut f).iter().map(|d| (d.1, d.2)).collect();
+    d.sort_unstable();
+    assert_eq!(d, [(1, 3), (2, 3)]);
+    // What arrives from the uplink teaches the switch its source MAC: unicast to it
+    // then goes to the uplink (and a host's own MAC is never learned there).
+    assert_eq!(f.learned_port(beyond), None);
+    f.transmit(up, frame_between(beyond, mac(&f, 1), 4))
+        .unwrap();
+    f.transmit(up, frame_between(mac(&f, 0), mac(&f, 1), 5))
+        .unwrap();
+    let d: Vec<(u32, u32)> = deliveries(&mut f).iter().map(|d| (d.1, d.2)).collect();
+    assert_eq!(d, [(1, 4), (1, 5)]);
+    assert_eq!(f.learned_port(beyond), Some(up));
+    assert_eq!(f.learned_port(mac(&f, 0)), None);
+    // Multicast from the uplink does not go back out of it.
+    f.transmit(up, mcast(&f, 0, g, 6)).unwrap();
+    let d: Vec<(u32, u32)> = deliveries(&mut f).iter().map(|d| (d.1, d.2)).collect();
+    assert_eq!(d, [(1, 6)]);
+}

@@ -2,7 +2,8 @@
 //! (a TOML file, or the default of four hosts), and which host this process is.
 
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 
 use backend_sim::{LinkFaults, Personality};
 use serde::Deserialize;
@@ -34,19 +35,156 @@ pub struct HostSpec {
     /// `mlx5dv_is_supported` true, striding RQs) or as one without them (false: a device
     /// whose libmlx5 answers no, ConnectX-4 Lx style). Always false for rxe.
     pub direct_verbs: bool,
+    /// A host of another fabric process, reached through one of this fabric's ports
+    /// (`remote = true`): this fabric has no port for it and no process may be it here,
+    /// but the programs here know its address and MAC (as its own fabric's do).
+    pub remote: bool,
 }
 
-/// The hosts of the emulated fabric (one switch joins them all).
+/// A port of the fabric's switch that leads to a real network (see
+/// `fabric::ports`): it carries Ethernet frames both ways, with `faults` on the frames
+/// the switch sends out of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortSpec {
+    /// What is at the other end.
+    pub kind: PortKind,
+    /// Faults on the frames the switch sends out of the port (as a host's `faults`).
+    pub faults: LinkFaults,
+}
+
+/// The kinds of [`PortSpec`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortKind {
+    /// VXLAN (RFC 7348): each frame in a UDP datagram from `local` to `remote` with an
+    /// 8-byte header carrying `vni`.
+    Vxlan {
+        /// The UDP address the fabric binds.
+        local: SocketAddr,
+        /// The UDP address of the peer (a fabric or a Linux `vxlan` interface).
+        remote: SocketAddr,
+        /// The VXLAN network identifier (24 bits).
+        vni: u32,
+    },
+    /// A QEMU `-netdev stream` peer: the fabric listens on the Unix socket `path`; each
+    /// frame is preceded by its length (4 bytes, big-endian) both ways.
+    QemuStream {
+        /// The socket's path (made by the fabric; it must not exist).
+        path: PathBuf,
+    },
+}
+
+/// Largest VXLAN network identifier (24 bits).
+pub const MAX_VNI: u32 = (1 << 24) - 1;
+
+/// The hosts of the emulated fabric (one switch joins them all) and its ports to real
+/// networks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Topology {
     /// Every host, in file order.
     pub hosts: Vec<HostSpec>,
+    /// Ports to real networks, in file order (only a fabric process has them).
+    pub ports: Vec<PortSpec>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileTopology {
     host: Vec<FileHost>,
+    #[serde(default)]
+    port: Vec<FilePort>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePort {
+    kind: String,
+    #[serde(default)]
+    local: Option<SocketAddr>,
+    #[serde(default)]
+    remote: Option<SocketAddr>,
+    #[serde(default)]
+    vni: Option<u32>,
+    #[serde(default)]
+    path: Option<PathBuf>,
+    #[serde(default)]
+    faults: Option<FileFaults>,
+}
+
+impl FilePort {
+    fn into_spec(self) -> Result<PortSpec, String> {
+        let faults = self.faults.unwrap_or_default().into_faults()?;
+        let kind = match self.kind.as_str() {
+            "vxlan" => {
+                if self.path.is_some() {
+                    return Err("a vxlan port has no path".into());
+                }
+                let local = self.local.ok_or("a vxlan port needs local")?;
+                let remote = self.remote.ok_or("a vxlan port needs remote")?;
+                let vni = self.vni.ok_or("a vxlan port needs vni")?;
+                vxlan_kind(local, remote, vni)?
+            }
+            "qemu-stream" => {
+                if self.local.is_some() || self.remote.is_some() || self.vni.is_some() {
+                    return Err("a qemu-stream port has a path only (no local, remote, vni)".into());
+                }
+                let path = self.path.ok_or("a qemu-stream port needs path")?;
+                if path.as_os_str().is_empty() {
+                    return Err("a qemu-stream port's path is empty".into());
+                }
+                PortKind::QemuStream { path }
+            }
+            other => {
+                return Err(format!(
+                    "unknown port kind {other:?} (expected \"vxlan\" or \"qemu-stream\")"
+                ))
+            }
+        };
+        Ok(PortSpec { kind, faults })
+    }
+}
+
+/// A VXLAN port's kind, checked: a 24-bit VNI and a remote with a port.
+fn vxlan_kind(local: SocketAddr, remote: SocketAddr, vni: u32) -> Result<PortKind, String> {
+    if vni > MAX_VNI {
+        return Err(format!("vni = {vni} is not a 24-bit VNI (0..={MAX_VNI})"));
+    }
+    if remote.port() == 0 || remote.ip().is_unspecified() {
+        return Err(format!("remote = {remote} names no peer"));
+    }
+    if local.is_ipv4() != remote.is_ipv4() {
+        return Err(format!(
+            "local {local} and remote {remote} are not of one IP version"
+        ));
+    }
+    Ok(PortKind::Vxlan { local, remote, vni })
+}
+
+/// Reads the fabric's `--vxlan LOCAL,REMOTE,VNI` (`127.0.0.1:4789,127.0.0.1:4790,42`)
+/// as a port without faults.
+///
+/// # Errors
+/// A one-line message naming what is wrong.
+pub fn parse_vxlan_flag(s: &str) -> Result<PortSpec, String> {
+    let bad = |why: String| format!("--vxlan {s}: {why}");
+    let parts: Vec<&str> = s.split(',').collect();
+    let [local, remote, vni] = parts[..] else {
+        return Err(bad(
+            "expected LOCAL,REMOTE,VNI (e.g. 127.0.0.1:4789,127.0.0.1:4790,42)".into(),
+        ));
+    };
+    let addr = |what: &str, v: &str| {
+        v.parse::<SocketAddr>()
+            .map_err(|_| bad(format!("{what} {v:?} is not an IP:PORT")))
+    };
+    let (local, remote) = (addr("LOCAL", local)?, addr("REMOTE", remote)?);
+    let vni = vni
+        .parse::<u32>()
+        .map_err(|_| bad(format!("VNI {vni:?} is not a number")))?;
+    let kind = vxlan_kind(local, remote, vni).map_err(bad)?;
+    Ok(PortSpec {
+        kind,
+        faults: LinkFaults::default(),
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -62,6 +200,7 @@ struct FileHost {
     extra_devices: Vec<Ipv4Addr>,
     #[serde(default)]
     direct_verbs: Option<bool>,
+    remote: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -117,8 +256,10 @@ impl Default for Topology {
                     faults: LinkFaults::default(),
                     extra_devices: Vec::new(),
                     direct_verbs: true,
+                    remote: false,
                 })
                 .collect(),
+            ports: Vec::new(),
         }
     }
 }
@@ -148,6 +289,14 @@ impl Topology {
     /// faults = { loss = 0.01, delay_ns = 5000 }   # optional: on frames to this host
     /// extra_devices = ["10.100.0.11"]   # optional: more devices, without a fabric process
     /// direct_verbs = false   # optional, mlx5 only: no mlx5 direct verbs (ConnectX-4 Lx style)
+    /// remote = false         # optional: true for a host of another fabric, beyond a port
+    ///
+    /// [[port]]               # optional: ports of a fabric process to real networks
+    /// kind = "vxlan"         # or "qemu-stream" with path = "/run/vm.sock"
+    /// local = "127.0.0.1:4789"
+    /// remote = "127.0.0.1:4790"
+    /// vni = 42
+    /// faults = { loss = 0.01 }   # optional: on the frames the switch sends out
     /// ```
     ///
     /// Faults (all optional): `loss`, `duplicate`, `corrupt`, `reorder` (probabilities),
@@ -155,8 +304,9 @@ impl Topology {
     ///
     /// # Errors
     /// A one-line message for bad TOML, an unknown key or personality, no host, a
-    /// repeated host name or address, a fault probability outside 0..=1, or
-    /// `direct_verbs = true` on an rxe host.
+    /// repeated host name or address, a fault probability outside 0..=1,
+    /// `direct_verbs = true` on an rxe host, or a bad port (unknown kind, missing or
+    /// extra field, VNI over 24 bits, two ports on one address).
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: FileTopology = toml::from_str(text).map_err(|e| {
             format!(
@@ -202,6 +352,12 @@ impl Topology {
                 .unwrap_or_default()
                 .into_faults()
                 .map_err(|e| format!("bad topology: host {}: {e}", h.name))?;
+            if h.remote && !h.extra_devices.is_empty() {
+                return Err(format!(
+                    "bad topology: host {}: a remote host has no extra_devices here",
+                    h.name
+                ));
+            }
             hosts.push(HostSpec {
                 name: h.name,
                 ip: h.ip,
@@ -209,9 +365,39 @@ impl Topology {
                 faults,
                 extra_devices: h.extra_devices,
                 direct_verbs,
+                remote: h.remote,
             });
         }
-        Ok(Topology { hosts })
+        let mut ports = Vec::new();
+        for (i, p) in file.port.into_iter().enumerate() {
+            let spec = p
+                .into_spec()
+                .map_err(|e| format!("bad topology: port {}: {e}", i + 1))?;
+            ports.push(spec);
+        }
+        let topology = Topology { hosts, ports };
+        topology
+            .check_ports()
+            .map_err(|e| format!("bad topology: {e}"))?;
+        Ok(topology)
+    }
+
+    /// Checks the ports together: no two bind one address or socket path.
+    ///
+    /// # Errors
+    /// A one-line message naming the clash.
+    pub fn check_ports(&self) -> Result<(), String> {
+        let mut seen = HashSet::new();
+        for p in &self.ports {
+            let key = match &p.kind {
+                PortKind::Vxlan { local, .. } => format!("local address {local}"),
+                PortKind::QemuStream { path } => format!("path {}", path.display()),
+            };
+            if !seen.insert(key.clone()) {
+                return Err(format!("two ports have the {key}"));
+            }
+        }
+        Ok(())
     }
 
     /// The topology the environment names: the file in `VERBS_EMU_TOPOLOGY`, else the default.
@@ -302,6 +488,7 @@ mod tests {
                     faults: LinkFaults::default(),
                     extra_devices: Vec::new(),
                     direct_verbs: true,
+                    remote: false,
                 },
                 HostSpec {
                     name: "b".into(),
@@ -314,6 +501,7 @@ mod tests {
                     },
                     extra_devices: Vec::new(),
                     direct_verbs: false,
+                    remote: false,
                 },
             ]
         );
@@ -386,6 +574,104 @@ mod tests {
             Topology::parse("[[host]]\nname = \"a\"\nip = \"10.1.0.300\"\n")
                 .unwrap_err()
                 .starts_with("bad topology: ")
+        );
+    }
+
+    #[test]
+    fn ports_and_remote_hosts_parse() {
+        let t = Topology::parse(
+            "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\n\
+             [[host]]\nname = \"b\"\nip = \"10.1.0.2\"\nremote = true\n\
+             [[port]]\nkind = \"vxlan\"\nlocal = \"127.0.0.1:4789\"\n\
+             remote = \"127.0.0.1:4790\"\nvni = 42\nfaults = { loss = 0.5 }\n\
+             [[port]]\nkind = \"qemu-stream\"\npath = \"/tmp/vm.sock\"\n",
+        )
+        .unwrap();
+        assert!(!t.hosts[0].remote && t.hosts[1].remote);
+        assert_eq!(
+            t.ports,
+            vec![
+                PortSpec {
+                    kind: PortKind::Vxlan {
+                        local: "127.0.0.1:4789".parse().unwrap(),
+                        remote: "127.0.0.1:4790".parse().unwrap(),
+                        vni: 42,
+                    },
+                    faults: LinkFaults::loss(0.5),
+                },
+                PortSpec {
+                    kind: PortKind::QemuStream {
+                        path: "/tmp/vm.sock".into()
+                    },
+                    faults: LinkFaults::default(),
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_ports_are_refused_in_one_line() {
+        let host = "[[host]]\nname = \"a\"\nip = \"10.1.0.1\"\n";
+        let port = |body: &str| Topology::parse(&format!("{host}[[port]]\n{body}")).unwrap_err();
+        let vx = "kind = \"vxlan\"\nlocal = \"127.0.0.1:4789\"\nremote = \"127.0.0.1:4790\"\n";
+        assert_eq!(
+            port(&format!("{vx}vni = 16777216\n")),
+            "bad topology: port 1: vni = 16777216 is not a 24-bit VNI (0..=16777215)"
+        );
+        assert_eq!(port(vx), "bad topology: port 1: a vxlan port needs vni");
+        assert_eq!(
+            port("kind = \"gre\"\n"),
+            "bad topology: port 1: unknown port kind \"gre\" (expected \"vxlan\" or \"qemu-stream\")"
+        );
+        assert_eq!(
+            port("kind = \"vxlan\"\nlocal = \"127.0.0.1:1\"\nremote = \"127.0.0.1:0\"\nvni = 1\n"),
+            "bad topology: port 1: remote = 127.0.0.1:0 names no peer"
+        );
+        assert_eq!(
+            port("kind = \"qemu-stream\"\npath = \"x\"\nvni = 3\n"),
+            "bad topology: port 1: a qemu-stream port has a path only (no local, remote, vni)"
+        );
+        assert_eq!(
+            port(&format!("{vx}vni = 1\nfaults = {{ loss = 2.0 }}\n")),
+            "bad topology: port 1: loss = 2 is not a probability in 0..=1"
+        );
+        let twice = format!("{host}[[port]]\n{vx}vni = 1\n[[port]]\n{vx}vni = 2\n");
+        assert_eq!(
+            Topology::parse(&twice).unwrap_err(),
+            "bad topology: two ports have the local address 127.0.0.1:4789"
+        );
+        let e = port("kind = \"vxlan\"\nlocal = \"nowhere\"\n");
+        assert!(e.starts_with("bad topology: ") && !e.contains('\n'), "{e}");
+    }
+
+    #[test]
+    fn the_vxlan_flag_parses_and_bad_ones_are_named() {
+        assert_eq!(
+            parse_vxlan_flag("127.0.0.1:4789,127.0.0.1:4790,42").unwrap(),
+            PortSpec {
+                kind: PortKind::Vxlan {
+                    local: "127.0.0.1:4789".parse().unwrap(),
+                    remote: "127.0.0.1:4790".parse().unwrap(),
+                    vni: 42,
+                },
+                faults: LinkFaults::default(),
+            }
+        );
+        assert_eq!(
+            parse_vxlan_flag("127.0.0.1:4789,42").unwrap_err(),
+            "--vxlan 127.0.0.1:4789,42: expected LOCAL,REMOTE,VNI (e.g. 127.0.0.1:4789,127.0.0.1:4790,42)"
+        );
+        assert_eq!(
+            parse_vxlan_flag("127.0.0.1:4789,here:1,42").unwrap_err(),
+            "--vxlan 127.0.0.1:4789,here:1,42: REMOTE \"here:1\" is not an IP:PORT"
+        );
+        assert_eq!(
+            parse_vxlan_flag("127.0.0.1:4789,127.0.0.1:4790,x").unwrap_err(),
+            "--vxlan 127.0.0.1:4789,127.0.0.1:4790,x: VNI \"x\" is not a number"
+        );
+        assert_eq!(
+            parse_vxlan_flag("127.0.0.1:4789,[::1]:4790,7").unwrap_err(),
+            "--vxlan 127.0.0.1:4789,[::1]:4790,7: local 127.0.0.1:4789 and remote [::1]:4790 are not of one IP version"
         );
     }
 }

@@ -259,6 +259,26 @@ impl Fabric {
             .add_port(host, config, &self.plan.plan.default_link, self.seed)
     }
 
+    /// Adds an uplink to `host`: a port that leads to another network (a tunnel to
+    /// another fabric, a virtual machine's NIC) rather than to one NIC. Its `config`'s
+    /// MAC and address are not entered in the switch's tables (nothing is addressed to
+    /// the uplink itself; the MAC names its links' random streams and should be unique);
+    /// the switch learns the source MACs of the frames arriving from it, and sends it
+    /// unicast for MACs it does not know and every multicast frame (see the switch).
+    ///
+    /// # Errors
+    /// [`FabricError::UnknownHost`].
+    pub fn add_uplink(&mut self, host: HostId, config: PortConfig) -> Result<PortId, FabricError> {
+        self.topo
+            .add_uplink(host, config, &self.plan.plan.default_link, self.seed)
+    }
+
+    /// The uplink on which the switch learned `mac`, if any.
+    #[must_use]
+    pub fn learned_port(&self, mac: Mac) -> Option<PortId> {
+        self.topo.switch.learned_port(mac)
+    }
+
     /// Adds a host with one port at `ipv4` (MAC derived from it, default link).
     ///
     /// # Errors

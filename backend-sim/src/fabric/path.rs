@@ -12,6 +12,7 @@ use super::topology::{dst_mac, ipv4_dst};
 use super::{Fabric, Output};
 use crate::clock::Nanos;
 use crate::fault::DropReason;
+use crate::frame::eth::Mac;
 use crate::ids::PortId;
 
 impl Fabric {
@@ -330,6 +331,10 @@ impl Fabric {
     /// is none).
     fn forward(&mut self, now: Nanos, from: PortId, frame: Vec<u8>, index: u64, sealed: bool) {
         self.taps.seen(Seen::AtSwitch { now, from, index });
+        if frame.len() >= 12 {
+            let src = Mac([frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]]);
+            self.topo.switch.learn(from, src);
+        }
         let mut targets = std::mem::take(&mut self.scratch);
         self.topo.targets(from, &frame, &mut targets);
         if let Some((&last, rest)) = targets.split_last() {

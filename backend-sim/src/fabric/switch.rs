@@ -2,6 +2,13 @@
 //! the group (IGMP-less snooping: membership is registered directly when a QP attaches to a
 //! group or a flow rule asks for it), and broadcast to every port but the ingress.
 //!
+//! Uplinks (ports that lead to another network, see [`crate::Fabric::add_uplink`]) are
+//! what a real switch's trunk ports are: the switch learns the source MAC of what
+//! arrives on one, sends unicast for a MAC it does not know out of every uplink (a host
+//! port's MAC is always known), and sends every multicast frame out of every uplink as
+//! well as to the group's members (they are multicast router ports: the hosts beyond
+//! join groups the switch does not see).
+//!
 //! Lookups use hash maps but nothing iterates them, so forwarding order (and with it the
 //! event order) is fixed: group members are kept sorted by port id.
 
@@ -38,6 +45,10 @@ pub(crate) struct Switch {
     ips: HashMap<Ipv4Addr, PortId>,
     groups: HashMap<Ipv4Addr, Group>,
     mac_groups: HashMap<Mac, Group>,
+    /// Uplink ports, sorted.
+    uplinks: Vec<PortId>,
+    /// MACs learned on uplinks (a host port's own MAC is never learned).
+    learned: HashMap<Mac, PortId>,
 }
 
 fn join_group(g: &mut Group, port: PortId) {
@@ -73,6 +84,34 @@ impl Switch {
 
     pub fn port_of_mac(&self, mac: Mac) -> Option<PortId> {
         self.macs.get(&mac).copied()
+    }
+
+    /// Makes `port` an uplink.
+    pub fn add_uplink(&mut self, port: PortId) {
+        if let Err(i) = self.uplinks.binary_search(&port) {
+            self.uplinks.insert(i, port);
+        }
+    }
+
+    /// The uplinks, in port order.
+    pub fn uplinks(&self) -> &[PortId] {
+        &self.uplinks
+    }
+
+    /// Learns that `src` is beyond `port` when `port` is an uplink and `src` is a
+    /// unicast MAC that is not a host port's own.
+    pub fn learn(&mut self, port: PortId, src: Mac) {
+        if !src.is_multicast()
+            && self.uplinks.binary_search(&port).is_ok()
+            && !self.macs.contains_key(&src)
+        {
+            self.learned.insert(src, port);
+        }
+    }
+
+    /// The uplink `mac` was learned on, if any.
+    pub fn learned_port(&self, mac: Mac) -> Option<PortId> {
+        self.learned.get(&mac).copied()
     }
 
     /// Adds one reference of `port` to `group`.
@@ -144,7 +183,7 @@ impl Switch {
             }
             return Route::Group(by_ip, by_mac);
         }
-        match self.macs.get(&dst) {
+        match self.macs.get(&dst).or_else(|| self.learned.get(&dst)) {
             Some(&p) => Route::Unicast(p),
             None => Route::Nowhere,
         }

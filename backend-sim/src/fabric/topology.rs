@@ -82,11 +82,33 @@ impl Topology {
             .map(|p| self.ports[p.idx()].config.mac)
     }
 
+    /// Adds an uplink: a port whose MAC and address the switch does not take as a
+    /// host's (see [`crate::Fabric::add_uplink`]).
+    pub fn add_uplink(
+        &mut self,
+        host: HostId,
+        config: PortConfig,
+        faults: &LinkFaults,
+        seed: u64,
+    ) -> Result<PortId, FabricError> {
+        if host.0 as usize >= self.hosts.len() {
+            return Err(FabricError::UnknownHost(host));
+        }
+        let id = PortId(self.ports.len() as u32);
+        self.switch.add_uplink(id);
+        self.ports.push(Port::new(host, config, faults, seed));
+        self.hosts[host.0 as usize].ports.push(id);
+        Ok(id)
+    }
+
     /// The ports that get a copy of `frame` arriving at the switch from `from`, into
-    /// `out` (cleared first), in port order for groups and broadcast.
+    /// `out` (cleared first), in port order for groups and broadcast. Multicast, and
+    /// unicast to a MAC nobody has, also go out of every uplink but `from`.
     pub fn targets(&self, from: PortId, frame: &[u8], out: &mut Vec<PortId>) {
         out.clear();
-        match self.switch.route(dst_mac(frame), ipv4_dst(frame)) {
+        let dst = dst_mac(frame);
+        let mut flood = dst.is_multicast() && !dst.is_broadcast();
+        match self.switch.route(dst, ipv4_dst(frame)) {
             Route::Unicast(p) if p != from => out.push(p),
             Route::Group(a, b) => {
                 out.extend(a.iter().chain(b).map(|m| m.0).filter(|&p| p != from));
@@ -100,7 +122,14 @@ impl Topology {
                     .map(PortId)
                     .filter(|&p| p != from),
             ),
-            Route::Unicast(_) | Route::Nowhere => {}
+            Route::Nowhere => flood = true,
+            Route::Unicast(_) => {}
+        }
+        let uplinks = self.switch.uplinks();
+        if flood && !uplinks.is_empty() {
+            out.extend(uplinks.iter().copied().filter(|&p| p != from));
+            out.sort_unstable();
+            out.dedup();
         }
     }
 }

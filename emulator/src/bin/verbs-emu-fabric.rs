@@ -7,8 +7,14 @@
 //!
 //! ```text
 //! verbs-emu-fabric [--topology FILE] [--seed N] [--pcap OUT] [--dir DIR]
+//!                  [--vxlan LOCAL,REMOTE,VNI]... [--qemu-stream PATH]...
 //!                  [--die-with-parent] [--stop-on-eof]
 //! ```
+//!
+//! `--vxlan` and `--qemu-stream` add ports to real networks after the topology's own
+//! `[[port]]` tables (see the emulator's `fabric::ports`): a VXLAN tunnel binding LOCAL
+//! (`IP:PORT`) to REMOTE with network identifier VNI, and a Unix socket at PATH for a
+//! QEMU `-netdev stream` NIC.
 
 use std::io::Write;
 use std::os::fd::AsFd;
@@ -17,10 +23,11 @@ use std::process::ExitCode;
 
 use ibverbs::fabric::server::{Config, Server};
 use ibverbs::fabric::sys;
-use ibverbs::topology::{Topology, SEED_ENV, TOPOLOGY_ENV};
+use ibverbs::topology::{parse_vxlan_flag, PortKind, PortSpec, Topology, SEED_ENV, TOPOLOGY_ENV};
 
 const USAGE: &str = "usage: verbs-emu-fabric [--topology FILE] [--seed N] [--pcap OUT] \
-                     [--dir DIR] [--die-with-parent] [--stop-on-eof]";
+                     [--dir DIR] [--vxlan LOCAL,REMOTE,VNI]... [--qemu-stream PATH]... \
+                     [--die-with-parent] [--stop-on-eof]";
 
 #[derive(Debug, Default)]
 struct Args {
@@ -30,6 +37,8 @@ struct Args {
     dir: Option<PathBuf>,
     die_with_parent: bool,
     stop_on_eof: bool,
+    /// Ports given by flags, in order.
+    ports: Vec<PortSpec>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -47,6 +56,17 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--pcap" => a.pcap = Some(value("--pcap")?.into()),
             "--dir" => a.dir = Some(value("--dir")?.into()),
+            "--vxlan" => a.ports.push(parse_vxlan_flag(&value("--vxlan")?)?),
+            "--qemu-stream" => {
+                let path = value("--qemu-stream")?;
+                if path.is_empty() {
+                    return Err("--qemu-stream needs a path".into());
+                }
+                a.ports.push(PortSpec {
+                    kind: PortKind::QemuStream { path: path.into() },
+                    faults: backend_sim::LinkFaults::default(),
+                });
+            }
             "--die-with-parent" => a.die_with_parent = true,
             "--stop-on-eof" => a.stop_on_eof = true,
             "-h" | "--help" => return Err(String::new()),
@@ -80,7 +100,9 @@ fn serve(a: &Args) -> Result<(), String> {
             ));
         }
     }
-    let topology = topology(a.topology.as_ref())?;
+    let mut topology = topology(a.topology.as_ref())?;
+    topology.ports.extend(a.ports.iter().cloned());
+    topology.check_ports()?;
     let seed = match a.seed {
         Some(s) => s,
         None => ibverbs::topology::seed_from_env()?,
@@ -92,14 +114,24 @@ fn serve(a: &Args) -> Result<(), String> {
         dir: a.dir.clone(),
     };
     let mut server = Server::bind(&config)?;
-    let names: Vec<&str> = config
-        .topology
-        .hosts
+    let hosts = &config.topology.hosts;
+    let names: Vec<&str> = hosts
         .iter()
+        .filter(|h| !h.remote)
         .map(|h| h.name.as_str())
         .collect();
+    let remote: Vec<&str> = hosts
+        .iter()
+        .filter(|h| h.remote)
+        .map(|h| h.name.as_str())
+        .collect();
+    let beyond = if remote.is_empty() {
+        String::new()
+    } else {
+        format!(" (beyond its ports: {})", remote.join(", "))
+    };
     eprintln!(
-        "verbs-emu-fabric: hosts {} at {} (seed {seed}{})",
+        "verbs-emu-fabric: hosts {}{beyond} at {} (seed {seed}{})",
         names.join(", "),
         server.socket_path().display(),
         a.pcap
@@ -165,5 +197,29 @@ mod tests {
         );
         assert_eq!(p(&["--bogus"]).unwrap_err(), "unknown argument \"--bogus\"");
         assert_eq!(p(&["--help"]).unwrap_err(), "");
+        let v = p(&[
+            "--vxlan",
+            "127.0.0.1:4789,127.0.0.1:4790,42",
+            "--qemu-stream",
+            "/x",
+        ])
+        .unwrap();
+        assert_eq!(v.ports.len(), 2);
+        assert_eq!(
+            v.ports[0].kind,
+            PortKind::Vxlan {
+                local: "127.0.0.1:4789".parse().unwrap(),
+                remote: "127.0.0.1:4790".parse().unwrap(),
+                vni: 42
+            }
+        );
+        assert_eq!(
+            p(&["--vxlan", "1.2.3.4:5,1.2.3.4:6,99999999"]).unwrap_err(),
+            "--vxlan 1.2.3.4:5,1.2.3.4:6,99999999: vni = 99999999 is not a 24-bit VNI (0..=16777215)"
+        );
+        assert_eq!(
+            p(&["--qemu-stream", ""]).unwrap_err(),
+            "--qemu-stream needs a path"
+        );
     }
 }

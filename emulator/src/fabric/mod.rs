@@ -13,8 +13,13 @@
 //! has no room for, up to [`server::BACKLOG_BYTES`]. Both sides run on the
 //! wall clock. With [`FABRIC_ENV`] unset a process simulates every host itself, as
 //! before.
+//!
+//! The fabric process may also have [`ports`] to real networks (a VXLAN tunnel to another
+//! fabric process or a Linux `vxlan` interface, a QEMU `-netdev stream` socket): uplinks
+//! of its switch, configured in the topology's `[[port]]` tables or by flags.
 
 pub mod client;
+pub mod ports;
 pub mod ring;
 pub mod server;
 pub mod sys;
@@ -29,11 +34,13 @@ use crate::topology::Topology;
 pub const FABRIC_ENV: &str = "VERBS_EMU_FABRIC";
 
 /// The topology's link faults as a fault plan: each host's faults act on the frames the
-/// switch sends to it (`ports[i]` is host `i`'s port).
+/// switch sends to it (`ports[i]` is the port of the topology's `i`-th host that is not
+/// `remote`).
 #[must_use]
 pub fn fault_plan(topology: &Topology, ports: &[PortId]) -> FaultPlan {
     let mut plan = FaultPlan::none();
-    for (h, &port) in topology.hosts.iter().zip(ports) {
+    let local = topology.hosts.iter().filter(|h| !h.remote);
+    for (h, &port) in local.zip(ports) {
         if !h.faults.is_clean() {
             plan.links.push(LinkFaultRule {
                 port,

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use backend_sim::frame::eth::Mac;
 use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
 
+use super::ports::{arp, Ports};
 use super::ring::{Consumer, Producer, RingError};
 use super::sys::{self};
 use super::wire::{FromFabric, MAX_MSG};
@@ -181,6 +182,8 @@ pub struct Server {
     /// before them have reached their processes' rings (a MAD follows the data on the
     /// wire): (from, to, body, frames transmitted before it).
     held_cm: std::collections::VecDeque<(Ipv4Addr, Ipv4Addr, Vec<u8>, u64)>,
+    /// The ports to real networks (see [`super::ports`]).
+    ports: Ports,
 }
 
 impl Server {
@@ -192,7 +195,8 @@ impl Server {
     pub fn bind(config: &Config) -> Result<Self, String> {
         let mut fabric = Fabric::new(config.seed);
         let mut slots = Vec::new();
-        for h in &config.topology.hosts {
+        // A remote host is beyond a port: its own fabric has its port.
+        for h in config.topology.hosts.iter().filter(|h| !h.remote) {
             let id = fabric.add_host(h.name.clone());
             let port_config = PortConfig {
                 // The NIC in the host's process loops multicast back and checks RoCE
@@ -214,8 +218,11 @@ impl Server {
             });
         }
         let ports: Vec<PortId> = slots.iter().map(|s| s.port).collect();
+        let mut plan = super::fault_plan(&config.topology, &ports);
+        let (ports, rules) = Ports::open(&mut fabric, &config.topology.ports)?;
+        plan.links.extend(rules);
         fabric
-            .set_faults(super::fault_plan(&config.topology, &ports))
+            .set_faults(plan)
             .map_err(|e| format!("the topology's faults: {e}"))?;
         let dir = config.dir.clone().unwrap_or_else(|| {
             sys::runtime_root().join(format!("verbs-emu-fabric-{}", std::process::id()))
@@ -247,6 +254,7 @@ impl Server {
             held_cm: std::collections::VecDeque::new(),
             capturing: false,
             paused: false,
+            ports,
         };
         if let Some(p) = &config.pcap {
             server
@@ -307,7 +315,7 @@ impl Server {
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
              the switch{paused}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
-             joined, {} refused, {} hung up on for bad messages",
+             joined, {} refused, {} hung up on for bad messages{}",
             f.transmitted,
             f.delivered,
             if lost.is_empty() {
@@ -322,6 +330,7 @@ impl Server {
             s.joined,
             s.refused,
             s.bad_messages,
+            self.ports.summary(),
         )
     }
 
@@ -369,7 +378,12 @@ impl Server {
             for c in self.conns.iter().flatten() {
                 self.fds.push(sys::pollin(c.fd.as_raw_fd()));
             }
+            let port_fds = self.fds.len();
+            self.ports.poll_fds(&mut self.fds);
             sys::poll(&mut self.fds, timeout)?;
+            if self.fds[port_fds..].iter().any(|p| p.revents != 0) {
+                self.ports.receive(&mut self.fabric);
+            }
             if self.fds[..n].iter().any(|p| p.revents != 0) {
                 break;
             }
@@ -443,6 +457,14 @@ impl Server {
             else {
                 continue;
             };
+            if !self.ports.is_empty() {
+                if self.ports.owns(port) {
+                    self.ports.send(port, &frame);
+                    self.recycle(frame);
+                    continue;
+                }
+                self.answer_arp(port, &frame);
+            }
             let conn = self.slots.get(port.0 as usize).and_then(|s| s.conn);
             let Some((i, c)) = conn.and_then(|i| self.conns[i].as_mut().map(|c| (i, c))) else {
                 self.stats.no_process += 1;
@@ -481,6 +503,18 @@ impl Server {
                 c.backlog_bytes += frame.len();
                 c.backlog.push_back((frame, index));
             }
+        }
+    }
+
+    /// Answers an ARP request for a host that reached its port, from that port (its
+    /// NIC has no kernel to do it; see [`arp`]).
+    fn answer_arp(&mut self, port: PortId, frame: &[u8]) {
+        let Some(slot) = self.slots.get(port.0 as usize) else {
+            return;
+        };
+        if let Some(reply) = arp::reply_for(frame, slot.ip, slot.mac) {
+            // A reply of 60 bytes from a host's own port is never refused.
+            let _ = self.fabric.transmit(port, reply);
         }
     }
 

@@ -33,10 +33,26 @@ impl Fabric {
     /// Starts `verbs-emu-fabric` with `args` and waits for its readiness line (the socket's
     /// path on stdout).
     pub fn start(scratch: &Path, args: &[&str]) -> Fabric {
-        let err = scratch.join("fabric.err");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_verbs-emu-fabric"))
+        Fabric::start_named(scratch, "", &[], args)
+    }
+
+    /// [`Fabric::start`] run through `wrapper` (a command that runs the rest of its
+    /// arguments, such as `nsenter -t PID -n --`, which must exec it in its place: the
+    /// fabric is stopped by its pid), its run folder and stderr named after `name` (for
+    /// several fabrics in one scratch folder).
+    pub fn start_named(scratch: &Path, name: &str, wrapper: &[&str], args: &[&str]) -> Fabric {
+        let err = scratch.join(format!("fabric{name}.err"));
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(env!("CARGO_BIN_EXE_verbs-emu-fabric")),
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(env!("CARGO_BIN_EXE_verbs-emu-fabric"));
+                c
+            }
+        };
+        let mut child = cmd
             .arg("--dir")
-            .arg(scratch.join("run"))
+            .arg(scratch.join(format!("run{name}")))
             .arg("--die-with-parent")
             .args(args)
             .env_remove("VERBS_EMU_TOPOLOGY")
