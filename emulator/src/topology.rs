@@ -200,6 +200,7 @@ struct FileHost {
     extra_devices: Vec<Ipv4Addr>,
     #[serde(default)]
     direct_verbs: Option<bool>,
+    #[serde(default)]
     remote: bool,
 }
 

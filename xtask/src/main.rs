@@ -14,6 +14,8 @@
 //! - `cargo xtask test --backend emu [-- TEST-ARGS]`: the same test binaries, unmodified, on
 //!   the emulated libibverbs (one rxe-personality host, `emulator/topologies/`), so each
 //!   conformance case runs on the simulator directly, through the C ABI, and on rxe.
+//! - `cargo xtask test --wire [-- TEST-ARGS]`: the fabric's ports to real networks alone
+//!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`).
 //! - `cargo xtask vm [--timeout SECS] [-e KEY=VALUE]... [-v] [--keep] -- CMD ARGS...`: boot
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
@@ -97,6 +99,10 @@ enum Command {
         /// With `--backend hw`: boot Soft-RoCE in a QEMU VM and run the suite inside it.
         #[arg(long)]
         vm: bool,
+        /// Only the fabric's ports to real networks (VXLAN, QEMU's -netdev stream): their
+        /// unit tests and emulator/tests/wire.rs (needs root for its network namespaces).
+        #[arg(long, conflicts_with_all = ["backend", "vm"])]
+        wire: bool,
         /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
         /// in one VM).
         #[arg(long, default_value_t = 600, value_parser = positive)]
@@ -352,6 +358,9 @@ fn main() -> ExitCode {
     let cli = parse();
     let result: Result<ExitCode, cmd::Error> = match cli.command {
         Command::Test {
+            wire: true, rest, ..
+        } => done(cmd::test_wire::test_wire(&rest)),
+        Command::Test {
             backend: Backend::Sim,
             rest,
             ..
@@ -361,6 +370,7 @@ fn main() -> ExitCode {
             vm,
             timeout,
             rest,
+            ..
         } => done(cmd::test_hw(vm, timeout, &rest)),
         Command::Test {
             backend: Backend::Emu,

@@ -53,6 +53,8 @@ pub fn ci() -> Result<(), Error> {
     xtask.args(["test", "-p", "xtask"]);
     run(xtask, "xtask tests")?;
     // The emulated libibverbs: unmodified Debian programs and C programs on it.
+    // The emulator's tests include the wire tests (a real QEMU NIC on the fabric).
+    vm::packages::ensure_installed(&[super::test_wire::WIRE_PACKAGES])?;
     let mut emu = cargo();
     emu.args(["test", "-p", "emulator"]);
     run(

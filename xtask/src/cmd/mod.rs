@@ -15,6 +15,7 @@ mod scenario;
 mod soak;
 mod test_hw;
 mod test_sim;
+pub mod test_wire;
 mod vm;
 
 pub use bench::bench;
