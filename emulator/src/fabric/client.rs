@@ -445,6 +445,13 @@ impl Member {
     /// virtual time goes on from where it stood (it stays behind the wall clock by the
     /// time spent paused), so that no timer fires for the pause.
     pub fn pump(&mut self, sim: &Sim, now: Nanos) {
+        self.advance(sim, now);
+        self.rx.read_control();
+    }
+
+    /// Injects what the ring holds and runs the simulation up to `now` (see
+    /// [`Member::pump`]).
+    fn advance(&mut self, sim: &Sim, now: Nanos) {
         let clear = self
             .tx
             .lock()
@@ -471,6 +478,13 @@ impl Member {
         });
         // Everything due by the horizon: the frames just injected, timers.
         sim.run_for(Nanos::MAX);
-        self.rx.read_control();
+    }
+
+    /// [`Member::pump`] without reading the socket, for a program's thread that polls a
+    /// CQ: it takes what the fabric put in the ring and moves the simulation to `now`,
+    /// and leaves the connection manager's messages (and the doorbells) to the progress
+    /// thread, which reads them after the frames before them, as `pump` does.
+    pub fn pump_frames(&mut self, sim: &Sim, now: Nanos) {
+        self.advance(sim, now);
     }
 }
