@@ -5,7 +5,8 @@
 //! - [`c_str`]: C strings in fixed arrays; [`errno`]: setting and reading errno;
 //! - [`eventfd`]: event descriptors programs can poll;
 //! - [`boundary`]: the panic boundary every function C calls goes through;
-//! - [`symver`]: the versioned symbols of an exported function table.
+//! - [`symver`]: the versioned symbols of an exported function table;
+//! - [`pointer`]: C pointers read as references, with their null check.
 
 pub mod boundary;
 pub mod c_str;
@@ -13,5 +14,6 @@ pub mod errno;
 pub mod eventfd;
 pub mod ffi;
 pub mod log;
+pub mod pointer;
 pub mod symver;
 pub mod sync;

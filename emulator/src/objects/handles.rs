@@ -9,6 +9,7 @@ use backend_sim::verbs::{SimAh, SimContext, SimCq, SimMr, SimMw, SimPd, SimQp};
 use verbs_api::Completion;
 
 use crate::base::ffi;
+use crate::base::pointer::Castable;
 use crate::objects::pending::Pending;
 use crate::runtime::delivery::{ChannelState, ContextState};
 use crate::runtime::host::EmuDevice;
@@ -173,6 +174,31 @@ impl std::fmt::Debug for EmuQp {
             .finish_non_exhaustive()
     }
 }
+
+// SAFETY: every `ibv_context` this library hands out is the `vctx.context` member of an
+// EmuContext, at this offset from its start (vctx is EmuContext's first field).
+unsafe impl Castable for EmuContext {
+    type C = ffi::ibv_context;
+
+    fn from_c(p: *const ffi::ibv_context) -> *const Self {
+        let offset = std::mem::offset_of!(ffi::verbs_context, context);
+        p.cast::<u8>().wrapping_sub(offset).cast()
+    }
+}
+
+/// The C struct each object starts with.
+macro_rules! castable {
+    ($($t:ty => $c:ident),* $(,)?) => {
+        // SAFETY: each is `#[repr(C)]` and starts with its C struct (`raw`).
+        $(unsafe impl Castable for $t {
+            type C = ffi::$c;
+        })*
+    };
+}
+
+// An `EmuCq`'s `raw` is an `ibv_cq_ex`, whose start is an `ibv_cq` (tests/layout.rs); an
+// `EmuQp`'s is an `ibv_qp_ex`, whose first member is the `ibv_qp`.
+castable!(EmuPd => ibv_pd, EmuMr => ibv_mr, EmuMw => ibv_mw, EmuChannel => ibv_comp_channel, EmuCq => ibv_cq, EmuQp => ibv_qp, EmuAh => ibv_ah);
 
 /// An object handed to programs as the C struct that starts it.
 pub trait Handed {

@@ -7,7 +7,8 @@ use verbs_api::{AccessFlags, MwBindInfo, RecvWr, Sge};
 
 use crate::base::errno::errno_of;
 use crate::base::ffi;
-use crate::objects::handles::{emu, EmuMr};
+use crate::base::pointer::try_ref;
+use crate::objects::handles::EmuMr;
 
 // `struct ibv_sge` and verbs-api's `Sge` are the same three fields in the same places, so a
 // program's scatter-gather array is used in place (no copy per post).
@@ -43,12 +44,8 @@ pub(crate) unsafe fn sges<'a>(
 /// # Safety
 /// `b.mr` is NULL or a live MR of ours.
 pub(crate) unsafe fn bind_info(b: &ffi::ibv_mw_bind_info) -> MwBindInfo {
-    let mr_lkey = if b.mr.is_null() {
-        0
-    } else {
-        // SAFETY: the caller's contract.
-        unsafe { emu::<_, EmuMr>(b.mr) }.raw.lkey
-    };
+    // SAFETY: the caller's contract.
+    let mr_lkey = unsafe { try_ref::<EmuMr>(b.mr) }.map_or(0, |m| m.raw.lkey);
     MwBindInfo {
         mr_lkey,
         addr: b.addr,

@@ -17,6 +17,7 @@ use verbs_api::{DeviceInfo, Verbs};
 use crate::base::boundary::{boundary, Nothing};
 use crate::base::c_str::copy_c_string;
 use crate::base::ffi;
+use crate::base::pointer::Castable;
 use crate::base::sync::lock;
 use crate::fabric::client::{self, CmHandler, CmIn, CmLink, Member};
 use crate::fabric::{sys, FABRIC_ENV};
@@ -37,6 +38,11 @@ pub struct EmuDevice {
     pub provider_ops: *const std::ffi::c_void,
     /// The simulator's description of it.
     pub info: DeviceInfo,
+}
+
+// SAFETY: `EmuDevice` is `#[repr(C)]` and starts with its `ibv_device`.
+unsafe impl Castable for EmuDevice {
+    type C = ffi::ibv_device;
 }
 
 /// The emulator of this process.

@@ -1,7 +1,8 @@
-//! Address handles from received completions (`ibv_init_ah_from_wc`,
-//! `ibv_create_ah_from_wc`): the reply address read from the 40-byte GRH area that
-//! precedes a UD message, as rdma-core's `libibverbs/verbs.c` (v44.0) reads it: for RoCE
-//! v2 over IPv4 the IPv4 header sits in the area's last 20 bytes.
+//! Address handles: `ibv_create_ah`, `ibv_destroy_ah`, and from received completions
+//! (`ibv_init_ah_from_wc`, `ibv_create_ah_from_wc`): the reply address read from the
+//! 40-byte GRH area that precedes a UD message, as rdma-core's `libibverbs/verbs.c`
+//! (v44.0) reads it: for RoCE v2 over IPv4 the IPv4 header sits in the area's last 20
+//! bytes.
 
 use std::ffi::c_int;
 use std::net::Ipv4Addr;
@@ -18,10 +19,10 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::objects::convert::ah_from_c;
 use crate::objects::convert::gid_to_c;
 use crate::objects::handles::context;
-use crate::objects::handles::emu;
 use crate::objects::handles::hand_out;
 use crate::objects::handles::EmuAh;
 use crate::objects::handles::EmuContext;
@@ -130,15 +131,18 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     ah_attr: *mut ffi::ibv_ah_attr,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || wc.is_null() || grh.is_null() || ah_attr.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return -1;
+            -1
+        };
+        if grh.is_null() || ah_attr.is_null() {
+            return einval();
         }
-        // SAFETY: the caller's live context, completion and 40-byte GRH area.
-        let (c, w, g) = unsafe {
+        // SAFETY: NULL or the caller's live context and completion; its 40-byte GRH area.
+        let (c, w, g): (&EmuContext, &ffi::ibv_wc, _) = unsafe {
             (
-                context(ctx),
-                &*wc,
+                try_ref_from_ptr!(ctx, einval()),
+                try_ref_from_ptr!(wc, einval()),
                 grh.cast::<[u8; GRH_LEN]>().read_unaligned(),
             )
         };
@@ -167,13 +171,16 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     port: u8,
 ) -> *mut ffi::ibv_ah {
     boundary(Null, move || {
-        if pd.is_null() {
-            set_errno(libc::EINVAL);
-            return null_mut();
-        }
+        // SAFETY: NULL or a live PD of ours.
+        let p: &EmuPd = unsafe {
+            try_ref_from_ptr!(pd, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
         let mut attr = ffi::ibv_ah_attr::default();
         // SAFETY: the PD's live context and the caller's completion and GRH.
-        if unsafe { ibv_init_ah_from_wc((*pd).context, port, wc, grh, &mut attr) } != 0 {
+        if unsafe { ibv_init_ah_from_wc(p.raw.context, port, wc, grh, &mut attr) } != 0 {
             return null_mut();
         }
         // SAFETY: a live PD of ours and a valid attribute.
@@ -190,12 +197,18 @@ pub unsafe extern "C" fn ibv_create_ah(
     attr: *mut ffi::ibv_ah_attr,
 ) -> *mut ffi::ibv_ah {
     boundary(Null, move || {
-        if pd.is_null() || attr.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return null_mut();
-        }
-        // SAFETY: a live PD of ours and the caller's valid attributes.
-        let (p, a): (&EmuPd, _) = unsafe { (emu(pd), ah_from_c(&*attr)) };
+            null_mut()
+        };
+        // SAFETY: NULL or a live PD of ours; NULL or the caller's valid attributes.
+        let (p, a): (&EmuPd, &ffi::ibv_ah_attr) = unsafe {
+            (
+                try_ref_from_ptr!(pd, einval()),
+                try_ref_from_ptr!(attr, einval()),
+            )
+        };
+        let a = ah_from_c(a);
         // SAFETY: the PD's context is live.
         let c = unsafe { context(p.raw.context) };
         match c.sim().create_ah(&p.pd, &a) {

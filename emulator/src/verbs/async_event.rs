@@ -6,7 +6,8 @@ use std::ffi::c_int;
 use crate::base::boundary::{boundary, MinusOne, Nothing};
 use crate::base::errno::set_errno;
 use crate::base::ffi;
-use crate::objects::handles::context;
+use crate::base::pointer::try_ref_from_ptr;
+use crate::objects::handles::EmuContext;
 
 /// `ibv_get_async_event`: waits for the context's next async event (or fails with EAGAIN
 /// when the program made `async_fd` non-blocking).
@@ -18,12 +19,15 @@ pub unsafe extern "C" fn ibv_get_async_event(
     event: *mut ffi::ibv_async_event,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || event.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return -1;
+            -1
+        };
+        if event.is_null() {
+            return einval();
         }
-        // SAFETY: a live context of ours.
-        let c = unsafe { context(ctx) };
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, einval()) };
         match c.state.get_event() {
             Ok((ev, addr)) => {
                 let mut out = ffi::ibv_async_event {
@@ -56,11 +60,8 @@ pub unsafe extern "C" fn ibv_get_async_event(
 /// `event` came from `ibv_get_async_event` and names a live object.
 pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ffi::ibv_async_event) {
     boundary(Nothing, move || {
-        if event.is_null() {
-            return;
-        }
-        // SAFETY: the caller's event, as ibv_get_async_event filled it.
-        let ev = unsafe { &*event };
+        // SAFETY: NULL or the caller's event, as ibv_get_async_event filled it.
+        let ev: &ffi::ibv_async_event = unsafe { try_ref_from_ptr!(event) };
         // SAFETY: the union member is the one ibv_get_async_event set for this event type,
         // and the object is live (the caller acks before destroying it).
         unsafe {

@@ -12,11 +12,11 @@ use crate::base::boundary::ReturnsErrno;
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
-use crate::objects::handles::context;
-use crate::objects::handles::emu;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::objects::handles::hand_out;
 use crate::objects::handles::take_back;
 use crate::objects::handles::EmuChannel;
+use crate::objects::handles::EmuContext;
 use crate::runtime::delivery::ChannelState;
 use crate::runtime::host::emu as emulator;
 
@@ -29,16 +29,18 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
     ctx: *mut ffi::ibv_context,
 ) -> *mut ffi::ibv_comp_channel {
     boundary(Null, move || {
-        if ctx.is_null() {
-            set_errno(libc::EINVAL);
-            return null_mut();
-        }
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe {
+            try_ref_from_ptr!(ctx, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
         let Ok(e) = emulator() else {
             set_errno(libc::ENODEV);
             return null_mut();
         };
-        // SAFETY: a live context of ours.
-        let sim = match unsafe { context(ctx) }.sim().create_comp_channel() {
+        let sim = match c.sim().create_comp_channel() {
             Ok(s) => s,
             Err(err) => {
                 set_errno(errno_of(&err));
@@ -68,11 +70,8 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
 /// `channel` came from `ibv_create_comp_channel` and is destroyed once.
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ffi::ibv_comp_channel) -> c_int {
     boundary(ReturnsErrno, move || {
-        if channel.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: a live channel of ours.
-        let ch: &EmuChannel = unsafe { emu(channel) };
+        // SAFETY: NULL or a live channel of ours.
+        let ch: &EmuChannel = unsafe { try_ref_from_ptr!(channel, libc::EINVAL) };
         if ch.state.cq_count() > 0 {
             return libc::EBUSY;
         }

@@ -1,4 +1,5 @@
-//! Devices: list, open and close, and the queries (device, port, GID, P_Key, sysfs).
+//! Contexts: opening (for [`super::ops`]) and closing, and the queries (device, port, GID,
+//! P_Key, sysfs); the fork and sysfs helpers.
 
 use std::ffi::{c_char, c_int, c_uint, CStr};
 use std::ptr::null_mut;
@@ -6,93 +7,17 @@ use std::sync::Arc;
 
 use verbs_api::{Context, Gid, Verbs};
 
-use crate::base::boundary::{boundary, MinusOne, Nothing, Null, ReturnsErrno, Value};
+use crate::base::boundary::{boundary, MinusOne, ReturnsErrno, Value};
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::{try_ref, try_ref_from_ptr};
 use crate::objects::convert::{device_attr, device_attr_ex, gid_to_c, port_attr};
 use crate::objects::handles::{context, EmuContext};
 use crate::runtime::delivery::ContextState;
-use crate::runtime::host::{emu, ibdev_path, EmuDevice};
+use crate::runtime::host::{emu, ibdev_path};
 use crate::runtime::leaks;
 use crate::runtime::leaks::Kind;
-
-/// `ibv_get_device_list`: this host's devices, NULL-terminated.
-///
-/// # Safety
-/// `num_devices` is NULL or valid for a write.
-pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ffi::ibv_device {
-    boundary(Null, move || {
-        let e = match emu() {
-            Ok(e) => e,
-            Err(_) => {
-                set_errno(libc::ENODEV);
-                return null_mut();
-            }
-        };
-        let mut list: Vec<*mut ffi::ibv_device> = e
-            .devices
-            .iter()
-            .map(|d| std::ptr::from_ref(&d.raw).cast_mut())
-            .collect();
-        if !num_devices.is_null() {
-            // SAFETY: checked non-NULL; the caller provides a writable int.
-            unsafe { *num_devices = c_int::try_from(list.len()).unwrap_or(c_int::MAX) };
-        }
-        list.push(null_mut());
-        Box::into_raw(list.into_boxed_slice()).cast()
-    })
-}
-
-/// `ibv_free_device_list`. The devices themselves stay valid (open contexts use them).
-///
-/// # Safety
-/// `list` is NULL or came from `ibv_get_device_list` and is freed once.
-pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ffi::ibv_device) {
-    boundary(Nothing, move || {
-        if list.is_null() {
-            return;
-        }
-        let mut n = 0;
-        // SAFETY: the list is NULL-terminated (we built it).
-        while !unsafe { *list.add(n) }.is_null() {
-            n += 1;
-        }
-        // SAFETY: `list` is the boxed slice of n + 1 pointers that ibv_get_device_list leaked.
-        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(list, n + 1)) });
-    })
-}
-
-/// `ibv_get_device_name`.
-///
-/// # Safety
-/// `device` is a device of a list from this library.
-pub unsafe extern "C" fn ibv_get_device_name(device: *mut ffi::ibv_device) -> *const c_char {
-    boundary(Null, move || {
-        if device.is_null() {
-            set_errno(libc::EINVAL);
-            return std::ptr::null();
-        }
-        // SAFETY: the caller passes a live device; `name` is NUL-terminated.
-        unsafe { (*device).name.as_ptr() }
-    })
-}
-
-/// `ibv_get_device_guid`: the node GUID in network byte order.
-///
-/// # Safety
-/// `device` is a device of a list from this library.
-pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ffi::ibv_device) -> u64 {
-    boundary(Value(0), move || {
-        if device.is_null() {
-            set_errno(libc::EINVAL);
-            return 0;
-        }
-        // SAFETY: every ibv_device we hand out is the first field of an EmuDevice.
-        let d = unsafe { &*device.cast::<EmuDevice>() };
-        d.info.guid.to_be()
-    })
-}
 
 /// Opens a context on `device` (`ibv_open_device`), its function tables filled by `fill_ops`
 /// (the ops table, which lies above the verbs of each object).
@@ -191,11 +116,12 @@ pub unsafe extern "C" fn ibv_query_device(
     attr: *mut ffi::ibv_device_attr,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if ctx.is_null() || attr.is_null() {
+        if attr.is_null() {
             return libc::EINVAL;
         }
-        // SAFETY: a live context of ours.
-        match unsafe { context(ctx) }.sim().query_device() {
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, libc::EINVAL) };
+        match c.sim().query_device() {
             Ok(a) => {
                 // SAFETY: the caller provides a writable ibv_device_attr.
                 unsafe { attr.write(device_attr(&a)) };
@@ -220,7 +146,9 @@ pub unsafe extern "C" fn query_device_ex(
 ) -> c_int {
     boundary(ReturnsErrno, move || {
         // SAFETY: `input` is NULL or a valid input struct (the man page's contract).
-        if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+        if unsafe { try_ref::<ffi::ibv_query_device_ex_input>(input) }
+            .is_some_and(|i| i.comp_mask != 0)
+        {
             return libc::EINVAL;
         }
         if attr.is_null() || attr_size < std::mem::size_of::<ffi::ibv_device_attr>() {
@@ -313,15 +241,16 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ffi::ibv_gid,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || gid.is_null() {
+        if gid.is_null() {
             return -1;
         }
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -1) };
         let Ok(index) = u32::try_from(index) else {
             set_errno(libc::EINVAL);
             return -1;
         };
-        // SAFETY: a live context of ours.
-        match unsafe { context(ctx) }.sim().query_gid(port, index) {
+        match c.sim().query_gid(port, index) {
             Ok(g) => {
                 // SAFETY: the caller provides a writable GID.
                 unsafe { gid.write(gid_to_c(g)) };
@@ -365,11 +294,11 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     out: *mut GidTypeSysfs,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || out.is_null() {
+        if out.is_null() {
             return -1;
         }
-        // SAFETY: a live context of ours.
-        let c = unsafe { context(ctx) };
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -1) };
         if let Err(e) = c.sim().query_gid(port, index) {
             set_errno(errno_of(&e));
             return -1;
@@ -419,14 +348,15 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     entry_size: usize,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if ctx.is_null() || entry.is_null() || flags != 0 {
+        if entry.is_null() || flags != 0 {
             return libc::EINVAL;
         }
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, libc::EINVAL) };
         if entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
             return libc::EINVAL;
         }
-        // SAFETY: a live context of ours.
-        match gid_entry(unsafe { context(ctx) }, port, index) {
+        match gid_entry(c, port, index) {
             Ok(g) => {
                 // SAFETY: the caller provides `entry_size` writable bytes, at least one entry.
                 unsafe { entry.write(g) };
@@ -449,12 +379,12 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    boundary(MinusOne, move || {
-        if ctx.is_null() || flags != 0 || entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
+    boundary(Value(-(libc::EIO as isize)), move || {
+        if flags != 0 || entry_size < std::mem::size_of::<ffi::ibv_gid_entry>() {
             return -(libc::EINVAL as isize);
         }
-        // SAFETY: a live context of ours.
-        let c = unsafe { context(ctx) };
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -(libc::EINVAL as isize)) };
         let Ok(attr) = c.sim().query_device() else {
             return -(libc::EIO as isize);
         };
@@ -494,11 +424,12 @@ pub unsafe extern "C" fn ibv_query_pkey(
     pkey: *mut u16,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if ctx.is_null() || pkey.is_null() {
+        if pkey.is_null() {
             return -1;
         }
-        // SAFETY: a live context of ours.
-        let len = match unsafe { context(ctx) }.sim().query_port(port) {
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe { try_ref_from_ptr!(ctx, -1) };
+        let len = match c.sim().query_port(port) {
             Ok(p) => c_int::from(p.pkey_tbl_len),
             Err(e) => {
                 set_errno(errno_of(&e));
@@ -600,18 +531,6 @@ pub unsafe extern "C" fn ibv_get_sysfs_path(path: *mut c_char, size: c_int) -> c
     })
 }
 
-/// `ibv_get_device_index`: the device's index on this host, -1 for an unknown device.
-pub extern "C" fn ibv_get_device_index(device: *mut ffi::ibv_device) -> c_int {
-    boundary(Value(-1), move || {
-        emu().ok().map_or(-1, |e| {
-            e.devices
-                .iter()
-                .position(|d| std::ptr::eq(&d.raw, device.cast_const()))
-                .map_or(-1, |i| c_int::try_from(i).unwrap_or(-1))
-        })
-    })
-}
-
 /// `ibv_get_pkey_index`: the index of `pkey` (network order) in the port's P_Key table,
 /// or -1 with errno.
 ///
@@ -669,16 +588,17 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
     vid: *mut u16,
 ) -> c_int {
     boundary(Value(-libc::EIO), move || {
-        if ctx.is_null() || attr.is_null() || mac.is_null() {
+        if mac.is_null() {
             return -libc::EINVAL;
         }
-        // SAFETY: the caller's valid attribute.
-        let a = unsafe { &*attr };
-        // SAFETY: a live context of ours.
-        if let Err(e) = unsafe { context(ctx) }
-            .sim()
-            .query_gid(a.port_num, u32::from(a.grh.sgid_index))
-        {
+        // SAFETY: NULL or a live context of ours, NULL or the caller's valid attribute.
+        let (c, a): (&EmuContext, &ffi::ibv_ah_attr) = unsafe {
+            (
+                try_ref_from_ptr!(ctx, -libc::EINVAL),
+                try_ref_from_ptr!(attr, -libc::EINVAL),
+            )
+        };
+        if let Err(e) = c.sim().query_gid(a.port_num, u32::from(a.grh.sgid_index)) {
             return -errno_of(&e);
         }
         let Some(ip) = crate::objects::convert::gid_from_c(&a.grh.dgid).to_ipv4() else {

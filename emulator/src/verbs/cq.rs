@@ -21,6 +21,7 @@ use crate::base::boundary::Value;
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::{try_ref, try_ref_from_ptr};
 use crate::objects::convert::wc_to_c;
 use crate::objects::handles::context;
 use crate::objects::handles::emu;
@@ -28,6 +29,7 @@ use crate::objects::handles::hand_out;
 use crate::objects::handles::init_sync;
 use crate::objects::handles::take_back;
 use crate::objects::handles::EmuChannel;
+use crate::objects::handles::EmuContext;
 use crate::objects::handles::EmuCq;
 use crate::objects::handles::EmuPd;
 use crate::objects::handles::Users;
@@ -68,12 +70,13 @@ pub(crate) unsafe fn create_cq(
     parent_domain: *mut ffi::ibv_pd,
     extend: impl FnOnce(&mut ffi::ibv_cq_ex),
 ) -> *mut ffi::ibv_cq_ex {
-    if ctx.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: a live context of ours.
-    let c = unsafe { context(ctx) };
+    // SAFETY: NULL or a live context of ours.
+    let c: &EmuContext = unsafe {
+        try_ref_from_ptr!(ctx, {
+            set_errno(libc::EINVAL);
+            null_mut()
+        })
+    };
     let state = NonNull::new(channel).map(|ch| {
         // SAFETY: a live channel of ours.
         let ch: &EmuChannel = unsafe { emu(ch.as_ptr()) };
@@ -107,10 +110,10 @@ pub(crate) unsafe fn create_cq(
         current: Mutex::new(Completion::default()),
         parent_domain,
     }));
-    if !parent_domain.is_null() {
-        // SAFETY: a live parent domain of ours (create_cq_ex checked it); libmlx5 counts
-        // the CQ as a user of the domain until it is destroyed.
-        unsafe { emu::<_, EmuPd>(parent_domain) }.users.take();
+    // SAFETY: NULL or a live parent domain of ours (create_cq_ex checked it); libmlx5
+    // counts the CQ as a user of the domain until it is destroyed.
+    if let Some(domain) = unsafe { try_ref::<EmuPd>(parent_domain) } {
+        domain.users.take();
     }
     // SAFETY: `p` is the live box just leaked; its sync objects are uninitialised.
     unsafe {
@@ -132,18 +135,18 @@ pub(crate) unsafe fn create_cq(
 /// `cq` came from `ibv_create_cq` and is destroyed once, after its QPs.
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ffi::ibv_cq) -> c_int {
     boundary(ReturnsErrno, move || {
-        if cq.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: a live CQ of ours.
-        if unsafe { emu::<_, EmuCq>(cq) }.users.busy() {
+        // SAFETY: NULL or a live CQ of ours.
+        if unsafe { try_ref_from_ptr!(cq, libc::EINVAL) as &EmuCq }
+            .users
+            .busy()
+        {
             return libc::EBUSY;
         }
         // SAFETY: the caller's contract.
         let b = unsafe { take_back::<EmuCq, _>(cq) };
-        if !b.parent_domain.is_null() {
-            // SAFETY: the domain outlives the CQ, which it counts as a user.
-            unsafe { emu::<_, EmuPd>(b.parent_domain) }.users.release();
+        // SAFETY: NULL or the domain, which outlives the CQ (it counts it as a user).
+        if let Some(domain) = unsafe { try_ref::<EmuPd>(b.parent_domain) } {
+            domain.users.release();
         }
         if let Some(s) = &b.channel {
             s.remove_cq(b.raw.handle);
@@ -167,11 +170,8 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ffi::ibv_cq, cqe: c_int) -> c_in
         let Ok(cqe) = u32::try_from(cqe) else {
             return libc::EINVAL;
         };
-        if cq.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: a live CQ of ours.
-        let c: &EmuCq = unsafe { emu(cq) };
+        // SAFETY: NULL or a live CQ of ours.
+        let c: &EmuCq = unsafe { try_ref_from_ptr!(cq, libc::EINVAL) };
         if let Err(e) = c.cq.resize(cqe) {
             return errno_of(&e);
         }
@@ -193,12 +193,17 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq_context: *mut *mut c_void,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if channel.is_null() || cq.is_null() || cq_context.is_null() {
+        if cq.is_null() || cq_context.is_null() {
             set_errno(libc::EINVAL);
             return -1;
         }
-        // SAFETY: a live channel of ours.
-        let ch: &EmuChannel = unsafe { emu(channel) };
+        // SAFETY: NULL or a live channel of ours.
+        let ch: &EmuChannel = unsafe {
+            try_ref_from_ptr!(channel, {
+                set_errno(libc::EINVAL);
+                -1
+            })
+        };
         match ch.state.get_event() {
             Ok(addr) => {
                 let p = addr as *mut ffi::ibv_cq;
@@ -224,11 +229,8 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// `cq` is a live CQ of ours.
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ffi::ibv_cq, nevents: u32) {
     boundary(Nothing, move || {
-        if cq.is_null() {
-            return;
-        }
-        // SAFETY: a live CQ of ours.
-        let c: &EmuCq = unsafe { emu(cq) };
+        // SAFETY: NULL or a live CQ of ours.
+        let c: &EmuCq = unsafe { try_ref_from_ptr!(cq) };
         c.cq.ack_events(nevents);
         // SAFETY: the counter belongs to the CQ; libibverbs updates it under the CQ's mutex,
         // and programs only read it after ack, from the same thread.

@@ -12,6 +12,7 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
+use crate::base::pointer::{try_ref, try_ref_from_ptr};
 use crate::base::sync::lock;
 use crate::objects::handles::{emu, EmuCq};
 use crate::verbs::cq::create_cq;
@@ -32,12 +33,13 @@ pub unsafe extern "C" fn create_cq_ex(
     attr: *mut ffi::ibv_cq_init_attr_ex,
 ) -> *mut ffi::ibv_cq_ex {
     boundary(Null, move || {
-        if attr.is_null() {
-            set_errno(libc::EINVAL);
-            return null_mut();
-        }
-        // SAFETY: the caller's valid attributes.
-        let a = unsafe { &*attr };
+        // SAFETY: NULL or the caller's valid attributes.
+        let a: &ffi::ibv_cq_init_attr_ex = unsafe {
+            try_ref_from_ptr!(attr, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
         if a.wc_flags & !(ffi::IBV_CREATE_CQ_SUP_WC_FLAGS as u64) != 0 {
             set_errno(libc::EINVAL);
             return null_mut();
@@ -140,8 +142,8 @@ unsafe extern "C" fn start_poll(
     attr: *mut ffi::ibv_poll_cq_attr,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        // SAFETY: `attr` is the caller's valid attribute (the man page's contract).
-        if !attr.is_null() && unsafe { (*attr).comp_mask } != 0 {
+        // SAFETY: `attr` is NULL or the caller's valid attribute (the man page's contract).
+        if unsafe { try_ref::<ffi::ibv_poll_cq_attr>(attr) }.is_some_and(|a| a.comp_mask != 0) {
             return libc::EINVAL;
         }
         // SAFETY: the inline caller passes a live CQ of ours.

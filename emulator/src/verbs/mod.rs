@@ -1,8 +1,8 @@
 //! The verbs: libibverbs' exported functions and context ops, one file per object kind,
 //! with the ops table above them.
 //!
-//! - [`context`]: the device list, `ibv_open_device`'s context (opened by [`ops`]),
-//!   queries of device, port, GID and P_Key; [`async_event`]: a context's async events;
+//! - [`device_list`]: the device list; [`context`]: `ibv_open_device`'s context
+//!   (opened by [`ops`]), queries of device, port, GID and P_Key; [`async_event`]: a context's async events;
 //! - [`pd`]: protection and parent domains; [`mr`]: memory regions and windows;
 //! - [`comp_channel`]: completion channels; [`cq`], [`cq_ex`]: completion queues and
 //!   their extended form;
@@ -20,6 +20,7 @@ pub mod comp_channel;
 pub mod context;
 pub mod cq;
 pub mod cq_ex;
+pub mod device_list;
 pub mod flow;
 pub mod kern;
 pub mod mr;

@@ -20,6 +20,7 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
+use crate::base::pointer::{try_mut_from_ptr, try_ref_from_ptr};
 use crate::objects::handles::context;
 use crate::objects::handles::emu;
 use crate::objects::handles::hand_out;
@@ -221,12 +222,13 @@ pub(crate) unsafe extern "C" fn alloc_mw(
             set_errno(libc::EINVAL);
             return null_mut();
         };
-        if pd.is_null() {
-            set_errno(libc::EINVAL);
-            return null_mut();
-        }
-        // SAFETY: the inline caller passes a live PD of ours.
-        let p: &EmuPd = unsafe { emu(pd) };
+        // SAFETY: NULL or the inline caller passes a live PD of ours.
+        let p: &EmuPd = unsafe {
+            try_ref_from_ptr!(pd, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
         // SAFETY: a live context of ours (the PD's).
         let c = unsafe { context(p.raw.context) };
         match c.sim().alloc_mw(&p.pd, t) {
@@ -257,12 +259,15 @@ pub(crate) unsafe extern "C" fn bind_mw(
     mw_bind: *mut ffi::ibv_mw_bind,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if qp.is_null() || mw.is_null() || mw_bind.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: the inline caller passes a live QP and window of ours and a valid bind.
-        let (q, m, b): (&EmuQp, &mut EmuMw, &ffi::ibv_mw_bind) =
-            unsafe { (emu(qp), &mut *mw.cast::<EmuMw>(), &*mw_bind) };
+        // SAFETY: the inline caller passes NULL or a live QP and window of ours and a valid
+        // bind.
+        let (q, m, b): (&EmuQp, &mut EmuMw, &ffi::ibv_mw_bind) = unsafe {
+            (
+                try_ref_from_ptr!(qp, libc::EINVAL),
+                try_mut_from_ptr!(mw, libc::EINVAL),
+                try_ref_from_ptr!(mw_bind, libc::EINVAL),
+            )
+        };
         let Some(send_flags) = SendFlags::from_bits(b.send_flags) else {
             return libc::EINVAL;
         };

@@ -2,7 +2,9 @@
 //! static-inline `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq` and `ibv_req_notify_cq`
 //! jump through) and `struct verbs_context` (the extended verbs such as
 //! `ibv_query_device_ex` and `ibv_create_flow`). Ops the emulator lacks return
-//! EOPNOTSUPP (or NULL with errno EOPNOTSUPP) and say so once on stderr.
+//! EOPNOTSUPP (or NULL with errno EOPNOTSUPP) and say so once on stderr. The ops
+//! themselves live with their objects (`poll_cq` in [`super::cq`], `post_send` in
+//! [`super::qp`] ...); `ibv_open_device` is here, as it installs the tables.
 
 use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;

@@ -13,10 +13,11 @@ use crate::base::boundary::ReturnsErrno;
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
-use crate::objects::handles::context;
+use crate::base::pointer::{try_ref, try_ref_from_ptr};
 use crate::objects::handles::emu;
 use crate::objects::handles::hand_out;
 use crate::objects::handles::take_back;
+use crate::objects::handles::EmuContext;
 use crate::objects::handles::EmuPd;
 use crate::objects::handles::Handed;
 use crate::objects::handles::Users;
@@ -27,12 +28,14 @@ use crate::objects::handles::Users;
 /// `ctx` is a live context of ours.
 pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::ibv_pd {
     boundary(Null, move || {
-        if ctx.is_null() {
-            set_errno(libc::EINVAL);
-            return null_mut();
-        }
-        // SAFETY: a live context of ours.
-        match unsafe { context(ctx) }.sim().alloc_pd() {
+        // SAFETY: NULL or a live context of ours.
+        let c: &EmuContext = unsafe {
+            try_ref_from_ptr!(ctx, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
+        match c.sim().alloc_pd() {
             Ok(pd) => {
                 use verbs_api::ProtectionDomain;
                 let raw = ffi::ibv_pd {
@@ -60,18 +63,15 @@ pub unsafe extern "C" fn ibv_alloc_pd(ctx: *mut ffi::ibv_context) -> *mut ffi::i
 /// `pd` came from `ibv_alloc_pd` and is freed once, after its MRs, QPs and AHs.
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ffi::ibv_pd) -> c_int {
     boundary(ReturnsErrno, move || {
-        if pd.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: a live PD of ours.
-        let p: &EmuPd = unsafe { emu(pd) };
+        // SAFETY: NULL or a live PD of ours.
+        let p: &EmuPd = unsafe { try_ref_from_ptr!(pd, libc::EINVAL) };
         if p.users.busy() {
             return libc::EBUSY;
         }
-        if !p.parent.is_null() {
-            // SAFETY: a parent domain's protection domain lives while the domain does (it
-            // counts the domain among its users).
-            unsafe { emu::<_, EmuPd>(p.parent) }.users.release();
+        // SAFETY: NULL, or for a parent domain its protection domain, which lives while the
+        // domain does (it counts the domain among its users).
+        if let Some(parent) = unsafe { try_ref::<EmuPd>(p.parent) } {
+            parent.users.release();
         }
         // SAFETY: the caller's contract.
         drop(unsafe { take_back::<EmuPd, _>(pd) });
@@ -99,7 +99,9 @@ pub unsafe extern "C" fn alloc_parent_domain(
 ) -> *mut ffi::ibv_pd {
     boundary(Null, move || {
         // SAFETY: the caller's live context.
-        if !ctx.is_null() && unsafe { context(ctx) }.sim().personality() == Personality::Rxe {
+        if unsafe { try_ref::<EmuContext>(ctx) }
+            .is_some_and(|c| c.sim().personality() == Personality::Rxe)
+        {
             set_errno(libc::EOPNOTSUPP);
             return null_mut();
         }
@@ -110,12 +112,17 @@ pub unsafe extern "C" fn alloc_parent_domain(
         };
         let known = ffi::IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS
             | ffi::IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT;
-        if a.pd.is_null() || a.comp_mask & !known != 0 {
+        if a.comp_mask & !known != 0 {
             set_errno(libc::EINVAL);
             return null_mut();
         }
-        // SAFETY: a live PD of ours.
-        let parent: &EmuPd = unsafe { emu(a.pd) };
+        // SAFETY: NULL or a live PD of ours.
+        let parent: &EmuPd = unsafe {
+            try_ref_from_ptr!(a.pd, {
+                set_errno(libc::EINVAL);
+                null_mut()
+            })
+        };
         if !parent.parent.is_null() {
             // A parent domain wraps a protection domain, not another parent domain.
             set_errno(libc::EINVAL);

@@ -24,6 +24,7 @@ use crate::base::boundary::ReturnsErrno;
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::{try_mut_from_ptr, try_ref, try_ref_from_ptr};
 use crate::objects::convert::cap_from_c;
 use crate::objects::convert::cap_to_c;
 use crate::objects::convert::gid_from_c;
@@ -73,23 +74,27 @@ pub(crate) unsafe fn create_qp(
     init: *mut ffi::ibv_qp_init_attr,
     send_ops: Option<fn(&mut ffi::ibv_qp_ex)>,
 ) -> *mut ffi::ibv_qp_ex {
-    if pd.is_null() || init.is_null() {
+    let einval = || {
         set_errno(libc::EINVAL);
-        return null_mut();
-    }
-    // SAFETY: the caller's valid attributes.
-    let a = unsafe { &mut *init };
-    if a.send_cq.is_null() || a.recv_cq.is_null() {
-        set_errno(libc::EINVAL);
-        return null_mut();
-    }
+        null_mut()
+    };
+    // SAFETY: NULL or a live PD of ours; NULL or the caller's valid attributes, whose CQs
+    // are NULL or live CQs of ours.
+    let (p, a, send, recv): (&EmuPd, &mut ffi::ibv_qp_init_attr, &EmuCq, &EmuCq) = unsafe {
+        let p = try_ref_from_ptr!(pd, einval());
+        let a: &mut ffi::ibv_qp_init_attr = try_mut_from_ptr!(init, einval());
+        let (send, recv) = (a.send_cq, a.recv_cq);
+        (
+            p,
+            a,
+            try_ref_from_ptr!(send, einval()),
+            try_ref_from_ptr!(recv, einval()),
+        )
+    };
     let Some(qp_type) = QpType::from_raw(a.qp_type) else {
         set_errno(libc::EOPNOTSUPP);
         return null_mut();
     };
-    // SAFETY: live objects of ours.
-    let (p, send, recv): (&EmuPd, &EmuCq, &EmuCq) =
-        unsafe { (emu(pd), emu(a.send_cq), emu(a.recv_cq)) };
     // SAFETY: the PD's context is live.
     let c = unsafe { context(p.raw.context) };
     let srq: Option<&EmuSrq> = NonNull::new(a.srq).map(|s| {
@@ -167,16 +172,17 @@ pub unsafe extern "C" fn ibv_modify_qp(
     mask: c_int,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if qp.is_null() || attr.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: the caller's valid attributes.
-        let (a, m) = match qp_attr_from_c(unsafe { &*attr }, mask) {
+        // SAFETY: NULL or a live QP of ours; NULL or the caller's valid attributes.
+        let (q, attr): (&EmuQp, &ffi::ibv_qp_attr) = unsafe {
+            (
+                try_ref_from_ptr!(qp, libc::EINVAL),
+                try_ref_from_ptr!(attr, libc::EINVAL),
+            )
+        };
+        let (a, m) = match qp_attr_from_c(attr, mask) {
             Ok(x) => x,
             Err(e) => return e,
         };
-        // SAFETY: a live QP of ours.
-        let q: &EmuQp = unsafe { emu(qp) };
         match q.qp.modify(&a, m) {
             Ok(()) => {
                 if let Ok(s) = q.qp.state() {
@@ -206,15 +212,15 @@ pub unsafe extern "C" fn ibv_query_qp(
     init: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if qp.is_null() || attr.is_null() || init.is_null() {
+        if attr.is_null() || init.is_null() {
             return libc::EINVAL;
         }
         // The mask only says which attributes the caller wants: the kernel passes it to the
         // driver unchecked (`ib_uverbs_query_qp`), and mlx5 and rxe answer every attribute
         // whatever it holds, so bits no attribute has are no error.
         let m = verbs_api::QpAttrMask::from_bits_truncate(mask as u32);
-        // SAFETY: a live QP of ours.
-        let q: &EmuQp = unsafe { emu(qp) };
+        // SAFETY: NULL or a live QP of ours.
+        let q: &EmuQp = unsafe { try_ref_from_ptr!(qp, libc::EINVAL) };
         match q.qp.query(m) {
             Ok((a, cap)) => {
                 // SAFETY: the caller's writable structs; the QP's C fields are ours to read.
@@ -254,8 +260,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
             emu::<_, EmuPd>(base.pd).users.release();
             emu::<_, EmuCq>(base.send_cq).users.release();
             emu::<_, EmuCq>(base.recv_cq).users.release();
-            if !base.srq.is_null() {
-                emu::<_, EmuSrq>(base.srq).users.release();
+            if let Some(srq) = try_ref::<EmuSrq>(base.srq) {
+                srq.users.release();
             }
         }
         // SAFETY: the QP's context outlives it.
@@ -274,11 +280,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
 /// `qp` is a live QP of ours.
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ffi::ibv_qp) -> *mut ffi::ibv_qp_ex {
     boundary(Null, move || {
-        if qp.is_null() {
-            return null_mut();
-        }
-        // SAFETY: a live QP of ours.
-        let q: &EmuQp = unsafe { emu(qp) };
+        // SAFETY: NULL or a live QP of ours.
+        let q: &EmuQp = unsafe { try_ref_from_ptr!(qp, null_mut()) };
         if q.extended {
             qp.cast()
         } else {
@@ -296,12 +299,14 @@ unsafe fn mcast(
     gid: *const ffi::ibv_gid,
     op: impl FnOnce(&EmuQp, Gid) -> verbs_api::Result<()>,
 ) -> c_int {
-    if qp.is_null() || gid.is_null() {
-        return libc::EINVAL;
-    }
-    // SAFETY: a live QP of ours and the caller's GID.
-    let (q, g) = unsafe { (emu(qp), gid_from_c(&*gid)) };
-    op(q, g).map_or_else(|e| errno_of(&e), |()| 0)
+    // SAFETY: NULL or a live QP of ours; NULL or the caller's GID.
+    let (q, g): (&EmuQp, &ffi::ibv_gid) = unsafe {
+        (
+            try_ref_from_ptr!(qp, libc::EINVAL),
+            try_ref_from_ptr!(gid, libc::EINVAL),
+        )
+    };
+    op(q, gid_from_c(g)).map_or_else(|e| errno_of(&e), |()| 0)
 }
 
 /// `ibv_attach_mcast`.
@@ -360,11 +365,8 @@ pub(crate) unsafe fn send_wr<'a>(
     let detail = if ud {
         // SAFETY: a UD request's union holds `ud`.
         let ud = unsafe { w.wr.ud };
-        if ud.ah.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: a live AH of ours (the man page's contract for UD sends).
-        let ah: &EmuAh = unsafe { emu(ud.ah) };
+        // SAFETY: NULL or a live AH of ours (the man page's contract for UD sends).
+        let ah: &EmuAh = unsafe { try_ref_from_ptr!(ud.ah, Err(libc::EINVAL)) };
         WrDetail::Ud {
             ah: &ah.ah,
             remote_qpn: ud.remote_qpn,
@@ -382,11 +384,8 @@ pub(crate) unsafe fn send_wr<'a>(
     } else if opcode == SendOpcode::BindMw {
         // SAFETY: a BIND_MW request's union holds `bind_mw`.
         let b = unsafe { w.__bindgen_anon_2.bind_mw };
-        if b.mw.is_null() {
-            return Err(libc::EINVAL);
-        }
-        // SAFETY: a live window of ours (the man page's contract).
-        let m: &EmuMw = unsafe { emu(b.mw) };
+        // SAFETY: NULL or a live window of ours (the man page's contract).
+        let m: &EmuMw = unsafe { try_ref_from_ptr!(b.mw, Err(libc::EINVAL)) };
         // The provider names the window by the rkey its struct holds now.
         m.mw.set_rkey(m.raw.rkey);
         WrDetail::BindMw {

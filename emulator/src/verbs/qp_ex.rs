@@ -13,6 +13,7 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
+use crate::base::pointer::try_mut_from_ptr;
 use crate::base::sync::lock;
 use crate::objects::handles::{emu, EmuAh, EmuMw, EmuQp};
 use crate::objects::pending::{Pending, PendingWr, Remote};
@@ -39,12 +40,15 @@ pub unsafe extern "C" fn create_qp_ex(
     attr: *mut ffi::ibv_qp_init_attr_ex,
 ) -> *mut ffi::ibv_qp {
     boundary(Null, move || {
-        if ctx.is_null() || attr.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return null_mut();
+            null_mut()
+        };
+        if ctx.is_null() {
+            return einval();
         }
-        // SAFETY: the caller's valid attributes.
-        let a = unsafe { &mut *attr };
+        // SAFETY: NULL or the caller's valid attributes.
+        let a: &mut ffi::ibv_qp_init_attr_ex = unsafe { try_mut_from_ptr!(attr, einval()) };
         let mut known = ffi::IBV_QP_INIT_ATTR_PD | ffi::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
         // No create flags at all is what a QP without the mask gets (rdma-core's test_qp
         // draws the mask at random, and a real rxe takes it).

@@ -11,10 +11,17 @@ use crate::base::boundary::{boundary, Null, ReturnsErrno};
 use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
+use crate::base::pointer::Castable;
+use crate::base::pointer::{try_mut_from_ptr, try_ref_from_ptr};
 use crate::objects::handles::{context, emu, hand_out, init_sync, take_back, EmuPd, Handed, Users};
 use crate::objects::work::{post_chain, post_one_recv};
 use crate::runtime::delivery::Object;
 use crate::runtime::leaks::Kind;
+
+// SAFETY: `EmuSrq` is `#[repr(C)]` and starts with its `ibv_srq`.
+unsafe impl Castable for EmuSrq {
+    type C = ffi::ibv_srq;
+}
 
 /// A shared receive queue.
 #[repr(C)]
@@ -56,15 +63,19 @@ pub unsafe extern "C" fn ibv_create_srq(
     init: *mut ffi::ibv_srq_init_attr,
 ) -> *mut ffi::ibv_srq {
     boundary(Null, move || {
-        if pd.is_null() || init.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return null_mut();
-        }
-        // SAFETY: the caller's valid attributes and live PD, whose context is live.
-        let (i, p, c) = unsafe {
-            let p: &EmuPd = emu(pd);
-            (&mut *init, p, context(p.raw.context))
+            null_mut()
         };
+        // SAFETY: NULL or a live PD of ours; NULL or the caller's valid attributes.
+        let (p, i): (&EmuPd, &mut ffi::ibv_srq_init_attr) = unsafe {
+            (
+                try_ref_from_ptr!(pd, einval()),
+                try_mut_from_ptr!(init, einval()),
+            )
+        };
+        // SAFETY: the PD's context is live.
+        let c = unsafe { context(p.raw.context) };
         let attr = SrqInitAttr {
             attr: SrqAttr {
                 max_wr: i.attr.max_wr,
@@ -118,14 +129,17 @@ pub unsafe extern "C" fn ibv_modify_srq(
     mask: c_int,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if srq.is_null() || attr.is_null() {
-            return libc::EINVAL;
-        }
+        // SAFETY: NULL or a live SRQ of ours; NULL or the caller's attributes.
+        let (s, a): (&EmuSrq, &ffi::ibv_srq_attr) = unsafe {
+            (
+                try_ref_from_ptr!(srq, libc::EINVAL),
+                try_ref_from_ptr!(attr, libc::EINVAL),
+            )
+        };
         let Some(m) = u32::try_from(mask).ok().and_then(SrqAttrMask::from_bits) else {
             return libc::EINVAL;
         };
-        // SAFETY: a live SRQ of ours and the caller's attributes.
-        let (s, a): (&EmuSrq, _) = unsafe { (emu(srq), *attr) };
+        let a = *a;
         let a = SrqAttr {
             max_wr: a.max_wr,
             max_sge: a.max_sge,
@@ -144,11 +158,11 @@ pub unsafe extern "C" fn ibv_query_srq(
     attr: *mut ffi::ibv_srq_attr,
 ) -> c_int {
     boundary(ReturnsErrno, move || {
-        if srq.is_null() || attr.is_null() {
+        if attr.is_null() {
             return libc::EINVAL;
         }
-        // SAFETY: a live SRQ of ours.
-        let s: &EmuSrq = unsafe { emu(srq) };
+        // SAFETY: NULL or a live SRQ of ours.
+        let s: &EmuSrq = unsafe { try_ref_from_ptr!(srq, libc::EINVAL) };
         match s.srq.query() {
             Ok(a) => {
                 // SAFETY: the caller's writable struct.
@@ -166,11 +180,9 @@ pub unsafe extern "C" fn ibv_query_srq(
 /// `srq` came from `ibv_create_srq` and is destroyed once, after its QPs.
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ffi::ibv_srq) -> c_int {
     boundary(ReturnsErrno, move || {
-        if srq.is_null() {
-            return libc::EINVAL;
-        }
-        // SAFETY: a live SRQ of ours.
-        if unsafe { emu::<_, EmuSrq>(srq) }.users.busy() {
+        // SAFETY: NULL or a live SRQ of ours.
+        let s: &EmuSrq = unsafe { try_ref_from_ptr!(srq, libc::EINVAL) };
+        if s.users.busy() {
             return libc::EBUSY;
         }
         // SAFETY: a box leaked by ibv_create_srq; this is its end.

@@ -2,6 +2,9 @@
 //! and programs joined to it.
 
 use std::fs::File;
+use std::net::{Ipv4Addr, TcpListener};
+
+use netwire::eth::Mac;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -191,4 +194,44 @@ pub fn next_frame(link: &mut ibverbs::fabric::client::Receiver) -> Vec<u8> {
             sys::poll(&mut p, Some(Duration::from_secs(1))).expect("poll");
         }
     }
+}
+
+/// A TCP port nobody listens on now.
+pub fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// True if some socket listens on TCP `port` (IPv4 or IPv6), from /proc/net.
+pub fn listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.len() > 3 && cols[1].ends_with(&want) && cols[3] == "0A"
+            })
+        })
+    })
+}
+
+/// The MAC address these tests give host `h<last>` when they join the fabric.
+pub fn mac_of(last: u8) -> Mac {
+    Mac([0x02, 0x00, 10, 100, 0, last])
+}
+
+/// The IPv4 address these tests give host `h<last>` when they join the fabric.
+pub fn ip_of(last: u8) -> Ipv4Addr {
+    Ipv4Addr::new(10, 100, 0, last)
+}
+
+/// A 64-byte frame from `src` to `dst` (a local experimental EtherType), filled with `fill`.
+pub fn frame(dst: Mac, src: Mac, fill: u8) -> Vec<u8> {
+    let mut f = vec![fill; 64];
+    f[..6].copy_from_slice(&dst.0);
+    f[6..12].copy_from_slice(&src.0);
+    f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
+    f
 }

@@ -8,11 +8,13 @@ use std::time::Duration;
 
 use crate::base::boundary::{boundary, MinusOne, Value};
 use crate::base::ffi;
+use crate::base::pointer::try_mut_from_ptr;
 use crate::base::sync::lock;
 use crate::rdmacm::api::get_event::complete;
 use crate::rdmacm::core::event_queue::KEvent;
 use crate::rdmacm::core::id_query::publish;
-use crate::rdmacm::core::id_state::{cm_id, fail, IdInner, State};
+use crate::rdmacm::core::id_state::CmId;
+use crate::rdmacm::core::id_state::{fail, IdInner, State};
 use crate::rdmacm::core::manager::cm_and_id;
 use crate::rdmacm::core::manager::{listen_service, post, Cm, MAX_BACKLOG};
 use crate::rdmacm::core::sockaddr as addr;
@@ -228,11 +230,8 @@ fn resolved(g: &mut IdInner, host: Ipv4Addr) {
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut ffi::rdma_cm_id, _timeout_ms: c_int) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() {
-            return fail(libc::EINVAL);
-        }
-        // SAFETY: the caller's live id.
-        let cid = unsafe { cm_id(id) };
+        // SAFETY: NULL or the caller's live id.
+        let cid: &mut CmId = unsafe { try_mut_from_ptr!(id, fail(libc::EINVAL)) };
         {
             let mut g = lock(&cid.shared.inner);
             if g.state != State::AddrResolved {
@@ -333,11 +332,11 @@ pub unsafe extern "C" fn rdma_set_option(
     optlen: usize,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() || optval.is_null() {
+        if optval.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's live id.
-        let cid = unsafe { cm_id(id) };
+        // SAFETY: NULL or the caller's live id.
+        let cid: &mut CmId = unsafe { try_mut_from_ptr!(id, fail(libc::EINVAL)) };
         let mut g = lock(&cid.shared.inner);
         let byte = || {
             (optlen == 1).then(|| {

@@ -7,14 +7,16 @@ use std::ffi::{c_int, c_void};
 
 use crate::base::boundary::{boundary, MinusOne};
 use crate::base::ffi;
+use crate::base::pointer::try_ref;
 use crate::base::sync::lock;
+use crate::objects::handles::EmuQp;
 use crate::rdmacm::api::get_event::{
     complete, establish, CMA_HDR, REP_PRIVATE_DATA, REQ_PRIVATE_DATA, SIDR_REQ_PRIVATE_DATA,
 };
 use crate::rdmacm::api::id_qp::{modify_err, modify_rtr, modify_rts};
 use crate::rdmacm::core::id_state::{fail, Conn, IdInner, State};
 use crate::rdmacm::core::manager::cm_and_id;
-use crate::rdmacm::core::network::{
+use crate::rdmacm::core::messages::{
     Address, ConnData, Message, Service, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, SIDR_REJECT,
     SIDR_REP_PRIVATE_DATA,
 };
@@ -112,11 +114,10 @@ pub unsafe extern "C" fn rdma_connect(
                 .map(|p| p.responder_resources)
                 .filter(|&d| d != max)
                 .unwrap_or(limits.0);
-            let (qpn, srq) = if qp.is_null() {
-                param.map_or((0, false), |p| (p.qp_num, p.srq != 0))
-            } else {
-                // SAFETY: the id's live QP.
-                unsafe { ((*qp).qp_num, !(*qp).srq.is_null()) }
+            // SAFETY: NULL or the id's live QP.
+            let (qpn, srq) = match unsafe { try_ref::<EmuQp>(qp) } {
+                None => param.map_or((0, false), |p| (p.qp_num, p.srq != 0)),
+                Some(q) => (q.raw.qp_base.qp_num, !q.raw.qp_base.srq.is_null()),
             };
             g.qp_num = qpn;
             g.srq = srq;
@@ -231,11 +232,10 @@ pub unsafe extern "C" fn rdma_accept(
                 Some(d) if d != max => d,
                 _ => g.resp_res.min(limits.0),
             };
-            let (qpn, srq) = if qp.is_null() {
-                param.map_or((0, false), |p| (p.qp_num, p.srq != 0))
-            } else {
-                // SAFETY: the id's live QP.
-                unsafe { ((*qp).qp_num, !(*qp).srq.is_null()) }
+            // SAFETY: NULL or the id's live QP.
+            let (qpn, srq) = match unsafe { try_ref::<EmuQp>(qp) } {
+                None => param.map_or((0, false), |p| (p.qp_num, p.srq != 0)),
+                Some(q) => (q.raw.qp_base.qp_num, !q.raw.qp_base.srq.is_null()),
             };
             let Some(peer) = g.peer else {
                 return fail(libc::EINVAL);

@@ -9,11 +9,13 @@ use std::ffi::c_int;
 use crate::base::boundary::{boundary, MinusOne, Nothing};
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
+use crate::base::pointer::{try_mut, try_mut_from_ptr, try_ref_from_ptr};
 use crate::base::sync::lock;
 use crate::rdmacm::api::bind_resolve::{rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route};
 use crate::rdmacm::api::get_event::rdma_get_cm_event;
 use crate::rdmacm::api::id_qp::rdma_create_qp;
 use crate::rdmacm::api::ids::rdma_create_id;
+use crate::rdmacm::core::id_state::CmId;
 use crate::rdmacm::core::id_state::{cm_id, fail};
 
 /// How long `rdma_create_ep` lets address and route resolution take (librdmacm's 2000 ms).
@@ -40,11 +42,11 @@ pub unsafe extern "C" fn rdma_create_ep(
     qp_init_attr: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() || res.is_null() {
+        if id.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's valid addrinfo.
-        let r = unsafe { &*res };
+        // SAFETY: NULL or the caller's valid addrinfo.
+        let r: &ffi::rdma_addrinfo = unsafe { try_ref_from_ptr!(res, fail(libc::EINVAL)) };
         if r.ai_route_len != 0 || r.ai_connect_len != 0 {
             log_unsupported_once(
                 "rdma_create_ep",
@@ -140,8 +142,8 @@ unsafe fn active(
         {
             return -1;
         }
-        if !qp_init_attr.is_null() {
-            (*qp_init_attr).qp_type = qp_type;
+        if let Some(i) = try_mut::<ffi::ibv_qp_init_attr>(qp_init_attr) {
+            i.qp_type = qp_type;
             return rdma_create_qp(cm, pd, qp_init_attr);
         }
     }
@@ -191,11 +193,8 @@ pub unsafe extern "C" fn rdma_destroy_ep(id: *mut ffi::rdma_cm_id) {
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_destroy_srq(id: *mut ffi::rdma_cm_id) {
     boundary(Nothing, move || {
-        if id.is_null() {
-            return;
-        }
-        // SAFETY: the caller's live id.
-        let cid = unsafe { cm_id(id) };
+        // SAFETY: NULL or the caller's live id.
+        let cid: &mut CmId = unsafe { try_mut_from_ptr!(id) };
         if !cid.raw.srq.is_null() {
             // SAFETY: the id's SRQ.
             unsafe { crate::verbs::srq::ibv_destroy_srq(cid.raw.srq) };
@@ -214,11 +213,11 @@ pub unsafe extern "C" fn rdma_get_request(
     id: *mut *mut ffi::rdma_cm_id,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if listen.is_null() || id.is_null() {
+        if id.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's live id.
-        let l = unsafe { cm_id(listen) };
+        // SAFETY: NULL or the caller's live id.
+        let l: &mut CmId = unsafe { try_mut_from_ptr!(listen, fail(libc::EINVAL)) };
         if !lock(&l.shared.inner).sync {
             return fail(libc::EINVAL);
         }

@@ -9,13 +9,14 @@ use std::sync::Arc;
 
 use crate::base::boundary::{boundary, MinusOne, Null};
 use crate::base::ffi;
+use crate::base::pointer::try_ref_from_ptr;
 use crate::base::sync::lock;
 use crate::rdmacm::api::id_qp::{modify_err, modify_rtr, modify_rts};
 use crate::rdmacm::core::event_queue::{EventChannel, KEvent, UdData};
 use crate::rdmacm::core::id_query::publish;
 use crate::rdmacm::core::id_state::{cm_id, fail, CmId, Conn, IdShared, State};
 use crate::rdmacm::core::manager::{cm, destroy_kernel};
-use crate::rdmacm::core::network::{Address, ConnData, Message};
+use crate::rdmacm::core::messages::{Address, ConnData, Message};
 
 /// `IB_CM_REQ_PRIVATE_DATA_SIZE`.
 pub const REQ_PRIVATE_DATA: usize = 92;
@@ -117,11 +118,11 @@ pub unsafe extern "C" fn rdma_get_cm_event(
             Ok(c) => c,
             Err(e) => return fail(e),
         };
-        if event.is_null() || channel.is_null() {
+        if event.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's live channel.
-        let ch = unsafe { EventChannel::of(channel) };
+        // SAFETY: NULL or the caller's live channel.
+        let ch: &EventChannel = unsafe { try_ref_from_ptr!(channel, fail(libc::EINVAL)) };
         loop {
             let q = match ch.shared.pop() {
                 Ok(q) => q,
@@ -293,7 +294,7 @@ fn process(
 /// EINVAL unless a REP waits for it.
 pub fn establish(
     c: &crate::rdmacm::core::manager::Cm,
-    ep: &crate::rdmacm::core::network::Endpoint,
+    ep: &crate::rdmacm::core::messages::Endpoint,
     g: &mut crate::rdmacm::core::id_state::IdInner,
 ) -> Result<(), c_int> {
     match (g.state, g.conn, g.peer) {

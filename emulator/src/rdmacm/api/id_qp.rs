@@ -8,8 +8,9 @@ use std::ptr::null_mut;
 
 use crate::base::boundary::{boundary, MinusOne, Nothing};
 use crate::base::ffi;
+use crate::base::pointer::{try_mut_from_ptr, try_ref_from_ptr};
 use crate::base::sync::lock;
-use crate::rdmacm::core::id_state::{cm_id, fail, CmId, Conn, IdInner};
+use crate::rdmacm::core::id_state::{fail, CmId, Conn, IdInner};
 use crate::rdmacm::core::route;
 use crate::verbs::comp_channel::{ibv_create_comp_channel, ibv_destroy_comp_channel};
 use crate::verbs::cq::{ibv_create_cq, ibv_destroy_cq};
@@ -185,11 +186,17 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr_mask: *mut c_int,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() || qp_attr.is_null() || qp_attr_mask.is_null() {
+        // SAFETY: NULL or the caller's live id and attribute.
+        let (cid, a): (&mut CmId, &ffi::ibv_qp_attr) = unsafe {
+            (
+                try_mut_from_ptr!(id, fail(libc::EINVAL)),
+                try_ref_from_ptr!(qp_attr, fail(libc::EINVAL)),
+            )
+        };
+        if qp_attr_mask.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's live id and attribute.
-        let (cid, state) = unsafe { (cm_id(id), (*qp_attr).qp_state) };
+        let state = a.qp_state;
         let g = lock(&cid.shared.inner);
         match init_attr(&g, state) {
             Ok((a, m)) => {
@@ -304,11 +311,13 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     attr: *mut ffi::ibv_qp_init_attr_ex,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() || attr.is_null() {
-            return fail(libc::EINVAL);
-        }
-        // SAFETY: the caller's live id and attributes.
-        let (cid, a) = unsafe { (cm_id(id), &mut *attr) };
+        // SAFETY: NULL or the caller's live id and attributes.
+        let (cid, a): (&mut CmId, &mut ffi::ibv_qp_init_attr_ex) = unsafe {
+            (
+                try_mut_from_ptr!(id, fail(libc::EINVAL)),
+                try_mut_from_ptr!(attr, fail(libc::EINVAL)),
+            )
+        };
         match create_qp_ex(cid, a) {
             Ok(()) => 0,
             Err(e) => fail(e),
@@ -392,11 +401,13 @@ pub unsafe extern "C" fn rdma_create_qp(
     qp_init_attr: *mut ffi::ibv_qp_init_attr,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() || qp_init_attr.is_null() {
-            return fail(libc::EINVAL);
-        }
-        // SAFETY: the caller's valid attributes and live id.
-        let (i, cid) = unsafe { (&mut *qp_init_attr, cm_id(id)) };
+        // SAFETY: NULL or the caller's live id and valid attributes.
+        let (cid, i): (&mut CmId, &mut ffi::ibv_qp_init_attr) = unsafe {
+            (
+                try_mut_from_ptr!(id, fail(libc::EINVAL)),
+                try_mut_from_ptr!(qp_init_attr, fail(libc::EINVAL)),
+            )
+        };
         let mut ex = ffi::ibv_qp_init_attr_ex {
             qp_context: i.qp_context,
             send_cq: i.send_cq,
@@ -427,11 +438,8 @@ pub unsafe extern "C" fn rdma_create_qp(
 /// `id` is a live id of ours.
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut ffi::rdma_cm_id) {
     boundary(Nothing, move || {
-        if id.is_null() {
-            return;
-        }
-        // SAFETY: the caller's live id.
-        let cid = unsafe { cm_id(id) };
+        // SAFETY: NULL or the caller's live id.
+        let cid: &mut CmId = unsafe { try_mut_from_ptr!(id) };
         if !cid.raw.qp.is_null() {
             // SAFETY: the id's QP, made by rdma_create_qp.
             unsafe { ibv_destroy_qp(cid.raw.qp) };
@@ -446,7 +454,7 @@ mod tests {
     use super::*;
     use crate::rdmacm::core::event_queue::ChannelShared;
     use crate::rdmacm::core::id_state::Peer;
-    use crate::rdmacm::core::network::Endpoint;
+    use crate::rdmacm::core::messages::Endpoint;
     use std::sync::Arc;
 
     fn id(qp_type: u32, conn: Conn) -> IdInner {

@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use crate::base::boundary::{boundary, MinusOne};
 use crate::base::ffi;
+use crate::base::pointer::{try_mut_from_ptr, try_ref};
 use crate::base::sync::lock;
 use crate::rdmacm::api::event_channels::{rdma_destroy_event_channel, NonNullChannel};
 use crate::rdmacm::api::get_event::rdma_ack_cm_event;
 use crate::rdmacm::core::event_queue::EventChannel;
 use crate::rdmacm::core::id_query::free_path;
-use crate::rdmacm::core::id_state::{cm_id, fail, CmId};
+use crate::rdmacm::core::id_state::{fail, CmId};
 use crate::rdmacm::core::manager::cm_and_id;
 use crate::rdmacm::core::manager::{cm, destroy_kernel};
 
@@ -45,18 +46,14 @@ pub unsafe extern "C" fn rdma_create_id(
         let Some(qp_type) = qp_type_of(ps) else {
             return fail(libc::EINVAL);
         };
-        let (shared, chan, sync) = if channel.is_null() {
+        // SAFETY: NULL or the caller's live channel.
+        let (shared, chan, sync) = if let Some(ch) = unsafe { try_ref::<EventChannel>(channel) } {
+            (Arc::clone(&ch.shared), channel, false)
+        } else {
             let Some(own) = NonNullChannel::new() else {
                 return -1;
             };
             (Arc::clone(&own.shared()), own.0, true)
-        } else {
-            // SAFETY: the caller's live channel.
-            (
-                Arc::clone(&unsafe { EventChannel::of(channel) }.shared),
-                channel,
-                false,
-            )
         };
         let p = c.new_id(ps, qp_type, shared, chan, sync, context);
         // SAFETY: `p` was just made.
@@ -113,11 +110,8 @@ pub unsafe extern "C" fn rdma_migrate_id(
     channel: *mut ffi::rdma_event_channel,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() {
-            return fail(libc::EINVAL);
-        }
-        // SAFETY: the caller's live id.
-        let cid = unsafe { cm_id(id) };
+        // SAFETY: NULL or the caller's live id.
+        let cid: &mut CmId = unsafe { try_mut_from_ptr!(id, fail(libc::EINVAL)) };
         let was_sync = lock(&cid.shared.inner).sync;
         if was_sync && channel.is_null() {
             return fail(libc::EINVAL);

@@ -9,8 +9,10 @@ use std::net::SocketAddr;
 
 use crate::base::boundary::{boundary, MinusOne};
 use crate::base::ffi;
+use crate::base::pointer::{try_mut_from_ptr, try_ref_from_ptr};
 use crate::base::sync::lock;
 use crate::rdmacm::core::event_queue::{KEvent, UdData};
+use crate::rdmacm::core::id_state::CmId;
 use crate::rdmacm::core::id_state::{cm_id, fail, Multicast, State};
 use crate::rdmacm::core::manager::post;
 use crate::rdmacm::core::route;
@@ -110,11 +112,12 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
     context: *mut c_void,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() || mc_join_attr.is_null() {
+        if id.is_null() {
             return fail(libc::EINVAL);
         }
-        // SAFETY: the caller's valid attributes.
-        let m = unsafe { &*mc_join_attr };
+        // SAFETY: NULL or the caller's valid attributes.
+        let m: &ffi::rdma_cm_join_mc_attr_ex =
+            unsafe { try_ref_from_ptr!(mc_join_attr, fail(libc::EINVAL)) };
         if m.comp_mask >= ffi::RDMA_CM_JOIN_MC_ATTR_RESERVED {
             return fail(libc::ENOTSUP);
         }
@@ -144,16 +147,13 @@ pub unsafe extern "C" fn rdma_leave_multicast(
     sa: *mut libc::sockaddr,
 ) -> c_int {
     boundary(MinusOne, move || {
-        if id.is_null() {
-            return fail(libc::EINVAL);
-        }
+        // SAFETY: NULL or the caller's live id.
+        let cid: &mut CmId = unsafe { try_mut_from_ptr!(id, fail(libc::EINVAL)) };
         // SAFETY: the caller's socket address.
         let Ok(Some(a)) = (unsafe { addr::read(sa) }) else {
             return fail(libc::EINVAL);
         };
         let bytes = addr::bytes_of(&a);
-        // SAFETY: the caller's live id.
-        let cid = unsafe { cm_id(id) };
         let mut g = lock(&cid.shared.inner);
         let Some(i) = g.multicast.iter().position(|m| m.addr == bytes) else {
             return fail(libc::EADDRNOTAVAIL);

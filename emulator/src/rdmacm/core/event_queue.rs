@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 
 use crate::base::eventfd::{semaphore_fd, signal, try_take, wait};
 use crate::base::ffi;
+use crate::base::pointer::Castable;
 use crate::base::sync::lock;
-use crate::rdmacm::core::network::{ConnData, Endpoint};
+use crate::rdmacm::core::messages::{ConnData, Endpoint};
 
 /// The UD parameters of an event (`struct rdma_ud_param` without its private data).
 #[derive(Clone, Copy)]
@@ -164,6 +165,11 @@ impl ChannelShared {
         }
         mine.into()
     }
+}
+
+// SAFETY: `EventChannel` is `#[repr(C)]` and starts with its `rdma_event_channel`.
+unsafe impl Castable for EventChannel {
+    type C = ffi::rdma_event_channel;
 }
 
 /// `struct rdma_event_channel` and its shared part.

@@ -7,8 +7,9 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::base::ffi;
+use crate::base::pointer::Castable;
 use crate::rdmacm::core::event_queue::ChannelShared;
-use crate::rdmacm::core::network::Endpoint;
+use crate::rdmacm::core::messages::Endpoint;
 use crate::rdmacm::core::sockaddr as addr;
 
 /// The kernel's `enum rdma_cm_state` (the states the emulator reaches).
@@ -243,6 +244,11 @@ impl IdShared {
         }
         g
     }
+}
+
+// SAFETY: `CmId` is `#[repr(C)]` and starts with its `rdma_cm_id`.
+unsafe impl Castable for CmId {
+    type C = ffi::rdma_cm_id;
 }
 
 /// `struct rdma_cm_id` and the id it is.

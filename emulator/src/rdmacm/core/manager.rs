@@ -10,14 +10,16 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 
 use crate::base::boundary::{boundary, Nothing};
 use crate::base::ffi;
+use crate::base::pointer::try_mut_from_ptr;
 use crate::base::sync::lock;
 use crate::fabric::client::CmIn;
 use crate::rdmacm::core::event_queue::{ChannelShared, KEvent, Queued, UdData};
-use crate::rdmacm::core::id_state::{cm_id, CmId, Conn, IdInner, IdShared, Peer, State};
-use crate::rdmacm::core::network::{
-    Address, ConnData, Endpoint, Message, Network, Outside, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA,
-    REJ_TIMEOUT, SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
+use crate::rdmacm::core::id_state::{CmId, Conn, IdInner, IdShared, Peer, State};
+use crate::rdmacm::core::messages::{
+    Address, ConnData, Endpoint, Message, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, REJ_TIMEOUT,
+    SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
 };
+use crate::rdmacm::core::network::{Network, Outside};
 use crate::rdmacm::core::sockaddr as addr;
 use crate::rdmacm::core::{cm_devices as devices, route};
 use crate::runtime::host::emu;
@@ -261,7 +263,7 @@ fn peer_gone(host: Ipv4Addr) {
             Conn::Established => Message::Dreq,
             Conn::DreqSent => Message::Drep,
             Conn::SidrReqSent => Message::SidrRep {
-                status: crate::rdmacm::core::network::SIDR_REJECT,
+                status: crate::rdmacm::core::messages::SIDR_REJECT,
                 qpn: 0,
                 qkey: 0,
                 private_data: vec![0; SIDR_REP_PRIVATE_DATA],
@@ -576,7 +578,7 @@ fn farewell(g: &IdInner) -> Option<Message> {
         Conn::Established => Some(Message::Dreq),
         Conn::DreqRcvd => Some(Message::Drep),
         Conn::SidrReqRcvd => Some(Message::SidrRep {
-            status: crate::rdmacm::core::network::SIDR_REJECT,
+            status: crate::rdmacm::core::messages::SIDR_REJECT,
             qpn: 0,
             qkey: 0,
             private_data: vec![0; SIDR_REP_PRIVATE_DATA],
@@ -658,9 +660,9 @@ pub fn destroy_kernel(c: &Cm, id: &IdShared) {
 }
 
 /// The service a listening id claims.
-pub fn listen_service(g: &IdInner) -> Option<crate::rdmacm::core::network::Service> {
+pub fn listen_service(g: &IdInner) -> Option<crate::rdmacm::core::messages::Service> {
     let src = g.src?;
-    Some(crate::rdmacm::core::network::Service {
+    Some(crate::rdmacm::core::messages::Service {
         ip: addr::ipv4_of(&src).unwrap_or(Ipv4Addr::UNSPECIFIED),
         port: src.port(),
         ps: g.ps,
@@ -676,11 +678,8 @@ pub unsafe fn cm_and_id<'a>(
     id: *mut ffi::rdma_cm_id,
 ) -> Result<(&'static Cm, &'a mut CmId), c_int> {
     let c = cm()?;
-    if id.is_null() {
-        return Err(libc::EINVAL);
-    }
-    // SAFETY: a live id of ours, as the caller promises.
-    Ok((c, unsafe { cm_id(id) }))
+    // SAFETY: NULL or a live id of ours, as the caller promises.
+    Ok((c, unsafe { try_mut_from_ptr!(id, Err(libc::EINVAL)) }))
 }
 
 #[cfg(test)]

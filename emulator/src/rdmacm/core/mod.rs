@@ -1,8 +1,8 @@
 //! The connection manager's core: the state behind librdmacm's functions.
 //!
 //! - [`sockaddr`]: socket addresses as programs pass them, and the host's address plan;
-//! - [`network`]: how connection-manager messages (REQ, REP, RTU, REJ, DREQ, DREP, SIDR)
-//!   travel between ids: a [`network::Network`] delivers those for this process's ids
+//! - [`messages`]: the connection manager's messages (REQ, REP, RTU, REJ, DREQ, DREP,
+//!   SIDR) and their bytes on the wire; [`network`]: how they travel between ids: a [`network::Network`] delivers those for this process's ids
 //!   itself and, with a fabric process, hands those for another host to the fabric;
 //! - [`event_queue`]: event channels' descriptors and queues of events;
 //! - [`id_state`]: `struct rdma_cm_id` and the state the kernel keeps for an id;
@@ -18,6 +18,7 @@ pub mod event_queue;
 pub mod id_query;
 pub mod id_state;
 pub mod manager;
+pub mod messages;
 pub mod network;
 pub mod route;
 pub mod sockaddr;
