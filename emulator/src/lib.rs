@@ -13,12 +13,13 @@
 //!
 //! ## Layers
 //!
-//! Each layer imports only the layers below it (no two files import each other, directly
-//! or around a circle), from the bottom:
+//! Each layer imports only from itself and the layers below it, and no two files import
+//! each other, directly or around a circle. From the bottom:
 //!
 //! 1. [`base`]: the C types from bindgen ([`base::ffi`]), locking, log-once, C strings,
-//!    errno, eventfds, the panic boundary every function C calls goes through
-//!    ([`base::boundary`]), and the symbol-version macro.
+//!    errno (one helper sets it), eventfds, the one way to read a C pointer as a reference
+//!    with its null check ([`base::pointer`]), the panic boundary every function C calls
+//!    goes through ([`base::boundary`]), and the symbol-version macro.
 //! 2. Configuration and the fabric: [`topology`] (hosts, addresses, personalities:
 //!    `VERBS_EMU_TOPOLOGY`, `VERBS_EMU_HOST`, `VERBS_EMU_SEED`) and [`fabric`] (the fabric
 //!    process `verbs-emu-fabric`, and a process's link to it, `VERBS_EMU_FABRIC`).
@@ -33,16 +34,18 @@
 //!    MR, completion channel, CQ and its extended form, QP and its extended form, SRQ, AH,
 //!    flow), the ops table above them ([`verbs::ops`]), the refused verbs, the provider
 //!    interface and the string/rate/kernel-ABI helpers.
-//! 6. **The C surface of librdmacm**, [`rdmacm`]: its core ([`rdmacm::core`]: ids,
-//!    event queues, the connection protocol's messages, addresses, routes, the manager)
-//!    and its API ([`rdmacm::api`]). Beside it, [`extras`]: the emulator's controls
-//!    (`verbs_emu_*`) and libmlx5's surface.
+//! 6. librdmacm, [`rdmacm`]: its core ([`rdmacm::core`]: ids, event queues, the
+//!    connection protocol's messages, addresses, routes, the manager) and above it **the
+//!    C surface of librdmacm**, [`rdmacm::api`]. Beside it, [`extras`]: the emulator's
+//!    controls (`verbs_emu_*`) and libmlx5's surface.
 //! 7. At the top, [`symbols`]: the exported symbol tables and their version nodes
 //!    (`libibverbs.map`).
 //!
-//! The C surface, where programs call in, is [`verbs`], [`rdmacm::api`], [`extras`] (and
-//! the exported `rdma_get_devices` of [`rdmacm::core::cm_devices`]); every such function
-//! runs through [`base::boundary::boundary`].
+//! The C surface, where programs call in, is [`verbs`], [`rdmacm::api`] and [`extras`]
+//! (with each exported symbol's version in [`symbols`], or for [`extras`] beside its
+//! functions); every such function, and every handler the library registers with C
+//! (`atexit`, the load-time constructor), runs its body through
+//! [`base::boundary::boundary`].
 
 pub mod base;
 pub mod extras;

@@ -6,7 +6,7 @@
 //! - [`eventfd`]: event descriptors programs can poll;
 //! - [`boundary`]: the panic boundary every function C calls goes through;
 //! - [`symver`]: the versioned symbols of an exported function table;
-//! - [`pointer`]: C pointers read as references, with their null check.
+//! - [`pointer`](mod@pointer): C pointers read as references, with their null check.
 
 pub mod boundary;
 pub mod c_str;

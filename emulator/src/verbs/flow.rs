@@ -16,7 +16,8 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
-use crate::objects::handles::{context, emu, hand_out, take_back, EmuQp, Handed};
+use crate::base::pointer::try_ref_from_ptr;
+use crate::objects::handles::{context, hand_out, take_back, EmuQp, Handed};
 use crate::runtime::leaks::Kind;
 
 /// A flow rule: `struct ibv_flow` and the simulator's rule.
@@ -156,9 +157,14 @@ pub unsafe extern "C" fn create_flow(
     attr: *mut ffi::ibv_flow_attr,
 ) -> *mut ffi::ibv_flow {
     boundary(Null, move || {
-        if qp.is_null() || attr.is_null() {
+        let einval = || {
             set_errno(libc::EINVAL);
-            return null_mut();
+            null_mut()
+        };
+        // SAFETY: NULL or a live QP of ours.
+        let q: &EmuQp = unsafe { try_ref_from_ptr!(qp, einval()) };
+        if attr.is_null() {
+            return einval();
         }
         // SAFETY: the caller's attribute with its specs.
         let a = match unsafe { flow_attr_from_c(attr) } {
@@ -168,11 +174,8 @@ pub unsafe extern "C" fn create_flow(
                 return null_mut();
             }
         };
-        // SAFETY: a live QP of ours and its live context.
-        let (q, c) = unsafe {
-            let q: &EmuQp = emu(qp);
-            (q, context(q.raw.qp_base.context))
-        };
+        // SAFETY: the QP's live context.
+        let c = unsafe { context(q.raw.qp_base.context) };
         match c.sim().create_flow(&q.qp, &a) {
             Ok(flow) => {
                 let raw = ffi::ibv_flow {

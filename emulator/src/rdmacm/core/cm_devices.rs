@@ -1,16 +1,13 @@
 //! The connection manager's own device contexts, as librdmacm keeps them (cma.c:
 //! `ucma_init_device`, `ucma_get_device`): one context per device of the host, opened at
 //! first use and kept for the life of the process (`id->verbs` of every id bound to the
-//! device, and what `rdma_get_devices` lists), and one PD per device shared by the ids that
+//! device, and what `rdma_get_devices` lists, [`open_contexts`]), and one PD per device shared by the ids that
 //! use it (`id->pd`), freed with the last of them.
 
 use std::ffi::c_int;
-use std::ptr::null_mut;
 use std::sync::Mutex;
 
-use crate::base::boundary::{boundary, Nothing, Null};
 use crate::base::errno::last_errno;
-use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::sync::lock;
 use crate::runtime::host::emu;
@@ -98,54 +95,14 @@ pub fn release(index: usize) {
     }
 }
 
-/// `rdma_get_devices`: the contexts of this host's devices, NULL-terminated, in memory
-/// from `malloc` (`rdma_free_devices` frees it).
-///
-/// # Safety
-/// `num_devices` is NULL or valid for a write.
-pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ffi::ibv_context {
-    boundary(Null, move || {
-        let n = emu().map_or(0, |e| e.devices.len());
-        let mut list = Vec::with_capacity(n + 1);
-        {
-            let mut all = lock(&DEVICES);
-            for i in 0..n {
-                // A device that cannot be opened is left out, as librdmacm leaves dead ones out.
-                if let Ok(c) = context_locked(&mut all, i) {
-                    list.push(c as *mut ffi::ibv_context);
-                }
-            }
-        }
-        let count = list.len();
-        list.push(null_mut());
-        let bytes = std::mem::size_of::<*mut ffi::ibv_context>() * list.len();
-        // SAFETY: malloc of a non-zero size; checked for NULL below.
-        let out = unsafe { libc::malloc(bytes) }.cast::<*mut ffi::ibv_context>();
-        if !num_devices.is_null() {
-            let shown = if out.is_null() { 0 } else { count };
-            // SAFETY: the caller's writable int.
-            unsafe { *num_devices = c_int::try_from(shown).unwrap_or(0) };
-        }
-        if out.is_null() {
-            set_errno(libc::ENOMEM);
-            return null_mut();
-        }
-        // SAFETY: `out` has room for `list.len()` pointers.
-        unsafe { std::ptr::copy_nonoverlapping(list.as_ptr(), out, list.len()) };
-        out
-    })
-}
-
-/// `rdma_free_devices`: frees a list from `rdma_get_devices` (the contexts stay open).
-///
-/// # Safety
-/// `list` is NULL or came from `rdma_get_devices` and is freed once.
-pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ffi::ibv_context) {
-    boundary(Nothing, move || {
-        if list.is_null() {
-            return;
-        }
-        // SAFETY: the list came from malloc in rdma_get_devices.
-        unsafe { libc::free(list.cast()) };
-    })
+/// The contexts of this host's devices that can be opened (each opened on first use), in
+/// device order: what `rdma_get_devices` lists (a device that cannot be opened is left
+/// out, as librdmacm leaves dead ones out).
+pub fn open_contexts() -> Vec<*mut ffi::ibv_context> {
+    let n = emu().map_or(0, |e| e.devices.len());
+    let mut all = lock(&DEVICES);
+    (0..n)
+        .filter_map(|i| context_locked(&mut all, i).ok())
+        .map(|c| c as *mut ffi::ibv_context)
+        .collect()
 }

@@ -7,7 +7,7 @@
 //! - [`event_queue`]: event channels' descriptors and queues of events;
 //! - [`id_state`]: `struct rdma_cm_id` and the state the kernel keeps for an id;
 //! - [`route`]: RoCE routes and path records; [`cm_devices`]: the connection manager's
-//!   own device contexts and PDs (and `rdma_get_devices`);
+//!   own device contexts and PDs;
 //! - [`id_query`]: what librdmacm copies from the kernel into an id;
 //! - [`manager`]: the process's connection manager: its ids, ports, network, and what
 //!   happens when a message reaches an id; it registers itself with the runtime for the
