@@ -3,6 +3,11 @@
 //! says which C type a pointer to it is ([`Castable`]); [`try_ref`] and [`try_mut`] read
 //! such a pointer, `None` for NULL; the macros `try_ref_from_ptr!` and
 //! `try_mut_from_ptr!` return the function's error for NULL.
+//!
+//! Where a contract says a pointer is never NULL (an op the static-inline verbs call with
+//! the program's live object), the unchecked casts (`objects::handles::emu`,
+//! `rdmacm::core::id_state::cm_id`, `EventChannel::of`) go through the same
+//! [`Castable::from_c`].
 
 /// A Rust type that a C pointer can be read as: an object this library hands out, whose
 /// C struct it starts with (or, for a context, contains), or a C struct itself.

@@ -237,20 +237,18 @@ pub unsafe fn take_back<T: Handed, C>(p: *mut C) -> Box<T> {
 /// # Safety
 /// `ctx` must be a live context this library returned from `ibv_open_device`.
 pub unsafe fn context<'a>(ctx: *mut ffi::ibv_context) -> &'a EmuContext {
-    let offset = std::mem::offset_of!(ffi::verbs_context, context);
-    // SAFETY: every ibv_context we hand out is the `vctx.context` member of an
-    // EmuContext, at this offset from its start (vctx is EmuContext's first field).
-    unsafe { &*ctx.cast::<u8>().sub(offset).cast::<EmuContext>() }
+    // SAFETY: the caller's contract; `from_c` finds the EmuContext around it.
+    unsafe { emu(ctx) }
 }
 
-/// Casts a C object pointer to the emulator object it starts.
+/// The emulator object a C pointer that is not NULL is part of (where the contract says
+/// it is never NULL; [`crate::base::pointer::try_ref`] where it may be).
 ///
 /// # Safety
-/// `p` must be a live object of type `T`'s C struct that this library returned, and `T`
-/// must be the `#[repr(C)]` box that starts with it.
-pub unsafe fn emu<'a, C, T>(p: *mut C) -> &'a T {
-    // SAFETY: the caller guarantees `p` is the first field of a live `T`.
-    unsafe { &*p.cast::<T>() }
+/// `p` is a live `T::C` that this library returned, part of a `T` (see [`Castable`]).
+pub unsafe fn emu<'a, T: Castable>(p: *const T::C) -> &'a T {
+    // SAFETY: the caller guarantees `p` is part of a live `T`.
+    unsafe { &*T::from_c(p) }
 }
 
 /// Initialises the pthread mutex and condition variable that libibverbs objects carry.

@@ -118,7 +118,7 @@ pub unsafe extern "C" fn create_cq_ex(
 /// `cq` is a live extended CQ of ours.
 unsafe fn advance(cq: *mut ffi::ibv_cq_ex) -> c_int {
     // SAFETY: the inline caller passes a live CQ of ours.
-    let c: &EmuCq = unsafe { emu(cq) };
+    let c: &EmuCq = unsafe { emu::<EmuCq>(cq.cast()) };
     let mut one = [Completion::default()];
     match c.cq.poll(&mut one) {
         Ok(0) => libc::ENOENT,
@@ -178,7 +178,7 @@ extern "C" fn end_poll(_cq: *mut ffi::ibv_cq_ex) {
 /// `cq` is a live extended CQ of ours.
 unsafe fn current(cq: *mut ffi::ibv_cq_ex) -> Completion {
     // SAFETY: the inline caller passes a live CQ of ours.
-    let c: &EmuCq = unsafe { emu(cq) };
+    let c: &EmuCq = unsafe { emu::<EmuCq>(cq.cast()) };
     *lock(&c.current)
 }
 

@@ -20,6 +20,7 @@ use crate::base::errno::errno_of;
 use crate::base::errno::set_errno;
 use crate::base::ffi;
 use crate::base::log::log_unsupported_once;
+use crate::base::pointer::Castable;
 use crate::base::pointer::{try_mut_from_ptr, try_ref_from_ptr};
 use crate::objects::handles::context;
 use crate::objects::handles::emu;
@@ -168,7 +169,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
             None
         };
         // SAFETY: a live MR of ours; the program does not use it during the call.
-        let m: &mut EmuMr = unsafe { &mut *mr.cast::<EmuMr>() };
+        let m: &mut EmuMr = unsafe { &mut *EmuMr::from_c(mr).cast_mut() };
         // SAFETY: a live PD of ours (the caller's).
         let new_pd: Option<&EmuPd> = change_pd.then(|| unsafe { emu(pd) });
         if new_pd.is_some_and(|p| p.raw.context != m.raw.context) {
@@ -183,7 +184,7 @@ pub unsafe extern "C" fn ibv_rereg_mr(
                 if let Some(p) = new_pd {
                     p.users.take();
                     // SAFETY: the old PD outlives the MR, which it counts as a user.
-                    unsafe { emu::<_, EmuPd>(m.raw.pd) }.users.release();
+                    unsafe { emu::<EmuPd>(m.raw.pd) }.users.release();
                     m.raw.pd = pd;
                 }
                 if translation {
@@ -299,7 +300,7 @@ pub(crate) unsafe extern "C" fn dealloc_mw(mw: *mut ffi::ibv_mw) -> c_int {
         // SAFETY: the program frees a live window of ours once.
         let b = unsafe { take_back::<EmuMw, _>(mw) };
         // SAFETY: the PD outlives its windows (it cannot be freed while they exist).
-        unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
+        unsafe { emu::<EmuPd>(b.raw.pd) }.users.release();
         0
     })
 }

@@ -144,7 +144,7 @@ pub unsafe extern "C" fn alloc_parent_domain(
 /// `pd` is a live PD of ours.
 pub unsafe fn is_parent_domain(pd: *mut ffi::ibv_pd) -> bool {
     // SAFETY: the caller's contract.
-    !unsafe { emu::<_, EmuPd>(pd) }.parent.is_null()
+    !unsafe { emu::<EmuPd>(pd) }.parent.is_null()
 }
 
 /// Frees an object of a PD (an MR or AH) and releases the PD.
@@ -161,6 +161,6 @@ pub(crate) unsafe fn free_pd_child<T: Handed, C>(
     // SAFETY: the caller's contract.
     let b = unsafe { take_back::<T, _>(p) };
     // SAFETY: the PD outlives its objects (it cannot be freed while they exist).
-    unsafe { emu::<_, EmuPd>(pd_of(&b)) }.users.release();
+    unsafe { emu::<EmuPd>(pd_of(&b)) }.users.release();
     0
 }

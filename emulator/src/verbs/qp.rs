@@ -257,9 +257,9 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ffi::ibv_qp) -> c_int {
         // SAFETY: the PD, CQs and SRQ outlive their QPs (they cannot be freed while used).
         unsafe {
             let base = &b.raw.qp_base;
-            emu::<_, EmuPd>(base.pd).users.release();
-            emu::<_, EmuCq>(base.send_cq).users.release();
-            emu::<_, EmuCq>(base.recv_cq).users.release();
+            emu::<EmuPd>(base.pd).users.release();
+            emu::<EmuCq>(base.send_cq).users.release();
+            emu::<EmuCq>(base.recv_cq).users.release();
             if let Some(srq) = try_ref::<EmuSrq>(base.srq) {
                 srq.users.release();
             }

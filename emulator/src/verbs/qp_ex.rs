@@ -120,7 +120,7 @@ fn fill_send_ops(q: &mut ffi::ibv_qp_ex) {
 /// `qp` is a live extended QP of ours.
 unsafe fn with_session<R>(qp: *mut ffi::ibv_qp_ex, f: impl FnOnce(&EmuQp, &mut Pending) -> R) -> R {
     // SAFETY: the inline caller passes a live QP of ours.
-    let q: &EmuQp = unsafe { emu(qp) };
+    let q: &EmuQp = unsafe { emu::<EmuQp>(qp.cast()) };
     let mut p = lock(&q.pending);
     f(q, &mut p)
 }

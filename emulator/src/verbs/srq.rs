@@ -188,7 +188,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ffi::ibv_srq) -> c_int {
         // SAFETY: a box leaked by ibv_create_srq; this is its end.
         let b = unsafe { take_back::<EmuSrq, _>(srq) };
         // SAFETY: the PD outlives its SRQs (it cannot be freed while they exist).
-        unsafe { emu::<_, EmuPd>(b.raw.pd) }.users.release();
+        unsafe { emu::<EmuPd>(b.raw.pd) }.users.release();
         // SAFETY: the SRQ's context outlives it.
         unsafe { context(b.raw.context) }
             .state

@@ -203,7 +203,7 @@ impl EventChannel {
     /// `p` is a live channel this library returned.
     pub unsafe fn of<'a>(p: *mut ffi::rdma_event_channel) -> &'a EventChannel {
         // SAFETY: every channel we hand out is the first field of a leaked EventChannel.
-        unsafe { &*p.cast::<EventChannel>() }
+        unsafe { &*EventChannel::from_c(p) }
     }
 }
 

@@ -270,7 +270,7 @@ pub struct CmId {
 /// `id` is a live id this library returned.
 pub unsafe fn cm_id<'a>(id: *mut ffi::rdma_cm_id) -> &'a mut CmId {
     // SAFETY: every id we hand out is the first field of a leaked CmId.
-    unsafe { &mut *id.cast::<CmId>() }
+    unsafe { &mut *CmId::from_c(id).cast_mut() }
 }
 
 /// The librdmacm return of a failure: -1 with errno.
