@@ -46,11 +46,6 @@ const INJECT_CHUNK: usize = 16;
 struct Shared {
     path: PathBuf,
     gone: AtomicBool,
-    /// The fabric answered the last [`ToFabric::Sync`].
-    synced: AtomicBool,
-    /// The process is leaving ([`CmLink::leave`]): what comes for its connection
-    /// manager is dropped (the program may have torn its ids down already).
-    leaving: AtomicBool,
 }
 
 impl Shared {
@@ -93,7 +88,6 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
         Ok(FromFabric::Error(why)) => return Err(format!("{} refused host {host}: {why}", at())),
         Ok(
             FromFabric::Doorbell
-            | FromFabric::Synced
             | FromFabric::Cm { .. }
             | FromFabric::CmReturned { .. }
             | FromFabric::Gone(_),
@@ -110,8 +104,6 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
     let shared = Arc::new(Shared {
         path: path.to_path_buf(),
         gone: AtomicBool::new(false),
-        synced: AtomicBool::new(false),
-        leaving: AtomicBool::new(false),
     });
     Ok((
         Sender {
@@ -166,26 +158,6 @@ pub struct CmLink {
 }
 
 impl CmLink {
-    /// Tells the fabric that this process is leaving ([`ToFabric::Sync`]): it answers
-    /// once it has handled every message sent before (the receiver of the socket takes
-    /// the answer; see [`CmLink::left`]). From now on the receiver hands no
-    /// connection-manager message to its handler.
-    pub fn leave(&self) {
-        self.shared.leaving.store(true, Ordering::SeqCst);
-        self.shared.synced.store(false, Ordering::SeqCst);
-        let mut out = Vec::with_capacity(1);
-        ToFabric::Sync.encode(&mut out);
-        if let Err(e) = sys::send(self.fd.as_fd(), &out, false) {
-            self.shared.lost(&e);
-        }
-    }
-
-    /// True once the fabric has answered [`CmLink::leave`] (or is gone).
-    #[must_use]
-    pub fn left(&self) -> bool {
-        self.shared.synced.load(Ordering::SeqCst) || self.shared.is_gone()
-    }
-
     /// Sends `body` to the process of host `to`.
     ///
     /// # Errors
@@ -344,12 +316,6 @@ impl Receiver {
         self.shared.is_gone()
     }
 
-    /// The connection manager's handler, unless the process is leaving.
-    fn handler(&self) -> Option<CmHandler> {
-        self.cm
-            .filter(|_| !self.shared.leaving.load(Ordering::SeqCst))
-    }
-
     /// Reads the control messages waiting on the socket: doorbells (nothing to do but
     /// wake up), connection-manager messages (to the handler), or the fabric's farewell.
     pub fn read_control(&mut self) {
@@ -358,19 +324,18 @@ impl Receiver {
                 Ok(Recv::Empty) => return,
                 Ok(Recv::Msg(n)) => match FromFabric::decode(&self.buf[..n]) {
                     Ok(FromFabric::Doorbell) => {}
-                    Ok(FromFabric::Synced) => self.shared.synced.store(true, Ordering::SeqCst),
                     Ok(FromFabric::Cm { from, body }) => {
-                        if let Some(h) = self.handler() {
+                        if let Some(h) = self.cm {
                             h(CmIn::From { from, body });
                         }
                     }
                     Ok(FromFabric::CmReturned { to, body }) => {
-                        if let Some(h) = self.handler() {
+                        if let Some(h) = self.cm {
                             h(CmIn::Returned { to, body });
                         }
                     }
                     Ok(FromFabric::Gone(host)) => {
-                        if let Some(h) = self.handler() {
+                        if let Some(h) = self.cm {
                             h(CmIn::Gone(host));
                         }
                     }

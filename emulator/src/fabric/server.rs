@@ -71,16 +71,6 @@ pub const PAUSE_BYTES: u64 = 512 << 10;
 /// does, its queue then drops what does not fit, and the others go on).
 pub const PAUSE_WATCHDOG: Duration = Duration::from_millis(100);
 
-/// How long after frames last moved the fabric keeps looking at the rings without
-/// sleeping (yielding the processor between looks) instead of asking the processes for
-/// doorbells: a doorbell costs the sender a system call and the fabric a wakeup, and on
-/// a loaded machine a woken process waits tens of microseconds for a processor, once per
-/// frame's crossing of the fabric. (A yielding fabric may be slower to read a socket
-/// than a sleeping one that a message wakes: a leaving process waits for the fabric's
-/// [`FromFabric::Synced`] so that its last messages are still handled while it is
-/// there.)
-const SPIN_AFTER: Duration = Duration::from_micros(100);
-
 /// How soon the fabric looks again at a ring it holds frames for (the process does not
 /// ring when it makes room).
 const BACKLOG_RETRY: Duration = Duration::from_micros(50);
@@ -182,10 +172,6 @@ pub struct Server {
     capturing: bool,
     /// Senders paused (see [`PAUSE_BYTES`]).
     paused: bool,
-    /// The fabric's counts of frames transmitted and delivered when last looked at, and
-    /// when they last changed (see [`SPIN_AFTER`]).
-    moved: (u64, u64),
-    active: Instant,
     /// Hosts whose process has gone, not told to the others yet: each waits until the
     /// frames transmitted before it went (global index below the second) have reached
     /// their processes' rings, so that the news does not overtake them (a kernel's DREQ
@@ -195,9 +181,6 @@ pub struct Server {
     /// before them have reached their processes' rings (a MAD follows the data on the
     /// wire): (from, to, body, frames transmitted before it).
     held_cm: std::collections::VecDeque<(Ipv4Addr, Ipv4Addr, Vec<u8>, u64)>,
-    /// Processes waiting for [`FromFabric::Synced`] (connection, host address) until no
-    /// message of theirs is held.
-    syncs: Vec<(usize, Ipv4Addr)>,
 }
 
 impl Server {
@@ -262,11 +245,8 @@ impl Server {
             stats: ServerStats::default(),
             gone: Vec::new(),
             held_cm: std::collections::VecDeque::new(),
-            syncs: Vec::new(),
             capturing: false,
             paused: false,
-            moved: (0, 0),
-            active: Instant::now(),
         };
         if let Some(p) = &config.pcap {
             server
@@ -359,7 +339,6 @@ impl Server {
             let now = self.now();
             self.deliver(now);
             self.release_cm();
-            self.answer_syncs();
             self.tell_gone();
             let mut timeout = self
                 .fabric
@@ -374,18 +353,7 @@ impl Server {
                 self.stats.pauses += 1;
             }
             self.paused = pause;
-            let f = self.fabric.stats();
-            if (f.transmitted, f.delivered) != self.moved {
-                self.moved = (f.transmitted, f.delivered);
-                self.active = wall;
-            }
-            if !pause && wall.duration_since(self.active) < SPIN_AFTER {
-                // Frames moved a moment ago: the next ones (a reply) are likely to come
-                // soon. Looking at the rings again costs less than a doorbell and a
-                // wakeup; yielding lets the processes run meanwhile.
-                timeout = Some(Duration::ZERO);
-                std::thread::yield_now();
-            } else if !pause && self.rings_waiting() {
+            if !pause && self.rings_waiting() {
                 timeout = Some(Duration::ZERO);
             } else if pause
                 || !self.gone.is_empty()
@@ -426,9 +394,6 @@ impl Server {
 
     /// Ends the capture (flushing the file).
     fn finish(&mut self) -> io::Result<()> {
-        if !self.held_cm.is_empty() {
-            eprintln!("DEBUG: held at stop {}", self.held_cm.len());
-        }
         if self.capturing {
             self.capturing = false;
             self.fabric

@@ -34,7 +34,7 @@ use std::net::Ipv4Addr;
 use backend_sim::frame::eth::Mac;
 
 /// The protocol version both sides speak.
-pub const VERSION: u8 = 4;
+pub const VERSION: u8 = 3;
 /// The longest frame either side sends (the ports' 9014-byte maximum).
 pub const MAX_FRAME: usize = 9014;
 /// The shortest frame (an Ethernet header).
@@ -76,9 +76,6 @@ pub enum ToFabric<'a> {
         /// The message.
         body: &'a [u8],
     },
-    /// The process is leaving: answer [`FromFabric::Synced`] once every message it sent
-    /// before this one has been handled (forwarded, or returned while it can still hear).
-    Sync,
 }
 
 /// What the fabric tells a process.
@@ -93,8 +90,6 @@ pub enum FromFabric<'a> {
     Error(&'a str),
     /// The process's ring from the fabric has frames.
     Doorbell,
-    /// The answer to [`ToFabric::Sync`].
-    Synced,
     /// A connection-manager message from the process of host `from`.
     Cm {
         /// The sending host's address.
@@ -163,7 +158,6 @@ impl<'a> ToFabric<'a> {
                 out.extend_from_slice(host.as_bytes());
             }
             ToFabric::Doorbell => out.push(b'D'),
-            ToFabric::Sync => out.push(b'S'),
             ToFabric::Join(g) => {
                 out.push(b'J');
                 out.extend_from_slice(&g.octets());
@@ -214,7 +208,6 @@ impl<'a> ToFabric<'a> {
                 })
             }
             b'D' => body_len("doorbell", body, 0).map(|()| ToFabric::Doorbell),
-            b'S' => body_len("sync", body, 0).map(|()| ToFabric::Sync),
             b'J' | b'L' => {
                 body_len("group", body, 4)?;
                 let g = ipv4(body);
@@ -257,7 +250,6 @@ impl<'a> FromFabric<'a> {
                 out.extend_from_slice(&why.as_bytes()[..end]);
             }
             FromFabric::Doorbell => out.push(b'D'),
-            FromFabric::Synced => out.push(b's'),
             FromFabric::Cm { from, body } => put_cm(out, b'C', from, body),
             FromFabric::CmReturned { to, body } => put_cm(out, b'B', to, body),
             FromFabric::Gone(ip) => {
@@ -291,7 +283,6 @@ impl<'a> FromFabric<'a> {
                 std::str::from_utf8(body).unwrap_or("(a reason that is not UTF-8)"),
             )),
             b'D' => body_len("doorbell", body, 0).map(|()| FromFabric::Doorbell),
-            b's' => body_len("synced", body, 0).map(|()| FromFabric::Synced),
             b'C' => cm_parts(body).map(|(from, body)| FromFabric::Cm { from, body }),
             b'B' => cm_parts(body).map(|(to, body)| FromFabric::CmReturned { to, body }),
             b'G' => body_len("gone", body, 4).map(|()| FromFabric::Gone(ipv4(body))),
@@ -318,7 +309,6 @@ mod tests {
             host: "h1",
         });
         round_trip_to(ToFabric::Doorbell);
-        round_trip_to(ToFabric::Sync);
         round_trip_to(ToFabric::Join(Ipv4Addr::new(239, 0, 0, 1)));
         round_trip_to(ToFabric::Leave(Ipv4Addr::new(239, 0, 0, 1)));
         round_trip_to(ToFabric::JoinMac(Mac([1, 0, 0x5e, 0, 0, 1])));
@@ -339,7 +329,6 @@ mod tests {
             FromFabric::Welcome { ring: 4 << 20 },
             FromFabric::Error("no host h9 in the fabric's topology"),
             FromFabric::Doorbell,
-            FromFabric::Synced,
             FromFabric::Cm {
                 from: h2,
                 body: b"a REP",
@@ -369,17 +358,17 @@ mod tests {
         let d = |b: &[u8]| ToFabric::decode(b).unwrap_err();
         assert_eq!(d(b""), "empty message");
         assert_eq!(d(b"Z"), "unknown message tag 0x5a");
-        assert_eq!(d(b"H\x04abc"), "hello of 4 bytes (at least 11)");
+        assert_eq!(d(b"H\x03abc"), "hello of 4 bytes (at least 11)");
         assert_eq!(
             d(b"H\x07\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h1"),
-            "protocol version 7 (this fabric speaks 4)"
+            "protocol version 7 (this fabric speaks 3)"
         );
         assert_eq!(
-            d(b"H\x04\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
+            d(b"H\x03\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
             "host name is not 1 to 64 printable ASCII characters"
         );
         assert_eq!(
-            d(b"H\x04\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
+            d(b"H\x03\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
             "host name is not 1 to 64 printable ASCII characters"
         );
         assert_eq!(d(b"Dx"), "doorbell message of 1 bytes (expected 0)");
@@ -401,9 +390,9 @@ mod tests {
         let f = |b: &[u8]| FromFabric::decode(b).unwrap_err();
         assert_eq!(
             f(b"W\x01"),
-            "the fabric speaks protocol version 1 (this library 4)"
+            "the fabric speaks protocol version 1 (this library 3)"
         );
-        assert_eq!(f(b"W\x04\x01"), "welcome message of 2 bytes (expected 5)");
+        assert_eq!(f(b"W\x03\x01"), "welcome message of 2 bytes (expected 5)");
         assert_eq!(
             f(b"B\x0a"),
             "connection-manager message of 1 bytes (5 to 1023)"

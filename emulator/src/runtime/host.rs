@@ -362,11 +362,8 @@ static DRAINER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new
 
 /// At exit: what the NIC sent (and completed) is on its way, as frames in a real NIC's
 /// transmit buffer outlive the program; so the process waits until the fabric has room
-/// for them (at most [`EXIT_DRAIN`], then says how many are lost). Then it tells the
-/// fabric it is leaving and waits (within the same [`EXIT_DRAIN`]) until the fabric has
-/// handled the connection manager's last messages, so that one the fabric returns finds
-/// the process still there (what comes for the connection manager meanwhile is dropped).
-/// Nothing in a forked child (see [`DRAINER`]).
+/// for them (at most [`EXIT_DRAIN`], then says how many are lost). Nothing in a forked
+/// child (see [`DRAINER`]).
 extern "C" fn drain_at_exit() {
     boundary(Nothing, move || {
         if DRAINER.load(std::sync::atomic::Ordering::Relaxed) != std::process::id() {
@@ -382,7 +379,7 @@ extern "C" fn drain_at_exit() {
         loop {
             let left = lock(&j.member).flush();
             if left == 0 {
-                break;
+                return;
             }
             if begin.elapsed() > EXIT_DRAIN {
                 eprintln!(
@@ -391,13 +388,6 @@ extern "C" fn drain_at_exit() {
                 );
                 return;
             }
-            std::thread::sleep(Duration::from_micros(100));
-        }
-        // The connection manager's last messages (a DREP after the peer's DREQ) are
-        // handled while this process can still have one returned (the progress thread
-        // reads the answer).
-        j.cm.leave();
-        while !j.cm.left() && begin.elapsed() < EXIT_DRAIN {
             std::thread::sleep(Duration::from_micros(100));
         }
     })

@@ -94,11 +94,6 @@ impl Server {
             (None, _) => Err("a message before the hello".into()),
             // The ring is drained every round; the doorbell only woke the fabric.
             (Some(_), ToFabric::Doorbell) => Ok(()),
-            (Some(s), ToFabric::Sync) => {
-                self.syncs.push((i, self.slots[s].ip));
-                self.answer_syncs();
-                Ok(())
-            }
             (Some(s), ToFabric::Join(g)) => self.member(i, port(s), Group::Ip(g), true),
             (Some(s), ToFabric::Leave(g)) => self.member(i, port(s), Group::Ip(g), false),
             (Some(s), ToFabric::JoinMac(m)) => self.member(i, port(s), Group::Mac(m), true),
@@ -125,25 +120,6 @@ impl Server {
             self.forward_cm(from, to, body);
         } else {
             self.held_cm.push_back((from, to, body.to_vec(), sent));
-        }
-    }
-
-    /// Answers each process waiting in [`ToFabric::Sync`] that has no connection-manager
-    /// message held any more (they are all handled).
-    pub(super) fn answer_syncs(&mut self) {
-        let mut k = 0;
-        while k < self.syncs.len() {
-            let (i, ip) = self.syncs[k];
-            if self.held_cm.iter().any(|&(from, ..)| from == ip) {
-                k += 1;
-                continue;
-            }
-            self.syncs.swap_remove(k);
-            FromFabric::Synced.encode(&mut self.out);
-            if let Some(c) = self.conns[i].as_ref() {
-                // A process gone meanwhile waits for nothing.
-                let _ = sys::send(c.fd.as_fd(), &self.out, true);
-            }
         }
     }
 
@@ -345,7 +321,6 @@ impl Server {
         let Some(mut c) = self.conns[i].take() else {
             return;
         };
-        self.syncs.retain(|&(k, _)| k != i);
         let Some(s) = c.host else {
             return;
         };
