@@ -386,6 +386,8 @@ pub struct Member {
     lag: Nanos,
     /// The wall-clock time of the last round.
     last: Nanos,
+    /// When a [`Member::pump`] last took frames.
+    took_at: Option<Nanos>,
 }
 
 impl Member {
@@ -415,6 +417,7 @@ impl Member {
             port,
             lag: 0,
             last: 0,
+            took_at: None,
         })
     }
 
@@ -452,13 +455,22 @@ impl Member {
     /// virtual time goes on from where it stood (it stays behind the wall clock by the
     /// time spent paused), so that no timer fires for the pause.
     pub fn pump(&mut self, sim: &Sim, now: Nanos) {
-        self.advance(sim, now);
+        if self.advance(sim, now) > 0 {
+            self.took_at = Some(now);
+        }
         self.rx.read_control();
     }
 
+    /// True if a [`Member::pump`] took frames from the ring less than `within`
+    /// nanoseconds before `now` (more are likely to come soon).
+    #[must_use]
+    pub fn took_frames_within(&self, now: Nanos, within: Nanos) -> bool {
+        self.took_at.is_some_and(|t| now.saturating_sub(t) < within)
+    }
+
     /// Injects what the ring holds and runs the simulation up to `now` (see
-    /// [`Member::pump`]).
-    fn advance(&mut self, sim: &Sim, now: Nanos) {
+    /// [`Member::pump`]); how many frames it took.
+    fn advance(&mut self, sim: &Sim, now: Nanos) -> usize {
         let clear = self
             .tx
             .lock()
@@ -492,7 +504,7 @@ impl Member {
             sim.run_for(Nanos::MAX);
             taken += got;
             if got < INJECT_CHUNK || taken >= RECV_BATCH {
-                return;
+                return taken;
             }
         }
     }
@@ -502,6 +514,6 @@ impl Member {
     /// and leaves the connection manager's messages (and the doorbells) to the progress
     /// thread, which reads them after the frames before them, as `pump` does.
     pub fn pump_frames(&mut self, sim: &Sim, now: Nanos) {
-        self.advance(sim, now);
+        let _ = self.advance(sim, now);
     }
 }
