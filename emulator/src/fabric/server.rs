@@ -72,6 +72,13 @@ pub const PAUSE_BYTES: u64 = 512 << 10;
 /// does, its queue then drops what does not fit, and the others go on).
 pub const PAUSE_WATCHDOG: Duration = Duration::from_millis(100);
 
+/// How long after frames last moved the fabric keeps looking at the rings without
+/// sleeping (yielding the processor between looks) instead of asking the processes for
+/// doorbells: a doorbell costs the sender a system call and the fabric a wakeup, and on
+/// a loaded machine a woken process waits tens of microseconds for a processor, once per
+/// frame's crossing of the fabric.
+const SPIN_AFTER: Duration = Duration::from_micros(100);
+
 /// How soon the fabric looks again at a ring it holds frames for (the process does not
 /// ring when it makes room).
 const BACKLOG_RETRY: Duration = Duration::from_micros(50);
@@ -96,7 +103,8 @@ pub struct ServerStats {
     /// Connection-manager messages handed to the process of their destination host.
     pub cm_forwarded: u64,
     /// Connection-manager messages returned to their sender: no process was the
-    /// destination host (or its process had just gone).
+    /// destination host (or its process had just gone). Counted also when the sender has
+    /// gone too and nobody hears it.
     pub cm_returned: u64,
     /// Connection-manager messages lost: the receiving process's socket was full.
     pub cm_lost: u64,
@@ -173,6 +181,10 @@ pub struct Server {
     capturing: bool,
     /// Senders paused (see [`PAUSE_BYTES`]).
     paused: bool,
+    /// The fabric's counts of frames transmitted and delivered when last looked at, and
+    /// when they last changed (see [`SPIN_AFTER`]).
+    moved: (u64, u64),
+    active: Instant,
     /// Hosts whose process has gone, not told to the others yet: each waits until the
     /// frames transmitted before it went (global index below the second) have reached
     /// their processes' rings, so that the news does not overtake them (a kernel's DREQ
@@ -255,6 +267,8 @@ impl Server {
             capturing: false,
             paused: false,
             ports,
+            moved: (0, 0),
+            active: Instant::now(),
         };
         if let Some(p) = &config.pcap {
             server
@@ -362,7 +376,18 @@ impl Server {
                 self.stats.pauses += 1;
             }
             self.paused = pause;
-            if !pause && self.rings_waiting() {
+            let f = self.fabric.stats();
+            if (f.transmitted, f.delivered) != self.moved {
+                self.moved = (f.transmitted, f.delivered);
+                self.active = wall;
+            }
+            if !pause && wall.duration_since(self.active) < SPIN_AFTER {
+                // Frames moved a moment ago: the next ones (a reply) are likely to come
+                // soon. Looking at the rings again costs less than a doorbell and a
+                // wakeup; yielding lets the processes run meanwhile.
+                timeout = Some(Duration::ZERO);
+                std::thread::yield_now();
+            } else if !pause && self.rings_waiting() {
                 timeout = Some(Duration::ZERO);
             } else if pause
                 || !self.gone.is_empty()

@@ -244,7 +244,21 @@ pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ffi::ibv_cq, nevents: u32) {
 /// How many completions one poll moves through the simulator at a time (a stack buffer).
 const POLL_BATCH: usize = 16;
 
-/// `ibv_poll_cq`: up to `num` completions into `wc`; a negative value on error.
+/// For a poll that found no completion: takes the frames the fabric brought on this
+/// thread (see [`crate::runtime::host::Emu::poll_fabric`]) and lets `again` look again;
+/// if it still finds none, yields the processor, so that a program polling in a loop
+/// lets the fabric process and the progress threads run (on a machine with fewer cores
+/// than busy threads they would otherwise wait for the poller's time slice to end). Does
+/// nothing without a fabric process. `again` returns true when it found one.
+pub(crate) fn poll_fabric(again: impl FnOnce() -> bool) {
+    if crate::runtime::host::emu().is_ok_and(|e| e.poll_fabric()) && !again() {
+        std::thread::yield_now();
+    }
+}
+
+/// `ibv_poll_cq`: up to `num` completions into `wc`; a negative value on error. Finding
+/// none, it takes the frames the fabric brought on this thread and looks again
+/// ([`poll_fabric`]).
 pub(crate) unsafe extern "C" fn poll_cq(
     cq: *mut ffi::ibv_cq,
     num: c_int,
@@ -279,6 +293,20 @@ pub(crate) unsafe extern "C" fn poll_cq(
             if got < want {
                 break;
             }
+        }
+        if done == 0 && num > 0 {
+            poll_fabric(|| {
+                let want = num.min(POLL_BATCH);
+                if let Ok(got) = c.cq.poll(&mut buf[..want]) {
+                    for (i, w) in buf[..got].iter().enumerate() {
+                        // SAFETY: i < want <= num, inside the caller's array of `num`
+                        // entries.
+                        unsafe { wc.add(i).write(wc_to_c(w)) };
+                    }
+                    done = got;
+                }
+                done > 0
+            });
         }
         c_int::try_from(done).unwrap_or(c_int::MAX)
     })

@@ -138,7 +138,8 @@ unsafe fn advance(cq: *mut ffi::ibv_cq_ex) -> c_int {
     }
 }
 
-/// `ibv_cq_ex.start_poll`.
+/// `ibv_cq_ex.start_poll`; finding no completion, it takes the frames the fabric brought
+/// and looks again, as `ibv_poll_cq` does.
 unsafe extern "C" fn start_poll(
     cq: *mut ffi::ibv_cq_ex,
     attr: *mut ffi::ibv_poll_cq_attr,
@@ -149,7 +150,15 @@ unsafe extern "C" fn start_poll(
             return libc::EINVAL;
         }
         // SAFETY: the inline caller passes a live CQ of ours.
-        unsafe { advance(cq) }
+        let mut r = unsafe { advance(cq) };
+        if r == libc::ENOENT {
+            super::cq::poll_fabric(|| {
+                // SAFETY: as above.
+                r = unsafe { advance(cq) };
+                r != libc::ENOENT
+            });
+        }
+        r
     })
 }
 

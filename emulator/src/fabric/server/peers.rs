@@ -169,16 +169,19 @@ impl Server {
     }
 
     /// Returns a connection-manager message to the process of host `from`, its sender:
-    /// no process is host `to`.
+    /// no process is host `to`. It counts as returned also when the sender has gone too
+    /// (nobody is left to tell): every message the fabric takes is counted once, whether
+    /// the fabric handles it before or after its sender exits.
     pub(super) fn return_cm(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
         FromFabric::CmReturned { to, body }.encode(&mut self.out);
         let Some(me) = self.process_of(from) else {
+            self.stats.cm_returned += 1;
             return;
         };
         match sys::send(me.fd.as_fd(), &self.out, true) {
             Ok(()) => self.stats.cm_returned += 1,
-            // The sender has gone too: nobody is left to tell.
-            Err(e) if peer_gone(&e) => {}
+            // The sender has gone too (its hang-up not read yet): nobody is left to tell.
+            Err(e) if peer_gone(&e) => self.stats.cm_returned += 1,
             Err(_) => self.stats.cm_lost += 1,
         }
     }
