@@ -9,7 +9,8 @@
 //! Alone, a process simulates every host of the topology and reaches only its own
 //! (loopback and multicast to itself). With `VERBS_EMU_FABRIC` naming a fabric process's
 //! socket, it keeps only its host's NIC and its frames cross the fabric's switch to the
-//! processes of the other hosts (see the README's emulator section).
+//! processes of the other hosts (see docs/emulator.md; the launcher, crate `launcher`,
+//! `verbs-emu run`, gives each host its address, device files and sysfs entries).
 //!
 //! ## Layers
 //!
@@ -32,7 +33,7 @@
 //!    ([`objects::convert`]), work requests ([`objects::work`], [`objects::pending`]).
 //! 5. **The C surface of libibverbs**, [`verbs`]: one file per object kind (context, PD,
 //!    MR, completion channel, CQ and its extended form, QP and its extended form, SRQ, AH,
-//!    flow), the ops table above them ([`verbs::ops`]), the refused verbs, the provider
+//!    flow, work queue), the ops table above them ([`verbs::ops`]), the refused verbs, the provider
 //!    interface and the string/rate/kernel-ABI helpers.
 //! 6. librdmacm, [`rdmacm`]: its core ([`rdmacm::core`]: ids, event queues, the
 //!    connection protocol's messages, addresses, routes, the manager) and above it **the
