@@ -7,47 +7,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::fabric::{scratch, start, Fabric, DEADLINE};
-
-/// Builds `spead-send` and `spead-recv` with the `hw` feature into this test's target
-/// folder and returns that folder.
-fn hw_tools() -> PathBuf {
-    let profile = std::env::current_exe()
-        .expect("the test binary's path")
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
-        .to_path_buf();
-    let target = profile
-        .parent()
-        .expect("target/<profile> is in the target folder")
-        .to_path_buf();
-    let out = Command::new(env!("CARGO"))
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "spead-tools",
-            "--features",
-            "hw",
-            "--bins",
-        ])
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("run cargo build");
-    assert!(
-        out.status.success(),
-        "building spead-tools with hw (needs libibverbs-dev): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join("debug")
-}
+use common::hw_tools;
 
 /// The heap lines of `spead-recv --json` output (its counters line left out).
 fn heaps(json: &str) -> Vec<&str> {

@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::fabric::{scratch, start, Fabric, Ran, DEADLINE};
+use common::hw_tools;
 use common::{require, run, stderr};
 
 /// Fails with the reason unless the test runs as root.
@@ -122,42 +123,6 @@ fn kernel_peer(f: &Netns, k: &Netns) {
     k.ip("link set vx0 mtu 1500 up");
     k.ip("addr add 10.100.0.9/24 dev vx0");
     k.ip("route add 224.0.0.0/4 dev vx0");
-}
-
-/// Builds `spead-send` and `spead-recv` with the `hw` feature into this test's target
-/// folder and returns that folder (as `spead_tools.rs` does).
-fn hw_tools() -> PathBuf {
-    let profile = std::env::current_exe()
-        .expect("the test binary's path")
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
-        .to_path_buf();
-    let target = profile
-        .parent()
-        .expect("target/<profile> is in the target folder")
-        .to_path_buf();
-    let out = Command::new(env!("CARGO"))
-        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "spead-tools",
-            "--features",
-            "hw",
-            "--bins",
-        ])
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("run cargo build");
-    assert!(
-        out.status.success(),
-        "building spead-tools with hw (needs libibverbs-dev): {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join("debug")
 }
 
 /// The heaps every SPEAD run here sends.

@@ -110,3 +110,39 @@ pub fn build_c(name: &str, libs: &[&str]) -> PathBuf {
     assert!(o.status.success(), "gcc {name}.c: {}", stderr(&o));
     exe
 }
+
+/// Builds `spead-send` and `spead-recv` with the `hw` feature into this test's target
+/// folder (the test binary's `target/`) and returns the profile folder holding them.
+pub fn hw_tools() -> PathBuf {
+    let profile = std::env::current_exe()
+        .expect("the test binary's path")
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps")
+        .to_path_buf();
+    let target = profile
+        .parent()
+        .expect("target/<profile> is in the target folder")
+        .to_path_buf();
+    let out = Command::new(env!("CARGO"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "spead-tools",
+            "--features",
+            "hw",
+            "--bins",
+        ])
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .expect("run cargo build");
+    assert!(
+        out.status.success(),
+        "building spead-tools with hw (needs libibverbs-dev): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    target.join("debug")
+}

@@ -109,6 +109,21 @@ fn absolute(option: &str, p: &Path) -> Result<PathBuf, Error> {
         .map_err(|e| format!("{option} {}: {e}", p.display()))
 }
 
+/// The options the fabric process and the launcher share: `--topology`, `--seed` and
+/// `--pcap` (files made absolute: they may run elsewhere).
+fn fabric_options(c: &mut Command, args: &EmuArgs) -> Result<(), Error> {
+    if let Some(t) = &args.topology {
+        c.arg("--topology").arg(absolute("--topology", t)?);
+    }
+    if let Some(seed) = args.seed {
+        c.args(["--seed", &seed.to_string()]);
+    }
+    if let Some(p) = &args.pcap {
+        c.arg("--pcap").arg(absolute("--pcap", p)?);
+    }
+    Ok(())
+}
+
 /// The running fabric process of `cargo xtask emu`: it stops when its stdin (a pipe held
 /// here) closes, also when xtask dies.
 struct EmuFabric {
@@ -123,15 +138,7 @@ impl EmuFabric {
         c.arg("--stop-on-eof")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped());
-        if let Some(t) = &args.topology {
-            c.arg("--topology").arg(absolute("--topology", t)?);
-        }
-        if let Some(seed) = args.seed {
-            c.args(["--seed", &seed.to_string()]);
-        }
-        if let Some(p) = &args.pcap {
-            c.arg("--pcap").arg(absolute("--pcap", p)?);
-        }
+        fabric_options(&mut c, args)?;
         let mut child = c
             .spawn()
             .map_err(|e| format!("cannot start the fabric process {c:?}: {e}"))?;
@@ -289,15 +296,7 @@ fn through_launcher(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
     if let Some(h) = &args.host {
         c.args(["--host", h]);
     }
-    if let Some(t) = &args.topology {
-        c.arg("--topology").arg(absolute("--topology", t)?);
-    }
-    if let Some(seed) = args.seed {
-        c.args(["--seed", &seed.to_string()]);
-    }
-    if let Some(p) = &args.pcap {
-        c.arg("--pcap").arg(absolute("--pcap", p)?);
-    }
+    fabric_options(&mut c, args)?;
     if args.leaks {
         c.env("VERBS_EMU_LEAKS", "1");
     }
