@@ -9,6 +9,10 @@
 //! `nsenter`), so the tunnels' fixed UDP ports (4789, 4790) and the veth and vxlan
 //! interfaces touch nothing of the machine's: this needs root, as CI runs; without it
 //! the tests fail saying so.
+//!
+//! One file of about 840 lines on purpose: the namespace holders, the vxlan peer's set-up
+//! and the two-fabric topologies are shared by every test here and by nothing else, and
+//! each test reads as one scenario from set-up to exact checks.
 
 mod common;
 

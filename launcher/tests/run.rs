@@ -1,6 +1,11 @@
 //! `verbs-emu run` as a user runs it: one host's address on an interface, the device's
 //! files, two hosts from two commands (rdma-core's pingpong, perftest, spead2), bad input,
 //! and SIGTERM.
+//!
+//! One file of about 800 lines on purpose: every test starts the launcher binary as a
+//! user would and shares the fabric lock, the state-folder clean-up and the two-host
+//! helpers above; the programs of the wider world (UCX, libfabric, qperf, MPI) are in
+//! `programs.rs`.
 
 mod common;
 
