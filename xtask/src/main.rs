@@ -15,7 +15,8 @@
 //!   the emulated libibverbs (one rxe-personality host, `emulator/topologies/`), so each
 //!   conformance case runs on the simulator directly, through the C ABI, and on rxe.
 //! - `cargo xtask test --wire [-- TEST-ARGS]`: the fabric's ports to real networks alone
-//!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`).
+//!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`), then
+//!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone).
 //! - `cargo xtask vm [--timeout SECS] [-e KEY=VALUE]... [-v] [--keep] -- CMD ARGS...`: boot
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
@@ -105,6 +106,10 @@ enum Command {
         /// unit tests and emulator/tests/wire.rs (needs root for its network namespaces).
         #[arg(long, conflicts_with_all = ["backend", "vm"])]
         wire: bool,
+        /// With --wire: only its interop step (real rxe in the Soft-RoCE VM on the fabric's
+        /// QEMU port against the emulated NIC: RC and UD pingpong, perftest, a lossy run).
+        #[arg(long, requires = "wire")]
+        interop: bool,
         /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
         /// in one VM).
         #[arg(long, default_value_t = 600, value_parser = positive)]
@@ -391,6 +396,11 @@ fn done(r: Result<(), cmd::Error>) -> Result<ExitCode, cmd::Error> {
 fn main() -> ExitCode {
     let cli = parse();
     let result: Result<ExitCode, cmd::Error> = match cli.command {
+        Command::Test {
+            wire: true,
+            interop: true,
+            ..
+        } => done(cmd::interop::run()),
         Command::Test {
             wire: true, rest, ..
         } => done(cmd::test_wire::test_wire(&rest)),
