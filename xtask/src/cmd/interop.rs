@@ -33,6 +33,12 @@ use std::time::{Duration, Instant};
 use super::common::{cargo, root, Error};
 use crate::vm::{self, qemu::FabricNic, VmOptions};
 
+/// perftest, for its programs on the host (the VM's come from the same file system).
+const PERFTEST: &[vm::packages::Package] = &[vm::packages::Package {
+    name: "perftest",
+    why: "ib_send_bw and ib_write_bw between the emulated h1 and rxe in the VM",
+}];
+
 /// The topology of the interop runs.
 const TOPOLOGY: &str = "emulator/topologies/vm-on-fabric.toml";
 /// The VM's address on the fabric (a remote host of [`TOPOLOGY`]).
@@ -598,7 +604,13 @@ fn run_cases(
 /// # Errors
 /// A failing build, case or capture check, named.
 pub fn run() -> Result<(), Error> {
-    vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES, super::test_wire::WIRE_PACKAGES])?;
+    // The emulator's packages, tshark and perftest; the VM's own (QEMU, rdma-core) are
+    // its business (`vm::prepare`), and its NICs need no boot ROM.
+    vm::packages::ensure_installed(&[
+        vm::packages::EMU_PACKAGES,
+        vm::packages::TOOL_PACKAGES,
+        PERFTEST,
+    ])?;
     let mut build = cargo();
     build.args(["build", "-p", "emulator"]);
     super::common::run(build, "building the emulator (debug)")?;
