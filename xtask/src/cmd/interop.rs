@@ -333,6 +333,13 @@ fn vm_side(out: vm::VmOutput) -> Side {
 
 /// Runs one case; returns (host side, VM side, the VM's boot+setup and total seconds).
 fn run_case(case: &Case, env: &HostEnv<'_>, dir: &Path) -> Result<(Side, Side, f64, f64), Error> {
+    // A server already on the port would take the case's connection (or QEMU's forward).
+    if listening(PORT) {
+        return Err(format!(
+            "{}: TCP port {PORT} of this machine is already taken; the interop cases need it",
+            case.name
+        ));
+    }
     let quoted: Vec<String> = case.args.iter().map(|a| vm::sh_quote(a)).collect();
     let vm_tool = format!("{} -d {}", case.tool, vm::RXE_DEVICE);
     match case.server {
