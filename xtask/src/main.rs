@@ -15,11 +15,14 @@
 //!   the emulated libibverbs (one rxe-personality host, `emulator/topologies/`), so each
 //!   conformance case runs on the simulator directly, through the C ABI, and on rxe.
 //! - `cargo xtask test --wire [-- TEST-ARGS]`: the fabric's ports to real networks alone
-//!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`).
+//!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`), then
+//!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone).
 //! - `cargo xtask vm [--timeout SECS] [-e KEY=VALUE]... [-v] [--keep] -- CMD ARGS...`: boot
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
-//!   exit with its exit code. `cargo xtask vm --smoke` runs the smoke check (ibv_devinfo,
+//!   exit with its exit code. With `--fabric SOCK [--fabric-ip IP] [--forward PORT]...`
+//!   rxe0 is on a NIC joining a fabric's QEMU port instead (see the [`vm`] module).
+//!   `cargo xtask vm --smoke` runs the smoke check (ibv_devinfo,
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
 //!   cached under `target/softroce/`; see the [`vm`] module.
@@ -100,9 +103,14 @@ enum Command {
         #[arg(long)]
         vm: bool,
         /// Only the fabric's ports to real networks (VXLAN, QEMU's -netdev stream): their
-        /// unit tests and emulator/tests/wire.rs (needs root for its network namespaces).
+        /// unit tests, emulator/tests/wire.rs (needs root for its network namespaces), then
+        /// the interop step: real rxe in the Soft-RoCE VM against the emulated NIC.
         #[arg(long, conflicts_with_all = ["backend", "vm"])]
         wire: bool,
+        /// With --wire: only its interop step (real rxe in the Soft-RoCE VM on the fabric's
+        /// QEMU port against the emulated NIC: RC and UD pingpong, perftest, a lossy run).
+        #[arg(long, requires = "wire")]
+        interop: bool,
         /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
         /// in one VM).
         #[arg(long, default_value_t = 600, value_parser = positive)]
@@ -241,7 +249,8 @@ enum Command {
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1440))]
         minutes: Option<u64>,
     },
-    /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0).
+    /// Run a command inside a throwaway QEMU VM with Soft-RoCE (device rxe0 on veth0, or on
+    /// a NIC on an emulated fabric with --fabric).
     ///
     /// Prepares (and caches under target/softroce/) Debian's kernel, busybox and an
     /// initramfs, installs missing Debian packages when run as root, boots with TCG, sets up
@@ -263,6 +272,25 @@ enum Command {
         /// Keep the job folder (scripts, console log, outputs) under target/softroce/jobs/.
         #[arg(long)]
         keep: bool,
+        /// Join an emulated fabric: the VM's NIC on the fabric's QEMU port at this Unix
+        /// socket (`verbs-emu-fabric --qemu-stream SOCK`, started first) with rxe0 on it,
+        /// plus a user-mode NIC through which the guest reaches the host's loopback as
+        /// 10.0.2.2. The fabric's topology must list the VM as a `remote = true` host.
+        #[arg(long, value_name = "SOCK", value_parser = unix_socket)]
+        fabric: Option<PathBuf>,
+        /// With --fabric: the VM's address on the fabric (/24; its MAC is 02:00 and the
+        /// address's four bytes).
+        #[arg(
+            long,
+            value_name = "IP",
+            default_value = "10.100.0.20",
+            requires = "fabric"
+        )]
+        fabric_ip: std::net::Ipv4Addr,
+        /// With --fabric: forward this TCP port of the host's loopback to the same port in
+        /// the VM (repeatable), for a server in the VM.
+        #[arg(long, value_name = "PORT", requires = "fabric", value_parser = clap::value_parser!(u16).range(1..))]
+        forward: Vec<u16>,
         /// Instead of CMD, run the built-in smoke check: ibv_devinfo, ibv_rc_pingpong and
         /// ibv_ud_pingpong (server and client) and mckey (UD multicast) on rxe0.
         #[arg(long, conflicts_with = "cmd")]
@@ -289,6 +317,18 @@ fn seed_range(text: &str) -> Result<std::ops::Range<u64>, String> {
         ));
     }
     Ok(a..b)
+}
+
+/// An existing Unix socket (a fabric's QEMU stream port).
+fn unix_socket(text: &str) -> Result<PathBuf, String> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = std::fs::metadata(text).map_err(|e| format!("{text}: {e}"))?;
+    if !meta.file_type().is_socket() {
+        return Err(format!(
+            "{text} is not a Unix socket (start `verbs-emu-fabric --qemu-stream {text}` first)"
+        ));
+    }
+    Ok(PathBuf::from(text))
 }
 
 /// A whole number of at least 1.
@@ -357,6 +397,11 @@ fn done(r: Result<(), cmd::Error>) -> Result<ExitCode, cmd::Error> {
 fn main() -> ExitCode {
     let cli = parse();
     let result: Result<ExitCode, cmd::Error> = match cli.command {
+        Command::Test {
+            wire: true,
+            interop: true,
+            ..
+        } => done(cmd::interop::run()),
         Command::Test {
             wire: true, rest, ..
         } => done(cmd::test_wire::test_wire(&rest)),
@@ -465,6 +510,9 @@ fn main() -> ExitCode {
             verbose,
             keep,
             smoke,
+            fabric,
+            fabric_ip,
+            forward,
             cmd,
         } => {
             let cmd = if smoke { cmd::smoke_command() } else { cmd };
@@ -474,6 +522,9 @@ fn main() -> ExitCode {
                 memory,
                 verbose,
                 keep,
+                fabric,
+                fabric_ip,
+                forward,
             };
             cmd::vm(&cmd, &opts).map(exit_with)
         }

@@ -88,6 +88,9 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
         (s(&["vm", "--memory", "100000", "--", "true"]), 2, "100000 is not in 256..=65536".into()),
         (s(&["vm", "-e", "FOO", "--", "true"]), 2, "invalid value 'FOO' for '--env <KEY=VALUE>': `FOO` is not KEY=VALUE".into()),
         (s(&["vm", "-e", "=1", "--", "true"]), 2, "`` in `=1` is not an environment variable name".into()),
+        (s(&["vm", "--fabric", &missing, "--", "true"]), 2, format!("invalid value '{missing}' for '--fabric <SOCK>': {missing}: No such file or directory")),
+        (s(&["vm", "--fabric", &f("empty.toml"), "--", "true"]), 2, format!("{} is not a Unix socket", f("empty.toml"))),
+        (s(&["vm", "--fabric-ip", "10.100.0.20", "--", "true"]), 2, "the following required arguments were not provided: --fabric <SOCK>".into()),
         (s(&["vm", "-e", "A B=1", "--", "true"]), 2, "`A B` in `A B=1` is not an environment variable name".into()),
     ];
     let mut table = Refusals::one_line();

@@ -10,6 +10,7 @@ pub mod dist;
 mod emu;
 pub mod emu_suite;
 pub mod fuzz;
+pub mod interop;
 pub mod miri;
 mod scenario;
 mod soak;

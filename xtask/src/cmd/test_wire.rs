@@ -18,8 +18,9 @@ pub const WIRE_PACKAGES: &[vm::packages::Package] = &[
 
 /// `cargo xtask test --wire [-- TEST-ARGS]`: the VXLAN and QEMU-stream ports (unit tests,
 /// the switch's uplinks in backend-sim) and `emulator/tests/wire.rs` (a Linux vxlan peer
-/// in a network namespace, two fabrics joined by VXLAN, a lossy port, a real QEMU NIC).
-/// The namespace tests need root.
+/// in a network namespace, two fabrics joined by VXLAN, a lossy port, a real QEMU NIC),
+/// then the interop step (`super::interop`): the Soft-RoCE VM on the fabric's QEMU port,
+/// real rxe against the emulated NIC. The namespace tests need root.
 ///
 /// # Errors
 /// A failing test run, named.
@@ -36,5 +37,7 @@ pub fn test_wire(rest: &[String]) -> Result<(), Error> {
     if !rest.is_empty() {
         wire.arg("--").args(rest);
     }
-    run(wire, "the wire tests (emulator/tests/wire.rs)")
+    run(wire, "the wire tests (emulator/tests/wire.rs)")?;
+    eprintln!("xtask: the interop step: real rxe in the VM against the emulated NIC");
+    super::interop::run()
 }

@@ -1,5 +1,7 @@
 //! `cargo xtask vm`: a command in the Soft-RoCE VM, and the smoke check (`--smoke`).
 
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::common::Error;
@@ -18,6 +20,12 @@ pub struct VmArgs {
     pub verbose: bool,
     /// Keep the job folder.
     pub keep: bool,
+    /// The QEMU stream socket of an emulated fabric to join.
+    pub fabric: Option<PathBuf>,
+    /// The VM's address on that fabric.
+    pub fabric_ip: Ipv4Addr,
+    /// Ports of the host's loopback forwarded into the VM (with a fabric).
+    pub forward: Vec<u16>,
 }
 
 /// `cargo xtask vm -- CMD ARGS...`: runs CMD in the Soft-RoCE VM; returns its exit code.
@@ -35,6 +43,11 @@ pub fn vm(cmd: &[String], args: &VmArgs) -> Result<i32, Error> {
         memory_mib: args.memory,
         verbose: args.verbose,
         keep_job: args.keep,
+        fabric: args.fabric.as_ref().map(|socket| vm::qemu::FabricNic {
+            socket: socket.clone(),
+            ip: args.fabric_ip,
+            forward: args.forward.clone(),
+        }),
         ..VmOptions::default()
     };
     let out = vm::run_in_vm(cmd, &opts)?;
