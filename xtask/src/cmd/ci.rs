@@ -125,5 +125,9 @@ pub fn ci() -> Result<(), Error> {
     // Real verbs on every run: backend-hw's device tests, the conformance suite, SPEAD
     // over UD verbs and the differential scenarios, on Soft-RoCE in a throwaway VM.
     test_hw(true, 1500, &[])?;
+    // On the wire: real rxe in a VM whose NIC is on the emulated switch, against emulated
+    // hosts (RC and UD pingpongs both ways, perftest, a lossy port), captures checked by
+    // tshark (`cargo xtask test --wire --interop` alone).
+    super::interop::run()?;
     Ok(())
 }
