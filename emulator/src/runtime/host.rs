@@ -203,7 +203,11 @@ impl Emu {
             .verbs(host)
             .devices()
             .map_err(|e| format!("listing the devices of {}: {e}", topology.hosts[me].name))?;
-        let devices = infos.into_iter().map(new_device).collect();
+        let devices = infos
+            .into_iter()
+            .enumerate()
+            .map(|(i, info)| new_device(i, info))
+            .collect();
         Ok(Emu {
             sim,
             host,
@@ -336,17 +340,20 @@ fn live_of<T: ?Sized>(list: &Mutex<Vec<Weak<T>>>) -> Vec<Arc<T>> {
     l.iter().filter_map(Weak::upgrade).collect()
 }
 
-fn new_device(info: DeviceInfo) -> Box<EmuDevice> {
+/// Device `index` of its host: named `uverbs<index>` in `/dev/infiniband` and
+/// `/sys/class/infiniband_verbs` as a kernel device is (`verbs-emu run` puts a host's
+/// `uverbs0` in both).
+fn new_device(index: usize, info: DeviceInfo) -> Box<EmuDevice> {
     let mut raw = ffi::ibv_device {
         node_type: info.node_type.as_raw(),
         transport_type: info.transport_type.as_raw(),
         ..ffi::ibv_device::default()
     };
     copy_c_string(&mut raw.name, &info.name);
-    copy_c_string(&mut raw.dev_name, &format!("uverbs-emu-{}", info.name));
+    copy_c_string(&mut raw.dev_name, &format!("uverbs{index}"));
     copy_c_string(
         &mut raw.dev_path,
-        &format!("/sys/class/infiniband_verbs/uverbs-emu-{}", info.name),
+        &format!("/sys/class/infiniband_verbs/uverbs{index}"),
     );
     copy_c_string(&mut raw.ibdev_path, &ibdev_path(&info.name));
     Box::new(EmuDevice {
