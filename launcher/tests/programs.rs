@@ -1,0 +1,127 @@
+//! Programs of the wider world, unmodified, between two launched hosts (`verbs-emu run`
+//! as a user runs it): UCX's perftest over RC and UD on both GIDs, qperf's RC tests
+//! through the connection manager. Each server runs on h1, its client on h2 naming
+//! 10.100.0.1; every launcher must end by itself within [`HANG`], else the test sends it
+//! SIGTERM (which it passes to its command), then SIGKILL, and fails.
+
+mod common;
+
+use common::*;
+use std::io::Read;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+/// How long a launched program may run before the test calls it hung. Not a measure of
+/// speed: the runs below take seconds; this only keeps a hung program from hanging the
+/// suite.
+const HANG: Duration = Duration::from_secs(300);
+
+/// Waits for a started launcher, reading its output as it comes; after [`HANG`] sends it
+/// SIGTERM, and SIGKILL 10 s later, and fails the test with what it printed.
+fn finish_or_kill(mut child: Child, who: &str) -> Ran {
+    fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            String::from_utf8_lossy(&v).into_owned()
+        })
+    }
+    let out = drain(child.stdout.take().expect("piped stdout"));
+    let err = drain(child.stderr.take().expect("piped stderr"));
+    let start = Instant::now();
+    let mut signalled = None;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for the launcher") {
+            break s;
+        }
+        let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+        match signalled {
+            None if start.elapsed() > HANG => {
+                // SAFETY: kill takes a pid (our child's, not yet reaped) and a signal.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+                signalled = Some(Instant::now());
+            }
+            Some(at) if at.elapsed() > Duration::from_secs(10) => {
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let r = Ran {
+        status,
+        out: out.join().expect("stdout reader"),
+        err: err.join().expect("stderr reader"),
+    };
+    assert!(
+        signalled.is_none(),
+        "{who} did not end within {HANG:?}: {r:?}"
+    );
+    r
+}
+
+/// Runs `server` on h1 (waiting until it listens on `port`), then `client` on h2; both
+/// must exit 0. Returns (server, client).
+fn two_hosts(f: &str, port: u16, server: &[&str], client: &[&str]) -> (Ran, Ran) {
+    let mut s = run(f, "h1", server).spawn().expect("start the server");
+    wait_listening(&mut s, port);
+    let c = run(f, "h2", client).spawn().expect("start the client");
+    let c = finish_or_kill(c, "the client");
+    let s = finish_or_kill(s, "the server");
+    assert!(c.status.success(), "client: {c:?}\nserver: {s:?}");
+    assert!(s.status.success(), "server: {s:?}\nclient: {c:?}");
+    (s, c)
+}
+
+/// The columns of `ucx_perftest`'s `Final:` row.
+fn ucx_final(r: &Ran) -> Vec<String> {
+    r.out
+        .lines()
+        .find(|l| l.starts_with("Final:"))
+        .unwrap_or_else(|| panic!("no Final row: {r:?}"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// UCX 1.13 (Debian's `ucx-utils`) between two launched hosts, with its UD datagram check
+/// on (`UCX_UD_VERBS_ETH_DGID_CHECK=y`, its default): UCP `tag_bw` over
+/// `rc_verbs,ud_verbs`, UCT `put_bw` over `rc_verbs` and UCT `am_bw` over `ud_verbs` and
+/// `rc_verbs`, on GID 0 (RoCE v1) and GID 1 (RoCE v2, IPv4). The check takes the packet's
+/// L3 type from the receive completion's `sl` (the mlx5 CQE's RoCE packet type) and
+/// compares the destination address in the GRH area with the port's GIDs; each run
+/// reports 100 iterations.
+#[test]
+fn ucx_perftest_on_both_gids_with_the_datagram_check_on() {
+    let _one = one_test_at_a_time();
+    let perf = require("ucx_perftest", "ucx-utils");
+    let perf = perf.to_str().expect("a UTF-8 path");
+    let f = fabric("ucx-gids");
+    let tests: [&[&str]; 4] = [
+        &["-t", "tag_bw"],
+        &["-t", "put_bw", "-d", "mlx5_0:1", "-x", "rc_verbs"],
+        &["-t", "am_bw", "-d", "mlx5_0:1", "-x", "ud_verbs"],
+        &["-t", "am_bw", "-d", "mlx5_0:1", "-x", "rc_verbs"],
+    ];
+    for gid in ["0", "1"] {
+        let gid_env = format!("UCX_IB_GID_INDEX={gid}");
+        for t in tests {
+            let mut args = vec![
+                "env",
+                "UCX_TLS=rc_verbs,ud_verbs,self",
+                "UCX_NET_DEVICES=mlx5_0:1",
+                "UCX_UD_VERBS_ETH_DGID_CHECK=y",
+                &gid_env,
+                perf,
+            ];
+            args.extend_from_slice(t);
+            args.extend_from_slice(&["-n", "100", "-p", "13338"]);
+            let client = [&args[..], &["10.100.0.1"]].concat();
+            let (_, c) = two_hosts(&f, 13338, &args, &client);
+            let row = ucx_final(&c);
+            assert_eq!(row[1], "100", "GID {gid} {t:?}: {row:?}");
+            wait_fabric_gone(&f);
+        }
+    }
+}
