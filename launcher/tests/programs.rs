@@ -226,3 +226,78 @@ fn qperf_rc_tests_through_the_connection_manager() {
     assert!(more.out.ends_with("quit:\n"), "{}", more.out);
     wait_fabric_gone(&f);
 }
+
+/// libfabric (Debian's `libfabric-bin`, 1.17): `fi_info -p verbs` lists the device's MSG
+/// domain (`mlx5_0`, RC through the connection manager), its datagram domain and the
+/// `verbs;ofi_rxd` RDM endpoint over it; `fi_pingpong -p "verbs;ofi_rxd" -e rdm` with
+/// every default size (64 B to 1 MiB, 10 iterations each, about 2,600 datagrams per
+/// 1 MiB round) between two launched hosts: both sides report every size with all its
+/// transfers acknowledged.
+#[test]
+fn libfabric_lists_the_device_and_runs_rdm_over_rxd() {
+    let _one = one_test_at_a_time();
+    let info = require("fi_info", "libfabric-bin");
+    let prog = require("fi_pingpong", "libfabric-bin");
+    let f = fabric("fi-rdm");
+    let r = finish_or_kill(
+        run(
+            &f,
+            "h1",
+            &[info.to_str().expect("a UTF-8 path"), "-p", "verbs"],
+        )
+        .spawn()
+        .expect("start fi_info"),
+        "fi_info",
+    );
+    assert!(r.status.success(), "{r:?}");
+    let entries: Vec<(String, String, String)> = r
+        .out
+        .split("provider: ")
+        .skip(1)
+        .map(|e| {
+            let field = |name: &str| {
+                e.lines()
+                    .find_map(|l| l.trim().strip_prefix(name))
+                    .unwrap_or_else(|| panic!("no {name} in {e}"))
+                    .trim()
+                    .to_owned()
+            };
+            let prov = e.lines().next().unwrap_or_default().trim().to_owned();
+            (prov, field("domain:"), field("type:"))
+        })
+        .collect();
+    let want = [
+        ("verbs", "mlx5_0", "FI_EP_MSG"),
+        ("verbs", "mlx5_0-dgram", "FI_EP_DGRAM"),
+        ("verbs;ofi_rxd", "mlx5_0-dgram", "FI_EP_RDM"),
+    ];
+    let want: Vec<(String, String, String)> = want
+        .iter()
+        .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), (*c).to_owned()))
+        .collect();
+    assert_eq!(entries, want, "{}", r.out);
+    wait_fabric_gone(&f);
+
+    let prog = prog.to_str().expect("a UTF-8 path");
+    let args = [prog, "-p", "verbs;ofi_rxd", "-e", "rdm"];
+    let (s, c) = two_hosts(&f, 47592, &args, &[&args[..], &["10.100.0.1"]].concat());
+    let sizes = ["64", "256", "1k", "4k", "64k", "1m"];
+    for (who, r) in [("server", &s), ("client", &c)] {
+        let rows: Vec<Vec<&str>> = r
+            .out
+            .lines()
+            .filter(|l| l.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let got: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+        assert!(
+            sizes.iter().all(|s| got.contains(s)),
+            "{who}: sizes {got:?}: {}",
+            r.out
+        );
+        for row in &rows {
+            assert_eq!(&row[1..3], ["10", "=10"], "{who}: {row:?}");
+        }
+    }
+    wait_fabric_gone(&f);
+}
