@@ -26,8 +26,9 @@ fn finish_or_kill(mut child: Child, who: &str) -> Ran {
             String::from_utf8_lossy(&v).into_owned()
         })
     }
-    let out = drain(child.stdout.take().expect("piped stdout"));
-    let err = drain(child.stderr.take().expect("piped stderr"));
+    // Whatever output the caller has not taken (it may read stdout itself).
+    let out = child.stdout.take().map(drain);
+    let err = child.stderr.take().map(drain);
     let start = Instant::now();
     let mut signalled = None;
     let status = loop {
@@ -51,8 +52,12 @@ fn finish_or_kill(mut child: Child, who: &str) -> Ran {
     };
     let r = Ran {
         status,
-        out: out.join().expect("stdout reader"),
-        err: err.join().expect("stderr reader"),
+        out: out
+            .map(|h| h.join().expect("stdout reader"))
+            .unwrap_or_default(),
+        err: err
+            .map(|h| h.join().expect("stderr reader"))
+            .unwrap_or_default(),
     };
     assert!(
         signalled.is_none(),
@@ -300,4 +305,135 @@ fn libfabric_lists_the_device_and_runs_rdm_over_rxd() {
         }
     }
     wait_fabric_gone(&f);
+}
+
+/// Runs perftest `args` with `-R` as server on h1 and client on h2. With `-R` the server
+/// listens through the connection manager, not on a TCP port, so the test waits for the
+/// banner it prints just before it listens (its output line-buffered with `stdbuf -oL`)
+/// and then starts the client; a client that comes in the moment between the banner and
+/// the listen is rejected (`Unexpected CM event bl blka 8`: RDMA_CM_EVENT_REJECTED, exit
+/// status 1) and is started again, at most 100 times.
+fn perftest_cm_pair(f: &str, args: &[&str]) -> (Ran, Ran) {
+    use std::io::BufRead;
+    let stdbuf = require("stdbuf", "coreutils");
+    let stdbuf = stdbuf.to_str().expect("a UTF-8 path");
+    let mut server = run(f, "h1", &[&[stdbuf, "-oL"][..], args].concat())
+        .spawn()
+        .expect("start the server");
+    let out = server.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if line.contains("* Waiting for client to connect... *") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    if rx.recv_timeout(HANG).is_err() {
+        // SAFETY: kill takes our child's pid and a signal.
+        unsafe {
+            libc::kill(
+                libc::pid_t::try_from(server.id()).expect("a pid"),
+                libc::SIGTERM,
+            )
+        };
+        panic!(
+            "the server never got ready: {}",
+            rest_of_stderr(&mut server)
+        );
+    }
+    let client_args = [args, &["10.100.0.1"]].concat();
+    let mut tries = 0;
+    let c = loop {
+        tries += 1;
+        let c = finish_or_kill(
+            run(f, "h2", &client_args)
+                .spawn()
+                .expect("start the client"),
+            "the client",
+        );
+        let rejected =
+            c.status.code() == Some(1) && c.err.contains("Unexpected CM event bl blka 8");
+        if !rejected || tries == 100 {
+            break c;
+        }
+    };
+    let s = finish_or_kill(server, "the server");
+    let s = Ran {
+        out: reader.join().expect("the server's output"),
+        ..s
+    };
+    assert!(c.status.success(), "client: {c:?}\nserver: {s:?}");
+    assert!(s.status.success(), "server: {s:?}\nclient: {c:?}");
+    (s, c)
+}
+
+/// perftest (Debian's `perftest`) through the connection manager (`-R`) between two
+/// launched hosts, on GID 0 (`-x 0`, the link-local GID: RoCE v1 on mlx5) and GID 1
+/// (`-x 1`, RoCE v2 over IPv4): `ib_send_bw`, `ib_write_bw` (100 iterations of 64 KiB)
+/// and `ib_read_lat` (100 iterations of 2 bytes). Each side shows the GID index asked,
+/// the two GIDs of that index (its own and its peer's) and its result row (for
+/// `ib_read_lat`, the client only: its server shows none).
+#[test]
+fn perftest_through_the_connection_manager_on_both_gids() {
+    let _one = one_test_at_a_time();
+    require("ib_send_bw", "perftest");
+    let f = fabric("perftest-cm");
+    let gids = [
+        (
+            "0",
+            "254:128:00:00:00:00:00:00:00:00:10:255:254:100:00:01",
+            "254:128:00:00:00:00:00:00:00:00:10:255:254:100:00:02",
+        ),
+        (
+            "1",
+            "00:00:00:00:00:00:00:00:00:00:255:255:10:100:00:01",
+            "00:00:00:00:00:00:00:00:00:00:255:255:10:100:00:02",
+        ),
+    ];
+    for (x, gid1, gid2) in gids {
+        for (prog, bytes) in [
+            ("ib_send_bw", "65536"),
+            ("ib_write_bw", "65536"),
+            ("ib_read_lat", "2"),
+        ] {
+            let args = [prog, "-d", "mlx5_0", "-R", "-x", x, "-n", "100", "-F"];
+            let (s, c) = perftest_cm_pair(&f, &args);
+            for (who, r) in [("server", &s), ("client", &c)] {
+                let what = format!("{prog} -x {x} {who}");
+                assert!(
+                    r.out.contains(&format!(" GID index       : {x}\n")),
+                    "{what}: {}",
+                    r.out
+                );
+                let shown: Vec<&str> = r
+                    .out
+                    .lines()
+                    .filter_map(|l| l.trim().strip_prefix("GID: "))
+                    .collect();
+                let mut shown = shown;
+                shown.sort_unstable();
+                let mut want = vec![gid1, gid2];
+                want.sort_unstable();
+                assert_eq!(shown, want, "{what}: {}", r.out);
+                if prog == "ib_read_lat" && who == "server" {
+                    continue; // the latency is measured and shown by the client only
+                }
+                let row: Vec<&str> = r
+                    .out
+                    .lines()
+                    .map(str::split_whitespace)
+                    .map(Iterator::collect::<Vec<&str>>)
+                    .find(|w| w.len() > 3 && w[0] == bytes && w[1] == "100")
+                    .unwrap_or_else(|| panic!("{what}: no result row: {}", r.out));
+                positive(row[3]);
+            }
+            wait_fabric_gone(&f);
+        }
+    }
 }
