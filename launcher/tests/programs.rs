@@ -437,3 +437,89 @@ fn perftest_through_the_connection_manager_on_both_gids() {
         }
     }
 }
+
+/// Open MPI (Debian's `openmpi-bin`, `libopenmpi-dev`): a two-rank ping-pong
+/// (`tests/c/mpi_pingpong.c`, built here with `mpicc`) with `mpirun -np 2` on h1 and a
+/// host file naming 10.100.0.1 and 10.100.0.2, one slot each; mpirun starts its daemon
+/// on the second host through `--mca plm_rsh_agent`, a script that runs the command it
+/// is given with `verbs-emu run --host h2` (there is no ssh between launched hosts). The
+/// ranks talk through UCX (`--mca pml ucx`) over `rc_verbs,ud_verbs` only (no shared
+/// memory, which two hosts do not have anyway): rank 0 on h1 and rank 1 on h2 each report
+/// 100 round trips of 4 KiB, rank 0 having checked every byte of every answer.
+#[test]
+fn open_mpi_ping_pong_between_two_launched_hosts() {
+    use std::os::unix::fs::PermissionsExt;
+    let _one = one_test_at_a_time();
+    let mpicc = require("mpicc", "libopenmpi-dev");
+    let mpirun = require("mpirun", "openmpi-bin");
+    let f = fabric("mpi");
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(&f);
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/mpi_pingpong.c");
+    let prog = dir.join("mpi_pingpong");
+    let out = std::process::Command::new(&mpicc)
+        .arg("-o")
+        .arg(&prog)
+        .arg(&src)
+        .output()
+        .expect("run mpicc");
+    assert!(out.status.success(), "mpicc: {out:?}");
+    let agent = dir.join("agent.sh");
+    let script = format!(
+        "#!/bin/sh\n\
+         # Open MPI's rsh agent: [options] HOST COMMAND..., run on that launched host.\n\
+         while [ $# -gt 0 ]; do case $1 in -*) shift;; *) break;; esac; done\n\
+         case $1 in 10.100.0.1) h=h1;; 10.100.0.2) h=h2;; *) echo \"unknown host $1\" >&2; exit 1;; esac\n\
+         shift\n\
+         exec {} run --fabric {f} --host $h -- sh -c \"$*\"\n",
+        verbs_emu().display()
+    );
+    std::fs::write(&agent, script).expect("write the agent");
+    std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let hosts = dir.join("hosts");
+    std::fs::write(&hosts, "10.100.0.1 slots=1\n10.100.0.2 slots=1\n").expect("hosts");
+    let path = |p: &std::path::Path| p.to_str().expect("a UTF-8 path").to_owned();
+    let (mpirun, hosts, agent, prog) = (path(&mpirun), path(&hosts), path(&agent), path(&prog));
+    let args = [
+        "env",
+        "UCX_TLS=rc_verbs,ud_verbs,self",
+        "UCX_NET_DEVICES=mlx5_0:1",
+        &mpirun,
+        "--allow-run-as-root",
+        "-np",
+        "2",
+        "--hostfile",
+        &hosts,
+        "--mca",
+        "plm_rsh_agent",
+        &agent,
+        "--mca",
+        "pml",
+        "ucx",
+        "--mca",
+        "btl",
+        "^openib,uct",
+        "-x",
+        "UCX_TLS",
+        "-x",
+        "UCX_NET_DEVICES",
+        &prog,
+    ];
+    let r = finish_or_kill(
+        run(&f, "h1", &args).spawn().expect("start mpirun"),
+        "mpirun",
+    );
+    assert!(r.status.success(), "{r:?}");
+    let mut lines: Vec<&str> = r.out.lines().filter(|l| l.starts_with("rank ")).collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "rank 0 of 2 on h1: 100 round trips of 4096 bytes",
+            "rank 1 of 2 on h2: 100 round trips of 4096 bytes",
+        ],
+        "{r:?}"
+    );
+    std::fs::remove_dir_all(&dir).expect("remove the scratch folder");
+    wait_fabric_gone(&f);
+}
