@@ -523,3 +523,55 @@ fn open_mpi_ping_pong_between_two_launched_hosts() {
     std::fs::remove_dir_all(&dir).expect("remove the scratch folder");
     wait_fabric_gone(&f);
 }
+
+/// Whether a process under `launcher` runs `program` (its command name).
+fn runs(launcher: &Child, program: &str) -> bool {
+    descendants(launcher.id()).into_iter().any(|p| {
+        std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == program)
+    })
+}
+
+/// SIGTERM ends a `verbs;ofi_rxd` RDM ping-pong in the middle of its transfers (a run of
+/// 100,000 rounds of 1 MiB, far longer than the test): both launchers pass it on, and
+/// fi_pingpong, which catches SIGTERM (its handler exits: status 1), ends on both hosts;
+/// the fabric stops with no process left. (Its exit runs in the handler, on the thread
+/// the signal interrupted, possibly inside the emulated library; the library's at-exit
+/// drain once waited there for a lock that thread held and the process hung.)
+#[test]
+fn sigterm_ends_an_rdm_pingpong_over_rxd() {
+    let _one = one_test_at_a_time();
+    let prog = require("fi_pingpong", "libfabric-bin");
+    let prog = prog.to_str().expect("a UTF-8 path");
+    let f = fabric("fi-term");
+    let args = [
+        prog,
+        "-p",
+        "verbs;ofi_rxd",
+        "-e",
+        "rdm",
+        "-S",
+        "1048576",
+        "-I",
+        "100000",
+    ];
+    let mut server = run(&f, "h1", &args).spawn().expect("start the server");
+    wait_listening(&mut server, 47592);
+    let client = run(&f, "h2", &[&args[..], &["10.100.0.1"]].concat())
+        .spawn()
+        .expect("start the client");
+    wait_until("the client runs fi_pingpong", || {
+        runs(&client, "fi_pingpong")
+    });
+    for c in [&client, &server] {
+        // SAFETY: kill takes our child's pid (not yet reaped) and a signal.
+        unsafe { libc::kill(libc::pid_t::try_from(c.id()).expect("a pid"), libc::SIGTERM) };
+    }
+    let c = finish_or_kill(client, "the client");
+    let s = finish_or_kill(server, "the server");
+    assert_eq!(
+        (c.status.code(), s.status.code()),
+        (Some(1), Some(1)),
+        "client: {c:?}\nserver: {s:?}"
+    );
+    wait_fabric_gone(&f);
+}
