@@ -66,12 +66,51 @@ fn finish_or_kill(mut child: Child, who: &str) -> Ran {
     r
 }
 
+thread_local! {
+    /// The launchers this test started (tests run on threads of their own).
+    static STARTED: std::cell::RefCell<Vec<u32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Starts a launcher and notes it for [`Reaper`].
+fn start(mut c: std::process::Command, what: &str) -> Child {
+    let child = c.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"));
+    STARTED.with(|s| s.borrow_mut().push(child.id()));
+    child
+}
+
+/// Held by each test: when the test fails, the launchers it started that are still
+/// there get SIGTERM, and SIGKILL 10 s later, so that a failure leaves no process.
+struct Reaper;
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let pids = STARTED.with(|s| std::mem::take(&mut *s.borrow_mut()));
+        if !std::thread::panicking() {
+            return;
+        }
+        let signal = |sig| {
+            for &p in &pids {
+                if alive(p) {
+                    // SAFETY: kill takes a pid of a launcher this test started and a signal.
+                    unsafe { libc::kill(libc::pid_t::try_from(p).unwrap_or(0), sig) };
+                }
+            }
+        };
+        signal(libc::SIGTERM);
+        let start = Instant::now();
+        while pids.iter().any(|&p| alive(p)) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        signal(libc::SIGKILL);
+    }
+}
+
 /// Runs `server` on h1 (waiting until it listens on `port`), then `client` on h2; both
 /// must exit 0. Returns (server, client).
 fn two_hosts(f: &str, port: u16, server: &[&str], client: &[&str]) -> (Ran, Ran) {
-    let mut s = run(f, "h1", server).spawn().expect("start the server");
+    let mut s = start(run(f, "h1", server), "start the server");
     wait_listening(&mut s, port);
-    let c = run(f, "h2", client).spawn().expect("start the client");
+    let c = start(run(f, "h2", client), "start the client");
     let c = finish_or_kill(c, "the client");
     let s = finish_or_kill(s, "the server");
     assert!(c.status.success(), "client: {c:?}\nserver: {s:?}");
@@ -100,6 +139,7 @@ fn ucx_final(r: &Ran) -> Vec<String> {
 #[test]
 fn ucx_perftest_on_both_gids_with_the_datagram_check_on() {
     let _one = one_test_at_a_time();
+    let _reaper = Reaper;
     let perf = require("ucx_perftest", "ucx-utils");
     let perf = perf.to_str().expect("a UTF-8 path");
     let f = fabric("ucx-gids");
@@ -165,16 +205,18 @@ fn positive(v: &str) -> f64 {
 #[test]
 fn qperf_rc_tests_through_the_connection_manager() {
     let _one = one_test_at_a_time();
+    let _reaper = Reaper;
     let prog = require("qperf", "qperf");
     let prog = prog.to_str().expect("a UTF-8 path");
     let f = fabric("qperf-rc");
-    let mut server = run(&f, "h1", &[prog]).spawn().expect("start the server");
+    let mut server = start(run(&f, "h1", &[prog]), "start the server");
     wait_listening(&mut server, 19765);
     let base = [prog, "10.100.0.1", "-cm1", "-to", "20", "-vv"];
     let bw = finish_or_kill(
-        run(&f, "h2", &[&base[..], &["-n", "1000", "rc_bw"]].concat())
-            .spawn()
-            .expect("start the client"),
+        start(
+            run(&f, "h2", &[&base[..], &["-n", "1000", "rc_bw"]].concat()),
+            "start the client",
+        ),
         "rc_bw",
     );
     assert!(bw.status.success(), "rc_bw: {bw:?}");
@@ -192,17 +234,18 @@ fn qperf_rc_tests_through_the_connection_manager() {
         assert_eq!(rows[k], v, "rc_bw {k}: {}", bw.out);
     }
     let more = finish_or_kill(
-        run(
-            &f,
-            "h2",
-            &[
-                &base[..],
-                &["-t", "1", "rc_rdma_write_bw", "rc_lat", "quit"],
-            ]
-            .concat(),
-        )
-        .spawn()
-        .expect("start the client"),
+        start(
+            run(
+                &f,
+                "h2",
+                &[
+                    &base[..],
+                    &["-t", "1", "rc_rdma_write_bw", "rc_lat", "quit"],
+                ]
+                .concat(),
+            ),
+            "start the client",
+        ),
         "rc_rdma_write_bw, rc_lat",
     );
     let server = finish_or_kill(server, "the server");
@@ -241,17 +284,19 @@ fn qperf_rc_tests_through_the_connection_manager() {
 #[test]
 fn libfabric_lists_the_device_and_runs_rdm_over_rxd() {
     let _one = one_test_at_a_time();
+    let _reaper = Reaper;
     let info = require("fi_info", "libfabric-bin");
     let prog = require("fi_pingpong", "libfabric-bin");
     let f = fabric("fi-rdm");
     let r = finish_or_kill(
-        run(
-            &f,
-            "h1",
-            &[info.to_str().expect("a UTF-8 path"), "-p", "verbs"],
-        )
-        .spawn()
-        .expect("start fi_info"),
+        start(
+            run(
+                &f,
+                "h1",
+                &[info.to_str().expect("a UTF-8 path"), "-p", "verbs"],
+            ),
+            "start fi_info",
+        ),
         "fi_info",
     );
     assert!(r.status.success(), "{r:?}");
@@ -317,9 +362,10 @@ fn perftest_cm_pair(f: &str, args: &[&str]) -> (Ran, Ran) {
     use std::io::BufRead;
     let stdbuf = require("stdbuf", "coreutils");
     let stdbuf = stdbuf.to_str().expect("a UTF-8 path");
-    let mut server = run(f, "h1", &[&[stdbuf, "-oL"][..], args].concat())
-        .spawn()
-        .expect("start the server");
+    let mut server = start(
+        run(f, "h1", &[&[stdbuf, "-oL"][..], args].concat()),
+        "start the server",
+    );
     let out = server.stdout.take().expect("piped stdout");
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let reader = std::thread::spawn(move || {
@@ -352,9 +398,7 @@ fn perftest_cm_pair(f: &str, args: &[&str]) -> (Ran, Ran) {
     let c = loop {
         tries += 1;
         let c = finish_or_kill(
-            run(f, "h2", &client_args)
-                .spawn()
-                .expect("start the client"),
+            start(run(f, "h2", &client_args), "start the client"),
             "the client",
         );
         let rejected =
@@ -382,6 +426,7 @@ fn perftest_cm_pair(f: &str, args: &[&str]) -> (Ran, Ran) {
 #[test]
 fn perftest_through_the_connection_manager_on_both_gids() {
     let _one = one_test_at_a_time();
+    let _reaper = Reaper;
     require("ib_send_bw", "perftest");
     let f = fabric("perftest-cm");
     let gids = [
@@ -450,6 +495,7 @@ fn perftest_through_the_connection_manager_on_both_gids() {
 fn open_mpi_ping_pong_between_two_launched_hosts() {
     use std::os::unix::fs::PermissionsExt;
     let _one = one_test_at_a_time();
+    let _reaper = Reaper;
     let mpicc = require("mpicc", "libopenmpi-dev");
     let mpirun = require("mpirun", "openmpi-bin");
     let f = fabric("mpi");
@@ -505,10 +551,7 @@ fn open_mpi_ping_pong_between_two_launched_hosts() {
         "UCX_NET_DEVICES",
         &prog,
     ];
-    let r = finish_or_kill(
-        run(&f, "h1", &args).spawn().expect("start mpirun"),
-        "mpirun",
-    );
+    let r = finish_or_kill(start(run(&f, "h1", &args), "start mpirun"), "mpirun");
     assert!(r.status.success(), "{r:?}");
     let mut lines: Vec<&str> = r.out.lines().filter(|l| l.starts_with("rank ")).collect();
     lines.sort_unstable();
@@ -540,6 +583,7 @@ fn runs(launcher: &Child, program: &str) -> bool {
 #[test]
 fn sigterm_ends_an_rdm_pingpong_over_rxd() {
     let _one = one_test_at_a_time();
+    let _reaper = Reaper;
     let prog = require("fi_pingpong", "libfabric-bin");
     let prog = prog.to_str().expect("a UTF-8 path");
     let f = fabric("fi-term");
@@ -554,11 +598,12 @@ fn sigterm_ends_an_rdm_pingpong_over_rxd() {
         "-I",
         "100000",
     ];
-    let mut server = run(&f, "h1", &args).spawn().expect("start the server");
+    let mut server = start(run(&f, "h1", &args), "start the server");
     wait_listening(&mut server, 47592);
-    let client = run(&f, "h2", &[&args[..], &["10.100.0.1"]].concat())
-        .spawn()
-        .expect("start the client");
+    let client = start(
+        run(&f, "h2", &[&args[..], &["10.100.0.1"]].concat()),
+        "start the client",
+    );
     wait_until("the client runs fi_pingpong", || {
         runs(&client, "fi_pingpong")
     });
