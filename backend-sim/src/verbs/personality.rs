@@ -3,6 +3,17 @@
 
 use verbs_api::{AtomicCap, DeviceAttr, DeviceCapFlags, Mtu, QpCap, RawPacketCaps};
 
+/// The network header a RoCE packet arrived with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoceL3 {
+    /// RoCE v1: the IB GRH straight in Ethernet.
+    Grh,
+    /// RoCE v2 over IPv6.
+    Ipv6,
+    /// RoCE v2 over IPv4.
+    Ipv4,
+}
+
 /// Which driver a simulated device behaves like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Personality {
@@ -146,6 +157,24 @@ impl Personality {
     #[must_use]
     pub fn connected_recv_as_rxe(self) -> bool {
         matches!(self, Personality::Rxe)
+    }
+
+    /// The `sl` of a UD receive completion over RoCE, for a packet of `l3` type. mlx5's
+    /// provider reports bits 27:24 of the CQE's `flags_rqpn` as `sl` (rdma-core
+    /// `handle_responder` and `mlx5_cq_read_wc_sl` in providers/mlx5/cq.c); on Ethernet the
+    /// device puts the RoCE packet type there: bits 1:0 the L3 header (0 GRH, 1 IPv6,
+    /// 2 IPv4: `MLX5_CQE_ROCE_L3_HEADER_TYPE_*`, which the kernel's `handle_responder` in
+    /// drivers/infiniband/hw/mlx5/cq.c reads from the same bits), bit 3 set when the frame
+    /// has a UDP header (the PRM as UCX 1.13 quotes it in `uct_ud_iface_check_grh`, which
+    /// takes the packet's type from this field). rxe sets no `sl` in a user completion
+    /// (`do_complete` in rxe_resp.c fills it for kernel consumers only): 0.
+    #[must_use]
+    pub fn ud_recv_sl(self, l3: RoceL3) -> u8 {
+        match (self, l3) {
+            (Personality::Rxe, _) | (Personality::Mlx5, RoceL3::Grh) => 0,
+            (Personality::Mlx5, RoceL3::Ipv6) => 0x8 | 0x1,
+            (Personality::Mlx5, RoceL3::Ipv4) => 0x8 | 0x2,
+        }
     }
 
     /// Whether retry_cnt 7 means retrying for ever, as rnr_retry 7 does (rxe, seen in the

@@ -410,15 +410,29 @@ extern "C" fn drain_at_exit() {
         };
         let begin = Instant::now();
         loop {
-            let left = lock(&j.member).flush();
-            if left == 0 {
+            // Never wait for the lock itself: exit may run in a signal handler (a program's
+            // SIGTERM handler calling exit) that interrupted this very thread holding the
+            // simulation's lock, while the progress thread holds this one and waits for
+            // that: waiting here would hang the exit for ever.
+            let left = match j.member.try_lock() {
+                Ok(m) => Some(m.flush()),
+                Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner().flush()),
+                Err(std::sync::TryLockError::WouldBlock) => None,
+            };
+            if left == Some(0) {
                 return;
             }
             if begin.elapsed() > EXIT_DRAIN {
-                eprintln!(
-                    "verbs-emu: {left} frames the NIC sent were still waiting for the fabric \
-                 {EXIT_DRAIN:?} after exit began: lost"
-                );
+                match left {
+                    Some(n) => eprintln!(
+                        "verbs-emu: {n} frames the NIC sent were still waiting for the fabric \
+                         {EXIT_DRAIN:?} after exit began: lost"
+                    ),
+                    None => eprintln!(
+                        "verbs-emu: the NIC's link to the fabric was still busy {EXIT_DRAIN:?} \
+                         after exit began (exit from a signal handler?): frames it held are lost"
+                    ),
+                }
                 return;
             }
             std::thread::sleep(Duration::from_micros(100));

@@ -8,6 +8,7 @@ use crate::frame::ipv6::link_local_of_mac;
 use crate::frame::roce::{build_roce_frame, opcode, RocePacket};
 use crate::frame::{roce, FrameView};
 use crate::ids::PortId;
+use crate::verbs::personality::RoceL3;
 use crate::verbs::{memory, raw, steering, ud};
 use verbs_api::{QpType, SendFlags, WcFlags, WcOpcode, WcStatus};
 
@@ -98,10 +99,11 @@ impl World {
         // The destination: the port's IPv4 address or a group, or its link-local GID 0
         // (RoCEv2 over IPv6; IPv6 groups are not modelled).
         let d = &self.devices[dev];
-        let (group, ip_hdr) = match (view.ipv4, view.ipv6) {
+        let (group, ip_hdr, l3) = match (view.ipv4, view.ipv6) {
             (Some((ip, off)), _) if ip.dst == d.ip || ip.dst.is_multicast() => (
                 ip.dst.is_multicast().then_some(ip.dst),
                 &frame[off..off + 20],
+                RoceL3::Ipv4,
             ),
             // RoCE v1 only where the device speaks it (mlx5; rxe's netdev hands EtherType
             // 0x8915 to no one).
@@ -109,7 +111,12 @@ impl World {
                 if ip.dst == link_local_of_mac(d.mac.0)
                     && (view.is_roce_v2() || d.personality.roce_v1_gid(0)) =>
             {
-                (None, &frame[off..off + 40])
+                let l3 = if view.is_roce_v2() {
+                    RoceL3::Ipv6
+                } else {
+                    RoceL3::Grh
+                };
+                (None, &frame[off..off + 40], l3)
             }
             _ => {
                 self.devices[dev].stats.rx_unclaimed += 1;
@@ -129,7 +136,7 @@ impl World {
                 self.devices[dev].stats.rx_unclaimed += 1;
             }
             for q in targets {
-                self.ud_deliver(dev, q, &pkt, ip_hdr);
+                self.ud_deliver(dev, q, &pkt, ip_hdr, l3);
             }
         } else {
             self.rc_rx(dev, &pkt);
@@ -163,7 +170,14 @@ impl World {
         }
     }
 
-    pub(super) fn ud_deliver(&mut self, dev: usize, qpn: u32, pkt: &RocePacket<'_>, ip_hdr: &[u8]) {
+    pub(super) fn ud_deliver(
+        &mut self,
+        dev: usize,
+        qpn: u32,
+        pkt: &RocePacket<'_>,
+        ip_hdr: &[u8],
+        l3: RoceL3,
+    ) {
         let Some(qp) = self.qps.get(&qpn).filter(|q| q.dev == dev) else {
             self.devices[dev].stats.rx_unclaimed += 1;
             return;
@@ -182,11 +196,12 @@ impl World {
                 return;
             }
         }
+        let sl = self.devices[dev].personality.ud_recv_sl(l3);
         self.deliver(
             qpn,
             &[&ud::grh(ip_hdr), pkt.payload],
             WcOpcode::Recv,
-            deth.src_qp,
+            (deth.src_qp, sl),
             pkt.headers.imm,
             WcFlags::GRH,
             pkt.headers.bth.solicited,
@@ -243,6 +258,6 @@ impl World {
             return;
         }
         let flags = raw::receive_flags(frame, sealed);
-        self.deliver(qpn, &[frame], WcOpcode::Recv, 0, None, flags, false);
+        self.deliver(qpn, &[frame], WcOpcode::Recv, (0, 0), None, flags, false);
     }
 }

@@ -44,14 +44,15 @@ impl World {
     }
 
     /// Delivers `pieces` into the next receive of `qpn` and completes it. False when no
-    /// receive was posted (the frame is dropped, as hardware drops it).
+    /// receive was posted (the frame is dropped, as hardware drops it). `from` is the
+    /// completion's `src_qp` and `sl`.
     #[allow(clippy::too_many_arguments)]
     pub fn deliver(
         &mut self,
         qpn: u32,
         pieces: &[&[u8]],
         opcode: WcOpcode,
-        src_qp: u32,
+        from: (u32, u8),
         imm: Option<u32>,
         flags: WcFlags,
         solicited: bool,
@@ -91,7 +92,7 @@ impl World {
         match res {
             Ok(n) => {
                 wc.byte_len = n as u32;
-                wc.src_qp = src_qp;
+                (wc.src_qp, wc.sl) = from;
                 wc.wc_flags = flags;
                 if let Some(i) = imm {
                     wc.imm_data = i;
