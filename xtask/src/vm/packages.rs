@@ -150,6 +150,14 @@ pub const EMU_PACKAGES: &[Package] = &[
         "qperf",
         "qperf's RC tests between two launched hosts, and kernel loopback in bench emu",
     ),
+    pkg(
+        "openmpi-bin",
+        "mpirun: an Open MPI ping-pong over UCX between two launched hosts",
+    ),
+    pkg(
+        "libopenmpi-dev",
+        "mpicc, which builds that ping-pong (launcher/tests/c/mpi_pingpong.c)",
+    ),
 ];
 
 static APT_UPDATED: AtomicBool = AtomicBool::new(false);
