@@ -1,6 +1,7 @@
 //! Programs of the wider world, unmodified, between two launched hosts (`verbs-emu run`
 //! as a user runs it): UCX's perftest over RC and UD on both GIDs, qperf's RC tests
-//! through the connection manager. Each server runs on h1, its client on h2 naming
+//! through the connection manager, libfabric's verbs provider (RDM over rxd, and SIGTERM
+//! in the middle of it), and an Open MPI ping-pong over UCX. Each server runs on h1, its client on h2 naming
 //! 10.100.0.1; every launcher must end by itself within [`HANG`], else the test sends it
 //! SIGTERM (which it passes to its command), then SIGKILL, and fails.
 
