@@ -85,7 +85,7 @@ fn soname_and_version_nodes_are_debians() {
 #[test]
 fn the_symbol_table_is_the_exports_table() {
     let got = ibverbs_symbols(&ours(), true);
-    let want: BTreeSet<(String, String)> = ibverbs::symbols::ibverbs::EXPORTS
+    let want: BTreeSet<(String, String)> = ibverbs::symbols::libibverbs::EXPORTS
         .iter()
         .chain(ibverbs::verbs::provider::DATA_EXPORTS)
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
@@ -235,7 +235,7 @@ fn every_librdmacm_symbol_is_exported_where_debian_has_it() {
     assert_eq!(debian.len(), 68, "{debian:?}");
     let got = versioned_symbols(&ours(), "RDMACM_", true);
     assert_eq!(got, debian);
-    let table: BTreeSet<(String, String)> = ibverbs::symbols::rdmacm::EXPORTS
+    let table: BTreeSet<(String, String)> = ibverbs::symbols::librdmacm::EXPORTS
         .iter()
         .map(|(n, v)| ((*n).to_owned(), (*v).to_owned()))
         .collect();

@@ -46,7 +46,7 @@ unsafe impl Castable for EmuDevice {
 }
 
 /// A receive queue whose doorbell record the program writes (a WQ's ring handed out by
-/// `mlx5dv_init_obj`, [`crate::objects::wq`]): read before each progress round and each
+/// `mlx5dv_init_obj`, the work queues of `verbs/wq.rs`): read before each progress round and each
 /// CQ poll, as the device reads a doorbell record, taking the entries the program posted.
 pub trait Doorbell: Send + Sync + std::fmt::Debug {
     /// Reads the doorbell record and takes the entries posted since the last read.

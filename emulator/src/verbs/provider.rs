@@ -166,7 +166,7 @@ pub extern "C" fn __ioctl_final_num_attrs(num_attrs: c_uint, _link: *mut c_void)
 }
 
 /// The data symbols this library exports (beside the functions of
-/// [`crate::symbols::ibverbs::EXPORTS`]) and their version nodes.
+/// [`crate::symbols::libibverbs::EXPORTS`]) and their version nodes.
 pub const DATA_EXPORTS: &[(&str, &str)] =
     &[("verbs_allow_disassociate_destroy", "IBVERBS_PRIVATE_34")];
 
