@@ -43,14 +43,10 @@ pub fn run(runs: u32) -> Result<(), Error> {
         "building the emulated libraries and the fabric (release)",
     )?;
     let release = root().join("target/release");
-    let lib = root().join("target/emu/release-lib");
-    std::fs::create_dir_all(&lib).map_err(|e| format!("cannot create {}: {e}", lib.display()))?;
-    for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
-        let link = lib.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(release.join("libibverbs.so"), &link)
-            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
-    }
+    let lib = super::common::link_emulated_libraries(
+        &release.join("libibverbs.so"),
+        &root().join("target/emu/release-lib"),
+    )?;
     let mut all = Vec::new();
     for r in 1..=runs {
         eprintln!("xtask bench emu: run {r} of {runs}");

@@ -1,7 +1,7 @@
 //! What every command uses: the workspace root, cargo, and running a command with its
 //! failure as an error for the user.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// An error that ends an xtask command, with a message for the user.
@@ -44,4 +44,21 @@ pub fn exit_status(mut c: Command, what: &str) -> Result<i32, Error> {
         .code()
         .or_else(|| status.signal().map(|s| 128 + s))
         .unwrap_or(1))
+}
+
+/// Makes `dir` hold `libibverbs.so.1`, `librdmacm.so.1` and `libmlx5.so.1`, links to the
+/// built emulated library `so` (one file serves the three sonames): the folder to put
+/// first on `LD_LIBRARY_PATH`. Returns `dir`.
+///
+/// # Errors
+/// The folder or a link cannot be made, named.
+pub fn link_emulated_libraries(so: &Path, dir: &Path) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
+        let link = dir.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(so, &link)
+            .map_err(|e| format!("cannot link {} to {}: {e}", link.display(), so.display()))?;
+    }
+    Ok(dir.to_path_buf())
 }

@@ -48,18 +48,12 @@ impl EmuArgs {
 /// `libibverbs.so.1`, and under the names of the libraries it also stands in for
 /// (`librdmacm.so.1`, `libmlx5.so.1`; glibc loads the one file once under every name).
 fn emu_lib_dir(args: &EmuArgs) -> Result<PathBuf, Error> {
-    let so = args.profile_dir().join("libibverbs.so");
-    let dir = root()
-        .join("target/emu")
-        .join(if args.debug { "lib" } else { "release-lib" });
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
-        let link = dir.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&so, &link)
-            .map_err(|e| format!("cannot link {} to {}: {e}", link.display(), so.display()))?;
-    }
-    Ok(dir)
+    super::common::link_emulated_libraries(
+        &args.profile_dir().join("libibverbs.so"),
+        &root()
+            .join("target/emu")
+            .join(if args.debug { "lib" } else { "release-lib" }),
+    )
 }
 
 /// Refuses a file that cannot be read as text: missing, a directory, empty, unreadable or

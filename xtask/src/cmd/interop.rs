@@ -212,16 +212,10 @@ struct Side {
 
 /// The emulated libraries under the names programs load (as `cargo xtask emu --debug`).
 fn lib_dir() -> Result<PathBuf, Error> {
-    let so = root().join("target/debug/libibverbs.so");
-    let dir = root().join("target/emu/interop-lib");
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for name in ["libibverbs.so.1", "librdmacm.so.1", "libmlx5.so.1"] {
-        let link = dir.join(name);
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&so, &link)
-            .map_err(|e| format!("cannot link {}: {e}", link.display()))?;
-    }
-    Ok(dir)
+    super::common::link_emulated_libraries(
+        &root().join("target/debug/libibverbs.so"),
+        &root().join("target/emu/interop-lib"),
+    )
 }
 
 /// A program run on the host as the emulated h1, its output into files in `dir`.
