@@ -1,6 +1,8 @@
 #!/bin/sh
 # The lossless rate of a spead2 sender and receiver in two processes through the emulated
-# NIC, beside the same pair over kernel UDP loopback, 8 KiB packets (see spead2_rate.py).
+# NIC (its reader once through the multi-packet receive queue, once through the ordinary
+# reader on a device without direct verbs), beside the same pair over kernel UDP loopback,
+# 8 KiB packets (see spead2_rate.py).
 # Usage, as root (network namespaces): emulator/bench/spead2-rate.sh [--runs N] [--mib M]
 #   [--workset-mib W] [--steps S]
 # Builds the emulator in release mode, and spead2 4.5.1 into target/spead2-venv if missing.

@@ -1,6 +1,11 @@
 """The lossless rate of a spead2 sender and a spead2 receiver as two processes, through the
 emulated NIC (an ibverbs sender on host h1, an ibverbs reader on host h2, joined to a
-fabric process) and, in the same run, over kernel UDP loopback; 8 KiB packets.
+fabric process) and, in the same run, over kernel UDP loopback; 8 KiB packets. The
+emulated pair runs twice: with h2 an mlx5 device with direct verbs, where spead2's reader
+takes its multi-packet (striding) receive queue, and with h2 a device without them
+(`direct_verbs = false`, ConnectX-4 Lx style), where it takes its ordinary reader; the
+receiver reports which path spead2 logged, and a path other than the one asked for ends
+the run.
 
 Run by emulator/bench/spead2-rate.sh (as root: each emulated host gets a network namespace
 whose interface holds its address, because spead2 binds and joins kernel sockets on it).
@@ -21,6 +26,7 @@ driver).
 import argparse
 import asyncio
 import json
+import logging
 import os
 import statistics
 import subprocess
@@ -45,9 +51,36 @@ RECV_HEAPS = 256
 EMU_SENDER = ("h1", "10.100.0.1")
 EMU_RECEIVER = ("h2", "10.100.0.2")
 SCRATCH = [tempfile.gettempdir()]  # the run's scratch folder, set by bench()
+MPRQ_LOG = "Using multi-packet receive queue for verbs acceleration"
+# The default hosts, h2 (the receiver) without mlx5 direct verbs.
+NO_DV_TOPOLOGY = """
+[[host]]
+name = "h1"
+ip = "10.100.0.1"
+
+[[host]]
+name = "h2"
+ip = "10.100.0.2"
+direct_verbs = false
+"""
+
+
+class SpeadLog(logging.Handler):
+    """Remembers whether spead2 said it took the multi-packet receive queue."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.mprq = False
+
+    def emit(self, record):
+        if MPRQ_LOG in record.getMessage():
+            self.mprq = True
 
 
 def recv(transport, iface):
+    log = SpeadLog()
+    logging.getLogger("spead2").addHandler(log)
+    logging.getLogger("spead2").setLevel(logging.INFO)
     pool = spead2.ThreadPool()
     # Room for 256 heaps between the stream and this loop, so that a Python thread
     # descheduled for a while on a busy machine does not make either transport drop.
@@ -87,7 +120,7 @@ def recv(transport, iface):
         stopped.wait()  # leave only once the stop has returned
     else:
         rx.stop()  # waits for the last batch's counters (see spead2_hosts.py)
-    print(json.dumps({"heaps": heaps, "packets": rx.stats["packets"]}), flush=True)
+    print(json.dumps({"heaps": heaps, "packets": rx.stats["packets"], "mprq": log.mprq}), flush=True)
 
 
 async def send_all(tx, heaps):
@@ -139,11 +172,13 @@ def send(transport, iface, mib, workset_mib, rate_gbps):
 class Emu:
     """The fabric process of one run, and how to start programs as its hosts."""
 
-    def __init__(self, fabric, lib, scratch):
+    def __init__(self, fabric, lib, scratch, topology=None):
         self.lib = lib
+        self.topology = topology
         os.makedirs(scratch)
+        extra = ["--topology", topology] if topology else []
         self.proc = subprocess.Popen(
-            [fabric, "--dir", os.path.join(scratch, "fabric"), "--stop-on-eof"],
+            [fabric, "--dir", os.path.join(scratch, "fabric"), "--stop-on-eof", *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -156,6 +191,8 @@ class Emu:
     def command(self, host, ip, args):
         env = dict(os.environ, LD_LIBRARY_PATH=self.lib, VERBS_EMU_FABRIC=self.socket,
                    VERBS_EMU_HOST=host)
+        if self.topology:
+            env["VERBS_EMU_TOPOLOGY"] = self.topology
         netns = (
             f"ip link add v0 type veth peer name v1 && ip addr add {ip}/24 dev v0 && "
             'ip link set v1 up && ip link set v0 up && exec "$@"'
@@ -170,8 +207,9 @@ class Emu:
 
 
 def trial(transport, emu, args, rate_gbps):
+    """One paced run: (lossless, Gb/s, whether spead2 took the multi-packet queue)."""
     me = [sys.executable, os.path.abspath(__file__)]
-    if transport == "emu":
+    if emu is not None:
         rcmd, renv = emu.command(*EMU_RECEIVER, me + ["recv", "emu", EMU_RECEIVER[1]])
         scmd, senv = emu.command(
             *EMU_SENDER,
@@ -200,6 +238,11 @@ def trial(transport, emu, args, rate_gbps):
     got = json.loads(receiver.stdout.readline())
     receiver.wait()
     gbps = sent["bytes"] * 8 / sent["elapsed"] / 1e9
+    if emu is not None and got["mprq"] != (emu.topology is None):
+        raise SystemExit(
+            f"spead2's reader took the {'multi-packet' if got['mprq'] else 'ordinary'} path "
+            f"on the {'no-direct-verbs' if emu.topology else 'direct-verbs'} device"
+        )
     return got["heaps"] == args.mib, gbps
 
 
@@ -240,32 +283,43 @@ def bench(args):
     rows = []
     with tempfile.TemporaryDirectory(prefix="spead2-rate-") as scratch:
         SCRATCH[0] = scratch
+        no_dv = os.path.join(scratch, "no-direct-verbs.toml")
+        with open(no_dv, "w") as f:
+            f.write(NO_DV_TOPOLOGY)
+        show = lambda t: " ".join(
+            f"{'unpaced' if r == 0 else f'{r:.2f}'}:{'ok' if ok else 'loss'}@{g:.2f}"
+            for r, ok, g in t
+        )
         for run in range(args.runs):
-            emu = Emu(args.fabric, args.lib, os.path.join(scratch, str(run)))
+            emu = Emu(args.fabric, args.lib, os.path.join(scratch, f"{run}-mprq"))
             e, e_trials = lossless("emu", emu, args)
             summary = emu.stop()
+            emu = Emu(args.fabric, args.lib, os.path.join(scratch, f"{run}-plain"), no_dv)
+            o, o_trials = lossless("emu-ordinary", emu, args)
+            o_summary = emu.stop()
             k, k_trials = lossless("kernel", None, args)
             m = memcpy_gbps(args.workset_mib)
-            rows.append((e, k, m))
-            show = lambda t: " ".join(
-                f"{'unpaced' if r == 0 else f'{r:.2f}'}:{'ok' if ok else 'loss'}@{g:.2f}"
-                for r, ok, g in t
-            )
+            rows.append((e, o, k, m))
             print(
-                f"run {run + 1}: emulator {e:.2f} Gb/s, kernel UDP loopback {k:.2f} Gb/s, "
-                f"memcpy {m:.1f} Gb/s; emulator/kernel {ratio(e, k)}, emulator/memcpy "
-                f"{ratio(e, m, 3)}, kernel/memcpy {ratio(k, m, 3)}",
+                f"run {run + 1}: emulator (multi-packet queue) {e:.2f} Gb/s, emulator "
+                f"(ordinary reader) {o:.2f} Gb/s, kernel UDP loopback {k:.2f} Gb/s, memcpy "
+                f"{m:.1f} Gb/s; multi-packet/ordinary {ratio(e, o)}, emulator/kernel "
+                f"{ratio(e, k)}, emulator/memcpy {ratio(e, m, 3)}, kernel/memcpy {ratio(k, m, 3)}",
                 flush=True,
             )
-            print(f"  emulator trials (pace:result@achieved): {show(e_trials)}", flush=True)
+            print(f"  multi-packet trials (pace:result@achieved): {show(e_trials)}", flush=True)
+            print(f"  ordinary trials: {show(o_trials)}", flush=True)
             print(f"  kernel trials: {show(k_trials)}", flush=True)
-            print(f"  fabric: {summary}", flush=True)
+            print(f"  fabric (multi-packet): {summary}", flush=True)
+            print(f"  fabric (ordinary): {o_summary}", flush=True)
     med = [statistics.median(c) for c in zip(*rows)]
     print(
         f"median of {args.runs} runs ({args.mib} MiB of 1 MiB heaps in {PACKET}-byte packets "
-        f"per trial, {args.workset_mib} MiB working set): emulator {med[0]:.2f} Gb/s, kernel "
-        f"UDP loopback {med[1]:.2f} Gb/s, memcpy {med[2]:.1f} Gb/s; emulator/kernel "
-        f"{ratio(med[0], med[1])}" + ("" if all(med) else " (0 Gb/s: no trial was lossless)")
+        f"per trial, {args.workset_mib} MiB working set): emulator {med[0]:.2f} Gb/s through "
+        f"spead2's multi-packet receive queue, {med[1]:.2f} Gb/s through its ordinary reader "
+        f"(multi-packet/ordinary {ratio(med[0], med[1])}), kernel UDP loopback {med[2]:.2f} "
+        f"Gb/s, memcpy {med[3]:.1f} Gb/s; emulator/kernel {ratio(med[0], med[2])}"
+        + ("" if all(med) else " (0 Gb/s: no trial was lossless)")
     )
 
 
