@@ -1,6 +1,5 @@
 //! Programs of the wider world, unmodified, between two launched hosts (`verbs-emu run`
-//! as a user runs it): UCX's perftest over RC and UD on both GIDs, qperf's RC tests
-//! through the connection manager, libfabric's verbs provider (RDM over rxd, and SIGTERM
+//! as a user runs it): UCX's perftest over RC and UD on both GIDs, libfabric's verbs provider (RDM over rxd, and SIGTERM
 //! in the middle of it), and an Open MPI ping-pong over UCX. Each server runs on h1, its client on h2 naming
 //! 10.100.0.1; every launcher must end by itself within [`HANG`], else the test sends it
 //! SIGTERM (which it passes to its command), then SIGKILL, and fails.
@@ -170,110 +169,6 @@ fn ucx_perftest_on_both_gids_with_the_datagram_check_on() {
             wait_fabric_gone(&f);
         }
     }
-}
-
-/// The `name = value` rows of qperf's verbose output for test `test` (values with their
-/// units, thousands separators removed).
-fn qperf_rows(out: &str, test: &str) -> std::collections::HashMap<String, String> {
-    let start = out
-        .find(&format!("{test}:\n"))
-        .unwrap_or_else(|| panic!("no {test} in:\n{out}"));
-    out[start + test.len() + 2..]
-        .lines()
-        .take_while(|l| l.starts_with(' '))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().replace(',', "")))
-        .collect()
-}
-
-/// A positive number at the start of `v` (qperf's "86.4 MB/sec").
-fn positive(v: &str) -> f64 {
-    let n: f64 = v
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("not a number: {v:?}"));
-    assert!(n > 0.0, "{v}");
-    n
-}
-
-/// qperf (Debian's `qperf`): its server on h1, two clients on h2 naming 10.100.0.1, each
-/// through the connection manager (`-cm1`): `rc_bw` of 1000 messages of 64 KiB (both
-/// sides count 1000 messages and 65.5 MB), then `rc_rdma_write_bw` and `rc_lat` for a
-/// second each (`-n` is not used by those two: qperf ends them by time), then `quit`.
-/// qperf's own timeout is raised to 20 s (`-to`) so that a loaded machine does not time
-/// out its exchanges; nothing here measures speed.
-#[test]
-fn qperf_rc_tests_through_the_connection_manager() {
-    let _one = one_test_at_a_time();
-    let _reaper = Reaper;
-    let prog = require("qperf", "qperf");
-    let prog = prog.to_str().expect("a UTF-8 path");
-    let f = fabric("qperf-rc");
-    let mut server = start(run(&f, "h1", &[prog]), "start the server");
-    wait_listening(&mut server, 19765);
-    let base = [prog, "10.100.0.1", "-cm1", "-to", "20", "-vv"];
-    let bw = finish_or_kill(
-        start(
-            run(&f, "h2", &[&base[..], &["-n", "1000", "rc_bw"]].concat()),
-            "start the client",
-        ),
-        "rc_bw",
-    );
-    assert!(bw.status.success(), "rc_bw: {bw:?}");
-    let rows = qperf_rows(&bw.out, "rc_bw");
-    positive(&rows["bw"]);
-    for (k, v) in [
-        ("no_msgs", "1000"),
-        ("send_msgs", "1000"),
-        ("recv_msgs", "1000"),
-        ("msg_size", "64 KiB (65536)"),
-        ("send_bytes", "65.5 MB"),
-        ("recv_bytes", "65.5 MB"),
-        ("use_cm", "1"),
-    ] {
-        assert_eq!(rows[k], v, "rc_bw {k}: {}", bw.out);
-    }
-    let more = finish_or_kill(
-        start(
-            run(
-                &f,
-                "h2",
-                &[
-                    &base[..],
-                    &["-t", "1", "rc_rdma_write_bw", "rc_lat", "quit"],
-                ]
-                .concat(),
-            ),
-            "start the client",
-        ),
-        "rc_rdma_write_bw, rc_lat",
-    );
-    let server = finish_or_kill(server, "the server");
-    assert!(more.status.success(), "client: {more:?}");
-    assert!(server.status.success(), "server: {server:?}");
-    let w = qperf_rows(&more.out, "rc_rdma_write_bw");
-    positive(&w["bw"]);
-    positive(&w["send_msgs"]);
-    assert_eq!(w["use_cm"], "1", "{}", more.out);
-    let l = qperf_rows(&more.out, "rc_lat");
-    positive(&l["latency"]);
-    // A ping-pong: each side received what the other sent, but for the one message in
-    // flight when its time ran out (each side stops by its own timer).
-    let n = |k: &str| -> u64 { l[k].parse().unwrap_or_else(|_| panic!("{k}: {}", l[k])) };
-    for (sent, received) in [
-        ("loc_send_msgs", "rem_recv_msgs"),
-        ("rem_send_msgs", "loc_recv_msgs"),
-    ] {
-        let (s, r) = (n(sent), n(received));
-        assert!(
-            s > 0 && (s == r || s == r + 1),
-            "{sent} {s}, {received} {r}: {}",
-            more.out
-        );
-    }
-    assert!(more.out.ends_with("quit:\n"), "{}", more.out);
-    wait_fabric_gone(&f);
 }
 
 /// libfabric (Debian's `libfabric-bin`, 1.17): `fi_info -p verbs` lists the device's MSG
