@@ -8,10 +8,11 @@
 //! the typical, RC bandwidth against kernel TCP bandwidth.
 
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::common::{cargo, root, Error};
+use super::fabric::FabricProcess;
 use crate::vm;
 
 /// One run's figures.
@@ -52,7 +53,9 @@ pub fn run(runs: u32) -> Result<(), Error> {
         eprintln!("xtask bench emu: run {r} of {runs}");
         let memcpy_gbps = memcpy_gbps();
         let (udp_lat_us, tcp_gbps) = qperf()?;
-        let fabric = Fabric::start(&release.join("verbs-emu-fabric"))?;
+        let mut c = Command::new(release.join("verbs-emu-fabric"));
+        c.stderr(Stdio::null());
+        let fabric = FabricProcess::start(c)?;
         let lat = perftest(&fabric, &lib, "ib_send_lat", &["-n", "5000"])?;
         let write = perftest(
             &fabric,
@@ -221,42 +224,14 @@ fn qperf() -> Result<(f64, f64), Error> {
     Ok((lat_us, gbps))
 }
 
-/// A fabric process for one run, stopped when dropped.
-struct Fabric {
-    child: Child,
-    socket: String,
-}
-
-impl Fabric {
-    fn start(bin: &Path) -> Result<Self, Error> {
-        let mut child = Command::new(bin)
-            .arg("--stop-on-eof")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", bin.display()))?;
-        let mut line = String::new();
-        let stdout = child.stdout.take().ok_or("the fabric has no stdout")?;
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line)
-            .map_err(|e| format!("reading the fabric's socket path: {e}"))?;
-        Ok(Fabric {
-            child,
-            socket: line.trim_end().to_owned(),
-        })
-    }
-}
-
-impl Drop for Fabric {
-    fn drop(&mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
 /// Runs perftest's `tool` as server (h1) and client (h2), and returns the client's result
 /// row, split into words.
-fn perftest(fabric: &Fabric, lib: &Path, tool: &str, args: &[&str]) -> Result<Vec<String>, Error> {
+fn perftest(
+    fabric: &FabricProcess,
+    lib: &Path,
+    tool: &str,
+    args: &[&str],
+) -> Result<Vec<String>, Error> {
     let port = "18777";
     let host = |h: &str| {
         let mut c = Command::new(tool);

@@ -6,9 +6,10 @@
 //! library first on `LD_LIBRARY_PATH`, without namespaces.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use super::common::{cargo, root, run, Error};
+use super::fabric::FabricProcess;
 use crate::vm;
 
 /// The options of `cargo xtask emu` besides the command.
@@ -118,56 +119,11 @@ fn fabric_options(c: &mut Command, args: &EmuArgs) -> Result<(), Error> {
     Ok(())
 }
 
-/// The running fabric process of `cargo xtask emu`: it stops when its stdin (a pipe held
-/// here) closes, also when xtask dies.
-struct EmuFabric {
-    child: std::process::Child,
-    socket: String,
-}
-
-impl EmuFabric {
-    /// Starts `verbs-emu-fabric` and waits for its readiness line (its socket's path).
-    fn start(args: &EmuArgs) -> Result<Self, Error> {
-        let mut c = Command::new(args.profile_dir().join("verbs-emu-fabric"));
-        c.arg("--stop-on-eof")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        fabric_options(&mut c, args)?;
-        let mut child = c
-            .spawn()
-            .map_err(|e| format!("cannot start the fabric process {c:?}: {e}"))?;
-        let mut line = String::new();
-        let read = child
-            .stdout
-            .take()
-            .map(|out| std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line));
-        if !matches!(read, Some(Ok(n)) if n > 0) {
-            let status = child
-                .wait()
-                .map_or_else(|e| e.to_string(), |s| s.to_string());
-            return Err(format!(
-                "the fabric process did not start ({status}; its message is above)"
-            ));
-        }
-        Ok(EmuFabric {
-            child,
-            socket: line.trim_end().to_owned(),
-        })
-    }
-
-    /// Closes its stdin and waits for it to print its summary and exit.
-    fn stop(mut self) -> Result<(), Error> {
-        drop(self.child.stdin.take());
-        let status = self
-            .child
-            .wait()
-            .map_err(|e| format!("waiting for the fabric process: {e}"))?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(format!("the fabric process failed ({status})"))
-        }
-    }
+/// Starts the fabric process of `cargo xtask emu` with its options.
+fn start_fabric(args: &EmuArgs) -> Result<FabricProcess, Error> {
+    let mut c = Command::new(args.profile_dir().join("verbs-emu-fabric"));
+    fabric_options(&mut c, args)?;
+    FabricProcess::start(c).map_err(|e| format!("{e}; its message is above"))
 }
 
 /// `cargo xtask emu [--topology FILE] [--seed N] [--host H] [--pcap OUT] [--leaks]
@@ -219,7 +175,7 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
     let fabric = if args.no_fabric {
         None
     } else {
-        Some(EmuFabric::start(args)?)
+        Some(start_fabric(args)?)
     };
     let Some((program, program_args)) = command.filter(|_| !args.fabric_only) else {
         let fabric = fabric.ok_or("cargo xtask emu: no fabric")?;
@@ -234,14 +190,7 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
                 t.display()
             ))
         );
-        let mut fabric = fabric;
-        // Child::wait closes the child's stdin first, and a closed stdin stops the fabric
-        // (--stop-on-eof): hold it open for as long as this process lives.
-        let _stdin = fabric.child.stdin.take();
-        let status = fabric
-            .child
-            .wait()
-            .map_err(|e| format!("waiting for the fabric process: {e}"))?;
+        let status = fabric.serve()?;
         return Ok(status.code().unwrap_or(0));
     };
     let mut path = lib.into_os_string();
@@ -271,7 +220,10 @@ pub fn emu(cmd: &[String], args: &EmuArgs) -> Result<i32, Error> {
     }
     let status = c.status();
     if let Some(f) = fabric {
-        f.stop()?;
+        let status = f.stop()?;
+        if !status.success() {
+            return Err(format!("the fabric process failed ({status})"));
+        }
     }
     let status = status.map_err(|e| format!("cannot start {program}: {e}"))?;
     use std::os::unix::process::ExitStatusExt;

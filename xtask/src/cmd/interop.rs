@@ -25,12 +25,12 @@
 //! opcode) are counted for each side, and each side must have some.
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::common::{cargo, root, Error};
+use super::fabric::FabricProcess;
 use crate::vm::{self, qemu::FabricNic, VmOptions};
 
 /// perftest, for its programs on the host (the VM's come from the same file system).
@@ -78,63 +78,44 @@ path = "@SOCK@"
 faults = { loss = 0.02 }
 "#;
 
-/// A running `verbs-emu-fabric`; it stops when its stdin (a pipe held here) closes.
-struct Fabric {
-    child: Child,
-    socket: String,
-    stderr: PathBuf,
+/// Starts `bin` with `topology` and `args`, its stderr (the summary) into `dir`.
+fn start_fabric(
+    bin: &Path,
+    topology: &Path,
+    args: &[&str],
+    dir: &Path,
+) -> Result<(FabricProcess, PathBuf), Error> {
+    let stderr = dir.join("fabric.err");
+    let err = std::fs::File::create(&stderr)
+        .map_err(|e| format!("cannot create {}: {e}", stderr.display()))?;
+    let mut c = Command::new(bin);
+    c.arg("--topology")
+        .arg(topology)
+        .args(args)
+        .stderr(Stdio::from(err));
+    let fabric = FabricProcess::start(c).map_err(|e| {
+        format!(
+            "{e}: {}",
+            std::fs::read_to_string(&stderr).unwrap_or_default()
+        )
+    })?;
+    eprintln!(
+        "xtask interop: fabric {} at {}",
+        bin.display(),
+        fabric.socket
+    );
+    Ok((fabric, stderr))
 }
 
-impl Fabric {
-    fn start(bin: &Path, topology: &Path, args: &[&str], dir: &Path) -> Result<Self, Error> {
-        let stderr = dir.join("fabric.err");
-        let err = std::fs::File::create(&stderr)
-            .map_err(|e| format!("cannot create {}: {e}", stderr.display()))?;
-        let mut c = Command::new(bin);
-        c.arg("--stop-on-eof")
-            .arg("--topology")
-            .arg(topology)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(err));
-        let mut child = c
-            .spawn()
-            .map_err(|e| format!("cannot start the fabric {c:?}: {e}"))?;
-        let mut line = String::new();
-        let read = child
-            .stdout
-            .take()
-            .map(|out| std::io::BufReader::new(out).read_line(&mut line));
-        if !matches!(read, Some(Ok(n)) if n > 0) {
-            let _ = child.wait();
-            return Err(format!(
-                "the fabric {c:?} did not start: {}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            ));
-        }
-        eprintln!("xtask interop: fabric {c:?} at {}", line.trim_end());
-        Ok(Fabric {
-            child,
-            socket: line.trim_end().to_owned(),
-            stderr,
-        })
-    }
-
-    /// Stops it and returns its summary (its stderr).
-    fn stop(mut self) -> Result<String, Error> {
-        drop(self.child.stdin.take());
-        let status = self
-            .child
-            .wait()
-            .map_err(|e| format!("waiting for the fabric: {e}"))?;
-        let summary = std::fs::read_to_string(&self.stderr).unwrap_or_default();
-        eprint!("{summary}");
-        if status.success() {
-            Ok(summary)
-        } else {
-            Err(format!("the fabric failed ({status}): {summary}"))
-        }
+/// Stops the fabric and returns its summary (its stderr).
+fn stop_fabric(fabric: FabricProcess, stderr: &Path) -> Result<String, Error> {
+    let status = fabric.stop()?;
+    let summary = std::fs::read_to_string(stderr).unwrap_or_default();
+    eprint!("{summary}");
+    if status.success() {
+        Ok(summary)
+    } else {
+        Err(format!("the fabric failed ({status}): {summary}"))
     }
 }
 
@@ -553,7 +534,7 @@ fn run_cases(
     let pcap_s = pcap.to_string_lossy().into_owned();
     args.extend(["--pcap", &pcap_s]);
     let bin = root().join("target/debug/verbs-emu-fabric");
-    let fabric = Fabric::start(&bin, topology, &args, dir)?;
+    let (fabric, fabric_err) = start_fabric(&bin, topology, &args, dir)?;
     let env = HostEnv {
         lib,
         socket: &fabric.socket,
@@ -588,7 +569,7 @@ fn run_cases(
             break;
         }
     }
-    let summary = fabric.stop();
+    let summary = stop_fabric(fabric, &fabric_err);
     result?;
     let summary = summary?;
     if !summary.contains(&format!("port qemu-stream {}: ", sock.display())) {

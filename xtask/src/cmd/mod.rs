@@ -9,6 +9,7 @@ mod common;
 pub mod dist;
 mod emu;
 pub mod emu_suite;
+mod fabric;
 pub mod fuzz;
 pub mod interop;
 pub mod miri;
