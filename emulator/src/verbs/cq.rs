@@ -276,35 +276,37 @@ pub(crate) unsafe extern "C" fn poll_cq(
         if let Ok(e) = crate::runtime::host::emu() {
             e.read_doorbells();
         }
-        let mut buf = [Completion::default(); POLL_BATCH];
-        let mut done = 0usize;
-        while done < num {
-            let want = (num - done).min(POLL_BATCH);
-            let got = match c.cq.poll(&mut buf[..want]) {
-                Ok(n) => n,
-                Err(e) if done == 0 => return -errno_of(&e),
-                Err(_) => break,
-            };
-            for (i, w) in buf[..got].iter().enumerate() {
-                // SAFETY: done + i < num, inside the caller's array of `num` entries.
-                unsafe { wc.add(done + i).write(wc_to_c(w)) };
+        // Moves up to `limit` (at most `num`) completions into the caller's array: how
+        // many, or the CQ's error as the negative errno when it came before any.
+        let fill = |limit: usize| -> Result<usize, c_int> {
+            let mut buf = [Completion::default(); POLL_BATCH];
+            let mut done = 0usize;
+            while done < limit {
+                let want = (limit - done).min(POLL_BATCH);
+                let got = match c.cq.poll(&mut buf[..want]) {
+                    Ok(n) => n,
+                    Err(e) if done == 0 => return Err(-errno_of(&e)),
+                    Err(_) => break,
+                };
+                for (i, w) in buf[..got].iter().enumerate() {
+                    // SAFETY: done + i < limit <= num, inside the caller's array of `num`
+                    // entries.
+                    unsafe { wc.add(done + i).write(wc_to_c(w)) };
+                }
+                done += got;
+                if got < want {
+                    break;
+                }
             }
-            done += got;
-            if got < want {
-                break;
-            }
-        }
+            Ok(done)
+        };
+        let mut done = match fill(num) {
+            Ok(n) => n,
+            Err(errno) => return errno,
+        };
         if done == 0 && num > 0 {
             poll_fabric(|| {
-                let want = num.min(POLL_BATCH);
-                if let Ok(got) = c.cq.poll(&mut buf[..want]) {
-                    for (i, w) in buf[..got].iter().enumerate() {
-                        // SAFETY: i < want <= num, inside the caller's array of `num`
-                        // entries.
-                        unsafe { wc.add(i).write(wc_to_c(w)) };
-                    }
-                    done = got;
-                }
+                done = fill(num.min(POLL_BATCH)).unwrap_or(0);
                 done > 0
             });
         }
