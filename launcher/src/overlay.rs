@@ -220,20 +220,37 @@ fn net_sysfs() -> Result<(), String> {
     result
 }
 
+/// Makes every mount of the new mount namespace private: nothing mounted below may reach
+/// the namespace it came from.
+///
+/// In a chroot whose root directory is not a mount point, `mount(2)` refuses `/` with
+/// EINVAL; then each mount the process can see (`/proc/self/mountinfo` lists those under
+/// its root) is made private one by one.
+fn make_private() -> Result<(), String> {
+    let private = |p: &Path| sys::mount(None, p, None, libc::MS_REC | libc::MS_PRIVATE, None);
+    match private(Path::new("/")) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            let info = Path::new("/proc/self/mountinfo");
+            let text = std::fs::read_to_string(info).map_err(|e| {
+                format!(
+                    "cannot make the mounts private: / is not a mount point and {} cannot be read ({e}); mount /proc",
+                    info.display()
+                )
+            })?;
+            sys::mount_points(&text)
+                .iter()
+                .try_for_each(|p| private(p).map_err(|e| err("cannot make private:", p, e)))
+        }
+        r => r.map_err(|e| format!("cannot make the mounts private: {e}")),
+    }
+}
+
 /// Makes the launcher's mount namespace (the calling thread must be in the host's
 /// network namespace, with the capabilities of its user namespace) and lays out the
 /// devices' entries in it.
 pub fn prepare(devices: &[Device]) -> Result<(), String> {
     sys::unshare(libc::CLONE_NEWNS).map_err(|e| format!("cannot make a mount namespace: {e}"))?;
-    // Nothing mounted below may reach the namespace it came from.
-    sys::mount(
-        None,
-        Path::new("/"),
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )
-    .map_err(|e| format!("cannot make the mounts private: {e}"))?;
+    make_private()?;
 
     let class = Path::new("/sys/class");
     overlay(class, |n| n.starts_with("infiniband"))?;

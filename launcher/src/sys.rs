@@ -4,9 +4,9 @@
 use std::ffi::{CString, OsStr};
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 fn cstr(s: &OsStr) -> io::Result<CString> {
     CString::new(s.as_bytes()).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))
@@ -94,6 +94,38 @@ pub fn bind(source: &Path, target: &Path) -> io::Result<()> {
         libc::MS_BIND | libc::MS_REC,
         None,
     )
+}
+
+/// The mount points of a `/proc/self/mountinfo` text (its fifth field, with the kernel's
+/// octal escapes of space, tab, newline and backslash undone), in its order.
+pub fn mount_points(mountinfo: &str) -> Vec<PathBuf> {
+    mountinfo
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| {
+            let mut out = Vec::with_capacity(field.len());
+            let b = field.as_bytes();
+            let mut i = 0;
+            while i < b.len() {
+                let octal = b.get(i + 1..i + 4).and_then(|d| {
+                    std::str::from_utf8(d)
+                        .ok()
+                        .and_then(|d| u8::from_str_radix(d, 8).ok())
+                });
+                match (b[i], octal) {
+                    (b'\\', Some(c)) => {
+                        out.push(c);
+                        i += 4;
+                    }
+                    (c, _) => {
+                        out.push(c);
+                        i += 1;
+                    }
+                }
+            }
+            PathBuf::from(std::ffi::OsString::from_vec(out))
+        })
+        .collect()
 }
 
 /// `umount2(target, MNT_DETACH)`.
@@ -353,4 +385,26 @@ pub fn poll(
 pub fn ids() -> (u32, u32) {
     // SAFETY: geteuid and getegid cannot fail.
     unsafe { (libc::geteuid(), libc::getegid()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_the_fifth_field_unescaped() {
+        let info = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw
+35 22 0:5 / /dev rw,nosuid shared:2 - devtmpfs udev rw
+61 22 0:50 / /mnt/with\\040space\\134x rw - tmpfs tmpfs rw
+";
+        assert_eq!(
+            mount_points(info),
+            vec![
+                PathBuf::from("/"),
+                PathBuf::from("/dev"),
+                PathBuf::from("/mnt/with space\\x"),
+            ]
+        );
+    }
 }

@@ -39,8 +39,9 @@
 //!   emulated hosts) against kernel loopback (qperf) and memcpy, with ratios.
 //! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::ci::CI_FUZZ_SECONDS`].
-//! - `cargo xtask dist [--verify]`: the emulated NIC as a tarball in `target/dist/` (see
-//!   the `cmd::dist` module); `--verify` runs programs from it alone.
+//! - `cargo xtask dist [--verify] [--verify-debian]`: the emulated NIC as a tarball in
+//!   `target/dist/` (see the `cmd::dist` module); `--verify` runs programs from it alone,
+//!   `--verify-debian` in a fresh Debian 12 system.
 //! - `cargo xtask miri`: the slot pool's and the simulator's unsafe code under Miri.
 //! - `cargo xtask swarm --seeds A..B`: the fault swarm (`scenario swarm`); CI runs a short
 //!   form: the `swarm` test binary of scenarios, seeds 0..400 (scenarios/SWARM.md).
@@ -208,6 +209,11 @@ enum Command {
         /// `ibv_devinfo` and an `ibv_rc_pingpong` pair through its launcher alone.
         #[arg(long)]
         verify: bool,
+        /// Then (as root) run the same checks in a fresh Debian 12 system: a
+        /// `debootstrap --variant=minbase` root with only ibverbs-utils and iproute2 (made
+        /// once under `target/dist/debian12/`, downloaded from deb.debian.org), chrooted.
+        #[arg(long)]
+        verify_debian: bool,
     },
     /// The fault swarm: one random scenario per seed on every core, checked against the
     /// invariants and run twice for the same trace (`scenario swarm`). Shard a long run by
@@ -469,10 +475,16 @@ fn main() -> ExitCode {
             done(fuzz::run(&cmd::root(), target.as_deref(), budget).map(|_| ()))
         }
         Command::Miri => done(miri::run(&cmd::root())),
-        Command::Dist { verify } => done(cmd::dist::make().and_then(|t| {
+        Command::Dist {
+            verify,
+            verify_debian,
+        } => done(cmd::dist::make().and_then(|t| {
             println!("{}", t.display());
             if verify {
                 cmd::dist::verify(&t)?;
+            }
+            if verify_debian {
+                cmd::dist::verify_debian(&t)?;
             }
             Ok(())
         })),

@@ -74,6 +74,9 @@ pub fn ci() -> Result<(), Error> {
     // reachable, running Debian's programs alone.
     let tarball = super::dist::make()?;
     super::dist::verify(&tarball)?;
+    // And in a fresh Debian 12 system (debootstrap minbase with ibverbs-utils and
+    // iproute2, chrooted; it needs root, as CI's machine is).
+    super::dist::verify_debian(&tarball)?;
     // The short form of the fault swarm is the `swarm` test binary of scenarios (seeds
     // 0..400), which the simulator suite above runs; the long form: `cargo xtask swarm
     // --seeds 0..10000`, or sharded with nextest or Slurm (scenarios/SWARM.md).

@@ -17,7 +17,10 @@
 //! workspace is hidden under an empty tmpfs, runs Debian's `ibv_devinfo` with the library
 //! alone, then through the launcher `ibv_devinfo` and an `ibv_rc_pingpong` server on h1
 //! and client on h2 (10.100.0.1) with nothing but the unpacked files: exact output
-//! checked.
+//! checked. `cargo xtask dist --verify-debian` (root) runs the same checks in a fresh
+//! Debian 12 system: a `debootstrap --variant=minbase` root file system holding only
+//! `ibverbs-utils` and `iproute2` (made once under `target/dist/debian12/`), the tarball
+//! unpacked into its `/opt`, the checks run chrooted into it.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -166,6 +169,85 @@ grep -q '^1000 iters in' server.out || fail "server output: $(cat server.out)"
 echo "verbs-emu run: ibv_rc_pingpong h1 <-> h2 (10.100.0.1): 8192000 bytes, 1000 iters each way"
 "#;
 
+/// What the fresh Debian 12 system of [`verify_debian`] holds besides `debootstrap
+/// --variant=minbase`: the programs the checks run (and `ip`, which the launcher runs).
+const DEBIAN_PROGRAMS: &str = "ibverbs-utils,iproute2";
+
+/// debootstrap, to make the fresh Debian 12 system of [`verify_debian`].
+const DEBOOTSTRAP: &[vm::packages::Package] = &[vm::packages::Package {
+    name: "debootstrap",
+    why: "a fresh Debian 12 root file system for `cargo xtask dist --verify-debian`",
+}];
+
+/// Unpacks `tarball` into the `/opt` of a fresh Debian 12 system (`debootstrap
+/// --variant=minbase bookworm` with [`DEBIAN_PROGRAMS`], made once under
+/// `target/dist/debian12/` from deb.debian.org) and runs [`VERIFY_SCRIPT`] chrooted into
+/// it, in mount and PID namespaces of its own with `/proc`, `/sys`, `/dev` and a `/tmp`
+/// mounted: no Rust, compiler, headers or file of the workspace is there.
+///
+/// # Errors
+/// Not root, debootstrap failing, or a check that failed, with the script's reason.
+pub fn verify_debian(tarball: &Path) -> Result<(), Error> {
+    if !as_root() {
+        return Err("`dist --verify-debian` makes a Debian root file system and chroots into it: run it as root".into());
+    }
+    vm::packages::ensure_installed(&[DEBOOTSTRAP])?;
+    let rootfs = root().join("target/dist/debian12");
+    let done = rootfs.join(".verbs-emu-debootstrap-done");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&rootfs);
+        let mut d = Command::new("debootstrap");
+        d.args([
+            "--variant=minbase",
+            &format!("--include={DEBIAN_PROGRAMS}"),
+            "bookworm",
+        ])
+        .arg(&rootfs)
+        .arg("http://deb.debian.org/debian");
+        run(d, "making a fresh Debian 12 system (debootstrap, once)")?;
+        std::fs::write(&done, "").map_err(|e| format!("cannot write {}: {e}", done.display()))?;
+    }
+    let opt = rootfs.join("opt");
+    let _ = std::fs::remove_dir_all(opt.join(dist_name()));
+    mkdir(&opt)?;
+    let mut untar = Command::new("tar");
+    untar.arg("-xzf").arg(tarball).arg("-C").arg(&opt);
+    run(untar, "unpacking the tarball into the Debian system's /opt")?;
+    let script = rootfs.join("verify.sh");
+    std::fs::write(&script, VERIFY_SCRIPT)
+        .map_err(|e| format!("cannot write {}: {e}", script.display()))?;
+    let mut c = Command::new("unshare");
+    c.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "--pid",
+        "--fork",
+        "sh",
+        "-c",
+        "r=$0; mount -t proc proc \"$r/proc\" && mount -t sysfs sysfs \"$r/sys\" && \
+         mount --rbind /dev \"$r/dev\" && mount -t tmpfs tmpfs \"$r/tmp\" && \
+         exec chroot \"$r\" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+         WORKSPACE=\"$1\" sh /verify.sh \"$2\"",
+    ])
+    .arg(&rootfs)
+    .arg(root())
+    .arg(Path::new("/opt").join(dist_name()))
+    .current_dir("/");
+    run(
+        c,
+        "running ibv_devinfo and ibv_rc_pingpong from the tarball in a fresh Debian 12 system",
+    )
+}
+
+/// Whether this process runs as root (its effective uid is 0).
+fn as_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+}
+
 /// Unpacks `tarball` into an empty folder outside the workspace and runs [`VERIFY_SCRIPT`]
 /// with the workspace hidden (a mount namespace with an empty tmpfs over it).
 ///
@@ -182,12 +264,8 @@ pub fn verify(tarball: &Path) -> Result<(), Error> {
     let ws = root();
     // As root a mount namespace is enough; otherwise an unprivileged user namespace maps
     // the user to root in it.
-    let as_root = std::fs::read_to_string("/proc/self/status")
-        .unwrap_or_default()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
     let mut c = Command::new("unshare");
-    if !as_root {
+    if !as_root() {
         c.arg("--map-root-user");
     }
     let script = base.join("verify.sh");
