@@ -10,9 +10,10 @@
 //! interfaces touch nothing of the machine's: this needs root, as CI runs; without it
 //! the tests fail saying so.
 //!
-//! One file of about 840 lines on purpose: the namespace holders, the vxlan peer's set-up
+//! One file of about 740 lines on purpose: the namespace holders, the vxlan peer's set-up
 //! and the two-fabric topologies are shared by every test here and by nothing else, and
-//! each test reads as one scenario from set-up to exact checks.
+//! each test reads as one scenario from set-up to exact checks (the SPEAD tools' heaps and
+//! checks are in `common/spead.rs`, shared with `spead_tools.rs`).
 
 mod common;
 
@@ -21,8 +22,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::fabric::{scratch, start, Fabric, Ran, DEADLINE};
+use common::fabric::{scratch, start, Fabric, DEADLINE};
 use common::hw_tools;
+use common::spead::{
+    assert_all_delivered, assert_heaps, nic_ready, on_nic, packets_sent, reference_heaps, wait_for,
+    HEAP_ARGS,
+};
 use common::{require, run, stderr};
 
 /// Fails with the reason unless the test runs as root.
@@ -129,68 +134,6 @@ fn kernel_peer(f: &Netns, k: &Netns) {
     k.ip("route add 224.0.0.0/4 dev vx0");
 }
 
-/// The heaps every SPEAD run here sends.
-const HEAP_ARGS: [&str; 6] = ["--heaps", "20", "--heap-size", "30000", "--items", "3"];
-
-/// The heap lines of `spead-recv --json` output (its counters line left out).
-fn heaps(json: &str) -> Vec<&str> {
-    json.lines().filter(|l| l.starts_with("{\"cnt\"")).collect()
-}
-
-/// What `spead-recv --json` prints for the heaps of [`HEAP_ARGS`]: the same sender into
-/// a file, read back.
-fn reference_heaps(tools: &Path, dir: &Path) -> String {
-    let file = dir.join("heaps.spead");
-    let wrote = Command::new(tools.join("spead-send"))
-        .args(HEAP_ARGS)
-        .arg(format!("file:{}", file.display()))
-        .output()
-        .expect("spead-send to a file");
-    assert!(wrote.status.success(), "{wrote:?}");
-    let read = Command::new(tools.join("spead-recv"))
-        .arg(format!("file:{}", file.display()))
-        .arg("--json")
-        .output()
-        .expect("spead-recv from the file");
-    assert!(read.status.success(), "{read:?}");
-    let want = String::from_utf8(read.stdout).expect("JSON is text");
-    assert_eq!(heaps(&want).len(), 20, "the 20 heaps");
-    want
-}
-
-/// Waits until `file` holds `line` (a receiver's readiness line).
-fn wait_for(file: &Path, line: &str) {
-    let begin = Instant::now();
-    while !std::fs::read_to_string(file)
-        .unwrap_or_default()
-        .contains(line)
-    {
-        assert!(begin.elapsed() < DEADLINE, "never printed {line:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The packet count of `spead-send`'s summary (`spead-send: 422 packets, ...`).
-fn packets_sent(sent: &Ran) -> u64 {
-    assert!(sent.status.success(), "spead-send: {}", sent.err);
-    sent.err
-        .trim()
-        .strip_prefix("spead-send: ")
-        .and_then(|t| t.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("spead-send's summary: {}", sent.err))
-}
-
-/// Checks that a receiver got exactly the heaps of `want`.
-fn assert_heaps(who: &str, got: &Ran, want: &str) {
-    assert!(got.status.success(), "{who}: {}", got.err);
-    let (g, w) = (heaps(&got.out), heaps(want));
-    assert_eq!(g.len(), w.len(), "{who}'s heaps: {}", got.err);
-    for (i, (g, w)) in g.iter().zip(&w).enumerate() {
-        assert!(g == w, "{who}: heap {i} differs from the file's");
-    }
-}
-
 /// The counters of a port's clause in a fabric's summary: (frames in, out, malformed,
 /// unsent).
 fn port_counts(summary: &str, port: &str) -> (u64, u64, u64, u64) {
@@ -266,30 +209,19 @@ fn a_linux_vxlan_interface_and_emulated_hosts_exchange_spead_both_ways() {
         "spead-recv: listening on udp:239.10.0.1:7148",
     );
     let mut s = fabric.program(&send, "h1");
-    s.args(HEAP_ARGS).args([
-        "--backend",
-        "hw",
-        "--ibv-interface",
-        "10.100.0.1",
-        "ibv:239.10.0.1:7148",
-    ]);
+    s.args(HEAP_ARGS)
+        .args(on_nic("10.100.0.1", "ibv:239.10.0.1:7148"));
     let to_kernel = packets_sent(&start(f.wrap(&s), &dir, "h1-send").finish());
     assert_heaps("the kernel's socket", &kernel_rx.finish(), &want);
 
     // The kernel to emulated h2: unicast (the kernel ARPs for 10.100.0.2 first).
     let mut r = fabric.program(&recv, "h2");
-    r.args([
-        "--backend",
-        "hw",
-        "--ibv-interface",
-        "10.100.0.2",
-        "ibv:10.100.0.2:7150",
-        "--json",
-    ]);
+    r.args(on_nic("10.100.0.2", "ibv:10.100.0.2:7150"))
+        .arg("--json");
     let h2_rx = start(f.wrap(&r), &dir, "h2-recv");
     wait_for(
         &dir.join("h2-recv.err"),
-        "spead-recv: receiving on ibv:10.100.0.2:7150 (raw, interface 10.100.0.2)",
+        &nic_ready("10.100.0.2", "ibv:10.100.0.2:7150"),
     );
     // The kernel holds only a few datagrams while it resolves an address: resolve it
     // first, with a datagram to a port nobody receives on (h2's NIC drops it).
@@ -310,13 +242,7 @@ fn a_linux_vxlan_interface_and_emulated_hosts_exchange_spead_both_ways() {
     let from_kernel = packets_sent(&start(k.wrap(&s), &dir, "kernel-send").finish());
     let got = h2_rx.finish();
     assert_heaps("h2's RAW_PACKET QP", &got, &want);
-    assert!(
-        got.err.contains(&format!(
-            "spead-recv: ibv:10.100.0.2:7150: {from_kernel} frames, {from_kernel} delivered, 0 dropped"
-        )),
-        "{}",
-        got.err
-    );
+    assert_all_delivered(&got, "ibv:10.100.0.2:7150", from_kernel);
 
     // A datagram that is not VXLAN is counted and dropped.
     k.sh("printf 'not vxlan' > /dev/udp/10.200.0.1/4789");
@@ -488,44 +414,29 @@ fn spead_multicast_crosses_to_another_fabric_and_a_kernel_peer() {
     let (a, b) = two_fabrics(&dir, &f, "", "1", to_kernel);
 
     let mut r = b.0.program(&recv, "h2");
-    r.env("VERBS_EMU_TOPOLOGY", &b.1).args([
-        "--backend",
-        "hw",
-        "--ibv-interface",
-        "10.100.0.2",
-        "ibv:239.10.0.1:7148",
-        "--json",
-    ]);
+    r.env("VERBS_EMU_TOPOLOGY", &b.1)
+        .args(on_nic("10.100.0.2", "ibv:239.10.0.1:7148"))
+        .arg("--json");
     let h2_rx = start(f.wrap(&r), &dir, "h2-recv");
     let mut r = Command::new(&recv);
     r.args(["udp:239.10.0.1:7148", "--bind", "10.100.0.9", "--json"]);
     let kernel_rx = start(k.wrap(&r), &dir, "kernel-recv");
     wait_for(
         &dir.join("h2-recv.err"),
-        "spead-recv: receiving on ibv:239.10.0.1:7148 (raw, interface 10.100.0.2)",
+        &nic_ready("10.100.0.2", "ibv:239.10.0.1:7148"),
     );
     wait_for(
         &dir.join("kernel-recv.err"),
         "spead-recv: listening on udp:239.10.0.1:7148",
     );
     let mut s = a.0.program(&send, "h1");
-    s.env("VERBS_EMU_TOPOLOGY", &a.1).args(HEAP_ARGS).args([
-        "--backend",
-        "hw",
-        "--ibv-interface",
-        "10.100.0.1",
-        "ibv:239.10.0.1:7148",
-    ]);
+    s.env("VERBS_EMU_TOPOLOGY", &a.1)
+        .args(HEAP_ARGS)
+        .args(on_nic("10.100.0.1", "ibv:239.10.0.1:7148"));
     let packets = packets_sent(&start(f.wrap(&s), &dir, "h1-send").finish());
     let got = h2_rx.finish();
     assert_heaps("fabric B's h2", &got, &want);
-    assert!(
-        got.err.contains(&format!(
-            "spead-recv: ibv:239.10.0.1:7148: {packets} frames, {packets} delivered, 0 dropped"
-        )),
-        "{}",
-        got.err
-    );
+    assert_all_delivered(&got, "ibv:239.10.0.1:7148", packets);
     assert_heaps("the kernel's socket", &kernel_rx.finish(), &want);
     let (sa, sb) = (a.0.stop(), b.0.stop());
     let to_b = port_counts(&sa, "vxlan 127.0.0.1:4789 -> 127.0.0.1:4790 vni 42");
@@ -634,13 +545,8 @@ fn a_qemu_stream_peer_exchanges_frames_with_emulated_hosts() {
 
     // h1's multicast heaps reach the VM, every frame.
     let mut s = fabric.program(&send, "h1");
-    s.args(HEAP_ARGS).args([
-        "--backend",
-        "hw",
-        "--ibv-interface",
-        "10.100.0.1",
-        "ibv:239.10.0.1:7148",
-    ]);
+    s.args(HEAP_ARGS)
+        .args(on_nic("10.100.0.1", "ibv:239.10.0.1:7148"));
     let packets = packets_sent(&start(s, &dir, "h1-send").finish());
     let frames: Vec<Vec<u8>> = (0..packets).map(|_| read_frame(&mut vm)).collect();
     for f in &frames {
@@ -650,18 +556,12 @@ fn a_qemu_stream_peer_exchanges_frames_with_emulated_hosts() {
 
     // The VM sends them back from its own MAC: h2 receives the heaps.
     let mut r = fabric.program(&recv, "h2");
-    r.args([
-        "--backend",
-        "hw",
-        "--ibv-interface",
-        "10.100.0.2",
-        "ibv:239.10.0.1:7148",
-        "--json",
-    ]);
+    r.args(on_nic("10.100.0.2", "ibv:239.10.0.1:7148"))
+        .arg("--json");
     let h2_rx = start(r, &dir, "h2-recv");
     wait_for(
         &dir.join("h2-recv.err"),
-        "spead-recv: receiving on ibv:239.10.0.1:7148 (raw, interface 10.100.0.2)",
+        &nic_ready("10.100.0.2", "ibv:239.10.0.1:7148"),
     );
     let mine: Vec<Vec<u8>> = frames
         .into_iter()
@@ -673,13 +573,7 @@ fn a_qemu_stream_peer_exchanges_frames_with_emulated_hosts() {
     write_frames(&mut vm, &mine);
     let got = h2_rx.finish();
     assert_heaps("h2 from the VM", &got, &want);
-    assert!(
-        got.err.contains(&format!(
-            "spead-recv: ibv:239.10.0.1:7148: {packets} frames, {packets} delivered, 0 dropped"
-        )),
-        "{}",
-        got.err
-    );
+    assert_all_delivered(&got, "ibv:239.10.0.1:7148", packets);
 
     // A length over QEMU's largest frame: the port hangs up on the peer.
     {

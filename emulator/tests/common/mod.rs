@@ -6,6 +6,7 @@
 #![allow(dead_code)] // each test binary uses part of it
 
 pub mod fabric;
+pub mod spead;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
