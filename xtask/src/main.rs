@@ -79,6 +79,9 @@ struct Cli {
 enum BenchWhat {
     /// The emulated NIC between two hosts against kernel loopback and memcpy.
     Emu,
+    /// What one fabric process carries: frames per second and per CPU-second, and how
+    /// many sending hosts it serves.
+    Fabric,
 }
 
 /// Which verbs backend a test run targets.
@@ -148,12 +151,17 @@ enum Command {
     /// frames, the harness micro-benchmarks, the MeerKAT scenario).
     Bench {
         /// `emu`: only the emulated NIC against kernel loopback and memcpy (perftest
-        /// between two emulated hosts, qperf, a 256 MiB copy), with ratios.
+        /// between two emulated hosts, qperf, a 256 MiB copy), with ratios. `fabric`: only
+        /// what one fabric process carries (SPEAD multicast between host pairs).
         #[arg(value_enum)]
         what: Option<BenchWhat>,
-        /// With `emu`: how many runs (interleaved) to take medians over.
+        /// With `emu` or `fabric`: how many runs (interleaved) to take medians over.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
         runs: u32,
+        /// With `fabric`: the counts of sender/receiver host pairs to run (1 to 50 each;
+        /// a count of 1 is needed for the hosts-per-fabric figure).
+        #[arg(long, value_delimiter = ',', default_value = "1,2,4", value_parser = clap::value_parser!(u8).range(1..=50))]
+        pairs: Vec<u8>,
     },
     /// Run a program on the emulated NIC: builds the emulated libibverbs (crate
     /// `emulator`) and the launcher (release build unless --debug) and runs CMD through
@@ -441,7 +449,16 @@ fn main() -> ExitCode {
         Command::Bench {
             what: Some(BenchWhat::Emu),
             runs,
+            ..
         } => done(cmd::bench_emu::run(runs)),
+        Command::Bench {
+            what: Some(BenchWhat::Fabric),
+            runs,
+            pairs,
+        } => done(cmd::bench_fabric::run(
+            &pairs.iter().map(|&p| usize::from(p)).collect::<Vec<_>>(),
+            runs,
+        )),
         Command::Emu {
             topology,
             seed,

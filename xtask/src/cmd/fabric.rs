@@ -46,6 +46,12 @@ impl FabricProcess {
         })
     }
 
+    /// Its process id.
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Waits for it to exit by itself (Ctrl-C, SIGTERM), its stdin held open meanwhile.
     ///
     /// # Errors

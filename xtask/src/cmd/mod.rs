@@ -4,6 +4,7 @@
 
 mod bench;
 pub mod bench_emu;
+pub mod bench_fabric;
 pub mod ci;
 mod common;
 pub mod dist;
