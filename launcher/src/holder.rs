@@ -293,8 +293,12 @@ fn start(config: Config) -> Result<Holder, String> {
         .write(true)
         .open(config.state.join(LOCK))
         .map_err(|e| format!("{}: {e}", config.state.join(LOCK).display()))?;
-    let network = build_network(&topology)?;
+    // The fabric first, in the caller's network and user namespaces: its ports to real
+    // networks (a VXLAN tunnel to another machine's fabric, a QEMU socket) are there, not
+    // in the emulated hosts' network. Should the network fail, dropping it closes its
+    // stdin and it stops.
     let fabric = start_fabric(&config)?;
+    let network = build_network(&topology)?;
     let path = config.state.join(CONTROL);
     let _ = std::fs::remove_file(&path);
     let listener = UnixListener::bind(&path)
