@@ -54,7 +54,8 @@ mod hw;
 
 #[cfg(feature = "ibverbs")]
 pub use hw::{
-    HwAh, HwCompChannel, HwContext, HwCq, HwFlow, HwMr, HwPd, HwQp, HwSrq, HwVerbs, DEVICE_ENV,
+    HwAh, HwCompChannel, HwContext, HwCq, HwFlow, HwMr, HwPd, HwQp, HwRwqIndTable, HwSrq, HwVerbs,
+    HwWq, DEVICE_ENV,
 };
 
 /// Whether this build of the crate can drive real hardware, and if not, why.
