@@ -513,6 +513,8 @@ mod tests {
         send_sync::<HwQp>();
         send_sync::<HwAh>();
         send_sync::<HwFlow>();
+        send_sync::<HwWq>();
+        send_sync::<HwRwqIndTable>();
         send::<HwMr>();
         send::<HwMw>();
     }
