@@ -1,5 +1,6 @@
 //! Builds the C shim over libibverbs and links libibverbs, only with the `ibverbs` feature,
-//! so that the simulator build needs no system package.
+//! so that the simulator build needs no system package. libmlx5 is not linked: the shim
+//! loads it at run time for striding WQs (shim/wq.c).
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -10,6 +11,7 @@ fn main() {
 #[cfg(feature = "ibverbs")]
 fn shim() {
     println!("cargo:rerun-if-changed=shim/shim.c");
+    println!("cargo:rerun-if-changed=shim/wq.c");
     println!("cargo:rerun-if-changed=shim/shim.h");
     if !std::path::Path::new("/usr/include/infiniband/verbs.h").exists() {
         println!(
@@ -19,6 +21,7 @@ fn shim() {
     }
     cc::Build::new()
         .file("shim/shim.c")
+        .file("shim/wq.c")
         .include("shim")
         .flag_if_supported("-std=gnu11")
         .warnings(true)

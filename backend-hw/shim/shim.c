@@ -88,6 +88,10 @@ static const uint32_t LAYOUT[] = {
 	FIELD(shim_flow_attr, port),
 	/* shim_async_event */
 	sizeof(struct shim_async_event), FIELD(shim_async_event, element),
+	/* shim_wq_ring, shim_striding */
+	sizeof(struct shim_wq_ring), FIELD(shim_wq_ring, dbrec), FIELD(shim_wq_ring, wqe_cnt),
+	FIELD(shim_wq_ring, stride), sizeof(struct shim_striding),
+	FIELD(shim_striding, two_byte_shift),
 };
 
 size_t shim_layout(const uint32_t **table)

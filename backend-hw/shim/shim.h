@@ -252,6 +252,22 @@ enum {
 	SHIM_ELEMENT_PORT = 4,
 };
 
+/* A work queue's ring as mlx5dv_init_obj (MLX5DV_OBJ_RWQ) gives it, for a striding RQ
+ * (whose entries the caller writes itself); all zero for an ordinary WQ. */
+struct shim_wq_ring {
+	void *buf;
+	uint32_t *dbrec; /* dbrec[0]: the receive doorbell record, big-endian */
+	uint32_t wqe_cnt;
+	uint32_t stride;
+};
+
+/* The striding RQ geometry of mlx5dv_create_wq (struct mlx5dv_striding_rq_init_attr). */
+struct shim_striding {
+	uint32_t log_stride_bytes;
+	uint32_t log_num_strides;
+	uint32_t two_byte_shift;
+};
+
 size_t shim_layout(const uint32_t **table);
 long shim_page_size(void);
 
@@ -318,5 +334,33 @@ int shim_destroy_flow(struct ibv_flow *flow);
 /* The bytes shim_create_flow hands to ibv_create_flow (for tests). */
 int shim_flow_bytes(const struct shim_flow_attr *attr, const struct shim_flow_spec *specs,
 		    size_t n, unsigned char *out, size_t cap, size_t *len);
+
+/* ---- work queues, indirection tables, RSS QPs (wq.c) ---- */
+
+/* ibv_create_wq, or with `striding` mlx5dv_create_wq through libmlx5.so.1 loaded at run
+ * time (EOPNOTSUPP when it cannot be loaded or the device is not an mlx5), whose ring it
+ * hands out in `ring`. */
+int shim_create_wq(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq, uint32_t max_wr,
+		   uint32_t max_sge, const struct shim_striding *striding, struct ibv_wq **out,
+		   uint32_t *wq_num, struct shim_wq_ring *ring);
+int shim_destroy_wq(struct ibv_wq *wq);
+/* ibv_modify_wq of the state; `cur` < 0: no IBV_WQ_ATTR_CURR_STATE. */
+int shim_modify_wq(struct ibv_wq *wq, uint32_t state, int32_t cur);
+/* What libibverbs records as the WQ's state (set by each successful modify). */
+uint32_t shim_wq_state(const struct ibv_wq *wq);
+int shim_post_wq_recv(struct ibv_wq *wq, const struct shim_recv_wr *wrs, size_t n, size_t *bad);
+/* Writes entry `head` of a striding RQ's ring (a struct mlx5_mprq_wqe) and then, with
+ * release ordering, the doorbell record (head + 1), as spead2 posts to its
+ * multi-packet receive queue. */
+void shim_mprq_post(const struct shim_wq_ring *ring, uint32_t head, uint64_t addr, uint32_t len,
+		    uint32_t lkey);
+/* ibv_create_rwq_ind_table of `1 << log_size` WQs. */
+int shim_create_rwq_ind_table(struct ibv_context *ctx, struct ibv_wq **wqs, uint32_t log_size,
+			      struct ibv_rwq_ind_table **out, uint32_t *num);
+int shim_destroy_rwq_ind_table(struct ibv_rwq_ind_table *table);
+/* ibv_create_qp_ex of a RAW_PACKET QP with IBV_QP_INIT_ATTR_IND_TABLE and _RX_HASH. */
+int shim_create_rss_qp(struct ibv_context *ctx, struct ibv_pd *pd,
+		       struct ibv_rwq_ind_table *table, uint8_t function, const uint8_t *key,
+		       uint8_t key_len, uint64_t fields, struct ibv_qp **out, uint32_t *qp_num);
 
 #endif

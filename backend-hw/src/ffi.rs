@@ -32,8 +32,40 @@ opaque!(
     ibv_srq,
     ibv_qp,
     ibv_ah,
-    ibv_flow
+    ibv_flow,
+    ibv_wq,
+    ibv_rwq_ind_table
 );
+
+/// A striding WQ's ring (`struct mlx5dv_rwq`'s `buf`, `dbrec`, `wqe_cnt`, `stride`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct shim_wq_ring {
+    pub buf: *mut c_void,
+    pub dbrec: *mut u32,
+    pub wqe_cnt: u32,
+    pub stride: u32,
+}
+
+impl Default for shim_wq_ring {
+    fn default() -> Self {
+        Self {
+            buf: std::ptr::null_mut(),
+            dbrec: std::ptr::null_mut(),
+            wqe_cnt: 0,
+            stride: 0,
+        }
+    }
+}
+
+/// `struct mlx5dv_striding_rq_init_attr`'s fields.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct shim_striding {
+    pub log_stride_bytes: u32,
+    pub log_num_strides: u32,
+    pub two_byte_shift: u32,
+}
 
 pub const NAME_LEN: usize = 64;
 /// `IBV_SYSFS_PATH_MAX`.
@@ -404,6 +436,49 @@ extern "C" {
         out: *mut *mut ibv_flow,
     ) -> c_int;
     pub fn shim_destroy_flow(flow: *mut ibv_flow) -> c_int;
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn shim_create_wq(
+        ctx: *mut ibv_context,
+        pd: *mut ibv_pd,
+        cq: *mut ibv_cq,
+        max_wr: u32,
+        max_sge: u32,
+        striding: *const shim_striding,
+        out: *mut *mut ibv_wq,
+        wq_num: *mut u32,
+        ring: *mut shim_wq_ring,
+    ) -> c_int;
+    pub fn shim_destroy_wq(wq: *mut ibv_wq) -> c_int;
+    pub fn shim_modify_wq(wq: *mut ibv_wq, state: u32, cur: i32) -> c_int;
+    pub fn shim_wq_state(wq: *const ibv_wq) -> u32;
+    pub fn shim_post_wq_recv(
+        wq: *mut ibv_wq,
+        wrs: *const shim_recv_wr,
+        n: usize,
+        bad: *mut usize,
+    ) -> c_int;
+    pub fn shim_mprq_post(ring: *const shim_wq_ring, head: u32, addr: u64, len: u32, lkey: u32);
+    pub fn shim_create_rwq_ind_table(
+        ctx: *mut ibv_context,
+        wqs: *mut *mut ibv_wq,
+        log_size: u32,
+        out: *mut *mut ibv_rwq_ind_table,
+        num: *mut u32,
+    ) -> c_int;
+    pub fn shim_destroy_rwq_ind_table(table: *mut ibv_rwq_ind_table) -> c_int;
+    #[allow(clippy::too_many_arguments)]
+    pub fn shim_create_rss_qp(
+        ctx: *mut ibv_context,
+        pd: *mut ibv_pd,
+        table: *mut ibv_rwq_ind_table,
+        function: u8,
+        key: *const u8,
+        key_len: u8,
+        fields: u64,
+        out: *mut *mut ibv_qp,
+        qp_num: *mut u32,
+    ) -> c_int;
     #[cfg(test)]
     pub fn shim_flow_bytes(
         attr: *const shim_flow_attr,
@@ -520,5 +595,11 @@ pub fn rust_layout() -> Vec<(&'static str, usize)> {
         "shim_flow_attr.port" => offset_of!(shim_flow_attr, port),
         "sizeof shim_async_event" => size_of::<shim_async_event>(),
         "shim_async_event.element" => offset_of!(shim_async_event, element),
+        "sizeof shim_wq_ring" => size_of::<shim_wq_ring>(),
+        "shim_wq_ring.dbrec" => offset_of!(shim_wq_ring, dbrec),
+        "shim_wq_ring.wqe_cnt" => offset_of!(shim_wq_ring, wqe_cnt),
+        "shim_wq_ring.stride" => offset_of!(shim_wq_ring, stride),
+        "sizeof shim_striding" => size_of::<shim_striding>(),
+        "shim_striding.two_byte_shift" => offset_of!(shim_striding, two_byte_shift),
     ]
 }

@@ -9,7 +9,8 @@
 //! simulator build needs no system package: without it the crate only offers [`status`].
 //! With it: [`HwVerbs`] lists and opens devices, [`HwContext`] creates every resource.
 //!
-//! Resource lifetimes are safe: a QP keeps its PD, CQs and SRQ alive, a CQ its completion
+//! Resource lifetimes are safe: a QP keeps its PD, CQs and SRQ alive (an RSS QP its
+//! indirection table), a table its work queues, a WQ its PD and CQ, a CQ its completion
 //! channel, an MR and a memory window their PD, a flow its QP, and everything its device
 //! context (a region the device refuses to deregister, because a window is still bound
 //! to it, keeps its memory: it is leaked, not freed under the device); dropping
@@ -27,7 +28,16 @@
 //! (in verbs-api, with typed errors: a post before the QP is ready, an invalid
 //! transition), a UD send without an address handle (the provider would dereference a
 //! null AH), a BIND_MW naming a window handle or region lkey no live object of the
-//! context has (libibverbs wants the objects), and objects of another device.
+//! context has (libibverbs wants the objects), an indirection table of no WQs or of a
+//! number that is not a power of two (libibverbs takes a log2 size and reads that many),
+//! a striding RQ's receive that is not one SGE (its ring entry holds one), and objects of
+//! another device.
+//!
+//! Work queues, indirection tables and RSS QPs go through libibverbs (`hw/wq.rs`); a
+//! striding WQ through libmlx5's direct verbs (`mlx5dv_create_wq`, `mlx5dv_init_obj`),
+//! loaded with dlopen when first asked for, so the crate needs libmlx5 neither to build
+//! nor to run; its receives are written into the WQ's ring as `mlx5_mprq_wqe` entries,
+//! as spead2 writes them.
 //!
 //! `attach_mcast` on a RoCEv2 port also joins the IPv4 group on the port's interface (as
 //! librdmacm's `rdma_join_multicast` does), without which the kernel delivers nothing.
@@ -54,7 +64,8 @@ mod hw;
 
 #[cfg(feature = "ibverbs")]
 pub use hw::{
-    HwAh, HwCompChannel, HwContext, HwCq, HwFlow, HwMr, HwPd, HwQp, HwSrq, HwVerbs, DEVICE_ENV,
+    HwAh, HwCompChannel, HwContext, HwCq, HwFlow, HwMr, HwPd, HwQp, HwRwqIndTable, HwSrq, HwVerbs,
+    HwWq, DEVICE_ENV,
 };
 
 /// Whether this build of the crate can drive real hardware, and if not, why.

@@ -77,3 +77,24 @@ mod mlx5_windows {
 
     workspace_tests::conformance_tests!(@windows env());
 }
+
+/// The cases of work queues, indirection tables, RSS QPs and striding RQs on the mlx5
+/// personality, which has them (on rxe, above, they check its refusals).
+mod mlx5_queues {
+    use super::*;
+
+    fn env() -> Env<SimVerbs> {
+        let sim = Sim::new(0x5eed);
+        let host = sim
+            .add_host("h0", Ipv4Addr::new(10, 77, 0, 1), Personality::Mlx5)
+            .expect("host");
+        Env {
+            verbs: sim.verbs(host),
+            device: Personality::Mlx5.name(0),
+            port: 1,
+            lossy: None,
+        }
+    }
+
+    workspace_tests::conformance_tests!(@queues env());
+}

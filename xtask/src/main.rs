@@ -13,7 +13,9 @@
 //!   after). While backend-hw has no tests it runs the smoke check instead.
 //! - `cargo xtask test --backend emu [-- TEST-ARGS]`: the same test binaries, unmodified, on
 //!   the emulated libibverbs (one rxe-personality host, `emulator/topologies/`), so each
-//!   conformance case runs on the simulator directly, through the C ABI, and on rxe.
+//!   conformance case runs on the simulator directly, through the C ABI, and on rxe; the
+//!   cases of work queues, RSS QPs and striding RQs (`queues::`) run again on a host with
+//!   an mlx5 device (`mlx5_0`), through the emulated libmlx5 too.
 //! - `cargo xtask test --wire [-- TEST-ARGS]`: the fabric's ports to real networks alone
 //!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`), then
 //!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone).
@@ -92,7 +94,8 @@ enum Backend {
     /// libibverbs on a real device, or on Soft-RoCE in a VM with `--vm`.
     Hw,
     /// The hardware suites, unmodified, on the emulated libibverbs (one rxe-personality
-    /// host): needs rdma-core's headers and libclang, which xtask installs.
+    /// host; the conformance cases of work queues, `queues::`, also on an mlx5 host):
+    /// needs rdma-core's headers and libclang, which xtask installs.
     Emu,
 }
 

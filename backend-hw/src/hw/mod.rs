@@ -430,21 +430,28 @@ impl Context for HwContext {
         }
     }
 
-    fn create_wq(&self, _pd: &HwPd, _cq: &HwCq, _attr: &verbs_api::WqInitAttr) -> Result<HwWq> {
-        Err(wq::not_wrapped("ibv_create_wq"))
+    fn create_wq(&self, pd: &HwPd, cq: &HwCq, attr: &verbs_api::WqInitAttr) -> Result<HwWq> {
+        const OP: &str = "ibv_create_wq";
+        self.inner.same(pd.ctx(), OP)?;
+        self.inner.same(cq.ctx(), OP)?;
+        HwWq::create(pd, cq, attr)
     }
 
-    fn create_rwq_ind_table(&self, _wqs: &[&HwWq]) -> Result<HwRwqIndTable> {
-        Err(wq::not_wrapped("ibv_create_rwq_ind_table"))
+    fn create_rwq_ind_table(&self, wqs: &[&HwWq]) -> Result<HwRwqIndTable> {
+        let has_wqs = has_raw_packet(&self.inner.attr()?);
+        HwRwqIndTable::create(&self.inner, wqs, has_wqs)
     }
 
     fn create_rss_qp(
         &self,
-        _pd: &HwPd,
-        _table: &HwRwqIndTable,
-        _hash: &verbs_api::RxHashConf,
+        pd: &HwPd,
+        table: &HwRwqIndTable,
+        hash: &verbs_api::RxHashConf,
     ) -> Result<HwQp> {
-        Err(wq::not_wrapped("ibv_create_qp_ex"))
+        const OP: &str = "ibv_create_qp_ex";
+        self.inner.same(pd.ctx(), OP)?;
+        self.inner.same(&table.0.ctx, OP)?;
+        HwQp::create_rss(pd, table, hash)
     }
 }
 
@@ -506,6 +513,8 @@ mod tests {
         send_sync::<HwQp>();
         send_sync::<HwAh>();
         send_sync::<HwFlow>();
+        send_sync::<HwWq>();
+        send_sync::<HwRwqIndTable>();
         send::<HwMr>();
         send::<HwMw>();
     }

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use verbs_api::{
     Context, Error, ErrorKind, Flow, FlowAttr, Gid, LinkLayer, MwBind, QpAttr, QpAttrMask, QpCap,
-    QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, SendOpcode, SendWr, WrDetail,
+    QpInitAttr, QpState, QpType, QueuePair, RecvWr, Result, RxHashConf, SendOpcode, SendWr,
+    WrDetail,
 };
 
 use super::convert;
@@ -17,6 +18,7 @@ use super::ctx::{invalid, null, os_error, Ctx, HwContext, CHUNK};
 use super::resources::{
     self, post_error, post_recv_chunks, Cq, HwAh, HwCq, HwMw, HwPd, HwSrq, Pd, Srq,
 };
+use super::wq::{HwRwqIndTable, IndTable};
 use crate::diagnose::{self, errno};
 use crate::ffi;
 
@@ -32,8 +34,10 @@ pub(crate) struct Qp {
     /// socket that holds the host's IPv4 membership of the group (RoCEv2), if any.
     mcast: Mutex<Vec<(Gid, u16, Option<UdpSocket>)>>,
     _srq: Option<Arc<Srq>>,
-    _send_cq: Arc<Cq>,
-    _recv_cq: Arc<Cq>,
+    /// The CQs (none for an RSS QP, whose receives complete to its WQs' CQs).
+    _cqs: Option<[Arc<Cq>; 2]>,
+    /// An RSS QP's indirection table.
+    _table: Option<Arc<IndTable>>,
     pd: Arc<Pd>,
 }
 
@@ -51,7 +55,7 @@ impl Drop for Qp {
             let _ = unsafe { ffi::shim_detach_mcast(self.ptr.as_ptr(), gid.0.as_ptr(), lid) };
         }
         // SAFETY: every flow on this QP holds an Arc<Qp>, so none is left; the QP is
-        // destroyed once, before its CQs, SRQ and PD (whose Arcs drop after this).
+        // destroyed once, before its CQs, SRQ, table and PD (whose Arcs drop after this).
         let _ = unsafe { ffi::shim_destroy_qp(self.ptr.as_ptr()) };
     }
 }
@@ -110,8 +114,56 @@ impl HwQp {
             last_set: AtomicU32::new(QpState::Reset.as_raw()),
             mcast: Mutex::new(Vec::new()),
             _srq: init.srq.map(|s| s.0.clone()),
-            _send_cq: init.send_cq.0.clone(),
-            _recv_cq: init.recv_cq.0.clone(),
+            _cqs: Some([init.send_cq.0.clone(), init.recv_cq.0.clone()]),
+            _table: None,
+            pd: pd.0.clone(),
+        })))
+    }
+
+    /// An RSS QP: a RAW_PACKET QP with no queues of its own over `table`, hashing with
+    /// `hash` (`ibv_create_qp_ex` with `IBV_QP_INIT_ATTR_IND_TABLE | _RX_HASH`).
+    pub(crate) fn create_rss(pd: &HwPd, table: &HwRwqIndTable, hash: &RxHashConf) -> Result<Self> {
+        const OP: &str = "ibv_create_qp_ex";
+        let key_len = u8::try_from(hash.key.len())
+            .map_err(|_| invalid(OP, format!("a hash key of {} bytes", hash.key.len())))?;
+        let mut ptr = std::ptr::null_mut();
+        let mut qp_num = 0;
+        // SAFETY: the context, PD and table are alive; the key is valid for the call (the
+        // device copies it); the outputs are valid.
+        let ret = unsafe {
+            ffi::shim_create_rss_qp(
+                pd.0.ctx.ptr.as_ptr(),
+                pd.0.ptr.as_ptr(),
+                table.0.ptr.as_ptr(),
+                hash.function,
+                hash.key.as_ptr(),
+                key_len,
+                hash.fields.bits(),
+                &mut ptr,
+                &mut qp_num,
+            )
+        };
+        if ret != 0 {
+            if ret == errno::EPERM {
+                return Err(diagnose::raw_packet_permission());
+            }
+            return Err(os_error(
+                OP,
+                ret,
+                format!("RSS QP with {hash:?} on {}", pd.0.ctx.name()),
+            ));
+        }
+        let ptr = NonNull::new(ptr).ok_or_else(|| null(OP))?;
+        Ok(HwQp(Arc::new(Qp {
+            ptr,
+            qp_num,
+            qp_type: QpType::RawPacket,
+            cap: QpCap::default(),
+            last_set: AtomicU32::new(QpState::Reset.as_raw()),
+            mcast: Mutex::new(Vec::new()),
+            _srq: None,
+            _cqs: None,
+            _table: Some(table.0.clone()),
             pd: pd.0.clone(),
         })))
     }

@@ -25,7 +25,10 @@ pub use rig::{Env, Rig};
 /// a fresh [`Env`] for each test. The cases about loss, which need the env's lossy link,
 /// are in a module `lossy_link` (so `--skip lossy_link::` leaves them out where a backend
 /// has no such link). `conformance_tests!(@windows ENV)` instantiates only the
-/// memory-window cases (the simulator runs them on its mlx5 personality too).
+/// memory-window cases (the simulator runs them on its mlx5 personality too), and
+/// `conformance_tests!(@queues ENV)` only the cases of work queues, indirection tables,
+/// RSS QPs and striding RQs, in a module `queues` (on rxe they check its refusals; the
+/// simulator's mlx5 personality and the emulated mlx5 run what they do).
 #[macro_export]
 macro_rules! conformance_tests {
     ($env:expr) => {
@@ -158,6 +161,7 @@ macro_rules! conformance_tests {
             cq_resize_keeps_completions_and_refuses_below_them,
         );
         $crate::conformance_tests!(@windows $env);
+        $crate::conformance_tests!(@queues $env);
         mod lossy_link {
             use super::*;
             $crate::conformance_tests!(@cases $env;
@@ -189,6 +193,22 @@ macro_rules! conformance_tests {
             mw_atomic_through_window,
             mw_uc_bind_and_write,
         );
+    };
+    // Work queues, indirection tables, RSS QPs and striding RQs, in a module `queues`
+    // (on rxe each checks the refusals; a personality or device with them runs them alone).
+    (@queues $env:expr) => {
+        mod queues {
+            use super::*;
+            $crate::conformance_tests!(@cases $env;
+                wq_takes_frames_only_when_ready,
+                rss_steers_by_toeplitz_hash,
+                striding_rq_packs_frames_into_strides,
+                striding_rq_filler_ends_a_full_wqe,
+                striding_rq_two_byte_shift,
+                striding_rq_malformed_entry_fails,
+                wq_and_rss_refusals,
+            );
+        }
     };
     (@cases $env:expr; $($case:ident),+ $(,)?) => {
         $(

@@ -6,7 +6,9 @@
 //! packet loss (`lossy_link::`) need a second device behind a link a case can lose a
 //! packet on: they run in a second pass, on a host with two devices and without a fabric
 //! process (the emulator's `verbs_emu_lose_next_frame` chooses the frame, as the
-//! simulator's drop list does).
+//! simulator's drop list does). The cases of work queues, indirection tables, RSS QPs and
+//! striding RQs (`queues::`), which on rxe check its refusals, run a third time on a
+//! host whose device is an mlx5 (`mlx5_0`), through the emulated libibverbs and libmlx5.
 
 use std::path::Path;
 
@@ -21,6 +23,10 @@ const TOPOLOGY: &str = "emulator/topologies/one-rxe-host.toml";
 const LOSSY_TOPOLOGY: &str = "emulator/topologies/one-rxe-host-two-devices.toml";
 /// The cases about loss (a module of the conformance suite).
 const LOSSY: &str = "lossy_link::";
+/// The topology, device and module of the conformance cases that need an mlx5.
+const MLX5_TOPOLOGY: &str = "emulator/topologies/one-mlx5-host.toml";
+const MLX5_DEVICE: &str = "mlx5_0";
+const QUEUES: &str = "queues::";
 /// The device and interface address the suites are told to use (the topology's).
 const DEVICE: &str = "rxe0";
 const IFACE: &str = "10.100.0.1";
@@ -45,7 +51,7 @@ pub fn run(rest: &[String]) -> Result<(), Error> {
             ..EmuArgs::default()
         };
         eprintln!("xtask: on the emulated libibverbs: {}", name(&b.executable));
-        let code = emu(&command(b, &filter), &args)?;
+        let code = emu(&command(b, DEVICE, &filter), &args)?;
         if code != 0 {
             failed.push(format!("{} (exit {code})", name(&b.executable)));
         }
@@ -69,9 +75,35 @@ pub fn run(rest: &[String]) -> Result<(), Error> {
             "xtask: on the emulated libibverbs, the loss cases: {}",
             name(&b.executable)
         );
-        let code = emu(&command(b, &filter), &args)?;
+        let code = emu(&command(b, DEVICE, &filter), &args)?;
         if code != 0 {
             failed.push(format!("{} {LOSSY} (exit {code})", name(&b.executable)));
+        }
+        // The queue cases again, on an mlx5: all of them, or those the caller's filters
+        // name (libtest's filters select any test one matches, so a filter naming other
+        // cases would run rxe's cases on the mlx5).
+        if !rest.is_empty() && !rest.iter().any(|a| a.contains("queues")) {
+            eprintln!("xtask: no {QUEUES} case selected by {rest:?}: not run on {MLX5_DEVICE}");
+            continue;
+        }
+        let mut filter = vec![QUEUES.to_owned()];
+        filter.extend(rest.iter().cloned());
+        let args = EmuArgs {
+            topology: Some(root().join(MLX5_TOPOLOGY)),
+            debug: true,
+            direct: true,
+            ..EmuArgs::default()
+        };
+        eprintln!(
+            "xtask: on the emulated libibverbs and libmlx5 ({MLX5_DEVICE}), the {QUEUES} cases: {}",
+            name(&b.executable)
+        );
+        let code = emu(&command(b, MLX5_DEVICE, &filter), &args)?;
+        if code != 0 {
+            failed.push(format!(
+                "{} {QUEUES} on {MLX5_DEVICE} (exit {code})",
+                name(&b.executable)
+            ));
         }
     }
     if failed.is_empty() {
@@ -84,14 +116,14 @@ pub fn run(rest: &[String]) -> Result<(), Error> {
     }
 }
 
-/// Runs test binary `b` in its folder with the suite's device and address, one test at a
-/// time, with `args` (libtest's filters) after.
-fn command(b: &TestBinary, args: &[String]) -> Vec<String> {
+/// Runs test binary `b` in its folder with `device` and the suite's address, one test at
+/// a time, with `args` (libtest's filters) after.
+fn command(b: &TestBinary, device: &str, args: &[String]) -> Vec<String> {
     let mut cmd = vec![
         "env".to_owned(),
         "-C".to_owned(),
         b.cwd.to_string_lossy().into_owned(),
-        format!("RDMA_DEVICE={DEVICE}"),
+        format!("RDMA_DEVICE={device}"),
         format!("RDMA_IFACE={IFACE}"),
         b.executable.to_string_lossy().into_owned(),
         "--test-threads=1".to_owned(),

@@ -18,6 +18,7 @@ mod send_queue;
 mod srq;
 mod uc;
 mod ud;
+mod wq;
 
 pub use cq::*;
 pub use cq_resize::*;
@@ -34,3 +35,4 @@ pub use send_queue::*;
 pub use srq::*;
 pub use uc::*;
 pub use ud::*;
+pub use wq::*;
