@@ -34,20 +34,17 @@ pub fn mac_of(ip: &str) -> String {
     .mac()
 }
 
-/// The link-local IPv6 address (modified EUI-64, RFC 4291 appendix A) of the host of
-/// `ip`, as `inet_ntop` prints it: GID 0 of rxe in the VM (the kernel's default
+/// The link-local IPv6 address (modified EUI-64 of its MAC, RFC 4291 appendix A) of the
+/// host of `ip`, as `inet_ntop` prints it: GID 0 of rxe in the VM (the kernel's default
 /// `addr_gen_mode` 0) and of the emulated NIC.
 pub fn link_local_of(ip: &str) -> String {
     let m: Vec<u8> = mac_of(ip)
         .split(':')
         .map(|x| u8::from_str_radix(x, 16).unwrap_or(0))
         .collect();
-    // a:b:c:d:e:f -> (a ^ 2):b:c:ff:fe:d:e:f (the universal/local bit flipped).
-    let mut b = [0u8; 16];
-    b[0] = 0xfe;
-    b[1] = 0x80;
-    b[8..].copy_from_slice(&[m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
-    std::net::Ipv6Addr::from(b).to_string()
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&m);
+    netwire::ipv6::link_local_of_mac(mac).to_string()
 }
 
 #[cfg(test)]

@@ -249,7 +249,15 @@ pub fn run_case(case: &Case, base: &HostRun, vm_socket: &Path, dir: &Path) -> Re
                 &["sh".into(), "-c".into(), case.vm.clone()],
                 &vm_options(vm_socket, false),
             );
-            let host = finish_host(case, server, dir)?;
+            let host = finish_host(case, server, dir).map_err(|e| match &out {
+                Ok(o) => format!(
+                    "{e}\n--- the VM's side (exit {}):\n{}{}",
+                    o.exit_code,
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+                Err(v) => format!("{e}\n--- the VM: {v}"),
+            })?;
             let out = out?;
             let (boot, total) = times(&out);
             Ok(Ran {
