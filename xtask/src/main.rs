@@ -291,6 +291,10 @@ enum Command {
         /// the VM (repeatable), for a server in the VM.
         #[arg(long, value_name = "PORT", requires = "fabric", value_parser = clap::value_parser!(u16).range(1..))]
         forward: Vec<u16>,
+        /// QEMU's CPU model (`-cpu`, e.g. `max`), instead of QEMU's default `qemu64` (which
+        /// lacks SSE4.2 and POPCNT: numpy 2, so spead2 in Python, dies there of SIGILL).
+        #[arg(long, value_name = "MODEL")]
+        cpu: Option<String>,
         /// Instead of CMD, run the built-in smoke check: ibv_devinfo, ibv_rc_pingpong and
         /// ibv_ud_pingpong (server and client) and mckey (UD multicast) on rxe0.
         #[arg(long, conflicts_with = "cmd")]
@@ -513,6 +517,7 @@ fn main() -> ExitCode {
             fabric,
             fabric_ip,
             forward,
+            cpu,
             cmd,
         } => {
             let cmd = if smoke { cmd::smoke_command() } else { cmd };
@@ -525,6 +530,7 @@ fn main() -> ExitCode {
                 fabric,
                 fabric_ip,
                 forward,
+                cpu,
             };
             cmd::vm(&cmd, &opts).map(exit_with)
         }

@@ -26,6 +26,8 @@ pub struct QemuConfig<'a> {
     pub cpus: u32,
     /// The NICs joining an emulated fabric, if any (else the VM has no network device).
     pub fabric: Option<&'a FabricNic>,
+    /// The CPU model (`-cpu`), if not QEMU's default.
+    pub cpu: Option<&'a str>,
 }
 
 /// A VM's NIC on an emulated fabric's QEMU port (`verbs-emu-fabric --qemu-stream SOCK`),
@@ -99,6 +101,7 @@ pub fn command(cfg: &QemuConfig<'_>) -> Command {
     c.args(["-accel", "tcg", "-machine", "pc"])
         .args(["-m", &cfg.memory_mib.to_string()])
         .args(["-smp", &cfg.cpus.to_string()])
+        .args(cfg.cpu.map(|m| ["-cpu", m]).into_iter().flatten())
         .args(["-nodefaults", "-no-user-config", "-no-reboot"])
         .args(["-display", "none", "-monitor", "none"]);
     match cfg.fabric {
@@ -161,7 +164,19 @@ mod tests {
             memory_mib: 2048,
             cpus: 2,
             fabric,
+            cpu: None,
         }
+    }
+
+    #[test]
+    fn the_cpu_model_is_qemus_default_unless_asked() {
+        let a = args(&command(&config(None)));
+        assert!(!a.iter().any(|x| x == "-cpu"), "{a:?}");
+        let mut cfg = config(None);
+        cfg.cpu = Some("max");
+        let a = args(&command(&cfg));
+        let at = a.iter().position(|x| x == "-cpu").expect("-cpu");
+        assert_eq!(a[at + 1], "max");
     }
 
     #[test]

@@ -77,6 +77,8 @@ pub struct Case {
     pub host: Vec<String>,
     /// The VM side's shell command.
     pub vm: String,
+    /// The VM's CPU model, if not QEMU's default (`crate::vm::VmOptions::cpu`).
+    pub vm_cpu: Option<&'static str>,
     /// What the case checks.
     pub check: Check,
     /// RoCE frames the VM must have sent in this case, at least (for the capture's check).
@@ -151,6 +153,7 @@ pub fn pingpong(tool: &str, gid: u8, server: Server, size: u32) -> Case {
         netns_ip: None,
         host,
         vm,
+        vm_cpu: None,
         check: Check::Verbs {
             client: lines.clone(),
             server: lines,
@@ -191,6 +194,7 @@ pub fn bandwidth(tool: &str, server: Server) -> Case {
         netns_ip: None,
         host,
         vm,
+        vm_cpu: None,
         check: Check::Verbs {
             client: row.clone(),
             server: row,
@@ -222,6 +226,7 @@ pub fn read_latency(server: Server) -> Case {
         netns_ip: None,
         host,
         vm,
+        vm_cpu: None,
         check: Check::Verbs {
             client: vec![(" 2       200 ".into(), "")],
             server: vec![],

@@ -166,7 +166,7 @@ pub fn first_in_vm(cmd: &str, ready: &Ready, ready_file: &Path) -> String {
 
 /// The VM's options: its NIC on the fabric's port `vm_socket`, [`PORT`] forwarded when
 /// its program is a TCP server.
-fn vm_options(vm_socket: &Path, forward: bool) -> VmOptions {
+fn vm_options(vm_socket: &Path, forward: bool, cpu: Option<&'static str>) -> VmOptions {
     VmOptions {
         timeout: CASE_TIMEOUT,
         echo: false,
@@ -175,6 +175,7 @@ fn vm_options(vm_socket: &Path, forward: bool) -> VmOptions {
             ip: VM_IP.parse().expect("VM_IP is an address"),
             forward: if forward { vec![PORT] } else { vec![] },
         }),
+        cpu: cpu.map(str::to_owned),
         ..VmOptions::default()
     }
 }
@@ -247,7 +248,7 @@ pub fn run_case(case: &Case, base: &HostRun, vm_socket: &Path, dir: &Path) -> Re
             eprintln!("xtask interop: {}: VM: {}", case.name, case.vm);
             let out = vm::run_in_vm(
                 &["sh".into(), "-c".into(), case.vm.clone()],
-                &vm_options(vm_socket, false),
+                &vm_options(vm_socket, false, case.vm_cpu),
             );
             let host = finish_host(case, server, dir).map_err(|e| match &out {
                 Ok(o) => format!(
@@ -272,7 +273,7 @@ pub fn run_case(case: &Case, base: &HostRun, vm_socket: &Path, dir: &Path) -> Re
             let _ = std::fs::remove_file(&ready);
             let cmd = first_in_vm(&case.vm, &case.ready, &ready);
             eprintln!("xtask interop: {}: VM: {} (first)", case.name, case.vm);
-            let opts = vm_options(vm_socket, case.ready == Ready::Tcp);
+            let opts = vm_options(vm_socket, case.ready == Ready::Tcp, case.vm_cpu);
             let vm_run =
                 std::thread::spawn(move || vm::run_in_vm(&["sh".into(), "-c".into(), cmd], &opts));
             let start = Instant::now();
