@@ -21,7 +21,8 @@
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
 //!   exit with its exit code. With `--fabric SOCK [--fabric-ip IP] [--forward PORT]...`
-//!   rxe0 is on a NIC joining a fabric's QEMU port instead (see the [`vm`] module).
+//!   rxe0 is on a NIC joining a fabric's QEMU port instead (see the [`vm`] module);
+//!   `--cpu MODEL` gives QEMU a CPU model (`max` for numpy).
 //!   `cargo xtask vm --smoke` runs the smoke check (ibv_devinfo,
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
