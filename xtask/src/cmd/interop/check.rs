@@ -131,3 +131,87 @@ pub fn summary(case: &Case, side: &Side) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmd::interop::cases::{pingpong, Ready};
+
+    fn side(code: i32, stdout: &str) -> Side {
+        Side {
+            code,
+            stdout: stdout.into(),
+            stderr: String::new(),
+        }
+    }
+
+    fn pingpong_out(peer: &str) -> String {
+        format!(
+            "  local address: ...\n  remote address: LID 0x0000, QPN 0x000011, PSN 0x1, GID ::ffff:{peer}\n\
+             819200 bytes in 0.10 seconds = 65.54 Mbit/sec\n100 iters in 0.10 seconds = 1000.00 usec/iter\n"
+        )
+    }
+
+    #[test]
+    fn a_verbs_case_needs_both_exit_codes_result_lines_and_peer_gids() {
+        let c = pingpong("ibv_rc_pingpong", 1, Server::Emulated, 4096);
+        let (host, vm) = (
+            side(0, &pingpong_out(VM_IP)),
+            side(0, &pingpong_out(HOST_IP)),
+        );
+        assert_eq!(check(&c, &host, &vm), Ok(()));
+        // Each side must have seen the other's GID, not its own.
+        let e = check(&c, &side(0, &pingpong_out(HOST_IP)), &vm).unwrap_err();
+        assert!(e.contains("GID of 10.100.0.20"), "{e}");
+        let e = check(&c, &host, &side(1, &pingpong_out(HOST_IP))).unwrap_err();
+        assert!(e.contains("(rxe in the VM): exited with 1"), "{e}");
+        let short = pingpong_out(HOST_IP).replace("100 iters", "99 iters");
+        let e = check(&c, &host, &side(0, &short)).unwrap_err();
+        assert!(e.contains("no line `100 iters in ... usec/iter`"), "{e}");
+    }
+
+    fn spead_case(check: Check) -> Case {
+        Case {
+            name: "s".into(),
+            first: Server::Vm,
+            ready: Ready::Line("ready".into()),
+            emulated: "h2",
+            netns_ip: None,
+            host: vec!["send".into()],
+            vm: "recv".into(),
+            vm_cpu: None,
+            check,
+            vm_frames: 0,
+        }
+    }
+
+    #[test]
+    fn a_spead_case_needs_exactly_the_heaps_sent() {
+        let sent = "{\"cnt\": 1, \"items\": []}\n{\"cnt\": 2, \"items\": []}\n";
+        let c = spead_case(Check::HeapsAsSent {
+            receiver: Server::Vm,
+        });
+        let got = format!("{{\"ready\": true}}\n{sent}");
+        assert_eq!(check(&c, &side(0, sent), &side(0, &got)), Ok(()));
+        let e = check(
+            &c,
+            &side(0, sent),
+            &side(0, "{\"cnt\": 1, \"items\": []}\n"),
+        )
+        .unwrap_err();
+        assert!(e.contains("1 heaps, 2 expected"), "{e}");
+        let other = sent.replace("\"cnt\": 2", "\"cnt\": 3");
+        let e = check(&c, &side(0, sent), &side(0, &other)).unwrap_err();
+        assert!(e.contains("heap 1 differs"), "{e}");
+        let e = check(&c, &side(0, ""), &side(0, "")).unwrap_err();
+        assert!(e.contains("printed no heap"), "{e}");
+        let c = spead_case(Check::Heaps {
+            receiver: Server::Emulated,
+            want: vec!["{\"cnt\": 1, \"items\": []}".into()],
+        });
+        assert_eq!(
+            check(&c, &side(0, "{\"cnt\": 1, \"items\": []}\n"), &side(0, "")),
+            Ok(())
+        );
+    }
+}
