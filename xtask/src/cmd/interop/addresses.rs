@@ -20,8 +20,9 @@ pub const SPEAD_HOST_IP: &str = "10.100.0.2";
 pub const HOST_FROM_GUEST: &str = "10.0.2.2";
 /// The TCP port of every case (one case at a time).
 pub const PORT: u16 = 18600;
-/// The longest a case's VM or host program may take.
-pub const CASE_TIMEOUT: Duration = Duration::from_secs(180);
+/// The longest a case's VM or host program may take (a bound, not a measure: a case
+/// takes 10-50 s on a quiet host).
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The MAC the emulator gives the host of `ip` (and `cargo xtask vm --fabric` the VM's
 /// NIC): 02:00 and the address's four bytes (`crate::vm::qemu::FabricNic::mac`).

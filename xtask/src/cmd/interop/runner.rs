@@ -143,22 +143,30 @@ pub fn listening(port: u16) -> bool {
     })
 }
 
-/// The shell functions of `backend-hw/scripts/rxe-helpers.sh` (wait_port, wait_until).
+/// The shell functions of `backend-hw/scripts/rxe-helpers.sh` (`listening`).
 const HELPERS: &str = include_str!("../../../../backend-hw/scripts/rxe-helpers.sh");
+
+/// How long the VM's side started first may take to become ready, in tenths of a second
+/// (spead2's import alone took 12 s of a quiet host's time under TCG; the helpers'
+/// `wait_until` gives up after 60 s, too soon on a loaded host).
+const READY_TENTHS: u32 = 2000;
 
 /// The VM's script when it starts first: the program in the background, its output into
 /// files, `ready` created once it is ready, then its exit code and output.
 pub fn first_in_vm(cmd: &str, ready: &Ready, ready_file: &Path) -> String {
-    let wait = match ready {
-        Ready::Tcp => format!("wait_port {PORT}"),
+    let test = match ready {
+        Ready::Tcp => format!("listening {PORT}"),
         Ready::Line(l) => format!(
-            "wait_until 'its readiness line' grep -qF -e {} /tmp/first.out /tmp/first.err",
+            "grep -qF -e {} /tmp/first.out /tmp/first.err",
             vm::sh_quote(l)
         ),
     };
     format!(
         "{HELPERS}\n{cmd} > /tmp/first.out 2> /tmp/first.err & S=$!\n\
-         {wait} || {{ kill $S; cat /tmp/first.out; cat /tmp/first.err >&2; exit 1; }}\n\
+         n=0; until {test}; do\n\
+         [ $n -lt {READY_TENTHS} ] && kill -0 $S 2> /dev/null || \\\n\
+         {{ echo 'never ready'; kill $S; cat /tmp/first.out; cat /tmp/first.err >&2; exit 1; }}\n\
+         n=$((n + 1)); sleep 0.1; done\n\
          : > {ready}\nwait $S; C=$?\ncat /tmp/first.out; cat /tmp/first.err >&2\nexit $C\n",
         ready = vm::sh_quote(&ready_file.to_string_lossy()),
     )
@@ -326,6 +334,39 @@ mod tests {
         }
         let s = first_in_vm("p", &Ready::Line("it's on".into()), Path::new("/r"));
         assert!(s.contains("grep -qF -e 'it'\\''s on'"), "{s}");
+    }
+
+    /// Run on the host: the ready file appears once the line is printed, and the script
+    /// exits with the program's code and its output; a program that ends unready fails.
+    #[test]
+    fn the_vms_first_side_script_waits_for_the_line_and_keeps_the_exit_code() {
+        let dir = std::env::temp_dir().join(format!("interop-first-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ready = dir.join("c.ready");
+        let line = Ready::Line("up now".into());
+        let prog = format!(
+            "sh -c 'sleep 0.3; echo up now >&2; while [ ! -e {} ]; do sleep 0.05; done; echo done; exit 3'",
+            ready.display()
+        );
+        let out = Command::new("sh")
+            .args(["-c", &first_in_vm(&prog, &line, &ready)])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(3), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "up now\n");
+        let _ = std::fs::remove_file(&ready);
+        let out = Command::new("sh")
+            .args(["-c", &first_in_vm("true", &line, &ready)])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "never ready\n");
+        assert!(!ready.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+        // The script's output files (the guest's /tmp is its own tmpfs; here the host's).
+        let _ = std::fs::remove_file("/tmp/first.out");
+        let _ = std::fs::remove_file("/tmp/first.err");
     }
 
     #[test]
