@@ -18,7 +18,9 @@
 //!   `-R`, rdma_cm, no: the emulated connection manager speaks no CM MADs on the wire,
 //!   see docs/divergences.md);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
-//!   way, with our tools and with spead2 ([`spead`]);
+//!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
+//!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
+//!   `-cpu max` for spead2's numpy);
 //! - `ibv_rc_pingpong` again on a second fabric whose topology loses 2% of the frames the
 //!   switch sends to the VM and to h1, so that both stacks retransmit.
 //!
