@@ -23,7 +23,8 @@
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
 //!   exit with its exit code. With `--fabric SOCK [--fabric-ip IP] [--forward PORT]...`
-//!   rxe0 is on a NIC joining a fabric's QEMU port instead (see the [`vm`] module).
+//!   rxe0 is on a NIC joining a fabric's QEMU port instead (see the [`vm`] module);
+//!   `--cpu MODEL` gives QEMU a CPU model (`max` for numpy).
 //!   `cargo xtask vm --smoke` runs the smoke check (ibv_devinfo,
 //!   ibv_rc_pingpong, ibv_ud_pingpong and mckey multicast on rxe0). Everything the VM
 //!   needs is installed (as root, with apt-get) or downloaded from Debian's packages and
@@ -308,6 +309,10 @@ enum Command {
         /// the VM (repeatable), for a server in the VM.
         #[arg(long, value_name = "PORT", requires = "fabric", value_parser = clap::value_parser!(u16).range(1..))]
         forward: Vec<u16>,
+        /// QEMU's CPU model (`-cpu`, e.g. `max`), instead of QEMU's default `qemu64` (which
+        /// lacks SSE4.2 and POPCNT: numpy 2, so spead2 in Python, dies there of SIGILL).
+        #[arg(long, value_name = "MODEL")]
+        cpu: Option<String>,
         /// Instead of CMD, run the built-in smoke check: ibv_devinfo, ibv_rc_pingpong and
         /// ibv_ud_pingpong (server and client) and mckey (UD multicast) on rxe0.
         #[arg(long, conflicts_with = "cmd")]
@@ -545,6 +550,7 @@ fn main() -> ExitCode {
             fabric,
             fabric_ip,
             forward,
+            cpu,
             cmd,
         } => {
             let cmd = if smoke { cmd::smoke_command() } else { cmd };
@@ -557,6 +563,7 @@ fn main() -> ExitCode {
                 fabric,
                 fabric_ip,
                 forward,
+                cpu,
             };
             cmd::vm(&cmd, &opts).map(exit_with)
         }

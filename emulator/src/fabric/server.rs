@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use backend_sim::frame::eth::Mac;
 use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
 
-use super::ports::{arp, Ports};
+use super::ports::{arp, nd, Ports};
 use super::ring::{Consumer, Producer, RingError};
 use super::sys::{self};
 use super::wire::{FromFabric, MAX_MSG};
@@ -220,6 +220,11 @@ impl Server {
             let mac = port_config.mac;
             let port = fabric
                 .add_port(id, port_config)
+                .map_err(|e| format!("host {}: {e}", h.name))?;
+            // Its link-local address's solicited-node group, as its kernel would join
+            // (the fabric answers for it, see `nd`).
+            fabric
+                .join_mac_group(port, nd::solicited_node_mac(mac))
                 .map_err(|e| format!("host {}: {e}", h.name))?;
             slots.push(Slot {
                 name: h.name.clone(),
@@ -531,14 +536,16 @@ impl Server {
         }
     }
 
-    /// Answers an ARP request for a host that reached its port, from that port (its
-    /// NIC has no kernel to do it; see [`arp`]).
+    /// Answers an ARP request or an IPv6 neighbour solicitation for a host that reached
+    /// its port, from that port (its NIC has no kernel to do it; see [`arp`], [`nd`]).
     fn answer_arp(&mut self, port: PortId, frame: &[u8]) {
         let Some(slot) = self.slots.get(port.0 as usize) else {
             return;
         };
-        if let Some(reply) = arp::reply_for(frame, slot.ip, slot.mac) {
-            // A reply of 60 bytes from a host's own port is never refused.
+        let reply =
+            arp::reply_for(frame, slot.ip, slot.mac).or_else(|| nd::advert_for(frame, slot.mac));
+        if let Some(reply) = reply {
+            // A reply (60 or 86 bytes) from a host's own port is never refused.
             let _ = self.fabric.transmit(port, reply);
         }
     }

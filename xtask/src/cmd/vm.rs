@@ -26,6 +26,8 @@ pub struct VmArgs {
     pub fabric_ip: Ipv4Addr,
     /// Ports of the host's loopback forwarded into the VM (with a fabric).
     pub forward: Vec<u16>,
+    /// QEMU's CPU model, if not its default.
+    pub cpu: Option<String>,
 }
 
 /// `cargo xtask vm -- CMD ARGS...`: runs CMD in the Soft-RoCE VM; returns its exit code.
@@ -48,6 +50,7 @@ pub fn vm(cmd: &[String], args: &VmArgs) -> Result<i32, Error> {
             ip: args.fabric_ip,
             forward: args.forward.clone(),
         }),
+        cpu: args.cpu.clone(),
         ..VmOptions::default()
     };
     let out = vm::run_in_vm(cmd, &opts)?;

@@ -93,6 +93,9 @@ pub struct VmOptions {
     pub keep_job: bool,
     /// Join an emulated fabric: rxe0 on a NIC on its QEMU port, plus a user-mode NIC.
     pub fabric: Option<qemu::FabricNic>,
+    /// QEMU's CPU model (`-cpu`); `None` leaves QEMU's default (`qemu64`, without
+    /// SSE4.2 and POPCNT, which numpy 2's wheels need: it dies of SIGILL there).
+    pub cpu: Option<String>,
 }
 
 impl Default for VmOptions {
@@ -108,6 +111,7 @@ impl Default for VmOptions {
             verbose: false,
             keep_job: false,
             fabric: None,
+            cpu: None,
         }
     }
 }
@@ -445,6 +449,7 @@ fn run_job(
         memory_mib: opts.memory_mib,
         cpus: opts.cpus,
         fabric: opts.fabric.as_ref(),
+        cpu: opts.cpu.as_deref(),
     };
     if opts.verbose {
         eprintln!(

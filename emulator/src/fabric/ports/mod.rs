@@ -8,6 +8,7 @@
 //! for its hosts ([`arp`]).
 
 pub mod arp;
+pub mod nd;
 pub mod qemu_stream;
 pub mod vxlan;
 
