@@ -493,9 +493,16 @@ impl Requester {
             }
         }
         if progress {
-            self.retry_left = attr.retry_cnt;
-            self.rnr_left = attr.rnr_retry;
+            self.reset_retries(attr);
         }
+    }
+
+    /// Forward progress gives the QP its retries back (rxe_comp.c's
+    /// `reset_retry_counters`: on an ACK, on every READ response packet and on an atomic
+    /// acknowledge), so only `retry_cnt` timeouts in a row without progress fail a WQE.
+    fn reset_retries(&mut self, attr: verbs_api::QpAttr) {
+        self.retry_left = attr.retry_cnt;
+        self.rnr_left = attr.rnr_retry;
     }
 
     pub fn on_response(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>) {
@@ -585,6 +592,7 @@ impl Requester {
                 w.done = true;
                 // SAFETY: checked with LOCAL_WRITE just above; an SGE of 8 bytes or more.
                 let _ = unsafe { memory::scatter(sges, &[&orig.to_ne_bytes()]) };
+                self.reset_retries(nic.qp().attr);
                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
                 self.arm_timer(nic);
             }
@@ -604,6 +612,9 @@ impl Requester {
                 }
                 w.read_next += 1;
                 w.data.extend_from_slice(pkt.payload);
+                // Progress (see reset_retries; the fields themselves: `w` borrows the queue).
+                let attr = nic.qp().attr;
+                (self.retry_left, self.rnr_left) = (attr.retry_cnt, attr.rnr_retry);
                 let first = w.first_psn;
                 if matches!(o, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY) {
                     let data = std::mem::take(&mut w.data);
