@@ -116,6 +116,13 @@ fn perftest_variants_on_both_personalities_and_gids() {
                 [want],
                 "{what}: {c:?}\nserver: {s:?}"
             );
+            if program.starts_with("ib_read") {
+                // perftest keeps max_qp_rd_atom reads outstanding: 16 on ConnectX (1 <<
+                // log_max_ra_res_qp), 128 on rxe (rxe_param.h).
+                let depth = if dev == "rxe0" { 128 } else { 16 };
+                let line = format!("Outstand reads  : {depth}");
+                assert!(c.out.lines().any(|l| l.trim() == line), "{what}: {c:?}");
+            }
             if program.starts_with("ib_send") {
                 // A send's server prints its row too (an RDMA one's has none).
                 assert_eq!(perftest_rows(&s.out), [want], "{what} (server): {s:?}");
