@@ -250,7 +250,6 @@ impl Requester {
     fn transmit_wqe(&mut self, nic: &mut impl Nic, i: usize, mtu: usize, uc: bool) {
         let transport = if uc { op::UC } else { op::RC };
         let w = &mut self.sq[i];
-        w.read_next = 0;
         let wr = &w.wr;
         let first = w.first_psn;
         let solicited = wr.flags.contains(SendFlags::SOLICITED);
@@ -263,15 +262,18 @@ impl Requester {
         };
         match wr.opcode {
             SendOpcode::RdmaRead => {
-                w.data.clear();
+                // A retry asks only for what has not come: the request starts at the PSN
+                // of the first response missing, at the address of its data (rxe's
+                // req_retry: `wqe->iova += npsn * mtu`); what came is kept.
                 let (va, rkey) = wr.rdma.unwrap_or_default();
-                let len = wr.sges.as_slice().iter().map(|s| s.length).sum();
+                let len: u32 = wr.sges.as_slice().iter().map(|s| s.length).sum();
+                let got = w.data.len() as u32;
                 let h = RoceHeaders {
-                    bth: bth(op::READ_REQUEST, first, true),
+                    bth: bth(op::READ_REQUEST, psn_add(first, w.read_next), true),
                     reth: Some(Reth {
-                        va,
+                        va: va + u64::from(got),
                         rkey,
-                        dma_len: len,
+                        dma_len: len - got,
                     }),
                     ..RoceHeaders::default()
                 };
