@@ -80,15 +80,25 @@ impl Device {
         // The port's rate as the kernel writes it from the width and speed the emulated
         // port reports (4X, 50 Gb/s a lane: HDR).
         let port = ib.join("ports/1");
-        let (gid_types, hca, vendor, device, rate) = match self.personality {
+        // `hw_rev` is the mlx5 driver's own attribute (the kernel's mlx5 `hw_rev_show`,
+        // "%x" of the revision: the 0x0 of `ibv_devinfo`'s `hw_ver`); rxe has none.
+        let (gid_types, hca, hw_rev, vendor, device, rate) = match self.personality {
             Personality::Mlx5 => (
                 ["IB/RoCE v1", "RoCE v2"],
                 "MT4123",
+                "0",
                 "0x15b3",
                 "0x101b",
                 "200 Gb/sec (4X HDR)",
             ),
-            Personality::Rxe => (["RoCE v2", "RoCE v2"], "", "", "", "200 Gb/sec (4X HDR)"),
+            Personality::Rxe => (
+                ["RoCE v2", "RoCE v2"],
+                "",
+                "",
+                "",
+                "",
+                "200 Gb/sec (4X HDR)",
+            ),
         };
         let guid = hex16(&self.guid());
         let mut f = vec![
@@ -97,6 +107,7 @@ impl Device {
             (ib.join("sys_image_guid"), guid),
             (ib.join("fw_ver"), "backend-sim".into()),
             (ib.join("hca_type"), hca.into()),
+            (ib.join("hw_rev"), hw_rev.into()),
             (
                 ib.join("board_id"),
                 format!("VERBS_EMU_{}", self.host.to_uppercase()),
@@ -113,6 +124,10 @@ impl Device {
             (port.join("lid_mask_count"), "0".into()),
             (port.join("sm_sl"), "0".into()),
             (port.join("rate"), rate.into()),
+            // ib_core's port attribute ("0x%08x" of port_cap_flags, as `ibv_devinfo`
+            // shows it: CM_SUP and IP_BASED_GIDS); libibumad (`ibstat`, `umad_get_ca`)
+            // refuses a port without it.
+            (port.join("cap_mask"), "0x04010000".into()),
             (port.join("pkeys/0"), "0xffff".into()),
         ];
         for (i, gid) in self.gids().iter().enumerate() {
@@ -337,6 +352,8 @@ mod tests {
         assert_eq!(f["infiniband/mlx5_0/ports/1/gid_attrs/ndevs/1"], "eth0\n");
         assert_eq!(f["infiniband_verbs/uverbs0/ibdev"], "mlx5_0\n");
         assert_eq!(f["infiniband/mlx5_0/board_id"], "VERBS_EMU_H2\n");
+        assert_eq!(f["infiniband/mlx5_0/hw_rev"], "0\n");
+        assert_eq!(f["infiniband/mlx5_0/ports/1/cap_mask"], "0x04010000\n");
     }
 
     #[test]
@@ -354,5 +371,10 @@ mod tests {
         );
         assert_eq!(get("infiniband_verbs/uverbs0/ibdev"), Some("rxe0\n"));
         assert_eq!(get("infiniband/rxe0/hca_type"), None);
+        assert_eq!(get("infiniband/rxe0/hw_rev"), None);
+        assert_eq!(
+            get("infiniband/rxe0/ports/1/cap_mask"),
+            Some("0x04010000\n")
+        );
     }
 }

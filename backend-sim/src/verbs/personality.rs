@@ -305,6 +305,12 @@ impl Personality {
             Personality::Mlx5 => DeviceAttr {
                 vendor_id: 0x02c9,
                 vendor_part_id: 4123,
+                // 1 << log_max_ra_res_qp / log_max_ra_req_qp, 4 on ConnectX-4 .. 6, and
+                // their product with max_qp (the kernel's mlx5_ib_query_device): perftest
+                // keeps as many reads outstanding as max_qp_rd_atom says.
+                max_qp_rd_atom: 16,
+                max_qp_init_rd_atom: 16,
+                max_res_rd_atom: 16 << 18,
                 max_qp: 1 << 18,
                 max_qp_wr: 32768,
                 max_sge: 30,
@@ -334,5 +340,21 @@ impl Personality {
                 ..common
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_depths_are_the_devices_own() {
+        let m = Personality::Mlx5.device_attr(0);
+        assert_eq!(
+            (m.max_qp_rd_atom, m.max_qp_init_rd_atom, m.max_res_rd_atom),
+            (16, 16, 16 * m.max_qp)
+        );
+        let r = Personality::Rxe.device_attr(0);
+        assert_eq!((r.max_qp_rd_atom, r.max_qp_init_rd_atom), (128, 128));
     }
 }

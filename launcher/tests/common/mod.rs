@@ -9,6 +9,11 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod hang;
+// Not every test binary watches for hangs.
+#[allow(unused_imports)]
+pub use hang::*;
+
 /// How long a test waits for something that takes well under a second.
 pub const DEADLINE: Duration = Duration::from_secs(120);
 

@@ -151,6 +151,10 @@ pub const EMU_PACKAGES: &[Package] = &[
         "qperf's RC tests between two launched hosts, and kernel loopback in bench emu",
     ),
     pkg(
+        "infiniband-diags",
+        "ibstat, which reads the launched host's device through libibumad (sysfs)",
+    ),
+    pkg(
         "openmpi-bin",
         "mpirun: an Open MPI ping-pong over UCX between two launched hosts",
     ),

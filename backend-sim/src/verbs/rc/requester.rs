@@ -250,7 +250,6 @@ impl Requester {
     fn transmit_wqe(&mut self, nic: &mut impl Nic, i: usize, mtu: usize, uc: bool) {
         let transport = if uc { op::UC } else { op::RC };
         let w = &mut self.sq[i];
-        w.read_next = 0;
         let wr = &w.wr;
         let first = w.first_psn;
         let solicited = wr.flags.contains(SendFlags::SOLICITED);
@@ -263,15 +262,18 @@ impl Requester {
         };
         match wr.opcode {
             SendOpcode::RdmaRead => {
-                w.data.clear();
+                // A retry asks only for what has not come: the request starts at the PSN
+                // of the first response missing, at the address of its data (rxe's
+                // req_retry: `wqe->iova += npsn * mtu`); what came is kept.
                 let (va, rkey) = wr.rdma.unwrap_or_default();
-                let len = wr.sges.as_slice().iter().map(|s| s.length).sum();
+                let len: u32 = wr.sges.as_slice().iter().map(|s| s.length).sum();
+                let got = w.data.len() as u32;
                 let h = RoceHeaders {
-                    bth: bth(op::READ_REQUEST, first, true),
+                    bth: bth(op::READ_REQUEST, psn_add(first, w.read_next), true),
                     reth: Some(Reth {
-                        va,
+                        va: va + u64::from(got),
                         rkey,
-                        dma_len: len,
+                        dma_len: len - got,
                     }),
                     ..RoceHeaders::default()
                 };
@@ -493,9 +495,16 @@ impl Requester {
             }
         }
         if progress {
-            self.retry_left = attr.retry_cnt;
-            self.rnr_left = attr.rnr_retry;
+            self.reset_retries(attr);
         }
+    }
+
+    /// Forward progress gives the QP its retries back (rxe_comp.c's
+    /// `reset_retry_counters`: on an ACK, on every READ response packet and on an atomic
+    /// acknowledge), so only `retry_cnt` timeouts in a row without progress fail a WQE.
+    fn reset_retries(&mut self, attr: verbs_api::QpAttr) {
+        self.retry_left = attr.retry_cnt;
+        self.rnr_left = attr.rnr_retry;
     }
 
     pub fn on_response(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>) {
@@ -585,6 +594,7 @@ impl Requester {
                 w.done = true;
                 // SAFETY: checked with LOCAL_WRITE just above; an SGE of 8 bytes or more.
                 let _ = unsafe { memory::scatter(sges, &[&orig.to_ne_bytes()]) };
+                self.reset_retries(nic.qp().attr);
                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
                 self.arm_timer(nic);
             }
@@ -604,6 +614,9 @@ impl Requester {
                 }
                 w.read_next += 1;
                 w.data.extend_from_slice(pkt.payload);
+                // Progress (see reset_retries; the fields themselves: `w` borrows the queue).
+                let attr = nic.qp().attr;
+                (self.retry_left, self.rnr_left) = (attr.retry_cnt, attr.rnr_retry);
                 let first = w.first_psn;
                 if matches!(o, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY) {
                     let data = std::mem::take(&mut w.data);
