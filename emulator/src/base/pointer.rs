@@ -1,8 +1,10 @@
 //! From a C pointer a program passes to a reference, with its null check: the one way
 //! this library does it (after rustls-ffi's `Castable` and `try_ref_from_ptr!`). A type
 //! says which C type a pointer to it is ([`Castable`]); [`try_ref`] and [`try_mut`] read
-//! such a pointer, `None` for NULL; the macros `try_ref_from_ptr!` and
-//! `try_mut_from_ptr!` return the function's error for NULL.
+//! such a pointer, `None` for NULL or for an address no object of the type can have (not
+//! aligned for it: a pointer read from freed or foreign memory, as a program that uses an
+//! object after destroying it passes); the macros `try_ref_from_ptr!` and
+//! `try_mut_from_ptr!` return the function's error for those.
 //!
 //! Where a contract says a pointer is never NULL (an op the static-inline verbs call with
 //! the program's live object), the unchecked casts (`objects::handles::emu`,
@@ -27,20 +29,27 @@ pub unsafe trait Castable: Sized {
     }
 }
 
-/// `p` read as a reference; `None` for NULL.
+/// `p` read as a reference; `None` for NULL and for an address not aligned for `T` (no
+/// `T` can be there: dereferencing it would be undefined, and a debug build aborts).
 ///
 /// # Safety
-/// `p` is NULL or points at a live `T::C` that is part of a `T` (see [`Castable`]), valid
-/// for `'a` and not written meanwhile except through the `T`'s interior mutability.
+/// `p` is NULL, misaligned, or points at a live `T::C` that is part of a `T` (see
+/// [`Castable`]), valid for `'a` and not written meanwhile except through the `T`'s
+/// interior mutability.
 pub unsafe fn try_ref<'a, T: Castable>(p: *const T::C) -> Option<&'a T> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: not NULL; the caller's contract for the rest.
-    Some(unsafe { &*T::from_c(p) })
+    let t = T::from_c(p);
+    if !t.is_aligned() {
+        return None;
+    }
+    // SAFETY: not NULL and aligned; the caller's contract for the rest.
+    Some(unsafe { &*t })
 }
 
-/// `p` read as a mutable reference; `None` for NULL.
+/// `p` read as a mutable reference; `None` for NULL and for an address not aligned for
+/// `T`.
 ///
 /// # Safety
 /// As [`try_ref`], and nothing else reads or writes the `T` for `'a`.
@@ -48,8 +57,12 @@ pub unsafe fn try_mut<'a, T: Castable>(p: *mut T::C) -> Option<&'a mut T> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: not NULL; the caller's contract for the rest.
-    Some(unsafe { &mut *T::from_c(p).cast_mut() })
+    let t = T::from_c(p).cast_mut();
+    if !t.is_aligned() {
+        return None;
+    }
+    // SAFETY: not NULL and aligned; the caller's contract for the rest.
+    Some(unsafe { &mut *t })
 }
 
 /// `try_ref_from_ptr!(p, err)`: [`try_ref`]'s reference, or `return err` from the enclosing
@@ -158,5 +171,17 @@ mod tests {
             .unwrap()
             .rest = 5;
         assert_eq!(m.rest, 5);
+    }
+
+    #[test]
+    fn a_misaligned_address_is_the_error_not_a_dereference() {
+        let o = Outer { c: 2, rest: 40 };
+        let p = std::ptr::from_ref(&o.c)
+            .cast::<u8>()
+            .wrapping_add(1)
+            .cast::<u32>();
+        assert_eq!(read(p), Err(-1));
+        // SAFETY: misaligned, so never dereferenced.
+        assert!(unsafe { try_mut::<Outer>(p.cast_mut()) }.is_none());
     }
 }
