@@ -129,5 +129,8 @@ pub fn ci() -> Result<(), Error> {
     // hosts (RC and UD pingpongs both ways, perftest, a lossy port), captures checked by
     // tshark (`cargo xtask test --wire --interop` alone).
     super::interop::run()?;
+    // The split conformance cases: one QP on rxe in the VM, one emulated, both ways round,
+    // against both on rxe, and under loss (`cargo xtask test --wire --split` alone).
+    super::split::run()?;
     Ok(())
 }
