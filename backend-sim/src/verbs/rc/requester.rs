@@ -1,6 +1,14 @@
 //! The requester: the send queue, segmentation at the path MTU, the ACK timer and
 //! go-back-N retransmission, RNR waits, and the responses (ACK, NAK, READ data, atomic
 //! results) that complete WQEs in order.
+//!
+//! Retransmission starts where the responder stopped, as rxe's does (rxe_req.c
+//! `req_retry`, from the completer's PSN `comp.psn`): inside the oldest outstanding
+//! message at the first packet not acknowledged (the PSN a sequence-error NAK names), a
+//! READ for the part not yet received; the messages after it whole. With the rxe
+//! personality, a sequence-error NAK that comes while a retry is under way (no WQE
+//! completed since it started) starts no other (rxe_comp.c `comp.started_retry`); the
+//! ACK timer still does.
 
 use super::nic::{Nic, Timer};
 use super::psn::{ack_timeout_ns, psn_add, psn_cmp, rnr_ns, PSN_MASK};
@@ -50,6 +58,11 @@ pub(super) struct Requester {
     drain_notify: bool,
     /// UC: the completer's turn is asked for.
     completer_due: bool,
+    /// The first PSN not yet acknowledged, as far as the responses said (rxe's
+    /// `comp.psn`); used only while it lies inside the oldest outstanding WQE.
+    comp_psn: u32,
+    /// A retry is under way and no WQE has completed since (rxe's `comp.started_retry`).
+    retrying: bool,
 }
 
 /// The opcode of packet `k` of a SEND or WRITE message.
@@ -232,7 +245,7 @@ impl Requester {
             w.sent = true;
             w.data = data;
             self.next_psn = psn_add(self.next_psn, npsn);
-            self.transmit_wqe(nic, i, mtu, qp.uc);
+            self.transmit_wqe(nic, i, mtu, qp.uc, 0);
             if qp.uc && !self.completer_due {
                 // UC needs no ACK: the WQE is done once sent, and the completer makes its
                 // completion after the post (rxe_xmit_packet, as for UD).
@@ -246,11 +259,12 @@ impl Requester {
         self.complete_done(nic);
     }
 
-    /// Builds and sends every packet of WQE `i` (first transmission or retransmission).
-    fn transmit_wqe(&mut self, nic: &mut impl Nic, i: usize, mtu: usize, uc: bool) {
+    /// Builds and sends the packets of WQE `i` from its packet `from` on (a first
+    /// transmission sends from 0; a retransmission may resume inside the message). A READ
+    /// resumed at `from` asks for the part after the `from` responses received.
+    fn transmit_wqe(&mut self, nic: &mut impl Nic, i: usize, mtu: usize, uc: bool, from: u32) {
         let transport = if uc { op::UC } else { op::RC };
         let w = &mut self.sq[i];
-        w.read_next = 0;
         let wr = &w.wr;
         let first = w.first_psn;
         let solicited = wr.flags.contains(SendFlags::SOLICITED);
@@ -263,15 +277,20 @@ impl Requester {
         };
         match wr.opcode {
             SendOpcode::RdmaRead => {
-                w.data.clear();
+                // rxe_req.c `req_retry`: the first WQE's READ goes on at the bytes
+                // received (`npsn = (length - resid) / mtu`, `iova += npsn * mtu`).
+                let done = from.min(w.npsn.saturating_sub(1));
+                w.read_next = done;
+                w.data.truncate(done as usize * mtu);
+                let skip = done as usize * mtu;
                 let (va, rkey) = wr.rdma.unwrap_or_default();
-                let len = wr.sges.as_slice().iter().map(|s| s.length).sum();
+                let len: u32 = wr.sges.as_slice().iter().map(|s| s.length).sum();
                 let h = RoceHeaders {
-                    bth: bth(op::READ_REQUEST, first, true),
+                    bth: bth(op::READ_REQUEST, psn_add(first, done), true),
                     reth: Some(Reth {
-                        va,
+                        va: va + skip as u64,
                         rkey,
-                        dma_len: len,
+                        dma_len: len - skip as u32,
                     }),
                     ..RoceHeaders::default()
                 };
@@ -300,9 +319,10 @@ impl Requester {
                 let write = wr.opcode.is_rdma();
                 let inv = wr.inv.filter(|_| wr.opcode == SendOpcode::SendWithInv);
                 let imm = wr.opcode.has_imm().then_some(wr.imm);
+                w.read_next = 0;
                 let data = &w.data;
                 let n = data.len().div_ceil(mtu).max(1);
-                for k in 0..n {
+                for k in (from as usize).min(n - 1)..n {
                     let chunk = &data[(k * mtu).min(data.len())..((k + 1) * mtu).min(data.len())];
                     let (is_first, is_last) = (k == 0, k + 1 == n);
                     let mut opc = segment_opcode(write, is_first, is_last, imm.is_some());
@@ -447,6 +467,7 @@ impl Requester {
                 self.fail(nic, i, WcStatus::RetryExcErr);
                 return;
             }
+            self.retrying = true;
         } else if self.timer_gen != gen {
             return;
         }
@@ -467,15 +488,53 @@ impl Requester {
         true
     }
 
-    /// Go-back-N: sends again every WQE that was sent and is not done.
+    /// Go-back-N: sends again every WQE that was sent and is not done, the oldest from
+    /// its first packet not acknowledged (see the module docs).
     fn retransmit(&mut self, nic: &mut impl Nic) {
         let (mtu, uc) = (nic.path_mtu(), nic.qp().uc);
+        let mut first = true;
         for i in 0..self.sq.len() {
             if self.sq[i].outstanding() {
-                self.transmit_wqe(nic, i, mtu, uc);
+                let from = if first { self.resume_at(i) } else { 0 };
+                first = false;
+                self.transmit_wqe(nic, i, mtu, uc, from);
             }
         }
         self.arm_timer(nic);
+    }
+
+    /// The packet of WQE `i` a retry resumes at: a READ's responses received so far, else
+    /// the first PSN not acknowledged when it lies inside the WQE; 0 otherwise.
+    fn resume_at(&self, i: usize) -> u32 {
+        let w = &self.sq[i];
+        if w.wr.opcode == SendOpcode::RdmaRead {
+            return w.read_next;
+        }
+        if w.wr.opcode.is_atomic() {
+            return 0;
+        }
+        let d = psn_cmp(self.comp_psn, w.first_psn);
+        if d > 0 && psn_cmp(self.comp_psn, w.last_psn()) <= 0 {
+            d as u32
+        } else {
+            0
+        }
+    }
+
+    /// A response acknowledged everything before `psn` (rxe_comp.c moves `comp.psn`
+    /// forward only). A `positive` one (an ACK, READ response or atomic ACK, not a NAK)
+    /// that moves it resets the retry counts and ends the retry under way (rxe_comp.c
+    /// `check_ack` calls `reset_retry_counters` for each).
+    fn acked_before(&mut self, nic: &impl Nic, psn: u32, positive: bool) {
+        if !self.sq.iter().any(SendWqe::outstanding) || psn_cmp(psn, self.comp_psn) > 0 {
+            self.comp_psn = psn;
+            if positive {
+                let attr = nic.qp().attr;
+                self.retry_left = attr.retry_cnt;
+                self.rnr_left = attr.rnr_retry;
+                self.retrying = false;
+            }
+        }
     }
 
     /// Marks everything up to `psn` acknowledged (sends and writes; reads and atomics
@@ -505,10 +564,12 @@ impl Requester {
                 let syn = pkt.headers.aeth.map_or(0, |a| a.syndrome);
                 match syn & 0xe0 {
                     0x00 => {
+                        self.acked_before(nic, psn_add(bth.psn, 1), true);
                         self.ack_through(nic, bth.psn);
                         self.arm_timer(nic);
                     }
                     syndrome::RNR_NAK => {
+                        self.acked_before(nic, bth.psn, false);
                         self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
                         let infinite = nic.qp().attr.rnr_retry == 7;
                         let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
@@ -541,11 +602,19 @@ impl Requester {
                                 // to COMPST_ERROR_RETRY, which takes one from retry_cnt
                                 // unless it is 7; the IB spec's Retry Count covers
                                 // both): with none left the WQE fails.
+                                self.acked_before(nic, bth.psn, false);
                                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
+                                let rxe = nic.qp().personality == Personality::Rxe;
+                                if rxe && self.retrying {
+                                    // Not another retry while one is under way.
+                                    self.complete_done(nic);
+                                    return;
+                                }
                                 if !self.take_retry(nic) {
                                     self.fail(nic, i, WcStatus::RetryExcErr);
                                     return;
                                 }
+                                self.retrying = true;
                                 self.retransmit(nic);
                             }
                             syndrome::NAK_INVALID_REQUEST => {
@@ -585,6 +654,7 @@ impl Requester {
                 w.done = true;
                 // SAFETY: checked with LOCAL_WRITE just above; an SGE of 8 bytes or more.
                 let _ = unsafe { memory::scatter(sges, &[&orig.to_ne_bytes()]) };
+                self.acked_before(nic, psn_add(bth.psn, 1), true);
                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
                 self.arm_timer(nic);
             }
@@ -622,6 +692,7 @@ impl Requester {
                     // SAFETY: checked with LOCAL_WRITE just above.
                     let _ = unsafe { memory::scatter(sges, &[&data]) };
                 }
+                self.acked_before(nic, psn_add(bth.psn, 1), true);
                 self.ack_through(nic, psn_add(first, PSN_MASK));
                 self.arm_timer(nic);
             }
