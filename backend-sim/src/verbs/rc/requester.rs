@@ -206,6 +206,22 @@ impl Requester {
             if rxe && (is_read || is_atomic) && qp.attr.max_rd_atomic == 0 {
                 return;
             }
+            // At most max_rd_atomic READs and atomics outstanding; the next one, and every
+            // WQE after it, waits for a response (rxe_req.c: `rd_atomic` counts them down;
+            // the IB spec's initiator depth). A responder keeps only max_dest_rd_atomic
+            // of them to answer duplicates from: one more in flight, and a lost response
+            // could never be answered again.
+            let in_flight = self
+                .sq
+                .iter()
+                .filter(|p| {
+                    p.outstanding()
+                        && (p.wr.opcode == SendOpcode::RdmaRead || p.wr.opcode.is_atomic())
+                })
+                .count();
+            if (is_read || is_atomic) && in_flight >= usize::from(qp.attr.max_rd_atomic.max(1)) {
+                return;
+            }
             let checked = if w.wr.inline.is_some() {
                 Ok(0)
             } else if rxe && (is_read || is_atomic) {

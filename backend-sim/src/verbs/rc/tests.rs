@@ -593,3 +593,38 @@ fn a_read_whose_response_is_lost_asks_again_for_the_rest_only() {
         .collect();
     assert_eq!(requests, [(100, 0x0c), (101, 0x0c)]);
 }
+
+#[test]
+fn reads_and_atomics_beyond_max_rd_atomic_wait_for_a_response() {
+    // max_rd_atomic 2: three FETCH_ADDs and a SEND posted at once; the third atomic and
+    // the SEND behind it go out only after the first atomic's response (rxe_req.c
+    // `rd_atomic`). Each returns the value before it.
+    let mut a = attr(7, 7);
+    a.max_rd_atomic = 2;
+    a.max_dest_rd_atomic = 2;
+    let mut p = Pair::new(false, a);
+    p.nic_mut(1).post_recv(9, 0, 64);
+    let remote = p.nic(1).mem.as_ptr() as u64;
+    for i in 0..3u64 {
+        let mut w = wr(
+            i,
+            SendOpcode::AtomicFetchAndAdd,
+            &[p.nic(0).sge(8 * i as usize, 8)],
+        );
+        w.atomic = Some((remote + 1024, p.nic(1).key, 1, 0));
+        p.post(0, w);
+    }
+    p.post(0, wr(3, SendOpcode::Send, &[p.nic(0).sge(64, 8)]));
+    // Before anything crossed, two requests are out.
+    assert_eq!(requester_psns(&p), [100, 101]);
+    p.run();
+    assert_eq!(requester_psns(&p), [100, 101, 102, 103]);
+    let order: Vec<usize> = p.log.iter().map(|l| l.0).collect();
+    // Two requests, their two responses, then the third atomic and the SEND, then theirs.
+    assert_eq!(order, [0, 0, 1, 1, 0, 0, 1, 1]);
+    let olds: Vec<u64> = (0..3)
+        .map(|i| u64::from_ne_bytes(p.nic(0).read(8 * i, 8).try_into().unwrap()))
+        .collect();
+    assert_eq!(olds, [0, 1, 2]);
+    assert_eq!(statuses(&p, 0).len(), 4);
+}
