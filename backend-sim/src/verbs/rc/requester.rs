@@ -114,6 +114,7 @@ impl Requester {
 
     pub fn set_next_psn(&mut self, psn: u32) {
         self.next_psn = psn & PSN_MASK;
+        self.comp_psn = self.next_psn;
     }
 
     pub fn set_retries(&mut self, retry: u8, rnr: u8) {
@@ -255,6 +256,10 @@ impl Requester {
             } else {
                 len.div_ceil(mtu).max(1) as u32
             };
+            if !self.sq.iter().any(SendWqe::outstanding) {
+                // Everything before it is acknowledged: `comp.psn` catches up.
+                self.comp_psn = self.next_psn;
+            }
             let w = &mut self.sq[i];
             w.first_psn = self.next_psn;
             w.npsn = npsn;
@@ -542,7 +547,7 @@ impl Requester {
     /// that moves it resets the retry counts and ends the retry under way (rxe_comp.c
     /// `check_ack` calls `reset_retry_counters` for each).
     fn acked_before(&mut self, nic: &impl Nic, psn: u32, positive: bool) {
-        if !self.sq.iter().any(SendWqe::outstanding) || psn_cmp(psn, self.comp_psn) > 0 {
+        if psn_cmp(psn, self.comp_psn) > 0 {
             self.comp_psn = psn;
             if positive {
                 let attr = nic.qp().attr;

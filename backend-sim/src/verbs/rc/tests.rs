@@ -628,3 +628,23 @@ fn reads_and_atomics_beyond_max_rd_atomic_wait_for_a_response() {
     assert_eq!(olds, [0, 1, 2]);
     assert_eq!(statuses(&p, 0).len(), 4);
 }
+
+#[test]
+fn a_retry_across_the_psn_wrap_resumes_at_the_nakked_psn() {
+    // A 4-packet SEND from PSN 0xfffffe (0xfffffe, 0xffffff, 0, 1); 0xffffff is lost, the
+    // NAK names it, and the retry resends 0xffffff, 0 and 1: the acknowledged PSN is
+    // compared in the 24-bit space from where the SEND started.
+    let (mut p, data) = pair_with_data(false, attr(7, 7), 4000, 5, 8192);
+    p.nic_mut(0).view.personality = Personality::Rxe;
+    p.ends[0].0.set_sq_psn(0xff_fffe);
+    p.ends[1].0.set_rq_psn(0xff_fffe);
+    p.lose = vec![1];
+    p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 4000)]));
+    p.run();
+    assert_eq!(
+        requester_psns(&p),
+        [0xff_fffe, 0xff_ffff, 0, 1, 0xff_ffff, 0, 1]
+    );
+    assert!(p.nic(1).read(8192, 4000) == data, "bytes");
+    assert_eq!(statuses(&p, 0), [(1, WcStatus::Success)]);
+}
