@@ -6,9 +6,11 @@
 //! `req_retry`, from the completer's PSN `comp.psn`): inside the oldest outstanding
 //! message at the first packet not acknowledged (the PSN a sequence-error NAK names), a
 //! READ for the part not yet received; the messages after it whole. With the rxe
-//! personality, a sequence-error NAK that comes while a retry is under way (no WQE
-//! completed since it started) starts no other (rxe_comp.c `comp.started_retry`); the
-//! ACK timer still does.
+//! personality, a sequence-error NAK that comes while a retry is under way (no positive
+//! response has moved the acknowledged PSN since it started) starts no other (rxe_comp.c
+//! `comp.started_retry`); the ACK timer still does. At most max_rd_atomic READs and atomics are in flight, and with
+//! the rxe personality a WQE waits while it would start more than 128 PSNs beyond the
+//! first unacknowledged one (rxe's send window, checked per WQE, not per packet).
 
 use super::nic::{Nic, Timer};
 use super::psn::{ack_timeout_ns, psn_add, psn_cmp, rnr_ns, PSN_MASK};
@@ -18,6 +20,9 @@ use crate::verbs::personality::Personality;
 use crate::verbs::wqe::{completion, WrCopy};
 use std::collections::VecDeque;
 use verbs_api::{EventType, QpState, SendFlags, SendOpcode, WcOpcode, WcStatus};
+
+/// rxe's send window in PSNs (rxe_param.h `RXE_MAX_UNACKED_PSNS`).
+const RXE_MAX_UNACKED_PSNS: u32 = 128;
 
 #[derive(Debug, Clone)]
 struct SendWqe {
@@ -61,7 +66,8 @@ pub(super) struct Requester {
     /// The first PSN not yet acknowledged, as far as the responses said (rxe's
     /// `comp.psn`); used only while it lies inside the oldest outstanding WQE.
     comp_psn: u32,
-    /// A retry is under way and no WQE has completed since (rxe's `comp.started_retry`).
+    /// A retry is under way and no positive response has moved `comp_psn` since (rxe's
+    /// `comp.started_retry`).
     retrying: bool,
 }
 
@@ -220,8 +226,20 @@ impl Requester {
                         && (p.wr.opcode == SendOpcode::RdmaRead || p.wr.opcode.is_atomic())
                 })
                 .count();
+            // (`break`, not `return`: what went out in this call still arms the ACK timer.)
             if (is_read || is_atomic) && in_flight >= usize::from(qp.attr.max_rd_atomic.max(1)) {
-                return;
+                break;
+            }
+            // rxe's send window: no packet more than 128 PSNs beyond the first
+            // unacknowledged one (rxe_req.c, RXE_MAX_UNACKED_PSNS). rxe stops packet by
+            // packet, inside a message too, and asks for an ACK every 64 packets; here a
+            // WQE waits whole, so up to one WQE's packets go beyond the window.
+            if rxe
+                && !qp.uc
+                && self.sq.iter().any(SendWqe::outstanding)
+                && psn_cmp(self.next_psn, psn_add(self.comp_psn, RXE_MAX_UNACKED_PSNS)) > 0
+            {
+                break;
             }
             let checked = if w.wr.inline.is_some() {
                 Ok(0)

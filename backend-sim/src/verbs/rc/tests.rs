@@ -648,3 +648,25 @@ fn a_retry_across_the_psn_wrap_resumes_at_the_nakked_psn() {
     assert!(p.nic(1).read(8192, 4000) == data, "bytes");
     assert_eq!(statuses(&p, 0), [(1, WcStatus::Success)]);
 }
+
+#[test]
+fn rxe_sends_at_most_128_psns_beyond_the_first_unacknowledged_and_mlx5_sends_all() {
+    // Twelve SENDs of 16 packets (PSN 100 on): rxe starts a WQE only while its first PSN
+    // is at most 128 beyond the first unacknowledged one (rxe_req.c
+    // RXE_MAX_UNACKED_PSNS), so nine (PSN 100..243) go before any ACK; mlx5 sends all.
+    for (personality, first_burst) in [(Personality::Rxe, 9 * 16), (Personality::Mlx5, 12 * 16)] {
+        let mut p = Pair::new(false, attr(7, 7));
+        p.nic_mut(0).view.personality = personality;
+        for i in 0..12 {
+            p.nic_mut(1).post_recv(i, 0, 16 * 1024);
+        }
+        for i in 0..12 {
+            p.post(0, wr(i, SendOpcode::Send, &[p.nic(0).sge(0, 16 * 1024)]));
+        }
+        assert_eq!(requester_psns(&p).len(), first_burst, "{personality:?}");
+        p.run();
+        assert_eq!(requester_psns(&p).len(), 12 * 16, "{personality:?}");
+        assert_eq!(statuses(&p, 0).len(), 12, "{personality:?}");
+        assert_eq!(p.nic(1).recv_cq.len(), 12, "{personality:?}");
+    }
+}
