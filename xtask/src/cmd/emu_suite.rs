@@ -6,7 +6,8 @@
 //! packet loss (`lossy_link::`) need a second device behind a link a case can lose a
 //! packet on: they run in a second pass, on a host with two devices and without a fabric
 //! process (the emulator's `verbs_emu_lose_next_frame` chooses the frame, as the
-//! simulator's drop list does).
+//! simulator's drop list does). Last, without TEST-ARGS, the split conformance cases
+//! with both sides emulated (`super::split_emu`).
 
 use std::path::Path;
 
@@ -72,6 +73,14 @@ pub fn run(rest: &[String]) -> Result<(), Error> {
         let code = emu(&command(b, &filter), &args)?;
         if code != 0 {
             failed.push(format!("{} {LOSSY} (exit {code})", name(&b.executable)));
+        }
+    }
+    // The split conformance cases, both sides emulated, against rxe's committed outcome
+    // (not when TEST-ARGS filter the suites).
+    if rest.is_empty() {
+        if let Err(e) = super::split_emu::run() {
+            eprintln!("xtask: {e}");
+            failed.push("the split cases, both sides emulated".into());
         }
     }
     if failed.is_empty() {

@@ -17,6 +17,7 @@ mod roce_capture;
 mod scenario;
 mod soak;
 pub mod split;
+mod split_emu;
 mod test_hw;
 mod test_sim;
 pub mod test_wire;

@@ -16,8 +16,10 @@
 //!    the switch sends to h1 and out of the VM's port ([`LOSSY_TOPOLOGY`], seed 7).
 //!
 //! Every outcome text (each case's completions, bytes and QP states, as `split-peer`
-//! writes them) must equal the baseline's, line for line; a difference is printed as a
-//! unified diff (`diff -u`). In the lossy capture, the data packets each stack sent again
+//! writes them) must equal the baseline's, line for line, and the baseline must equal
+//! the committed one (`tests/data/split-both-rxe.txt`, which `super::split_emu` holds
+//! both sides emulated to where no VM runs); a difference is printed as a unified diff
+//! (`diff -u`). In the lossy capture, the data packets each stack sent again
 //! are counted, and each must have sent some (so both stacks' retransmission paths ran).
 
 use std::path::{Path, PathBuf};
@@ -69,10 +71,10 @@ const LOSSY: &str = "lossy_";
 const BOOT_TIMEOUT: Duration = Duration::from_secs(1200);
 
 /// One case's outcome: its name and lines.
-type Outcome = (String, Vec<String>);
+pub(super) type Outcome = (String, Vec<String>);
 
 /// Parses `split-peer`'s outcome file: `case NAME`, lines, `end NAME`.
-fn parse_outcomes(text: &str) -> Result<Vec<Outcome>, Error> {
+pub(super) fn parse_outcomes(text: &str) -> Result<Vec<Outcome>, Error> {
     let mut out: Vec<Outcome> = Vec::new();
     let mut open: Option<Outcome> = None;
     for line in text.lines() {
@@ -99,11 +101,16 @@ fn parse_outcomes(text: &str) -> Result<Vec<Outcome>, Error> {
     }
 }
 
-fn read_outcomes(path: &Path) -> Result<Vec<Outcome>, Error> {
+pub(super) fn read_outcomes(path: &Path) -> Result<Vec<Outcome>, Error> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read the outcomes {}: {e}", path.display()))?;
     parse_outcomes(&text).map_err(|e| format!("{}: {e}", path.display()))
 }
+
+/// The outcome with both sides on rxe0 as a run of this step wrote it, committed: what
+/// the step's own baseline must equal, and what both sides emulated are compared with
+/// where no VM runs (`super::split_emu`).
+pub(super) const GOLDEN: &str = "tests/data/split-both-rxe.txt";
 
 /// Prints `diff -u` of two outcome texts of one case (written under `dir`).
 fn print_diff(dir: &Path, case: &str, base: &[String], got: &[String], label: &str) {
@@ -122,7 +129,7 @@ fn print_diff(dir: &Path, case: &str, base: &[String], got: &[String], label: &s
 
 /// The names of the cases of `got` that differ from `base` (each printed as a diff);
 /// every case of `base` selected by `only` must be in `got`.
-fn compare(
+pub(super) fn compare(
     base: &[Outcome],
     got: &[Outcome],
     only: Option<&str>,
@@ -173,7 +180,7 @@ impl Boot<'_> {
     }
 }
 
-fn peer_bin() -> PathBuf {
+pub(super) fn peer_bin() -> PathBuf {
     root().join("target/debug/split-peer")
 }
 
@@ -296,14 +303,12 @@ fn run_boot(boot: &Boot<'_>, lib: &Path) -> Result<String, Error> {
     Ok(summary)
 }
 
-/// `cargo xtask test --wire`'s split step (see the module docs).
+/// Builds the emulator and `split-peer` (debug) and links the emulated libraries under
+/// the names programs load; returns that folder (for `LD_LIBRARY_PATH`).
 ///
 /// # Errors
-/// A failing build, boot or program, a case whose outcome differs (named, with diffs),
-/// or a stack that never retransmitted under loss.
-pub fn run() -> Result<(), Error> {
-    let start = Instant::now();
-    vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES, vm::packages::TOOL_PACKAGES])?;
+/// A build or a link failed.
+pub(super) fn build() -> Result<PathBuf, Error> {
     let mut build = cargo();
     build.args(["build", "-p", "emulator"]);
     super::common::run(build, "building the emulator (debug)")?;
@@ -318,10 +323,21 @@ pub fn run() -> Result<(), Error> {
         "split-peer",
     ]);
     super::common::run(build, "building split-peer")?;
-    let lib = super::common::link_emulated_libraries(
+    super::common::link_emulated_libraries(
         &root().join("target/debug/libibverbs.so"),
         &root().join("target/emu/split-lib"),
-    )?;
+    )
+}
+
+/// `cargo xtask test --wire`'s split step (see the module docs).
+///
+/// # Errors
+/// A failing build, boot or program, a case whose outcome differs (named, with diffs),
+/// or a stack that never retransmitted under loss.
+pub fn run() -> Result<(), Error> {
+    let start = Instant::now();
+    vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES, vm::packages::TOOL_PACKAGES])?;
+    let lib = build()?;
     let dir = root().join("target/split");
     let _ = std::fs::remove_dir_all(&dir);
 
@@ -354,7 +370,10 @@ pub fn run() -> Result<(), Error> {
 
     run_boot(&plain, &lib)?;
     let base = read_outcomes(&plain.file("both-rxe.txt"))?;
-    let mut bad = Vec::new();
+    // The baseline is what the committed outcome says (else rxe changed, or the cases
+    // did: copy both-rxe.txt over it).
+    let golden = read_outcomes(&root().join(GOLDEN))?;
+    let mut bad = compare(&golden, &base, None, "both-rxe", &plain.dir);
     for (file, label) in [
         ("rxe-active.txt", "rxe-active"),
         ("emulated-active.txt", "emulated-active"),
