@@ -13,7 +13,8 @@
 //!   after). While backend-hw has no tests it runs the smoke check instead.
 //! - `cargo xtask test --backend emu [-- TEST-ARGS]`: the same test binaries, unmodified, on
 //!   the emulated libibverbs (one rxe-personality host, `emulator/topologies/`), so each
-//!   conformance case runs on the simulator directly, through the C ABI, and on rxe.
+//!   conformance case runs on the simulator directly, through the C ABI, and on rxe; then
+//!   (without TEST-ARGS) the split conformance cases with both sides emulated.
 //! - `cargo xtask test --wire [-- TEST-ARGS]`: the fabric's ports to real networks alone
 //!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`), then
 //!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone),
