@@ -58,9 +58,9 @@ faults = { loss = 0.02 }
 "#;
 /// The VM's address on the fabric.
 const VM_IP: &str = "10.100.0.20";
-/// The emulated host of the host's side, and its NIC's MAC (`02:00` and its address).
+/// The emulated host of the host's side, and its address.
 const HOST: &str = "h1";
-const HOST_MAC: &str = "02:00:0a:64:00:01";
+const HOST_IP: &str = "10.100.0.1";
 /// The port the host's `split-peer` listens on (host loopback; 10.0.2.2 from the guest).
 const HOST_PORT: u16 = 18610;
 /// The port of the baseline's two processes inside the VM.
@@ -396,13 +396,16 @@ pub fn run() -> Result<(), Error> {
         bad.extend(compare(&base, &got, Some(LOSSY), label, &lossy.dir));
     }
     let frames = roce_frames(&lossy.file("fabric.pcap"))?;
-    let vm_mac = FabricNic {
-        socket: PathBuf::new(),
-        ip: VM_IP.parse().expect("VM_IP is an address"),
-        forward: vec![],
-    }
-    .mac();
-    let (vm_again, h1_again) = (resent(&frames, &vm_mac), resent(&frames, HOST_MAC));
+    // Every host's MAC is `02:00` and its address, as the VM's NIC is given.
+    let mac = |ip: &str| {
+        FabricNic {
+            socket: PathBuf::new(),
+            ip: ip.parse().expect("a constant address"),
+            forward: vec![],
+        }
+        .mac()
+    };
+    let (vm_again, h1_again) = (resent(&frames, &mac(VM_IP)), resent(&frames, &mac(HOST_IP)));
     eprintln!(
         "xtask split: lossy capture: {} RoCE frames; data packets sent again: {vm_again} by rxe in the VM, {h1_again} by the emulated h1",
         frames.len()
