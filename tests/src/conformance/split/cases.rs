@@ -25,6 +25,15 @@ pub fn all<C: Context>() -> Vec<(&'static str, super::CaseFn<C>)> {
         ("rnr_nak_then_success", rnr_nak_then_success::<C>),
         ("bad_rkey_write_with_imm", bad_rkey_write_with_imm::<C>),
         ("send_larger_than_receive", send_larger_than_receive::<C>),
+        ("ud_larger_than_receive", ud_larger_than_receive::<C>),
+        (
+            "read_past_the_remote_region",
+            read_past_the_remote_region::<C>,
+        ),
+        (
+            "responder_without_remote_write",
+            responder_without_remote_write::<C>,
+        ),
         ("lossy_rc_sends", lossy_rc_sends::<C>),
         ("lossy_rc_writes", lossy_rc_writes::<C>),
         ("lossy_rc_reads", lossy_rc_reads::<C>),
@@ -354,6 +363,95 @@ pub fn send_larger_than_receive<C: Context>(s: &mut Session<'_, C>) {
             s.barrier("ready");
             post_send(&e.qp, SendWr::send(1, &[sge(&e.mr, 0, 32)]).signaled());
             s.collect(&e.cq, 1);
+            s.barrier("done");
+        }
+    }
+    s.state(&e.qp);
+}
+
+/// A UD SEND of 200 bytes into a receive of 40 + 100: the receive's error, the next
+/// receive's flush, the passive QP's state; the sender completes.
+pub fn ud_larger_than_receive<C: Context>(s: &mut Session<'_, C>) {
+    let e = s.ud(4096, QKEY);
+    match s.side {
+        Side::Passive => {
+            post_recv(&e.qp, 1, &[sge(&e.mr, 0, (GRH_LEN + 100) as u32)]);
+            post_recv(&e.qp, 2, &[sge(&e.mr, 1024, (GRH_LEN + 512) as u32)]);
+            s.barrier("ready");
+            s.barrier("sent");
+            s.collect(&e.cq, 2);
+        }
+        Side::Active => {
+            e.mr.write(0, &pattern(14, 200)).expect("write MR");
+            let ah = s
+                .rig
+                .ctx
+                .create_ah(&s.rig.pd, &s.peer_av(&e.peer))
+                .expect("create_ah");
+            s.barrier("ready");
+            post_send(
+                &e.qp,
+                SendWr::ud_send(3, &[sge(&e.mr, 0, 200)], &ah, e.peer.qpn, QKEY).signaled(),
+            );
+            s.collect(&e.cq, 1);
+            s.barrier("sent");
+        }
+    }
+    s.state(&e.qp);
+}
+
+/// An RDMA READ of 16 bytes starting 8 bytes before the end of the passive side's
+/// region: the requester's error, the passive side's posted receive and both states.
+pub fn read_past_the_remote_region<C: Context>(s: &mut Session<'_, C>) {
+    let e = s.rc(256, ALL_REMOTE, |_| {});
+    match s.side {
+        Side::Passive => {
+            post_recv(&e.qp, 7, &[sge(&e.mr, 0, 64)]);
+            s.barrier("ready");
+            s.barrier("done");
+            s.collect(&e.cq, 1);
+        }
+        Side::Active => {
+            s.barrier("ready");
+            let sg = [sge(&e.mr, 0, 16)];
+            post_send(
+                &e.qp,
+                SendWr::rdma_read(1, &sg, e.peer.addr + 248, e.peer.rkey).signaled(),
+            );
+            s.collect(&e.cq, 1);
+            s.barrier("done");
+        }
+    }
+    s.state(&e.qp);
+}
+
+/// A WRITE to a passive QP that allows remote reads only (its memory allows writes),
+/// then a SEND: the requester's errors, the passive side's receive and both states.
+pub fn responder_without_remote_write<C: Context>(s: &mut Session<'_, C>) {
+    let side = s.side;
+    let e = s.rc(256, ALL_REMOTE, |p| {
+        if side == Side::Passive {
+            p.access = AccessFlags::REMOTE_READ;
+        }
+    });
+    match s.side {
+        Side::Passive => {
+            post_recv(&e.qp, 7, &[sge(&e.mr, 128, 64)]);
+            s.barrier("ready");
+            s.barrier("done");
+            s.collect(&e.cq, 1);
+            s.bytes("b[0..8]", &e.mr, 0, &[0; 8]);
+        }
+        Side::Active => {
+            e.mr.write(0, &pattern(15, 8)).expect("write MR");
+            s.barrier("ready");
+            let sg = [sge(&e.mr, 0, 8)];
+            post_send(
+                &e.qp,
+                SendWr::rdma_write(1, &sg, e.peer.addr, e.peer.rkey).signaled(),
+            );
+            post_send(&e.qp, SendWr::send(2, &sg).signaled());
+            s.collect(&e.cq, 2);
             s.barrier("done");
         }
     }
