@@ -558,6 +558,12 @@ impl Requester {
             }
             op::ATOMIC_ACKNOWLEDGE => {
                 let pd = nic.qp().pd;
+                if self
+                    .earlier_response_missing(|w| w.wr.opcode.is_atomic() && w.first_psn == bth.psn)
+                {
+                    self.response_past_a_missing_one(nic);
+                    return;
+                }
                 let Some(w) = self
                     .sq
                     .iter_mut()
@@ -588,6 +594,14 @@ impl Requester {
             o => {
                 // READ responses: in order, into the WQE's buffer, scattered at the end.
                 let pd = nic.qp().pd;
+                if self.earlier_response_missing(|w| {
+                    w.wr.opcode == SendOpcode::RdmaRead
+                        && psn_cmp(bth.psn, w.first_psn) >= 0
+                        && psn_cmp(bth.psn, w.last_psn()) <= 0
+                }) {
+                    self.response_past_a_missing_one(nic);
+                    return;
+                }
                 let Some(w) = self.sq.iter_mut().find(|w| {
                     w.outstanding()
                         && w.wr.opcode == SendOpcode::RdmaRead

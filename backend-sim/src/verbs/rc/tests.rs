@@ -670,3 +670,39 @@ fn rxe_sends_at_most_128_psns_beyond_the_first_unacknowledged_and_mlx5_sends_all
         assert_eq!(p.nic(1).recv_cq.len(), 12, "{personality:?}");
     }
 }
+
+#[test]
+fn an_atomic_response_past_a_lost_one_is_not_taken_and_both_go_again() {
+    // max_rd_atomic 2: the response to the first FETCH_ADD is lost and the second's
+    // arrives. It is not taken (rxe completes in order; taking it would let a third
+    // atomic out while the responder still holds the first for a replay): the requester
+    // retries both, the responder answers both from what it did, then the third goes.
+    let mut a = attr(7, 7);
+    a.max_rd_atomic = 2;
+    a.max_dest_rd_atomic = 2;
+    let mut p = Pair::new(false, a);
+    p.nic_mut(0).view.personality = Personality::Rxe;
+    let remote = p.nic(1).mem.as_ptr() as u64;
+    for i in 0..3u64 {
+        let mut w = wr(
+            i,
+            SendOpcode::AtomicFetchAndAdd,
+            &[p.nic(0).sge(8 * i as usize, 8)],
+        );
+        w.atomic = Some((remote + 1024, p.nic(1).key, 1, 0));
+        p.post(0, w);
+    }
+    p.lose = vec![2]; // requests 0 and 1, then the first response
+    p.run();
+    assert_eq!(requester_psns(&p), [100, 101, 100, 101, 102]);
+    let olds: Vec<u64> = (0..3)
+        .map(|i| u64::from_ne_bytes(p.nic(0).read(8 * i, 8).try_into().unwrap()))
+        .collect();
+    assert_eq!(olds, [0, 1, 2]);
+    assert_eq!(
+        u64::from_ne_bytes(p.nic(1).read(1024, 8).try_into().unwrap()),
+        3,
+        "each atomic executed once"
+    );
+    assert_eq!(statuses(&p, 0).len(), 3);
+}

@@ -5,6 +5,7 @@
 use super::super::nic::{Nic, Timer};
 use super::super::psn::psn_cmp;
 use super::{Requester, SendWqe};
+use crate::verbs::personality::Personality;
 use verbs_api::{QpState, SendOpcode, WcStatus};
 
 impl Requester {
@@ -120,5 +121,37 @@ impl Requester {
             self.retry_left = attr.retry_cnt;
             self.rnr_left = attr.rnr_retry;
         }
+    }
+
+    /// Whether a READ or atomic sent before the outstanding WQE that `is_it` picks is
+    /// still waiting for its response: then this response comes past a lost one.
+    pub(super) fn earlier_response_missing(&self, is_it: impl Fn(&SendWqe) -> bool) -> bool {
+        let Some(i) = self.sq.iter().position(|w| w.outstanding() && is_it(w)) else {
+            return false;
+        };
+        self.sq.iter().take(i).any(|w| {
+            w.outstanding() && (w.wr.opcode == SendOpcode::RdmaRead || w.wr.opcode.is_atomic())
+        })
+    }
+
+    /// A READ or atomic response past one that has not come: it is not taken (rxe
+    /// completes in order: `check_psn` in rxe_comp.c finds the oldest WQE, a READ or
+    /// atomic, not answered, and goes to COMPST_ERROR_RETRY), and it counts as a retry
+    /// unless one is under way (rxe), as a sequence-error NAK does. Taking it would
+    /// free a slot of max_rd_atomic the responder still holds for the lost one.
+    pub(super) fn response_past_a_missing_one(&mut self, nic: &mut impl Nic) {
+        let rxe = nic.qp().personality == Personality::Rxe;
+        if rxe && self.retrying {
+            return;
+        }
+        let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
+            return;
+        };
+        if !self.take_retry(nic) {
+            self.fail(nic, i, WcStatus::RetryExcErr);
+            return;
+        }
+        self.retrying = true;
+        self.retransmit(nic);
     }
 }
