@@ -15,10 +15,13 @@
 //!   the emulated libibverbs (one rxe-personality host, `emulator/topologies/`), so each
 //!   conformance case runs on the simulator directly, through the C ABI, and on rxe; the
 //!   cases of work queues, RSS QPs and striding RQs (`queues::`) run again on a host with
-//!   an mlx5 device (`mlx5_0`), through the emulated libmlx5 too.
+//!   an mlx5 device (`mlx5_0`), through the emulated libmlx5 too; then
+//!   (without TEST-ARGS) the split conformance cases with both sides emulated.
 //! - `cargo xtask test --wire [-- TEST-ARGS]`: the fabric's ports to real networks alone
 //!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`), then
-//!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone).
+//!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone),
+//!   then the split conformance cases, one QP on rxe in the VM and one emulated (`--split`:
+//!   that step alone).
 //! - `cargo xtask vm [--timeout SECS] [-e KEY=VALUE]... [-v] [--keep] -- CMD ARGS...`: boot
 //!   Debian's kernel in a QEMU VM (TCG) with Soft-RoCE (`rxe0` on a veth pair), run CMD
 //!   inside it in the host's file system view and current directory, print its output and
@@ -112,13 +115,19 @@ enum Command {
         vm: bool,
         /// Only the fabric's ports to real networks (VXLAN, QEMU's -netdev stream): their
         /// unit tests, emulator/tests/wire.rs (needs root for its network namespaces), then
-        /// the interop step: real rxe in the Soft-RoCE VM against the emulated NIC.
+        /// the interop step: real rxe in the Soft-RoCE VM against the emulated NIC, and the
+        /// split conformance cases.
         #[arg(long, conflicts_with_all = ["backend", "vm"])]
         wire: bool,
         /// With --wire: only its interop step (real rxe in the Soft-RoCE VM on the fabric's
         /// QEMU port against the emulated NIC: RC and UD pingpong, perftest, a lossy run).
         #[arg(long, requires = "wire")]
         interop: bool,
+        /// With --wire: only its split conformance step (each case with one QP on rxe in
+        /// the Soft-RoCE VM and one emulated, both ways round, compared with both on rxe;
+        /// the lossy cases again under 2% loss).
+        #[arg(long, requires = "wire", conflicts_with = "interop")]
+        split: bool,
         /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
         /// in one VM).
         #[arg(long, default_value_t = 600, value_parser = positive)]
@@ -424,6 +433,11 @@ fn main() -> ExitCode {
             interop: true,
             ..
         } => done(cmd::interop::run()),
+        Command::Test {
+            wire: true,
+            split: true,
+            ..
+        } => done(cmd::split::run()),
         Command::Test {
             wire: true, rest, ..
         } => done(cmd::test_wire::test_wire(&rest)),

@@ -128,13 +128,18 @@ pub(crate) fn accept(
 
 /// The 40-byte GRH area of a receive: for RoCEv2 over IPv4, 20 zero bytes then the
 /// IPv4 header; over IPv6, the IPv6 header itself (rxe_resp.c, `send_data_in`'s caller
-/// copies `ipv6_hdr(skb)` whole, or the IPv4 header at offset 20).
-pub(crate) fn grh(ip_hdr: &[u8]) -> [u8; 40] {
+/// copies `ipv6_hdr(skb)` whole, or the IPv4 header at offset 20). With
+/// `loopback_unset` (rxe), an IPv4 header whose source is its destination carries the
+/// checksum 0 (see [`Personality::loopback_ipv4_checksum_unset`]).
+pub(crate) fn grh(ip_hdr: &[u8], loopback_unset: bool) -> [u8; 40] {
     let mut g = [0u8; 40];
     if ip_hdr.len() >= 40 && ip_hdr[0] >> 4 == 6 {
         g.copy_from_slice(&ip_hdr[..40]);
     } else {
         g[20..40].copy_from_slice(&ip_hdr[..20]);
+        if loopback_unset && ip_hdr[12..16] == ip_hdr[16..20] {
+            g[30..32].fill(0);
+        }
     }
     g
 }
@@ -234,9 +239,20 @@ mod tests {
         assert_eq!(route.src_port, 0xc010);
         let (frame, verdict) = cross(&wr(B, 0x1111), &mut psn, b"abc", 0x1111);
         assert_eq!(verdict, Ok(()));
-        let g = grh(&frame[14..34]);
+        let g = grh(&frame[14..34], false);
         assert_eq!(&g[..20], &[0u8; 20]);
         assert_eq!(&g[20..], &frame[14..34]);
+        // rxe's loopback (source address = destination) leaves the checksum 0; a header
+        // between two addresses keeps it.
+        assert_ne!(&g[30..32], &[0, 0]);
+        assert_eq!(grh(&frame[14..34], true), g);
+        let mut own = frame[14..34].to_vec();
+        own.copy_within(12..16, 16);
+        let g = grh(&own, true);
+        assert_eq!(&g[30..32], &[0, 0]);
+        assert_eq!(&g[20..30], &own[..10]);
+        assert_eq!(&g[32..], &own[12..]);
+        assert_eq!(grh(&own, false)[30..32], own[10..12]);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod cases;
 pub mod loss;
 pub mod outcome;
 pub mod rig;
+pub mod split;
 
 pub use loss::{EmuLink, LossyLink, LossyLinks, VethLink};
 pub use rig::{Env, Rig};

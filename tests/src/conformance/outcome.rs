@@ -20,6 +20,8 @@ const QUIET: Duration = Duration::from_millis(150);
 #[derive(Debug, Default)]
 pub struct Log {
     qps: Vec<(u32, &'static str)>,
+    /// QPs of another process (the split cases), whose numbers may equal ours.
+    peer_qps: Vec<(u32, &'static str)>,
     handles: Vec<(EventElement, &'static str)>,
     lines: Vec<String>,
 }
@@ -36,6 +38,12 @@ impl Log {
         self.handles.push((EventElement::Qp(qp.qp_num()), name));
     }
 
+    /// Names a peer's QP in another process or host (the split cases) by its number,
+    /// which may equal one of ours: it names the source QP of completions, before ours.
+    pub fn peer_qp(&mut self, name: &'static str, qpn: u32) {
+        self.peer_qps.push((qpn, name));
+    }
+
     /// Names a CQ (in events).
     pub fn cq<Q: CompletionQueue>(&mut self, name: &'static str, cq: &Q) {
         self.handles.push((EventElement::Cq(cq.handle()), name));
@@ -47,7 +55,11 @@ impl Log {
     }
 
     fn qp_name(&self, qpn: u32) -> String {
-        match self.qps.iter().find(|(n, _)| *n == qpn) {
+        self.name_in(&self.qps, qpn)
+    }
+
+    fn name_in(&self, first: &[(u32, &'static str)], qpn: u32) -> String {
+        match first.iter().chain(&self.qps).find(|(n, _)| *n == qpn) {
             Some((_, name)) => (*name).to_string(),
             None if qpn == 0 => "0".into(),
             None => format!("qpn {qpn:#x}"),
@@ -100,7 +112,7 @@ impl Log {
             w.opcode,
             w.byte_len,
             self.qp_name(w.qp_num),
-            self.qp_name(w.src_qp),
+            self.name_in(&self.peer_qps, w.src_qp),
         );
         self.lines.push(line);
     }
@@ -158,6 +170,11 @@ impl Log {
             let _ = cq.poll(&mut []);
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// The lines logged so far.
+    pub fn lines(&self) -> &[String] {
+        &self.lines
     }
 
     /// Compares the log with `expected`, line by line.

@@ -133,5 +133,8 @@ pub fn ci() -> Result<(), Error> {
     // between RAW QPs and the VM's kernel sockets; a lossy port), captures checked by
     // tshark and netwire's ICRC (`cargo xtask test --wire --interop` alone).
     super::interop::run()?;
+    // The split conformance cases: one QP on rxe in the VM, one emulated, both ways round,
+    // against both on rxe, and under loss (`cargo xtask test --wire --split` alone).
+    super::split::run()?;
     Ok(())
 }

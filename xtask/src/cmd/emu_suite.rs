@@ -8,7 +8,8 @@
 //! process (the emulator's `verbs_emu_lose_next_frame` chooses the frame, as the
 //! simulator's drop list does). The cases of work queues, indirection tables, RSS QPs and
 //! striding RQs (`queues::`), which on rxe check its refusals, run a third time on a
-//! host whose device is an mlx5 (`mlx5_0`), through the emulated libibverbs and libmlx5.
+//! host whose device is an mlx5 (`mlx5_0`), through the emulated libibverbs and libmlx5. Last, without TEST-ARGS, the split conformance cases
+//! with both sides emulated (`super::split_emu`).
 
 use std::path::Path;
 
@@ -104,6 +105,14 @@ pub fn run(rest: &[String]) -> Result<(), Error> {
                 "{} {QUEUES} on {MLX5_DEVICE} (exit {code})",
                 name(&b.executable)
             ));
+        }
+    }
+    // The split conformance cases, both sides emulated, against rxe's committed outcome
+    // (not when TEST-ARGS filter the suites).
+    if rest.is_empty() {
+        if let Err(e) = super::split_emu::run() {
+            eprintln!("xtask: {e}");
+            failed.push("the split cases, both sides emulated".into());
         }
     }
     if failed.is_empty() {

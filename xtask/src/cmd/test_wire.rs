@@ -20,7 +20,8 @@ pub const WIRE_PACKAGES: &[vm::packages::Package] = &[
 /// the switch's uplinks in backend-sim) and `emulator/tests/wire.rs` (a Linux vxlan peer
 /// in a network namespace, two fabrics joined by VXLAN, a lossy port, a real QEMU NIC),
 /// then the interop step (`super::interop`): the Soft-RoCE VM on the fabric's QEMU port,
-/// real rxe against the emulated NIC. The namespace tests need root.
+/// real rxe against the emulated NIC, and the split conformance cases (`super::split`).
+/// The namespace tests need root.
 ///
 /// # Errors
 /// A failing test run, named.
@@ -39,5 +40,7 @@ pub fn test_wire(rest: &[String]) -> Result<(), Error> {
     }
     run(wire, "the wire tests (emulator/tests/wire.rs)")?;
     eprintln!("xtask: the interop step: real rxe in the VM against the emulated NIC");
-    super::interop::run()
+    super::interop::run()?;
+    eprintln!("xtask: the split conformance cases: one QP on rxe in the VM, one emulated");
+    super::split::run()
 }

@@ -1,6 +1,18 @@
 //! The requester: the send queue, segmentation at the path MTU, the ACK timer and
 //! go-back-N retransmission, RNR waits, and the responses (ACK, NAK, READ data, atomic
 //! results) that complete WQEs in order.
+//!
+//! Retransmission starts where the responder stopped, as rxe's does (rxe_req.c
+//! `req_retry`, from the completer's PSN `comp.psn`): inside the oldest outstanding
+//! message at the first packet not acknowledged (the PSN a sequence-error NAK names), a
+//! READ for the part not yet received; the messages after it whole. With the rxe
+//! personality, a sequence-error NAK that comes while a retry is under way (no positive
+//! response has moved the acknowledged PSN since it started) starts no other (rxe_comp.c
+//! `comp.started_retry`); the ACK timer still does. At most max_rd_atomic READs and atomics are in flight, and with
+//! the rxe personality a WQE waits while it would start more than 128 PSNs beyond the
+//! first unacknowledged one (rxe's send window, checked per WQE, not per packet).
+
+mod retry;
 
 use super::nic::{Nic, Timer};
 use super::psn::{ack_timeout_ns, psn_add, psn_cmp, rnr_ns, PSN_MASK};
@@ -10,6 +22,9 @@ use crate::verbs::personality::Personality;
 use crate::verbs::wqe::{completion, WrCopy};
 use std::collections::VecDeque;
 use verbs_api::{EventType, QpState, SendFlags, SendOpcode, WcOpcode, WcStatus};
+
+/// rxe's send window in PSNs (rxe_param.h `RXE_MAX_UNACKED_PSNS`).
+const RXE_MAX_UNACKED_PSNS: u32 = 128;
 
 #[derive(Debug, Clone)]
 struct SendWqe {
@@ -50,6 +65,12 @@ pub(super) struct Requester {
     drain_notify: bool,
     /// UC: the completer's turn is asked for.
     completer_due: bool,
+    /// The first PSN not yet acknowledged, as far as the responses said (rxe's
+    /// `comp.psn`); used only while it lies inside the oldest outstanding WQE.
+    comp_psn: u32,
+    /// A retry is under way and no positive response has moved `comp_psn` since (rxe's
+    /// `comp.started_retry`).
+    retrying: bool,
 }
 
 /// The opcode of packet `k` of a SEND or WRITE message.
@@ -101,6 +122,7 @@ impl Requester {
 
     pub fn set_next_psn(&mut self, psn: u32) {
         self.next_psn = psn & PSN_MASK;
+        self.comp_psn = self.next_psn;
     }
 
     pub fn set_retries(&mut self, retry: u8, rnr: u8) {
@@ -193,6 +215,34 @@ impl Requester {
             if rxe && (is_read || is_atomic) && qp.attr.max_rd_atomic == 0 {
                 return;
             }
+            // At most max_rd_atomic READs and atomics outstanding; the next one, and every
+            // WQE after it, waits for a response (rxe_req.c: `rd_atomic` counts them down;
+            // the IB spec's initiator depth). A responder keeps only max_dest_rd_atomic
+            // of them to answer duplicates from: one more in flight, and a lost response
+            // could never be answered again.
+            let in_flight = self
+                .sq
+                .iter()
+                .filter(|p| {
+                    p.outstanding()
+                        && (p.wr.opcode == SendOpcode::RdmaRead || p.wr.opcode.is_atomic())
+                })
+                .count();
+            // (`break`, not `return`: what went out in this call still arms the ACK timer.)
+            if (is_read || is_atomic) && in_flight >= usize::from(qp.attr.max_rd_atomic.max(1)) {
+                break;
+            }
+            // rxe's send window: no packet more than 128 PSNs beyond the first
+            // unacknowledged one (rxe_req.c, RXE_MAX_UNACKED_PSNS). rxe stops packet by
+            // packet, inside a message too, and asks for an ACK every 64 packets; here a
+            // WQE waits whole, so up to one WQE's packets go beyond the window.
+            if rxe
+                && !qp.uc
+                && self.sq.iter().any(SendWqe::outstanding)
+                && psn_cmp(self.next_psn, psn_add(self.comp_psn, RXE_MAX_UNACKED_PSNS)) > 0
+            {
+                break;
+            }
             let checked = if w.wr.inline.is_some() {
                 Ok(0)
             } else if rxe && (is_read || is_atomic) {
@@ -226,13 +276,17 @@ impl Requester {
             } else {
                 len.div_ceil(mtu).max(1) as u32
             };
+            if !self.sq.iter().any(SendWqe::outstanding) {
+                // Everything before it is acknowledged: `comp.psn` catches up.
+                self.comp_psn = self.next_psn;
+            }
             let w = &mut self.sq[i];
             w.first_psn = self.next_psn;
             w.npsn = npsn;
             w.sent = true;
             w.data = data;
             self.next_psn = psn_add(self.next_psn, npsn);
-            self.transmit_wqe(nic, i, mtu, qp.uc);
+            self.transmit_wqe(nic, i, mtu, qp.uc, 0);
             if qp.uc && !self.completer_due {
                 // UC needs no ACK: the WQE is done once sent, and the completer makes its
                 // completion after the post (rxe_xmit_packet, as for UD).
@@ -246,8 +300,10 @@ impl Requester {
         self.complete_done(nic);
     }
 
-    /// Builds and sends every packet of WQE `i` (first transmission or retransmission).
-    fn transmit_wqe(&mut self, nic: &mut impl Nic, i: usize, mtu: usize, uc: bool) {
+    /// Builds and sends the packets of WQE `i` from its packet `from` on (a first
+    /// transmission sends from 0; a retransmission may resume inside the message). A READ
+    /// resumed at `from` asks for the part after the `from` responses received.
+    fn transmit_wqe(&mut self, nic: &mut impl Nic, i: usize, mtu: usize, uc: bool, from: u32) {
         let transport = if uc { op::UC } else { op::RC };
         let w = &mut self.sq[i];
         let wr = &w.wr;
@@ -262,18 +318,20 @@ impl Requester {
         };
         match wr.opcode {
             SendOpcode::RdmaRead => {
-                // A retry asks only for what has not come: the request starts at the PSN
-                // of the first response missing, at the address of its data (rxe's
-                // req_retry: `wqe->iova += npsn * mtu`); what came is kept.
+                // rxe_req.c `req_retry`: the first WQE's READ goes on at the bytes
+                // received (`npsn = (length - resid) / mtu`, `iova += npsn * mtu`).
+                let done = from.min(w.npsn.saturating_sub(1));
+                w.read_next = done;
+                w.data.truncate(done as usize * mtu);
+                let skip = done as usize * mtu;
                 let (va, rkey) = wr.rdma.unwrap_or_default();
                 let len: u32 = wr.sges.as_slice().iter().map(|s| s.length).sum();
-                let got = w.data.len() as u32;
                 let h = RoceHeaders {
-                    bth: bth(op::READ_REQUEST, psn_add(first, w.read_next), true),
+                    bth: bth(op::READ_REQUEST, psn_add(first, done), true),
                     reth: Some(Reth {
-                        va: va + u64::from(got),
+                        va: va + skip as u64,
                         rkey,
-                        dma_len: len - got,
+                        dma_len: len - skip as u32,
                     }),
                     ..RoceHeaders::default()
                 };
@@ -302,9 +360,10 @@ impl Requester {
                 let write = wr.opcode.is_rdma();
                 let inv = wr.inv.filter(|_| wr.opcode == SendOpcode::SendWithInv);
                 let imm = wr.opcode.has_imm().then_some(wr.imm);
+                w.read_next = 0;
                 let data = &w.data;
                 let n = data.len().div_ceil(mtu).max(1);
-                for k in 0..n {
+                for k in (from as usize).min(n - 1)..n {
                     let chunk = &data[(k * mtu).min(data.len())..((k + 1) * mtu).min(data.len())];
                     let (is_first, is_last) = (k == 0, k + 1 == n);
                     let mut opc = segment_opcode(write, is_first, is_last, imm.is_some());
@@ -425,88 +484,6 @@ impl Requester {
         self.complete_done(nic);
     }
 
-    pub fn on_timer(&mut self, nic: &mut impl Nic, kind: u64, gen: u32) {
-        if !matches!(nic.qp().state, QpState::Rts | QpState::Sqd) {
-            return;
-        }
-        let now = nic.now();
-        if kind == Timer::Ack as u64 {
-            self.ack_timer_pending = false;
-            if self.ack_deadline == 0 {
-                return;
-            }
-            if now < self.ack_deadline {
-                // Re-armed since this event was set: wait for the new deadline.
-                self.ack_timer_pending = true;
-                nic.set_timer(self.ack_deadline, Timer::Ack, 0);
-                return;
-            }
-            self.ack_deadline = 0;
-            let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
-                return;
-            };
-            if !self.take_retry(nic) {
-                self.fail(nic, i, WcStatus::RetryExcErr);
-                return;
-            }
-        } else if self.timer_gen != gen {
-            return;
-        }
-        self.retransmit(nic);
-    }
-
-    /// Takes one retry from `retry_cnt` (none from 7 where that means for ever); false
-    /// when none is left.
-    fn take_retry(&mut self, nic: &impl Nic) -> bool {
-        let qp = nic.qp();
-        if qp.attr.retry_cnt == 7 && qp.personality.retry_cnt_7_is_infinite() {
-            return true;
-        }
-        if self.retry_left == 0 {
-            return false;
-        }
-        self.retry_left -= 1;
-        true
-    }
-
-    /// Go-back-N: sends again every WQE that was sent and is not done.
-    fn retransmit(&mut self, nic: &mut impl Nic) {
-        let (mtu, uc) = (nic.path_mtu(), nic.qp().uc);
-        for i in 0..self.sq.len() {
-            if self.sq[i].outstanding() {
-                self.transmit_wqe(nic, i, mtu, uc);
-            }
-        }
-        self.arm_timer(nic);
-    }
-
-    /// Marks everything up to `psn` acknowledged (sends and writes; reads and atomics
-    /// complete only with their responses).
-    fn ack_through(&mut self, nic: &impl Nic, psn: u32) {
-        let attr = nic.qp().attr;
-        let mut progress = false;
-        for w in self.sq.iter_mut().filter(|w| w.outstanding()) {
-            if psn_cmp(w.last_psn(), psn) > 0 {
-                break;
-            }
-            if w.wr.opcode != SendOpcode::RdmaRead && !w.wr.opcode.is_atomic() {
-                w.done = true;
-                progress = true;
-            }
-        }
-        if progress {
-            self.reset_retries(attr);
-        }
-    }
-
-    /// Forward progress gives the QP its retries back (rxe_comp.c's
-    /// `reset_retry_counters`: on an ACK, on every READ response packet and on an atomic
-    /// acknowledge), so only `retry_cnt` timeouts in a row without progress fail a WQE.
-    fn reset_retries(&mut self, attr: verbs_api::QpAttr) {
-        self.retry_left = attr.retry_cnt;
-        self.rnr_left = attr.rnr_retry;
-    }
-
     pub fn on_response(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>) {
         let bth = pkt.headers.bth;
         match bth.opcode & 0x1f {
@@ -514,10 +491,12 @@ impl Requester {
                 let syn = pkt.headers.aeth.map_or(0, |a| a.syndrome);
                 match syn & 0xe0 {
                     0x00 => {
+                        self.acked_before(nic, psn_add(bth.psn, 1), true);
                         self.ack_through(nic, bth.psn);
                         self.arm_timer(nic);
                     }
                     syndrome::RNR_NAK => {
+                        self.acked_before(nic, bth.psn, false);
                         self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
                         let infinite = nic.qp().attr.rnr_retry == 7;
                         let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
@@ -550,11 +529,19 @@ impl Requester {
                                 // to COMPST_ERROR_RETRY, which takes one from retry_cnt
                                 // unless it is 7; the IB spec's Retry Count covers
                                 // both): with none left the WQE fails.
+                                self.acked_before(nic, bth.psn, false);
                                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
+                                let rxe = nic.qp().personality == Personality::Rxe;
+                                if rxe && self.retrying {
+                                    // Not another retry while one is under way.
+                                    self.complete_done(nic);
+                                    return;
+                                }
                                 if !self.take_retry(nic) {
                                     self.fail(nic, i, WcStatus::RetryExcErr);
                                     return;
                                 }
+                                self.retrying = true;
                                 self.retransmit(nic);
                             }
                             syndrome::NAK_INVALID_REQUEST => {
@@ -571,6 +558,12 @@ impl Requester {
             }
             op::ATOMIC_ACKNOWLEDGE => {
                 let pd = nic.qp().pd;
+                if self
+                    .earlier_response_missing(|w| w.wr.opcode.is_atomic() && w.first_psn == bth.psn)
+                {
+                    self.response_past_a_missing_one(nic);
+                    return;
+                }
                 let Some(w) = self
                     .sq
                     .iter_mut()
@@ -594,13 +587,21 @@ impl Requester {
                 w.done = true;
                 // SAFETY: checked with LOCAL_WRITE just above; an SGE of 8 bytes or more.
                 let _ = unsafe { memory::scatter(sges, &[&orig.to_ne_bytes()]) };
-                self.reset_retries(nic.qp().attr);
+                self.acked_before(nic, psn_add(bth.psn, 1), true);
                 self.ack_through(nic, psn_add(bth.psn, PSN_MASK));
                 self.arm_timer(nic);
             }
             o => {
                 // READ responses: in order, into the WQE's buffer, scattered at the end.
                 let pd = nic.qp().pd;
+                if self.earlier_response_missing(|w| {
+                    w.wr.opcode == SendOpcode::RdmaRead
+                        && psn_cmp(bth.psn, w.first_psn) >= 0
+                        && psn_cmp(bth.psn, w.last_psn()) <= 0
+                }) {
+                    self.response_past_a_missing_one(nic);
+                    return;
+                }
                 let Some(w) = self.sq.iter_mut().find(|w| {
                     w.outstanding()
                         && w.wr.opcode == SendOpcode::RdmaRead
@@ -614,9 +615,6 @@ impl Requester {
                 }
                 w.read_next += 1;
                 w.data.extend_from_slice(pkt.payload);
-                // Progress (see reset_retries; the fields themselves: `w` borrows the queue).
-                let attr = nic.qp().attr;
-                (self.retry_left, self.rnr_left) = (attr.retry_cnt, attr.rnr_retry);
                 let first = w.first_psn;
                 if matches!(o, op::READ_RESPONSE_LAST | op::READ_RESPONSE_ONLY) {
                     let data = std::mem::take(&mut w.data);
@@ -635,6 +633,7 @@ impl Requester {
                     // SAFETY: checked with LOCAL_WRITE just above.
                     let _ = unsafe { memory::scatter(sges, &[&data]) };
                 }
+                self.acked_before(nic, psn_add(bth.psn, 1), true);
                 self.ack_through(nic, psn_add(first, PSN_MASK));
                 self.arm_timer(nic);
             }

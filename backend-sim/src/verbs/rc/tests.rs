@@ -181,6 +181,8 @@ struct Pair {
     /// Packets sent so far (both ways), and which of them to lose.
     sent: usize,
     lose: Vec<usize>,
+    /// (end, BTH PSN, BTH opcode) of every packet sent, lost or not, in send order.
+    log: Vec<(usize, u32, u8)>,
 }
 
 fn attr(retry: u8, rnr: u8) -> QpAttr {
@@ -212,6 +214,7 @@ impl Pair {
             wire: VecDeque::new(),
             sent: 0,
             lose: Vec::new(),
+            log: Vec::new(),
         }
     }
 
@@ -234,6 +237,7 @@ impl Pair {
     fn collect(&mut self) {
         for from in 0..2 {
             for (h, p) in std::mem::take(&mut self.ends[from].1.out) {
+                self.log.push((from, h.bth.psn, h.bth.opcode));
                 if !self.lose.contains(&self.sent) {
                     self.wire.push_back((self.now + LATENCY, 1 - from, h, p));
                 }
@@ -366,10 +370,12 @@ fn a_lost_middle_packet_is_nakked_and_resent_and_delivered_once() {
     p.lose = vec![1]; // the MIDDLE packet of the first transmission
     p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 3000)]));
     p.run();
-    // LAST arrives out of sequence: one PSN NAK, then go-back-N resends the whole WQE, so
-    // the FIRST comes again as a duplicate (re-ACKed, not executed again).
-    assert_eq!(p.nic(1).out_of_sequence, 2);
-    assert_eq!(p.sent, 3 + 1 + 3 + 1 + 1);
+    // LAST arrives out of sequence: one PSN NAK, then go-back-N resends from the PSN the
+    // NAK names (rxe_req.c `req_retry` resumes inside the message): MIDDLE and LAST.
+    assert_eq!(p.nic(1).out_of_sequence, 1);
+    assert_eq!(p.sent, 3 + 1 + 2 + 1);
+    let from_requester: Vec<u32> = p.log.iter().filter(|l| l.0 == 0).map(|l| l.1).collect();
+    assert_eq!(from_requester, [100, 101, 102, 101, 102]);
     let rx = &p.nic(1).recv_cq;
     assert_eq!(rx.len(), 1);
     assert_eq!((rx[0].wr_id, rx[0].byte_len), (5, 3000));
@@ -573,4 +579,179 @@ fn a_psn_sequence_nak_takes_a_retry_and_fails_the_wqe_when_none_is_left() {
         assert_eq!(statuses(&p, 0), want, "retry_cnt {retry}");
         assert_eq!(p.nic(1).out_of_sequence, 1);
     }
+}
+
+/// The PSNs end 0 sent, in order.
+fn requester_psns(p: &Pair) -> Vec<u32> {
+    p.log.iter().filter(|l| l.0 == 0).map(|l| l.1).collect()
+}
+
+#[test]
+fn a_second_psn_nak_during_a_retry_waits_for_the_timer_on_rxe_and_not_on_mlx5() {
+    // Four packets (PSN 100..103); the first PSN 101 is lost, so PSN 102 draws a NAK
+    // and the retry resends 101..103, of which 102 is lost too: PSN 103 draws a second
+    // NAK. rxe starts no retry while one is under way (no ACK came since; rxe_comp.c
+    // `comp.started_retry`), so the ACK timer resends 102..; mlx5 answers the NAK.
+    for (personality, waits) in [(Personality::Rxe, true), (Personality::Mlx5, false)] {
+        let (mut p, data) = pair_with_data(false, attr(7, 7), 4000, 5, 8192);
+        p.nic_mut(0).view.personality = personality;
+        // Sent: 0-3 the four packets, 4 the NAK, 5-7 the retry (6 is PSN 102).
+        p.lose = vec![1, 6];
+        p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 4000)]));
+        while p.nic(0).send_cq.is_empty() {
+            assert!(p.step(), "{personality:?}: idle before the completion");
+        }
+        let done_at = p.now;
+        p.run();
+        assert_eq!(
+            requester_psns(&p),
+            [100, 101, 102, 103, 101, 102, 103, 102, 103],
+            "{personality:?}"
+        );
+        assert!(p.nic(1).read(8192, 4000) == data, "{personality:?}: bytes");
+        assert_eq!(statuses(&p, 0), [(1, WcStatus::Success)]);
+        let timeout = 4096 << 14;
+        assert_eq!(
+            done_at >= timeout,
+            waits,
+            "{personality:?}: done at {done_at}"
+        );
+    }
+}
+
+#[test]
+fn a_read_whose_response_is_lost_asks_again_for_the_rest_only() {
+    // A READ of 3000 bytes: three responses (PSN 100..102); the second is lost, so the
+    // ACK timer asks again from the bytes after the first response (rxe_req.c
+    // `req_retry`: iova and length move on by the packets received).
+    let mut p = Pair::new(false, attr(7, 7));
+    let data = pattern(3000);
+    p.nic(1).write(1000, &data);
+    let mut w = wr(1, SendOpcode::RdmaRead, &[p.nic(0).sge(0, 3000)]);
+    w.rdma = Some((p.nic(1).mem.as_ptr() as u64 + 1000, p.nic(1).key));
+    p.lose = vec![2]; // request, response 100, response 101 (lost), response 102
+    p.post(0, w);
+    p.run();
+    assert!(p.nic(0).read(0, 3000) == data, "bytes");
+    assert_eq!(statuses(&p, 0), [(1, WcStatus::Success)]);
+    let requests: Vec<(u32, u8)> = p
+        .log
+        .iter()
+        .filter(|l| l.0 == 0)
+        .map(|l| (l.1, l.2))
+        .collect();
+    assert_eq!(requests, [(100, 0x0c), (101, 0x0c)]);
+}
+
+#[test]
+fn reads_and_atomics_beyond_max_rd_atomic_wait_for_a_response() {
+    // max_rd_atomic 2: three FETCH_ADDs and a SEND posted at once; the third atomic and
+    // the SEND behind it go out only after the first atomic's response (rxe_req.c
+    // `rd_atomic`). Each returns the value before it.
+    let mut a = attr(7, 7);
+    a.max_rd_atomic = 2;
+    a.max_dest_rd_atomic = 2;
+    let mut p = Pair::new(false, a);
+    p.nic_mut(1).post_recv(9, 0, 64);
+    let remote = p.nic(1).mem.as_ptr() as u64;
+    for i in 0..3u64 {
+        let mut w = wr(
+            i,
+            SendOpcode::AtomicFetchAndAdd,
+            &[p.nic(0).sge(8 * i as usize, 8)],
+        );
+        w.atomic = Some((remote + 1024, p.nic(1).key, 1, 0));
+        p.post(0, w);
+    }
+    p.post(0, wr(3, SendOpcode::Send, &[p.nic(0).sge(64, 8)]));
+    // Before anything crossed, two requests are out.
+    assert_eq!(requester_psns(&p), [100, 101]);
+    p.run();
+    assert_eq!(requester_psns(&p), [100, 101, 102, 103]);
+    let order: Vec<usize> = p.log.iter().map(|l| l.0).collect();
+    // Two requests, their two responses, then the third atomic and the SEND, then theirs.
+    assert_eq!(order, [0, 0, 1, 1, 0, 0, 1, 1]);
+    let olds: Vec<u64> = (0..3)
+        .map(|i| u64::from_ne_bytes(p.nic(0).read(8 * i, 8).try_into().unwrap()))
+        .collect();
+    assert_eq!(olds, [0, 1, 2]);
+    assert_eq!(statuses(&p, 0).len(), 4);
+}
+
+#[test]
+fn a_retry_across_the_psn_wrap_resumes_at_the_nakked_psn() {
+    // A 4-packet SEND from PSN 0xfffffe (0xfffffe, 0xffffff, 0, 1); 0xffffff is lost, the
+    // NAK names it, and the retry resends 0xffffff, 0 and 1: the acknowledged PSN is
+    // compared in the 24-bit space from where the SEND started.
+    let (mut p, data) = pair_with_data(false, attr(7, 7), 4000, 5, 8192);
+    p.nic_mut(0).view.personality = Personality::Rxe;
+    p.ends[0].0.set_sq_psn(0xff_fffe);
+    p.ends[1].0.set_rq_psn(0xff_fffe);
+    p.lose = vec![1];
+    p.post(0, wr(1, SendOpcode::Send, &[p.nic(0).sge(0, 4000)]));
+    p.run();
+    assert_eq!(
+        requester_psns(&p),
+        [0xff_fffe, 0xff_ffff, 0, 1, 0xff_ffff, 0, 1]
+    );
+    assert!(p.nic(1).read(8192, 4000) == data, "bytes");
+    assert_eq!(statuses(&p, 0), [(1, WcStatus::Success)]);
+}
+
+#[test]
+fn rxe_sends_at_most_128_psns_beyond_the_first_unacknowledged_and_mlx5_sends_all() {
+    // Twelve SENDs of 16 packets (PSN 100 on): rxe starts a WQE only while its first PSN
+    // is at most 128 beyond the first unacknowledged one (rxe_req.c
+    // RXE_MAX_UNACKED_PSNS), so nine (PSN 100..243) go before any ACK; mlx5 sends all.
+    for (personality, first_burst) in [(Personality::Rxe, 9 * 16), (Personality::Mlx5, 12 * 16)] {
+        let mut p = Pair::new(false, attr(7, 7));
+        p.nic_mut(0).view.personality = personality;
+        for i in 0..12 {
+            p.nic_mut(1).post_recv(i, 0, 16 * 1024);
+        }
+        for i in 0..12 {
+            p.post(0, wr(i, SendOpcode::Send, &[p.nic(0).sge(0, 16 * 1024)]));
+        }
+        assert_eq!(requester_psns(&p).len(), first_burst, "{personality:?}");
+        p.run();
+        assert_eq!(requester_psns(&p).len(), 12 * 16, "{personality:?}");
+        assert_eq!(statuses(&p, 0).len(), 12, "{personality:?}");
+        assert_eq!(p.nic(1).recv_cq.len(), 12, "{personality:?}");
+    }
+}
+
+#[test]
+fn an_atomic_response_past_a_lost_one_is_not_taken_and_both_go_again() {
+    // max_rd_atomic 2: the response to the first FETCH_ADD is lost and the second's
+    // arrives. It is not taken (rxe completes in order; taking it would let a third
+    // atomic out while the responder still holds the first for a replay): the requester
+    // retries both, the responder answers both from what it did, then the third goes.
+    let mut a = attr(7, 7);
+    a.max_rd_atomic = 2;
+    a.max_dest_rd_atomic = 2;
+    let mut p = Pair::new(false, a);
+    p.nic_mut(0).view.personality = Personality::Rxe;
+    let remote = p.nic(1).mem.as_ptr() as u64;
+    for i in 0..3u64 {
+        let mut w = wr(
+            i,
+            SendOpcode::AtomicFetchAndAdd,
+            &[p.nic(0).sge(8 * i as usize, 8)],
+        );
+        w.atomic = Some((remote + 1024, p.nic(1).key, 1, 0));
+        p.post(0, w);
+    }
+    p.lose = vec![2]; // requests 0 and 1, then the first response
+    p.run();
+    assert_eq!(requester_psns(&p), [100, 101, 100, 101, 102]);
+    let olds: Vec<u64> = (0..3)
+        .map(|i| u64::from_ne_bytes(p.nic(0).read(8 * i, 8).try_into().unwrap()))
+        .collect();
+    assert_eq!(olds, [0, 1, 2]);
+    assert_eq!(
+        u64::from_ne_bytes(p.nic(1).read(1024, 8).try_into().unwrap()),
+        3,
+        "each atomic executed once"
+    );
+    assert_eq!(statuses(&p, 0).len(), 3);
 }

@@ -196,10 +196,12 @@ impl World {
                 return;
             }
         }
-        let sl = self.devices[dev].personality.ud_recv_sl(l3);
+        let personality = self.devices[dev].personality;
+        let sl = personality.ud_recv_sl(l3);
+        let grh = ud::grh(ip_hdr, personality.loopback_ipv4_checksum_unset());
         self.deliver(
             qpn,
-            &[&ud::grh(ip_hdr), pkt.payload],
+            &[&grh, pkt.payload],
             WcOpcode::Recv,
             (deth.src_qp, sl),
             pkt.headers.imm,

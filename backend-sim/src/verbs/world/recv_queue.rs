@@ -102,6 +102,10 @@ impl World {
             }
             Err(status) => {
                 wc.status = status;
+                // An error completion carries opcode 0 (IBV_WC_SEND): rxe's responder sets
+                // the opcode on success only (`do_complete` in rxe_resp.c), and mlx5's
+                // error CQEs carry none (divergences.md row 10).
+                wc.opcode = WcOpcode::Send;
                 self.complete(recv_cq, wc, false);
                 self.enter_error(qpn);
             }

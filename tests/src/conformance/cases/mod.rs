@@ -10,7 +10,7 @@ mod loss;
 mod memory;
 mod multicast;
 mod mw;
-mod prelude;
+pub(crate) mod prelude;
 mod qp;
 mod rc_errors;
 mod rc_ops;

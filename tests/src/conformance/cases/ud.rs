@@ -30,6 +30,12 @@ pub fn ud_send_recv_with_grh<V: Verbs>(env: &Env<V>) {
         4,
         "RoCEv2 over IPv4: the GRH's last 20 bytes are the IPv4 header"
     );
+    if env.is_rxe() {
+        // rxe hands a packet to its own address to itself (`rxe_loopback`) without the IP
+        // layer that fills the header checksum in: it is left 0 (Debian's kernel zeroes
+        // the buffer). Over the wire it is right (the split case ud_send_with_grh).
+        assert_eq!(grh[30..32], [0, 0], "rxe's loopback IPv4 checksum");
+    }
     let send = wcs.iter().find(|w| !w.is_recv()).unwrap();
     expect_wc(send, 2, WcStatus::Success, Some(WcOpcode::Send));
     // A wrong Q_Key is dropped silently at the receiver.
@@ -87,7 +93,9 @@ pub fn ud_message_above_receive_buffer_fails_the_receive<V: Verbs>(env: &Env<V>)
     expect_wc(send, 2, WcStatus::Success, Some(WcOpcode::Send));
     let recvs: Vec<_> = wcs.iter().filter(|w| w.qp_num == b.qp_num()).collect();
     if env.is_rxe() {
-        expect_wc(recvs[0], 1, WcStatus::LocQpOpErr, None);
+        // Opcode 0 (SEND): rxe sets a receive's opcode on success only (row 10; the
+        // split case ud_larger_than_receive found the emulated rxe saying RECV).
+        expect_wc(recvs[0], 1, WcStatus::LocQpOpErr, Some(WcOpcode::Send));
     } else {
         expect_wc(recvs[0], 1, WcStatus::LocLenErr, None);
     }
