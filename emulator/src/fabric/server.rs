@@ -26,7 +26,10 @@ use super::sys::{self};
 use super::wire::{FromFabric, MAX_MSG};
 use crate::topology::Topology;
 
+mod pairs;
 mod peers;
+
+pub use pairs::DirectCounts;
 
 /// How a fabric is set up.
 #[derive(Debug, Clone)]
@@ -40,6 +43,10 @@ pub struct Config {
     /// The private directory to make for the socket (it must not exist); `None`:
     /// `verbs-emu-fabric-PID` under `$XDG_RUNTIME_DIR` or the temporary directory.
     pub dir: Option<PathBuf>,
+    /// Whether two processes whose hosts' links have no faults send each other their
+    /// unicast frames through a ring pair of their own when nothing is captured
+    /// ([`crate::fabric::direct`]); false: every frame crosses the fabric.
+    pub direct: bool,
 }
 
 /// The socket's file name in the run directory.
@@ -125,6 +132,8 @@ struct Slot {
     port: PortId,
     /// The connection that is this host.
     conn: Option<usize>,
+    /// Its link has no faults (it may have direct pairs).
+    clean: bool,
 }
 
 #[derive(Debug)]
@@ -196,6 +205,17 @@ pub struct Server {
     held_cm: std::collections::VecDeque<(Ipv4Addr, Ipv4Addr, Vec<u8>, u64)>,
     /// The ports to real networks (see [`super::ports`]).
     ports: Ports,
+    /// Direct pairs allowed ([`Config::direct`]).
+    direct: bool,
+    /// The live direct pairs.
+    pairs: Vec<pairs::Pair>,
+    /// The next pair's id.
+    next_pair: u32,
+    /// What the pairs' sides are to be told, in order, once the frames before it have
+    /// arrived.
+    held_pairs: std::collections::VecDeque<pairs::PairNews>,
+    /// The frames of the pairs counted and forgotten.
+    finished_direct: DirectCounts,
 }
 
 impl Server {
@@ -227,6 +247,7 @@ impl Server {
                 mac,
                 port,
                 conn: None,
+                clean: h.faults.is_clean(),
             });
         }
         let ports: Vec<PortId> = slots.iter().map(|s| s.port).collect();
@@ -269,6 +290,11 @@ impl Server {
             ports,
             moved: (0, 0),
             active: Instant::now(),
+            direct: config.direct,
+            pairs: Vec::new(),
+            next_pair: 0,
+            held_pairs: std::collections::VecDeque::new(),
+            finished_direct: DirectCounts::default(),
         };
         if let Some(p) = &config.pcap {
             server
@@ -321,6 +347,12 @@ impl Server {
         } else {
             String::new()
         };
+        let d = self.direct_counts();
+        let direct = if d.sent > 0 {
+            format!("; {} frames went host to host directly", d.sent)
+        } else {
+            String::new()
+        };
         let paused = match s.pauses {
             0 => String::new(),
             1 => ", senders paused once".to_owned(),
@@ -329,9 +361,9 @@ impl Server {
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
              the switch{paused}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
-             joined, {} refused, {} hung up on for bad messages{}",
-            f.transmitted,
-            f.delivered,
+             joined, {} refused, {} hung up on for bad messages{direct}{}",
+            f.transmitted + d.sent,
+            f.delivered + d.delivered,
             if lost.is_empty() {
                 "none".to_owned()
             } else {
@@ -362,6 +394,7 @@ impl Server {
             let now = self.now();
             self.deliver(now);
             self.release_cm();
+            self.release_pairs();
             self.tell_gone();
             let mut timeout = self
                 .fabric
@@ -392,6 +425,7 @@ impl Server {
             } else if pause
                 || !self.gone.is_empty()
                 || !self.held_cm.is_empty()
+                || !self.held_pairs.is_empty()
                 || self.conns.iter().flatten().any(|c| !c.backlog.is_empty())
             {
                 timeout = Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)));

@@ -7,7 +7,6 @@
 //! to that fabric instead ([`crate::fabric`]), and the progress thread also moves frames
 //! between the two.
 
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -505,7 +504,8 @@ impl Joined {
         } else {
             PROGRESS_TICK
         };
-        let mut fds = [sys::pollin(member.fd().as_raw_fd())];
+        let mut fds = Vec::with_capacity(4);
+        member.poll_fds(&mut fds);
         drop(member);
         if sys::poll(&mut fds, Some(timeout)).is_err() {
             std::thread::sleep(PROGRESS_TICK);
