@@ -349,7 +349,7 @@ impl Server {
         };
         let d = self.direct_counts();
         let direct = if d.sent > 0 {
-            format!("; {} frames went host to host directly", d.sent)
+            format!("; {} of the frames went host to host directly", d.sent)
         } else {
             String::new()
         };
@@ -360,8 +360,8 @@ impl Server {
         };
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
-             the switch{paused}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
-             joined, {} refused, {} hung up on for bad messages{direct}{}",
+             the switch{paused}{direct}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
+             joined, {} refused, {} hung up on for bad messages{}",
             f.transmitted + d.sent,
             f.delivered + d.delivered,
             if lost.is_empty() {
