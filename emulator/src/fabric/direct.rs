@@ -175,7 +175,7 @@ impl Inbound {
         for k in 0..n {
             let i = (self.next + k) % n;
             let p = &mut self.peers[i];
-            if !p.gate.is_some_and(|g| fabric_tail >= g) {
+            if p.gate.is_none_or(|g| fabric_tail < g) {
                 continue;
             }
             match p.rx.pop(buf) {
@@ -314,7 +314,11 @@ mod tests {
         // Closed until the fabric opens it.
         assert_eq!(bin.pop(0, &mut buf), Ok(None));
         bin.open(9, 100);
-        assert_eq!(bin.pop(99, &mut buf), Ok(None), "gated on the fabric's ring");
+        assert_eq!(
+            bin.pop(99, &mut buf),
+            Ok(None),
+            "gated on the fabric's ring"
+        );
         assert_eq!(bin.pop(100, &mut buf), Ok(Some(1)));
         assert_eq!(buf, [1; 60]);
         btx.tx.push(&[2; 70], 0).unwrap();
@@ -334,13 +338,22 @@ mod tests {
         assert!(!bin.sleep_or_not());
         let mut fds = Vec::new();
         bin.poll_fds(&mut fds);
-        assert_eq!(sys::poll(&mut fds, Some(std::time::Duration::ZERO)).unwrap(), 0);
+        assert_eq!(
+            sys::poll(&mut fds, Some(std::time::Duration::ZERO)).unwrap(),
+            0
+        );
         assert_eq!(atx.tx.push(&[3; 64], 0), Ok(true), "the reader sleeps");
         atx.ring();
-        assert_eq!(sys::poll(&mut fds, Some(std::time::Duration::ZERO)).unwrap(), 1);
+        assert_eq!(
+            sys::poll(&mut fds, Some(std::time::Duration::ZERO)).unwrap(),
+            1
+        );
         bin.clear_events();
         fds[0].revents = 0;
-        assert_eq!(sys::poll(&mut fds, Some(std::time::Duration::ZERO)).unwrap(), 0);
+        assert_eq!(
+            sys::poll(&mut fds, Some(std::time::Duration::ZERO)).unwrap(),
+            0
+        );
     }
 
     #[test]
@@ -397,7 +410,7 @@ mod tests {
         }
         let mut buf = Vec::new();
         let mut order = Vec::new();
-        while let Some(_) = bin.pop(0, &mut buf).unwrap() {
+        while bin.pop(0, &mut buf).unwrap().is_some() {
             order.push(buf[0]);
         }
         assert_eq!(order, [1, 2, 1, 2]);
@@ -407,7 +420,10 @@ mod tests {
     #[test]
     fn a_pair_of_two_descriptors_is_refused() {
         let made = make(32 << 10).unwrap();
-        let fds = vec![made.memfd.try_clone().unwrap(), made.wakes[0].try_clone().unwrap()];
+        let fds = vec![
+            made.memfd.try_clone().unwrap(),
+            made.wakes[0].try_clone().unwrap(),
+        ];
         let e = accept(1, Mac([0; 6]), 32 << 10, true, fds).unwrap_err();
         assert_eq!(e, "a pair with 2 descriptors, not 3");
     }

@@ -42,7 +42,9 @@ pub(super) struct PairNews {
 pub struct DirectCounts {
     /// Frames the processes wrote into the pairs' rings.
     pub sent: u64,
-    /// Frames the processes read from them.
+    /// Frames the processes read from them, and, of the pairs forgotten, the frames
+    /// written for a process that had gone (also counted as for no process, as a frame
+    /// the switch delivers to a port without a process is).
     pub delivered: u64,
 }
 
@@ -139,7 +141,9 @@ impl Server {
             return;
         };
         let c = self.conns[i].as_mut();
-        if let Some((port, (rx, _))) = c.and_then(|c| Some((self.slots[c.host?].port, c.rings.as_mut()?))) {
+        if let Some((port, (rx, _))) =
+            c.and_then(|c| Some((self.slots[c.host?].port, c.rings.as_mut()?)))
+        {
             // A corrupt ring is found, and hung up on, by the round's own read.
             let _ = transmit_ring(&mut self.fabric, &mut self.spare, port, rx, usize::MAX);
         }
@@ -209,7 +213,7 @@ impl Server {
     }
 
     /// Counts and forgets the pairs both of whose sides are done: frames written and not
-    /// read were for a process that had gone.
+    /// read were for a process that had gone (delivered to its port, for no process).
     fn finish_pairs(&mut self) {
         let mut k = 0;
         while k < self.pairs.len() {
@@ -219,9 +223,11 @@ impl Server {
             }
             let p = self.pairs.swap_remove(k);
             let c = pair_counts(&p.region);
+            // As for a frame the switch delivers to a port whose process has gone: it
+            // counts as delivered, and as for no process.
             self.finished_direct.sent += c.sent;
-            self.finished_direct.delivered += c.delivered;
-            self.stats.no_process += c.sent.saturating_sub(c.delivered);
+            self.finished_direct.delivered += c.sent;
+            self.stats.no_process += c.sent - c.delivered;
         }
     }
 
