@@ -283,6 +283,57 @@ pub fn make(cap: usize) -> std::io::Result<Made> {
     })
 }
 
+/// Two joined processes sending each other their frames directly: the fabric's record
+/// (`server::pairs`).
+#[derive(Debug)]
+pub struct Pair {
+    /// The pair's id.
+    pub id: u32,
+    /// The connections of the pair's first process and of its second.
+    pub conns: [usize; 2],
+    /// The fabric's mapping of the rings, for their counts.
+    pub region: Arc<Region>,
+    /// Each side has gone, or has dropped the pair after its peer went.
+    pub done: [bool; 2],
+}
+
+/// What the fabric tells a side of a pair, once the frames transmitted before (global
+/// index below `sent`) have reached their rings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PairNews {
+    pub id: u32,
+    /// The side told (0: the pair's first process).
+    pub side: usize,
+    /// True: open the pair; false: the peer has gone.
+    pub open: bool,
+    /// The global index the frames before it are below.
+    pub sent: u64,
+}
+
+/// Frames the pairs carried: written into their rings, and read from them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DirectCounts {
+    /// Frames the processes wrote into the pairs' rings.
+    pub sent: u64,
+    /// Frames the processes read from them, and, of the pairs forgotten, the frames
+    /// written for a process that had gone (also counted as for no process, as a frame
+    /// the switch delivers to a port without a process is).
+    pub delivered: u64,
+}
+
+/// Both ways of a pair's rings, as their counts say (a count read is at most what was
+/// written).
+#[must_use]
+pub fn pair_counts(region: &Region) -> DirectCounts {
+    let mut c = DirectCounts::default();
+    for first in [true, false] {
+        let (written, read) = region.counts(ways(first).0);
+        c.sent += written;
+        c.delivered += read.min(written);
+    }
+    c
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@
 
 pub mod client;
 pub mod direct;
+pub mod member;
 pub mod ports;
 pub mod ring;
 pub mod server;

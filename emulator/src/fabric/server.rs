@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use backend_sim::frame::eth::Mac;
 use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
 
+use super::direct::{DirectCounts, Pair, PairNews};
 use super::ports::{arp, Ports};
 use super::ring::{Consumer, Producer, RingError};
 use super::sys::{self};
@@ -28,8 +29,6 @@ use crate::topology::Topology;
 
 mod pairs;
 mod peers;
-
-pub use pairs::DirectCounts;
 
 /// How a fabric is set up.
 #[derive(Debug, Clone)]
@@ -208,12 +207,12 @@ pub struct Server {
     /// Direct pairs allowed ([`Config::direct`]).
     direct: bool,
     /// The live direct pairs.
-    pairs: Vec<pairs::Pair>,
+    pairs: Vec<Pair>,
     /// The next pair's id.
     next_pair: u32,
     /// What the pairs' sides are to be told, in order, once the frames before it have
     /// arrived.
-    held_pairs: std::collections::VecDeque<pairs::PairNews>,
+    held_pairs: std::collections::VecDeque<PairNews>,
     /// The frames of the pairs counted and forgotten.
     finished_direct: DirectCounts,
 }

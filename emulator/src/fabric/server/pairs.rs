@@ -5,48 +5,12 @@
 //! rings.
 
 use std::os::fd::AsFd;
-use std::sync::Arc;
 
 use super::{transmit_ring, Server};
-use crate::fabric::direct::{self, ways};
-use crate::fabric::ring::{Region, DEFAULT_CAP};
+use crate::fabric::direct::{self, pair_counts, DirectCounts, Pair, PairNews};
+use crate::fabric::ring::DEFAULT_CAP;
 use crate::fabric::sys;
 use crate::fabric::wire::FromFabric;
-
-/// Two joined processes sending each other their frames directly.
-#[derive(Debug)]
-pub(super) struct Pair {
-    pub(super) id: u32,
-    /// The connections of the pair's first process and of its second.
-    pub(super) conns: [usize; 2],
-    /// The fabric's mapping of the rings, for their counts.
-    pub(super) region: Arc<Region>,
-    /// Each side has gone, or has dropped the pair after its peer went.
-    pub(super) done: [bool; 2],
-}
-
-/// What the fabric tells a side of a pair, once the frames transmitted before (global
-/// index below `sent`) have reached their rings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct PairNews {
-    pub(super) id: u32,
-    /// The side told (0: the pair's first process).
-    pub(super) side: usize,
-    /// True: open the pair; false: the peer has gone.
-    pub(super) open: bool,
-    pub(super) sent: u64,
-}
-
-/// Frames the pairs carried: written into their rings, and read from them.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DirectCounts {
-    /// Frames the processes wrote into the pairs' rings.
-    pub sent: u64,
-    /// Frames the processes read from them, and, of the pairs forgotten, the frames
-    /// written for a process that had gone (also counted as for no process, as a frame
-    /// the switch delivers to a port without a process is).
-    pub delivered: u64,
-}
 
 impl Server {
     /// True if host slot `s` may have pairs: pairs are on, nothing is captured and its
@@ -242,16 +206,4 @@ impl Server {
         }
         all
     }
-}
-
-/// Both ways of a pair's rings, as their counts say (a count read is at most what was
-/// written).
-fn pair_counts(region: &Region) -> DirectCounts {
-    let mut c = DirectCounts::default();
-    for first in [true, false] {
-        let (written, read) = region.counts(ways(first).0);
-        c.sent += written;
-        c.delivered += read.min(written);
-    }
-    c
 }
