@@ -42,7 +42,8 @@
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
 //!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
 //! - `cargo xtask bench emu [--runs N]`: the emulated NIC alone (perftest between two
-//!   emulated hosts) against kernel loopback (qperf) and memcpy, with ratios.
+//!   emulated hosts, through their direct pair and through the fabric process) against
+//!   kernel loopback (qperf) and memcpy, with ratios.
 //! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::ci::CI_FUZZ_SECONDS`].
 //! - `cargo xtask dist [--verify] [--verify-debian]`: the emulated NIC as a tarball in

@@ -8,8 +8,13 @@
 //! ```text
 //! verbs-emu-fabric [--topology FILE] [--seed N] [--pcap OUT] [--dir DIR]
 //!                  [--vxlan LOCAL,REMOTE,VNI]... [--qemu-stream PATH]...
-//!                  [--die-with-parent] [--stop-on-eof]
+//!                  [--die-with-parent] [--stop-on-eof] [--no-direct]
 //! ```
+//!
+//! Two processes whose hosts' links have no faults send each other their unicast frames
+//! through shared rings of their own when nothing is captured (the fabric keeping
+//! control, see the emulator's `fabric::direct`); `--no-direct` makes every frame cross
+//! the fabric process.
 //!
 //! `--vxlan` and `--qemu-stream` add ports to real networks after the topology's own
 //! `[[port]]` tables (see the emulator's `fabric::ports`): a VXLAN tunnel binding LOCAL
@@ -27,7 +32,7 @@ use ibverbs::topology::{parse_vxlan_flag, PortKind, PortSpec, Topology, SEED_ENV
 
 const USAGE: &str = "usage: verbs-emu-fabric [--topology FILE] [--seed N] [--pcap OUT] \
                      [--dir DIR] [--vxlan LOCAL,REMOTE,VNI]... [--qemu-stream PATH]... \
-                     [--die-with-parent] [--stop-on-eof]";
+                     [--die-with-parent] [--stop-on-eof] [--no-direct]";
 
 #[derive(Debug, Default)]
 struct Args {
@@ -37,6 +42,7 @@ struct Args {
     dir: Option<PathBuf>,
     die_with_parent: bool,
     stop_on_eof: bool,
+    no_direct: bool,
     /// Ports given by flags, in order.
     ports: Vec<PortSpec>,
 }
@@ -69,6 +75,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--die-with-parent" => a.die_with_parent = true,
             "--stop-on-eof" => a.stop_on_eof = true,
+            "--no-direct" => a.no_direct = true,
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -112,6 +119,7 @@ fn serve(a: &Args) -> Result<(), String> {
         seed,
         pcap: a.pcap.clone(),
         dir: a.dir.clone(),
+        direct: !a.no_direct,
     };
     let mut server = Server::bind(&config)?;
     let hosts = &config.topology.hosts;

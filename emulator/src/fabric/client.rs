@@ -2,22 +2,23 @@
 //! bringing the shared-memory rings), the [`Sender`] that puts what the host's NIC
 //! transmits into the ring to the fabric the moment it is sent, or keeps it while the
 //! ring is full (multicast joins and leaves go on the socket), and the [`Receiver`] whose frames the progress thread
-//! injects into the host's port at the current virtual time ([`Member::pump`]). The
+//! injects into the host's port at the current virtual time (`member::Member::pump`). The
 //! connection manager's messages go out through a [`CmLink`] and come in through the
-//! [`Receiver`]'s handler ([`CmIn`]).
+//! [`Receiver`]'s handler ([`CmIn`]). Frames for the host of a direct pair's peer go in
+//! the pair's ring, and the receiver reads its pairs' rings too ([`super::direct`]).
 
 use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use backend_sim::fabric::ExternalMsg;
 use backend_sim::frame::eth::Mac;
-use backend_sim::{Nanos, PortId, Sim};
 
+use super::direct::{self, Barrier, Inbound, PeerTx};
 use super::ring::{Consumer, Producer, Region, RingError, Way};
 use super::sys::{self, Recv};
 use super::wire::{FromFabric, ToFabric, MAX_CM, MAX_MSG};
@@ -30,16 +31,6 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// fabric reads (as the fabric's own `PAUSE_BYTES` does for what it holds for a process):
 /// frames wait little on the way, whatever the pace of the processes.
 pub const QUEUE_LIMIT: u64 = 512 << 10;
-
-/// Most frames taken from the ring in one round (the rest wait for the next).
-const RECV_BATCH: usize = 256;
-
-/// Frames injected before the simulation runs, within a round: the NIC frees each
-/// frame's buffer once it has handled it, so the allocator hands the same memory to the
-/// next chunk; injecting a whole batch first grew the heap by up to a megabyte and gave
-/// it back every round (a page fault per received frame, the most of the receiving
-/// thread's time in `ib_write_bw`).
-const INJECT_CHUNK: usize = 16;
 
 /// What both ends of a link share: where the fabric is, and whether it is gone.
 #[derive(Debug)]
@@ -86,12 +77,7 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
     let ring = match FromFabric::decode(&buf[..n]) {
         Ok(FromFabric::Welcome { ring }) => ring as usize,
         Ok(FromFabric::Error(why)) => return Err(format!("{} refused host {host}: {why}", at())),
-        Ok(
-            FromFabric::Doorbell
-            | FromFabric::Cm { .. }
-            | FromFabric::CmReturned { .. }
-            | FromFabric::Gone(_),
-        ) => return Err(format!("{} spoke before its welcome", at())),
+        Ok(_) => return Err(format!("{} spoke before its welcome", at())),
         Err(why) => return Err(format!("{} answered garbage: {why}", at())),
     };
     let rings = rings.ok_or_else(|| format!("{} sent no rings with its welcome", at()))?;
@@ -112,13 +98,19 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
             tx: Producer::new(region.clone(), Way::ToFabric),
             shared: shared.clone(),
             waiting: VecDeque::new(),
+            peers: Vec::new(),
         },
         Receiver {
             fd,
             buf,
+            out: Vec::with_capacity(MAX_MSG),
             rx: Consumer::new(region, Way::FromFabric),
             shared,
             cm: None,
+            inbound: Inbound::default(),
+            news: Vec::new(),
+            held: VecDeque::new(),
+            turn: false,
         },
     ))
 }
@@ -188,9 +180,12 @@ pub struct Sender {
     out: Vec<u8>,
     tx: Producer,
     shared: Arc<Shared>,
-    /// Frames sent while the ring was full (the fabric paused this host, or is slow to
-    /// drain it), in order, for [`Sender::flush`].
-    waiting: VecDeque<Vec<u8>>,
+    /// Frames sent while their ring was full (the fabric paused this host, or is slow to
+    /// drain it, or a pair's peer is), in order, each with its way (`None`: the fabric,
+    /// else a pair's id), for [`Sender::flush`].
+    waiting: VecDeque<(Option<u32>, Vec<u8>)>,
+    /// The direct pairs' writing halves.
+    peers: Vec<PeerTx>,
 }
 
 impl Sender {
@@ -233,49 +228,93 @@ impl Sender {
     }
 
     fn push(&mut self, frame: &[u8]) {
-        if self.flush() && self.tx.queued() < QUEUE_LIMIT {
-            match self.tx.push(frame, 0) {
-                Ok(ring) => {
-                    if ring {
-                        self.control(ToFabric::Doorbell);
-                    }
-                    return;
-                }
-                // Make sure the fabric is awake to drain it.
-                Err(RingError::Full) => self.control(ToFabric::Doorbell),
+        let clear = self.flush();
+        let way = self.way(frame, clear);
+        if clear && self.queued(way) < QUEUE_LIMIT {
+            match self.push_on(way, frame) {
+                Ok(()) => return,
+                // Make sure the fabric is awake to drain it (a pair's peer polls its ring).
+                Err(RingError::Full) if way.is_none() => self.control(ToFabric::Doorbell),
+                Err(RingError::Full) => {}
                 Err(e) => return self.shared.lost(&e),
             }
         }
-        self.waiting.push_back(frame.to_vec());
+        self.waiting.push_back((way, frame.to_vec()));
     }
 
-    /// Moves the frames waiting for room into the ring, as far as it has room (up to
-    /// [`QUEUE_LIMIT`] queued). True if none waits any more (also once the fabric is
-    /// gone: they go nowhere).
+    /// The way of a frame: the pair of the host it is for, if any (`clear`: no frame
+    /// waits, so a pair not switched to yet may be now), else the fabric.
+    fn way(&mut self, frame: &[u8], clear: bool) -> Option<u32> {
+        let k = self.peers.iter().position(|p| frame[..6] == p.mac.0)?;
+        if !self.peers[k].switched {
+            if !clear {
+                return None;
+            }
+            // Every earlier frame for the peer is in the ring to the fabric: the fabric
+            // opens the pair to the peer once they have arrived.
+            self.control(ToFabric::Switched(self.peers[k].id));
+            self.peers[k].switched = true;
+        }
+        Some(self.peers[k].id)
+    }
+
+    /// Bytes written and not read yet in the ring of `way`.
+    fn queued(&self, way: Option<u32>) -> u64 {
+        match way.and_then(|id| self.peers.iter().find(|p| p.id == id)) {
+            Some(p) => p.tx.queued(),
+            None => self.tx.queued(),
+        }
+    }
+
+    /// Puts a frame in the ring of `way` (the fabric's if the pair is gone), ringing its
+    /// reader if it sleeps.
+    fn push_on(&mut self, way: Option<u32>, frame: &[u8]) -> Result<(), RingError> {
+        if let Some(k) = way.and_then(|id| self.peers.iter().position(|p| p.id == id)) {
+            match self.peers[k].tx.push(frame, 0) {
+                Ok(ring) => {
+                    if ring {
+                        self.peers[k].ring();
+                    }
+                    return Ok(());
+                }
+                Err(RingError::Full) => return Err(RingError::Full),
+                Err(e) => {
+                    // The peer wrote garbage into the pair: drop it, the fabric carries on.
+                    eprintln!("verbs-emu: dropped direct pair {}: {e}", self.peers[k].id);
+                    self.peers.remove(k);
+                }
+            }
+        }
+        if self.tx.push(frame, 0)? {
+            self.control(ToFabric::Doorbell);
+        }
+        Ok(())
+    }
+
+    /// Moves the frames waiting for room into their rings, as far as they have room (up
+    /// to [`QUEUE_LIMIT`] queued), in order. True if none waits any more (also once the
+    /// fabric is gone: they go nowhere).
     pub fn flush(&mut self) -> bool {
-        let mut ring = false;
-        while let Some(frame) = self.waiting.front() {
+        while let Some((way, frame)) = self.waiting.pop_front() {
             if self.shared.is_gone() {
                 self.waiting.clear();
                 break;
             }
-            if self.tx.queued() >= QUEUE_LIMIT {
+            if self.queued(way) >= QUEUE_LIMIT {
+                self.waiting.push_front((way, frame));
                 break;
             }
-            match self.tx.push(frame, 0) {
-                Ok(r) => {
-                    ring |= r;
-                    self.waiting.pop_front();
+            match self.push_on(way, &frame) {
+                Ok(()) => {}
+                Err(RingError::Full) => {
+                    self.waiting.push_front((way, frame));
+                    break;
                 }
-                Err(RingError::Full) => break,
                 Err(e) => {
                     self.shared.lost(&e);
                     self.waiting.clear();
                 }
             }
-        }
-        if ring {
-            self.control(ToFabric::Doorbell);
         }
         self.waiting.is_empty()
     }
@@ -285,6 +324,36 @@ impl Sender {
     pub fn waiting(&self) -> usize {
         self.waiting.len()
     }
+
+    /// Applies what the receiver learned about pairs.
+    pub fn apply(&mut self, news: News) {
+        match news {
+            News::Added(p) => self.peers.push(p),
+            News::Removed(id) => {
+                // Frames still waiting for it go through the fabric (which counts them
+                // as for no process, unless a new process is that host by then).
+                self.peers.retain(|p| p.id != id);
+            }
+        }
+    }
+}
+
+/// What the receiver learned about pairs, for the sender ([`Sender::apply`]).
+#[derive(Debug)]
+pub enum News {
+    /// A new pair: frames for its peer's host may go in its ring.
+    Added(PeerTx),
+    /// Pair `.0`'s peer has gone: send it nothing more.
+    Removed(u32),
+}
+
+/// A connection-manager message or news held until the pairs' rings are read up to where
+/// they stood when it came.
+#[derive(Debug)]
+enum Held {
+    Cm { from: Ipv4Addr, body: Vec<u8> },
+    Returned { to: Ipv4Addr, body: Vec<u8> },
+    Gone(Ipv4Addr),
 }
 
 /// What the fabric sends to the host's port.
@@ -292,9 +361,18 @@ impl Sender {
 pub struct Receiver {
     fd: OwnedFd,
     buf: Vec<u8>,
+    out: Vec<u8>,
     rx: Consumer,
     shared: Arc<Shared>,
     cm: Option<CmHandler>,
+    /// The direct pairs' reading halves.
+    inbound: Inbound,
+    /// What the sender has to learn ([`Receiver::take_news`]).
+    news: Vec<News>,
+    /// Messages held behind frames in the pairs' rings, in order.
+    held: VecDeque<(Held, Barrier)>,
+    /// Whose turn is first: the ring from the fabric or the pairs'.
+    turn: bool,
 }
 
 impl Receiver {
@@ -317,49 +395,135 @@ impl Receiver {
     }
 
     /// Reads the control messages waiting on the socket: doorbells (nothing to do but
-    /// wake up), connection-manager messages (to the handler), or the fabric's farewell.
+    /// wake up), connection-manager messages (to the handler, once the pairs' rings are
+    /// read up to where they stood when it came), the pairs' comings and goings (news
+    /// for the sender, [`Receiver::take_news`]), or the fabric's farewell.
     pub fn read_control(&mut self) {
+        self.inbound.clear_events();
         while !self.is_gone() {
-            match sys::recv(self.fd.as_fd(), &mut self.buf) {
-                Ok(Recv::Empty) => return,
-                Ok(Recv::Msg(n)) => match FromFabric::decode(&self.buf[..n]) {
-                    Ok(FromFabric::Doorbell) => {}
-                    Ok(FromFabric::Cm { from, body }) => {
-                        if let Some(h) = self.cm {
-                            h(CmIn::From { from, body });
-                        }
-                    }
-                    Ok(FromFabric::CmReturned { to, body }) => {
-                        if let Some(h) = self.cm {
-                            h(CmIn::Returned { to, body });
-                        }
-                    }
-                    Ok(FromFabric::Gone(host)) => {
-                        if let Some(h) = self.cm {
-                            h(CmIn::Gone(host));
-                        }
-                    }
-                    Ok(FromFabric::Error(why)) => self.shared.lost(&format!("it said: {why}")),
-                    Ok(FromFabric::Welcome { .. }) | Err(_) => {
-                        self.shared
-                            .lost(&"it sent something that is not a doorbell");
-                    }
-                },
-                Ok(Recv::Closed) => self.shared.lost(&"it hung up"),
-                Ok(Recv::Truncated(n)) => self.shared.lost(&format!("a message of {n} bytes")),
-                Err(e) => self.shared.lost(&e),
+            let (got, fds) = match sys::recv_fds(self.fd.as_fd(), &mut self.buf) {
+                Ok(r) => r,
+                Err(e) => return self.shared.lost(&e),
+            };
+            match got {
+                Recv::Empty => break,
+                Recv::Msg(n) => {
+                    let buf = std::mem::take(&mut self.buf);
+                    self.act(&buf[..n], fds);
+                    self.buf = buf;
+                }
+                Recv::Closed => self.shared.lost(&"it hung up"),
+                Recv::Truncated(n) => self.shared.lost(&format!("a message of {n} bytes")),
+            }
+        }
+        self.release_held();
+    }
+
+    fn act(&mut self, msg: &[u8], fds: Vec<OwnedFd>) {
+        match FromFabric::decode(msg) {
+            Ok(FromFabric::Doorbell) => {}
+            Ok(FromFabric::Cm { from, body }) => self.hand_on(Held::Cm {
+                from,
+                body: body.to_vec(),
+            }),
+            Ok(FromFabric::CmReturned { to, body }) => self.hand_on(Held::Returned {
+                to,
+                body: body.to_vec(),
+            }),
+            Ok(FromFabric::Gone(host)) => self.hand_on(Held::Gone(host)),
+            Ok(FromFabric::Peer {
+                id,
+                mac,
+                ring,
+                first,
+            }) => match direct::accept(id, mac, ring, first, fds) {
+                Ok((tx, rx)) => {
+                    self.inbound.add(rx);
+                    self.news.push(News::Added(tx));
+                }
+                Err(why) => self.shared.lost(&why),
+            },
+            Ok(FromFabric::Open(id)) => self.inbound.open(id, self.rx.published()),
+            Ok(FromFabric::Unpeer(id)) => {
+                if self.inbound.close(id, self.rx.published()) {
+                    self.news.push(News::Removed(id));
+                } else {
+                    self.control(ToFabric::Unpeered(id));
+                }
+            }
+            Ok(FromFabric::Error(why)) => self.shared.lost(&format!("it said: {why}")),
+            Ok(FromFabric::Welcome { .. }) | Err(_) => {
+                self.shared
+                    .lost(&"it sent something that is not a doorbell");
             }
         }
     }
 
-    /// Takes the next frame from the fabric into `buf` (the one copy out of the shared
-    /// memory) and returns its index; `None` when there is none (or the ring broke).
+    fn control(&mut self, m: ToFabric<'_>) {
+        m.encode(&mut self.out);
+        if let Err(e) = sys::send(self.fd.as_fd(), &self.out, false) {
+            self.shared.lost(&e);
+        }
+    }
+
+    /// Hands a message to the handler now, or once the pairs' rings are read up to where
+    /// they stand now (their peers wrote those frames before it was sent).
+    fn hand_on(&mut self, m: Held) {
+        let barrier = self.inbound.barrier();
+        self.held.push_back((m, barrier));
+        self.release_held();
+    }
+
+    fn release_held(&mut self) {
+        while let Some((_, b)) = self.held.front() {
+            if !self.inbound.passed(b) {
+                return;
+            }
+            let Some((m, _)) = self.held.pop_front() else {
+                return;
+            };
+            let Some(h) = self.cm else {
+                continue;
+            };
+            match &m {
+                Held::Cm { from, body } => h(CmIn::From { from: *from, body }),
+                Held::Returned { to, body } => h(CmIn::Returned { to: *to, body }),
+                Held::Gone(host) => h(CmIn::Gone(*host)),
+            }
+        }
+    }
+
+    /// What the sender has to learn about pairs since the last call.
+    pub fn take_news(&mut self) -> Vec<News> {
+        std::mem::take(&mut self.news)
+    }
+
+    /// After the sender has learned the news: drops the pairs whose peer has gone and
+    /// whose ring is read to its end, telling the fabric, and hands on what waited for
+    /// them.
+    pub fn settle(&mut self) {
+        for id in self.inbound.finished() {
+            self.control(ToFabric::Unpeered(id));
+        }
+        self.release_held();
+    }
+
+    /// Takes the next frame from the fabric or a pair (in turn) into `buf` (the one copy
+    /// out of the shared memory) and returns its index; `None` when there is none (or the
+    /// ring broke).
     pub fn pop(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
         if self.is_gone() {
             return None;
         }
+        self.turn = !self.turn;
+        if self.turn && !self.inbound.is_empty() {
+            if let Some(ix) = self.pop_pairs(buf) {
+                return Some(ix);
+            }
+        }
         match self.rx.pop(buf) {
-            Ok(got) => got,
+            Ok(Some(ix)) => Some(ix),
+            Ok(None) => self.pop_pairs(buf),
             Err(e) => {
                 self.shared.lost(&e);
                 None
@@ -367,153 +531,29 @@ impl Receiver {
         }
     }
 
-    /// Before sleeping on [`Receiver::fd`]: asks for a doorbell when frames come. True
-    /// if some are there already (then do not sleep).
-    #[must_use]
-    pub fn about_to_sleep(&self) -> bool {
-        !self.is_gone() && self.rx.sleep_or_not()
-    }
-}
-
-/// The process's host as a member of the fabric: its external port and what the fabric
-/// sends it.
-#[derive(Debug)]
-pub struct Member {
-    rx: Receiver,
-    tx: Arc<Mutex<Sender>>,
-    port: PortId,
-    /// How far virtual time is behind the wall clock: the time spent paused.
-    lag: Nanos,
-    /// The wall-clock time of the last round.
-    last: Nanos,
-    /// When a [`Member::pump`] last took frames.
-    took_at: Option<Nanos>,
-}
-
-impl Member {
-    /// `port` of `sim` leads to the fabric from now on: what it sends goes out through
-    /// `tx` as it is sent, and [`Member::pump`] brings in what `rx` receives. Virtual
-    /// time stops where it stands until the first pump.
-    ///
-    /// # Errors
-    /// The port does not exist.
-    pub fn new(sim: &Sim, port: PortId, tx: Sender, rx: Receiver) -> Result<Self, String> {
-        let tx = Arc::new(Mutex::new(tx));
-        let sink = Arc::clone(&tx);
-        sim.with_fabric(|f| {
-            f.set_external(port)?;
-            f.set_horizon(Some(f.now()));
-            f.set_external_sink(Some(Box::new(move |_, msg| {
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .send(msg);
-            })));
-            Ok::<_, backend_sim::FabricError>(())
-        })
-        .map_err(|e| format!("the host's port: {e}"))?;
-        Ok(Member {
-            rx,
-            tx,
-            port,
-            lag: 0,
-            last: 0,
-            took_at: None,
-        })
-    }
-
-    /// The socket the fabric rings on, for polling.
-    #[must_use]
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.rx.fd()
-    }
-
-    /// Moves what the NIC sent and the ring had no room for into the ring, as far as it
-    /// has room; how many frames still wait.
-    pub fn flush(&self) -> usize {
-        let mut tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
-        tx.flush();
-        tx.waiting()
-    }
-
-    /// Before the progress thread sleeps: true if frames are waiting already.
-    #[must_use]
-    pub fn about_to_sleep(&self) -> bool {
-        self.rx.about_to_sleep()
-    }
-
-    /// One round at wall-clock time `now` (virtual nanoseconds): injects what the fabric
-    /// sent, then lets the simulation run up to `now` and no further (the NIC handles the
-    /// frames; what it sends in turn leaves through the sink at once), then reads the
-    /// socket's messages: a connection manager's message comes after the frames the
-    /// fabric put in the ring before it, as on a wire. Two turns of the simulation's
-    /// lock: a program polling a CQ in a loop takes it all the time.
-    ///
-    /// While frames the NIC sent still wait for room in the ring (the fabric paused this
-    /// host: see `PAUSE_BYTES` in the fabric's server), virtual time stands still: the
-    /// NIC sends nothing new and its timers wait, as a NIC paused by its switch, and what
-    /// comes in is still taken and handled at the current virtual time. Afterwards
-    /// virtual time goes on from where it stood (it stays behind the wall clock by the
-    /// time spent paused), so that no timer fires for the pause.
-    pub fn pump(&mut self, sim: &Sim, now: Nanos) {
-        if self.advance(sim, now) > 0 {
-            self.took_at = Some(now);
-        }
-        self.rx.read_control();
-    }
-
-    /// True if a [`Member::pump`] took frames from the ring less than `within`
-    /// nanoseconds before `now` (more are likely to come soon).
-    #[must_use]
-    pub fn took_frames_within(&self, now: Nanos, within: Nanos) -> bool {
-        self.took_at.is_some_and(|t| now.saturating_sub(t) < within)
-    }
-
-    /// Injects what the ring holds and runs the simulation up to `now` (see
-    /// [`Member::pump`]); how many frames it took.
-    fn advance(&mut self, sim: &Sim, now: Nanos) -> usize {
-        let clear = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .flush();
-        if !clear {
-            self.lag += now.saturating_sub(self.last);
-        }
-        self.last = self.last.max(now);
-        let target = now.saturating_sub(self.lag);
-        let port = self.port;
-        let rx = &mut self.rx;
-        sim.with_fabric(|f| {
-            f.set_horizon(Some(if clear { target.max(f.now()) } else { f.now() }));
-        });
-        let mut taken = 0;
-        loop {
-            let got = sim.with_fabric(|f| {
-                for n in 0..INJECT_CHUNK {
-                    let mut buf = f.spare_frame();
-                    let Some(index) = rx.pop(&mut buf) else {
-                        f.recycle_frame(buf);
-                        return n;
-                    };
-                    // The ring checked the length: the port refuses nothing else.
-                    let _ = f.inject(port, buf, index);
-                }
-                INJECT_CHUNK
-            });
-            // Everything due by the horizon: the frames just injected, timers.
-            sim.run_for(Nanos::MAX);
-            taken += got;
-            if got < INJECT_CHUNK || taken >= RECV_BATCH {
-                return taken;
+    fn pop_pairs(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
+        match self.inbound.pop(self.rx.tail(), buf) {
+            Ok(got) => got,
+            Err(id) => {
+                eprintln!("verbs-emu: dropped direct pair {id}: its ring is corrupt");
+                self.inbound.drop_pair(id);
+                None
             }
         }
     }
 
-    /// [`Member::pump`] without reading the socket, for a program's thread that polls a
-    /// CQ: it takes what the fabric put in the ring and moves the simulation to `now`,
-    /// and leaves the connection manager's messages (and the doorbells) to the progress
-    /// thread, which reads them after the frames before them, as `pump` does.
-    pub fn pump_frames(&mut self, sim: &Sim, now: Nanos) {
-        let _ = self.advance(sim, now);
+    /// Before sleeping on [`Receiver::poll_fds`]: asks for a doorbell when frames come.
+    /// True if some are there already (then do not sleep).
+    #[must_use]
+    pub fn about_to_sleep(&self) -> bool {
+        !self.is_gone() && (self.rx.sleep_or_not() | self.inbound.sleep_or_not())
+    }
+
+    /// The descriptors to poll before sleeping: the socket (doorbells, the fabric's
+    /// messages and farewell) and the pairs' eventfds.
+    pub fn poll_fds(&self, fds: &mut Vec<libc::pollfd>) {
+        use std::os::fd::AsRawFd;
+        fds.push(sys::pollin(self.fd.as_raw_fd()));
+        self.inbound.poll_fds(fds);
     }
 }

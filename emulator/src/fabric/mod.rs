@@ -10,7 +10,9 @@
 //! joins and leaves, doorbells and the connection manager's messages, see [`wire`]; the
 //! frames travel in shared-memory rings, [`ring`]), and its progress thread injects the
 //! frames that come back at the current virtual time. The fabric holds what a full ring
-//! has no room for, up to [`server::BACKLOG_BYTES`]. Both sides run on the
+//! has no room for, up to [`server::BACKLOG_BYTES`]. Two processes whose hosts' links
+//! have no faults, when nothing is captured, send each other their unicast frames
+//! through a ring pair of their own ([`direct`]), the fabric keeping control. Both sides run on the
 //! wall clock. With [`FABRIC_ENV`] unset a process simulates every host itself, as
 //! before.
 //!
@@ -19,6 +21,8 @@
 //! of its switch, configured in the topology's `[[port]]` tables or by flags.
 
 pub mod client;
+pub mod direct;
+pub mod member;
 pub mod ports;
 pub mod ring;
 pub mod server;

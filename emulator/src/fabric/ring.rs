@@ -2,8 +2,9 @@
 //! sealed by the fabric, passed in its welcome) holding two single-producer,
 //! single-consumer rings of whole frames, one each way.
 //!
-//! A ring is a 128-byte header (the producer's `head` on one cache line, the consumer's
-//! `tail` and `waiting` flag on another) and a data area of `cap` bytes, a power of two.
+//! A ring is a 128-byte header (the producer's `head` and count of frames written on one
+//! cache line, the consumer's `tail`, `waiting` flag and count of frames read on another)
+//! and a data area of `cap` bytes, a power of two.
 //! A record is 16 bytes (frame length `u32`, zero `u32`, the fabric's index `u64`, all
 //! little-endian), then the frame, padded to 8 bytes; a record never wraps: when it does
 //! not fit before the end, a length of `u32::MAX` there says "go on at the start".
@@ -30,8 +31,13 @@ use super::wire::{MAX_FRAME, MIN_FRAME};
 /// Bytes of a ring's header.
 const HEADER: usize = 128;
 const HEAD_AT: usize = 0;
+/// The producer's count of frames written (for the fabric's summary: the fabric keeps a
+/// mapping of the rings it hands two processes, see `server::pairs`).
+const WRITTEN_AT: usize = 8;
 const TAIL_AT: usize = 64;
 const WAITING_AT: usize = 72;
+/// The consumer's count of frames read.
+const READ_AT: usize = 80;
 /// Bytes of a record's header.
 const RECORD: usize = 16;
 /// The length that marks "go on at the start of the data area".
@@ -215,13 +221,28 @@ impl Drop for Region {
     }
 }
 
-/// Which of the two rings.
+/// Which of the two rings. In the rings the fabric hands two processes for the frames
+/// between their hosts ([`super::direct`]), `ToFabric` carries the frames of the process
+/// told it is the pair's first, `FromFabric` those of the other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Way {
     /// Frames a process sends to the fabric.
     ToFabric = 0,
     /// Frames the fabric sends to a process.
     FromFabric = 1,
+}
+
+impl Region {
+    /// How many frames ring `way`'s producer has written and its consumer has read, as
+    /// each says (peers' words: a count only, never trusted for anything else).
+    #[must_use]
+    pub fn counts(&self, way: Way) -> (u64, u64) {
+        let base = ring_base(self, way);
+        (
+            self.u64_at(base + WRITTEN_AT).load(Ordering::SeqCst),
+            self.u64_at(base + READ_AT).load(Ordering::SeqCst),
+        )
+    }
 }
 
 fn ring_base(region: &Region, way: Way) -> usize {
@@ -238,6 +259,7 @@ pub struct Producer {
     region: Arc<Region>,
     base: usize,
     head: u64,
+    frames: u64,
 }
 
 impl Producer {
@@ -249,6 +271,7 @@ impl Producer {
             region,
             base,
             head: 0,
+            frames: 0,
         }
     }
 
@@ -287,6 +310,9 @@ impl Producer {
         r.write(at, &hdr);
         r.write(at + RECORD, frame);
         self.head += need;
+        self.frames += 1;
+        r.u64_at(self.base + WRITTEN_AT)
+            .store(self.frames, Ordering::Relaxed);
         r.u64_at(self.base + HEAD_AT)
             .store(self.head, Ordering::SeqCst);
         Ok(r.u32_at(self.base + WAITING_AT).swap(0, Ordering::SeqCst) != 0)
@@ -316,6 +342,7 @@ pub struct Consumer {
     region: Arc<Region>,
     base: usize,
     tail: u64,
+    frames: u64,
 }
 
 impl Consumer {
@@ -327,7 +354,28 @@ impl Consumer {
             region,
             base,
             tail: 0,
+            frames: 0,
         }
+    }
+
+    /// How far this consumer has read (a byte count that only grows).
+    #[must_use]
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// How far the producer has written, as it says now (compare with [`Consumer::tail`]).
+    #[must_use]
+    pub fn published(&self) -> u64 {
+        self.region
+            .u64_at(self.base + HEAD_AT)
+            .load(Ordering::SeqCst)
+    }
+
+    /// How many frames this consumer has taken.
+    #[must_use]
+    pub fn taken(&self) -> u64 {
+        self.frames
     }
 
     /// Takes the next frame into `out` (replacing its contents: the one copy out of the
@@ -376,6 +424,9 @@ impl Consumer {
             out.resize(len, 0);
             r.read(data + pos as usize + RECORD, out);
             self.tail += need;
+            self.frames += 1;
+            r.u64_at(self.base + READ_AT)
+                .store(self.frames, Ordering::Relaxed);
             r.u64_at(self.base + TAIL_AT)
                 .store(self.tail, Ordering::SeqCst);
             return Ok(Some(u64::from_le_bytes(index)));

@@ -20,12 +20,14 @@ use std::time::{Duration, Instant};
 use backend_sim::frame::eth::Mac;
 use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
 
+use super::direct::{DirectCounts, Pair, PairNews};
 use super::ports::{arp, nd, Ports};
 use super::ring::{Consumer, Producer, RingError};
 use super::sys::{self};
 use super::wire::{FromFabric, MAX_MSG};
 use crate::topology::Topology;
 
+mod pairs;
 mod peers;
 
 /// How a fabric is set up.
@@ -40,6 +42,10 @@ pub struct Config {
     /// The private directory to make for the socket (it must not exist); `None`:
     /// `verbs-emu-fabric-PID` under `$XDG_RUNTIME_DIR` or the temporary directory.
     pub dir: Option<PathBuf>,
+    /// Whether two processes whose hosts' links have no faults send each other their
+    /// unicast frames through a ring pair of their own when nothing is captured
+    /// ([`crate::fabric::direct`]); false: every frame crosses the fabric.
+    pub direct: bool,
 }
 
 /// The socket's file name in the run directory.
@@ -125,6 +131,8 @@ struct Slot {
     port: PortId,
     /// The connection that is this host.
     conn: Option<usize>,
+    /// Its link has no faults (it may have direct pairs).
+    clean: bool,
 }
 
 #[derive(Debug)]
@@ -196,6 +204,17 @@ pub struct Server {
     held_cm: std::collections::VecDeque<(Ipv4Addr, Ipv4Addr, Vec<u8>, u64)>,
     /// The ports to real networks (see [`super::ports`]).
     ports: Ports,
+    /// Direct pairs allowed ([`Config::direct`]).
+    direct: bool,
+    /// The live direct pairs.
+    pairs: Vec<Pair>,
+    /// The next pair's id.
+    next_pair: u32,
+    /// What the pairs' sides are to be told, in order, once the frames before it have
+    /// arrived.
+    held_pairs: std::collections::VecDeque<PairNews>,
+    /// The frames of the pairs counted and forgotten.
+    finished_direct: DirectCounts,
 }
 
 impl Server {
@@ -232,6 +251,7 @@ impl Server {
                 mac,
                 port,
                 conn: None,
+                clean: h.faults.is_clean(),
             });
         }
         let ports: Vec<PortId> = slots.iter().map(|s| s.port).collect();
@@ -274,6 +294,11 @@ impl Server {
             ports,
             moved: (0, 0),
             active: Instant::now(),
+            direct: config.direct,
+            pairs: Vec::new(),
+            next_pair: 0,
+            held_pairs: std::collections::VecDeque::new(),
+            finished_direct: DirectCounts::default(),
         };
         if let Some(p) = &config.pcap {
             server
@@ -326,6 +351,12 @@ impl Server {
         } else {
             String::new()
         };
+        let d = self.direct_counts();
+        let direct = if d.sent > 0 {
+            format!("; {} of the frames went host to host directly", d.sent)
+        } else {
+            String::new()
+        };
         let paused = match s.pauses {
             0 => String::new(),
             1 => ", senders paused once".to_owned(),
@@ -333,10 +364,10 @@ impl Server {
         };
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
-             the switch{paused}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
+             the switch{paused}{direct}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
              joined, {} refused, {} hung up on for bad messages{}",
-            f.transmitted,
-            f.delivered,
+            f.transmitted + d.sent,
+            f.delivered + d.delivered,
             if lost.is_empty() {
                 "none".to_owned()
             } else {
@@ -367,6 +398,7 @@ impl Server {
             let now = self.now();
             self.deliver(now);
             self.release_cm();
+            self.release_pairs();
             self.tell_gone();
             let mut timeout = self
                 .fabric
@@ -397,6 +429,7 @@ impl Server {
             } else if pause
                 || !self.gone.is_empty()
                 || !self.held_cm.is_empty()
+                || !self.held_pairs.is_empty()
                 || self.conns.iter().flatten().any(|c| !c.backlog.is_empty())
             {
                 timeout = Some(timeout.map_or(BACKLOG_RETRY, |t| t.min(BACKLOG_RETRY)));

@@ -247,19 +247,39 @@ pub fn recv_wait(fd: BorrowedFd<'_>, buf: &mut [u8], timeout: Duration) -> io::R
     recv(fd, buf)
 }
 
+/// Most descriptors one message carries.
+pub const MAX_FDS: usize = 4;
+
 /// Sends one message with a descriptor attached (`SCM_RIGHTS`), without waiting.
 ///
 /// # Errors
 /// The error of `sendmsg`.
 pub fn send_with_fd(sock: BorrowedFd<'_>, msg: &[u8], fd: BorrowedFd<'_>) -> io::Result<()> {
+    send_with_fds(sock, msg, &[fd])
+}
+
+/// Sends one message with up to [`MAX_FDS`] descriptors attached (`SCM_RIGHTS`), without
+/// waiting.
+///
+/// # Errors
+/// The error of `sendmsg`.
+///
+/// # Panics
+/// More than [`MAX_FDS`] descriptors (the caller's bug).
+pub fn send_with_fds(sock: BorrowedFd<'_>, msg: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
+    assert!(
+        (1..=MAX_FDS).contains(&fds.len()),
+        "1 to {MAX_FDS} descriptors"
+    );
     let mut iov = libc::iovec {
         iov_base: msg.as_ptr().cast_mut().cast(),
         iov_len: msg.len(),
     };
-    // A control buffer for one descriptor, 8-aligned as cmsghdr needs.
-    let mut control = [0u64; 4];
+    // A control buffer for MAX_FDS descriptors, 8-aligned as cmsghdr needs.
+    let mut control = [0u64; 6];
+    let ints = (fds.len() * std::mem::size_of::<libc::c_int>()) as u32;
     // SAFETY: CMSG_SPACE only computes a size.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<libc::c_int>() as u32) } as usize;
+    let space = unsafe { libc::CMSG_SPACE(ints) } as usize;
     assert!(
         space <= std::mem::size_of_val(&control),
         "control buffer too small"
@@ -271,13 +291,17 @@ pub fn send_with_fd(sock: BorrowedFd<'_>, msg: &[u8], fd: BorrowedFd<'_>) -> io:
     hdr.msg_control = control.as_mut_ptr().cast();
     hdr.msg_controllen = space as _;
     // SAFETY: `hdr` points at a control buffer of `space` bytes, enough for one cmsghdr
-    // with one int, so CMSG_FIRSTHDR is non-null and its data area is inside the buffer.
+    // with `fds.len()` ints, so CMSG_FIRSTHDR is non-null and its data area is inside the
+    // buffer.
     unsafe {
         let cmsg = libc::CMSG_FIRSTHDR(&hdr);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::c_int>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>(), fd.as_raw_fd());
+        (*cmsg).cmsg_len = libc::CMSG_LEN(ints) as _;
+        let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+        for (i, fd) in fds.iter().enumerate() {
+            std::ptr::write_unaligned(data.add(i), fd.as_raw_fd());
+        }
     }
     loop {
         // SAFETY: `hdr` and everything it points at are live for the call.
@@ -315,6 +339,15 @@ pub fn recv_with_fd(
             format!("no answer in {} s", timeout.as_secs()),
         ));
     }
+    let (got, fds) = recv_fds(sock, buf)?;
+    Ok((got, fds.into_iter().next()))
+}
+
+/// Receives one message and the descriptors attached to it, without waiting.
+///
+/// # Errors
+/// The error of `recvmsg` other than EAGAIN.
+pub fn recv_fds(sock: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(Recv, Vec<OwnedFd>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -341,12 +374,12 @@ pub fn recv_with_fd(
         let e = io::Error::last_os_error();
         match e.kind() {
             io::ErrorKind::Interrupted => {}
-            io::ErrorKind::WouldBlock => return Ok((Recv::Empty, None)),
-            io::ErrorKind::ConnectionReset => return Ok((Recv::Closed, None)),
+            io::ErrorKind::WouldBlock => return Ok((Recv::Empty, Vec::new())),
+            io::ErrorKind::ConnectionReset => return Ok((Recv::Closed, Vec::new())),
             _ => return Err(e),
         }
     };
-    let mut passed = None;
+    let mut passed = Vec::new();
     // SAFETY: the kernel filled `control` and set `msg_controllen`; the CMSG macros walk
     // only inside it, and each SCM_RIGHTS payload holds whole ints, each a new descriptor
     // of ours.
@@ -357,10 +390,7 @@ pub fn recv_with_fd(
                 let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
                 let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
                 for i in 0..bytes / std::mem::size_of::<libc::c_int>() {
-                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
-                    if passed.is_none() {
-                        passed = Some(fd);
-                    }
+                    passed.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }
             }
             cmsg = libc::CMSG_NXTHDR(&hdr, cmsg);
@@ -374,6 +404,35 @@ pub fn recv_with_fd(
         Recv::Msg(n)
     };
     Ok((got, passed))
+}
+
+/// A new non-blocking eventfd: the wake-up a process rings for another when it puts
+/// frames in their shared ring.
+///
+/// # Errors
+/// The error of `eventfd`.
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd takes no pointers.
+    let raw = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if raw < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `raw` is a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// Rings an eventfd (best effort: a counter at its maximum is readable already).
+pub fn ring_event(fd: BorrowedFd<'_>) {
+    let one = 1u64;
+    // SAFETY: writes 8 bytes from a live u64.
+    let _ = unsafe { libc::write(fd.as_raw_fd(), std::ptr::from_ref(&one).cast(), 8) };
+}
+
+/// Clears a non-blocking eventfd that rang (nothing if it did not).
+pub fn clear_event(fd: BorrowedFd<'_>) {
+    let mut n = 0u64;
+    // SAFETY: reads at most 8 bytes into a live u64.
+    let _ = unsafe { libc::read(fd.as_raw_fd(), std::ptr::from_mut(&mut n).cast(), 8) };
 }
 
 /// `ppoll` on `fds` for at most `timeout` (`None`: until one is ready); retries after

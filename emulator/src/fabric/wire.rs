@@ -19,6 +19,19 @@
 //! | fabric  | `W`       | version, ring size (4, little-endian), with the rings'    |
 //! |         |           | memfd attached (`SCM_RIGHTS`): the process is its host now |
 //! | fabric  | `E`       | a one-line reason, then the fabric hangs up               |
+//! | fabric  | `P`       | a direct pair with another host's process: pair id (4),   |
+//! |         |           | the peer's port MAC (6), ring size (4), 1 if this process |
+//! |         |           | is the pair's first else 0 (1); with the rings' memfd,    |
+//! |         |           | this process's eventfd and the peer's attached            |
+//! | process | `S`       | pair id (4): frames for the peer go in the pair's ring    |
+//! |         |           | from now on, none more through the fabric                 |
+//! | fabric  | `O`       | pair id (4): read the peer's ring once the ring from the  |
+//! |         |           | fabric is read up to where it stands now                  |
+//! | fabric  | `U`       | pair id (4): the peer has gone; send it nothing more, read |
+//! |         |           | what its ring holds, then drop the pair                   |
+//! | process | `U`       | pair id (4): this process has dropped the pair            |
+//!
+//! The direct pairs are [`super::direct`]'s.
 //!
 //! The connection manager's messages (librdmacm's REQ, REP, RTU, REJ, DREQ, DREP, SIDR;
 //! [`crate::rdmacm::core::network`] encodes them) travel on the socket, not in the rings: the
@@ -34,7 +47,7 @@ use std::net::Ipv4Addr;
 use backend_sim::frame::eth::Mac;
 
 /// The protocol version both sides speak.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// The longest frame either side sends (the ports' 9014-byte maximum).
 pub const MAX_FRAME: usize = 9014;
 /// The shortest frame (an Ethernet header).
@@ -76,6 +89,10 @@ pub enum ToFabric<'a> {
         /// The message.
         body: &'a [u8],
     },
+    /// From now on frames for the peer of this pair go in the pair's ring.
+    Switched(u32),
+    /// This process has dropped the pair (after [`FromFabric::Unpeer`]).
+    Unpeered(u32),
 }
 
 /// What the fabric tells a process.
@@ -107,6 +124,33 @@ pub enum FromFabric<'a> {
     },
     /// The process that was host `.0` has gone (exited, or was hung up on).
     Gone(Ipv4Addr),
+    /// A direct pair with the process of another host (the rings' memfd and two
+    /// eventfds are attached).
+    Peer {
+        /// The pair's id.
+        id: u32,
+        /// The peer's port MAC: frames for it go in the pair's ring.
+        mac: Mac,
+        /// The data area of each ring, in bytes.
+        ring: u32,
+        /// True if this process is the pair's first (it writes ring `ToFabric`).
+        first: bool,
+    },
+    /// The peer's ring may be read once the ring from the fabric is read up to where it
+    /// stands now.
+    Open(u32),
+    /// The peer has gone.
+    Unpeer(u32),
+}
+
+fn pair_id(what: &str, body: &[u8]) -> Result<u32, String> {
+    body_len(what, body, 4)?;
+    Ok(u32::from_le_bytes([body[0], body[1], body[2], body[3]]))
+}
+
+fn put_id(out: &mut Vec<u8>, tag: u8, id: u32) {
+    out.push(tag);
+    out.extend_from_slice(&id.to_le_bytes());
 }
 
 /// A connection-manager message's address and body, after its tag.
@@ -175,6 +219,8 @@ impl<'a> ToFabric<'a> {
                 out.extend_from_slice(&m.0);
             }
             ToFabric::Cm { to, body } => put_cm(out, b'C', to, body),
+            ToFabric::Switched(id) => put_id(out, b'S', id),
+            ToFabric::Unpeered(id) => put_id(out, b'U', id),
         }
     }
 
@@ -227,6 +273,8 @@ impl<'a> ToFabric<'a> {
                 })
             }
             b'C' => cm_parts(body).map(|(to, body)| ToFabric::Cm { to, body }),
+            b'S' => pair_id("switched", body).map(ToFabric::Switched),
+            b'U' => pair_id("unpeered", body).map(ToFabric::Unpeered),
             other => Err(format!("unknown message tag 0x{other:02x}")),
         }
     }
@@ -256,6 +304,19 @@ impl<'a> FromFabric<'a> {
                 out.push(b'G');
                 out.extend_from_slice(&ip.octets());
             }
+            FromFabric::Peer {
+                id,
+                mac,
+                ring,
+                first,
+            } => {
+                put_id(out, b'P', id);
+                out.extend_from_slice(&mac.0);
+                out.extend_from_slice(&ring.to_le_bytes());
+                out.push(u8::from(first));
+            }
+            FromFabric::Open(id) => put_id(out, b'O', id),
+            FromFabric::Unpeer(id) => put_id(out, b'U', id),
         }
     }
 
@@ -286,6 +347,20 @@ impl<'a> FromFabric<'a> {
             b'C' => cm_parts(body).map(|(from, body)| FromFabric::Cm { from, body }),
             b'B' => cm_parts(body).map(|(to, body)| FromFabric::CmReturned { to, body }),
             b'G' => body_len("gone", body, 4).map(|()| FromFabric::Gone(ipv4(body))),
+            b'P' => {
+                body_len("peer", body, 15)?;
+                if body[14] > 1 {
+                    return Err(format!("peer message with first = {}", body[14]));
+                }
+                Ok(FromFabric::Peer {
+                    id: u32::from_le_bytes([body[0], body[1], body[2], body[3]]),
+                    mac: mac(&body[4..10]),
+                    ring: u32::from_le_bytes([body[10], body[11], body[12], body[13]]),
+                    first: body[14] == 1,
+                })
+            }
+            b'O' => pair_id("open", body).map(FromFabric::Open),
+            b'U' => pair_id("unpeer", body).map(FromFabric::Unpeer),
             other => Err(format!("unknown message tag 0x{other:02x}")),
         }
     }
@@ -318,6 +393,8 @@ mod tests {
             to: h2,
             body: b"a REQ",
         });
+        round_trip_to(ToFabric::Switched(7));
+        round_trip_to(ToFabric::Unpeered(u32::MAX));
         let mut buf = Vec::new();
         ToFabric::Cm {
             to: h2,
@@ -338,6 +415,14 @@ mod tests {
                 body: b"a DREQ",
             },
             FromFabric::Gone(h2),
+            FromFabric::Peer {
+                id: 3,
+                mac: Mac([2, 0, 10, 100, 0, 2]),
+                ring: 4 << 20,
+                first: true,
+            },
+            FromFabric::Open(3),
+            FromFabric::Unpeer(3),
         ] {
             m.encode(&mut buf);
             assert_eq!(FromFabric::decode(&buf), Ok(m));
@@ -358,17 +443,17 @@ mod tests {
         let d = |b: &[u8]| ToFabric::decode(b).unwrap_err();
         assert_eq!(d(b""), "empty message");
         assert_eq!(d(b"Z"), "unknown message tag 0x5a");
-        assert_eq!(d(b"H\x03abc"), "hello of 4 bytes (at least 11)");
+        assert_eq!(d(b"H\x04abc"), "hello of 4 bytes (at least 11)");
         assert_eq!(
             d(b"H\x07\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h1"),
-            "protocol version 7 (this fabric speaks 3)"
+            "protocol version 7 (this fabric speaks 4)"
         );
         assert_eq!(
-            d(b"H\x03\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
+            d(b"H\x04\x02\0\x0a\x64\0\x01\x0a\x64\0\x01"),
             "host name is not 1 to 64 printable ASCII characters"
         );
         assert_eq!(
-            d(b"H\x03\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
+            d(b"H\x04\x02\0\x0a\x64\0\x01\x0a\x64\0\x01h 1"),
             "host name is not 1 to 64 printable ASCII characters"
         );
         assert_eq!(d(b"Dx"), "doorbell message of 1 bytes (expected 0)");
@@ -390,14 +475,19 @@ mod tests {
         let f = |b: &[u8]| FromFabric::decode(b).unwrap_err();
         assert_eq!(
             f(b"W\x01"),
-            "the fabric speaks protocol version 1 (this library 3)"
+            "the fabric speaks protocol version 1 (this library 4)"
         );
-        assert_eq!(f(b"W\x03\x01"), "welcome message of 2 bytes (expected 5)");
+        assert_eq!(f(b"W\x04\x01"), "welcome message of 2 bytes (expected 5)");
         assert_eq!(
             f(b"B\x0a"),
             "connection-manager message of 1 bytes (5 to 1023)"
         );
         assert_eq!(f(b"x"), "unknown message tag 0x78");
+        assert_eq!(f(b"O\x01"), "open message of 1 bytes (expected 4)");
+        assert_eq!(d(b"S\x01\x02"), "switched message of 2 bytes (expected 4)");
+        let mut peer = vec![b'P'; 16];
+        peer[15] = 2;
+        assert_eq!(f(&peer), "peer message with first = 2");
         assert_eq!(
             FromFabric::decode(b"E\xff"),
             Ok(FromFabric::Error("(a reason that is not UTF-8)"))

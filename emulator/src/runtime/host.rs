@@ -7,7 +7,6 @@
 //! to that fabric instead ([`crate::fabric`]), and the progress thread also moves frames
 //! between the two.
 
-use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -19,7 +18,8 @@ use crate::base::c_str::copy_c_string;
 use crate::base::ffi;
 use crate::base::pointer::Castable;
 use crate::base::sync::lock;
-use crate::fabric::client::{self, CmHandler, CmIn, CmLink, Member};
+use crate::fabric::client::{self, CmHandler, CmIn, CmLink};
+use crate::fabric::member::Member;
 use crate::fabric::{sys, FABRIC_ENV};
 use crate::runtime::delivery::{ChannelState, ContextState};
 use crate::topology::{host_from_env, seed_from_env, HostSpec, Topology};
@@ -505,7 +505,8 @@ impl Joined {
         } else {
             PROGRESS_TICK
         };
-        let mut fds = [sys::pollin(member.fd().as_raw_fd())];
+        let mut fds = Vec::with_capacity(4);
+        member.poll_fds(&mut fds);
         drop(member);
         if sys::poll(&mut fds, Some(timeout)).is_err() {
             std::thread::sleep(PROGRESS_TICK);

@@ -1,11 +1,14 @@
 //! `cargo xtask bench emu [--runs N]`: the emulated NIC's data path against the machine's
 //! own limits, in one run: perftest's `ib_send_lat`, `ib_write_bw` and `ib_send_bw` (64 KiB
-//! messages) between two emulated hosts (h1 the server, h2 the client, through the fabric
+//! messages) between two emulated hosts (h1 the server, h2 the client, joined to a fabric
 //! process, release build), kernel loopback measured by qperf (`udp_lat`, `tcp_bw`), and
-//! the memcpy bound (256 MiB, out of cache). Each is measured `--runs` times, interleaved,
-//! and the table gives every run, the medians and the ratios the emulator is judged by: RC
-//! latency (typical and average) against kernel UDP latency, the average's tail against
-//! the typical, RC bandwidth against kernel TCP bandwidth.
+//! the memcpy bound (256 MiB, out of cache). The hosts' frames go through their direct
+//! pair (the emulator's `fabric::direct`, the default); `ib_send_lat` and `ib_write_bw`
+//! run again with every frame crossing the fabric process (`verbs-emu-fabric
+//! --no-direct`), for comparison. Each is measured `--runs` times, interleaved, and the
+//! table gives every run, the medians and the ratios the emulator is judged by: RC latency
+//! (typical and average) against kernel UDP latency, the average's tail against the
+//! typical, RC bandwidth against kernel TCP bandwidth.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -24,6 +27,11 @@ struct Run {
     /// `ib_write_bw` and `ib_send_bw`, 64 KiB messages, Gb/s (10^9 bits).
     write_gbps: f64,
     send_gbps: f64,
+    /// The same through the fabric process (`--no-direct`): typical and average latency,
+    /// write bandwidth.
+    fabric_lat_typical_us: f64,
+    fabric_lat_avg_us: f64,
+    fabric_write_gbps: f64,
     /// qperf on loopback: UDP latency (us), TCP bandwidth (Gb/s).
     udp_lat_us: f64,
     tcp_gbps: f64,
@@ -53,28 +61,43 @@ pub fn run(runs: u32) -> Result<(), Error> {
         eprintln!("xtask bench emu: run {r} of {runs}");
         let memcpy_gbps = memcpy_gbps();
         let (udp_lat_us, tcp_gbps) = qperf()?;
-        let mut c = Command::new(release.join("verbs-emu-fabric"));
-        c.stderr(Stdio::null());
-        let fabric = FabricProcess::start(c)?;
-        let lat = perftest(&fabric, &lib, "ib_send_lat", &["-n", "5000"])?;
+        let fabric = |extra: &[&str]| {
+            let mut c = Command::new(release.join("verbs-emu-fabric"));
+            c.args(extra).stderr(Stdio::null());
+            FabricProcess::start(c)
+        };
+        let direct = fabric(&[])?;
+        let lat = perftest(&direct, &lib, "ib_send_lat", &["-n", "5000"])?;
         let write = perftest(
-            &fabric,
+            &direct,
             &lib,
             "ib_write_bw",
             &["-s", "65536", "-n", "5000", "--report_gbits"],
         )?;
         let send = perftest(
-            &fabric,
+            &direct,
             &lib,
             "ib_send_bw",
             &["-s", "65536", "-n", "5000", "--report_gbits"],
         )?;
-        drop(fabric);
+        drop(direct);
+        let through = fabric(&["--no-direct"])?;
+        let fabric_lat = perftest(&through, &lib, "ib_send_lat", &["-n", "5000"])?;
+        let fabric_write = perftest(
+            &through,
+            &lib,
+            "ib_write_bw",
+            &["-s", "65536", "-n", "5000", "--report_gbits"],
+        )?;
+        drop(through);
         let run = Run {
             lat_typical_us: col(&lat, 4, "ib_send_lat t_typical")?,
             lat_avg_us: col(&lat, 5, "ib_send_lat t_avg")?,
             write_gbps: col(&write, 3, "ib_write_bw BW average")?,
             send_gbps: col(&send, 3, "ib_send_bw BW average")?,
+            fabric_lat_typical_us: col(&fabric_lat, 4, "ib_send_lat t_typical")?,
+            fabric_lat_avg_us: col(&fabric_lat, 5, "ib_send_lat t_avg")?,
+            fabric_write_gbps: col(&fabric_write, 3, "ib_write_bw BW average")?,
             udp_lat_us,
             tcp_gbps,
             memcpy_gbps,
@@ -99,11 +122,18 @@ fn print_table(all: &[Run]) {
     };
     println!("| measure | runs | median |");
     println!("| --- | --- | --- |");
-    let rows: [(&str, Figure); 7] = [
+    let rows: [(&str, Figure); 10] = [
         ("emulator ib_send_lat typical (us)", |r| r.lat_typical_us),
         ("emulator ib_send_lat average (us)", |r| r.lat_avg_us),
+        ("through the fabric process: typical (us)", |r| {
+            r.fabric_lat_typical_us
+        }),
+        ("through the fabric process: average (us)", |r| {
+            r.fabric_lat_avg_us
+        }),
         ("kernel UDP latency, qperf udp_lat (us)", |r| r.udp_lat_us),
         ("emulator ib_write_bw 64 KiB (Gb/s)", |r| r.write_gbps),
+        ("through the fabric process (Gb/s)", |r| r.fabric_write_gbps),
         ("emulator ib_send_bw 64 KiB (Gb/s)", |r| r.send_gbps),
         ("kernel TCP bandwidth, qperf tcp_bw (Gb/s)", |r| r.tcp_gbps),
         ("memcpy 256 MiB (Gb/s)", |r| r.memcpy_gbps),
@@ -114,7 +144,7 @@ fn print_table(all: &[Run]) {
     println!();
     println!("| ratio (median of the per-run ratios) | value | aim |");
     println!("| --- | --- | --- |");
-    let ratios: [(&str, Figure, &str); 5] = [
+    let ratios: [(&str, Figure, &str); 7] = [
         (
             "RC latency typical / kernel UDP latency",
             |r| r.lat_typical_us / r.udp_lat_us,
@@ -139,6 +169,16 @@ fn print_table(all: &[Run]) {
             "RC write bandwidth / memcpy",
             |r| r.write_gbps / r.memcpy_gbps,
             "(the bound)",
+        ),
+        (
+            "RC latency typical, fabric process / direct",
+            |r| r.fabric_lat_typical_us / r.lat_typical_us,
+            "",
+        ),
+        (
+            "RC write bandwidth, direct / fabric process",
+            |r| r.write_gbps / r.fabric_write_gbps,
+            "",
         ),
     ];
     for (name, f, aim) in ratios {

@@ -102,6 +102,14 @@ impl Server {
                 self.cm(i, s, to, body);
                 Ok(())
             }
+            (Some(_), ToFabric::Switched(id)) => {
+                self.switched(i, id);
+                Ok(())
+            }
+            (Some(_), ToFabric::Unpeered(id)) => {
+                self.unpeered(i, id);
+                Ok(())
+            }
         }
     }
 
@@ -233,6 +241,7 @@ impl Server {
         c.host = Some(s);
         self.slots[s].conn = Some(i);
         self.stats.joined += 1;
+        self.pair_up(i);
         Ok(())
     }
 
@@ -329,6 +338,7 @@ impl Server {
         };
         // Frames still waiting for it reach nobody now.
         self.stats.no_process += c.backlog.len() as u64;
+        self.pairs_gone(i);
         self.slots[s].conn = None;
         let port = self.slots[s].port;
         if let Some((rx, _)) = c.rings.as_mut() {

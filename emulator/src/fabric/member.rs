@@ -1,0 +1,168 @@
+//! The process's host as a member of the fabric: the progress thread's rounds, which
+//! inject what the `Receiver` takes and move the simulation on the wall clock.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use backend_sim::{Nanos, PortId, Sim};
+
+use super::client::{Receiver, Sender};
+
+/// Most frames taken from the ring in one round (the rest wait for the next).
+const RECV_BATCH: usize = 256;
+
+/// Frames injected before the simulation runs, within a round: the NIC frees each
+/// frame's buffer once it has handled it, so the allocator hands the same memory to the
+/// next chunk; injecting a whole batch first grew the heap by up to a megabyte and gave
+/// it back every round (a page fault per received frame, the most of the receiving
+/// thread's time in `ib_write_bw`).
+const INJECT_CHUNK: usize = 16;
+
+/// The process's host as a member of the fabric: its external port and what the fabric
+/// sends it.
+#[derive(Debug)]
+pub struct Member {
+    rx: Receiver,
+    tx: Arc<Mutex<Sender>>,
+    port: PortId,
+    /// How far virtual time is behind the wall clock: the time spent paused.
+    lag: Nanos,
+    /// The wall-clock time of the last round.
+    last: Nanos,
+    /// When a [`Member::pump`] last took frames.
+    took_at: Option<Nanos>,
+}
+
+impl Member {
+    /// `port` of `sim` leads to the fabric from now on: what it sends goes out through
+    /// `tx` as it is sent, and [`Member::pump`] brings in what `rx` receives. Virtual
+    /// time stops where it stands until the first pump.
+    ///
+    /// # Errors
+    /// The port does not exist.
+    pub fn new(sim: &Sim, port: PortId, tx: Sender, rx: Receiver) -> Result<Self, String> {
+        let tx = Arc::new(Mutex::new(tx));
+        let sink = Arc::clone(&tx);
+        sim.with_fabric(|f| {
+            f.set_external(port)?;
+            f.set_horizon(Some(f.now()));
+            f.set_external_sink(Some(Box::new(move |_, msg| {
+                sink.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .send(msg);
+            })));
+            Ok::<_, backend_sim::FabricError>(())
+        })
+        .map_err(|e| format!("the host's port: {e}"))?;
+        Ok(Member {
+            rx,
+            tx,
+            port,
+            lag: 0,
+            last: 0,
+            took_at: None,
+        })
+    }
+
+    /// The descriptors to poll before sleeping (see [`Receiver::poll_fds`]).
+    pub fn poll_fds(&self, fds: &mut Vec<libc::pollfd>) {
+        self.rx.poll_fds(fds);
+    }
+
+    /// Moves what the NIC sent and the ring had no room for into the ring, as far as it
+    /// has room; how many frames still wait.
+    pub fn flush(&self) -> usize {
+        let mut tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
+        tx.flush();
+        tx.waiting()
+    }
+
+    /// Before the progress thread sleeps: true if frames are waiting already.
+    #[must_use]
+    pub fn about_to_sleep(&self) -> bool {
+        self.rx.about_to_sleep()
+    }
+
+    /// One round at wall-clock time `now` (virtual nanoseconds): injects what the fabric
+    /// sent, then lets the simulation run up to `now` and no further (the NIC handles the
+    /// frames; what it sends in turn leaves through the sink at once), then reads the
+    /// socket's messages: a connection manager's message comes after the frames the
+    /// fabric put in the ring before it, as on a wire. Two turns of the simulation's
+    /// lock: a program polling a CQ in a loop takes it all the time.
+    ///
+    /// While frames the NIC sent still wait for room in the ring (the fabric paused this
+    /// host: see `PAUSE_BYTES` in the fabric's server), virtual time stands still: the
+    /// NIC sends nothing new and its timers wait, as a NIC paused by its switch, and what
+    /// comes in is still taken and handled at the current virtual time. Afterwards
+    /// virtual time goes on from where it stood (it stays behind the wall clock by the
+    /// time spent paused), so that no timer fires for the pause.
+    pub fn pump(&mut self, sim: &Sim, now: Nanos) {
+        if self.advance(sim, now) > 0 {
+            self.took_at = Some(now);
+        }
+        self.rx.read_control();
+        let news = self.rx.take_news();
+        if !news.is_empty() {
+            let mut tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
+            for n in news {
+                tx.apply(n);
+            }
+        }
+        self.rx.settle();
+    }
+
+    /// True if a [`Member::pump`] took frames from the ring less than `within`
+    /// nanoseconds before `now` (more are likely to come soon).
+    #[must_use]
+    pub fn took_frames_within(&self, now: Nanos, within: Nanos) -> bool {
+        self.took_at.is_some_and(|t| now.saturating_sub(t) < within)
+    }
+
+    /// Injects what the ring holds and runs the simulation up to `now` (see
+    /// [`Member::pump`]); how many frames it took.
+    fn advance(&mut self, sim: &Sim, now: Nanos) -> usize {
+        let clear = self
+            .tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .flush();
+        if !clear {
+            self.lag += now.saturating_sub(self.last);
+        }
+        self.last = self.last.max(now);
+        let target = now.saturating_sub(self.lag);
+        let port = self.port;
+        let rx = &mut self.rx;
+        sim.with_fabric(|f| {
+            f.set_horizon(Some(if clear { target.max(f.now()) } else { f.now() }));
+        });
+        let mut taken = 0;
+        loop {
+            let got = sim.with_fabric(|f| {
+                for n in 0..INJECT_CHUNK {
+                    let mut buf = f.spare_frame();
+                    let Some(index) = rx.pop(&mut buf) else {
+                        f.recycle_frame(buf);
+                        return n;
+                    };
+                    // The ring checked the length: the port refuses nothing else.
+                    let _ = f.inject(port, buf, index);
+                }
+                INJECT_CHUNK
+            });
+            // Everything due by the horizon: the frames just injected, timers.
+            sim.run_for(Nanos::MAX);
+            taken += got;
+            if got < INJECT_CHUNK || taken >= RECV_BATCH {
+                return taken;
+            }
+        }
+    }
+
+    /// [`Member::pump`] without reading the socket, for a program's thread that polls a
+    /// CQ: it takes what the fabric put in the ring and moves the simulation to `now`,
+    /// and leaves the connection manager's messages (and the doorbells) to the progress
+    /// thread, which reads them after the frames before them, as `pump` does.
+    pub fn pump_frames(&mut self, sim: &Sim, now: Nanos) {
+        let _ = self.advance(sim, now);
+    }
+}
