@@ -19,6 +19,7 @@ use backend_sim::frame::eth::Mac;
 use backend_sim::{Nanos, PortId, Sim};
 
 use super::ring::{Consumer, Producer, Region, RingError, Way};
+use super::spacing::{LastFrame, TakenFrom};
 use super::sys::{self, Recv};
 use super::wire::{FromFabric, ToFabric, MAX_CM, MAX_MSG};
 
@@ -46,6 +47,8 @@ const INJECT_CHUNK: usize = 16;
 struct Shared {
     path: PathBuf,
     gone: AtomicBool,
+    /// When the NIC last sent a frame (for the connection manager's spacing).
+    last_frame: LastFrame,
 }
 
 impl Shared {
@@ -104,6 +107,7 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
     let shared = Arc::new(Shared {
         path: path.to_path_buf(),
         gone: AtomicBool::new(false),
+        last_frame: LastFrame::default(),
     });
     Ok((
         Sender {
@@ -119,6 +123,7 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
             rx: Consumer::new(region, Way::FromFabric),
             shared,
             cm: None,
+            taken: TakenFrom::default(),
         },
     ))
 }
@@ -132,6 +137,10 @@ pub enum CmIn<'a> {
         from: Ipv4Addr,
         /// The message.
         body: &'a [u8],
+        /// When this process last took a frame of that host from the fabric (all
+        /// the frames it sent before the message had come by then): see
+        /// [`super::spacing`].
+        frames_taken: Option<std::time::Instant>,
     },
     /// One this process sent to host `to`, returned: no process is that host.
     Returned {
@@ -158,6 +167,12 @@ pub struct CmLink {
 }
 
 impl CmLink {
+    /// How long ago this host's NIC last sent a frame; `None` if it never has.
+    #[must_use]
+    pub fn since_last_frame(&self) -> Option<Duration> {
+        self.shared.last_frame.since()
+    }
+
     /// Sends `body` to the process of host `to`.
     ///
     /// # Errors
@@ -233,6 +248,7 @@ impl Sender {
     }
 
     fn push(&mut self, frame: &[u8]) {
+        self.shared.last_frame.sent();
         if self.flush() && self.tx.queued() < QUEUE_LIMIT {
             match self.tx.push(frame, 0) {
                 Ok(ring) => {
@@ -295,6 +311,8 @@ pub struct Receiver {
     rx: Consumer,
     shared: Arc<Shared>,
     cm: Option<CmHandler>,
+    /// When frames of each host were last taken.
+    taken: TakenFrom,
 }
 
 impl Receiver {
@@ -326,7 +344,12 @@ impl Receiver {
                     Ok(FromFabric::Doorbell) => {}
                     Ok(FromFabric::Cm { from, body }) => {
                         if let Some(h) = self.cm {
-                            h(CmIn::From { from, body });
+                            let frames_taken = self.taken.last_from(from);
+                            h(CmIn::From {
+                                from,
+                                body,
+                                frames_taken,
+                            });
                         }
                     }
                     Ok(FromFabric::CmReturned { to, body }) => {
@@ -359,12 +382,22 @@ impl Receiver {
             return None;
         }
         match self.rx.pop(buf) {
-            Ok(got) => got,
+            Ok(got) => {
+                if got.is_some() {
+                    self.taken.frame(buf);
+                }
+                got
+            }
             Err(e) => {
                 self.shared.lost(&e);
                 None
             }
         }
+    }
+
+    /// The frames [`Receiver::pop`] gave since the last call were all taken now.
+    pub fn round_done(&mut self) {
+        self.taken.round_done();
     }
 
     /// Before sleeping on [`Receiver::fd`]: asks for a doorbell when frames come. True
@@ -504,6 +537,7 @@ impl Member {
             sim.run_for(Nanos::MAX);
             taken += got;
             if got < INJECT_CHUNK || taken >= RECV_BATCH {
+                self.rx.round_done();
                 return taken;
             }
         }

@@ -9,7 +9,8 @@
 //! a `SOCK_SEQPACKET` Unix socket ([`client`]: a hello naming its host, then multicast
 //! joins and leaves, doorbells and the connection manager's messages, see [`wire`]; the
 //! frames travel in shared-memory rings, [`ring`]), and its progress thread injects the
-//! frames that come back at the current virtual time. The fabric holds what a full ring
+//! frames that come back at the current virtual time ([`spacing`] notes when frames
+//! left and came, for the connection manager). The fabric holds what a full ring
 //! has no room for, up to [`server::BACKLOG_BYTES`]. Both sides run on the
 //! wall clock. With [`FABRIC_ENV`] unset a process simulates every host itself, as
 //! before.
@@ -22,6 +23,7 @@ pub mod client;
 pub mod ports;
 pub mod ring;
 pub mod server;
+pub mod spacing;
 pub mod sys;
 pub mod wire;
 
