@@ -140,7 +140,7 @@ pub enum CmIn<'a> {
         /// When this process last took a frame of that host from the fabric (all
         /// the frames it sent before the message had come by then): see
         /// [`super::spacing`].
-        frames_taken: Option<std::time::Instant>,
+        frames_taken: Option<super::spacing::Taken>,
     },
     /// One this process sent to host `to`, returned: no process is that host.
     Returned {

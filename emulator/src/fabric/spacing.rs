@@ -1,7 +1,7 @@
 //! What keeps the spacing between a host's frames and its connection manager's messages,
 //! as one wire keeps it: the sender notes when its NIC last put a frame on the way
 //! ([`LastFrame`]), the receiver when it last took a frame of each host from the fabric
-//! ([`TakenFrom`]).
+//! ([`TakenFrom`]) and how often its program has polled a CQ since ([`polls`]).
 //!
 //! A frame and a connection-manager message that one host sent 3 ms apart arrive 3 ms
 //! apart on a real network. Between emulated processes both wait for the fabric
@@ -45,12 +45,38 @@ impl LastFrame {
     }
 }
 
+/// How many times the program has polled a CQ (its way of looking at what the NIC
+/// did): see [`program_polled`].
+static POLLS: AtomicU64 = AtomicU64::new(0);
+
+/// The program has polled a CQ: `ibv_poll_cq` counts each call as it returns (after it
+/// took the fabric's frames itself, when it did).
+pub fn program_polled() {
+    POLLS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// How many times the program has polled a CQ so far.
+#[must_use]
+pub fn polls() -> u64 {
+    POLLS.load(Ordering::Relaxed)
+}
+
 /// The MAC of the port of host `ip`: `02:00` and the address's four bytes, as the
 /// simulator makes it (backend-sim's `PortConfig::with_ip`).
 #[must_use]
 pub fn mac_of(ip: Ipv4Addr) -> [u8; 6] {
     let o = ip.octets();
     [0x02, 0x00, o[0], o[1], o[2], o[3]]
+}
+
+/// When a host's frames were last taken, and how many CQ polls the program had made by
+/// then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// When.
+    pub at: Instant,
+    /// [`polls`] then.
+    pub polls: u64,
 }
 
 /// When the receiver last took a frame from each source MAC. The frames of one round
@@ -60,7 +86,7 @@ pub fn mac_of(ip: Ipv4Addr) -> [u8; 6] {
 #[derive(Debug, Default)]
 pub struct TakenFrom {
     /// Source MACs and when a frame of theirs was last taken (a few hosts: a list).
-    at: Vec<([u8; 6], Instant)>,
+    at: Vec<([u8; 6], Taken)>,
     /// Sources seen in the current round.
     round: Vec<[u8; 6]>,
 }
@@ -86,7 +112,10 @@ impl TakenFrom {
         if self.round.is_empty() {
             return;
         }
-        let now = Instant::now();
+        let now = Taken {
+            at: Instant::now(),
+            polls: polls(),
+        };
         for mac in self.round.drain(..) {
             match self.at.iter_mut().find(|(m, _)| *m == mac) {
                 Some(e) => e.1 = now,
@@ -97,7 +126,7 @@ impl TakenFrom {
 
     /// When a frame of host `ip` was last taken, if one was.
     #[must_use]
-    pub fn last_from(&self, ip: Ipv4Addr) -> Option<Instant> {
+    pub fn last_from(&self, ip: Ipv4Addr) -> Option<Taken> {
         let mac = mac_of(ip);
         self.at.iter().find(|(m, _)| *m == mac).map(|e| e.1)
     }
@@ -127,7 +156,7 @@ mod tests {
         t.frame(&[0u8; 4]); // too short to have a source: ignored
         t.round_done();
         assert_eq!(t.last_from(a), Some(first), "a sent nothing in this round");
-        assert!(t.last_from(b).expect("b's frame") >= first);
+        assert!(t.last_from(b).expect("b's frame").at >= first.at);
     }
 
     #[test]

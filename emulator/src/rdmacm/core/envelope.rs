@@ -16,6 +16,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::fabric::spacing::{polls, Taken};
+
 /// The most a request is held back: the sender's gap beyond it is not kept. It bounds the
 /// wait when the frames the receiver took last were sent after the request (not before
 /// it, as the hold assumes).
@@ -58,6 +60,29 @@ pub fn hold(frames_taken: Option<Instant>, gap: Option<Duration>, now: Instant) 
         (Some(t), Some(g)) => (t + g.min(MAX_HOLD)).saturating_duration_since(now),
         _ => Duration::ZERO,
     }
+}
+
+/// How often [`hold_request`] looks whether the program has polled.
+const LOOK_EVERY: Duration = Duration::from_micros(50);
+
+/// Holds a request whose sender sent it `gap` after the frames this process took
+/// (`frames_taken`; see [`hold`]). While there is something to wait, the wait counts from
+/// when the program could see those frames: its first CQ poll that returned after they
+/// were taken (a program whose thread was not running when they came has had no time to
+/// react yet). At most [`MAX_HOLD`] is spent waiting for that poll.
+pub fn hold_request(frames_taken: Option<Taken>, gap: Option<Duration>) {
+    let Some(taken) = frames_taken else {
+        return;
+    };
+    if hold(Some(taken.at), gap, Instant::now()).is_zero() {
+        return;
+    }
+    let give_up = taken.at + MAX_HOLD;
+    while polls() == taken.polls && Instant::now() < give_up {
+        std::thread::sleep(LOOK_EVERY);
+    }
+    let seen = Instant::now();
+    std::thread::sleep(hold(Some(seen), gap, seen));
 }
 
 #[cfg(test)]

@@ -57,7 +57,7 @@ enum Job {
     Send(Address, Endpoint, Message),
     /// A sealed message from the process of another host (its address), and when this
     /// process last took a frame of that host.
-    Arrived(Ipv4Addr, Vec<u8>, Option<std::time::Instant>),
+    Arrived(Ipv4Addr, Vec<u8>, Option<crate::fabric::spacing::Taken>),
     /// A sealed message this process sent, returned: no process is its host.
     Returned(Vec<u8>),
     /// A call, once every message queued before it has been handled.
@@ -181,9 +181,7 @@ impl Shared {
                         dropped(&format!("host {host} sent one for {}", to_host(to)));
                     } else {
                         if matches!(msg, Message::Req { .. } | Message::SidrReq { .. }) {
-                            // As far behind the sender's frames as it was sent.
-                            let now = std::time::Instant::now();
-                            std::thread::sleep(envelope::hold(frames_taken, gap, now));
+                            envelope::hold_request(frames_taken, gap);
                         }
                         self.route(to, from, msg);
                     }
@@ -317,7 +315,12 @@ impl Network {
     /// fabric brought it); this process last took a frame of that host at
     /// `frames_taken`. A request waits on the network's thread until it is as far
     /// behind those frames as it was sent after them ([`envelope::hold`]).
-    pub fn arrived(&self, from: Ipv4Addr, body: &[u8], frames_taken: Option<std::time::Instant>) {
+    pub fn arrived(
+        &self,
+        from: Ipv4Addr,
+        body: &[u8],
+        frames_taken: Option<crate::fabric::spacing::Taken>,
+    ) {
         self.push(Job::Arrived(from, body.to_vec(), frames_taken));
     }
 
