@@ -55,9 +55,14 @@ impl Outside for crate::fabric::client::CmLink {
 enum Job {
     /// A message from an id of this process.
     Send(Address, Endpoint, Message),
-    /// A sealed message from the process of another host (its address), and when this
-    /// process last took a frame of that host.
-    Arrived(Ipv4Addr, Vec<u8>, Option<crate::fabric::spacing::Taken>),
+    /// A sealed message from the process of another host (its address), when this
+    /// process last took a frame of that host, and when the message arrived.
+    Arrived(
+        Ipv4Addr,
+        Vec<u8>,
+        Option<crate::fabric::spacing::Taken>,
+        std::time::Instant,
+    ),
     /// A sealed message this process sent, returned: no process is its host.
     Returned(Vec<u8>),
     /// A call, once every message queued before it has been handled.
@@ -173,7 +178,7 @@ impl Shared {
     fn run(&self, job: Job) {
         match job {
             Job::Send(to, from, msg) => self.route(to, from, msg),
-            Job::Arrived(host, body, frames_taken) => match open_and_decode(&body) {
+            Job::Arrived(host, body, frames_taken, arrived) => match open_and_decode(&body) {
                 Ok((gap, (to, from, msg))) => {
                     if from.host != host {
                         dropped(&format!("host {host} sent one from {}", from.host));
@@ -181,7 +186,7 @@ impl Shared {
                         dropped(&format!("host {host} sent one for {}", to_host(to)));
                     } else {
                         if matches!(msg, Message::Req { .. } | Message::SidrReq { .. }) {
-                            envelope::hold_request(frames_taken, gap);
+                            envelope::hold_request(frames_taken, gap, arrived);
                         }
                         self.route(to, from, msg);
                     }
@@ -321,7 +326,8 @@ impl Network {
         body: &[u8],
         frames_taken: Option<crate::fabric::spacing::Taken>,
     ) {
-        self.push(Job::Arrived(from, body.to_vec(), frames_taken));
+        let now = std::time::Instant::now();
+        self.push(Job::Arrived(from, body.to_vec(), frames_taken, now));
     }
 
     /// A sealed message this host sent came back: no process is its destination host,
