@@ -1,7 +1,7 @@
 //! What keeps the spacing between a host's frames and its connection manager's messages,
 //! as one wire keeps it: the sender notes when its NIC last put a frame on the way
 //! ([`LastFrame`]), the receiver when it last took a frame of each host from the fabric
-//! ([`TakenFrom`]) and how often its program has polled a CQ since ([`polls`]).
+//! ([`TakenFrom`]) and how many of its program's CQ polls returned completions ([`polls`]).
 //!
 //! A frame and a connection-manager message that one host sent 3 ms apart arrive 3 ms
 //! apart on a real network. Between emulated processes both wait for the fabric
@@ -45,17 +45,18 @@ impl LastFrame {
     }
 }
 
-/// How many times the program has polled a CQ (its way of looking at what the NIC
-/// did): see [`program_polled`].
+/// How many CQ polls of the program have returned completions (its way of seeing what
+/// the NIC did): see [`program_polled`].
 static POLLS: AtomicU64 = AtomicU64::new(0);
 
-/// The program has polled a CQ: `ibv_poll_cq` counts each call as it returns (after it
-/// took the fabric's frames itself, when it did).
+/// A CQ poll of the program returns completions: `ibv_poll_cq` counts such a call as it
+/// returns (after it took the fabric's frames itself, when it did). An empty poll does
+/// not count: one that began before the progress thread took the frames may end after.
 pub fn program_polled() {
     POLLS.fetch_add(1, Ordering::Relaxed);
 }
 
-/// How many times the program has polled a CQ so far.
+/// How many CQ polls of the program have returned completions so far.
 #[must_use]
 pub fn polls() -> u64 {
     POLLS.load(Ordering::Relaxed)

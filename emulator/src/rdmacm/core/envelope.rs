@@ -68,11 +68,11 @@ const LOOK_EVERY: Duration = Duration::from_micros(50);
 /// Holds a request whose sender sent it `gap` after the frames this process took
 /// (`frames_taken`), and which arrived (was read from the fabric's socket) at `arrived`.
 /// A request that arrived at least `gap` after those frames kept its spacing, and needs
-/// no wait once the program has polled a CQ since they were taken. Otherwise it waits
-/// until the program could see those frames, its first CQ poll that returned after they
-/// were taken (a program whose thread was not running when they came has had no time to
-/// react yet; at most [`MAX_HOLD`] is spent waiting for it), and then `gap` (at most
-/// [`MAX_HOLD`]) more. The spacing is judged at the arrival, not when this thread gets
+/// no wait once a CQ poll of the program has returned completions since they were
+/// taken. Otherwise it waits until the program has seen what those frames did, its
+/// first CQ poll that returned completions after they were taken (a program whose thread
+/// was not running when they came has had no time to react yet; at most [`MAX_HOLD`] is
+/// spent waiting for it), and then `gap` (at most [`MAX_HOLD`]) more. The spacing is judged at the arrival, not when this thread gets
 /// to the request: on a loaded machine it may run late itself.
 pub fn hold_request(frames_taken: Option<Taken>, gap: Option<Duration>, arrived: Instant) {
     let (Some(taken), Some(_)) = (frames_taken, gap) else {
