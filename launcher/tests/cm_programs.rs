@@ -82,9 +82,11 @@ fn perftest_cm_pair(f: &str, args: &[&str]) -> (Ran, Ran) {
 /// handshake message has completed, and the client connects as soon as it has that
 /// message: the connection manager holds the client's REQ as far behind the client's
 /// frames (the ACK) as the client sent it after them, counted from the server's first CQ
-/// poll that returned completions after the ACK came, so the server is listening by then (without that, the two
-/// arrived together on a loaded machine, the REQ was rejected, and perftest 4.5-0.17's
-/// retry crashed its client and left its server waiting for ever).
+/// poll that returned completions after the ACK came, so the server is listening by then
+/// (without that, the two arrived together on a loaded machine, the REQ was rejected,
+/// and perftest 4.5-0.17's retry crashed its client and left its server waiting for
+/// ever). On a loaded machine it can still lose that race, as on a real one: see the
+/// launcher's README.
 #[test]
 fn perftest_through_the_connection_manager_on_both_gids() {
     let _one = one_test_at_a_time();
