@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::watch::*;
 use common::*;
 use std::process::Child;
 

@@ -4,8 +4,9 @@
 //!
 //! One file of about 800 lines on purpose: every test starts the launcher binary as a
 //! user would and shares the fabric lock, the state-folder clean-up and the two-host
-//! helpers above; the programs of the wider world (UCX, libfabric, qperf, MPI) are in
-//! `programs.rs`.
+//! helpers above; the programs of the wider world (UCX, libfabric, MPI) are in
+//! `programs.rs`, those that connect through the connection manager (perftest `-R`,
+//! qperf `-cm1`, libfabric MSG) in `cm_programs.rs`.
 
 mod common;
 

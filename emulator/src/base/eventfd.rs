@@ -59,24 +59,26 @@ pub fn try_take(fd: &OwnedFd) -> bool {
 }
 
 /// Takes one count from an eventfd: blocks while it is zero (unless the program made the
-/// descriptor non-blocking: then EAGAIN); retries after EINTR.
+/// descriptor non-blocking: then EAGAIN). A signal whose handler was installed without
+/// `SA_RESTART` ends the wait with EINTR, as it ends the one `read` (or `write`) of
+/// rdma-core's `ibv_get_cq_event`, `ibv_get_async_event` (libibverbs/verbs.c) and
+/// `rdma_get_cm_event` (librdmacm/cma.c), which do not retry: qperf's latency tests wait
+/// in `ibv_get_cq_event` and count on its interval timer's SIGALRM to end that wait
+/// when the test's time is over (its peer, whose time ran out first, sends nothing
+/// more); with `SA_RESTART` the kernel restarts the read.
 pub fn wait(fd: &OwnedFd) -> io::Result<()> {
-    loop {
-        let mut count: u64 = 0;
-        // SAFETY: reads at most 8 bytes into a live u64.
-        let n = unsafe {
-            libc::read(
-                fd.as_raw_fd(),
-                std::ptr::from_mut(&mut count).cast(),
-                std::mem::size_of::<u64>(),
-            )
-        };
-        if n >= 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.kind() != io::ErrorKind::Interrupted {
-            return Err(e);
-        }
+    let mut count: u64 = 0;
+    // SAFETY: reads at most 8 bytes into a live u64.
+    let n = unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            std::ptr::from_mut(&mut count).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
+    if n >= 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }

@@ -20,6 +20,7 @@ use backend_sim::frame::eth::Mac;
 
 use super::direct::{self, Barrier, Inbound, PeerTx};
 use super::ring::{Consumer, Producer, Region, RingError, Way};
+use super::spacing::{LastFrame, TakenFrom};
 use super::sys::{self, Recv};
 use super::wire::{FromFabric, ToFabric, MAX_CM, MAX_MSG};
 
@@ -37,6 +38,8 @@ pub const QUEUE_LIMIT: u64 = 512 << 10;
 struct Shared {
     path: PathBuf,
     gone: AtomicBool,
+    /// When the NIC last sent a frame (for the connection manager's spacing).
+    last_frame: LastFrame,
 }
 
 impl Shared {
@@ -90,6 +93,7 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
     let shared = Arc::new(Shared {
         path: path.to_path_buf(),
         gone: AtomicBool::new(false),
+        last_frame: LastFrame::default(),
     });
     Ok((
         Sender {
@@ -111,6 +115,7 @@ pub fn join(path: &Path, host: &str, mac: Mac, ip: Ipv4Addr) -> Result<(Sender, 
             news: Vec::new(),
             held: VecDeque::new(),
             turn: false,
+            taken: TakenFrom::default(),
         },
     ))
 }
@@ -124,6 +129,9 @@ pub enum CmIn<'a> {
         from: Ipv4Addr,
         /// The message.
         body: &'a [u8],
+        /// When this process last took a frame of that host (all the frames it sent
+        /// before the message had come by then): see [`super::spacing`].
+        frames_taken: Option<super::spacing::Taken>,
     },
     /// One this process sent to host `to`, returned: no process is that host.
     Returned {
@@ -150,6 +158,12 @@ pub struct CmLink {
 }
 
 impl CmLink {
+    /// How long ago this host's NIC last sent a frame; `None` if it never has.
+    #[must_use]
+    pub fn since_last_frame(&self) -> Option<Duration> {
+        self.shared.last_frame.since()
+    }
+
     /// Sends `body` to the process of host `to`.
     ///
     /// # Errors
@@ -228,6 +242,7 @@ impl Sender {
     }
 
     fn push(&mut self, frame: &[u8]) {
+        self.shared.last_frame.sent();
         let clear = self.flush();
         let way = self.way(frame, clear);
         if clear && self.queued(way) < QUEUE_LIMIT {
@@ -373,6 +388,8 @@ pub struct Receiver {
     held: VecDeque<(Held, Barrier)>,
     /// Whose turn is first: the ring from the fabric or the pairs'.
     turn: bool,
+    /// When frames of each host were last taken.
+    taken: TakenFrom,
 }
 
 impl Receiver {
@@ -486,7 +503,11 @@ impl Receiver {
                 continue;
             };
             match &m {
-                Held::Cm { from, body } => h(CmIn::From { from: *from, body }),
+                Held::Cm { from, body } => h(CmIn::From {
+                    from: *from,
+                    body,
+                    frames_taken: self.taken.last_from(*from),
+                }),
                 Held::Returned { to, body } => h(CmIn::Returned { to: *to, body }),
                 Held::Gone(host) => h(CmIn::Gone(*host)),
             }
@@ -518,17 +539,27 @@ impl Receiver {
         self.turn = !self.turn;
         if self.turn && !self.inbound.is_empty() {
             if let Some(ix) = self.pop_pairs(buf) {
+                self.taken.frame(buf);
                 return Some(ix);
             }
         }
-        match self.rx.pop(buf) {
+        let got = match self.rx.pop(buf) {
             Ok(Some(ix)) => Some(ix),
             Ok(None) => self.pop_pairs(buf),
             Err(e) => {
                 self.shared.lost(&e);
                 None
             }
+        };
+        if got.is_some() {
+            self.taken.frame(buf);
         }
+        got
+    }
+
+    /// The frames [`Receiver::pop`] gave since the last call were all taken now.
+    pub fn round_done(&mut self) {
+        self.taken.round_done();
     }
 
     fn pop_pairs(&mut self, buf: &mut Vec<u8>) -> Option<u64> {

@@ -153,6 +153,7 @@ impl Member {
             sim.run_for(Nanos::MAX);
             taken += got;
             if got < INJECT_CHUNK || taken >= RECV_BATCH {
+                self.rx.round_done();
                 return taken;
             }
         }

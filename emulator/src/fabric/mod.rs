@@ -9,7 +9,8 @@
 //! a `SOCK_SEQPACKET` Unix socket ([`client`]: a hello naming its host, then multicast
 //! joins and leaves, doorbells and the connection manager's messages, see [`wire`]; the
 //! frames travel in shared-memory rings, [`ring`]), and its progress thread injects the
-//! frames that come back at the current virtual time. The fabric holds what a full ring
+//! frames that come back at the current virtual time ([`spacing`] notes when frames
+//! left and came, for the connection manager). The fabric holds what a full ring
 //! has no room for, up to [`server::BACKLOG_BYTES`]. Two processes whose hosts' links
 //! have no faults, when nothing is captured, send each other their unicast frames
 //! through a ring pair of their own ([`direct`]), the fabric keeping control. Both sides run on the
@@ -26,6 +27,7 @@ pub mod member;
 pub mod ports;
 pub mod ring;
 pub mod server;
+pub mod spacing;
 pub mod sys;
 pub mod wire;
 

@@ -310,6 +310,9 @@ pub(crate) unsafe extern "C" fn poll_cq(
                 done > 0
             });
         }
+        if done > 0 {
+            crate::fabric::spacing::program_polled();
+        }
         c_int::try_from(done).unwrap_or(c_int::MAX)
     })
 }

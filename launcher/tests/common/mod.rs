@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod watch;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};

@@ -233,7 +233,11 @@ pub fn from_fabric(m: CmIn<'_>) {
         return;
     };
     match m {
-        CmIn::From { from, body } => c.net.arrived(from, body),
+        CmIn::From {
+            from,
+            body,
+            frames_taken,
+        } => c.net.arrived(from, body, frames_taken),
         CmIn::Returned { body, .. } => c.net.returned(body),
         // After what that host's process sent before it went.
         CmIn::Gone(host) => c.net.then(peer_gone, host),

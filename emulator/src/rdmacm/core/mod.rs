@@ -3,7 +3,9 @@
 //! - [`sockaddr`]: socket addresses as programs pass them, and the host's address plan;
 //! - [`messages`]: the connection manager's messages (REQ, REP, RTU, REJ, DREQ, DREP,
 //!   SIDR) and their bytes on the wire; [`network`]: how they travel between ids: a [`network::Network`] delivers those for this process's ids
-//!   itself and, with a fabric process, hands those for another host to the fabric;
+//!   itself and, with a fabric process, hands those for another host to the fabric,
+//!   sealed in an [`envelope`] that keeps a request as far behind its sender's frames as
+//!   it was sent after them;
 //! - [`event_queue`]: event channels' descriptors and queues of events;
 //! - [`id_state`]: `struct rdma_cm_id` and the state the kernel keeps for an id;
 //! - [`route`]: RoCE routes and path records; [`cm_devices`]: the connection manager's
@@ -14,6 +16,7 @@
 //!   fabric's messages.
 
 pub mod cm_devices;
+pub mod envelope;
 pub mod event_queue;
 pub mod id_query;
 pub mod id_state;

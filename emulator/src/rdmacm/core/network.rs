@@ -16,6 +16,7 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 
 use crate::base::sync::lock;
+use crate::rdmacm::core::envelope;
 use crate::rdmacm::core::messages::{
     decode, encode, Address, Endpoint, Message, Service, REJ_INVALID_SERVICE_ID, REJ_PRIVATE_DATA,
     SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
@@ -32,11 +33,20 @@ pub trait Outside: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// It cannot be sent (the reason).
     fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String>;
+
+    /// How long ago this host's NIC last sent a frame (`None`: never, or not known).
+    fn since_last_frame(&self) -> Option<std::time::Duration> {
+        None
+    }
 }
 
 impl Outside for crate::fabric::client::CmLink {
     fn send(&self, host: Ipv4Addr, body: &[u8]) -> Result<(), String> {
         crate::fabric::client::CmLink::send(self, host, body)
+    }
+
+    fn since_last_frame(&self) -> Option<std::time::Duration> {
+        crate::fabric::client::CmLink::since_last_frame(self)
     }
 }
 
@@ -45,9 +55,15 @@ impl Outside for crate::fabric::client::CmLink {
 enum Job {
     /// A message from an id of this process.
     Send(Address, Endpoint, Message),
-    /// An encoded message from the process of another host (its address).
-    Arrived(Ipv4Addr, Vec<u8>),
-    /// An encoded message this process sent, returned: no process is its host.
+    /// A sealed message from the process of another host (its address), when this
+    /// process last took a frame of that host, and when the message arrived.
+    Arrived(
+        Ipv4Addr,
+        Vec<u8>,
+        Option<crate::fabric::spacing::Taken>,
+        std::time::Instant,
+    ),
+    /// A sealed message this process sent, returned: no process is its host.
     Returned(Vec<u8>),
     /// A call, once every message queued before it has been handled.
     Then(fn(Ipv4Addr), Ipv4Addr),
@@ -109,6 +125,7 @@ impl Shared {
             if let Some(out) = self.outside {
                 let mut body = Vec::new();
                 encode(to, from, &msg, &mut body);
+                let body = envelope::seal(out.since_last_frame(), &body);
                 match out.send(dest, &body) {
                     Ok(()) => return,
                     Err(why) => dropped(&format!("to {dest}: {why}")),
@@ -161,19 +178,22 @@ impl Shared {
     fn run(&self, job: Job) {
         match job {
             Job::Send(to, from, msg) => self.route(to, from, msg),
-            Job::Arrived(host, body) => match decode(&body) {
-                Ok((to, from, msg)) => {
+            Job::Arrived(host, body, frames_taken, arrived) => match open_and_decode(&body) {
+                Ok((gap, (to, from, msg))) => {
                     if from.host != host {
                         dropped(&format!("host {host} sent one from {}", from.host));
                     } else if !self.is_here(to_host(to)) {
                         dropped(&format!("host {host} sent one for {}", to_host(to)));
                     } else {
+                        if matches!(msg, Message::Req { .. } | Message::SidrReq { .. }) {
+                            envelope::hold_request(frames_taken, gap, arrived);
+                        }
                         self.route(to, from, msg);
                     }
                 }
                 Err(why) => dropped(&format!("host {host} sent one that {why}")),
             },
-            Job::Returned(body) => match decode(&body) {
+            Job::Returned(body) => match open_and_decode(&body).map(|(_, m)| m) {
                 Ok((to, from, msg)) if self.is_here(from.host) => self.answer(to, from, msg),
                 Ok(_) => dropped("the fabric returned one this host did not send"),
                 Err(why) => dropped(&format!("the fabric returned one that {why}")),
@@ -181,6 +201,15 @@ impl Shared {
             Job::Then(f, host) => f(host),
         }
     }
+}
+
+/// A decoded message: its destination, its sender and itself.
+type Decoded = (Address, Endpoint, Message);
+
+/// The gap and the message of a sealed message.
+fn open_and_decode(body: &[u8]) -> Result<(Option<std::time::Duration>, Decoded), String> {
+    let (gap, message) = envelope::open(body)?;
+    Ok((gap, decode(message)?))
 }
 
 fn to_host(to: Address) -> Ipv4Addr {
@@ -287,12 +316,21 @@ impl Network {
         self.push(Job::Send(to, from, msg));
     }
 
-    /// An encoded message from the process of host `from` arrived (the fabric brought it).
-    pub fn arrived(&self, from: Ipv4Addr, body: &[u8]) {
-        self.push(Job::Arrived(from, body.to_vec()));
+    /// A sealed message ([`envelope`]) from the process of host `from` arrived (the
+    /// fabric brought it); this process last took a frame of that host at
+    /// `frames_taken`. A request waits on the network's thread until it is as far
+    /// behind those frames as it was sent after them ([`envelope::hold`]).
+    pub fn arrived(
+        &self,
+        from: Ipv4Addr,
+        body: &[u8],
+        frames_taken: Option<crate::fabric::spacing::Taken>,
+    ) {
+        let now = std::time::Instant::now();
+        self.push(Job::Arrived(from, body.to_vec(), frames_taken, now));
     }
 
-    /// An encoded message this host sent came back: no process is its destination host,
+    /// A sealed message this host sent came back: no process is its destination host,
     /// so nobody takes it.
     pub fn returned(&self, body: &[u8]) {
         self.push(Job::Returned(body.to_vec()));
@@ -506,12 +544,16 @@ mod tests {
         net.send(Address::Service(svc), me, req.clone());
         let (host, body) = wire.recv().unwrap();
         assert_eq!(host, h2);
-        assert_eq!(decode(&body), Ok((Address::Service(svc), me, req)));
+        assert_eq!(
+            open_and_decode(&body),
+            Ok((None, (Address::Service(svc), me, req)))
+        );
         // h2's REP arrives for id 1.
         let mut rep = Vec::new();
         let rep_msg = Message::Rep(ConnData::default());
         encode(Address::Endpoint(me), peer, &rep_msg, &mut rep);
-        net.arrived(h2, &rep);
+        let rep = envelope::seal(None, &rep);
+        net.arrived(h2, &rep, None);
         assert_eq!(seen.recv().unwrap(), (1, peer, rep_msg));
         // The fabric returns the REQ (no process is h2): REJ 8, as h2's CM would answer.
         net.returned(&body);
@@ -532,22 +574,25 @@ mod tests {
             &Message::Dreq,
             &mut dreq,
         );
-        net.arrived(h2, &dreq);
+        net.arrived(h2, &envelope::seal(None, &dreq), None);
         let (host, body) = wire.recv().unwrap();
         assert_eq!(host, h2);
         assert_eq!(
-            decode(&body),
+            open_and_decode(&body),
             Ok((
-                Address::Endpoint(peer),
-                Endpoint { host: h1, id: 0 },
-                Message::Drep
+                None,
+                (
+                    Address::Endpoint(peer),
+                    Endpoint { host: h1, id: 0 },
+                    Message::Drep
+                )
             ))
         );
         // A message claiming to come from another host than the one that sent it, or
         // garbage, is dropped: the next good message is the next thing delivered.
-        net.arrived(Ipv4Addr::new(10, 100, 0, 3), &rep);
-        net.arrived(h2, b"garbage");
-        net.arrived(h2, &rep);
+        net.arrived(Ipv4Addr::new(10, 100, 0, 3), &rep, None);
+        net.arrived(h2, b"garbage", None);
+        net.arrived(h2, &rep, None);
         assert_eq!(seen.recv().unwrap().1, peer);
         assert!(seen.try_recv().is_err() && wire.try_recv().is_err());
     }
