@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use backend_sim::frame::eth::Mac;
 use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
 
+use super::ports::cm_bridge::Bridge;
 use super::ports::{arp, nd, Ports};
 use super::ring::{Consumer, Producer, RingError};
 use super::sys::{self};
@@ -27,6 +28,7 @@ use super::wire::{FromFabric, MAX_MSG};
 use crate::topology::Topology;
 
 mod peers;
+mod remote_cm;
 
 /// How a fabric is set up.
 #[derive(Debug, Clone)]
@@ -196,6 +198,8 @@ pub struct Server {
     held_cm: std::collections::VecDeque<(Ipv4Addr, Ipv4Addr, Vec<u8>, u64)>,
     /// The ports to real networks (see [`super::ports`]).
     ports: Ports,
+    /// CM messages to and from the hosts beyond them, as CM MADs (see `remote_cm`).
+    cm_bridge: Bridge,
 }
 
 impl Server {
@@ -234,6 +238,8 @@ impl Server {
                 conn: None,
             });
         }
+        let remote = config.topology.hosts.iter().filter(|h| h.remote);
+        let cm_bridge = Bridge::new(remote.map(|h| h.ip).collect());
         let ports: Vec<PortId> = slots.iter().map(|s| s.port).collect();
         let mut plan = super::fault_plan(&config.topology, &ports);
         let (ports, rules) = Ports::open(&mut fabric, &config.topology.ports)?;
@@ -272,6 +278,7 @@ impl Server {
             capturing: false,
             paused: false,
             ports,
+            cm_bridge,
             moved: (0, 0),
             active: Instant::now(),
         };
@@ -494,6 +501,10 @@ impl Server {
                     continue;
                 }
                 self.answer_arp(port, &frame);
+                if self.cm_mad_in(port, &frame) {
+                    self.recycle(frame);
+                    continue;
+                }
             }
             let conn = self.slots.get(port.0 as usize).and_then(|s| s.conn);
             let Some((i, c)) = conn.and_then(|i| self.conns[i].as_mut().map(|c| (i, c))) else {

@@ -8,6 +8,8 @@
 //! for its hosts ([`arp`]).
 
 pub mod arp;
+pub mod cm_bridge;
+pub mod cm_mad;
 pub mod nd;
 pub mod qemu_stream;
 pub mod vxlan;
