@@ -1,7 +1,7 @@
 //! The interop cases: which program runs on each side, which side starts first and how it
 //! shows it is ready, and what each side must print ([`Check`]).
 
-use super::addresses::{link_local_of, HOST, HOST_FROM_GUEST, PORT};
+use super::addresses::{link_local_of, HOST, HOST_FROM_GUEST, HOST_IP, PORT, VM_IP};
 use crate::vm;
 
 /// The side that starts first (the server, or the receiver).
@@ -51,6 +51,14 @@ pub enum Check {
         receiver: Server,
         /// The heap lines it must print.
         want: Vec<String>,
+    },
+    /// Each side's lines that start with its prefix are exactly these, in order (rping's
+    /// `ping data:` lines).
+    Lines {
+        /// The client's prefix and lines.
+        client: (&'static str, Vec<String>),
+        /// The server's.
+        server: (&'static str, Vec<String>),
     },
     /// SPEAD: the receiver prints exactly the heap lines the sender printed.
     HeapsAsSent {
@@ -237,6 +245,69 @@ pub fn read_latency(server: Server) -> Case {
     }
 }
 
+/// The `ping data` lines of `rping -v -C count` with its default size of 64 bytes
+/// (librdmacm/examples/rping.c `rping_test_client`: `rdma-ping-N: `, then letters from
+/// 'A' + N on, each next one up to 'z' and round to 'A', the buffer's last byte a NUL).
+pub fn rping_data(count: usize) -> Vec<String> {
+    (0..count)
+        .map(|n| {
+            let mut s = format!("rdma-ping-{n}: ");
+            let mut c = b'A' + (n % 58) as u8;
+            while s.len() < 63 {
+                s.push(char::from(c));
+                c = if c == b'z' { b'A' } else { c + 1 };
+            }
+            s
+        })
+        .collect()
+}
+
+/// rdma-core's `rping` (RC, SEND, RDMA READ and WRITE through the RDMA CM, 10 pings):
+/// the connection manager's MADs cross between the VM's kernel and the fabric (see
+/// emulator/src/fabric/ports/cm_bridge.rs). The server prints `rdma_listen` (`-d`, its
+/// stdout line-buffered) once it listens.
+pub fn rping(server: Server) -> Case {
+    let count = 10;
+    let server_ip = match server {
+        Server::Emulated => HOST_IP,
+        Server::Vm => VM_IP,
+    };
+    let common = format!("-v -C {count} -a {server_ip} -p {PORT}");
+    let server_cmd = format!("stdbuf -oL rping -s -d {common}");
+    let client_cmd = format!("rping -c {common}");
+    let split = |c: &str| c.split(' ').map(String::from).collect::<Vec<_>>();
+    let (host, vm) = match server {
+        Server::Emulated => (split(&server_cmd), client_cmd),
+        Server::Vm => (split(&client_cmd), server_cmd),
+    };
+    let data = rping_data(count);
+    Case {
+        name: format!("rping-{}", side_name(server)),
+        first: server,
+        ready: Ready::Line("rdma_listen".into()),
+        emulated: HOST,
+        netns_ip: None,
+        host,
+        vm,
+        vm_cpu: None,
+        check: Check::Lines {
+            client: (
+                "ping data: ",
+                data.iter().map(|d| format!("ping data: {d}")).collect(),
+            ),
+            server: (
+                "server ping data: ",
+                data.iter()
+                    .map(|d| format!("server ping data: {d}"))
+                    .collect(),
+            ),
+        },
+        // Each ping: the client's two SENDs; the server's RDMA READ request, WRITE and
+        // two SENDs.
+        vm_frames: 2 * count,
+    }
+}
+
 /// How rdma-core's pingpongs and perftest print the peer's GID: the pingpongs end their
 /// `  remote address:` line with `GID ADDRESS` (`inet_ntop`); perftest prints `GID:` and
 /// the 16 bytes in decimal on the line after its `remote address:` line.
@@ -307,6 +378,32 @@ mod tests {
             "  remote address: LID 0x0000, QPN 0x000011, PSN 0x0e8e1c, GID fe80::aff:fe64:14\n";
         assert!(gid_seen(out, Gid::LinkLocal, "10.100.0.20"));
         assert!(!gid_seen(out, Gid::Ipv4, "10.100.0.20"));
+    }
+
+    #[test]
+    fn rping_expects_its_ping_data_lines_exactly() {
+        let d = rping_data(10);
+        assert_eq!(
+            d[0],
+            "rdma-ping-0: ABCDEFGHIJKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqr"
+        );
+        assert_eq!(
+            d[9],
+            "rdma-ping-9: JKLMNOPQRSTUVWXYZ[\\]^_`abcdefghijklmnopqrstuvwxyzA"
+        );
+        let c = rping(Server::Emulated);
+        assert_eq!(c.name, "rping-emulated-server");
+        assert_eq!(
+            c.host.join(" "),
+            "stdbuf -oL rping -s -d -v -C 10 -a 10.100.0.1 -p 18600"
+        );
+        assert_eq!(c.vm, "rping -c -v -C 10 -a 10.100.0.1 -p 18600");
+        let c = rping(Server::Vm);
+        assert_eq!(
+            c.host.join(" "),
+            "rping -c -v -C 10 -a 10.100.0.20 -p 18600"
+        );
+        assert_eq!(c.ready, Ready::Line("rdma_listen".into()));
     }
 
     #[test]

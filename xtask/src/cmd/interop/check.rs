@@ -63,6 +63,27 @@ pub fn check(case: &Case, host: &Side, vm: &Side) -> Result<(), Error> {
                 }
             }
         }
+        Check::Lines { client, server } => {
+            let (host_lines, vm_lines) = match case.first {
+                Server::Emulated => (server, client),
+                Server::Vm => (client, server),
+            };
+            for ((who, side), (prefix, want)) in [(sides[0], host_lines), (sides[1], vm_lines)] {
+                let got: Vec<&str> = side
+                    .stdout
+                    .lines()
+                    .filter(|l| l.starts_with(prefix))
+                    .collect();
+                if got != *want {
+                    return Err(fail(
+                        case,
+                        who,
+                        side,
+                        &format!("its `{prefix}` lines are {got:?}, not {want:?}"),
+                    ));
+                }
+            }
+        }
         Check::Heaps { receiver, want } => {
             let (receiving, _) = by_role(*receiver, sides);
             heaps_equal(case, receiving.0, receiving.1, want)?;
@@ -126,6 +147,14 @@ pub fn summary(case: &Case, side: &Side) -> String {
             })
             .collect::<Vec<_>>()
             .join(" | "),
+        Check::Lines { client, server } => {
+            let n = side
+                .stdout
+                .lines()
+                .filter(|l| l.starts_with(client.0) || l.starts_with(server.0))
+                .count();
+            format!("{n} ping data lines")
+        }
         Check::Heaps { .. } | Check::HeapsAsSent { .. } => {
             format!("{} heaps", heap_lines(&side.stdout).len())
         }

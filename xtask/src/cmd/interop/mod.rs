@@ -247,6 +247,7 @@ pub fn run() -> Result<(), Error> {
             cases::bandwidth("ib_send_bw", server),
             cases::bandwidth("ib_write_bw", server),
             cases::read_latency(server),
+            cases::rping(server),
         ]);
     }
     // The RoCE frames the VM must have sent over IPv6 (the `-g 0` cases) and over IPv4.
