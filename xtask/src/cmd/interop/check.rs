@@ -199,6 +199,30 @@ mod tests {
         assert!(e.contains("no line `100 iters in ... usec/iter`"), "{e}");
     }
 
+    #[test]
+    fn an_rping_case_needs_exactly_its_ping_data_lines() {
+        use crate::cmd::interop::cases::{rping, rping_data};
+        let c = rping(Server::Vm);
+        let data = rping_data(10);
+        let client: String = data.iter().map(|d| format!("ping data: {d}\n")).collect();
+        let server: String = data
+            .iter()
+            .map(|d| format!("server ping data: {d}\n"))
+            .collect();
+        let (host, vm) = (side(0, &client), side(0, &format!("x\n{server}")));
+        assert_eq!(check(&c, &host, &vm), Ok(()));
+        assert_eq!(summary(&c, &host), "10 ping data lines");
+        let nine: String = client.lines().take(9).map(|l| format!("{l}\n")).collect();
+        let e = check(&c, &side(0, &nine), &vm).unwrap_err();
+        assert!(
+            e.contains("(the emulated host): its `ping data: ` lines are"),
+            "{e}"
+        );
+        // The client's lines on the server's side do not count.
+        let e = check(&c, &host, &side(0, &client)).unwrap_err();
+        assert!(e.contains("`server ping data: ` lines are []"), "{e}");
+    }
+
     fn spead_case(check: Check) -> Case {
         Case {
             name: "s".into(),

@@ -248,6 +248,7 @@ pub fn run() -> Result<(), Error> {
             cases::bandwidth("ib_write_bw", server),
             cases::read_latency(server),
             cases::rping(server),
+            cases::read_latency_cm(server),
         ]);
     }
     // The RoCE frames the VM must have sent over IPv6 (the `-g 0` cases) and over IPv4.
