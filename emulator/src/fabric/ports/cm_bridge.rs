@@ -1,7 +1,7 @@
 //! The fabric's translation between the emulated connection manager's messages
 //! ([`crate::rdmacm::core::messages`], which travel over the fabric's socket to the
 //! process of their destination host) and the CM MADs a real stack sends to QP1
-//! ([`super::cm_mad`]), for hosts beyond a port (the Soft-RoCE VM, a VXLAN peer's
+//! ([`super::cm_mad`], [`super::cm_frame`]), for hosts beyond a port (the Soft-RoCE VM, a VXLAN peer's
 //! hosts): an emulated host's message to a remote host leaves its port as a MAD, and a
 //! MAD that reaches an emulated host's port goes to its process as a message from the
 //! remote host (an emulated NIC has no QP1).
@@ -29,7 +29,8 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use backend_sim::frame::eth::Mac;
 use backend_sim::PortConfig;
 
-use super::cm_mad::{self, CmaHdr, Mad, Msg, Rej, Rep, Req, CMA_HDR_LEN, PKEY};
+use super::cm_frame::{self, CmaHdr, CMA_HDR_LEN};
+use super::cm_mad::{self, Mad, Msg, Rej, Rep, Req, PKEY};
 use crate::rdmacm::core::messages::{
     self as m, Address, ConnData, Endpoint, Message, Service, REJ_TIMEOUT,
 };
@@ -276,7 +277,7 @@ impl Bridge {
             _ => 0,
         };
         let mad = Mad { tid, msg }.encode();
-        let frame = cm_mad::frame((from.mac, from.ip), (mac_of(to), to), self.psn, &mad);
+        let frame = cm_frame::frame((from.mac, from.ip), (mac_of(to), to), self.psn, &mad);
         self.psn = self.psn.wrapping_add(1) & 0x00ff_ffff;
         if let Some(p) = peer {
             self.ids.entry((to, p)).or_default().last = Some((attr, frame.clone()));
@@ -288,7 +289,7 @@ impl Bridge {
     /// What to do with `frame`, which reached emulated host `host`'s port: `None` if it
     /// is no CM MAD for the host (the host's NIC takes it).
     pub fn from_wire(&mut self, host: Host, frame: &[u8]) -> Option<FromWire> {
-        let (_, src, dst, payload) = cm_mad::parse_frame(frame)?;
+        let (_, src, dst, payload) = cm_frame::parse_frame(frame)?;
         if dst != host.ip || payload.get(1) != Some(&cm_mad::CLASS_CM) {
             return None;
         }
@@ -422,5 +423,249 @@ impl Bridge {
             &mut body,
         );
         FromWire::Forward { from: src, body }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::ports::cm_frame::captured::vm_req;
+    use crate::fabric::ports::cm_mad::private;
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    fn h1() -> Host {
+        Host {
+            ip: ip("10.100.0.1"),
+            mac: Mac([2, 0, 10, 100, 0, 1]),
+        }
+    }
+
+    fn vm() -> Ipv4Addr {
+        ip("10.100.0.20")
+    }
+
+    fn body(to: Address, from: Endpoint, msg: &Message) -> Vec<u8> {
+        let mut b = Vec::new();
+        m::encode(to, from, msg, &mut b);
+        b
+    }
+
+    fn mad_of(frame: &[u8]) -> Mad {
+        let (_, _, _, mad) = cm_frame::parse_frame(frame).expect("a CM frame");
+        Mad::decode(mad).unwrap()
+    }
+
+    fn conn(qpn: u32, psn: u32, private: usize) -> ConnData {
+        ConnData {
+            qpn,
+            psn,
+            responder_resources: 1,
+            initiator_depth: 1,
+            flow_control: 0,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            srq: false,
+            private_data: vec![0; private],
+        }
+    }
+
+    /// The VM's REQ reaches h1's process as the emulated REQ to its service; h1's REP goes
+    /// back with the REQ's transaction id, and the REQ repeated gets the same REP again.
+    #[test]
+    fn the_vms_req_becomes_the_emulated_req_and_its_repeat_gets_the_rep_again() {
+        let mut b = Bridge::new(vec![vm()]);
+        let req = vm_req();
+        let Some(FromWire::Forward { from, body: got }) = b.from_wire(h1(), &req) else {
+            panic!("forwarded")
+        };
+        assert_eq!(from, vm());
+        let service = Service {
+            ip: ip("10.100.0.1"),
+            port: 18600,
+            ps: 0x0106,
+        };
+        let kernel = Endpoint {
+            host: vm(),
+            id: 0xbac9_7c30,
+        };
+        let want = Message::Req {
+            service,
+            src: "10.100.0.20:50960".parse().unwrap(),
+            dst: "10.100.0.1:18600".parse().unwrap(),
+            qp_type: QPT_RC,
+            data: conn(0x11, 0x86_2a88, private::REQ - CMA_HDR_LEN),
+        };
+        assert_eq!(
+            m::decode(&got).unwrap(),
+            (Address::Service(service), kernel, want)
+        );
+        // Repeated before h1 answered: nothing to send.
+        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Dropped));
+        let rep = body(
+            Address::Endpoint(kernel),
+            Endpoint {
+                host: h1().ip,
+                id: 3,
+            },
+            &Message::Rep(conn(0x12, 0x00_0abc, private::REP)),
+        );
+        let frame = b.to_wire(h1(), vm(), &rep).unwrap();
+        let mad = mad_of(&frame);
+        assert_eq!(mad.tid, 0x0000_0002_307c_c9ba);
+        let Msg::Rep(r) = mad.msg else {
+            panic!("a REP: {mad:?}")
+        };
+        assert_eq!(
+            (
+                r.local_comm_id,
+                r.remote_comm_id,
+                r.local_qpn,
+                r.starting_psn
+            ),
+            (3, 0xbac9_7c30, 0x12, 0xabc)
+        );
+        assert_eq!(r.local_ca_guid, 0x0000_0aff_fe64_0001);
+        assert_eq!(r.target_ack_delay, 15);
+        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Again(frame)));
+        // The VM's MRA is taken and dropped.
+        let mra = Mad {
+            tid: 1,
+            msg: Msg::Mra(0xbac9_7c30, 3, 1, 20),
+        };
+        let mra = cm_frame::frame((mac_of(vm()), vm()), (h1().mac, h1().ip), 0, &mra.encode());
+        assert_eq!(b.from_wire(h1(), &mra), Some(FromWire::Dropped));
+        assert_eq!(
+            b.stats,
+            BridgeStats {
+                out: 1,
+                in_: 1,
+                again: 1,
+                dropped: 2
+            }
+        );
+    }
+
+    /// h1's REQ to the VM leaves as the kernel's would; the VM's REP reaches h1's id, and
+    /// h1's DREQ names the VM's QP.
+    #[test]
+    fn h1s_req_leaves_as_a_mad_and_its_dreq_names_the_peers_qp() {
+        let mut b = Bridge::new(vec![vm()]);
+        let service = Service {
+            ip: vm(),
+            port: 18600,
+            ps: 0x0106,
+        };
+        let me = Endpoint {
+            host: h1().ip,
+            id: 1,
+        };
+        let req = Message::Req {
+            service,
+            src: "10.100.0.1:40000".parse().unwrap(),
+            dst: "10.100.0.20:18600".parse().unwrap(),
+            qp_type: QPT_RC,
+            data: ConnData {
+                private_data: vec![0x5a; private::REQ - CMA_HDR_LEN],
+                ..conn(0x13, 0x12_3456, 0)
+            },
+        };
+        let frame = b
+            .to_wire(h1(), vm(), &body(Address::Service(service), me, &req))
+            .unwrap();
+        let (mac, src, dst, _) = cm_frame::parse_frame(&frame).unwrap();
+        assert_eq!((mac, src, dst), (h1().mac, h1().ip, vm()));
+        assert_eq!(&frame[..6], &[2, 0, 10, 100, 0, 20]);
+        let Msg::Req(r) = mad_of(&frame).msg else {
+            panic!("a REQ")
+        };
+        assert_eq!(r.service_id, 0x0106_48a8);
+        assert_eq!(
+            (r.local_comm_id, r.local_qpn, r.starting_psn),
+            (1, 0x13, 0x12_3456)
+        );
+        assert_eq!(
+            (
+                r.remote_cm_response_timeout,
+                r.max_cm_retries,
+                r.path_mtu,
+                r.hop_limit
+            ),
+            (20, 15, 3, 64)
+        );
+        assert_eq!(r.remote_gid, vm().to_ipv6_mapped().octets());
+        assert_eq!(
+            CmaHdr::decode(&r.private_data).unwrap(),
+            CmaHdr {
+                src: "10.100.0.1:40000".parse().unwrap(),
+                dst: vm(),
+            }
+        );
+        assert_eq!(&r.private_data[CMA_HDR_LEN..], &[0x5a; 56][..]);
+        // The kernel's REP.
+        let rep = Rep {
+            local_comm_id: 0x7777,
+            remote_comm_id: 1,
+            local_qkey: 0,
+            local_qpn: 0x11,
+            starting_psn: 0x42,
+            responder_resources: 1,
+            initiator_depth: 1,
+            target_ack_delay: 15,
+            failover_accepted: 0,
+            flow_control: false,
+            rnr_retry_count: 7,
+            srq: false,
+            local_ca_guid: 0x0000_0aff_fe64_0014,
+            private_data: vec![0; private::REP],
+        };
+        let f = cm_frame::frame(
+            (mac_of(vm()), vm()),
+            (h1().mac, h1().ip),
+            0,
+            &Mad {
+                tid: 9,
+                msg: Msg::Rep(rep),
+            }
+            .encode(),
+        );
+        let Some(FromWire::Forward { body: got, .. }) = b.from_wire(h1(), &f) else {
+            panic!("forwarded")
+        };
+        let peer = Endpoint {
+            host: vm(),
+            id: 0x7777,
+        };
+        let (to, from, msg) = m::decode(&got).unwrap();
+        assert_eq!((to, from), (Address::Endpoint(me), peer));
+        assert_eq!(
+            msg,
+            Message::Rep(ConnData {
+                retry_count: 0,
+                private_data: vec![0; private::REP],
+                ..conn(0x11, 0x42, 0)
+            })
+        );
+        let dreq = b
+            .to_wire(
+                h1(),
+                vm(),
+                &body(Address::Endpoint(peer), me, &Message::Dreq),
+            )
+            .unwrap();
+        assert_eq!(mad_of(&dreq).msg, Msg::Dreq(1, 0x7777, 0x11));
+        // SIDR has no MAD here: the caller returns it.
+        let sidr = Message::SidrReq {
+            service,
+            src: "10.100.0.1:1".parse().unwrap(),
+            dst: "10.100.0.20:2".parse().unwrap(),
+            private_data: vec![],
+        };
+        assert!(b
+            .to_wire(h1(), vm(), &body(Address::Service(service), me, &sidr))
+            .is_err());
+        assert!(b.is_remote(vm()) && !b.is_remote(h1().ip));
     }
 }

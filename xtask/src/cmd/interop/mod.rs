@@ -14,9 +14,11 @@
 //!   `-g 0`, RoCE v2 over IPv6 between the link-local GIDs;
 //! - `ibv_ud_pingpong -g 1 -s 1000`, each side as the server;
 //! - perftest `ib_send_bw`, `ib_write_bw` (RC, 64 KiB) and `ib_read_lat` (RDMA READ),
-//!   each side as the server (perftest's own TCP exchange of the QPs' parameters; with
-//!   `-R`, rdma_cm, no: the emulated connection manager speaks no CM MADs on the wire,
-//!   see docs/divergences.md);
+//!   each side as the server (perftest's own TCP exchange of the QPs' parameters);
+//! - through the RDMA CM, each side as the server: `rping -v -C 10` (each side's ping
+//!   data lines exactly) and `ib_read_lat -R` (the parameters exchanged over the CM too):
+//!   the fabric translates between the emulated CM's messages and the kernel's CM MADs
+//!   (emulator/src/fabric/ports/cm_bridge.rs; docs/divergences.md row 85);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
 //!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
 //!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
