@@ -28,7 +28,8 @@
 //!
 //! Each case checks both exit codes and what each side prints ([`check`]: result lines,
 //! the peer's GID; heaps). Each capture is then checked ([`capture`]): tshark decodes it
-//! with no malformed frame; netwire verifies the ICRC of every RoCE frame, every one of
+//! with no malformed frame (its RPC-over-RDMA heuristic off: it reads perftest's 4-byte
+//! SENDs of `-R` as RPC messages); netwire verifies the ICRC of every RoCE frame, every one of
 //! the VM's included, and the VM must have sent at least the frames the cases need, over
 //! IPv4 and over IPv6; in the lossy run, data packets sent again (the same source MAC,
 //! destination QP, PSN and opcode) are counted for each side, and each side must have
