@@ -335,6 +335,8 @@ pub fn rping(server: Server) -> Case {
 /// perftest's `ib_read_lat -R`: as [`read_latency`], the QPs connected and the
 /// parameters exchanged through the RDMA CM (no TCP). An emulated server prints its
 /// `Waiting for client to connect` banner (stdout line-buffered) just before it listens.
+/// The interop step runs it with the server on h1 only: its client connects its data QP
+/// without waiting for the server's second listen, which the VM may not have reached.
 pub fn read_latency_cm(server: Server) -> Case {
     let args = format!("-F -R -x 1 -n 200 -p {PORT}");
     let split = |c: &str| c.split(' ').map(String::from).collect::<Vec<_>>();

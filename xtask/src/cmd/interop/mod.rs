@@ -15,8 +15,10 @@
 //! - `ibv_ud_pingpong -g 1 -s 1000`, each side as the server;
 //! - perftest `ib_send_bw`, `ib_write_bw` (RC, 64 KiB) and `ib_read_lat` (RDMA READ),
 //!   each side as the server (perftest's own TCP exchange of the QPs' parameters);
-//! - through the RDMA CM, each side as the server: `rping -v -C 10` (each side's ping
-//!   data lines exactly) and `ib_read_lat -R` (the parameters exchanged over the CM too):
+//! - through the RDMA CM: `rping -v -C 10`, each side as the server (each side's ping
+//!   data lines exactly), and `ib_read_lat -R` with the server on h1 (the parameters
+//!   exchanged over the CM too; with the server in the VM its client races the server's
+//!   second listen):
 //!   the fabric translates between the emulated CM's messages and the kernel's CM MADs
 //!   (emulator/src/fabric/ports/cm_bridge.rs; docs/divergences.md row 85);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
@@ -251,9 +253,13 @@ pub fn run() -> Result<(), Error> {
             cases::bandwidth("ib_write_bw", server),
             cases::read_latency(server),
             cases::rping(server),
-            cases::read_latency_cm(server),
         ]);
     }
+    // perftest -R with its server in the VM is not run: its client's data connection does
+    // not wait for the server's second listen (REJECTED, invalid service id, when the VM
+    // is slower), and perftest 4.5-0.17's retry then passes rdma_resolve_addr an id it
+    // has destroyed (see docs/divergences.md row 85).
+    cases.push(cases::read_latency_cm(Server::Emulated));
     // The RoCE frames the VM must have sent over IPv6 (the `-g 0` cases) and over IPv4.
     let v6: usize = cases
         .iter()
