@@ -102,7 +102,8 @@ pub struct ServerStats {
     pub process_full: u64,
     /// Times the fabric paused the senders for a process's backlog ([`PAUSE_BYTES`]).
     pub pauses: u64,
-    /// Connection-manager messages handed to the process of their destination host.
+    /// Connection-manager messages handed to the process of their destination host, or
+    /// sent as a CM MAD to a host beyond a port.
     pub cm_forwarded: u64,
     /// Connection-manager messages returned to their sender: no process was the
     /// destination host (or its process had just gone). Counted also when the sender has
