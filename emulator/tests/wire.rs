@@ -374,6 +374,75 @@ fn two_fabrics_joined_by_vxlan_carry_rc_pingpong_between_their_hosts() {
     }
 }
 
+/// `rping` between the hosts of two fabrics joined by VXLAN: the connection manager's
+/// messages cross the tunnel as CM MADs (each fabric turns its host's message to the
+/// other's host into a MAD, and the MAD arriving for its host into the message; see
+/// `emulator/src/fabric/ports/cm_bridge.rs`), and 10 pings carry their data each way.
+#[test]
+fn rping_connects_across_two_fabrics_with_cm_mads() {
+    need_root();
+    let dir = scratch("wire-rping");
+    let ns = Netns::new();
+    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let rping = require("rping", "rdmacm-utils");
+    let stdbuf = require("stdbuf", "coreutils");
+    let args = ["-v", "-C", "10", "-a", "10.100.0.1", "-p", "18600"];
+    // The server's stdout line-buffered: `-d` prints `rdma_listen` as it listens.
+    let mut s = a.0.program(&stdbuf, "h1");
+    s.env("VERBS_EMU_TOPOLOGY", &a.1)
+        .arg("-oL")
+        .arg(&rping)
+        .args(["-s", "-d"])
+        .args(args);
+    let server = start(ns.wrap(&s), &dir, "rping-server");
+    wait_for(&dir.join("rping-server.out"), "rdma_listen");
+    let mut c = b.0.program(&rping, "h2");
+    c.env("VERBS_EMU_TOPOLOGY", &b.1).arg("-c").args(args);
+    let client = start(ns.wrap(&c), &dir, "rping-client").finish();
+    let server = server.finish();
+    let (sa, sb) = (a.0.stop(), b.0.stop());
+    // librdmacm/examples/rping.c: `rdma-ping-N: ` and letters from 'A' + N, 63 bytes.
+    let data: Vec<String> = (0..10u8)
+        .map(|n| {
+            let mut t = format!("rdma-ping-{n}: ");
+            let mut ch = b'A' + n;
+            while t.len() < 63 {
+                t.push(char::from(ch));
+                ch = if ch == b'z' { b'A' } else { ch + 1 };
+            }
+            t
+        })
+        .collect();
+    for (who, r, prefix) in [
+        ("server", &server, "server ping data: "),
+        ("client", &client, "ping data: "),
+    ] {
+        assert!(
+            r.status.success(),
+            "{who} ({}): {}{}",
+            r.status,
+            r.out,
+            r.err
+        );
+        let got: Vec<&str> = r
+            .out
+            .lines()
+            .filter_map(|l| l.strip_prefix(prefix))
+            .collect();
+        assert_eq!(got, data, "{who}: {}\n{sa}\n{sb}", r.out);
+    }
+    // Each fabric forwarded at least the REQ (or REP), the RTU (or REP) and the DREQ
+    // its side sent or received as MADs (a DREP may find its client gone: `returned`).
+    for s in [&sa, &sb] {
+        let forwarded = s
+            .split(" CM messages forwarded")
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|n| n.parse::<u64>().ok());
+        assert!(forwarded.is_some_and(|n| n >= 3), "{s}");
+    }
+}
+
 /// Over a VXLAN tunnel losing 2% of the frames each way (the ports' faults), RC
 /// retransmits and the pingpong completes.
 #[test]

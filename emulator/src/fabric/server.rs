@@ -21,6 +21,7 @@ use backend_sim::frame::eth::Mac;
 use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig, PortId};
 
 use super::direct::{DirectCounts, Pair, PairNews};
+use super::ports::cm_bridge::Bridge;
 use super::ports::{arp, nd, Ports};
 use super::ring::{Consumer, Producer, RingError};
 use super::sys::{self};
@@ -29,6 +30,7 @@ use crate::topology::Topology;
 
 mod pairs;
 mod peers;
+mod remote_cm;
 
 /// How a fabric is set up.
 #[derive(Debug, Clone)]
@@ -106,7 +108,8 @@ pub struct ServerStats {
     pub process_full: u64,
     /// Times the fabric paused the senders for a process's backlog ([`PAUSE_BYTES`]).
     pub pauses: u64,
-    /// Connection-manager messages handed to the process of their destination host.
+    /// Connection-manager messages handed to the process of their destination host, or
+    /// sent as a CM MAD to a host beyond a port.
     pub cm_forwarded: u64,
     /// Connection-manager messages returned to their sender: no process was the
     /// destination host (or its process had just gone). Counted also when the sender has
@@ -215,6 +218,8 @@ pub struct Server {
     held_pairs: std::collections::VecDeque<PairNews>,
     /// The frames of the pairs counted and forgotten.
     finished_direct: DirectCounts,
+    /// CM messages to and from the hosts beyond them, as CM MADs (see `remote_cm`).
+    cm_bridge: Bridge,
 }
 
 impl Server {
@@ -254,6 +259,8 @@ impl Server {
                 clean: h.faults.is_clean(),
             });
         }
+        let remote = config.topology.hosts.iter().filter(|h| h.remote);
+        let cm_bridge = Bridge::new(remote.map(|h| h.ip).collect());
         let ports: Vec<PortId> = slots.iter().map(|s| s.port).collect();
         let mut plan = super::fault_plan(&config.topology, &ports);
         let (ports, rules) = Ports::open(&mut fabric, &config.topology.ports)?;
@@ -292,6 +299,7 @@ impl Server {
             capturing: false,
             paused: false,
             ports,
+            cm_bridge,
             moved: (0, 0),
             active: Instant::now(),
             direct: config.direct,
@@ -527,6 +535,10 @@ impl Server {
                     continue;
                 }
                 self.answer_arp(port, &frame);
+                if self.cm_mad_in(port, &frame) {
+                    self.recycle(frame);
+                    continue;
+                }
             }
             let conn = self.slots.get(port.0 as usize).and_then(|s| s.conn);
             let Some((i, c)) = conn.and_then(|i| self.conns[i].as_mut().map(|c| (i, c))) else {

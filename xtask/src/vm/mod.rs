@@ -38,7 +38,9 @@
 //!   (10.0.2.15; the host's loopback is 10.0.2.2, and the forwarded ports of the host's
 //!   loopback reach the guest) for the out-of-band TCP of verbs programs. stage2 loads
 //!   `virtio_net`, finds the fabric NIC by its MAC, gives it the address (/24) and the
-//!   multicast route, and puts rxe0 on it (no veth pair).
+//!   multicast route, puts rxe0 on it (no veth pair) and waits until the NIC's link-local
+//!   address has passed duplicate address detection (a link-local GID's neighbour
+//!   resolution needs it).
 //!   CMD's environment is a few of the host's variables (PATH, HOME, TERM, LANG, RUST_LOG,
 //!   RUST_BACKTRACE, ...), `RDMA_DEVICE=rxe0`, and what `-e KEY=VALUE` adds.
 //! - A timeout (default 300 s) kills QEMU and fails with the end of the console log.
@@ -300,6 +302,16 @@ fn net_setup(opts: &VmOptions) -> String {
     ip addr add {user_ip}/24 dev $U
     ip link set $U up
     rdma link add {RXE_DEVICE} type rxe netdev $F
+    # rxe resolves a link-local GID's MAC by neighbour discovery, which cannot start
+    # before the address's duplicate address detection ends (under load a program's
+    # RTR, whose resolution gives up after 1 s, came first): wait for it, 10 s at most.
+    n=0
+    until ip -6 addr show dev $F scope link | grep -q inet6 &&
+        ! ip -6 addr show dev $F tentative | grep -q inet6; do
+        [ $n -lt 100 ]
+        n=$((n + 1))
+        sleep 0.1
+    done
     ip addr show
 "#
             )

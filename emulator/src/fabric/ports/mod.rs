@@ -5,9 +5,14 @@
 //! it does not know and all multicast; the topology's `faults` of the port act on what
 //! the switch sends out of it, and the capture records what comes in (as it records what
 //! a host sends). What arrives malformed is counted and dropped. The fabric answers ARP
-//! for its hosts ([`arp`]).
+//! for its hosts ([`arp`]) and IPv6 neighbour solicitations ([`nd`]), and speaks the
+//! connection manager's MADs for them to the hosts beyond its ports ([`cm_mad`],
+//! [`cm_frame`], [`cm_bridge`]).
 
 pub mod arp;
+pub mod cm_bridge;
+pub mod cm_frame;
+pub mod cm_mad;
 pub mod nd;
 pub mod qemu_stream;
 pub mod vxlan;

@@ -165,6 +165,11 @@ impl Server {
     pub(super) fn forward_cm(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
         FromFabric::Cm { from, body }.encode(&mut self.out);
         let Some(d) = self.process_of(to) else {
+            // A host beyond a port gets it as a CM MAD (see `remote_cm`).
+            if self.cm_mad_out(from, to, body) {
+                self.stats.cm_forwarded += 1;
+                return;
+            }
             return self.return_cm(from, to, body);
         };
         match sys::send(d.fd.as_fd(), &self.out, true) {

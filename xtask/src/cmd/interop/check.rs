@@ -63,6 +63,27 @@ pub fn check(case: &Case, host: &Side, vm: &Side) -> Result<(), Error> {
                 }
             }
         }
+        Check::Lines { client, server } => {
+            let (host_lines, vm_lines) = match case.first {
+                Server::Emulated => (server, client),
+                Server::Vm => (client, server),
+            };
+            for ((who, side), (prefix, want)) in [(sides[0], host_lines), (sides[1], vm_lines)] {
+                let got: Vec<&str> = side
+                    .stdout
+                    .lines()
+                    .filter(|l| l.starts_with(prefix))
+                    .collect();
+                if got != *want {
+                    return Err(fail(
+                        case,
+                        who,
+                        side,
+                        &format!("its `{prefix}` lines are {got:?}, not {want:?}"),
+                    ));
+                }
+            }
+        }
         Check::Heaps { receiver, want } => {
             let (receiving, _) = by_role(*receiver, sides);
             heaps_equal(case, receiving.0, receiving.1, want)?;
@@ -126,6 +147,14 @@ pub fn summary(case: &Case, side: &Side) -> String {
             })
             .collect::<Vec<_>>()
             .join(" | "),
+        Check::Lines { client, server } => {
+            let n = side
+                .stdout
+                .lines()
+                .filter(|l| l.starts_with(client.0) || l.starts_with(server.0))
+                .count();
+            format!("{n} ping data lines")
+        }
         Check::Heaps { .. } | Check::HeapsAsSent { .. } => {
             format!("{} heaps", heap_lines(&side.stdout).len())
         }
@@ -168,6 +197,30 @@ mod tests {
         let short = pingpong_out(HOST_IP).replace("100 iters", "99 iters");
         let e = check(&c, &host, &side(0, &short)).unwrap_err();
         assert!(e.contains("no line `100 iters in ... usec/iter`"), "{e}");
+    }
+
+    #[test]
+    fn an_rping_case_needs_exactly_its_ping_data_lines() {
+        use crate::cmd::interop::cases::{rping, rping_data};
+        let c = rping(Server::Vm);
+        let data = rping_data(10);
+        let client: String = data.iter().map(|d| format!("ping data: {d}\n")).collect();
+        let server: String = data
+            .iter()
+            .map(|d| format!("server ping data: {d}\n"))
+            .collect();
+        let (host, vm) = (side(0, &client), side(0, &format!("x\n{server}")));
+        assert_eq!(check(&c, &host, &vm), Ok(()));
+        assert_eq!(summary(&c, &host), "10 ping data lines");
+        let nine: String = client.lines().take(9).map(|l| format!("{l}\n")).collect();
+        let e = check(&c, &side(0, &nine), &vm).unwrap_err();
+        assert!(
+            e.contains("(the emulated host): its `ping data: ` lines are"),
+            "{e}"
+        );
+        // The client's lines on the server's side do not count.
+        let e = check(&c, &host, &side(0, &client)).unwrap_err();
+        assert!(e.contains("`server ping data: ` lines are []"), "{e}");
     }
 
     fn spead_case(check: Check) -> Case {

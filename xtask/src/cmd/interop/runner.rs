@@ -162,7 +162,8 @@ pub fn first_in_vm(cmd: &str, ready: &Ready, ready_file: &Path) -> String {
         ),
     };
     format!(
-        "{HELPERS}\n{cmd} > /tmp/first.out 2> /tmp/first.err & S=$!\n\
+        "{HELPERS}\n: > /tmp/first.out; : > /tmp/first.err\n\
+         {cmd} > /tmp/first.out 2> /tmp/first.err & S=$!\n\
          n=0; until {test}; do\n\
          [ $n -lt {READY_TENTHS} ] && kill -0 $S 2> /dev/null || \\\n\
          {{ echo 'never ready'; kill $S; cat /tmp/first.out; cat /tmp/first.err >&2; exit 1; }}\n\

@@ -1,0 +1,671 @@
+//! The fabric's translation between the emulated connection manager's messages
+//! ([`crate::rdmacm::core::messages`], which travel over the fabric's socket to the
+//! process of their destination host) and the CM MADs a real stack sends to QP1
+//! ([`super::cm_mad`], [`super::cm_frame`]), for hosts beyond a port (the Soft-RoCE VM, a VXLAN peer's
+//! hosts): an emulated host's message to a remote host leaves its port as a MAD, and a
+//! MAD that reaches an emulated host's port goes to its process as a message from the
+//! remote host (an emulated NIC has no QP1).
+//!
+//! The emulated ids are the communication ids on the wire, and the remote side's
+//! communication id is its id as the emulated CM sees it. The bridge remembers, per
+//! remote communication id, the remote QP number (a DREQ names it: the kernel's
+//! `cm_dreq_handler` drops a DREQ whose QPN is not its QP's), the transaction id of its
+//! REQ (the REP answers with it, as `cm_format_rep` does) and the last MAD sent to it,
+//! which it sends again when the kernel repeats the message it answers (`cm.c`
+//! retransmits a REQ, REP or DREQ whose answer it has not seen; `cm_dup_req_handler`,
+//! `cm_dup_rep_handler`). MRAs (the RDMA CM sends one for a REQ its program has not
+//! answered yet and for each REP, `cma_ib_handler`, `cma_ib_req_handler`) are taken and
+//! dropped: the emulated CM waits without a timeout.
+//!
+//! The values a REQ or REP carries beyond the emulated messages' are those the kernel's
+//! rxe put in the REQ captured from the VM (`cm_format_req` for a RoCE v2 path of
+//! 1500-byte Ethernet): CM response timeouts 20, 15 CM retries, path MTU 1024, hop limit
+//! 64, local ACK timeout 19, LIDs 0xffff, P_Key 0xffff, the CA GUID the MAC's modified
+//! EUI-64 (as rxe's node GUID).
+
+use std::collections::HashMap;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+
+use backend_sim::frame::eth::Mac;
+use backend_sim::PortConfig;
+
+use super::cm_frame::{self, CmaHdr, CMA_HDR_LEN};
+use super::cm_mad::{self, Mad, Msg, Rej, Rep, Req, PKEY};
+use crate::rdmacm::core::messages::{
+    self as m, Address, ConnData, Endpoint, Message, Service, REJ_TIMEOUT,
+};
+
+/// `IBV_QPT_RC` and `IBV_QPT_UC` (the emulated messages' QP types).
+const QPT_RC: u32 = 2;
+const QPT_UC: u32 = 3;
+/// `IB_CM_REJ_TIMEOUT` (include/rdma/ib_cm.h), which the kernel sends when its
+/// requester gives up; the emulated CM's own [`REJ_TIMEOUT`] differs.
+const WIRE_REJ_TIMEOUT: u16 = 4;
+/// The CM response timeouts of the kernel's REQ (`CMA_CM_RESPONSE_TIMEOUT`, cma.c).
+const CM_RESPONSE_TIMEOUT: u8 = 20;
+/// `CMA_MAX_CM_RETRIES`.
+const MAX_CM_RETRIES: u8 = 15;
+/// `IB_MTU_1024`: what `iboe_get_mtu` makes of a 1500-byte Ethernet MTU.
+const PATH_MTU: u8 = 3;
+/// The local ACK timeout of the VM's REQ.
+const LOCAL_ACK_TIMEOUT: u8 = 19;
+/// rxe's `local_ca_ack_delay` (`RXE_LOCAL_CA_ACK_DELAY`, rxe_param.h), a REP's target
+/// ACK delay.
+const TARGET_ACK_DELAY: u8 = 15;
+
+/// What a remote communication id is known by.
+#[derive(Debug, Clone, Default)]
+struct Remote {
+    /// Its QP number.
+    qpn: u32,
+    /// The transaction id of its REQ (when it requested).
+    tid: Option<u64>,
+    /// Whether it sent the REQ (then a REJ rejects its REQ, else its REP).
+    requester: bool,
+    /// The last frame sent to it, and the attribute it answered.
+    last: Option<(u16, Vec<u8>)>,
+}
+
+/// An emulated host: its address and its port's MAC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Host {
+    /// Its address.
+    pub ip: Ipv4Addr,
+    /// Its MAC.
+    pub mac: Mac,
+}
+
+/// What became of a frame that reached an emulated host's port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FromWire {
+    /// A message for the host's process from remote host `from`.
+    Forward {
+        /// The remote host.
+        from: Ipv4Addr,
+        /// The message ([`m::encode`]).
+        body: Vec<u8>,
+    },
+    /// A repeated message: send this frame (the answer) again from the host's port.
+    Again(Vec<u8>),
+    /// A CM MAD taken and dropped (an MRA, a repeat with no answer yet, a MAD this
+    /// bridge does not read).
+    Dropped,
+}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BridgeStats {
+    /// Messages sent out as MADs.
+    pub out: u64,
+    /// MADs taken in as messages.
+    pub in_: u64,
+    /// MADs sent again for a repeat.
+    pub again: u64,
+    /// MADs dropped (MRAs, repeats, unreadable).
+    pub dropped: u64,
+}
+
+/// The translation's state.
+#[derive(Debug, Default)]
+pub struct Bridge {
+    /// The remote hosts (beyond a port).
+    remote: Vec<Ipv4Addr>,
+    /// By (remote host, its communication id).
+    ids: HashMap<(Ipv4Addr, u32), Remote>,
+    /// The next PSN of the emulated hosts' QP1 datagrams.
+    psn: u32,
+    /// Counters.
+    pub stats: BridgeStats,
+}
+
+fn guid(mac: Mac) -> u64 {
+    u64::from_be_bytes(netwire::ipv6::eui64(mac.0))
+}
+
+fn gid(ip: Ipv4Addr) -> [u8; 16] {
+    ip.to_ipv6_mapped().octets()
+}
+
+/// The MAC of a remote host: the emulator's convention, `02:00` and its address (the VM
+/// of `cargo xtask vm --fabric`, another fabric's hosts).
+fn mac_of(ip: Ipv4Addr) -> Mac {
+    PortConfig::with_ip(ip).mac
+}
+
+fn v4(a: SocketAddr) -> Result<SocketAddrV4, String> {
+    match a {
+        SocketAddr::V4(v) => Ok(v),
+        SocketAddr::V6(v) => Err(format!("{v}: IPv6 is not translated")),
+    }
+}
+
+impl Bridge {
+    /// A bridge for the remote hosts `remote`.
+    #[must_use]
+    pub fn new(remote: Vec<Ipv4Addr>) -> Self {
+        Bridge {
+            remote,
+            ..Bridge::default()
+        }
+    }
+
+    /// Whether `ip` is a remote host's address.
+    #[must_use]
+    pub fn is_remote(&self, ip: Ipv4Addr) -> bool {
+        self.remote.contains(&ip)
+    }
+
+    /// Emulated host `from`'s message `body` to remote host `to` as a frame to send
+    /// from its port.
+    ///
+    /// # Errors
+    /// The message cannot be read or has no MAD here (SIDR, IPv6 addresses).
+    pub fn to_wire(&mut self, from: Host, to: Ipv4Addr, body: &[u8]) -> Result<Vec<u8>, String> {
+        let (dest, sender, msg) = m::decode(body).map_err(|e| format!("a message that {e}"))?;
+        let peer = match dest {
+            Address::Endpoint(ep) => Some(ep.id),
+            Address::Service(_) => None,
+        };
+        let key = (to, peer.unwrap_or(0));
+        let remote = self.ids.get(&key).cloned().unwrap_or_default();
+        let local = sender.id;
+        let need_peer = || peer.ok_or_else(|| "a message to a service".to_owned());
+        let (tid, msg) = match msg {
+            Message::Req {
+                service,
+                src,
+                dst,
+                qp_type,
+                data,
+            } => {
+                let transport = match qp_type {
+                    QPT_RC => 0,
+                    QPT_UC => 1,
+                    t => return Err(format!("a REQ of QP type {t}")),
+                };
+                let mut pd = CmaHdr {
+                    src: v4(src)?,
+                    dst: *v4(dst)?.ip(),
+                }
+                .encode()
+                .to_vec();
+                pd.extend_from_slice(&data.private_data);
+                let req = Req {
+                    local_comm_id: local,
+                    service_id: (u64::from(service.ps) << 16) | u64::from(service.port),
+                    local_ca_guid: guid(from.mac),
+                    local_qkey: 0,
+                    local_qpn: data.qpn,
+                    responder_resources: data.responder_resources,
+                    initiator_depth: data.initiator_depth,
+                    remote_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+                    transport_service_type: transport,
+                    flow_control: data.flow_control != 0,
+                    starting_psn: data.psn & 0x00ff_ffff,
+                    local_cm_response_timeout: CM_RESPONSE_TIMEOUT,
+                    retry_count: data.retry_count,
+                    pkey: PKEY,
+                    path_mtu: PATH_MTU,
+                    rnr_retry_count: data.rnr_retry_count,
+                    max_cm_retries: MAX_CM_RETRIES,
+                    srq: data.srq,
+                    local_lid: 0xffff,
+                    remote_lid: 0xffff,
+                    local_gid: gid(from.ip),
+                    remote_gid: gid(to),
+                    flow_label: 0,
+                    packet_rate: 0,
+                    traffic_class: 0,
+                    hop_limit: 64,
+                    sl: 0,
+                    subnet_local: false,
+                    local_ack_timeout: LOCAL_ACK_TIMEOUT,
+                    private_data: pd,
+                };
+                (u64::from(local), Msg::Req(req))
+            }
+            Message::Rep(d) => {
+                let rep = Rep {
+                    local_comm_id: local,
+                    remote_comm_id: need_peer()?,
+                    local_qkey: 0,
+                    local_qpn: d.qpn,
+                    starting_psn: d.psn & 0x00ff_ffff,
+                    responder_resources: d.responder_resources,
+                    initiator_depth: d.initiator_depth,
+                    target_ack_delay: TARGET_ACK_DELAY,
+                    failover_accepted: 0,
+                    flow_control: d.flow_control != 0,
+                    rnr_retry_count: d.rnr_retry_count,
+                    srq: d.srq,
+                    local_ca_guid: guid(from.mac),
+                    private_data: d.private_data,
+                };
+                (remote.tid.unwrap_or(u64::from(local)), Msg::Rep(rep))
+            }
+            Message::Rtu => (u64::from(local), Msg::Rtu(local, need_peer()?)),
+            Message::Rej {
+                reason,
+                private_data,
+            } => {
+                let reason = if reason == REJ_TIMEOUT {
+                    WIRE_REJ_TIMEOUT
+                } else {
+                    u16::try_from(reason).map_err(|_| format!("a REJ of reason {reason}"))?
+                };
+                let rej = Rej {
+                    local_comm_id: local,
+                    remote_comm_id: need_peer()?,
+                    message_rejected: if remote.requester { 0 } else { 1 },
+                    reason,
+                    ari: Vec::new(),
+                    private_data,
+                };
+                (remote.tid.unwrap_or(u64::from(local)), Msg::Rej(rej))
+            }
+            Message::Dreq => (u64::from(local), Msg::Dreq(local, need_peer()?, remote.qpn)),
+            Message::Drep => (u64::from(local), Msg::Drep(local, need_peer()?)),
+            Message::SidrReq { .. } | Message::SidrRep { .. } => {
+                return Err("SIDR is not translated".into())
+            }
+        };
+        let attr = match &msg {
+            Msg::Rep(_) => cm_mad::attr::REQ,
+            Msg::Rej(_) if remote.requester => cm_mad::attr::REQ,
+            Msg::Drep(..) => cm_mad::attr::DREQ,
+            Msg::Rtu(..) => cm_mad::attr::REP,
+            _ => 0,
+        };
+        let mad = Mad { tid, msg }.encode();
+        let frame = cm_frame::frame((from.mac, from.ip), (mac_of(to), to), self.psn, &mad);
+        self.psn = self.psn.wrapping_add(1) & 0x00ff_ffff;
+        if let Some(p) = peer {
+            self.ids.entry((to, p)).or_default().last = Some((attr, frame.clone()));
+        }
+        self.stats.out += 1;
+        Ok(frame)
+    }
+
+    /// What to do with `frame`, which reached emulated host `host`'s port: `None` if it
+    /// is no CM MAD for the host (the host's NIC takes it).
+    pub fn from_wire(&mut self, host: Host, frame: &[u8]) -> Option<FromWire> {
+        let (_, src, dst, payload) = cm_frame::parse_frame(frame)?;
+        if dst != host.ip || payload.get(1) != Some(&cm_mad::CLASS_CM) {
+            return None;
+        }
+        let r = match Mad::decode(payload) {
+            Ok(mad) => self.take(host, src, mad),
+            Err(_) => FromWire::Dropped,
+        };
+        match &r {
+            FromWire::Forward { .. } => self.stats.in_ += 1,
+            FromWire::Again(_) => self.stats.again += 1,
+            FromWire::Dropped => self.stats.dropped += 1,
+        }
+        Some(r)
+    }
+
+    /// A repeat of a message of attribute `attr` from `key`: its answer again, if sent.
+    fn again(&self, key: (Ipv4Addr, u32), attr: u16) -> FromWire {
+        match self.ids.get(&key).and_then(|r| r.last.as_ref()) {
+            Some((a, frame)) if *a == attr => FromWire::Again(frame.clone()),
+            _ => FromWire::Dropped,
+        }
+    }
+
+    fn take(&mut self, host: Host, src: Ipv4Addr, mad: Mad) -> FromWire {
+        let at = |id: u32| Endpoint { host: host.ip, id };
+        let (to, from, msg) = match mad.msg {
+            Msg::Req(r) => {
+                let key = (src, r.local_comm_id);
+                if self.ids.contains_key(&key) {
+                    return self.again(key, cm_mad::attr::REQ);
+                }
+                let Ok(hdr) = CmaHdr::decode(&r.private_data) else {
+                    return FromWire::Dropped;
+                };
+                let qp_type = match r.transport_service_type {
+                    0 => QPT_RC,
+                    1 => QPT_UC,
+                    _ => return FromWire::Dropped,
+                };
+                self.ids.insert(
+                    key,
+                    Remote {
+                        qpn: r.local_qpn,
+                        tid: Some(mad.tid),
+                        requester: true,
+                        last: None,
+                    },
+                );
+                let port = (r.service_id & 0xffff) as u16;
+                let service = Service {
+                    ip: hdr.dst,
+                    port,
+                    ps: ((r.service_id >> 16) & 0xffff) as u32,
+                };
+                let data = ConnData {
+                    qpn: r.local_qpn,
+                    psn: r.starting_psn,
+                    responder_resources: r.responder_resources,
+                    initiator_depth: r.initiator_depth,
+                    flow_control: u8::from(r.flow_control),
+                    retry_count: r.retry_count,
+                    rnr_retry_count: r.rnr_retry_count,
+                    srq: r.srq,
+                    private_data: r.private_data[CMA_HDR_LEN..].to_vec(),
+                };
+                let msg = Message::Req {
+                    service,
+                    src: SocketAddr::V4(hdr.src),
+                    dst: SocketAddr::V4(SocketAddrV4::new(hdr.dst, port)),
+                    qp_type,
+                    data,
+                };
+                (Address::Service(service), r.local_comm_id, msg)
+            }
+            Msg::Rep(r) => {
+                let key = (src, r.local_comm_id);
+                if self.ids.get(&key).is_some_and(|x| x.last.is_some()) {
+                    return self.again(key, cm_mad::attr::REP);
+                }
+                let e = self.ids.entry(key).or_default();
+                e.qpn = r.local_qpn;
+                let data = ConnData {
+                    qpn: r.local_qpn,
+                    psn: r.starting_psn,
+                    responder_resources: r.responder_resources,
+                    initiator_depth: r.initiator_depth,
+                    flow_control: u8::from(r.flow_control),
+                    retry_count: 0,
+                    rnr_retry_count: r.rnr_retry_count,
+                    srq: r.srq,
+                    private_data: r.private_data,
+                };
+                let to = Address::Endpoint(at(r.remote_comm_id));
+                (to, r.local_comm_id, Message::Rep(data))
+            }
+            Msg::Rtu(l, r) => (Address::Endpoint(at(r)), l, Message::Rtu),
+            Msg::Rej(r) => {
+                let reason = if r.reason == WIRE_REJ_TIMEOUT {
+                    REJ_TIMEOUT
+                } else {
+                    i32::from(r.reason)
+                };
+                let msg = Message::Rej {
+                    reason,
+                    private_data: r.private_data,
+                };
+                (
+                    Address::Endpoint(at(r.remote_comm_id)),
+                    r.local_comm_id,
+                    msg,
+                )
+            }
+            Msg::Dreq(l, r, _) => {
+                let key = (src, l);
+                if let FromWire::Again(f) = self.again(key, cm_mad::attr::DREQ) {
+                    return FromWire::Again(f);
+                }
+                (Address::Endpoint(at(r)), l, Message::Dreq)
+            }
+            Msg::Drep(l, r) => (Address::Endpoint(at(r)), l, Message::Drep),
+            Msg::Mra(..) => return FromWire::Dropped,
+        };
+        let mut body = Vec::new();
+        m::encode(
+            to,
+            Endpoint {
+                host: src,
+                id: from,
+            },
+            &msg,
+            &mut body,
+        );
+        FromWire::Forward { from: src, body }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::ports::cm_frame::captured::vm_req;
+    use crate::fabric::ports::cm_mad::private;
+
+    fn ip(s: &str) -> Ipv4Addr {
+        s.parse().unwrap()
+    }
+
+    fn h1() -> Host {
+        Host {
+            ip: ip("10.100.0.1"),
+            mac: Mac([2, 0, 10, 100, 0, 1]),
+        }
+    }
+
+    fn vm() -> Ipv4Addr {
+        ip("10.100.0.20")
+    }
+
+    fn body(to: Address, from: Endpoint, msg: &Message) -> Vec<u8> {
+        let mut b = Vec::new();
+        m::encode(to, from, msg, &mut b);
+        b
+    }
+
+    fn mad_of(frame: &[u8]) -> Mad {
+        let (_, _, _, mad) = cm_frame::parse_frame(frame).expect("a CM frame");
+        Mad::decode(mad).unwrap()
+    }
+
+    fn conn(qpn: u32, psn: u32, private: usize) -> ConnData {
+        ConnData {
+            qpn,
+            psn,
+            responder_resources: 1,
+            initiator_depth: 1,
+            flow_control: 0,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            srq: false,
+            private_data: vec![0; private],
+        }
+    }
+
+    /// The VM's REQ reaches h1's process as the emulated REQ to its service; h1's REP goes
+    /// back with the REQ's transaction id, and the REQ repeated gets the same REP again.
+    #[test]
+    fn the_vms_req_becomes_the_emulated_req_and_its_repeat_gets_the_rep_again() {
+        let mut b = Bridge::new(vec![vm()]);
+        let req = vm_req();
+        let Some(FromWire::Forward { from, body: got }) = b.from_wire(h1(), &req) else {
+            panic!("forwarded")
+        };
+        assert_eq!(from, vm());
+        let service = Service {
+            ip: ip("10.100.0.1"),
+            port: 18600,
+            ps: 0x0106,
+        };
+        let kernel = Endpoint {
+            host: vm(),
+            id: 0xbac9_7c30,
+        };
+        let want = Message::Req {
+            service,
+            src: "10.100.0.20:50960".parse().unwrap(),
+            dst: "10.100.0.1:18600".parse().unwrap(),
+            qp_type: QPT_RC,
+            data: conn(0x11, 0x86_2a88, private::REQ - CMA_HDR_LEN),
+        };
+        assert_eq!(
+            m::decode(&got).unwrap(),
+            (Address::Service(service), kernel, want)
+        );
+        // Repeated before h1 answered: nothing to send.
+        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Dropped));
+        let rep = body(
+            Address::Endpoint(kernel),
+            Endpoint {
+                host: h1().ip,
+                id: 3,
+            },
+            &Message::Rep(conn(0x12, 0x00_0abc, private::REP)),
+        );
+        let frame = b.to_wire(h1(), vm(), &rep).unwrap();
+        let mad = mad_of(&frame);
+        assert_eq!(mad.tid, 0x0000_0002_307c_c9ba);
+        let Msg::Rep(r) = mad.msg else {
+            panic!("a REP: {mad:?}")
+        };
+        assert_eq!(
+            (
+                r.local_comm_id,
+                r.remote_comm_id,
+                r.local_qpn,
+                r.starting_psn
+            ),
+            (3, 0xbac9_7c30, 0x12, 0xabc)
+        );
+        assert_eq!(r.local_ca_guid, 0x0000_0aff_fe64_0001);
+        assert_eq!(r.target_ack_delay, 15);
+        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Again(frame)));
+        // The VM's MRA is taken and dropped.
+        let mra = Mad {
+            tid: 1,
+            msg: Msg::Mra(0xbac9_7c30, 3, 1, 20),
+        };
+        let mra = cm_frame::frame((mac_of(vm()), vm()), (h1().mac, h1().ip), 0, &mra.encode());
+        assert_eq!(b.from_wire(h1(), &mra), Some(FromWire::Dropped));
+        assert_eq!(
+            b.stats,
+            BridgeStats {
+                out: 1,
+                in_: 1,
+                again: 1,
+                dropped: 2
+            }
+        );
+    }
+
+    /// h1's REQ to the VM leaves as the kernel's would; the VM's REP reaches h1's id, and
+    /// h1's DREQ names the VM's QP.
+    #[test]
+    fn h1s_req_leaves_as_a_mad_and_its_dreq_names_the_peers_qp() {
+        let mut b = Bridge::new(vec![vm()]);
+        let service = Service {
+            ip: vm(),
+            port: 18600,
+            ps: 0x0106,
+        };
+        let me = Endpoint {
+            host: h1().ip,
+            id: 1,
+        };
+        let req = Message::Req {
+            service,
+            src: "10.100.0.1:40000".parse().unwrap(),
+            dst: "10.100.0.20:18600".parse().unwrap(),
+            qp_type: QPT_RC,
+            data: ConnData {
+                private_data: vec![0x5a; private::REQ - CMA_HDR_LEN],
+                ..conn(0x13, 0x12_3456, 0)
+            },
+        };
+        let frame = b
+            .to_wire(h1(), vm(), &body(Address::Service(service), me, &req))
+            .unwrap();
+        let (mac, src, dst, _) = cm_frame::parse_frame(&frame).unwrap();
+        assert_eq!((mac, src, dst), (h1().mac, h1().ip, vm()));
+        assert_eq!(&frame[..6], &[2, 0, 10, 100, 0, 20]);
+        let Msg::Req(r) = mad_of(&frame).msg else {
+            panic!("a REQ")
+        };
+        assert_eq!(r.service_id, 0x0106_48a8);
+        assert_eq!(
+            (r.local_comm_id, r.local_qpn, r.starting_psn),
+            (1, 0x13, 0x12_3456)
+        );
+        assert_eq!(
+            (
+                r.remote_cm_response_timeout,
+                r.max_cm_retries,
+                r.path_mtu,
+                r.hop_limit
+            ),
+            (20, 15, 3, 64)
+        );
+        assert_eq!(r.remote_gid, vm().to_ipv6_mapped().octets());
+        assert_eq!(
+            CmaHdr::decode(&r.private_data).unwrap(),
+            CmaHdr {
+                src: "10.100.0.1:40000".parse().unwrap(),
+                dst: vm(),
+            }
+        );
+        assert_eq!(&r.private_data[CMA_HDR_LEN..], &[0x5a; 56][..]);
+        // The kernel's REP.
+        let rep = Rep {
+            local_comm_id: 0x7777,
+            remote_comm_id: 1,
+            local_qkey: 0,
+            local_qpn: 0x11,
+            starting_psn: 0x42,
+            responder_resources: 1,
+            initiator_depth: 1,
+            target_ack_delay: 15,
+            failover_accepted: 0,
+            flow_control: false,
+            rnr_retry_count: 7,
+            srq: false,
+            local_ca_guid: 0x0000_0aff_fe64_0014,
+            private_data: vec![0; private::REP],
+        };
+        let f = cm_frame::frame(
+            (mac_of(vm()), vm()),
+            (h1().mac, h1().ip),
+            0,
+            &Mad {
+                tid: 9,
+                msg: Msg::Rep(rep),
+            }
+            .encode(),
+        );
+        let Some(FromWire::Forward { body: got, .. }) = b.from_wire(h1(), &f) else {
+            panic!("forwarded")
+        };
+        let peer = Endpoint {
+            host: vm(),
+            id: 0x7777,
+        };
+        let (to, from, msg) = m::decode(&got).unwrap();
+        assert_eq!((to, from), (Address::Endpoint(me), peer));
+        assert_eq!(
+            msg,
+            Message::Rep(ConnData {
+                retry_count: 0,
+                private_data: vec![0; private::REP],
+                ..conn(0x11, 0x42, 0)
+            })
+        );
+        let dreq = b
+            .to_wire(
+                h1(),
+                vm(),
+                &body(Address::Endpoint(peer), me, &Message::Dreq),
+            )
+            .unwrap();
+        assert_eq!(mad_of(&dreq).msg, Msg::Dreq(1, 0x7777, 0x11));
+        // SIDR has no MAD here: the caller returns it.
+        let sidr = Message::SidrReq {
+            service,
+            src: "10.100.0.1:1".parse().unwrap(),
+            dst: "10.100.0.20:2".parse().unwrap(),
+            private_data: vec![],
+        };
+        assert!(b
+            .to_wire(h1(), vm(), &body(Address::Service(service), me, &sidr))
+            .is_err());
+        assert!(b.is_remote(vm()) && !b.is_remote(h1().ip));
+    }
+}
