@@ -41,7 +41,7 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
         (s(&["test", "--timeout", "soon"]), 2, "invalid value 'soon' for '--timeout <TIMEOUT>': `soon` is not a whole number".into()),
         // ci, bench, miri take nothing
         (s(&["ci", "--fast"]), 2, "unexpected argument '--fast' found".into()),
-        (s(&["bench", "spead"]), 2, "invalid value 'spead' for '[WHAT]' [possible values: emu]".into()),
+        (s(&["bench", "spead"]), 2, "invalid value 'spead' for '[WHAT]' [possible values: emu, fabric]".into()),
         (s(&["miri", "-p", "spead"]), 2, "unexpected argument '-p' found".into()),
         // fuzz
         (s(&["fuzz", "--time", "0"]), 2, "invalid value '0' for '--time <TIME>': 0 is not allowed: give at least 1".into()),
@@ -61,7 +61,9 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
         (s(&["swarm", "--seeds", "0..10", "--shrink", "-1"]), 2, "unexpected argument '-1' found".into()),
         // soak
         (s(&["bench", "emu", "--runs", "0"]), 2, "invalid value '0' for '--runs <RUNS>': 0 is not in 1..=100".into()),
-        (s(&["bench", "gpu"]), 2, "invalid value 'gpu' for '[WHAT]' [possible values: emu]".into()),
+        (s(&["bench", "fabric", "--pairs", "0"]), 2, "invalid value '0' for '--pairs <PAIRS>': 0 is not in 1..=50".into()),
+        (s(&["bench", "fabric", "--pairs", "1,x"]), 2, "invalid value 'x' for '--pairs <PAIRS>'".into()),
+        (s(&["bench", "gpu"]), 2, "invalid value 'gpu' for '[WHAT]' [possible values: emu, fabric]".into()),
         (s(&["soak", "--minutes", "0"]), 2, "invalid value '0' for '--minutes <MINUTES>': 0 is not in 1..=1440".into()),
         (s(&["soak", "--minutes", "2000"]), 2, "invalid value '2000' for '--minutes <MINUTES>': 2000 is not in 1..=1440".into()),
         (s(&["soak", "--minutes", "ten"]), 2, "invalid value 'ten' for '--minutes <MINUTES>'".into()),
