@@ -3,11 +3,10 @@
 //! tests with `-cm1`, and libfabric's verbs MSG endpoints, which its `fi_pingpong`
 //! cannot use on RoCE (a clean refusal). Each server
 //! runs on h1, its client on h2 naming 10.100.0.1; every launcher must end by itself
-//! (see [`common::watch`]).
+//! (the hang watch of `common/hang.rs`).
 
 mod common;
 
-use common::watch::*;
 use common::*;
 
 /// Runs perftest `args` with `-R` as server on h1 and client on h2. With `-R` the server

@@ -6,7 +6,6 @@
 
 mod common;
 
-use common::watch::*;
 use common::*;
 use std::process::Child;
 

@@ -3,8 +3,6 @@
 
 #![allow(dead_code)]
 
-pub mod watch;
-
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -12,7 +10,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 mod hang;
-// Not every test binary watches for hangs.
+// Not every test binary watches for hangs (the hang watch: a launcher that has not ended
+// in time gets SIGTERM, then SIGKILL, and fails its test).
 #[allow(unused_imports)]
 pub use hang::*;
 
