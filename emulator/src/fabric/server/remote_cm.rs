@@ -1,7 +1,11 @@
 //! The fabric's connection manager toward hosts beyond its ports: the emulated CM's
 //! messages to a remote host leave the sender's port as CM MADs, and CM MADs that reach
 //! an emulated host's port go to its process as messages (see
-//! [`crate::fabric::ports::cm_bridge`]).
+//! [`crate::fabric::ports::cm_bridge`]). Between processes each message travels in an
+//! envelope ([`crate::rdmacm::core::envelope`]: the sender's gap since its last frame);
+//! the envelope is opened before a message becomes a MAD, and a message from a MAD goes
+//! in one that asks for no hold (the remote sender's frames do not pass the fabric's
+//! clock).
 
 use std::net::Ipv4Addr;
 
@@ -9,6 +13,7 @@ use backend_sim::PortId;
 
 use super::Server;
 use crate::fabric::ports::cm_bridge::{FromWire, Host};
+use crate::rdmacm::core::envelope;
 
 impl Server {
     /// Takes `frame`, which the switch sends to host port `port`, if it is a CM MAD for
@@ -25,7 +30,7 @@ impl Server {
         match self.cm_bridge.from_wire(host, frame) {
             None => false,
             Some(FromWire::Forward { from, body }) => {
-                self.forward_cm(from, host.ip, &body);
+                self.forward_cm(from, host.ip, &envelope::seal(None, &body));
                 true
             }
             Some(FromWire::Again(reply)) => {
@@ -54,7 +59,10 @@ impl Server {
                 mac: slot.mac,
             },
         );
-        match self.cm_bridge.to_wire(host, to, body) {
+        let Ok((_, message)) = envelope::open(body) else {
+            return false;
+        };
+        match self.cm_bridge.to_wire(host, to, message) {
             Ok(frame) => self.fabric.transmit(port, frame).is_ok(),
             Err(_) => false,
         }
