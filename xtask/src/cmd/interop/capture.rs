@@ -61,10 +61,15 @@ pub fn no_malformed(pcap: &Path) -> Result<(), Error> {
         .arg(pcap)
         // Not RPC-over-RDMA's guess at what an RC SEND carries: it takes perftest's 4-byte
         // SENDs of `-R` (rdma_cm) for RPC messages and calls them malformed; the frames
-        // themselves decode.
+        // themselves decode. Nor the InfiniBand dissector's guess that a payload holds an
+        // encapsulated packet (`identify_payload`): it read the 2-byte READ responses of
+        // `ib_read_lat` (payload 00 65, then the pad) as a header of Ethertype 0x0065 and
+        // called them malformed, though they decode as RC RDMA Read Response Only.
         .args([
             "--disable-heuristic",
             "rpcrdma_infiniband",
+            "-o",
+            "infiniband.identify_payload:FALSE",
             "-Y",
             "_ws.malformed",
         ])
