@@ -33,29 +33,9 @@ use crate::vm::{self, qemu::FabricNic, VmOptions};
 
 /// The topology of the first boot.
 const TOPOLOGY: &str = "emulator/topologies/vm-on-fabric.toml";
-/// The second boot's: [`TOPOLOGY`]'s hosts, 2% loss on the frames the switch sends to h1
-/// and out of the VM's port (`@SOCK@` is the port's path).
-const LOSSY_TOPOLOGY: &str = r#"[[host]]
-name = "h1"
-ip = "10.100.0.1"
-personality = "rxe"
-faults = { loss = 0.02 }
-
-[[host]]
-name = "h2"
-ip = "10.100.0.2"
-personality = "mlx5"
-
-[[host]]
-name = "vm"
-ip = "10.100.0.20"
-remote = true
-
-[[port]]
-kind = "qemu-stream"
-path = "@SOCK@"
-faults = { loss = 0.02 }
-"#;
+// The second boot's topology is the interop step's lossy one ([`TOPOLOGY`]'s hosts, 2%
+// loss on the frames the switch sends to h1 and out of the VM's port).
+use super::interop::LOSSY_TOPOLOGY;
 /// The VM's address on the fabric.
 const VM_IP: &str = "10.100.0.20";
 /// The emulated host of the host's side, and its address.

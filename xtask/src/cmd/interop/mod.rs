@@ -63,7 +63,7 @@ const PERFTEST: &[vm::packages::Package] = &[vm::packages::Package {
 
 /// The lossy run's topology: [`TOPOLOGY`]'s hosts with 2% loss on the frames the switch
 /// sends to h1 and out of the VM's port (`@SOCK@` is the port's path).
-const LOSSY_TOPOLOGY: &str = r#"[[host]]
+pub(crate) const LOSSY_TOPOLOGY: &str = r#"[[host]]
 name = "h1"
 ip = "10.100.0.1"
 personality = "rxe"
