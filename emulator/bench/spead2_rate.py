@@ -20,7 +20,19 @@ the payload the sender moved per second of its own wall time in the best lossles
 The memcpy line is numpy copying the working set, the bound on one pass over the data.
 
 The same file is the sender and the receiver (modes `send` and `recv`, started by the
-driver).
+driver; `cargo xtask bench emu` starts them too, through `verbs-emu run` for the emulated
+hosts, see xtask/src/cmd/bench_spead2.rs).
+
+Usage (receiver): spead2_rate.py recv emu|kernel IFACE [WORKSET_MIB]
+Usage (sender):   spead2_rate.py send emu|kernel IFACE MIB WORKSET_MIB RATE_GBPS
+The receiver prints {"ready": true} once its reader is in place, then, when the stream
+ends (or "stop" is written to its stdin), one JSON line: "heaps" (complete heaps whose
+payload is the sender's: length 1 MiB and, given WORKSET_MIB, the first and last 64-bit
+words of heap cnt - 1's slice of the working set), "bad" (complete heaps that are not),
+"incomplete" (heaps spead2 dropped incomplete), "packets", "mprq", and "span" (seconds
+from the first intact heap to the last) with "span_bytes" (the payload of the intact
+heaps after the first, received within the span). The sender prints "elapsed" (its
+seconds sending), "bytes" and "heaps".
 """
 
 import argparse
@@ -77,7 +89,28 @@ class SpeadLog(logging.Handler):
             self.mprq = True
 
 
-def recv(transport, iface):
+GOLDEN = 0x9E3779B97F4A7C15  # the sender's payload: word k of the working set is k * GOLDEN
+
+
+def intact(heap, workset_mib):
+    """Whether the heap holds the sender's payload for its cnt: one item of 1 MiB whose
+    first and last 64-bit words are those of slice (cnt - 1) % WORKSET_MIB."""
+    items = [i for i in heap.get_items() if i.id == 0x1000]
+    if len(items) != 1:
+        return False
+    data = np.frombuffer(memoryview(items[0]), dtype=np.uint64)
+    if data.size != HEAP // 8:
+        return False
+    if workset_mib is None:
+        return True
+    first = ((heap.cnt - 1) % workset_mib) * (HEAP // 8)
+    mask = (1 << 64) - 1
+    return int(data[0]) == (first * GOLDEN) & mask and int(data[-1]) == (
+        (first + HEAP // 8 - 1) * GOLDEN
+    ) & mask
+
+
+def recv(transport, iface, workset_mib=None):
     log = SpeadLog()
     logging.getLogger("spead2").addHandler(log)
     logging.getLogger("spead2").setLevel(logging.INFO)
@@ -113,14 +146,35 @@ def recv(transport, iface):
             stopped.set()
 
     threading.Thread(target=stop_on_request, daemon=True).start()
-    heaps = 0
+    heaps = bad = 0
+    first = last = None
     for heap in rx:
+        if not intact(heap, workset_mib):
+            bad += 1
+            continue
+        last = time.perf_counter()
+        if first is None:
+            first = last
         heaps += 1
     if requested.is_set():
         stopped.wait()  # leave only once the stop has returned
     else:
         rx.stop()  # waits for the last batch's counters (see spead2_hosts.py)
-    print(json.dumps({"heaps": heaps, "packets": rx.stats["packets"], "mprq": log.mprq}), flush=True)
+    stats = rx.stats
+    print(
+        json.dumps(
+            {
+                "heaps": heaps,
+                "bad": bad,
+                "incomplete": stats["incomplete_heaps_evicted"] + stats["incomplete_heaps_flushed"],
+                "packets": stats["packets"],
+                "mprq": log.mprq,
+                "span": (last - first) if heaps else 0.0,
+                "span_bytes": max(heaps - 1, 0) * HEAP,
+            }
+        ),
+        flush=True,
+    )
 
 
 async def send_all(tx, heaps):
@@ -149,7 +203,7 @@ def send(transport, iface, mib, workset_mib, rate_gbps):
     else:
         tx = spead2.send.asyncio.UdpStream(pool, [(iface, PORT)], config, buffer_size=BUFFER)
     words = np.arange(workset_mib * HEAP // 8, dtype=np.uint64)
-    data = (words * np.uint64(0x9E3779B97F4A7C15)).view(np.uint8)
+    data = (words * np.uint64(GOLDEN)).view(np.uint8)
     slices = workset_mib
     flavour = spead2.Flavour(4, 64, 48, 0)
     heaps = []
@@ -166,7 +220,7 @@ def send(transport, iface, mib, workset_mib, rate_gbps):
     end = spead2.send.Heap(flavour)
     end.add_end()
     loop.run_until_complete(tx.async_send_heap(end))
-    print(json.dumps({"elapsed": elapsed, "bytes": mib * HEAP}), flush=True)
+    print(json.dumps({"elapsed": elapsed, "bytes": mib * HEAP, "heaps": mib}), flush=True)
 
 
 class Emu:
@@ -210,13 +264,15 @@ def trial(transport, emu, args, rate_gbps):
     """One paced run: (lossless, Gb/s, whether spead2 took the multi-packet queue)."""
     me = [sys.executable, os.path.abspath(__file__)]
     if emu is not None:
-        rcmd, renv = emu.command(*EMU_RECEIVER, me + ["recv", "emu", EMU_RECEIVER[1]])
+        rcmd, renv = emu.command(
+            *EMU_RECEIVER, me + ["recv", "emu", EMU_RECEIVER[1], str(args.workset_mib)]
+        )
         scmd, senv = emu.command(
             *EMU_SENDER,
             me + ["send", "emu", EMU_SENDER[1], str(args.mib), str(args.workset_mib), str(rate_gbps)],
         )
     else:
-        rcmd, renv = me + ["recv", "kernel", "127.0.0.1"], dict(os.environ)
+        rcmd, renv = me + ["recv", "kernel", "127.0.0.1", str(args.workset_mib)], dict(os.environ)
         scmd, senv = me + [
             "send", "kernel", "127.0.0.1", str(args.mib), str(args.workset_mib), str(rate_gbps)
         ], dict(os.environ)
@@ -243,7 +299,7 @@ def trial(transport, emu, args, rate_gbps):
             f"spead2's reader took the {'multi-packet' if got['mprq'] else 'ordinary'} path "
             f"on the {'no-direct-verbs' if emu.topology else 'direct-verbs'} device"
         )
-    return got["heaps"] == args.mib, gbps
+    return got["heaps"] == args.mib and got["bad"] == 0, gbps
 
 
 def lossless(transport, emu, args):
@@ -326,7 +382,7 @@ def bench(args):
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "recv":
-        recv(sys.argv[2], sys.argv[3])
+        recv(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else None)
     elif mode == "send":
         send(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
     elif mode == "bench":

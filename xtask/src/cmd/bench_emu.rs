@@ -5,15 +5,19 @@
 //! the memcpy bound (256 MiB, out of cache). The hosts' frames go through their direct
 //! pair (the emulator's `fabric::direct`, the default); `ib_send_lat` and `ib_write_bw`
 //! run again with every frame crossing the fabric process (`verbs-emu-fabric
-//! --no-direct`), for comparison. Each is measured `--runs` times, interleaved, and the
-//! table gives every run, the medians and the ratios the emulator is judged by: RC latency
-//! (typical and average) against kernel UDP latency, the average's tail against the
-//! typical, RC bandwidth against kernel TCP bandwidth.
+//! --no-direct`), for comparison. The spead2 pair (`bench_spead2`): spead2's ibverbs
+//! sender on h2 and ibverbs reader on h1, each started through the launcher (`verbs-emu
+//! run`), multicast, against the same two programs over kernel UDP loopback. Each is
+//! measured `--runs` times, interleaved, and the table gives every run, the medians and
+//! the ratios the emulator is judged by: RC latency (typical and average) against kernel
+//! UDP latency, the average's tail against the typical, RC bandwidth against kernel TCP
+//! bandwidth, spead2's receiver through the emulator against the same over kernel UDP.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::bench_spead2::{self, PairRun, Spead2};
 use super::common::{cargo, root, Error};
 use super::fabric::FabricProcess;
 use crate::vm;
@@ -37,6 +41,10 @@ struct Run {
     tcp_gbps: f64,
     /// memcpy of 256 MiB, Gb/s.
     memcpy_gbps: f64,
+    /// The spead2 pair between two emulated hosts (ibverbs sender and reader).
+    spead2_emu: PairRun,
+    /// The same programs over kernel UDP loopback.
+    spead2_udp: PairRun,
 }
 
 /// Runs the benchmark and prints its table.
@@ -45,17 +53,29 @@ struct Run {
 /// A tool missing or failing, or output that does not parse, named.
 pub fn run(runs: u32) -> Result<(), Error> {
     vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES, vm::packages::BENCH_PACKAGES])?;
+    let spead2 = Spead2::new()?;
     let mut build = cargo();
-    build.args(["build", "--release", "--quiet", "-p", "emulator"]);
+    build.args([
+        "build",
+        "--release",
+        "--quiet",
+        "-p",
+        "emulator",
+        "-p",
+        "verbs-emu",
+    ]);
     super::common::run(
         build,
-        "building the emulated libraries and the fabric (release)",
+        "building the emulated libraries, the fabric and the launcher (release)",
     )?;
     let release = root().join("target/release");
     let lib = super::common::link_emulated_libraries(
         &release.join("libibverbs.so"),
         &root().join("target/emu/release-lib"),
     )?;
+    // The launcher's state folder (XDG_RUNTIME_DIR) and fabric, the bench's own.
+    let runtime = std::env::temp_dir().join(format!("xtask-bench-emu-{}", std::process::id()));
+    let spead2_fabric = "spead2";
     let mut all = Vec::new();
     for r in 1..=runs {
         eprintln!("xtask bench emu: run {r} of {runs}");
@@ -90,6 +110,8 @@ pub fn run(runs: u32) -> Result<(), Error> {
             &["-s", "65536", "-n", "5000", "--report_gbits"],
         )?;
         drop(through);
+        let spead2_emu = spead2.emulated(&release.join("verbs-emu"), &runtime, spead2_fabric)?;
+        let spead2_udp = spead2.kernel()?;
         let run = Run {
             lat_typical_us: col(&lat, 4, "ib_send_lat t_typical")?,
             lat_avg_us: col(&lat, 5, "ib_send_lat t_avg")?,
@@ -101,18 +123,27 @@ pub fn run(runs: u32) -> Result<(), Error> {
             udp_lat_us,
             tcp_gbps,
             memcpy_gbps,
+            spead2_emu,
+            spead2_udp,
         };
         eprintln!("xtask bench emu: {run:?}");
         all.push(run);
     }
-    print_table(&all);
+    bench_spead2::remove_runtime(&runtime, spead2_fabric);
+    print!("{}", table(&all));
     Ok(())
 }
 
 /// A figure taken from one run.
 type Figure = fn(&Run) -> f64;
 
-fn print_table(all: &[Run]) {
+/// The table of every run, the medians and the ratios (Markdown, as the README shows it).
+fn table(all: &[Run]) -> String {
+    let mut out = String::new();
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
     let med = |f: Figure| median(all.iter().map(f).collect());
     let list = |f: Figure| {
         all.iter()
@@ -120,9 +151,9 @@ fn print_table(all: &[Run]) {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    println!("| measure | runs | median |");
-    println!("| --- | --- | --- |");
-    let rows: [(&str, Figure); 10] = [
+    line("| measure | runs | median |".into());
+    line("| --- | --- | --- |".into());
+    let rows: [(&str, Figure); 12] = [
         ("emulator ib_send_lat typical (us)", |r| r.lat_typical_us),
         ("emulator ib_send_lat average (us)", |r| r.lat_avg_us),
         ("through the fabric process: typical (us)", |r| {
@@ -136,15 +167,38 @@ fn print_table(all: &[Run]) {
         ("through the fabric process (Gb/s)", |r| r.fabric_write_gbps),
         ("emulator ib_send_bw 64 KiB (Gb/s)", |r| r.send_gbps),
         ("kernel TCP bandwidth, qperf tcp_bw (Gb/s)", |r| r.tcp_gbps),
+        ("spead2 ibverbs pair, emulator, receiver (Gb/s)", |r| {
+            r.spead2_emu.gbps
+        }),
+        ("spead2 UDP pair, kernel loopback, receiver (Gb/s)", |r| {
+            r.spead2_udp.gbps
+        }),
         ("memcpy 256 MiB (Gb/s)", |r| r.memcpy_gbps),
     ];
     for (name, f) in rows {
-        println!("| {name} | {} | {:.2} |", list(f), med(f));
+        line(format!("| {name} | {} | {:.2} |", list(f), med(f)));
     }
-    println!();
-    println!("| ratio (median of the per-run ratios) | value | aim |");
-    println!("| --- | --- | --- |");
-    let ratios: [(&str, Figure, &str); 7] = [
+    line(String::new());
+    let heaps = |p: fn(&Run) -> PairRun| {
+        let each = all
+            .iter()
+            .map(|r| p(r).heaps())
+            .collect::<Vec<_>>()
+            .join("; ");
+        let lossless = all.iter().filter(|r| p(r).lossless()).count();
+        format!("lossless in {lossless} of {} runs: {each}", all.len())
+    };
+    line(format!(
+        "spead2 heaps complete of those sent ({} MiB in 1 MiB heaps per pair per run), \
+         emulator {}; kernel UDP {}",
+        bench_spead2::MIB,
+        heaps(|r| r.spead2_emu),
+        heaps(|r| r.spead2_udp)
+    ));
+    line(String::new());
+    line("| ratio (median of the per-run ratios) | value | aim |".into());
+    line("| --- | --- | --- |".into());
+    let ratios: [(&str, Figure, &str); 9] = [
         (
             "RC latency typical / kernel UDP latency",
             |r| r.lat_typical_us / r.udp_lat_us,
@@ -180,10 +234,21 @@ fn print_table(all: &[Run]) {
             |r| r.write_gbps / r.fabric_write_gbps,
             "",
         ),
+        (
+            "spead2 receiver, emulator / kernel UDP",
+            |r| r.spead2_emu.gbps / r.spead2_udp.gbps,
+            "",
+        ),
+        (
+            "spead2 receiver, emulator / memcpy",
+            |r| r.spead2_emu.gbps / r.memcpy_gbps,
+            "(the bound)",
+        ),
     ];
     for (name, f, aim) in ratios {
-        println!("| {name} | {:.2} | {aim} |", med(f));
+        line(format!("| {name} | {:.2} | {aim} |", med(f)));
     }
+    out
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -316,4 +381,94 @@ fn col(row: &[String], i: usize, what: &str) -> Result<f64, Error> {
     row.get(i)
         .and_then(|w| w.parse().ok())
         .ok_or_else(|| format!("{what}: no number in column {i} of {row:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair(complete: u64, incomplete: u64, gbps: f64) -> PairRun {
+        PairRun {
+            sent: 512,
+            complete,
+            incomplete,
+            bad: 0,
+            gbps,
+        }
+    }
+
+    fn run(emu: f64, udp: f64, memcpy: f64) -> Run {
+        Run {
+            lat_typical_us: 4.0,
+            lat_avg_us: 6.0,
+            udp_lat_us: 8.0,
+            write_gbps: 20.0,
+            tcp_gbps: 40.0,
+            fabric_write_gbps: 10.0,
+            fabric_lat_typical_us: 16.0,
+            memcpy_gbps: memcpy,
+            spead2_emu: pair(512, 0, emu),
+            spead2_udp: pair(505, 3, udp),
+            ..Run::default()
+        }
+    }
+
+    /// The line of `table` that starts with `| name |`.
+    fn row<'a>(table: &'a str, name: &str) -> &'a str {
+        table
+            .lines()
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row {name:?} in\n{table}"))
+    }
+
+    #[test]
+    fn the_spead2_pair_has_its_rows_and_ratios() {
+        // Per-run ratios emulator/kernel UDP: 2, 3, 0.5; their median 2 (the medians'
+        // ratio would be 25 / 10 = 2.5). Per-run emulator/memcpy: 0.2, 0.25, 0.1.
+        let t = table(&[
+            run(20.0, 10.0, 100.0),
+            run(30.0, 10.0, 120.0),
+            run(25.0, 50.0, 250.0),
+        ]);
+        assert_eq!(
+            row(&t, "spead2 ibverbs pair, emulator, receiver (Gb/s)"),
+            "| spead2 ibverbs pair, emulator, receiver (Gb/s) | 20.00, 30.00, 25.00 | 25.00 |"
+        );
+        assert_eq!(
+            row(&t, "spead2 UDP pair, kernel loopback, receiver (Gb/s)"),
+            "| spead2 UDP pair, kernel loopback, receiver (Gb/s) | 10.00, 10.00, 50.00 | 10.00 |"
+        );
+        assert_eq!(
+            row(&t, "spead2 receiver, emulator / kernel UDP"),
+            "| spead2 receiver, emulator / kernel UDP | 2.00 |  |"
+        );
+        assert_eq!(
+            row(&t, "spead2 receiver, emulator / memcpy"),
+            "| spead2 receiver, emulator / memcpy | 0.20 | (the bound) |"
+        );
+        assert!(
+            t.contains(
+                "emulator lossless in 3 of 3 runs: 512/512; 512/512; 512/512; kernel UDP \
+                 lossless in 0 of 3 runs: 505/512 (3 incomplete, 4 missing); 505/512 \
+                 (3 incomplete, 4 missing); 505/512 (3 incomplete, 4 missing)"
+            ),
+            "{t}"
+        );
+        // The RC rows are unchanged: 4 / 8 and 20 / 40.
+        assert_eq!(
+            row(&t, "RC latency typical / kernel UDP latency"),
+            "| RC latency typical / kernel UDP latency | 0.50 | <= 1 |"
+        );
+        assert_eq!(
+            row(&t, "RC write bandwidth / kernel TCP bandwidth"),
+            "| RC write bandwidth / kernel TCP bandwidth | 0.50 | >= 1 |"
+        );
+    }
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(Vec::new()).is_nan());
+    }
 }

@@ -5,6 +5,7 @@
 mod bench;
 pub mod bench_emu;
 pub mod bench_fabric;
+mod bench_spead2;
 pub mod ci;
 mod common;
 pub mod dist;
@@ -17,6 +18,7 @@ pub mod miri;
 mod roce_capture;
 mod scenario;
 mod soak;
+mod spead2;
 pub mod split;
 mod split_emu;
 mod test_hw;

@@ -6,7 +6,7 @@
 //! sent: our tools' against the same heaps written to a file and read back, spead2's
 //! against the lines its sender printed (each heap's counter and items' bytes in hex).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use super::addresses::{SPEAD_HOST, SPEAD_HOST_IP, VM_IP};
@@ -32,39 +32,6 @@ const HEAP_ARGS: [&str; 8] = [
 /// and UDP headers).
 const SPEAD2_HEAPS: &str = "20";
 const SPEAD2_PACKET: &str = "1472";
-
-/// The spead2 (4.5.1, as `tests/src/spead2.rs` installs it) of the workspace's tests.
-fn spead2_python() -> Result<PathBuf, Error> {
-    let venv = root().join("target/spead2-venv");
-    let python = venv.join("bin/python");
-    let has = |p: &Path| {
-        Command::new(p)
-            .args(["-c", "import spead2, numpy"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if has(&python) {
-        return Ok(python);
-    }
-    eprintln!(
-        "xtask interop: installing spead2 4.5.1 into {}",
-        venv.display()
-    );
-    let ok = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "spead2==4.5.1", "numpy"])
-            .status()
-            .is_ok_and(|s| s.success());
-    if ok && has(&python) {
-        Ok(python)
-    } else {
-        Err(format!("cannot install spead2 into {}", venv.display()))
-    }
-}
 
 /// What `spead-recv --json` prints for the heaps of [`HEAP_ARGS`]: the same sender into
 /// a file, read back.
@@ -104,7 +71,7 @@ const VM_RMEM: &str = "sysctl -q -w net.core.rmem_max=8388608 &&";
 /// spead2 cannot be installed, or the reference heaps cannot be made.
 pub fn cases(tools: &Path, dir: &Path) -> Result<Vec<Case>, Error> {
     let want = reference_heaps(tools, dir)?;
-    let python = spead2_python()?;
+    let python = crate::cmd::spead2::python()?;
     let script = root().join("launcher/tests/py/spead2_two_hosts.py");
     let s = |p: &Path| p.to_string_lossy().into_owned();
     let (send, recv) = (s(&tools.join("spead-send")), s(&tools.join("spead-recv")));

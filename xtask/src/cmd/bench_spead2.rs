@@ -1,0 +1,428 @@
+//! The spead2 pair of `cargo xtask bench emu`: spead2's ibverbs sender (`UdpIbvStream`,
+//! Python API: the C++ tools are not installed here) on emulated host h2, started as a
+//! user starts it (`verbs-emu run --host h2 -- python3 ...`, the release build), sends
+//! [`MIB`] MiB of 1 MiB heaps in 8 KiB packets, unpaced, their payload cycling through a
+//! [`WORKSET_MIB`] MiB working set (out of cache), to the multicast group 239.10.1.1 that
+//! spead2's ibverbs reader (`add_udp_ibv_reader`) on h1 joins on 10.100.0.1. The same two
+//! programs then run over kernel UDP loopback outside the emulator (`UdpStream` to
+//! 127.0.0.1, `add_udp_reader` bound there), as the competitor. Both ends are
+//! `emulator/bench/spead2_rate.py` (modes `recv` and `send`; 4 MiB of posted receive
+//! buffers for the ibverbs reader, 4 MiB of socket buffer for the kernel's).
+//!
+//! The receiver checks each heap it completes (its length, and that its first and last
+//! 64-bit words are those the sender put in the heap of that counter) and reports the
+//! heaps complete and intact, those spead2 dropped incomplete, and its rate: the payload
+//! of the intact heaps after the first over the time from the first to the last. Heaps
+//! neither complete nor dropped incomplete never reached it at all.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::common::{root, Error};
+
+/// MiB sent per pair per run (one heap per MiB).
+pub const MIB: u32 = 512;
+/// The sender's working set (MiB), which the heaps' payload cycles through.
+pub const WORKSET_MIB: u32 = 256;
+/// How long the receiver may take to end after its sender has: past it, it is told to
+/// stop (the end of the stream was lost).
+const END_WAIT: Duration = Duration::from_secs(10);
+/// How long a told receiver may take to print its counts before it is called hung.
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
+/// What one pair moved in one run.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PairRun {
+    /// Heaps the sender sent.
+    pub sent: u64,
+    /// Heaps the receiver completed, holding the sender's payload.
+    pub complete: u64,
+    /// Heaps spead2 dropped incomplete (some of their packets lost).
+    pub incomplete: u64,
+    /// Heaps completed with a payload that is not the sender's.
+    pub bad: u64,
+    /// The receiver's rate, Gb/s (10^9 bits) of intact heaps' payload; 0 when fewer than
+    /// two heaps arrived.
+    pub gbps: f64,
+}
+
+impl PairRun {
+    /// Heaps of which the receiver saw nothing (or not even a packet of its first).
+    pub fn missing(&self) -> u64 {
+        self.sent
+            .saturating_sub(self.complete + self.incomplete + self.bad)
+    }
+
+    /// True when every heap sent arrived complete and intact.
+    pub fn lossless(&self) -> bool {
+        self.complete == self.sent && self.bad == 0
+    }
+
+    /// `512/512`, or with loss e.g. `505/512 (3 incomplete, 4 missing)`.
+    pub fn heaps(&self) -> String {
+        let mut s = format!("{}/{}", self.complete, self.sent);
+        let mut lost = Vec::new();
+        if self.incomplete > 0 {
+            lost.push(format!("{} incomplete", self.incomplete));
+        }
+        if self.bad > 0 {
+            lost.push(format!("{} wrong payload", self.bad));
+        }
+        if self.missing() > 0 {
+            lost.push(format!("{} missing", self.missing()));
+        }
+        if !lost.is_empty() {
+            s += &format!(" ({})", lost.join(", "));
+        }
+        s
+    }
+}
+
+/// The JSON object of the last line of `text` that parses as one holding `key`.
+fn last_json_with(text: &str, key: &str) -> Option<Value> {
+    text.lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+        .find(|v| v.get(key).is_some())
+}
+
+fn count(v: &Value, key: &str, who: &str) -> Result<u64, Error> {
+    v.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| format!("spead2 {who}: no count {key:?} in {v}"))
+}
+
+fn seconds(v: &Value, key: &str, who: &str) -> Result<f64, Error> {
+    v.get(key)
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .ok_or_else(|| format!("spead2 {who}: no time {key:?} in {v}"))
+}
+
+/// The heaps the sender says it sent (its line `{"elapsed": .., "bytes": .., "heaps": N}`).
+fn parse_sender(text: &str) -> Result<u64, Error> {
+    let v = last_json_with(text, "heaps")
+        .ok_or_else(|| format!("spead2 sender: no result line in {text:?}"))?;
+    count(&v, "heaps", "sender")
+}
+
+/// The receiver's result line (`{"heaps", "bad", "incomplete", "span", "span_bytes",
+/// ...}`, after its `{"ready": true}`) for a sender that sent `sent` heaps.
+fn parse_receiver(text: &str, sent: u64) -> Result<PairRun, Error> {
+    let v = last_json_with(text, "span_bytes")
+        .ok_or_else(|| format!("spead2 receiver: no result line in {text:?}"))?;
+    let span = seconds(&v, "span", "receiver")?;
+    let span_bytes = count(&v, "span_bytes", "receiver")?;
+    Ok(PairRun {
+        sent,
+        complete: count(&v, "heaps", "receiver")?,
+        incomplete: count(&v, "incomplete", "receiver")?,
+        bad: count(&v, "bad", "receiver")?,
+        gbps: if span > 0.0 {
+            span_bytes as f64 * 8.0 / span / 1e9
+        } else {
+            0.0
+        },
+    })
+}
+
+/// Reads a child's pipe to its end on a thread of its own (spead2 names each heap it
+/// drops on stderr: a full pipe would stop the receiver).
+fn drain(r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = BufReader::new(r).read_to_end(&mut v);
+        String::from_utf8_lossy(&v).into_owned()
+    })
+}
+
+/// Waits up to `limit` for `child` to end.
+fn ended_within(child: &mut Child, limit: Duration) -> Result<bool, Error> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if child
+            .try_wait()
+            .map_err(|e| format!("spead2 receiver: {e}"))?
+            .is_some()
+        {
+            return Ok(true);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(false)
+}
+
+/// spead2's sender and reader, and how to start them.
+pub struct Spead2 {
+    python: PathBuf,
+    script: PathBuf,
+}
+
+impl Spead2 {
+    /// spead2 from `target/spead2-venv` (installed there if missing).
+    ///
+    /// # Errors
+    /// spead2 cannot be installed.
+    pub fn new() -> Result<Self, Error> {
+        Ok(Self {
+            python: super::spead2::python()?,
+            script: root().join("emulator/bench/spead2_rate.py"),
+        })
+    }
+
+    fn args(&self, mode: &str, transport: &str, iface: &str) -> Vec<String> {
+        let mut v = vec![
+            self.python.display().to_string(),
+            self.script.display().to_string(),
+            mode.to_owned(),
+            transport.to_owned(),
+            iface.to_owned(),
+        ];
+        if mode == "send" {
+            v.extend([MIB.to_string(), WORKSET_MIB.to_string(), "0".to_owned()]);
+        } else {
+            v.push(WORKSET_MIB.to_string());
+        }
+        v
+    }
+
+    /// The ibverbs pair between two emulated hosts: `launcher` is `verbs-emu`, run with
+    /// `runtime` as `XDG_RUNTIME_DIR` (the fabric's state folder goes under it) on the
+    /// fabric named `fabric`.
+    ///
+    /// # Errors
+    /// A program fails or prints no result.
+    pub fn emulated(
+        &self,
+        launcher: &Path,
+        runtime: &Path,
+        fabric: &str,
+    ) -> Result<PairRun, Error> {
+        let host = |h: &str, args: Vec<String>| {
+            let mut c = Command::new(launcher);
+            c.env("XDG_RUNTIME_DIR", runtime)
+                .args(["run", "--fabric", fabric, "--host", h, "--"])
+                .args(args);
+            c
+        };
+        self.pair(
+            host("h1", self.args("recv", "emu", "10.100.0.1")),
+            host("h2", self.args("send", "emu", "10.100.0.2")),
+        )
+    }
+
+    /// The same programs over kernel UDP loopback (127.0.0.1), outside the emulator.
+    ///
+    /// # Errors
+    /// A program fails or prints no result.
+    pub fn kernel(&self) -> Result<PairRun, Error> {
+        let program = |args: Vec<String>| {
+            let mut c = Command::new(&args[0]);
+            c.args(&args[1..]);
+            c
+        };
+        self.pair(
+            program(self.args("recv", "kernel", "127.0.0.1")),
+            program(self.args("send", "kernel", "127.0.0.1")),
+        )
+    }
+
+    /// Starts the receiver, waits until it is ready, runs the sender, and collects the
+    /// receiver's counts (telling it to stop if the end of the stream was lost).
+    fn pair(&self, mut recv: Command, mut send: Command) -> Result<PairRun, Error> {
+        let mut receiver = recv
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start the spead2 receiver {recv:?}: {e}"))?;
+        let err = drain(receiver.stderr.take().ok_or("spead2 receiver: no stderr")?);
+        let mut out = BufReader::new(receiver.stdout.take().ok_or("spead2 receiver: no stdout")?);
+        let mut ready = String::new();
+        let _ = out.read_line(&mut ready);
+        if ready.trim() != r#"{"ready": true}"# {
+            let _ = receiver.kill();
+            let status = receiver.wait().map_err(|e| e.to_string())?;
+            return Err(format!(
+                "the spead2 receiver did not start ({status}): {ready}{}",
+                err.join().unwrap_or_default()
+            ));
+        }
+        let out = drain(out);
+        let sender = send
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot start the spead2 sender {send:?}: {e}"));
+        let mut told = false;
+        if !ended_within(&mut receiver, END_WAIT)? {
+            // The end of the stream was lost: the receiver reads "stop" from its stdin.
+            told = true;
+            if let Some(mut stdin) = receiver.stdin.take() {
+                let _ = stdin.write_all(b"stop\n");
+            }
+        }
+        if !ended_within(&mut receiver, STOP_WAIT)? {
+            let _ = receiver.kill();
+        }
+        drop(receiver.stdin.take());
+        let status = receiver
+            .wait()
+            .map_err(|e| format!("spead2 receiver: {e}"))?;
+        let (out, err) = (
+            out.join().unwrap_or_default(),
+            err.join().unwrap_or_default(),
+        );
+        let sender = sender?;
+        let sent_text = String::from_utf8_lossy(&sender.stdout);
+        if !sender.status.success() || !status.success() {
+            return Err(format!(
+                "spead2: sender {} ({}{}), receiver {status}{} ({out}{})",
+                sender.status,
+                sent_text,
+                String::from_utf8_lossy(&sender.stderr),
+                if told {
+                    " after being told to stop"
+                } else {
+                    ""
+                },
+                last_lines(&err, 5)
+            ));
+        }
+        parse_receiver(&out, parse_sender(&sent_text)?)
+    }
+}
+
+/// The last `n` lines of `text`.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// Removes the launcher's state folder `runtime` once the fabric has stopped (its
+/// holder's socket `verbs-emu/NAME/control.sock` is gone), waiting up to 10 s for it.
+pub fn remove_runtime(runtime: &Path, fabric: &str) {
+    let socket = runtime.join("verbs-emu").join(fabric).join("control.sock");
+    let start = Instant::now();
+    while socket.exists() && start.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if !socket.exists() {
+        let _ = std::fs::remove_dir_all(runtime);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receiver_that_got_everything() {
+        let text = "{\"ready\": true}\n\
+            {\"heaps\": 512, \"bad\": 0, \"incomplete\": 0, \"packets\": 66048, \
+             \"mprq\": true, \"span\": 0.5, \"span_bytes\": 535822336}\n";
+        let r = parse_receiver(text, 512).unwrap();
+        assert_eq!(
+            (r.sent, r.complete, r.incomplete, r.bad, r.missing()),
+            (512, 512, 0, 0, 0)
+        );
+        // 511 MiB in half a second.
+        assert!((r.gbps - 535_822_336.0 * 8.0 / 0.5 / 1e9).abs() < 1e-9);
+        assert!((r.gbps - 8.573_157_376).abs() < 1e-9);
+        assert!(r.lossless());
+        assert_eq!(r.heaps(), "512/512");
+    }
+
+    #[test]
+    fn a_receiver_that_lost_heaps_says_which_way() {
+        let text = "{\"ready\": true}\n\
+            {\"heaps\": 505, \"bad\": 0, \"incomplete\": 3, \"packets\": 65595, \
+             \"mprq\": false, \"span\": 0.25, \"span_bytes\": 528482304}\n";
+        let r = parse_receiver(text, 512).unwrap();
+        assert_eq!((r.complete, r.incomplete, r.missing()), (505, 3, 4));
+        assert!(!r.lossless());
+        assert_eq!(r.heaps(), "505/512 (3 incomplete, 4 missing)");
+        let bad = PairRun {
+            bad: 2,
+            complete: 510,
+            ..r
+        };
+        assert_eq!(bad.heaps(), "510/512 (3 incomplete, 2 wrong payload)");
+        assert!(!PairRun {
+            incomplete: 0,
+            ..bad
+        }
+        .lossless());
+    }
+
+    #[test]
+    fn fewer_than_two_heaps_give_no_rate() {
+        let text = "{\"heaps\": 1, \"bad\": 0, \"incomplete\": 0, \"packets\": 128, \
+                    \"mprq\": true, \"span\": 0.0, \"span_bytes\": 0}";
+        let r = parse_receiver(text, 512).unwrap();
+        assert_eq!((r.complete, r.missing(), r.gbps), (1, 511, 0.0));
+        assert_eq!(r.heaps(), "1/512 (511 missing)");
+    }
+
+    #[test]
+    fn output_without_a_result_is_an_error_naming_it() {
+        let e = parse_receiver("{\"ready\": true}\nTraceback ...\n", 512).unwrap_err();
+        assert!(e.starts_with("spead2 receiver: no result line"), "{e}");
+        let e = parse_receiver("{\"heaps\": 3, \"span\": 1.0, \"span_bytes\": 8}", 3).unwrap_err();
+        assert!(e.contains("no count \"incomplete\""), "{e}");
+        let e = parse_receiver(
+            "{\"heaps\": 3, \"bad\": 0, \"incomplete\": 0, \"span\": -1, \"span_bytes\": 8}",
+            3,
+        )
+        .unwrap_err();
+        assert!(e.contains("no time \"span\""), "{e}");
+        assert!(parse_sender("").is_err());
+    }
+
+    #[test]
+    fn the_sender_says_how_many_heaps_it_sent() {
+        let text = "{\"elapsed\": 0.147, \"bytes\": 536870912, \"heaps\": 512}\n";
+        assert_eq!(parse_sender(text), Ok(512));
+    }
+
+    #[test]
+    fn the_programs_get_the_pair_arguments() {
+        let s = Spead2 {
+            python: PathBuf::from("/v/bin/python"),
+            script: PathBuf::from("/r/spead2_rate.py"),
+        };
+        assert_eq!(
+            s.args("send", "emu", "10.100.0.2"),
+            [
+                "/v/bin/python",
+                "/r/spead2_rate.py",
+                "send",
+                "emu",
+                "10.100.0.2",
+                "512",
+                "256",
+                "0"
+            ]
+        );
+        assert_eq!(
+            s.args("recv", "kernel", "127.0.0.1"),
+            [
+                "/v/bin/python",
+                "/r/spead2_rate.py",
+                "recv",
+                "kernel",
+                "127.0.0.1",
+                "256"
+            ]
+        );
+    }
+
+    #[test]
+    fn last_lines_keeps_the_end() {
+        assert_eq!(last_lines("a\nb\nc\n", 2), "b\nc");
+        assert_eq!(last_lines("a", 5), "a");
+    }
+}
