@@ -23,7 +23,7 @@ The same file is the sender and the receiver (modes `send` and `recv`, started b
 driver; `cargo xtask bench emu` starts them too, through `verbs-emu run` for the emulated
 hosts, see xtask/src/cmd/bench_spead2.rs).
 
-Usage (receiver): spead2_rate.py recv emu|kernel IFACE [WORKSET_MIB]
+Usage (receiver): spead2_rate.py recv emu|kernel IFACE [WORKSET_MIB [BUFFER]]
 Usage (sender):   spead2_rate.py send emu|kernel IFACE MIB WORKSET_MIB RATE_GBPS
 The receiver prints {"ready": true} once its reader is in place, then, when the stream
 ends (or "stop" is written to its stdin), one JSON line: "heaps" (complete heaps whose
@@ -31,8 +31,11 @@ payload is the sender's: length 1 MiB and, given WORKSET_MIB, the first and last
 words of heap cnt - 1's slice of the working set), "bad" (complete heaps that are not),
 "incomplete" (heaps spead2 dropped incomplete), "packets", "mprq", and "span" (seconds
 from the first intact heap to the last) with "span_bytes" (the payload of the intact
-heaps after the first, received within the span). The sender prints "elapsed" (its
-seconds sending), "bytes" and "heaps".
+heaps after the first, received within the span). BUFFER is the reader's buffer in bytes
+(posted receive buffers for ibverbs, the socket's for the kernel), or "default" for
+spead2's own (16 MiB for ibverbs; 8 MiB asked for the socket, which the kernel caps at
+net.core.rmem_max); 4 MiB unless given. The sender prints "elapsed" (its seconds
+sending), "bytes" and "heaps".
 """
 
 import argparse
@@ -110,7 +113,7 @@ def intact(heap, workset_mib):
     ) & mask
 
 
-def recv(transport, iface, workset_mib=None):
+def recv(transport, iface, workset_mib=None, buffer=BUFFER):
     log = SpeadLog()
     logging.getLogger("spead2").addHandler(log)
     logging.getLogger("spead2").setLevel(logging.INFO)
@@ -123,17 +126,15 @@ def recv(transport, iface, workset_mib=None):
         spead2.recv.StreamConfig(max_heaps=WINDOW, memory_allocator=memory),
         spead2.recv.RingStreamConfig(heaps=RECV_HEAPS),
     )
+    sized = {} if buffer is None else {"buffer_size": buffer}
     if transport == "emu":
         rx.add_udp_ibv_reader(
             spead2.recv.UdpIbvConfig(
-                endpoints=[(GROUP, PORT)],
-                interface_address=iface,
-                buffer_size=BUFFER,
-                max_size=9200,
+                endpoints=[(GROUP, PORT)], interface_address=iface, max_size=9200, **sized
             )
         )
     else:
-        rx.add_udp_reader(PORT, max_size=9200, buffer_size=BUFFER, bind_hostname=iface)
+        rx.add_udp_reader(PORT, max_size=9200, bind_hostname=iface, **sized)
     print(json.dumps({"ready": True}), flush=True)
 
     requested = threading.Event()
@@ -382,7 +383,9 @@ def bench(args):
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "recv":
-        recv(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else None)
+        workset = int(sys.argv[4]) if len(sys.argv) > 4 else None
+        size = sys.argv[5] if len(sys.argv) > 5 else str(BUFFER)
+        recv(sys.argv[2], sys.argv[3], workset, None if size == "default" else int(size))
     elif mode == "send":
         send(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
     elif mode == "bench":

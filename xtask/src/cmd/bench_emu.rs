@@ -74,7 +74,7 @@ pub fn run(runs: u32) -> Result<(), Error> {
         &root().join("target/emu/release-lib"),
     )?;
     // The launcher's state folder (XDG_RUNTIME_DIR) and fabric, the bench's own.
-    let runtime = std::env::temp_dir().join(format!("xtask-bench-emu-{}", std::process::id()));
+    let runtime = bench_spead2::Runtime::new();
     let spead2_fabric = "spead2";
     let mut all = Vec::new();
     for r in 1..=runs {
@@ -110,7 +110,8 @@ pub fn run(runs: u32) -> Result<(), Error> {
             &["-s", "65536", "-n", "5000", "--report_gbits"],
         )?;
         drop(through);
-        let spead2_emu = spead2.emulated(&release.join("verbs-emu"), &runtime, spead2_fabric)?;
+        let spead2_emu =
+            spead2.emulated(&release.join("verbs-emu"), runtime.path(), spead2_fabric)?;
         let spead2_udp = spead2.kernel()?;
         let run = Run {
             lat_typical_us: col(&lat, 4, "ib_send_lat t_typical")?,
@@ -129,7 +130,7 @@ pub fn run(runs: u32) -> Result<(), Error> {
         eprintln!("xtask bench emu: {run:?}");
         all.push(run);
     }
-    bench_spead2::remove_runtime(&runtime, spead2_fabric);
+    drop(runtime);
     print!("{}", table(&all));
     Ok(())
 }
@@ -394,6 +395,8 @@ mod tests {
             incomplete,
             bad: 0,
             gbps,
+            packets: 129 * complete,
+            delivered: None,
         }
     }
 

@@ -6,8 +6,9 @@
 //! spead2's ibverbs reader (`add_udp_ibv_reader`) on h1 joins on 10.100.0.1. The same two
 //! programs then run over kernel UDP loopback outside the emulator (`UdpStream` to
 //! 127.0.0.1, `add_udp_reader` bound there), as the competitor. Both ends are
-//! `emulator/bench/spead2_rate.py` (modes `recv` and `send`; 4 MiB of posted receive
-//! buffers for the ibverbs reader, 4 MiB of socket buffer for the kernel's).
+//! `emulator/bench/spead2_rate.py` (modes `recv` and `send`), the readers with spead2's
+//! default buffers: 16 MiB of posted receive buffers for the ibverbs reader, 8 MiB of
+//! socket buffer asked for the kernel's (which the kernel caps at `net.core.rmem_max`).
 //!
 //! The receiver checks each heap it completes (its length, and that its first and last
 //! 64-bit words are those the sender put in the heap of that counter) and reports the
@@ -48,6 +49,12 @@ pub struct PairRun {
     /// The receiver's rate, Gb/s (10^9 bits) of intact heaps' payload; 0 when fewer than
     /// two heaps arrived.
     pub gbps: f64,
+    /// Packets the reader took (spead2's count).
+    pub packets: u64,
+    /// Frames the fabric process delivered (its summary), for the pair through the
+    /// emulator: those beyond `packets` the receiving NIC dropped, its posted receive
+    /// buffers full.
+    pub delivered: Option<u64>,
 }
 
 impl PairRun {
@@ -62,7 +69,9 @@ impl PairRun {
         self.complete == self.sent && self.bad == 0
     }
 
-    /// `512/512`, or with loss e.g. `505/512 (3 incomplete, 4 missing)`.
+    /// `512/512`, or with loss e.g. `505/512 (3 incomplete, 4 missing)`; for the pair
+    /// through the emulator with what the receiving NIC dropped, e.g. `419/512 (2
+    /// incomplete, 91 missing; NIC dropped 11870 of 66049 frames)`.
     pub fn heaps(&self) -> String {
         let mut s = format!("{}/{}", self.complete, self.sent);
         let mut lost = Vec::new();
@@ -75,8 +84,21 @@ impl PairRun {
         if self.missing() > 0 {
             lost.push(format!("{} missing", self.missing()));
         }
+        let mut lost = lost.join(", ");
+        if let Some(d) = self.delivered.filter(|&d| d != self.packets) {
+            let dropped = if d > self.packets {
+                format!("NIC dropped {} of {d} frames", d - self.packets)
+            } else {
+                format!("reader took {} packets of {d} frames", self.packets)
+            };
+            lost = if lost.is_empty() {
+                dropped
+            } else {
+                format!("{lost}; {dropped}")
+            };
+        }
         if !lost.is_empty() {
-            s += &format!(" ({})", lost.join(", "));
+            s += &format!(" ({lost})");
         }
         s
     }
@@ -127,7 +149,41 @@ fn parse_receiver(text: &str, sent: u64) -> Result<PairRun, Error> {
         } else {
             0.0
         },
+        packets: count(&v, "packets", "receiver")?,
+        delivered: None,
     })
+}
+
+/// The frames delivered, from the fabric's summary line in `log` (`verbs-emu-fabric: N
+/// frames from hosts, M delivered, lost: ...`, `emulator/src/fabric/server.rs`).
+fn fabric_delivered(log: &str) -> Option<u64> {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains(" frames from hosts, "))?;
+    let after = line.split(" frames from hosts, ").nth(1)?;
+    let (n, rest) = after.split_once(' ')?;
+    if rest.starts_with("delivered") {
+        n.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// The frames the fabric of the launcher's state folder `dir` delivered, once it has
+/// stopped and written its summary to `fabric.log` (waiting up to 10 s for it).
+fn delivered_when_stopped(dir: &Path) -> Option<u64> {
+    let start = Instant::now();
+    loop {
+        let log = std::fs::read_to_string(dir.join("fabric.log")).unwrap_or_default();
+        if let Some(n) = fabric_delivered(&log) {
+            return Some(n);
+        }
+        if start.elapsed() > Duration::from_secs(10) {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Reads a child's pipe to its end on a thread of its own (spead2 names each heap it
@@ -185,7 +241,9 @@ impl Spead2 {
         if mode == "send" {
             v.extend([MIB.to_string(), WORKSET_MIB.to_string(), "0".to_owned()]);
         } else {
-            v.push(WORKSET_MIB.to_string());
+            // The reader's buffer as spead2 sizes it by default (16 MiB of posted receive
+            // buffers for ibverbs, 8 MiB asked for the socket, capped by the kernel).
+            v.extend([WORKSET_MIB.to_string(), "default".to_owned()]);
         }
         v
     }
@@ -209,10 +267,15 @@ impl Spead2 {
                 .args(args);
             c
         };
-        self.pair(
+        let run = self.pair(
             host("h1", self.args("recv", "emu", "10.100.0.1")),
             host("h2", self.args("send", "emu", "10.100.0.2")),
-        )
+        )?;
+        // The last run has left: the fabric stops and writes its summary.
+        Ok(PairRun {
+            delivered: delivered_when_stopped(&runtime.join("verbs-emu").join(fabric)),
+            ..run
+        })
     }
 
     /// The same programs over kernel UDP loopback (127.0.0.1), outside the emulator.
@@ -302,16 +365,27 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// Removes the launcher's state folder `runtime` once the fabric has stopped (its
-/// holder's socket `verbs-emu/NAME/control.sock` is gone), waiting up to 10 s for it.
-pub fn remove_runtime(runtime: &Path, fabric: &str) {
-    let socket = runtime.join("verbs-emu").join(fabric).join("control.sock");
-    let start = Instant::now();
-    while socket.exists() && start.elapsed() < Duration::from_secs(10) {
-        std::thread::sleep(Duration::from_millis(50));
+/// The launcher's state folder of the bench (its `XDG_RUNTIME_DIR`: the fabric's socket,
+/// log and library links go under it), removed when dropped (each emulated pair has
+/// waited for its fabric to stop by then).
+pub struct Runtime(PathBuf);
+
+impl Runtime {
+    /// A folder named for this process in the temporary folder (short: the fabric's
+    /// socket path must fit a Unix socket's 108 bytes).
+    pub fn new() -> Self {
+        Self(std::env::temp_dir().join(format!("xtask-bench-emu-{}", std::process::id())))
     }
-    if !socket.exists() {
-        let _ = std::fs::remove_dir_all(runtime);
+
+    /// The folder.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -334,6 +408,52 @@ mod tests {
         assert!((r.gbps - 8.573_157_376).abs() < 1e-9);
         assert!(r.lossless());
         assert_eq!(r.heaps(), "512/512");
+        assert_eq!(r.packets, 66048);
+        // Through the emulator: the fabric delivered what the reader took.
+        let emu = PairRun {
+            delivered: Some(66048),
+            ..r
+        };
+        assert_eq!(emu.heaps(), "512/512");
+    }
+
+    #[test]
+    fn frames_the_receiving_nic_dropped_are_named() {
+        let r = PairRun {
+            sent: 512,
+            complete: 419,
+            incomplete: 2,
+            packets: 54179,
+            delivered: Some(66049),
+            ..PairRun::default()
+        };
+        assert_eq!(
+            r.heaps(),
+            "419/512 (2 incomplete, 91 missing; NIC dropped 11870 of 66049 frames)"
+        );
+        let odd = PairRun {
+            complete: 512,
+            incomplete: 0,
+            packets: 66050,
+            ..r
+        };
+        assert_eq!(
+            odd.heaps(),
+            "512/512 (reader took 66050 packets of 66049 frames)"
+        );
+    }
+
+    #[test]
+    fn the_fabric_summary_gives_the_frames_delivered() {
+        let log = "verbs-emu-fabric: hosts h1, h2, h3, h4 at /x/fabric.sock (seed 1)\n\
+            verbs-emu-fabric: 66049 frames from hosts, 66040 delivered, lost: none; 0 \
+            duplicated, 0 corrupted in the switch, senders paused 348 times\n";
+        assert_eq!(fabric_delivered(log), Some(66040));
+        assert_eq!(fabric_delivered("verbs-emu-fabric: hosts h1"), None);
+        assert_eq!(
+            fabric_delivered("verbs-emu-fabric: 5 frames from hosts, x delivered"),
+            None
+        );
     }
 
     #[test]
@@ -415,7 +535,8 @@ mod tests {
                 "recv",
                 "kernel",
                 "127.0.0.1",
-                "256"
+                "256",
+                "default"
             ]
         );
     }
