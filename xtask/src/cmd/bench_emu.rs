@@ -74,7 +74,7 @@ pub fn run(runs: u32) -> Result<(), Error> {
         &root().join("target/emu/release-lib"),
     )?;
     // The launcher's state folder (XDG_RUNTIME_DIR) and fabric, the bench's own.
-    let runtime = bench_spead2::Runtime::new();
+    let runtime = bench_spead2::Runtime::new()?;
     let spead2_fabric = "spead2";
     let mut all = Vec::new();
     for r in 1..=runs {

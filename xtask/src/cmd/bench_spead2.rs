@@ -371,10 +371,20 @@ fn last_lines(text: &str, n: usize) -> String {
 pub struct Runtime(PathBuf);
 
 impl Runtime {
-    /// A folder named for this process in the temporary folder (short: the fabric's
-    /// socket path must fit a Unix socket's 108 bytes).
-    pub fn new() -> Self {
-        Self(std::env::temp_dir().join(format!("xtask-bench-emu-{}", std::process::id())))
+    /// Makes a folder (0700) named for this process in the temporary folder (short: the
+    /// fabric's socket path must fit a Unix socket's 108 bytes). It must exist: the
+    /// launcher takes `XDG_RUNTIME_DIR` only when it is a folder.
+    ///
+    /// # Errors
+    /// The folder cannot be made.
+    pub fn new() -> Result<Self, Error> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!("xtask-bench-emu-{}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(Self(dir))
     }
 
     /// The folder.
