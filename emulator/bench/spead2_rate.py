@@ -29,13 +29,15 @@ The receiver prints {"ready": true} once its reader is in place, then, when the 
 ends (or "stop" is written to its stdin), one JSON line: "heaps" (complete heaps whose
 payload is the sender's: length 1 MiB and, given WORKSET_MIB, the first and last 64-bit
 words of heap cnt - 1's slice of the working set), "bad" (complete heaps that are not),
-"incomplete" (heaps spead2 dropped incomplete), "packets", "mprq", and "span" (seconds
-from the first intact heap to the last) with "span_bytes" (the payload of the intact
-heaps after the first, received within the span). BUFFER is the reader's buffer in bytes
+"incomplete" (heaps spead2 dropped incomplete), "packets", "mprq", "bytes" (the intact
+heaps' payload) and "last" (the wall clock, time.time(), when the last intact heap came
+out of the stream; 0 if none did). BUFFER is the reader's buffer in bytes
 (posted receive buffers for ibverbs, the socket's for the kernel), or "default" for
 spead2's own (16 MiB for ibverbs; 8 MiB asked for the socket, which the kernel caps at
 net.core.rmem_max); 4 MiB unless given. The sender prints "elapsed" (its seconds
-sending), "bytes" and "heaps".
+sending), "bytes", "heaps" and "start" (the wall clock when it began sending): the
+receiver's "bytes" over its "last" less the sender's "start" is the pair's rate from the
+first packet sent to the last heap received, on one machine's clock.
 """
 
 import argparse
@@ -148,14 +150,12 @@ def recv(transport, iface, workset_mib=None, buffer=BUFFER):
 
     threading.Thread(target=stop_on_request, daemon=True).start()
     heaps = bad = 0
-    first = last = None
+    last = 0.0
     for heap in rx:
         if not intact(heap, workset_mib):
             bad += 1
             continue
-        last = time.perf_counter()
-        if first is None:
-            first = last
+        last = time.time()
         heaps += 1
     if requested.is_set():
         stopped.wait()  # leave only once the stop has returned
@@ -170,8 +170,8 @@ def recv(transport, iface, workset_mib=None, buffer=BUFFER):
                 "incomplete": stats["incomplete_heaps_evicted"] + stats["incomplete_heaps_flushed"],
                 "packets": stats["packets"],
                 "mprq": log.mprq,
-                "span": (last - first) if heaps else 0.0,
-                "span_bytes": max(heaps - 1, 0) * HEAP,
+                "bytes": heaps * HEAP,
+                "last": last,
             }
         ),
         flush=True,
@@ -215,13 +215,17 @@ def send(transport, iface, mib, workset_mib, rate_gbps):
         heaps.append(h)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    wall = time.time()
     start = time.perf_counter()
     loop.run_until_complete(send_all(tx, heaps))
     elapsed = time.perf_counter() - start
     end = spead2.send.Heap(flavour)
     end.add_end()
     loop.run_until_complete(tx.async_send_heap(end))
-    print(json.dumps({"elapsed": elapsed, "bytes": mib * HEAP, "heaps": mib}), flush=True)
+    print(
+        json.dumps({"elapsed": elapsed, "bytes": mib * HEAP, "heaps": mib, "start": wall}),
+        flush=True,
+    )
 
 
 class Emu:

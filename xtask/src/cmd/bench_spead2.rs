@@ -1,9 +1,10 @@
 //! The spead2 pair of `cargo xtask bench emu`: spead2's ibverbs sender (`UdpIbvStream`,
-//! Python API: the C++ tools are not installed here) on emulated host h2, started as a
-//! user starts it (`verbs-emu run --host h2 -- python3 ...`, the release build), sends
-//! [`MIB`] MiB of 1 MiB heaps in 8 KiB packets, unpaced, their payload cycling through a
-//! [`WORKSET_MIB`] MiB working set (out of cache), to the multicast group 239.10.1.1 that
-//! spead2's ibverbs reader (`add_udp_ibv_reader`) on h1 joins on 10.100.0.1. The same two
+//! its Python API as the PyPI wheel ships it; the C++ tools need a build of spead2's
+//! source) on emulated host h2, started as a user starts it (`verbs-emu run --host h2 --
+//! python3 ...`, the release build), sends [`MIB`] MiB of 1 MiB heaps in 8 KiB packets,
+//! unpaced, their payload cycling through a [`WORKSET_MIB`] MiB working set (out of
+//! cache), to the multicast group 239.10.1.1 that spead2's ibverbs reader
+//! (`add_udp_ibv_reader`) on h1 joins on 10.100.0.1. The same two
 //! programs then run over kernel UDP loopback outside the emulator (`UdpStream` to
 //! 127.0.0.1, `add_udp_reader` bound there), as the competitor. Both ends are
 //! `emulator/bench/spead2_rate.py` (modes `recv` and `send`), the readers with spead2's
@@ -12,9 +13,11 @@
 //!
 //! The receiver checks each heap it completes (its length, and that its first and last
 //! 64-bit words are those the sender put in the heap of that counter) and reports the
-//! heaps complete and intact, those spead2 dropped incomplete, and its rate: the payload
-//! of the intact heaps after the first over the time from the first to the last. Heaps
-//! neither complete nor dropped incomplete never reached it at all.
+//! heaps complete and intact and those spead2 dropped incomplete; heaps neither never
+//! reached it at all. The pair's rate is the intact heaps' payload over the time from the
+//! sender's first packet to the receiver's last heap (both read the machine's wall clock).
+//! Through the emulator, the fabric's summary gives the frames it delivered: those the
+//! reader did not take, the receiving NIC dropped.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -118,34 +121,49 @@ fn count(v: &Value, key: &str, who: &str) -> Result<u64, Error> {
         .ok_or_else(|| format!("spead2 {who}: no count {key:?} in {v}"))
 }
 
-fn seconds(v: &Value, key: &str, who: &str) -> Result<f64, Error> {
+/// A time of day (seconds since the epoch, as Python's `time.time()`).
+fn clock(v: &Value, key: &str, who: &str) -> Result<f64, Error> {
     v.get(key)
         .and_then(Value::as_f64)
         .filter(|s| s.is_finite() && *s >= 0.0)
         .ok_or_else(|| format!("spead2 {who}: no time {key:?} in {v}"))
 }
 
-/// The heaps the sender says it sent (its line `{"elapsed": .., "bytes": .., "heaps": N}`).
-fn parse_sender(text: &str) -> Result<u64, Error> {
-    let v = last_json_with(text, "heaps")
-        .ok_or_else(|| format!("spead2 sender: no result line in {text:?}"))?;
-    count(&v, "heaps", "sender")
+/// What the sender says of its run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Sent {
+    /// Heaps sent.
+    heaps: u64,
+    /// When it began sending (wall clock, seconds).
+    start: f64,
 }
 
-/// The receiver's result line (`{"heaps", "bad", "incomplete", "span", "span_bytes",
-/// ...}`, after its `{"ready": true}`) for a sender that sent `sent` heaps.
-fn parse_receiver(text: &str, sent: u64) -> Result<PairRun, Error> {
-    let v = last_json_with(text, "span_bytes")
+/// The sender's line `{"elapsed": .., "bytes": .., "heaps": N, "start": T}`.
+fn parse_sender(text: &str) -> Result<Sent, Error> {
+    let v = last_json_with(text, "heaps")
+        .ok_or_else(|| format!("spead2 sender: no result line in {text:?}"))?;
+    Ok(Sent {
+        heaps: count(&v, "heaps", "sender")?,
+        start: clock(&v, "start", "sender")?,
+    })
+}
+
+/// The receiver's result line (`{"heaps", "bad", "incomplete", "packets", "bytes",
+/// "last", ...}`, after its `{"ready": true}`) for what the sender sent. The rate is the
+/// intact heaps' payload from the sender's start to the receiver's last heap (both on
+/// the machine's clock); 0 when no heap arrived or the clocks give no time between them.
+fn parse_receiver(text: &str, sent: Sent) -> Result<PairRun, Error> {
+    let v = last_json_with(text, "last")
         .ok_or_else(|| format!("spead2 receiver: no result line in {text:?}"))?;
-    let span = seconds(&v, "span", "receiver")?;
-    let span_bytes = count(&v, "span_bytes", "receiver")?;
+    let bytes = count(&v, "bytes", "receiver")?;
+    let took = clock(&v, "last", "receiver")? - sent.start;
     Ok(PairRun {
-        sent,
+        sent: sent.heaps,
         complete: count(&v, "heaps", "receiver")?,
         incomplete: count(&v, "incomplete", "receiver")?,
         bad: count(&v, "bad", "receiver")?,
-        gbps: if span > 0.0 {
-            span_bytes as f64 * 8.0 / span / 1e9
+        gbps: if bytes > 0 && took > 0.0 {
+            bytes as f64 * 8.0 / took / 1e9
         } else {
             0.0
         },
@@ -403,19 +421,24 @@ impl Drop for Runtime {
 mod tests {
     use super::*;
 
+    /// A sender of 512 heaps that began at 1000 s.
+    const SENT: Sent = Sent {
+        heaps: 512,
+        start: 1000.0,
+    };
+
     #[test]
     fn a_receiver_that_got_everything() {
         let text = "{\"ready\": true}\n\
             {\"heaps\": 512, \"bad\": 0, \"incomplete\": 0, \"packets\": 66048, \
-             \"mprq\": true, \"span\": 0.5, \"span_bytes\": 535822336}\n";
-        let r = parse_receiver(text, 512).unwrap();
+             \"mprq\": true, \"bytes\": 536870912, \"last\": 1000.5}\n";
+        let r = parse_receiver(text, SENT).unwrap();
         assert_eq!(
             (r.sent, r.complete, r.incomplete, r.bad, r.missing()),
             (512, 512, 0, 0, 0)
         );
-        // 511 MiB in half a second.
-        assert!((r.gbps - 535_822_336.0 * 8.0 / 0.5 / 1e9).abs() < 1e-9);
-        assert!((r.gbps - 8.573_157_376).abs() < 1e-9);
+        // 512 MiB in half a second.
+        assert!((r.gbps - 8.589_934_592).abs() < 1e-9, "{}", r.gbps);
         assert!(r.lossless());
         assert_eq!(r.heaps(), "512/512");
         assert_eq!(r.packets, 66048);
@@ -470,9 +493,11 @@ mod tests {
     fn a_receiver_that_lost_heaps_says_which_way() {
         let text = "{\"ready\": true}\n\
             {\"heaps\": 505, \"bad\": 0, \"incomplete\": 3, \"packets\": 65595, \
-             \"mprq\": false, \"span\": 0.25, \"span_bytes\": 528482304}\n";
-        let r = parse_receiver(text, 512).unwrap();
+             \"mprq\": false, \"bytes\": 529530880, \"last\": 1002.0}\n";
+        let r = parse_receiver(text, SENT).unwrap();
         assert_eq!((r.complete, r.incomplete, r.missing()), (505, 3, 4));
+        // 505 MiB in 2 s: the intact heaps only.
+        assert!((r.gbps - 2.118_123_52).abs() < 1e-9, "{}", r.gbps);
         assert!(!r.lossless());
         assert_eq!(r.heaps(), "505/512 (3 incomplete, 4 missing)");
         let bad = PairRun {
@@ -489,33 +514,42 @@ mod tests {
     }
 
     #[test]
-    fn fewer_than_two_heaps_give_no_rate() {
-        let text = "{\"heaps\": 1, \"bad\": 0, \"incomplete\": 0, \"packets\": 128, \
-                    \"mprq\": true, \"span\": 0.0, \"span_bytes\": 0}";
-        let r = parse_receiver(text, 512).unwrap();
-        assert_eq!((r.complete, r.missing(), r.gbps), (1, 511, 0.0));
-        assert_eq!(r.heaps(), "1/512 (511 missing)");
+    fn no_heap_or_no_time_gives_no_rate() {
+        let none = "{\"heaps\": 0, \"bad\": 0, \"incomplete\": 2, \"packets\": 128, \
+                    \"mprq\": true, \"bytes\": 0, \"last\": 0.0}";
+        let r = parse_receiver(none, SENT).unwrap();
+        assert_eq!((r.complete, r.missing(), r.gbps), (0, 510, 0.0));
+        assert_eq!(r.heaps(), "0/512 (2 incomplete, 510 missing)");
+        // A receiver's clock before the sender's start gives no time between them.
+        let early = "{\"heaps\": 1, \"bad\": 0, \"incomplete\": 0, \"packets\": 129, \
+                     \"mprq\": true, \"bytes\": 1048576, \"last\": 999.0}";
+        assert_eq!(parse_receiver(early, SENT).unwrap().gbps, 0.0);
     }
 
     #[test]
     fn output_without_a_result_is_an_error_naming_it() {
-        let e = parse_receiver("{\"ready\": true}\nTraceback ...\n", 512).unwrap_err();
+        let e = parse_receiver("{\"ready\": true}\nTraceback ...\n", SENT).unwrap_err();
         assert!(e.starts_with("spead2 receiver: no result line"), "{e}");
-        let e = parse_receiver("{\"heaps\": 3, \"span\": 1.0, \"span_bytes\": 8}", 3).unwrap_err();
+        let e = parse_receiver("{\"heaps\": 3, \"bytes\": 8, \"last\": 1001.0}", SENT).unwrap_err();
         assert!(e.contains("no count \"incomplete\""), "{e}");
-        let e = parse_receiver(
-            "{\"heaps\": 3, \"bad\": 0, \"incomplete\": 0, \"span\": -1, \"span_bytes\": 8}",
-            3,
-        )
-        .unwrap_err();
-        assert!(e.contains("no time \"span\""), "{e}");
+        let e = parse_receiver("{\"heaps\": 3, \"bytes\": 8, \"last\": -1}", SENT).unwrap_err();
+        assert!(e.contains("no time \"last\""), "{e}");
         assert!(parse_sender("").is_err());
+        let e = parse_sender("{\"heaps\": 512}").unwrap_err();
+        assert!(e.contains("no time \"start\""), "{e}");
     }
 
     #[test]
     fn the_sender_says_how_many_heaps_it_sent() {
-        let text = "{\"elapsed\": 0.147, \"bytes\": 536870912, \"heaps\": 512}\n";
-        assert_eq!(parse_sender(text), Ok(512));
+        let text = "{\"elapsed\": 0.147, \"bytes\": 536870912, \"heaps\": 512, \
+                    \"start\": 1764340000.25}\n";
+        assert_eq!(
+            parse_sender(text),
+            Ok(Sent {
+                heaps: 512,
+                start: 1_764_340_000.25
+            })
+        );
     }
 
     #[test]
