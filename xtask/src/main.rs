@@ -42,8 +42,9 @@
 //! - `cargo xtask bench`: the benchmarks (spead vs spead2, the RAW_PACKET path and its
 //!   per-frame cost from 10^4 to 10^7 frames, criterion micro-benchmarks, `scenario meerkat`).
 //! - `cargo xtask bench emu [--runs N]`: the emulated NIC alone (perftest between two
-//!   emulated hosts, through their direct pair and through the fabric process) against
-//!   kernel loopback (qperf) and memcpy, with ratios.
+//!   emulated hosts, through their direct pair and through the fabric process; spead2's
+//!   ibverbs sender and reader on two hosts started through the launcher) against kernel
+//!   loopback (qperf; the same spead2 programs over kernel UDP) and memcpy, with ratios.
 //! - `cargo xtask fuzz [--time S] [--runs N] [--target T]`: the cargo-fuzz targets in
 //!   `fuzz/` (nightly); CI runs each for [`cmd::ci::CI_FUZZ_SECONDS`].
 //! - `cargo xtask dist [--verify] [--verify-debian]`: the emulated NIC as a tarball in
@@ -165,8 +166,10 @@ enum Command {
     /// frames, the harness micro-benchmarks, the MeerKAT scenario).
     Bench {
         /// `emu`: only the emulated NIC against kernel loopback and memcpy (perftest
-        /// between two emulated hosts, qperf, a 256 MiB copy), with ratios. `fabric`: only
-        /// what one fabric process carries (SPEAD multicast between host pairs).
+        /// between two emulated hosts, qperf, spead2's ibverbs pair through the launcher
+        /// against the same programs over kernel UDP, a 256 MiB copy), with ratios.
+        /// `fabric`: only what one fabric process carries (SPEAD multicast between host
+        /// pairs).
         #[arg(value_enum)]
         what: Option<BenchWhat>,
         /// With `emu` or `fabric`: how many runs (interleaved) to take medians over.
