@@ -32,11 +32,18 @@ use super::common::{root, Error};
 pub const MIB: u32 = 512;
 /// The sender's working set (MiB), which the heaps' payload cycles through.
 pub const WORKSET_MIB: u32 = 256;
+/// How long the receiver may take to say it is ready (Python starting on a loaded
+/// machine) before it is called hung. Not a measure: only a bound that ends a hang.
+const READY_WAIT: Duration = Duration::from_secs(120);
+/// How long the sender may take (its 512 MiB take seconds) before it is called hung.
+const SEND_WAIT: Duration = Duration::from_secs(300);
 /// How long the receiver may take to end after its sender has: past it, it is told to
 /// stop (the end of the stream was lost).
 const END_WAIT: Duration = Duration::from_secs(10);
 /// How long a told receiver may take to print its counts before it is called hung.
 const STOP_WAIT: Duration = Duration::from_secs(60);
+/// The receiver's first line.
+const READY: &str = r#"{"ready": true}"#;
 
 /// What one pair moved in one run.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -49,8 +56,8 @@ pub struct PairRun {
     pub incomplete: u64,
     /// Heaps completed with a payload that is not the sender's.
     pub bad: u64,
-    /// The receiver's rate, Gb/s (10^9 bits) of intact heaps' payload; 0 when fewer than
-    /// two heaps arrived.
+    /// The pair's rate, Gb/s (10^9 bits) of intact heaps' payload from the sender's start
+    /// to the receiver's last heap; 0 when no heap arrived.
     pub gbps: f64,
     /// Packets the reader took (spead2's count).
     pub packets: u64,
@@ -61,7 +68,7 @@ pub struct PairRun {
 }
 
 impl PairRun {
-    /// Heaps of which the receiver saw nothing (or not even a packet of its first).
+    /// Heaps of which the receiver saw no packet.
     pub fn missing(&self) -> u64 {
         self.sent
             .saturating_sub(self.complete + self.incomplete + self.bad)
@@ -214,13 +221,13 @@ fn drain(r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
     })
 }
 
-/// Waits up to `limit` for `child` to end.
-fn ended_within(child: &mut Child, limit: Duration) -> Result<bool, Error> {
+/// Waits up to `limit` for `child` (`who`) to end.
+fn ended_within(child: &mut Child, limit: Duration, who: &str) -> Result<bool, Error> {
     let start = Instant::now();
     while start.elapsed() < limit {
         if child
             .try_wait()
-            .map_err(|e| format!("spead2 receiver: {e}"))?
+            .map_err(|e| format!("spead2 {who}: {e}"))?
             .is_some()
         {
             return Ok(true);
@@ -228,6 +235,15 @@ fn ended_within(child: &mut Child, limit: Duration) -> Result<bool, Error> {
         std::thread::sleep(Duration::from_millis(20));
     }
     Ok(false)
+}
+
+/// Starts `c` (`who`) with its stdout and stderr piped.
+fn spawn(c: &mut Command, stdin: Stdio, who: &str) -> Result<Child, Error> {
+    c.stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the spead2 {who} {c:?}: {e}"))
 }
 
 /// spead2's sender and reader, and how to start them.
@@ -285,7 +301,7 @@ impl Spead2 {
                 .args(args);
             c
         };
-        let run = self.pair(
+        let run = pair(
             host("h1", self.args("recv", "emu", "10.100.0.1")),
             host("h2", self.args("send", "emu", "10.100.0.2")),
         )?;
@@ -306,75 +322,92 @@ impl Spead2 {
             c.args(&args[1..]);
             c
         };
-        self.pair(
+        pair(
             program(self.args("recv", "kernel", "127.0.0.1")),
             program(self.args("send", "kernel", "127.0.0.1")),
         )
     }
+}
 
-    /// Starts the receiver, waits until it is ready, runs the sender, and collects the
-    /// receiver's counts (telling it to stop if the end of the stream was lost).
-    fn pair(&self, mut recv: Command, mut send: Command) -> Result<PairRun, Error> {
-        let mut receiver = recv
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start the spead2 receiver {recv:?}: {e}"))?;
-        let err = drain(receiver.stderr.take().ok_or("spead2 receiver: no stderr")?);
-        let mut out = BufReader::new(receiver.stdout.take().ok_or("spead2 receiver: no stdout")?);
-        let mut ready = String::new();
-        let _ = out.read_line(&mut ready);
-        if ready.trim() != r#"{"ready": true}"# {
-            let _ = receiver.kill();
-            let status = receiver.wait().map_err(|e| e.to_string())?;
-            return Err(format!(
-                "the spead2 receiver did not start ({status}): {ready}{}",
-                err.join().unwrap_or_default()
-            ));
-        }
-        let out = drain(out);
-        let sender = send
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot start the spead2 sender {send:?}: {e}"));
-        let mut told = false;
-        if !ended_within(&mut receiver, END_WAIT)? {
-            // The end of the stream was lost: the receiver reads "stop" from its stdin.
-            told = true;
-            if let Some(mut stdin) = receiver.stdin.take() {
-                let _ = stdin.write_all(b"stop\n");
-            }
-        }
-        if !ended_within(&mut receiver, STOP_WAIT)? {
-            let _ = receiver.kill();
-        }
-        drop(receiver.stdin.take());
-        let status = receiver
-            .wait()
-            .map_err(|e| format!("spead2 receiver: {e}"))?;
-        let (out, err) = (
-            out.join().unwrap_or_default(),
-            err.join().unwrap_or_default(),
-        );
-        let sender = sender?;
-        let sent_text = String::from_utf8_lossy(&sender.stdout);
-        if !sender.status.success() || !status.success() {
-            return Err(format!(
-                "spead2: sender {} ({}{}), receiver {status}{} ({out}{})",
-                sender.status,
-                sent_text,
-                String::from_utf8_lossy(&sender.stderr),
-                if told {
-                    " after being told to stop"
-                } else {
-                    ""
-                },
-                last_lines(&err, 5)
-            ));
-        }
-        parse_receiver(&out, parse_sender(&sent_text)?)
+/// Starts the receiver, waits until it is ready, runs the sender, and collects the
+/// receiver's counts (telling it to stop if the end of the stream was lost). A
+/// program past its bound (`READY_WAIT`, `SEND_WAIT`, `STOP_WAIT`) is killed and
+/// named in the error.
+fn pair(mut recv: Command, mut send: Command) -> Result<PairRun, Error> {
+    let mut receiver = spawn(&mut recv, Stdio::piped(), "receiver")?;
+    let err = drain(receiver.stderr.take().ok_or("spead2 receiver: no stderr")?);
+    let out = receiver.stdout.take().ok_or("spead2 receiver: no stdout")?;
+    // Its first line comes through a channel, so that a receiver that never gets
+    // ready is ended; the rest is read to its end on the same thread.
+    let (first, ready) = std::sync::mpsc::channel();
+    let out = std::thread::spawn(move || {
+        let mut out = BufReader::new(out);
+        let mut line = String::new();
+        let _ = out.read_line(&mut line);
+        let _ = first.send(line);
+        let mut rest = Vec::new();
+        let _ = out.read_to_end(&mut rest);
+        String::from_utf8_lossy(&rest).into_owned()
+    });
+    let ready = ready.recv_timeout(READY_WAIT).unwrap_or_default();
+    if ready.trim() != READY {
+        let _ = receiver.kill();
+        let status = receiver.wait().map_err(|e| e.to_string())?;
+        return Err(format!(
+            "the spead2 receiver did not start ({status}): {ready}{}",
+            last_lines(&err.join().unwrap_or_default(), 5)
+        ));
     }
+    let mut sender = spawn(&mut send, Stdio::null(), "sender")?;
+    let sent_out = drain(sender.stdout.take().ok_or("spead2 sender: no stdout")?);
+    let sent_err = drain(sender.stderr.take().ok_or("spead2 sender: no stderr")?);
+    let sender_hung = !ended_within(&mut sender, SEND_WAIT, "sender")?;
+    if sender_hung {
+        let _ = sender.kill();
+    }
+    let sender_status = sender.wait().map_err(|e| format!("spead2 sender: {e}"))?;
+    let mut told = false;
+    if !ended_within(&mut receiver, END_WAIT, "receiver")? {
+        // The end of the stream was lost: the receiver reads "stop" from its stdin.
+        told = true;
+        if let Some(mut stdin) = receiver.stdin.take() {
+            let _ = stdin.write_all(b"stop\n");
+        }
+    }
+    let receiver_hung = !ended_within(&mut receiver, STOP_WAIT, "receiver")?;
+    if receiver_hung {
+        let _ = receiver.kill();
+    }
+    drop(receiver.stdin.take());
+    let status = receiver
+        .wait()
+        .map_err(|e| format!("spead2 receiver: {e}"))?;
+    let join = |h: std::thread::JoinHandle<String>| h.join().unwrap_or_default();
+    let (out, err) = (join(out), join(err));
+    let (sent_text, sent_err) = (join(sent_out), join(sent_err));
+    if !sender_status.success() || !status.success() {
+        let hung = |h: bool, limit: Duration| {
+            if h {
+                format!(", killed after {limit:?}")
+            } else {
+                String::new()
+            }
+        };
+        return Err(format!(
+            "spead2: sender {sender_status}{} ({sent_text}{}), receiver {status}{}{} \
+                 ({out}{})",
+            hung(sender_hung, SEND_WAIT),
+            last_lines(&sent_err, 5),
+            if told {
+                " after being told to stop"
+            } else {
+                ""
+            },
+            hung(receiver_hung, STOP_WAIT),
+            last_lines(&err, 5)
+        ));
+    }
+    parse_receiver(&out, parse_sender(&sent_text)?)
 }
 
 /// The last `n` lines of `text`.
@@ -583,6 +616,77 @@ mod tests {
                 "default"
             ]
         );
+    }
+
+    /// A receiver and a sender as shell scripts, the receiver ending once the sender has
+    /// written to a FIFO (`mkfifo`, from coreutils) in a folder of the test's own.
+    fn scripts(name: &str, receiver: &str, sender: &str) -> (Command, Command, PathBuf) {
+        let dir =
+            std::env::temp_dir().join(format!("xtask-bench-spead2-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        assert!(Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let sh = |script: &str| {
+            let mut c = Command::new("sh");
+            c.args(["-c", script, "sh"]).arg(&fifo);
+            c
+        };
+        (sh(receiver), sh(sender), dir)
+    }
+
+    const RECEIVER_OK: &str = r#"echo '{"ready": true}'; cat "$1" >/dev/null; echo '{"heaps": 511, "bad": 0, "incomplete": 1, "packets": 65920, "mprq": true, "bytes": 535822336, "last": 1001.0}'"#;
+
+    #[test]
+    fn a_pair_gives_the_receivers_counts_against_the_senders() {
+        let (recv, send, dir) = scripts(
+            "ok",
+            RECEIVER_OK,
+            r#"echo go > "$1"; echo '{"elapsed": 0.9, "bytes": 536870912, "heaps": 512, "start": 1000.0}'"#,
+        );
+        let r = pair(recv, send).unwrap();
+        assert_eq!(
+            (r.sent, r.complete, r.incomplete, r.missing(), r.packets),
+            (512, 511, 1, 0, 65920)
+        );
+        // 511 MiB in 1 s.
+        assert!((r.gbps - 4.286_578_688).abs() < 1e-9, "{}", r.gbps);
+        assert_eq!(r.heaps(), "511/512 (1 incomplete)");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_failing_sender_is_named_with_its_stderr() {
+        let (recv, send, dir) = scripts(
+            "sender-fails",
+            RECEIVER_OK,
+            r#"echo go > "$1"; echo 'no device' >&2; exit 3"#,
+        );
+        let e = pair(recv, send).unwrap_err();
+        assert!(
+            e.starts_with("spead2: sender exit status: 3 (no device), receiver exit status: 0"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_receiver_that_does_not_get_ready_is_named() {
+        let (recv, send, dir) = scripts(
+            "not-ready",
+            r#"echo 'set_option: No such device' >&2; exit 1"#,
+            "exit 0",
+        );
+        let e = pair(recv, send).unwrap_err();
+        assert_eq!(
+            e,
+            "the spead2 receiver did not start (exit status: 1): set_option: No such device"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]
