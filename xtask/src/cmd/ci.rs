@@ -132,7 +132,7 @@ pub fn ci() -> Result<(), Error> {
     // hosts (RC and UD pingpongs, also on the link-local GID, perftest, each way; SPEAD
     // between RAW QPs and the VM's kernel sockets; a lossy port), captures checked by
     // tshark and netwire's ICRC (`cargo xtask test --wire --interop` alone).
-    super::interop::run()?;
+    super::interop::run(&[])?;
     // The split conformance cases: one QP on rxe in the VM, one emulated, both ways round,
     // against both on rxe, and under loss (`cargo xtask test --wire --split` alone).
     super::split::run()?;

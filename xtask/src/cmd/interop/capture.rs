@@ -1,8 +1,8 @@
-//! The checks of a run's capture: tshark decodes every frame (none malformed) and lists
-//! the RoCE frames; netwire verifies the ICRC of each RoCE frame; data packets sent again
-//! are counted per sender.
+//! The checks of a run's capture: tshark decodes every frame (none malformed); netwire
+//! verifies the ICRC of each RoCE frame. (Listing the RoCE frames and counting the data
+//! packets sent again is `crate::cmd::roce_capture`'s, shared with the split step.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -12,47 +12,6 @@ use netwire::pcap::PcapReader;
 use netwire::roce::icrc_ok;
 
 use crate::cmd::common::Error;
-
-/// A RoCE frame as tshark dissects it: (source MAC, destination QP, PSN, opcode).
-pub type RoceFrame = (String, String, String, String);
-
-/// The RoCE frames of a capture, by tshark.
-pub fn roce_frames(pcap: &Path) -> Result<Vec<RoceFrame>, Error> {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args([
-            "-Y",
-            "infiniband",
-            "-T",
-            "fields",
-            "-e",
-            "eth.src",
-            "-e",
-            "infiniband.bth.destqp",
-            "-e",
-            "infiniband.bth.psn",
-            "-e",
-            "infiniband.bth.opcode",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run tshark: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tshark -r {} failed ({})",
-            pcap.display(),
-            out.status
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split('\t').collect();
-            (w.len() == 4).then(|| (w[0].into(), w[1].into(), w[2].into(), w[3].into()))
-        })
-        .collect())
-}
 
 /// No malformed frame in `pcap`, by tshark.
 pub fn no_malformed(pcap: &Path) -> Result<(), Error> {
@@ -128,38 +87,9 @@ pub fn icrc_counts(pcap: &Path) -> Result<IcrcCounts, Error> {
     Ok(counts)
 }
 
-/// Data packets (acknowledges aside, opcode 17) sent again by `mac`: the same destination
-/// QP, PSN and opcode as an earlier frame from it.
-pub fn resent(frames: &[RoceFrame], mac: &str) -> usize {
-    let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
-    for (src, qp, psn, op) in frames {
-        if src == mac && op != "17" {
-            *seen.entry((qp, psn, op)).or_default() += 1;
-        }
-    }
-    seen.values().map(|n| n - 1).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn resent_counts_repeated_data_packets_of_one_sender() {
-        let f = |s: &str, qp: &str, psn: &str, op: &str| {
-            (s.to_owned(), qp.to_owned(), psn.to_owned(), op.to_owned())
-        };
-        let frames = vec![
-            f("a", "17", "1", "4"),
-            f("a", "17", "1", "4"),
-            f("a", "17", "1", "17"),
-            f("a", "17", "1", "17"),
-            f("b", "17", "1", "4"),
-            f("a", "17", "2", "4"),
-        ];
-        assert_eq!(resent(&frames, "a"), 1);
-        assert_eq!(resent(&frames, "b"), 0);
-    }
 
     /// rxe's own frames (captured in the Soft-RoCE VM: netwire's test data) verify, and a
     /// frame with one payload bit flipped is counted bad.

@@ -41,6 +41,7 @@ mod addresses;
 mod capture;
 mod cases;
 mod check;
+mod cm_cases;
 mod runner;
 mod spead;
 
@@ -49,10 +50,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use self::addresses::{mac_of, HOST, HOST_IP, TOPOLOGY, VM_IP};
-use self::cases::{Case, Server};
+use self::cases::{Case, Gid, Server};
 use self::runner::HostRun;
 use super::common::{cargo, root, Error};
 use super::fabric::FabricProcess;
+use super::roce_capture::{resent, roce_frames, RoceFrame};
 use crate::vm;
 
 /// perftest, for its programs on the host (the VM's come from the same file system).
@@ -134,7 +136,7 @@ fn run_cases(
     topology: &Path,
     flags: &[&str],
     lib: &Path,
-) -> Result<Vec<capture::RoceFrame>, Error> {
+) -> Result<Vec<RoceFrame>, Error> {
     let pcap = dir.join("fabric.pcap");
     let sock = dir.join("vm.sock");
     let _ = std::fs::remove_file(&sock);
@@ -179,7 +181,7 @@ fn run_cases(
         ));
     }
     capture::no_malformed(&pcap)?;
-    capture::roce_frames(&pcap)
+    roce_frames(&pcap)
 }
 
 /// Checks the ICRC of every RoCE frame of `pcap` with netwire: none bad, and the VM's
@@ -215,11 +217,12 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
 }
 
-/// `cargo xtask test --wire`'s interop step (see the module docs).
+/// `cargo xtask test --wire`'s interop step (see the module docs); with names in `only`
+/// (`--case`), those cases alone.
 ///
 /// # Errors
-/// A failing build, case or capture check, named.
-pub fn run() -> Result<(), Error> {
+/// A failing build, case or capture check, named; a name of no case.
+pub fn run(only: &[String]) -> Result<(), Error> {
     let start = Instant::now();
     // The emulator's packages, tshark and perftest; the VM's own (QEMU, rdma-core) are
     // its business (`vm::prepare`), and its NICs need no boot ROM.
@@ -243,44 +246,102 @@ pub fn run() -> Result<(), Error> {
 
     let plain = dir.join("plain");
     create_dir(&plain)?;
+    let mut cases = plain_cases();
+    cases.extend(spead::cases(&root().join("target/debug"), &plain)?);
+    let lossy_case = lossy_case();
+    let all: Vec<String> = cases
+        .iter()
+        .chain([&lossy_case])
+        .map(|c| c.name.clone())
+        .collect();
+    if let Some(unknown) = only.iter().find(|n| !all.contains(n)) {
+        return Err(format!(
+            "no interop case {unknown}; the cases: {}",
+            all.join(", ")
+        ));
+    }
+    let chosen = |name: &str| only.is_empty() || only.iter().any(|n| n == name);
+    cases.retain(|c| chosen(&c.name));
+    // The RoCE frames the VM must have sent over IPv6 (the link-local cases) and over IPv4.
+    let v6: usize = cases
+        .iter()
+        .filter(|c| cases::over_ipv6(&c.name))
+        .map(|c| c.vm_frames)
+        .sum();
+    let v4 = cases.iter().map(|c| c.vm_frames).sum::<usize>() - v6;
+    let mut ran = 0;
+    if !cases.is_empty() {
+        run_plain(&cases, &plain, &lib, (v4, v6))?;
+        ran += cases.len();
+    }
+    if chosen(&lossy_case.name) {
+        run_lossy(&lossy_case, &dir, &lib)?;
+        ran += 1;
+    }
+    eprintln!(
+        "xtask interop: {ran} cases passed in {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The verbs cases of the plain run, each side as the server: over the IPv4 GID and over
+/// the link-local GID.
+fn plain_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for server in [Server::Emulated, Server::Vm] {
-        cases.extend([
-            cases::pingpong("ibv_rc_pingpong", 1, server, 4096),
-            cases::pingpong("ibv_rc_pingpong", 0, server, 4096),
-            cases::pingpong("ibv_ud_pingpong", 1, server, 1000),
-            cases::bandwidth("ib_send_bw", server),
-            cases::bandwidth("ib_write_bw", server),
-            cases::read_latency(server),
-            cases::rping(server),
-        ]);
+        for gid in [Gid::Ipv4, Gid::LinkLocal] {
+            cases.extend([
+                cases::pingpong("ibv_rc_pingpong", gid, server, 4096),
+                cases::pingpong("ibv_ud_pingpong", gid, server, 1000),
+                cases::bandwidth("ib_send_bw", gid, server),
+                cases::bandwidth("ib_write_bw", gid, server),
+                cases::read_latency(gid, server),
+                cm_cases::rping(gid, server),
+            ]);
+        }
     }
     // perftest -R with its server in the VM is not run: its client's data connection does
     // not wait for the server's second listen (REJECTED, invalid service id, when the VM
     // is slower), and perftest 4.5-0.17's retry then passes rdma_resolve_addr an id it
     // has destroyed (see docs/divergences.md row 85).
-    cases.push(cases::read_latency_cm(Server::Emulated));
-    // The RoCE frames the VM must have sent over IPv6 (the `-g 0` cases) and over IPv4.
-    let v6: usize = cases
-        .iter()
-        .filter(|c| c.name.contains("-ll-"))
-        .map(|c| c.vm_frames)
-        .sum();
-    let v4 = cases.iter().map(|c| c.vm_frames).sum::<usize>() - v6;
-    cases.extend(spead::cases(&root().join("target/debug"), &plain)?);
+    cases.push(cm_cases::read_latency_cm(Server::Emulated));
+    cases
+}
+
+/// The lossy run's case: the RC pingpong with h1 as the server.
+fn lossy_case() -> Case {
+    let mut case = cases::pingpong("ibv_rc_pingpong", Gid::Ipv4, Server::Emulated, 4096);
+    case.name = "rc-lossy-emulated-server".into();
+    case
+}
+
+/// The plain run: `cases` on the topology's fabric with a QEMU port, then the capture's
+/// checks (the VM sent at least `v4` RoCE frames over IPv4 and `v6` over IPv6).
+fn run_plain(
+    cases: &[Case],
+    plain: &Path,
+    lib: &Path,
+    (v4, v6): (usize, usize),
+) -> Result<(), Error> {
     let topology = root().join(TOPOLOGY);
     let sock = plain.join("vm.sock");
     let sock_s = sock.to_string_lossy().into_owned();
-    let frames = run_cases(&cases, &plain, &topology, &["--qemu-stream", &sock_s], &lib)?;
+    let frames = run_cases(cases, plain, &topology, &["--qemu-stream", &sock_s], lib)?;
     let mac = mac_of(VM_IP);
-    let from_vm = frames.iter().filter(|f| f.0 == mac).count();
+    let from_vm = frames.iter().filter(|f| f.src == mac).count();
     eprintln!(
         "xtask interop: capture {}: no malformed frame; {} RoCE frames, {from_vm} from the VM's MAC {mac}",
         plain.join("fabric.pcap").display(),
         frames.len()
     );
-    check_icrc(&plain.join("fabric.pcap"), v4, v6)?;
+    check_icrc(&plain.join("fabric.pcap"), v4, v6)
+}
 
+/// The lossy run: `case` on a fabric that loses 2% of the frames to the VM and to h1;
+/// both stacks must have sent data packets again.
+fn run_lossy(case: &Case, dir: &Path, lib: &Path) -> Result<(), Error> {
+    let mac = mac_of(VM_IP);
     let lossy = dir.join("lossy");
     create_dir(&lossy)?;
     let lossy_sock = lossy.join("vm.sock");
@@ -290,20 +351,15 @@ pub fn run() -> Result<(), Error> {
         LOSSY_TOPOLOGY.replace("@SOCK@", &lossy_sock.to_string_lossy()),
     )
     .map_err(|e| format!("cannot write {}: {e}", lossy_topology.display()))?;
-    let mut case = cases::pingpong("ibv_rc_pingpong", 1, Server::Emulated, 4096);
-    case.name = "rc-lossy-emulated-server".into();
     let frames = run_cases(
-        std::slice::from_ref(&case),
+        std::slice::from_ref(case),
         &lossy,
         &lossy_topology,
         &["--seed", "7"],
-        &lib,
+        lib,
     )?;
     let h1_mac = mac_of(HOST_IP);
-    let (vm_again, h1_again) = (
-        capture::resent(&frames, &mac),
-        capture::resent(&frames, &h1_mac),
-    );
+    let (vm_again, h1_again) = (resent(&frames, &mac), resent(&frames, &h1_mac));
     eprintln!(
         "xtask interop: lossy capture: {} RoCE frames; data packets sent again: {vm_again} by rxe in the VM, {h1_again} by the emulated h1",
         frames.len()
@@ -314,11 +370,5 @@ pub fn run() -> Result<(), Error> {
         ));
     }
     // A lost frame is lost whole: every captured one must verify, the VM's 400 at least.
-    check_icrc(&lossy.join("fabric.pcap"), case.vm_frames, 0)?;
-    eprintln!(
-        "xtask interop: {} cases passed in {:.0} s",
-        cases.len() + 1,
-        start.elapsed().as_secs_f64()
-    );
-    Ok(())
+    check_icrc(&lossy.join("fabric.pcap"), case.vm_frames, 0)
 }
