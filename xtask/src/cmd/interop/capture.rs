@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use netwire::frame::FrameView;
 use netwire::pcap::PcapReader;
-use netwire::roce::icrc_ok;
+use netwire::roce::{icrc_ok, parse_roce};
 
 use crate::cmd::common::Error;
 
@@ -46,9 +46,26 @@ pub fn no_malformed(pcap: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// The RoCE frames of a capture by source MAC: (RoCE v2 over IPv4, over IPv6, with a bad
-/// ICRC), each frame read by netwire and its ICRC computed as rxe's `rxe_icrc.c` does.
-pub type IcrcCounts = BTreeMap<String, (usize, usize, usize)>;
+/// What one source MAC sent of a capture's RoCE frames, each read by netwire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// RoCE v2 frames over IPv4.
+    pub v4: usize,
+    /// RoCE v2 frames over IPv6.
+    pub v6: usize,
+    /// Of those over IPv6: UD SEND_ONLY datagrams to a QP other than QP1 (a UD QP's own).
+    pub v6_ud: usize,
+    /// Of those over IPv6: datagrams to QP1 (the connection manager's MADs).
+    pub v6_mads: usize,
+    /// Frames with a bad ICRC (computed as rxe's `rxe_icrc.c` does).
+    pub bad: usize,
+}
+
+/// The RoCE frames of a capture by source MAC.
+pub type IcrcCounts = BTreeMap<String, Sent>;
+
+/// The UD SEND_ONLY opcode (IBA table 38).
+const UD_SEND_ONLY: u8 = 0x64;
 
 /// Reads `pcap` with netwire and checks the ICRC of every RoCE frame.
 ///
@@ -76,12 +93,21 @@ pub fn icrc_counts(pcap: &Path) -> Result<IcrcCounts, Error> {
         };
         let c = counts.entry(view.eth.src.to_string()).or_default();
         if view.ipv6.is_some() {
-            c.1 += 1;
+            c.v6 += 1;
+            let bth = view
+                .udp_payload()
+                .and_then(|p| parse_roce(&rec.data[p]).ok())
+                .map(|p| p.headers.bth);
+            match bth {
+                Some(b) if b.dest_qp == 1 => c.v6_mads += 1,
+                Some(b) if b.opcode == UD_SEND_ONLY => c.v6_ud += 1,
+                _ => {}
+            }
         } else {
-            c.0 += 1;
+            c.v4 += 1;
         }
         if !icrc_ok(&rec.data[range]) {
-            c.2 += 1;
+            c.bad += 1;
         }
     }
     Ok(counts)
@@ -97,8 +123,17 @@ mod tests {
     fn icrc_counts_reads_rxes_captures_and_finds_a_flipped_bit() {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../netwire/tests/data");
         let counts = icrc_counts(&data.join("rxe_rocev2_ipv6.pcap")).expect("read");
-        assert!(!counts.is_empty());
-        assert!(counts.values().all(|c| c.1 > 0 && c.2 == 0), "{counts:?}");
+        // Each of the two ends: 3 RC SENDs, 3 acknowledges and 3 UD datagrams to QP 0x12
+        // (netwire/tests/data/README.md), all over IPv6.
+        assert_eq!(counts.len(), 2);
+        let each = Sent {
+            v4: 0,
+            v6: 9,
+            v6_ud: 3,
+            v6_mads: 0,
+            bad: 0,
+        };
+        assert!(counts.values().all(|c| *c == each), "{counts:?}");
 
         // The same capture with the last byte before each RoCE frame's ICRC flipped.
         let f = std::fs::File::open(data.join("rxe_rocev2_ipv6.pcap")).expect("open");
@@ -120,8 +155,8 @@ mod tests {
         let bad = icrc_counts(&out).expect("read");
         let _ = std::fs::remove_file(&out);
         assert_eq!(
-            bad.values().map(|c| c.2).sum::<usize>(),
-            bad.values().map(|c| c.0 + c.1).sum::<usize>()
+            bad.values().map(|c| c.bad).sum::<usize>(),
+            bad.values().map(|c| c.v4 + c.v6).sum::<usize>()
         );
     }
 }

@@ -185,32 +185,56 @@ fn run_cases(
 }
 
 /// Checks the ICRC of every RoCE frame of `pcap` with netwire: none bad, and the VM's
-/// MAC sent at least `v4` over IPv4 and `v6` over IPv6.
-fn check_icrc(pcap: &Path, v4: usize, v6: usize) -> Result<(), Error> {
+/// MAC sent at least what `want` counts (its `bad` unused).
+fn check_icrc(pcap: &Path, want: capture::Sent) -> Result<(), Error> {
     let counts = capture::icrc_counts(pcap)?;
     let vm_mac = mac_of(VM_IP);
-    for (mac, (n4, n6, bad)) in &counts {
+    for (mac, c) in &counts {
         eprintln!(
-            "xtask interop: ICRC (netwire): {mac}{}: {n4} RoCE v2 frames over IPv4, {n6} over IPv6, {bad} bad",
-            if *mac == vm_mac { " (rxe in the VM)" } else { "" }
+            "xtask interop: ICRC (netwire): {mac}{}: {} RoCE v2 frames over IPv4, {} over IPv6 ({} UD datagrams, {} CM MADs), {} bad",
+            if *mac == vm_mac { " (rxe in the VM)" } else { "" },
+            c.v4,
+            c.v6,
+            c.v6_ud,
+            c.v6_mads,
+            c.bad
         );
     }
-    if let Some((mac, c)) = counts.iter().find(|(_, c)| c.2 > 0) {
+    if let Some((mac, c)) = counts.iter().find(|(_, c)| c.bad > 0) {
         return Err(format!(
             "{}: {} RoCE frames from {mac} fail netwire's ICRC check",
             pcap.display(),
-            c.2
+            c.bad
         ));
     }
-    let (n4, n6, _) = counts.get(&vm_mac).copied().unwrap_or_default();
-    if n4 < v4 || n6 < v6 {
+    let got = counts.get(&vm_mac).copied().unwrap_or_default();
+    if got.v4 < want.v4 || got.v6 < want.v6 || got.v6_ud < want.v6_ud || got.v6_mads < want.v6_mads
+    {
         return Err(format!(
-            "{}: the VM's MAC {vm_mac} sent {n4} RoCE frames over IPv4 and {n6} over IPv6 \
-             (at least {v4} and {v6} expected)",
+            "{}: the VM's MAC {vm_mac} sent {got:?}, at least {want:?} expected",
             pcap.display()
         ));
     }
     Ok(())
+}
+
+/// What the VM must have sent in `cases` at least: their RoCE frames over IPv4 and over
+/// IPv6 (the link-local cases'), of those over IPv6 the UD datagrams of the UD pingpongs
+/// and the CM MADs of rping (two each at least: its REQ and RTU as client, its REP and
+/// DREQ or DREP as server).
+fn vm_sends(cases: &[Case]) -> capture::Sent {
+    let ll = || cases.iter().filter(|c| cases::over_ipv6(&c.name));
+    let v6: usize = ll().map(|c| c.vm_frames).sum();
+    capture::Sent {
+        v4: cases.iter().map(|c| c.vm_frames).sum::<usize>() - v6,
+        v6,
+        v6_ud: ll()
+            .filter(|c| c.name.starts_with("ud-"))
+            .map(|c| c.vm_frames)
+            .sum(),
+        v6_mads: 2 * ll().filter(|c| c.name.starts_with("rping-")).count(),
+        bad: 0,
+    }
 }
 
 fn create_dir(dir: &Path) -> Result<(), Error> {
@@ -262,16 +286,9 @@ pub fn run(only: &[String]) -> Result<(), Error> {
     }
     let chosen = |name: &str| only.is_empty() || only.iter().any(|n| n == name);
     cases.retain(|c| chosen(&c.name));
-    // The RoCE frames the VM must have sent over IPv6 (the link-local cases) and over IPv4.
-    let v6: usize = cases
-        .iter()
-        .filter(|c| cases::over_ipv6(&c.name))
-        .map(|c| c.vm_frames)
-        .sum();
-    let v4 = cases.iter().map(|c| c.vm_frames).sum::<usize>() - v6;
     let mut ran = 0;
     if !cases.is_empty() {
-        run_plain(&cases, &plain, &lib, (v4, v6))?;
+        run_plain(&cases, &plain, &lib)?;
         ran += cases.len();
     }
     if chosen(&lossy_case.name) {
@@ -317,13 +334,8 @@ fn lossy_case() -> Case {
 }
 
 /// The plain run: `cases` on the topology's fabric with a QEMU port, then the capture's
-/// checks (the VM sent at least `v4` RoCE frames over IPv4 and `v6` over IPv6).
-fn run_plain(
-    cases: &[Case],
-    plain: &Path,
-    lib: &Path,
-    (v4, v6): (usize, usize),
-) -> Result<(), Error> {
+/// checks (the VM sent at least what [`vm_sends`] counts).
+fn run_plain(cases: &[Case], plain: &Path, lib: &Path) -> Result<(), Error> {
     let topology = root().join(TOPOLOGY);
     let sock = plain.join("vm.sock");
     let sock_s = sock.to_string_lossy().into_owned();
@@ -335,7 +347,7 @@ fn run_plain(
         plain.join("fabric.pcap").display(),
         frames.len()
     );
-    check_icrc(&plain.join("fabric.pcap"), v4, v6)
+    check_icrc(&plain.join("fabric.pcap"), vm_sends(cases))
 }
 
 /// The lossy run: `case` on a fabric that loses 2% of the frames to the VM and to h1;
@@ -370,5 +382,39 @@ fn run_lossy(case: &Case, dir: &Path, lib: &Path) -> Result<(), Error> {
         ));
     }
     // A lost frame is lost whole: every captured one must verify, the VM's 400 at least.
-    check_icrc(&lossy.join("fabric.pcap"), case.vm_frames, 0)
+    check_icrc(
+        &lossy.join("fabric.pcap"),
+        capture::Sent {
+            v4: case.vm_frames,
+            ..capture::Sent::default()
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vm_must_send_what_the_link_local_cases_need() {
+        let cases = [
+            cases::pingpong("ibv_ud_pingpong", Gid::LinkLocal, Server::Vm, 1000),
+            cases::pingpong("ibv_rc_pingpong", Gid::Ipv4, Server::Vm, 4096),
+            cm_cases::rping(Gid::LinkLocal, Server::Emulated),
+            cm_cases::rping(Gid::Ipv4, Server::Emulated),
+        ];
+        assert_eq!(
+            vm_sends(&cases),
+            capture::Sent {
+                v4: 400 + 20,
+                v6: 100 + 20,
+                v6_ud: 100,
+                v6_mads: 2,
+                bad: 0
+            }
+        );
+        let all = plain_cases();
+        assert_eq!(all.len(), 25);
+        assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 12);
+    }
 }
