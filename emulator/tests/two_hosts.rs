@@ -34,6 +34,13 @@ fn rping_data(ping: u32) -> String {
     s
 }
 
+/// The ten lines of rping's data (`-v -C 10`), each after `prefix`.
+fn ping_lines(prefix: &str) -> String {
+    (0..10)
+        .map(|i| format!("{prefix}{}\n", rping_data(i)))
+        .collect()
+}
+
 /// Whether `r` is rping's client rejected because nobody listens (yet).
 fn rejected(r: &Ran) -> bool {
     r.status.code() == Some(255)
@@ -84,9 +91,7 @@ fn rping_between_two_hosts_completes_its_pings() {
         rejected,
     );
     let summary = fabric.stop();
-    let pings: String = (0..10)
-        .map(|i| format!("ping data: {}\n", rping_data(i)))
-        .collect();
+    let pings = ping_lines("ping data: ");
     assert!(client.status.success(), "client: {client:?}");
     assert_eq!(client.out, pings);
     // The client's CM thread may see its DISCONNECTED event (after the server's DREP)
@@ -96,9 +101,7 @@ fn rping_between_two_hosts_completes_its_pings() {
         "{client:?}"
     );
     assert!(server.status.success(), "server: {server:?}");
-    let server_pings: String = (0..10)
-        .map(|i| format!("server ping data: {}\n", rping_data(i)))
-        .collect();
+    let server_pings = ping_lines("server ping data: ");
     assert_eq!(server.out, server_pings);
     // The client's DREQ: the server's CM thread reports it, and its loop, waiting for the
     // next ping's advertisement, ends.
@@ -159,15 +162,11 @@ fn rping_between_link_local_addresses_completes_its_pings() {
         rejected,
     );
     let summary = fabric.stop();
-    let pings: String = (0..10)
-        .map(|i| format!("ping data: {}\n", rping_data(i)))
-        .collect();
+    let pings = ping_lines("ping data: ");
     assert!(client.status.success(), "client: {client:?}");
     assert_eq!(client.out, pings);
     assert!(server.status.success(), "server: {server:?}");
-    let server_pings: String = (0..10)
-        .map(|i| format!("server ping data: {}\n", rping_data(i)))
-        .collect();
+    let server_pings = ping_lines("server ping data: ");
     assert_eq!(server.out, server_pings);
     assert!(summary.contains("lost: none;"), "{summary}");
     // Every RoCE frame of the connection between the two link-local addresses.

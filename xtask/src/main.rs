@@ -122,7 +122,8 @@ enum Command {
         #[arg(long, conflicts_with_all = ["backend", "vm"])]
         wire: bool,
         /// With --wire: only its interop step (real rxe in the Soft-RoCE VM on the fabric's
-        /// QEMU port against the emulated NIC: RC and UD pingpong, perftest, a lossy run).
+        /// QEMU port against the emulated NIC: RC and UD pingpong, perftest and rping on
+        /// the IPv4 and the link-local GID, SPEAD, a lossy run).
         #[arg(long, requires = "wire")]
         interop: bool,
         /// With --wire: only its split conformance step (each case with one QP on rxe in

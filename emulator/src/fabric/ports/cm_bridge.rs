@@ -510,7 +510,7 @@ impl Bridge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fabric::ports::cm_frame::captured::vm_req;
+    use crate::fabric::ports::cm_frame::captured::{vm_req, vm_req_ll};
     use crate::fabric::ports::cm_mad::private;
 
     fn ip(s: &str) -> Ipv4Addr {
@@ -551,6 +551,32 @@ mod tests {
             srq: false,
             private_data: vec![0; private],
         }
+    }
+
+    /// The VM kernel's REP (communication id 0x7777, QP 0x11, PSN 0x42) to h1's id 1, a
+    /// frame from `src` to `dst` (the VM's and h1's addresses, IPv4 or link-local).
+    fn kernel_rep(src: IpAddr, dst: IpAddr) -> Vec<u8> {
+        let rep = Rep {
+            local_comm_id: 0x7777,
+            remote_comm_id: 1,
+            local_qkey: 0,
+            local_qpn: 0x11,
+            starting_psn: 0x42,
+            responder_resources: 1,
+            initiator_depth: 1,
+            target_ack_delay: 15,
+            failover_accepted: 0,
+            flow_control: false,
+            rnr_retry_count: 7,
+            srq: false,
+            local_ca_guid: 0x0000_0aff_fe64_0014,
+            private_data: vec![0; private::REP],
+        };
+        let mad = Mad {
+            tid: 9,
+            msg: Msg::Rep(rep),
+        };
+        cm_frame::frame((mac_of(vm()), src), (h1().mac, dst), 0, &mad.encode())
     }
 
     /// The VM's REQ reaches h1's process as the emulated REQ to its service; h1's REP goes
@@ -695,32 +721,7 @@ mod tests {
         );
         assert_eq!(&r.private_data[CMA_HDR_LEN..], &[0x5a; 56][..]);
         // The kernel's REP.
-        let rep = Rep {
-            local_comm_id: 0x7777,
-            remote_comm_id: 1,
-            local_qkey: 0,
-            local_qpn: 0x11,
-            starting_psn: 0x42,
-            responder_resources: 1,
-            initiator_depth: 1,
-            target_ack_delay: 15,
-            failover_accepted: 0,
-            flow_control: false,
-            rnr_retry_count: 7,
-            srq: false,
-            local_ca_guid: 0x0000_0aff_fe64_0014,
-            private_data: vec![0; private::REP],
-        };
-        let f = cm_frame::frame(
-            (mac_of(vm()), vm().into()),
-            (h1().mac, h1().ip.into()),
-            0,
-            &Mad {
-                tid: 9,
-                msg: Msg::Rep(rep),
-            }
-            .encode(),
-        );
+        let f = kernel_rep(vm().into(), h1().ip.into());
         let Some(FromWire::Forward { body: got, .. }) = b.from_wire(h1(), &f) else {
             panic!("forwarded")
         };
@@ -773,62 +774,18 @@ mod tests {
         let mut b = Bridge::new(vec![vm()]);
         let (h1_ll, vm_ll) = (ll("fe80::aff:fe64:1"), ll("fe80::aff:fe64:14"));
         assert_eq!(link_local(h1().mac), h1_ll);
-        let hdr = CmaHdr {
-            src: SocketAddr::new(vm_ll.into(), 0xc710),
-            dst: h1_ll.into(),
+        // The VM's own REQ (`rping -c` to fe80::aff:fe64:1%IF, captured).
+        let frame = vm_req_ll();
+        let Msg::Req(req) = mad_of(&frame).msg else {
+            panic!("a REQ")
         };
-        let mut pd = vec![0u8; private::REQ];
-        pd[..CMA_HDR_LEN].copy_from_slice(&hdr.encode());
-        let req = Req {
-            local_comm_id: 0x1234_5678,
-            service_id: 0x0106_48a8,
-            local_ca_guid: 0x0000_0aff_fe64_0014,
-            local_qkey: 0,
-            local_qpn: 0x11,
-            responder_resources: 1,
-            initiator_depth: 1,
-            remote_cm_response_timeout: 20,
-            transport_service_type: 0,
-            flow_control: false,
-            starting_psn: 0x86_2a88,
-            local_cm_response_timeout: 20,
-            retry_count: 7,
-            pkey: 0xffff,
-            path_mtu: 3,
-            rnr_retry_count: 7,
-            max_cm_retries: 15,
-            srq: false,
-            local_lid: 0xffff,
-            remote_lid: 0xffff,
-            local_gid: vm_ll.octets(),
-            remote_gid: h1_ll.octets(),
-            flow_label: 0,
-            packet_rate: 0,
-            traffic_class: 0,
-            hop_limit: 64,
-            sl: 0,
-            subnet_local: false,
-            local_ack_timeout: 19,
-            private_data: pd,
-        };
+        let vm_mac = mac_of(vm());
         let mad = Mad {
             tid: 7,
-            msg: Msg::Req(req),
+            msg: Msg::Req(req.clone()),
         }
         .encode();
-        let vm_mac = mac_of(vm());
-        let frame = cm_frame::frame((vm_mac, vm_ll.into()), (h1().mac, h1_ll.into()), 0, &mad);
-        // The primary path's GIDs where the kernel's layout has them
-        // (include/rdma/ibta_vol1_c12.h `CM_REQ_PRIMARY_LOCAL_PORT_GID` at byte 56 of the
-        // message, `..._REMOTE_PORT_GID` at 72; the message after the MAD's 24-byte
-        // header), after Ethernet, IPv6, UDP, BTH and DETH.
-        let at = 14 + 40 + 8 + 12 + 8 + 24;
-        assert_eq!(&frame[at + 56..at + 72], &vm_ll.octets());
-        assert_eq!(&frame[at + 72..at + 88], &h1_ll.octets());
-        // The RDMA CM header at the start of the private data (`CM_REQ_PRIVATE_DATA`,
-        // byte 140): CM version 0, IP version 6, the port.
-        assert_eq!(&frame[at + 140..at + 144], &[0x00, 0x60, 0xc7, 0x10]);
-        // Not for h1 over IPv4, nor from a host that is not remote.
+        // Nothing from a host that is not remote.
         let other = cm_frame::frame(
             (Mac([2, 0, 10, 100, 0, 9]), ll("fe80::aff:fe64:9").into()),
             (h1().mac, h1_ll.into()),
@@ -847,14 +804,14 @@ mod tests {
         };
         let kernel = Endpoint {
             host: vm(),
-            id: 0x1234_5678,
+            id: req.local_comm_id,
         };
         let want = Message::Req {
             service,
-            src: SocketAddr::new(vm_ll.into(), 0xc710),
+            src: SocketAddr::new(vm_ll.into(), 39814),
             dst: SocketAddr::new(h1_ll.into(), 18600),
             qp_type: QPT_RC,
-            data: conn(0x11, 0x86_2a88, private::REQ - CMA_HDR_LEN),
+            data: conn(req.local_qpn, req.starting_psn, private::REQ - CMA_HDR_LEN),
         };
         assert_eq!(
             m::decode(&got).unwrap(),
@@ -875,7 +832,7 @@ mod tests {
             (h1().mac, h1_ll.into(), IpAddr::from(vm_ll))
         );
         assert_eq!(&out[..6], &vm_mac.0);
-        assert_eq!(mad_of(&out).tid, 7);
+        assert_eq!(mad_of(&out).tid, mad_of(&frame).tid);
 
         // h1 requests: its REQ between the link-local addresses.
         let me = Endpoint {
@@ -916,32 +873,7 @@ mod tests {
                 dst: vm_ll.into(),
             }
         );
-        let rep = Rep {
-            local_comm_id: 0x7777,
-            remote_comm_id: 1,
-            local_qkey: 0,
-            local_qpn: 0x11,
-            starting_psn: 0x42,
-            responder_resources: 1,
-            initiator_depth: 1,
-            target_ack_delay: 15,
-            failover_accepted: 0,
-            flow_control: false,
-            rnr_retry_count: 7,
-            srq: false,
-            local_ca_guid: 0x0000_0aff_fe64_0014,
-            private_data: vec![0; private::REP],
-        };
-        let f = cm_frame::frame(
-            (vm_mac, vm_ll.into()),
-            (h1().mac, h1_ll.into()),
-            1,
-            &Mad {
-                tid: 9,
-                msg: Msg::Rep(rep),
-            }
-            .encode(),
-        );
+        let f = kernel_rep(vm_ll.into(), h1_ll.into());
         assert!(matches!(
             b.from_wire(h1(), &f),
             Some(FromWire::Forward { .. })

@@ -120,6 +120,32 @@ pub struct Case {
     pub vm_frames: usize,
 }
 
+impl Case {
+    /// A case between h1 ([`HOST`], on the host outside any namespace) and the VM on
+    /// QEMU's default CPU: `sides` the host's command and the VM's.
+    pub fn on_h1(
+        name: String,
+        first: Server,
+        ready: Ready,
+        sides: (Vec<String>, String),
+        check: Check,
+        vm_frames: usize,
+    ) -> Case {
+        Case {
+            name,
+            first,
+            ready,
+            emulated: HOST,
+            netns_ip: None,
+            host: sides.0,
+            vm: sides.1,
+            vm_cpu: None,
+            check,
+            vm_frames,
+        }
+    }
+}
+
 /// The heap lines of a SPEAD program's output (spead-recv `--json`, spead2_two_hosts.py).
 pub fn heap_lines(out: &str) -> Vec<String> {
     out.lines()
@@ -180,22 +206,18 @@ pub fn pingpong(tool: &str, gid: Gid, server: Server, size: u32) -> Case {
     } else {
         size.div_ceil(1024) as usize
     };
-    Case {
-        name: format!("{kind}{}-{}", gid.tag(), side_name(server)),
-        first: server,
-        ready: Ready::Tcp,
-        emulated: HOST,
-        netns_ip: None,
-        host,
-        vm,
-        vm_cpu: None,
-        check: Check::Verbs {
+    Case::on_h1(
+        format!("{kind}{}-{}", gid.tag(), side_name(server)),
+        server,
+        Ready::Tcp,
+        (host, vm),
+        Check::Verbs {
             client: lines.clone(),
             server: lines,
             gid,
         },
-        vm_frames: iters as usize * packets,
-    }
+        iters as usize * packets,
+    )
 }
 
 /// perftest's `ib_send_bw` or `ib_write_bw` (RC, 200 messages of 64 KiB, GID `gid`).
@@ -221,27 +243,23 @@ pub fn bandwidth(tool: &str, gid: Gid, server: Server) -> Case {
     let (host, vm) = both_sides(tool, &args, server);
     let row = vec![(" 65536      200 ".into(), "")];
     let name = tool.trim_start_matches("ib_").replace('_', "-");
-    Case {
-        name: format!("{name}{}-{}", gid.tag(), side_name(server)),
-        first: server,
-        ready: Ready::Tcp,
-        emulated: HOST,
-        netns_ip: None,
-        host,
-        vm,
-        vm_cpu: None,
-        check: Check::Verbs {
+    // The client's 200 x 64 packets at MTU 1024; a server acknowledges at least once
+    // a message (each message's last packet asks for it).
+    Case::on_h1(
+        format!("{name}{}-{}", gid.tag(), side_name(server)),
+        server,
+        Ready::Tcp,
+        (host, vm),
+        Check::Verbs {
             client: row.clone(),
             server: row,
             gid,
         },
-        // The client's 200 x 64 packets at MTU 1024; a server acknowledges at least once
-        // a message (each message's last packet asks for it).
-        vm_frames: match server {
+        match server {
             Server::Emulated => 200 * 64,
             Server::Vm => 200,
         },
-    }
+    )
 }
 
 /// perftest's `ib_read_lat` (RC RDMA READ of 2 bytes, 200 iterations, GID `gid`, the
@@ -254,23 +272,19 @@ pub fn read_latency(gid: Gid, server: Server) -> Case {
         .map(String::from)
         .to_vec();
     let (host, vm) = both_sides("ib_read_lat", &args, server);
-    Case {
-        name: format!("read-lat{}-{}", gid.tag(), side_name(server)),
-        first: server,
-        ready: Ready::Tcp,
-        emulated: HOST,
-        netns_ip: None,
-        host,
-        vm,
-        vm_cpu: None,
-        check: Check::Verbs {
+    // 200 READ requests from a client, 200 responses from a server.
+    Case::on_h1(
+        format!("read-lat{}-{}", gid.tag(), side_name(server)),
+        server,
+        Ready::Tcp,
+        (host, vm),
+        Check::Verbs {
             client: vec![(" 2       200 ".into(), "")],
             server: vec![],
             gid,
         },
-        // 200 READ requests from a client, 200 responses from a server.
-        vm_frames: 200,
-    }
+        200,
+    )
 }
 
 /// How rdma-core's pingpongs and perftest print the peer's GID: the pingpongs end their

@@ -2,7 +2,7 @@
 //! connection manager MADs the fabric translates (emulator/src/fabric/ports/cm_bridge.rs),
 //! and how the VM's side shows that its server listens.
 
-use super::addresses::{link_local_of, HOST, HOST_IP, PORT, VM_IP};
+use super::addresses::{link_local_of, HOST_IP, PORT, VM_IP};
 use super::cases::{side_name, Case, Check, Gid, Ready, Server};
 use crate::vm;
 
@@ -90,16 +90,14 @@ pub fn rping(gid: Gid, server: Server) -> Case {
         ),
     };
     let data = rping_data(count);
-    Case {
-        name: format!("rping{}-{}", gid.tag(), side_name(server)),
-        first: server,
-        ready: Ready::Line(ready.into()),
-        emulated: HOST,
-        netns_ip: None,
-        host,
-        vm,
-        vm_cpu: None,
-        check: Check::Lines {
+    // Each ping: the client's two SENDs; the server's RDMA READ request, WRITE and
+    // two SENDs.
+    Case::on_h1(
+        format!("rping{}-{}", gid.tag(), side_name(server)),
+        server,
+        Ready::Line(ready.into()),
+        (host, vm),
+        Check::Lines {
             client: (
                 "ping data: ",
                 data.iter().map(|d| format!("ping data: {d}")).collect(),
@@ -111,10 +109,8 @@ pub fn rping(gid: Gid, server: Server) -> Case {
                     .collect(),
             ),
         },
-        // Each ping: the client's two SENDs; the server's RDMA READ request, WRITE and
-        // two SENDs.
-        vm_frames: 2 * count,
-    }
+        2 * count,
+    )
 }
 
 /// perftest's `ib_read_lat -R`: as [`read_latency`], the QPs connected and the
@@ -138,23 +134,19 @@ pub fn read_latency_cm(server: Server) -> Case {
             CM_LISTENING,
         ),
     };
-    Case {
-        name: format!("read-lat-cm-{}", side_name(server)),
-        first: server,
-        ready: Ready::Line(ready.into()),
-        emulated: HOST,
-        netns_ip: None,
-        host,
-        vm,
-        vm_cpu: None,
-        check: Check::Verbs {
+    // 200 READ requests from a client, 200 responses from a server.
+    Case::on_h1(
+        format!("read-lat-cm-{}", side_name(server)),
+        server,
+        Ready::Line(ready.into()),
+        (host, vm),
+        Check::Verbs {
             client: vec![(" 2       200 ".into(), "")],
             server: vec![],
             gid: Gid::Ipv4,
         },
-        // 200 READ requests from a client, 200 responses from a server.
-        vm_frames: 200,
-    }
+        200,
+    )
 }
 
 #[cfg(test)]

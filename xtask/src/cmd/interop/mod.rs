@@ -4,23 +4,26 @@
 //! It builds the emulator (debug) and spead-tools (with `hw`), starts `verbs-emu-fabric`
 //! with `emulator/topologies/vm-on-fabric.toml` (h1 with the rxe personality, h2 mlx5,
 //! the VM as the remote host 10.100.0.20), a QEMU stream port and a capture, and runs each
-//! case ([`cases`], [`spead`]) as one VM boot (`--fabric`) against a program run on the
+//! case ([`cases`], [`cm_cases`], [`spead`]) as one VM boot (`--fabric`) against a program run on the
 //! host as an emulated host ([`runner`]: the emulated libibverbs first on
 //! `LD_LIBRARY_PATH`, not through the launcher, so that the out-of-band TCP is on the
 //! host's loopback, which the guest reaches as 10.0.2.2; the VM's servers are reached
 //! through a port forwarded into it):
 //!
-//! - `ibv_rc_pingpong -g 1` (4 KiB), each side as the server in turn; the same with
-//!   `-g 0`, RoCE v2 over IPv6 between the link-local GIDs;
-//! - `ibv_ud_pingpong -g 1 -s 1000`, each side as the server;
-//! - perftest `ib_send_bw`, `ib_write_bw` (RC, 64 KiB) and `ib_read_lat` (RDMA READ),
-//!   each side as the server (perftest's own TCP exchange of the QPs' parameters);
-//! - through the RDMA CM: `rping -v -C 10`, each side as the server (each side's ping
-//!   data lines exactly), and `ib_read_lat -R` with the server on h1 (the parameters
-//!   exchanged over the CM too; with the server in the VM its client races the server's
-//!   second listen):
-//!   the fabric translates between the emulated CM's messages and the kernel's CM MADs
-//!   (emulator/src/fabric/ports/cm_bridge.rs; docs/divergences.md row 85);
+//! - each side as the server in turn, each on the IPv4 GID (`-g 1`, `-x 1`) and on the
+//!   link-local GID (`-g 0`, `-x 0`: RoCE v2 over IPv6 between the link-local addresses;
+//!   the cases' names have `-ll`): `ibv_rc_pingpong` (4 KiB), `ibv_ud_pingpong -s 1000`,
+//!   perftest `ib_send_bw`, `ib_write_bw` (RC, 64 KiB) and `ib_read_lat` (RDMA READ;
+//!   perftest's own TCP exchange of the QPs' parameters) ([`cases`]);
+//! - through the RDMA CM ([`cm_cases`]): `rping -v -C 10`, each side as the server (each
+//!   side's ping data lines exactly), to the server's IPv4 address and to its link-local
+//!   address with the scope of the side's interface (`fe80::aff:fe64:1%1` on h1,
+//!   `%` and rxe0's netdev in the VM); and `ib_read_lat -R` with the server on h1 (the
+//!   parameters exchanged over the CM too; with the server in the VM its client races the
+//!   server's second listen):
+//!   the fabric translates between the emulated CM's messages and the kernel's CM MADs,
+//!   over IPv6 for the link-local addresses (emulator/src/fabric/ports/cm_bridge.rs;
+//!   docs/divergences.md rows 85, 103);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
 //!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
 //!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
@@ -28,14 +31,18 @@
 //! - `ibv_rc_pingpong` again on a second fabric whose topology loses 2% of the frames the
 //!   switch sends to the VM and to h1, so that both stacks retransmit.
 //!
+//! `cargo xtask test --wire --interop --case NAME` (repeatable) runs only the cases named
+//! (their captures checked for what those cases send).
+//!
 //! Each case checks both exit codes and what each side prints ([`check`]: result lines,
 //! the peer's GID; heaps). Each capture is then checked ([`capture`]): tshark decodes it
 //! with no malformed frame (its RPC-over-RDMA heuristic off: it reads perftest's 4-byte
 //! SENDs of `-R` as RPC messages); netwire verifies the ICRC of every RoCE frame, every one of
 //! the VM's included, and the VM must have sent at least the frames the cases need, over
-//! IPv4 and over IPv6; in the lossy run, data packets sent again (the same source MAC,
-//! destination QP, PSN and opcode) are counted for each side, and each side must have
-//! some.
+//! IPv4 and over IPv6, and of those over IPv6 the UD datagrams of the UD pingpongs and the
+//! CM MADs of rping; in the lossy run, data packets sent again (the same source MAC,
+//! destination QP, PSN and opcode; `crate::cmd::roce_capture`) are counted for each side,
+//! and each side must have some.
 
 mod addresses;
 mod capture;
