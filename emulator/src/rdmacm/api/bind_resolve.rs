@@ -385,3 +385,52 @@ pub unsafe extern "C" fn rdma_set_option(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdmacm::core::event_queue::ChannelShared;
+    use crate::rdmacm::core::route;
+
+    const H1: Ipv4Addr = Ipv4Addr::new(10, 100, 0, 1);
+
+    /// A link-local address of no topology host (none here: no emulated world in a unit
+    /// test) goes unanswered, as a neighbour solicitation would; other IPv6 addresses
+    /// have no route.
+    #[test]
+    fn a_link_local_address_of_no_host_times_out() {
+        let r = |s: &str| reach(&s.parse().unwrap(), H1);
+        assert!(matches!(r("[fe80::aff:fe64:9%1]:7"), Reach::Silent));
+        assert!(matches!(
+            r("[2001:db8::1]:7"),
+            Reach::Fails(libc::ENETUNREACH)
+        ));
+        assert!(matches!(r("[::1]:7"), Reach::NoDevice));
+        assert!(matches!(r("10.100.0.1:7"), Reach::Now));
+    }
+
+    /// Resolving a link-local destination from the wildcard gives the id the host's
+    /// link-local address in the destination's scope, and its path GID 0; an IPv4 one
+    /// the host's address and GID 1.
+    #[test]
+    fn a_wildcard_source_becomes_the_link_local_address_for_a_link_local_destination() {
+        let id = |src: &str, dst: &str| {
+            let ch = std::sync::Arc::new(ChannelShared::new().unwrap());
+            let mut g = IdInner::new(ffi::RDMA_PS_TCP, ffi::IBV_QPT_RC, 1, ch, false);
+            g.src = Some(src.parse().unwrap());
+            g.dst = Some(dst.parse().unwrap());
+            resolved(&mut g, H1);
+            g
+        };
+        let g = id("[::]:0", "[fe80::aff:fe64:14%3]:18600");
+        assert_eq!(g.src, Some("[fe80::aff:fe64:1%3]:0".parse().unwrap()));
+        assert_eq!(route::sgid_index(&g), 0);
+        assert_eq!(route::ah_attr(&g).grh.sgid_index, 0);
+        let g = id("0.0.0.0:0", "10.100.0.20:18600");
+        assert_eq!(g.src, Some("10.100.0.1:0".parse().unwrap()));
+        assert_eq!(route::sgid_index(&g), 1);
+        let g = id("[::]:0", "[::ffff:10.100.0.20]:18600");
+        assert_eq!(g.src, Some("[::ffff:10.100.0.1]:0".parse().unwrap()));
+        assert_eq!(route::sgid_index(&g), 1);
+    }
+}
