@@ -135,7 +135,7 @@ enum Command {
         /// `ud-ll-vm-server`, `rping-ll-emulated-server`, `rc-lossy-emulated-server`); an
         /// unknown name fails with the list of the cases. The capture checks then ask for
         /// the frames of the cases chosen.
-        #[arg(long = "case", value_name = "NAME", requires = "interop")]
+        #[arg(long = "case", value_name = "NAME", requires = "interop", value_parser = cmd::interop::case_name)]
         cases: Vec<String>,
         /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
         /// in one VM).

@@ -255,6 +255,9 @@ fn create_dir(dir: &Path) -> Result<(), Error> {
 /// A failing build, case or capture check, named; a name of no case.
 pub fn run(only: &[String]) -> Result<(), Error> {
     let start = Instant::now();
+    for name in only {
+        case_name(name)?;
+    }
     // The emulator's packages, tshark and perftest; the VM's own (QEMU, rdma-core) are
     // its business (`vm::prepare`), and its NICs need no boot ROM.
     vm::packages::ensure_installed(&[
@@ -280,17 +283,6 @@ pub fn run(only: &[String]) -> Result<(), Error> {
     let mut cases = plain_cases();
     cases.extend(spead::cases(&root().join("target/debug"), &plain)?);
     let lossy_case = lossy_case();
-    let all: Vec<String> = cases
-        .iter()
-        .chain([&lossy_case])
-        .map(|c| c.name.clone())
-        .collect();
-    if let Some(unknown) = only.iter().find(|n| !all.contains(n)) {
-        return Err(format!(
-            "no interop case {unknown}; the cases: {}",
-            all.join(", ")
-        ));
-    }
     let chosen = |name: &str| only.is_empty() || only.iter().any(|n| n == name);
     cases.retain(|c| chosen(&c.name));
     let mut ran = 0;
@@ -331,6 +323,32 @@ fn plain_cases() -> Vec<Case> {
     // has destroyed (see docs/divergences.md row 85).
     cases.push(cm_cases::read_latency_cm(Server::Emulated));
     cases
+}
+
+/// The names of every case, in the order they run.
+pub fn case_names() -> Vec<String> {
+    plain_cases()
+        .into_iter()
+        .map(|c| c.name)
+        .chain(spead::NAMES.map(String::from))
+        .chain([lossy_case().name])
+        .collect()
+}
+
+/// `name` if it is a case's (`--case`).
+///
+/// # Errors
+/// No case has that name: the error lists them.
+pub fn case_name(name: &str) -> Result<String, Error> {
+    let all = case_names();
+    if all.iter().any(|n| n == name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "no interop case `{name}`; the cases: {}",
+            all.join(", ")
+        ))
+    }
 }
 
 /// The lossy run's case: the RC pingpong with h1 as the server.
@@ -422,6 +440,15 @@ mod tests {
         );
         let all = plain_cases();
         assert_eq!(all.len(), 25);
+        let names = case_names();
+        assert_eq!(names.len(), 30);
+        assert_eq!(names[29], "rc-lossy-emulated-server");
+        assert_eq!(case_name("ud-ll-vm-server"), Ok("ud-ll-vm-server".into()));
+        let e = case_name("ud-ll").unwrap_err();
+        assert!(
+            e.starts_with("no interop case `ud-ll`; the cases: rc-emulated-server, "),
+            "{e}"
+        );
         assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 12);
     }
 }
