@@ -90,7 +90,8 @@ impl CmaHdr {
 
 /// `mad` as a RoCE v2 frame from `src` to `dst` (MAC and address each, both addresses
 /// IPv4 or both IPv6): UD SEND_ONLY to QP1 from QP1, P_Key 0xffff, Q_Key 0x80010000,
-/// UDP source port 0xd872 (as rxe sends its GSI QP's datagrams), with the ICRC.
+/// UDP source port 0xd872 (as rxe sends its GSI QP's datagrams), over IPv4 the IPv4
+/// identification the PSN's low 16 bits (as the emulated NIC's), with the ICRC.
 ///
 /// # Panics
 /// If the two addresses are of different families.
@@ -104,6 +105,9 @@ pub fn frame(src: (Mac, IpAddr), dst: (Mac, IpAddr), psn: u32, mad: &[u8]) -> Ve
     let route = RoceRoute {
         ips,
         src_port: QP1_UDP_SOURCE_PORT,
+        // As the emulated NIC's datagrams (`backend-sim/src/verbs/ud.rs`): the PSN's low
+        // 16 bits, where rxe counts (docs/divergences.md row 75).
+        ip_id: psn as u16,
         ..RoceRoute::new(
             (netwire::eth::Mac(src.0 .0), Ipv4Addr::UNSPECIFIED),
             (netwire::eth::Mac(dst.0 .0), Ipv4Addr::UNSPECIFIED),
@@ -298,6 +302,7 @@ mod tests {
         let vm = (Mac([2, 0, 10, 100, 0, 20]), ip("10.100.0.20").into());
         let f = frame(h1, vm, 9, &mad);
         assert_eq!(f.len(), 322);
+        assert_eq!(&f[18..20], &[0, 9], "IPv4 identification");
         let (mac, src, dst, got) = parse_frame(&f).unwrap();
         assert_eq!((mac, src, dst), (h1.0, h1.1, vm.1));
         assert_eq!(got, &mad[..]);
