@@ -21,7 +21,14 @@
 //! rxe put in the REQ captured from the VM (`cm_format_req` for a RoCE v2 path of
 //! 1500-byte Ethernet): CM response timeouts 20, 15 CM retries, path MTU 1024, hop limit
 //! 64, local ACK timeout 19, LIDs 0xffff, P_Key 0xffff, the CA GUID the MAC's modified
-//! EUI-64 (as rxe's node GUID).
+//! EUI-64 (as rxe's node GUID), the flow label the kernel's hash of the two ports.
+//!
+//! A connection between link-local IPv6 addresses (`rping -a fe80::...%IF`) is translated
+//! too: its REQ has those addresses as the primary path's GIDs and a `struct cma_hdr` of
+//! IP version 6, and every MAD of it travels between the two hosts' link-local addresses
+//! over IPv6 (as the kernel sends them: the VM's REQ of the interop case
+//! `rping-ll-emulated-server`); a remote host's link-local address is the modified EUI-64
+//! of its MAC, the emulator's of its IPv4 address. Other IPv6 addresses are not.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
