@@ -34,6 +34,13 @@ fn rping_data(ping: u32) -> String {
     s
 }
 
+/// The ten lines of rping's data (`-v -C 10`), each after `prefix`.
+fn ping_lines(prefix: &str) -> String {
+    (0..10)
+        .map(|i| format!("{prefix}{}\n", rping_data(i)))
+        .collect()
+}
+
 /// Whether `r` is rping's client rejected because nobody listens (yet).
 fn rejected(r: &Ran) -> bool {
     r.status.code() == Some(255)
@@ -84,9 +91,7 @@ fn rping_between_two_hosts_completes_its_pings() {
         rejected,
     );
     let summary = fabric.stop();
-    let pings: String = (0..10)
-        .map(|i| format!("ping data: {}\n", rping_data(i)))
-        .collect();
+    let pings = ping_lines("ping data: ");
     assert!(client.status.success(), "client: {client:?}");
     assert_eq!(client.out, pings);
     // The client's CM thread may see its DISCONNECTED event (after the server's DREP)
@@ -96,9 +101,7 @@ fn rping_between_two_hosts_completes_its_pings() {
         "{client:?}"
     );
     assert!(server.status.success(), "server: {server:?}");
-    let server_pings: String = (0..10)
-        .map(|i| format!("server ping data: {}\n", rping_data(i)))
-        .collect();
+    let server_pings = ping_lines("server ping data: ");
     assert_eq!(server.out, server_pings);
     // The client's DREQ: the server's CM thread reports it, and its loop, waiting for the
     // next ping's advertisement, ends.
@@ -120,6 +123,78 @@ fn rping_between_two_hosts_completes_its_pings() {
         forwarded + returned >= 5 + tries && forwarded + returned <= 5 + 2 * tries,
         "{summary}"
     );
+}
+
+/// rping between the hosts' link-local addresses (h1's fe80::aff:fe64:1, the modified
+/// EUI-64 of its MAC 02:00:0a:64:00:01, with a scope id, as the kernel's rdma_cm requires
+/// of a link-local address) on two rxe hosts: the emulated CM binds and resolves it as
+/// h1's address, and the connection's QPs use the link-local GID 0 (RoCE v2 over IPv6,
+/// in the capture).
+#[test]
+fn rping_between_link_local_addresses_completes_its_pings() {
+    let rping = require("rping", "rdmacm-utils");
+    let dir = scratch("rping-ll");
+    let pcap = dir.join("fabric.pcap");
+    let topo = dir.join("rxe.toml");
+    std::fs::write(
+        &topo,
+        "[[host]]\nname = \"h1\"\nip = \"10.100.0.1\"\npersonality = \"rxe\"\n\n\
+         [[host]]\nname = \"h2\"\nip = \"10.100.0.2\"\npersonality = \"rxe\"\n",
+    )
+    .expect("write the topology");
+    // Every frame through the fabric process, so that its capture has them all.
+    let fabric = Fabric::start(
+        &dir,
+        &[
+            "--topology",
+            &topo.to_string_lossy(),
+            "--no-direct",
+            "--pcap",
+            &pcap.to_string_lossy(),
+        ],
+    );
+    let h1 = "fe80::aff:fe64:1%1";
+    let (client, server, _) = until_accepted(
+        &fabric,
+        &dir,
+        (&rping, &["-s", "-v", "-C", "10", "-a", h1]),
+        (&rping, &["-c", "-v", "-a", h1, "-C", "10"]),
+        rejected,
+    );
+    let summary = fabric.stop();
+    let pings = ping_lines("ping data: ");
+    assert!(client.status.success(), "client: {client:?}");
+    assert_eq!(client.out, pings);
+    assert!(server.status.success(), "server: {server:?}");
+    let server_pings = ping_lines("server ping data: ");
+    assert_eq!(server.out, server_pings);
+    assert!(summary.contains("lost: none;"), "{summary}");
+    // Every RoCE frame of the connection between the two link-local addresses.
+    let (mut v4, mut v6) = (0, 0);
+    let mut r = netwire::pcap::PcapReader::new(std::fs::File::open(&pcap).unwrap()).unwrap();
+    while let Some(rec) = r.next_record().unwrap() {
+        let Ok(v) = netwire::frame::FrameView::parse(rec.data) else {
+            continue;
+        };
+        if !v.is_roce_v2() {
+            continue;
+        }
+        match v.ipv6 {
+            Some((h, _)) => {
+                let ends: [std::net::Ipv6Addr; 2] = [
+                    "fe80::aff:fe64:1".parse().unwrap(),
+                    "fe80::aff:fe64:2".parse().unwrap(),
+                ];
+                assert!(ends.contains(&h.src) && ends.contains(&h.dst), "{h:?}");
+                v6 += 1;
+            }
+            None => v4 += 1,
+        }
+    }
+    assert_eq!(v4, 0);
+    // Each ping: the client's two SENDs and the server's READ request, WRITE and two
+    // SENDs, with the responses and acknowledgements.
+    assert!(v6 >= 60, "{v6} RoCE frames over IPv6");
 }
 
 /// The fabric's counts of CM messages forwarded and returned, from its summary.

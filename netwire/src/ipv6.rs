@@ -90,6 +90,12 @@ pub fn link_local_mac(addr: &Ipv6Addr) -> Option<[u8; 6]> {
     Some([o[8] ^ 2, o[9], o[10], o[13], o[14], o[15]])
 }
 
+/// Whether `addr` is a link-local unicast address (fe80::/10, RFC 4291 section 2.5.6).
+#[must_use]
+pub fn is_link_local(addr: &Ipv6Addr) -> bool {
+    addr.segments()[0] & 0xffc0 == 0xfe80
+}
+
 /// The modified EUI-64 interface identifier of `mac` (RFC 4291, appendix A): its halves
 /// around `ff:fe`, the universal/local bit flipped. A RoCE port's link-local GID ends
 /// with it, and so does its node GUID.
@@ -177,6 +183,9 @@ mod tests {
         assert_eq!(a, "fe80::5c13:2dff:fefe:f260".parse::<Ipv6Addr>().unwrap());
         assert_eq!(link_local_mac(&a), Some(mac));
         assert_eq!(link_local_mac(&"fe80::1".parse().unwrap()), None);
+        assert!(is_link_local(&a) && is_link_local(&"febf::1".parse().unwrap()));
+        assert!(!is_link_local(&"fec0::1".parse().unwrap()));
+        assert!(!is_link_local(&"::ffff:10.100.0.1".parse().unwrap()));
         assert_eq!(
             link_local_mac(&"2001:db8::5c13:2dff:fefe:f260".parse().unwrap()),
             None

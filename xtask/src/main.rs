@@ -19,7 +19,8 @@
 //!   (without TEST-ARGS) the split conformance cases with both sides emulated.
 //! - `cargo xtask test --wire [-- TEST-ARGS]`: the fabric's ports to real networks alone
 //!   (VXLAN with a Linux vxlan peer and a second fabric, QEMU's `-netdev stream`), then
-//!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone),
+//!   real rxe in the Soft-RoCE VM against the emulated NIC (`--interop`: that step alone;
+//!   `--interop --case NAME`...: only the cases named),
 //!   then the split conformance cases, one QP on rxe in the VM and one emulated (`--split`:
 //!   that step alone).
 //! - `cargo xtask vm [--timeout SECS] [-e KEY=VALUE]... [-v] [--keep] -- CMD ARGS...`: boot
@@ -122,7 +123,8 @@ enum Command {
         #[arg(long, conflicts_with_all = ["backend", "vm"])]
         wire: bool,
         /// With --wire: only its interop step (real rxe in the Soft-RoCE VM on the fabric's
-        /// QEMU port against the emulated NIC: RC and UD pingpong, perftest, a lossy run).
+        /// QEMU port against the emulated NIC: RC and UD pingpong, perftest and rping on
+        /// the IPv4 and the link-local GID, SPEAD, a lossy run).
         #[arg(long, requires = "wire")]
         interop: bool,
         /// With --wire: only its split conformance step (each case with one QP on rxe in
@@ -130,6 +132,12 @@ enum Command {
         /// the lossy cases again under 2% loss).
         #[arg(long, requires = "wire", conflicts_with = "interop")]
         split: bool,
+        /// With --interop: only the interop case of this name (repeatable; e.g.
+        /// `ud-ll-vm-server`, `rping-ll-emulated-server`, `rc-lossy-emulated-server`); an
+        /// unknown name fails with the list of the cases. The capture checks then ask for
+        /// the frames of the cases chosen.
+        #[arg(long = "case", value_name = "NAME", requires = "interop", value_parser = cmd::interop::case_name)]
+        cases: Vec<String>,
         /// With `--vm`: kill the VM and fail after this many seconds (the whole suite runs
         /// in one VM).
         #[arg(long, default_value_t = 600, value_parser = positive)]
@@ -435,8 +443,9 @@ fn main() -> ExitCode {
         Command::Test {
             wire: true,
             interop: true,
+            cases,
             ..
-        } => done(cmd::interop::run()),
+        } => done(cmd::interop::run(&cases)),
         Command::Test {
             wire: true,
             split: true,

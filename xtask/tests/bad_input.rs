@@ -39,6 +39,8 @@ fn every_command_refuses_bad_input_with_a_clear_error() {
         (s(&["test", "--backend", "gpu"]), 2, "invalid value 'gpu' for '--backend <BACKEND>' [possible values: sim, hw, emu]".into()),
         (s(&["test", "--backend", "hw", "--vm", "--timeout", "0"]), 2, "invalid value '0' for '--timeout <TIMEOUT>': 0 is not allowed: give at least 1".into()),
         (s(&["test", "--timeout", "soon"]), 2, "invalid value 'soon' for '--timeout <TIMEOUT>': `soon` is not a whole number".into()),
+        (s(&["test", "--wire", "--interop", "--case", "ud-ll"]), 2, "invalid value 'ud-ll' for '--case <NAME>': no interop case `ud-ll`; the cases: rc-emulated-server, ".into()),
+        (s(&["test", "--wire", "--case", "rc-vm-server"]), 2, "the following required arguments were not provided:".into()),
         // ci, bench, miri take nothing
         (s(&["ci", "--fast"]), 2, "unexpected argument '--fast' found".into()),
         (s(&["bench", "spead"]), 2, "invalid value 'spead' for '[WHAT]' [possible values: emu, fabric]".into()),

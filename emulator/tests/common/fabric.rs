@@ -27,6 +27,8 @@ pub struct Fabric {
     /// Its socket (what `VERBS_EMU_FABRIC` names).
     pub socket: PathBuf,
     err: PathBuf,
+    /// The topology file it was started with (`--topology`), if any.
+    topology: Option<PathBuf>,
 }
 
 impl Fabric {
@@ -70,18 +72,27 @@ impl Fabric {
             "the fabric did not start: {line:?}; stderr: {}",
             std::fs::read_to_string(&err).unwrap_or_default()
         );
+        let topology = args
+            .windows(2)
+            .find(|w| w[0] == "--topology")
+            .map(|w| PathBuf::from(w[1]));
         Fabric {
             child,
             socket: PathBuf::from(line.trim_end()),
             err,
+            topology,
         }
     }
 
-    /// A command running `program` as host `host` joined to this fabric.
+    /// A command running `program` as host `host` joined to this fabric (with its
+    /// topology file, if it was started with one).
     pub fn program(&self, program: &Path, host: &str) -> Command {
         let mut c = super::emulated(program);
         c.env("VERBS_EMU_FABRIC", &self.socket)
             .env("VERBS_EMU_HOST", host);
+        if let Some(t) = &self.topology {
+            c.env("VERBS_EMU_TOPOLOGY", t);
+        }
         c
     }
 

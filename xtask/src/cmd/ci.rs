@@ -129,10 +129,11 @@ pub fn ci() -> Result<(), Error> {
     // over UD verbs and the differential scenarios, on Soft-RoCE in a throwaway VM.
     test_hw(true, 1500, &[])?;
     // On the wire: real rxe in a VM whose NIC is on the emulated switch, against emulated
-    // hosts (RC and UD pingpongs, also on the link-local GID, perftest, each way; SPEAD
+    // hosts (RC and UD pingpongs, perftest and rping, each way, on the IPv4 and the
+    // link-local GID; SPEAD
     // between RAW QPs and the VM's kernel sockets; a lossy port), captures checked by
     // tshark and netwire's ICRC (`cargo xtask test --wire --interop` alone).
-    super::interop::run()?;
+    super::interop::run(&[])?;
     // The split conformance cases: one QP on rxe in the VM, one emulated, both ways round,
     // against both on rxe, and under loss (`cargo xtask test --wire --split` alone).
     super::split::run()?;

@@ -40,7 +40,7 @@ pub fn test_wire(rest: &[String]) -> Result<(), Error> {
     }
     run(wire, "the wire tests (emulator/tests/wire.rs)")?;
     eprintln!("xtask: the interop step: real rxe in the VM against the emulated NIC");
-    super::interop::run()?;
+    super::interop::run(&[])?;
     eprintln!("xtask: the split conformance cases: one QP on rxe in the VM, one emulated");
     super::split::run()
 }

@@ -21,13 +21,21 @@
 //! rxe put in the REQ captured from the VM (`cm_format_req` for a RoCE v2 path of
 //! 1500-byte Ethernet): CM response timeouts 20, 15 CM retries, path MTU 1024, hop limit
 //! 64, local ACK timeout 19, LIDs 0xffff, P_Key 0xffff, the CA GUID the MAC's modified
-//! EUI-64 (as rxe's node GUID).
+//! EUI-64 (as rxe's node GUID), the flow label the kernel's hash of the two ports.
+//!
+//! A connection between link-local IPv6 addresses (`rping -a fe80::...%IF`) is translated
+//! too: its REQ has those addresses as the primary path's GIDs and a `struct cma_hdr` of
+//! IP version 6, and every MAD of it travels between the two hosts' link-local addresses
+//! over IPv6 (as the kernel sends them: the VM's REQ of the interop case
+//! `rping-ll-emulated-server`); a remote host's link-local address is the modified EUI-64
+//! of its MAC, the emulator's of its IPv4 address. Other IPv6 addresses are not.
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use backend_sim::frame::eth::Mac;
 use backend_sim::PortConfig;
+use netwire::ipv6::is_link_local;
 
 use super::cm_frame::{self, CmaHdr, CMA_HDR_LEN};
 use super::cm_mad::{self, Mad, Msg, Rej, Rep, Req, PKEY};
@@ -64,6 +72,9 @@ struct Remote {
     requester: bool,
     /// The last frame sent to it, and the attribute it answered.
     last: Option<(u16, Vec<u8>)>,
+    /// Whether its MADs travel over IPv6 (between the link-local addresses: a connection
+    /// of link-local addresses, whose path GIDs are those addresses).
+    v6: bool,
 }
 
 /// An emulated host: its address and its port's MAC.
@@ -132,10 +143,53 @@ fn mac_of(ip: Ipv4Addr) -> Mac {
     PortConfig::with_ip(ip).mac
 }
 
-fn v4(a: SocketAddr) -> Result<SocketAddrV4, String> {
-    match a {
-        SocketAddr::V4(v) => Ok(v),
-        SocketAddr::V6(v) => Err(format!("{v}: IPv6 is not translated")),
+/// The link-local address of the host of MAC `mac` (its GID 0: modified EUI-64).
+fn link_local(mac: Mac) -> Ipv6Addr {
+    netwire::ipv6::link_local_of_mac(mac.0)
+}
+
+/// The address a CM datagram of host `ip` (MAC `mac`) comes from: its IPv4 address, or
+/// over IPv6 its link-local address.
+fn wire_addr(mac: Mac, ip: Ipv4Addr, v6: bool) -> (Mac, IpAddr) {
+    if v6 {
+        (mac, link_local(mac).into())
+    } else {
+        (mac, ip.into())
+    }
+}
+
+/// The RDMA CM header of an emulated REQ from `src` to `dst`, and whether the REQ
+/// travels over IPv6: both addresses IPv4, or both link-local IPv6 (then between the
+/// link-local addresses, its path's GIDs).
+///
+/// # Errors
+/// Other addresses (IPv4-mapped or global IPv6, mixed families): not translated.
+fn cma_hdr_of(src: SocketAddr, dst: SocketAddr) -> Result<(CmaHdr, bool), String> {
+    let link_local = |a: &SocketAddr| matches!(a.ip(), IpAddr::V6(v) if is_link_local(&v));
+    let v6 = match (src, dst) {
+        (SocketAddr::V4(_), SocketAddr::V4(_)) => false,
+        (s, d) if link_local(&s) && link_local(&d) => true,
+        _ => {
+            return Err(format!(
+                "{src} to {dst}: only IPv4 and link-local IPv6 are translated"
+            ))
+        }
+    };
+    Ok((CmaHdr { src, dst: dst.ip() }, v6))
+}
+
+/// The flow label of a REQ's primary path from port `src` to port `dst`: the kernel's
+/// `cma_get_roce_udp_flow_label` (cma.c) for an id without a flow label of its own,
+/// the low 20 bits of `src * 31 + dst`.
+fn flow_label(src: u16, dst: u16) -> u32 {
+    (u32::from(src) * 31 + u32::from(dst)) & 0x000f_ffff
+}
+
+/// The GID of `ip` (`rdma_ip2gid`): an IPv4 address mapped, an IPv6 address itself.
+fn gid_of_ip(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => gid(v4),
+        IpAddr::V6(v6) => v6.octets(),
     }
 }
 
@@ -170,6 +224,7 @@ impl Bridge {
         let remote = self.ids.get(&key).cloned().unwrap_or_default();
         let local = sender.id;
         let need_peer = || peer.ok_or_else(|| "a message to a service".to_owned());
+        let mut over_v6 = remote.v6;
         let (tid, msg) = match msg {
             Message::Req {
                 service,
@@ -183,12 +238,9 @@ impl Bridge {
                     QPT_UC => 1,
                     t => return Err(format!("a REQ of QP type {t}")),
                 };
-                let mut pd = CmaHdr {
-                    src: v4(src)?,
-                    dst: *v4(dst)?.ip(),
-                }
-                .encode()
-                .to_vec();
+                let (hdr, v6) = cma_hdr_of(src, dst)?;
+                over_v6 = v6;
+                let mut pd = hdr.encode().to_vec();
                 pd.extend_from_slice(&data.private_data);
                 let req = Req {
                     local_comm_id: local,
@@ -211,9 +263,9 @@ impl Bridge {
                     srq: data.srq,
                     local_lid: 0xffff,
                     remote_lid: 0xffff,
-                    local_gid: gid(from.ip),
-                    remote_gid: gid(to),
-                    flow_label: 0,
+                    local_gid: gid_of_ip(src.ip()),
+                    remote_gid: gid_of_ip(dst.ip()),
+                    flow_label: flow_label(src.port(), dst.port()),
                     packet_rate: 0,
                     traffic_class: 0,
                     hop_limit: 64,
@@ -277,7 +329,12 @@ impl Bridge {
             _ => 0,
         };
         let mad = Mad { tid, msg }.encode();
-        let frame = cm_frame::frame((from.mac, from.ip), (mac_of(to), to), self.psn, &mad);
+        let frame = cm_frame::frame(
+            wire_addr(from.mac, from.ip, over_v6),
+            wire_addr(mac_of(to), to, over_v6),
+            self.psn,
+            &mad,
+        );
         self.psn = self.psn.wrapping_add(1) & 0x00ff_ffff;
         if let Some(p) = peer {
             self.ids.entry((to, p)).or_default().last = Some((attr, frame.clone()));
@@ -290,11 +347,12 @@ impl Bridge {
     /// is no CM MAD for the host (the host's NIC takes it).
     pub fn from_wire(&mut self, host: Host, frame: &[u8]) -> Option<FromWire> {
         let (_, src, dst, payload) = cm_frame::parse_frame(frame)?;
-        if dst != host.ip || payload.get(1) != Some(&cm_mad::CLASS_CM) {
+        let (src, v6) = self.sender_of(host, src, dst)?;
+        if payload.get(1) != Some(&cm_mad::CLASS_CM) {
             return None;
         }
         let r = match Mad::decode(payload) {
-            Ok(mad) => self.take(host, src, mad),
+            Ok(mad) => self.take(host, src, v6, mad),
             Err(_) => FromWire::Dropped,
         };
         match &r {
@@ -305,6 +363,31 @@ impl Bridge {
         Some(r)
     }
 
+    /// The remote host (its IPv4 address) a datagram from `src` to `dst` comes from, and
+    /// whether it came over IPv6, if it is for `host`: over IPv4 from any address to the
+    /// host's; over IPv6 from a remote host's link-local address (its MAC the emulator's
+    /// of its IPv4 address) to the host's.
+    fn sender_of(&self, host: Host, src: IpAddr, dst: IpAddr) -> Option<(Ipv4Addr, bool)> {
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => (d == host.ip).then_some((s, false)),
+            (IpAddr::V6(s), IpAddr::V6(d)) if d == link_local(host.mac) => {
+                let mac = netwire::ipv6::link_local_mac(&s)?;
+                let ip = Ipv4Addr::new(mac[2], mac[3], mac[4], mac[5]);
+                (self.is_remote(ip) && mac_of(ip).0 == mac).then_some((ip, true))
+            }
+            _ => None,
+        }
+    }
+
+    /// The address a REQ's RDMA CM header connects to, as the emulated CM knows it: an
+    /// IPv4 address itself; host `host`'s link-local address its IPv4 address.
+    fn service_ip(host: Host, dst: IpAddr) -> Option<Ipv4Addr> {
+        match dst {
+            IpAddr::V4(v4) => Some(v4),
+            IpAddr::V6(v6) => (v6 == link_local(host.mac)).then_some(host.ip),
+        }
+    }
+
     /// A repeat of a message of attribute `attr` from `key`: its answer again, if sent.
     fn again(&self, key: (Ipv4Addr, u32), attr: u16) -> FromWire {
         match self.ids.get(&key).and_then(|r| r.last.as_ref()) {
@@ -313,7 +396,7 @@ impl Bridge {
         }
     }
 
-    fn take(&mut self, host: Host, src: Ipv4Addr, mad: Mad) -> FromWire {
+    fn take(&mut self, host: Host, src: Ipv4Addr, v6: bool, mad: Mad) -> FromWire {
         let at = |id: u32| Endpoint { host: host.ip, id };
         let (to, from, msg) = match mad.msg {
             Msg::Req(r) => {
@@ -322,6 +405,9 @@ impl Bridge {
                     return self.again(key, cm_mad::attr::REQ);
                 }
                 let Ok(hdr) = CmaHdr::decode(&r.private_data) else {
+                    return FromWire::Dropped;
+                };
+                let Some(service_ip) = Self::service_ip(host, hdr.dst) else {
                     return FromWire::Dropped;
                 };
                 let qp_type = match r.transport_service_type {
@@ -336,11 +422,12 @@ impl Bridge {
                         tid: Some(mad.tid),
                         requester: true,
                         last: None,
+                        v6,
                     },
                 );
                 let port = (r.service_id & 0xffff) as u16;
                 let service = Service {
-                    ip: hdr.dst,
+                    ip: service_ip,
                     port,
                     ps: ((r.service_id >> 16) & 0xffff) as u32,
                 };
@@ -357,8 +444,8 @@ impl Bridge {
                 };
                 let msg = Message::Req {
                     service,
-                    src: SocketAddr::V4(hdr.src),
-                    dst: SocketAddr::V4(SocketAddrV4::new(hdr.dst, port)),
+                    src: hdr.src,
+                    dst: SocketAddr::new(hdr.dst, port),
                     qp_type,
                     data,
                 };
@@ -371,6 +458,7 @@ impl Bridge {
                 }
                 let e = self.ids.entry(key).or_default();
                 e.qpn = r.local_qpn;
+                e.v6 = v6;
                 let data = ConnData {
                     qpn: r.local_qpn,
                     psn: r.starting_psn,
@@ -429,7 +517,7 @@ impl Bridge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fabric::ports::cm_frame::captured::vm_req;
+    use crate::fabric::ports::cm_frame::captured::{vm_req, vm_req_ll};
     use crate::fabric::ports::cm_mad::private;
 
     fn ip(s: &str) -> Ipv4Addr {
@@ -470,6 +558,32 @@ mod tests {
             srq: false,
             private_data: vec![0; private],
         }
+    }
+
+    /// The VM kernel's REP (communication id 0x7777, QP 0x11, PSN 0x42) to h1's id 1, a
+    /// frame from `src` to `dst` (the VM's and h1's addresses, IPv4 or link-local).
+    fn kernel_rep(src: IpAddr, dst: IpAddr) -> Vec<u8> {
+        let rep = Rep {
+            local_comm_id: 0x7777,
+            remote_comm_id: 1,
+            local_qkey: 0,
+            local_qpn: 0x11,
+            starting_psn: 0x42,
+            responder_resources: 1,
+            initiator_depth: 1,
+            target_ack_delay: 15,
+            failover_accepted: 0,
+            flow_control: false,
+            rnr_retry_count: 7,
+            srq: false,
+            local_ca_guid: 0x0000_0aff_fe64_0014,
+            private_data: vec![0; private::REP],
+        };
+        let mad = Mad {
+            tid: 9,
+            msg: Msg::Rep(rep),
+        };
+        cm_frame::frame((mac_of(vm()), src), (h1().mac, dst), 0, &mad.encode())
     }
 
     /// The VM's REQ reaches h1's process as the emulated REQ to its service; h1's REP goes
@@ -535,7 +649,12 @@ mod tests {
             tid: 1,
             msg: Msg::Mra(0xbac9_7c30, 3, 1, 20),
         };
-        let mra = cm_frame::frame((mac_of(vm()), vm()), (h1().mac, h1().ip), 0, &mra.encode());
+        let mra = cm_frame::frame(
+            (mac_of(vm()), vm().into()),
+            (h1().mac, h1().ip.into()),
+            0,
+            &mra.encode(),
+        );
         assert_eq!(b.from_wire(h1(), &mra), Some(FromWire::Dropped));
         assert_eq!(
             b.stats,
@@ -576,7 +695,7 @@ mod tests {
             .to_wire(h1(), vm(), &body(Address::Service(service), me, &req))
             .unwrap();
         let (mac, src, dst, _) = cm_frame::parse_frame(&frame).unwrap();
-        assert_eq!((mac, src, dst), (h1().mac, h1().ip, vm()));
+        assert_eq!((mac, src, dst), (h1().mac, h1().ip.into(), vm().into()));
         assert_eq!(&frame[..6], &[2, 0, 10, 100, 0, 20]);
         let Msg::Req(r) = mad_of(&frame).msg else {
             panic!("a REQ")
@@ -597,40 +716,19 @@ mod tests {
         );
         assert_eq!(r.remote_gid, vm().to_ipv6_mapped().octets());
         assert_eq!(
+            r.flow_label, 0x3_3468,
+            "40000 * 31 + 18600, its low 20 bits"
+        );
+        assert_eq!(
             CmaHdr::decode(&r.private_data).unwrap(),
             CmaHdr {
                 src: "10.100.0.1:40000".parse().unwrap(),
-                dst: vm(),
+                dst: vm().into(),
             }
         );
         assert_eq!(&r.private_data[CMA_HDR_LEN..], &[0x5a; 56][..]);
         // The kernel's REP.
-        let rep = Rep {
-            local_comm_id: 0x7777,
-            remote_comm_id: 1,
-            local_qkey: 0,
-            local_qpn: 0x11,
-            starting_psn: 0x42,
-            responder_resources: 1,
-            initiator_depth: 1,
-            target_ack_delay: 15,
-            failover_accepted: 0,
-            flow_control: false,
-            rnr_retry_count: 7,
-            srq: false,
-            local_ca_guid: 0x0000_0aff_fe64_0014,
-            private_data: vec![0; private::REP],
-        };
-        let f = cm_frame::frame(
-            (mac_of(vm()), vm()),
-            (h1().mac, h1().ip),
-            0,
-            &Mad {
-                tid: 9,
-                msg: Msg::Rep(rep),
-            }
-            .encode(),
-        );
+        let f = kernel_rep(vm().into(), h1().ip.into());
         let Some(FromWire::Forward { body: got, .. }) = b.from_wire(h1(), &f) else {
             panic!("forwarded")
         };
@@ -667,5 +765,150 @@ mod tests {
             .to_wire(h1(), vm(), &body(Address::Service(service), me, &sidr))
             .is_err());
         assert!(b.is_remote(vm()) && !b.is_remote(h1().ip));
+    }
+
+    fn ll(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    /// Over the link-local GIDs: the VM's REQ comes over IPv6 from fe80::aff:fe64:14 with
+    /// those GIDs in its primary path and a `struct cma_hdr` of IP version 6, and reaches
+    /// h1's process as the REQ between the two link-local addresses; h1's REP goes back
+    /// over IPv6. h1's own REQ to the VM's link-local address leaves over IPv6 with the
+    /// kernel's layout, and the VM's REP to it gets h1's RTU over IPv6 too.
+    #[test]
+    fn link_local_connections_travel_over_ipv6_both_ways() {
+        let mut b = Bridge::new(vec![vm()]);
+        let (h1_ll, vm_ll) = (ll("fe80::aff:fe64:1"), ll("fe80::aff:fe64:14"));
+        assert_eq!(link_local(h1().mac), h1_ll);
+        // The VM's own REQ (`rping -c` to fe80::aff:fe64:1%IF, captured).
+        let frame = vm_req_ll();
+        let Msg::Req(req) = mad_of(&frame).msg else {
+            panic!("a REQ")
+        };
+        let vm_mac = mac_of(vm());
+        let mad = Mad {
+            tid: 7,
+            msg: Msg::Req(req.clone()),
+        }
+        .encode();
+        // Nothing from a host that is not remote.
+        let other = cm_frame::frame(
+            (Mac([2, 0, 10, 100, 0, 9]), ll("fe80::aff:fe64:9").into()),
+            (h1().mac, h1_ll.into()),
+            0,
+            &mad,
+        );
+        assert_eq!(b.from_wire(h1(), &other), None);
+        let Some(FromWire::Forward { from, body: got }) = b.from_wire(h1(), &frame) else {
+            panic!("forwarded")
+        };
+        assert_eq!(from, vm());
+        let service = Service {
+            ip: h1().ip,
+            port: 18600,
+            ps: 0x0106,
+        };
+        let kernel = Endpoint {
+            host: vm(),
+            id: req.local_comm_id,
+        };
+        let want = Message::Req {
+            service,
+            src: SocketAddr::new(vm_ll.into(), 39814),
+            dst: SocketAddr::new(h1_ll.into(), 18600),
+            qp_type: QPT_RC,
+            data: conn(req.local_qpn, req.starting_psn, private::REQ - CMA_HDR_LEN),
+        };
+        assert_eq!(
+            m::decode(&got).unwrap(),
+            (Address::Service(service), kernel, want)
+        );
+        let rep = body(
+            Address::Endpoint(kernel),
+            Endpoint {
+                host: h1().ip,
+                id: 3,
+            },
+            &Message::Rep(conn(0x12, 0xabc, private::REP)),
+        );
+        let out = b.to_wire(h1(), vm(), &rep).unwrap();
+        let (mac, src, dst, _) = cm_frame::parse_frame(&out).unwrap();
+        assert_eq!(
+            (mac, src, dst),
+            (h1().mac, h1_ll.into(), IpAddr::from(vm_ll))
+        );
+        assert_eq!(&out[..6], &vm_mac.0);
+        assert_eq!(mad_of(&out).tid, mad_of(&frame).tid);
+
+        // h1 requests: its REQ between the link-local addresses.
+        let me = Endpoint {
+            host: h1().ip,
+            id: 1,
+        };
+        let to_vm = Service {
+            ip: vm(),
+            port: 18600,
+            ps: 0x0106,
+        };
+        let req = Message::Req {
+            service: to_vm,
+            src: SocketAddr::new(h1_ll.into(), 40000),
+            dst: SocketAddr::new(vm_ll.into(), 18600),
+            qp_type: QPT_RC,
+            data: conn(0x13, 0x12_3456, private::REQ - CMA_HDR_LEN),
+        };
+        let out = b
+            .to_wire(h1(), vm(), &body(Address::Service(to_vm), me, &req))
+            .unwrap();
+        let (_, src, dst, _) = cm_frame::parse_frame(&out).unwrap();
+        assert_eq!((src, dst), (h1_ll.into(), IpAddr::from(vm_ll)));
+        let Msg::Req(r) = mad_of(&out).msg else {
+            panic!("a REQ")
+        };
+        assert_eq!(
+            (r.local_gid, r.remote_gid),
+            (h1_ll.octets(), vm_ll.octets())
+        );
+        // As the kernel's for its ports (the VM's REQ: 39814 to 18600, 0x31de2).
+        assert_eq!(r.flow_label, flow_label(40000, 18600));
+        assert_eq!(flow_label(39814, 18600), 0x3_1de2);
+        assert_eq!(
+            CmaHdr::decode(&r.private_data).unwrap(),
+            CmaHdr {
+                src: SocketAddr::new(h1_ll.into(), 40000),
+                dst: vm_ll.into(),
+            }
+        );
+        let f = kernel_rep(vm_ll.into(), h1_ll.into());
+        assert!(matches!(
+            b.from_wire(h1(), &f),
+            Some(FromWire::Forward { .. })
+        ));
+        let peer = Endpoint {
+            host: vm(),
+            id: 0x7777,
+        };
+        let rtu = b
+            .to_wire(
+                h1(),
+                vm(),
+                &body(Address::Endpoint(peer), me, &Message::Rtu),
+            )
+            .unwrap();
+        let (_, src, dst, _) = cm_frame::parse_frame(&rtu).unwrap();
+        assert_eq!((src, dst), (h1_ll.into(), IpAddr::from(vm_ll)));
+        assert_eq!(mad_of(&rtu).msg, Msg::Rtu(1, 0x7777));
+        // An IPv4-mapped address has no MAD here.
+        let mapped = Message::Req {
+            service: to_vm,
+            src: "[::ffff:10.100.0.1]:1".parse().unwrap(),
+            dst: "[::ffff:10.100.0.20]:2".parse().unwrap(),
+            qp_type: QPT_RC,
+            data: conn(0x13, 1, private::REQ - CMA_HDR_LEN),
+        };
+        assert!(b
+            .to_wire(h1(), vm(), &body(Address::Service(to_vm), me, &mapped))
+            .is_err());
     }
 }

@@ -25,6 +25,7 @@ fn bind(c: &Cm, n: u32, g: &mut IdInner, a: SocketAddr) -> Result<(), c_int> {
     if g.state != State::Idle {
         return Err(libc::EINVAL);
     }
+    addr::check_link_local(&a)?;
     let local = addr::classify_local(a.ip(), c.host)?;
     let port = c.claim_port(g.ps, a.ip(), a.port(), g.reuseaddr, n)?;
     let mut bound = a;
@@ -90,14 +91,17 @@ enum Reach {
 
 /// Address resolution on the emulated host (addr.c `addr_resolve`): a topology host, a
 /// multicast group, this host itself and the wildcard resolve; a silent address of the
-/// host's subnet times out; loopback has no RDMA device; anything else has no route (the
+/// host's subnet, or a link-local address of no topology host (no answer to neighbour
+/// discovery), times out; loopback has no RDMA device; anything else has no route (the
 /// emulated host has one interface, on its /24, and no gateway).
 fn reach(dst: &SocketAddr, host: Ipv4Addr) -> Reach {
     if dst.ip().is_unspecified() {
         return Reach::Now;
     }
     let Some(v4) = addr::ipv4_of(dst) else {
-        return if dst.ip().is_loopback() {
+        return if addr::is_link_local(&dst.ip()) {
+            Reach::Silent
+        } else if dst.ip().is_loopback() {
             Reach::NoDevice
         } else {
             Reach::Fails(libc::ENETUNREACH)
@@ -205,16 +209,24 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     })
 }
 
-/// The destination resolved: a wildcard source becomes the host's address, and the id
-/// gets the host's device (cma.c `addr_handler`, `cma_acquire_dev_by_src_ip`).
+/// The destination resolved: a wildcard source becomes the host's address (its
+/// link-local one, in the destination's scope, for a link-local destination, as the
+/// kernel's source address selection picks), and the id gets the host's device (cma.c
+/// `addr_handler`, `cma_acquire_dev_by_src_ip`).
 fn resolved(g: &mut IdInner, host: Ipv4Addr) {
+    let dst = g.dst;
     if let Some(src) = g.src.as_mut() {
         if src.ip().is_unspecified() {
-            let ip = match src {
-                SocketAddr::V4(_) => IpAddr::V4(host),
-                SocketAddr::V6(_) => IpAddr::V6(host.to_ipv6_mapped()),
-            };
-            src.set_ip(ip);
+            match (src, dst) {
+                (SocketAddr::V6(s), Some(SocketAddr::V6(d)))
+                    if netwire::ipv6::is_link_local(d.ip()) =>
+                {
+                    s.set_ip(addr::link_local_of(host));
+                    s.set_scope_id(d.scope_id());
+                }
+                (SocketAddr::V6(s), _) => s.set_ip(host.to_ipv6_mapped()),
+                (src @ SocketAddr::V4(_), _) => src.set_ip(IpAddr::V4(host)),
+            }
         }
     }
     if g.dst.is_some_and(|d| d.ip().is_unspecified()) {
@@ -372,4 +384,53 @@ pub unsafe extern "C" fn rdma_set_option(
             None => fail(libc::EINVAL),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rdmacm::core::event_queue::ChannelShared;
+    use crate::rdmacm::core::route;
+
+    const H1: Ipv4Addr = Ipv4Addr::new(10, 100, 0, 1);
+
+    /// A link-local address of no topology host (none here: no emulated world in a unit
+    /// test) goes unanswered, as a neighbour solicitation would; other IPv6 addresses
+    /// have no route.
+    #[test]
+    fn a_link_local_address_of_no_host_times_out() {
+        let r = |s: &str| reach(&s.parse().unwrap(), H1);
+        assert!(matches!(r("[fe80::aff:fe64:9%1]:7"), Reach::Silent));
+        assert!(matches!(
+            r("[2001:db8::1]:7"),
+            Reach::Fails(libc::ENETUNREACH)
+        ));
+        assert!(matches!(r("[::1]:7"), Reach::NoDevice));
+        assert!(matches!(r("10.100.0.1:7"), Reach::Now));
+    }
+
+    /// Resolving a link-local destination from the wildcard gives the id the host's
+    /// link-local address in the destination's scope, and its path GID 0; an IPv4 one
+    /// the host's address and GID 1.
+    #[test]
+    fn a_wildcard_source_becomes_the_link_local_address_for_a_link_local_destination() {
+        let id = |src: &str, dst: &str| {
+            let ch = std::sync::Arc::new(ChannelShared::new().unwrap());
+            let mut g = IdInner::new(ffi::RDMA_PS_TCP, ffi::IBV_QPT_RC, 1, ch, false);
+            g.src = Some(src.parse().unwrap());
+            g.dst = Some(dst.parse().unwrap());
+            resolved(&mut g, H1);
+            g
+        };
+        let g = id("[::]:0", "[fe80::aff:fe64:14%3]:18600");
+        assert_eq!(g.src, Some("[fe80::aff:fe64:1%3]:0".parse().unwrap()));
+        assert_eq!(route::sgid_index(&g), 0);
+        assert_eq!(route::ah_attr(&g).grh.sgid_index, 0);
+        let g = id("0.0.0.0:0", "10.100.0.20:18600");
+        assert_eq!(g.src, Some("10.100.0.1:0".parse().unwrap()));
+        assert_eq!(route::sgid_index(&g), 1);
+        let g = id("[::]:0", "[::ffff:10.100.0.20]:18600");
+        assert_eq!(g.src, Some("[::ffff:10.100.0.1]:0".parse().unwrap()));
+        assert_eq!(route::sgid_index(&g), 1);
+    }
 }

@@ -13,10 +13,7 @@ use crate::rdmacm::core::sockaddr as addr;
 
 /// The MAC of `ip` on the fabric (a multicast group's for a group), zeros if unknown.
 fn mac_of(ip: IpAddr) -> [u8; 6] {
-    let Some(v4) = (match ip {
-        IpAddr::V4(v4) => Some(v4),
-        IpAddr::V6(v6) => v6.to_ipv4_mapped(),
-    }) else {
+    let Some(v4) = addr::ipv4_of(&SocketAddr::new(ip, 0)) else {
         return [0; 6];
     };
     if v4.is_multicast() {

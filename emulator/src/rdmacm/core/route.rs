@@ -17,6 +17,22 @@ const SA_EQ: u8 = 2;
 /// The GID index of the port's RoCE v2 (IPv4) GID, the type the kernel's rdma_cm prefers
 /// (`CMA_PREFERRED_ROCE_GID_TYPE`).
 pub const SGID_INDEX: u8 = 1;
+/// The GID index of the port's link-local IPv6 GID (RoCE v2).
+pub const LINK_LOCAL_SGID_INDEX: u8 = 0;
+
+/// The index of the source GID of `id`'s path, the GID of its source address
+/// (`rdma_ip2gid`) in the port's table: the IPv4 GID, or for a link-local source the
+/// link-local GID.
+pub fn sgid_index(id: &IdInner) -> u8 {
+    if id
+        .src
+        .is_some_and(|s| super::sockaddr::is_link_local(&s.ip()))
+    {
+        LINK_LOCAL_SGID_INDEX
+    } else {
+        SGID_INDEX
+    }
+}
 /// The port every emulated device has.
 pub const PORT: u8 = 1;
 
@@ -66,7 +82,7 @@ pub fn ah_attr(id: &IdInner) -> ffi::ibv_ah_attr {
         grh: ffi::ibv_global_route {
             dgid: ffi::ibv_gid { raw: id.dgid() },
             flow_label: 0,
-            sgid_index: SGID_INDEX,
+            sgid_index: sgid_index(id),
             hop_limit: HOP_LIMIT,
             traffic_class: id.tos.unwrap_or(0),
         },

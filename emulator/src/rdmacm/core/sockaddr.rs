@@ -100,11 +100,59 @@ pub fn bytes_of(a: &SocketAddr) -> Vec<u8> {
     all[..len_of(a)].to_vec()
 }
 
-/// The IPv4 address of `a` (IPv4-mapped IPv6 included).
+/// The IPv4 address of the host `a` names: its own (IPv4-mapped IPv6 included), or for
+/// a link-local IPv6 address that of the topology's host whose MAC it is made from
+/// ([`host_of_link_local`]; the emulated connection manager knows hosts by their IPv4
+/// address).
 pub fn ipv4_of(a: &SocketAddr) -> Option<Ipv4Addr> {
     match a.ip() {
         IpAddr::V4(v4) => Some(v4),
-        IpAddr::V6(v6) => v6.to_ipv4_mapped(),
+        IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .or_else(|| host_of_link_local(&v6, topology_mac)),
+    }
+}
+
+/// Whether `ip` is a link-local IPv6 address (fe80::/10).
+pub fn is_link_local(ip: &IpAddr) -> bool {
+    matches!(ip, IpAddr::V6(v6) if netwire::ipv6::is_link_local(v6))
+}
+
+/// The MAC the emulator gives host `ip` (`02:00` and the address's four bytes, as every
+/// topology host has).
+fn conventional_mac(ip: Ipv4Addr) -> [u8; 6] {
+    backend_sim::PortConfig::with_ip(ip).mac.0
+}
+
+/// The link-local address of host `ip`: the modified EUI-64 of its MAC (RFC 4291), its
+/// port's GID 0.
+pub fn link_local_of(ip: Ipv4Addr) -> Ipv6Addr {
+    netwire::ipv6::link_local_of_mac(conventional_mac(ip))
+}
+
+/// The host whose link-local address `v6` is: the MAC in its interface identifier is the
+/// emulator's MAC of an IPv4 address, and `mac_of` (the topology) gives that host that
+/// MAC.
+pub fn host_of_link_local(
+    v6: &Ipv6Addr,
+    mac_of: impl Fn(Ipv4Addr) -> Option<[u8; 6]>,
+) -> Option<Ipv4Addr> {
+    let mac = netwire::ipv6::link_local_mac(v6)?;
+    let ip = Ipv4Addr::new(mac[2], mac[3], mac[4], mac[5]);
+    (conventional_mac(ip) == mac && mac_of(ip) == Some(mac)).then_some(ip)
+}
+
+/// Checks the scope of a link-local address given to `rdma_bind_addr` (the kernel's
+/// `cma_check_linklocal`, drivers/infiniband/core/cma.c: it must name an interface, which
+/// becomes the id's `bound_dev_if`). The emulated host has one interface, its port's:
+/// any scope id names it.
+///
+/// # Errors
+/// EINVAL for a link-local address of scope id 0.
+pub fn check_link_local(a: &SocketAddr) -> Result<(), c_int> {
+    match a {
+        SocketAddr::V6(v6) if is_link_local(&a.ip()) && v6.scope_id() == 0 => Err(libc::EINVAL),
+        _ => Ok(()),
     }
 }
 
@@ -127,7 +175,8 @@ pub enum Local {
 
 /// Classifies a local address the way the kernel's `rdma_bind_addr` does
 /// (drivers/infiniband/core/cma.c: `rdma_translate_ip` finds no interface with it:
-/// EADDRNOTAVAIL; an interface without an RDMA device (loopback): ENODEV).
+/// EADDRNOTAVAIL; an interface without an RDMA device (loopback): ENODEV). The host's
+/// addresses are its IPv4 address and its link-local IPv6 address ([`link_local_of`]).
 ///
 /// # Errors
 /// EADDRNOTAVAIL or ENODEV, as above.
@@ -137,6 +186,7 @@ pub fn classify_local(ip: IpAddr, host: Ipv4Addr) -> Result<Local, c_int> {
     }
     let v4 = match ip {
         IpAddr::V4(v4) => Some(v4),
+        IpAddr::V6(v6) if v6 == link_local_of(host) => Some(host),
         IpAddr::V6(v6) => v6.to_ipv4_mapped(),
     };
     match v4 {
@@ -188,6 +238,27 @@ mod tests {
         assert_eq!(unknown, Err(libc::EINVAL));
     }
 
+    /// A link-local address names the topology host whose MAC it is made from (h1,
+    /// 10.100.0.1, MAC 02:00:0a:64:00:01: fe80::aff:fe64:1), and only one the topology has;
+    /// bound, it needs a scope id.
+    #[test]
+    fn link_local_addresses_name_their_hosts() {
+        let h1 = Ipv4Addr::new(10, 100, 0, 1);
+        let ll: Ipv6Addr = "fe80::aff:fe64:1".parse().unwrap();
+        assert_eq!(link_local_of(h1), ll);
+        let topo = |ip: Ipv4Addr| (ip == h1).then(|| conventional_mac(ip));
+        assert_eq!(host_of_link_local(&ll, topo), Some(h1));
+        let vm: Ipv6Addr = "fe80::aff:fe64:14".parse().unwrap();
+        assert_eq!(host_of_link_local(&vm, topo), None);
+        assert_eq!(host_of_link_local(&"fe80::1".parse().unwrap(), topo), None);
+        assert!(is_link_local(&IpAddr::V6(ll)));
+        assert!(!is_link_local(&"::ffff:10.100.0.1".parse().unwrap()));
+        let bound = |s: &str| check_link_local(&s.parse().unwrap());
+        assert_eq!(bound("[fe80::aff:fe64:1%2]:7471"), Ok(()));
+        assert_eq!(bound("[fe80::aff:fe64:1]:7471"), Err(libc::EINVAL));
+        assert_eq!(bound("10.100.0.1:7471"), Ok(()));
+    }
+
     #[test]
     fn local_addresses_are_classified_like_the_kernel_does() {
         let host = Ipv4Addr::new(10, 100, 0, 1);
@@ -197,6 +268,8 @@ mod tests {
         assert_eq!(c("10.100.0.1"), Ok(Local::Port));
         assert_eq!(c("::ffff:10.100.0.1"), Ok(Local::Port));
         assert_eq!(c("10.100.0.2"), Err(libc::EADDRNOTAVAIL));
+        assert_eq!(c("fe80::aff:fe64:1"), Ok(Local::Port));
+        assert_eq!(c("fe80::aff:fe64:2"), Err(libc::EADDRNOTAVAIL));
         assert_eq!(c("127.0.0.1"), Err(libc::ENODEV));
         assert_eq!(c("::1"), Err(libc::ENODEV));
         assert!(same_subnet(Ipv4Addr::new(10, 100, 0, 9), host));

@@ -1,58 +1,17 @@
-//! The checks of a run's capture: tshark decodes every frame (none malformed) and lists
-//! the RoCE frames; netwire verifies the ICRC of each RoCE frame; data packets sent again
-//! are counted per sender.
+//! The checks of a run's capture: tshark decodes every frame (none malformed); netwire
+//! verifies the ICRC of each RoCE frame. (Listing the RoCE frames and counting the data
+//! packets sent again is `crate::cmd::roce_capture`'s, shared with the split step.)
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::BufReader;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
 use netwire::frame::FrameView;
 use netwire::pcap::PcapReader;
-use netwire::roce::icrc_ok;
+use netwire::roce::{icrc_ok, parse_roce};
 
 use crate::cmd::common::Error;
-
-/// A RoCE frame as tshark dissects it: (source MAC, destination QP, PSN, opcode).
-pub type RoceFrame = (String, String, String, String);
-
-/// The RoCE frames of a capture, by tshark.
-pub fn roce_frames(pcap: &Path) -> Result<Vec<RoceFrame>, Error> {
-    let out = Command::new("tshark")
-        .arg("-r")
-        .arg(pcap)
-        .args([
-            "-Y",
-            "infiniband",
-            "-T",
-            "fields",
-            "-e",
-            "eth.src",
-            "-e",
-            "infiniband.bth.destqp",
-            "-e",
-            "infiniband.bth.psn",
-            "-e",
-            "infiniband.bth.opcode",
-        ])
-        .stderr(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run tshark: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "tshark -r {} failed ({})",
-            pcap.display(),
-            out.status
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let w: Vec<&str> = l.split('\t').collect();
-            (w.len() == 4).then(|| (w[0].into(), w[1].into(), w[2].into(), w[3].into()))
-        })
-        .collect())
-}
 
 /// No malformed frame in `pcap`, by tshark.
 pub fn no_malformed(pcap: &Path) -> Result<(), Error> {
@@ -87,9 +46,26 @@ pub fn no_malformed(pcap: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// The RoCE frames of a capture by source MAC: (RoCE v2 over IPv4, over IPv6, with a bad
-/// ICRC), each frame read by netwire and its ICRC computed as rxe's `rxe_icrc.c` does.
-pub type IcrcCounts = BTreeMap<String, (usize, usize, usize)>;
+/// What one source MAC sent of a capture's RoCE frames, each read by netwire.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sent {
+    /// RoCE v2 frames over IPv4.
+    pub v4: usize,
+    /// RoCE v2 frames over IPv6.
+    pub v6: usize,
+    /// Of those over IPv6: UD SEND_ONLY datagrams to a QP other than QP1 (a UD QP's own).
+    pub v6_ud: usize,
+    /// Of those over IPv6: datagrams to QP1 (the connection manager's MADs).
+    pub v6_mads: usize,
+    /// Frames with a bad ICRC (computed as rxe's `rxe_icrc.c` does).
+    pub bad: usize,
+}
+
+/// The RoCE frames of a capture by source MAC.
+pub type IcrcCounts = BTreeMap<String, Sent>;
+
+/// The UD SEND_ONLY opcode (IBA table 38).
+const UD_SEND_ONLY: u8 = 0x64;
 
 /// Reads `pcap` with netwire and checks the ICRC of every RoCE frame.
 ///
@@ -117,49 +93,29 @@ pub fn icrc_counts(pcap: &Path) -> Result<IcrcCounts, Error> {
         };
         let c = counts.entry(view.eth.src.to_string()).or_default();
         if view.ipv6.is_some() {
-            c.1 += 1;
+            c.v6 += 1;
+            let bth = view
+                .udp_payload()
+                .and_then(|p| parse_roce(&rec.data[p]).ok())
+                .map(|p| p.headers.bth);
+            match bth {
+                Some(b) if b.dest_qp == 1 => c.v6_mads += 1,
+                Some(b) if b.opcode == UD_SEND_ONLY => c.v6_ud += 1,
+                _ => {}
+            }
         } else {
-            c.0 += 1;
+            c.v4 += 1;
         }
         if !icrc_ok(&rec.data[range]) {
-            c.2 += 1;
+            c.bad += 1;
         }
     }
     Ok(counts)
 }
 
-/// Data packets (acknowledges aside, opcode 17) sent again by `mac`: the same destination
-/// QP, PSN and opcode as an earlier frame from it.
-pub fn resent(frames: &[RoceFrame], mac: &str) -> usize {
-    let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::new();
-    for (src, qp, psn, op) in frames {
-        if src == mac && op != "17" {
-            *seen.entry((qp, psn, op)).or_default() += 1;
-        }
-    }
-    seen.values().map(|n| n - 1).sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn resent_counts_repeated_data_packets_of_one_sender() {
-        let f = |s: &str, qp: &str, psn: &str, op: &str| {
-            (s.to_owned(), qp.to_owned(), psn.to_owned(), op.to_owned())
-        };
-        let frames = vec![
-            f("a", "17", "1", "4"),
-            f("a", "17", "1", "4"),
-            f("a", "17", "1", "17"),
-            f("a", "17", "1", "17"),
-            f("b", "17", "1", "4"),
-            f("a", "17", "2", "4"),
-        ];
-        assert_eq!(resent(&frames, "a"), 1);
-        assert_eq!(resent(&frames, "b"), 0);
-    }
 
     /// rxe's own frames (captured in the Soft-RoCE VM: netwire's test data) verify, and a
     /// frame with one payload bit flipped is counted bad.
@@ -167,8 +123,17 @@ mod tests {
     fn icrc_counts_reads_rxes_captures_and_finds_a_flipped_bit() {
         let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../netwire/tests/data");
         let counts = icrc_counts(&data.join("rxe_rocev2_ipv6.pcap")).expect("read");
-        assert!(!counts.is_empty());
-        assert!(counts.values().all(|c| c.1 > 0 && c.2 == 0), "{counts:?}");
+        // Each of the two ends: 3 RC SENDs, 3 acknowledges and 3 UD datagrams to QP 0x12
+        // (netwire/tests/data/README.md), all over IPv6.
+        assert_eq!(counts.len(), 2);
+        let each = Sent {
+            v4: 0,
+            v6: 9,
+            v6_ud: 3,
+            v6_mads: 0,
+            bad: 0,
+        };
+        assert!(counts.values().all(|c| *c == each), "{counts:?}");
 
         // The same capture with the last byte before each RoCE frame's ICRC flipped.
         let f = std::fs::File::open(data.join("rxe_rocev2_ipv6.pcap")).expect("open");
@@ -190,8 +155,8 @@ mod tests {
         let bad = icrc_counts(&out).expect("read");
         let _ = std::fs::remove_file(&out);
         assert_eq!(
-            bad.values().map(|c| c.2).sum::<usize>(),
-            bad.values().map(|c| c.0 + c.1).sum::<usize>()
+            bad.values().map(|c| c.bad).sum::<usize>(),
+            bad.values().map(|c| c.v4 + c.v6).sum::<usize>()
         );
     }
 }

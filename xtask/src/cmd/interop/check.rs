@@ -164,7 +164,7 @@ pub fn summary(case: &Case, side: &Side) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmd::interop::cases::{pingpong, Ready};
+    use crate::cmd::interop::cases::{pingpong, Gid, Ready};
 
     fn side(code: i32, stdout: &str) -> Side {
         Side {
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn a_verbs_case_needs_both_exit_codes_result_lines_and_peer_gids() {
-        let c = pingpong("ibv_rc_pingpong", 1, Server::Emulated, 4096);
+        let c = pingpong("ibv_rc_pingpong", Gid::Ipv4, Server::Emulated, 4096);
         let (host, vm) = (
             side(0, &pingpong_out(VM_IP)),
             side(0, &pingpong_out(HOST_IP)),
@@ -201,8 +201,8 @@ mod tests {
 
     #[test]
     fn an_rping_case_needs_exactly_its_ping_data_lines() {
-        use crate::cmd::interop::cases::{rping, rping_data};
-        let c = rping(Server::Vm);
+        use crate::cmd::interop::cm_cases::{rping, rping_data};
+        let c = rping(Gid::Ipv4, Server::Vm);
         let data = rping_data(10);
         let client: String = data.iter().map(|d| format!("ping data: {d}\n")).collect();
         let server: String = data

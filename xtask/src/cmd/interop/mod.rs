@@ -4,23 +4,26 @@
 //! It builds the emulator (debug) and spead-tools (with `hw`), starts `verbs-emu-fabric`
 //! with `emulator/topologies/vm-on-fabric.toml` (h1 with the rxe personality, h2 mlx5,
 //! the VM as the remote host 10.100.0.20), a QEMU stream port and a capture, and runs each
-//! case ([`cases`], [`spead`]) as one VM boot (`--fabric`) against a program run on the
+//! case ([`cases`], [`cm_cases`], [`spead`]) as one VM boot (`--fabric`) against a program run on the
 //! host as an emulated host ([`runner`]: the emulated libibverbs first on
 //! `LD_LIBRARY_PATH`, not through the launcher, so that the out-of-band TCP is on the
 //! host's loopback, which the guest reaches as 10.0.2.2; the VM's servers are reached
 //! through a port forwarded into it):
 //!
-//! - `ibv_rc_pingpong -g 1` (4 KiB), each side as the server in turn; the same with
-//!   `-g 0`, RoCE v2 over IPv6 between the link-local GIDs;
-//! - `ibv_ud_pingpong -g 1 -s 1000`, each side as the server;
-//! - perftest `ib_send_bw`, `ib_write_bw` (RC, 64 KiB) and `ib_read_lat` (RDMA READ),
-//!   each side as the server (perftest's own TCP exchange of the QPs' parameters);
-//! - through the RDMA CM: `rping -v -C 10`, each side as the server (each side's ping
-//!   data lines exactly), and `ib_read_lat -R` with the server on h1 (the parameters
-//!   exchanged over the CM too; with the server in the VM its client races the server's
-//!   second listen):
-//!   the fabric translates between the emulated CM's messages and the kernel's CM MADs
-//!   (emulator/src/fabric/ports/cm_bridge.rs; docs/divergences.md row 85);
+//! - each side as the server in turn, each on the IPv4 GID (`-g 1`, `-x 1`) and on the
+//!   link-local GID (`-g 0`, `-x 0`: RoCE v2 over IPv6 between the link-local addresses;
+//!   the cases' names have `-ll`): `ibv_rc_pingpong` (4 KiB), `ibv_ud_pingpong -s 1000`,
+//!   perftest `ib_send_bw`, `ib_write_bw` (RC, 64 KiB) and `ib_read_lat` (RDMA READ;
+//!   perftest's own TCP exchange of the QPs' parameters) ([`cases`]);
+//! - through the RDMA CM ([`cm_cases`]): `rping -v -C 10`, each side as the server (each
+//!   side's ping data lines exactly), to the server's IPv4 address and to its link-local
+//!   address with the scope of the side's interface (`fe80::aff:fe64:1%1` on h1,
+//!   `%` and rxe0's netdev in the VM); and `ib_read_lat -R` with the server on h1 (the
+//!   parameters exchanged over the CM too; with the server in the VM its client races the
+//!   server's second listen):
+//!   the fabric translates between the emulated CM's messages and the kernel's CM MADs,
+//!   over IPv6 for the link-local addresses (emulator/src/fabric/ports/cm_bridge.rs;
+//!   docs/divergences.md rows 85, 103);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
 //!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
 //!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
@@ -28,19 +31,24 @@
 //! - `ibv_rc_pingpong` again on a second fabric whose topology loses 2% of the frames the
 //!   switch sends to the VM and to h1, so that both stacks retransmit.
 //!
+//! `cargo xtask test --wire --interop --case NAME` (repeatable) runs only the cases named
+//! (their captures checked for what those cases send).
+//!
 //! Each case checks both exit codes and what each side prints ([`check`]: result lines,
 //! the peer's GID; heaps). Each capture is then checked ([`capture`]): tshark decodes it
 //! with no malformed frame (its RPC-over-RDMA heuristic off: it reads perftest's 4-byte
 //! SENDs of `-R` as RPC messages); netwire verifies the ICRC of every RoCE frame, every one of
 //! the VM's included, and the VM must have sent at least the frames the cases need, over
-//! IPv4 and over IPv6; in the lossy run, data packets sent again (the same source MAC,
-//! destination QP, PSN and opcode) are counted for each side, and each side must have
-//! some.
+//! IPv4 and over IPv6, and of those over IPv6 the UD datagrams of the UD pingpongs and the
+//! CM MADs of rping; in the lossy run, data packets sent again (the same source MAC,
+//! destination QP, PSN and opcode; `crate::cmd::roce_capture`) are counted for each side,
+//! and each side must have some.
 
 mod addresses;
 mod capture;
 mod cases;
 mod check;
+mod cm_cases;
 mod runner;
 mod spead;
 
@@ -49,10 +57,11 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use self::addresses::{mac_of, HOST, HOST_IP, TOPOLOGY, VM_IP};
-use self::cases::{Case, Server};
+use self::cases::{Case, Gid, Server};
 use self::runner::HostRun;
 use super::common::{cargo, root, Error};
 use super::fabric::FabricProcess;
+use super::roce_capture::{resent, roce_frames, RoceFrame};
 use crate::vm;
 
 /// perftest, for its programs on the host (the VM's come from the same file system).
@@ -134,7 +143,7 @@ fn run_cases(
     topology: &Path,
     flags: &[&str],
     lib: &Path,
-) -> Result<Vec<capture::RoceFrame>, Error> {
+) -> Result<Vec<RoceFrame>, Error> {
     let pcap = dir.join("fabric.pcap");
     let sock = dir.join("vm.sock");
     let _ = std::fs::remove_file(&sock);
@@ -179,48 +188,76 @@ fn run_cases(
         ));
     }
     capture::no_malformed(&pcap)?;
-    capture::roce_frames(&pcap)
+    roce_frames(&pcap)
 }
 
 /// Checks the ICRC of every RoCE frame of `pcap` with netwire: none bad, and the VM's
-/// MAC sent at least `v4` over IPv4 and `v6` over IPv6.
-fn check_icrc(pcap: &Path, v4: usize, v6: usize) -> Result<(), Error> {
+/// MAC sent at least what `want` counts (its `bad` unused).
+fn check_icrc(pcap: &Path, want: capture::Sent) -> Result<(), Error> {
     let counts = capture::icrc_counts(pcap)?;
     let vm_mac = mac_of(VM_IP);
-    for (mac, (n4, n6, bad)) in &counts {
+    for (mac, c) in &counts {
         eprintln!(
-            "xtask interop: ICRC (netwire): {mac}{}: {n4} RoCE v2 frames over IPv4, {n6} over IPv6, {bad} bad",
-            if *mac == vm_mac { " (rxe in the VM)" } else { "" }
+            "xtask interop: ICRC (netwire): {mac}{}: {} RoCE v2 frames over IPv4, {} over IPv6 ({} UD datagrams, {} CM MADs), {} bad",
+            if *mac == vm_mac { " (rxe in the VM)" } else { "" },
+            c.v4,
+            c.v6,
+            c.v6_ud,
+            c.v6_mads,
+            c.bad
         );
     }
-    if let Some((mac, c)) = counts.iter().find(|(_, c)| c.2 > 0) {
+    if let Some((mac, c)) = counts.iter().find(|(_, c)| c.bad > 0) {
         return Err(format!(
             "{}: {} RoCE frames from {mac} fail netwire's ICRC check",
             pcap.display(),
-            c.2
+            c.bad
         ));
     }
-    let (n4, n6, _) = counts.get(&vm_mac).copied().unwrap_or_default();
-    if n4 < v4 || n6 < v6 {
+    let got = counts.get(&vm_mac).copied().unwrap_or_default();
+    if got.v4 < want.v4 || got.v6 < want.v6 || got.v6_ud < want.v6_ud || got.v6_mads < want.v6_mads
+    {
         return Err(format!(
-            "{}: the VM's MAC {vm_mac} sent {n4} RoCE frames over IPv4 and {n6} over IPv6 \
-             (at least {v4} and {v6} expected)",
+            "{}: the VM's MAC {vm_mac} sent {got:?}, at least {want:?} expected",
             pcap.display()
         ));
     }
     Ok(())
 }
 
+/// What the VM must have sent in `cases` at least: their RoCE frames over IPv4 and over
+/// IPv6 (the link-local cases'), of those over IPv6 the UD datagrams of the UD pingpongs
+/// and the CM MADs of rping (two each at least: its REQ and RTU as client, its REP and
+/// DREQ or DREP as server).
+fn vm_sends(cases: &[Case]) -> capture::Sent {
+    let ll = || cases.iter().filter(|c| cases::over_ipv6(&c.name));
+    let v6: usize = ll().map(|c| c.vm_frames).sum();
+    capture::Sent {
+        v4: cases.iter().map(|c| c.vm_frames).sum::<usize>() - v6,
+        v6,
+        v6_ud: ll()
+            .filter(|c| c.name.starts_with("ud-"))
+            .map(|c| c.vm_frames)
+            .sum(),
+        v6_mads: 2 * ll().filter(|c| c.name.starts_with("rping-")).count(),
+        bad: 0,
+    }
+}
+
 fn create_dir(dir: &Path) -> Result<(), Error> {
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))
 }
 
-/// `cargo xtask test --wire`'s interop step (see the module docs).
+/// `cargo xtask test --wire`'s interop step (see the module docs); with names in `only`
+/// (`--case`), those cases alone.
 ///
 /// # Errors
-/// A failing build, case or capture check, named.
-pub fn run() -> Result<(), Error> {
+/// A failing build, case or capture check, named; a name of no case.
+pub fn run(only: &[String]) -> Result<(), Error> {
     let start = Instant::now();
+    for name in only {
+        case_name(name)?;
+    }
     // The emulator's packages, tshark and perftest; the VM's own (QEMU, rdma-core) are
     // its business (`vm::prepare`), and its NICs need no boot ROM.
     vm::packages::ensure_installed(&[
@@ -243,44 +280,105 @@ pub fn run() -> Result<(), Error> {
 
     let plain = dir.join("plain");
     create_dir(&plain)?;
+    let mut cases = plain_cases();
+    cases.extend(spead::cases(&root().join("target/debug"), &plain)?);
+    let lossy_case = lossy_case();
+    let chosen = |name: &str| only.is_empty() || only.iter().any(|n| n == name);
+    cases.retain(|c| chosen(&c.name));
+    let mut ran = 0;
+    if !cases.is_empty() {
+        run_plain(&cases, &plain, &lib)?;
+        ran += cases.len();
+    }
+    if chosen(&lossy_case.name) {
+        run_lossy(&lossy_case, &dir, &lib)?;
+        ran += 1;
+    }
+    eprintln!(
+        "xtask interop: {ran} cases passed in {:.0} s",
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The verbs cases of the plain run, each side as the server: over the IPv4 GID and over
+/// the link-local GID.
+fn plain_cases() -> Vec<Case> {
     let mut cases = Vec::new();
     for server in [Server::Emulated, Server::Vm] {
-        cases.extend([
-            cases::pingpong("ibv_rc_pingpong", 1, server, 4096),
-            cases::pingpong("ibv_rc_pingpong", 0, server, 4096),
-            cases::pingpong("ibv_ud_pingpong", 1, server, 1000),
-            cases::bandwidth("ib_send_bw", server),
-            cases::bandwidth("ib_write_bw", server),
-            cases::read_latency(server),
-            cases::rping(server),
-        ]);
+        for gid in [Gid::Ipv4, Gid::LinkLocal] {
+            cases.extend([
+                cases::pingpong("ibv_rc_pingpong", gid, server, 4096),
+                cases::pingpong("ibv_ud_pingpong", gid, server, 1000),
+                cases::bandwidth("ib_send_bw", gid, server),
+                cases::bandwidth("ib_write_bw", gid, server),
+                cases::read_latency(gid, server),
+                cm_cases::rping(gid, server),
+            ]);
+        }
     }
     // perftest -R with its server in the VM is not run: its client's data connection does
     // not wait for the server's second listen (REJECTED, invalid service id, when the VM
     // is slower), and perftest 4.5-0.17's retry then passes rdma_resolve_addr an id it
     // has destroyed (see docs/divergences.md row 85).
-    cases.push(cases::read_latency_cm(Server::Emulated));
-    // The RoCE frames the VM must have sent over IPv6 (the `-g 0` cases) and over IPv4.
-    let v6: usize = cases
-        .iter()
-        .filter(|c| c.name.contains("-ll-"))
-        .map(|c| c.vm_frames)
-        .sum();
-    let v4 = cases.iter().map(|c| c.vm_frames).sum::<usize>() - v6;
-    cases.extend(spead::cases(&root().join("target/debug"), &plain)?);
+    cases.push(cm_cases::read_latency_cm(Server::Emulated));
+    cases
+}
+
+/// The names of every case, in the order they run.
+pub fn case_names() -> Vec<String> {
+    plain_cases()
+        .into_iter()
+        .map(|c| c.name)
+        .chain(spead::NAMES.map(String::from))
+        .chain([lossy_case().name])
+        .collect()
+}
+
+/// `name` if it is a case's (`--case`).
+///
+/// # Errors
+/// No case has that name: the error lists them.
+pub fn case_name(name: &str) -> Result<String, Error> {
+    let all = case_names();
+    if all.iter().any(|n| n == name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "no interop case `{name}`; the cases: {}",
+            all.join(", ")
+        ))
+    }
+}
+
+/// The lossy run's case: the RC pingpong with h1 as the server.
+fn lossy_case() -> Case {
+    let mut case = cases::pingpong("ibv_rc_pingpong", Gid::Ipv4, Server::Emulated, 4096);
+    case.name = "rc-lossy-emulated-server".into();
+    case
+}
+
+/// The plain run: `cases` on the topology's fabric with a QEMU port, then the capture's
+/// checks (the VM sent at least what [`vm_sends`] counts).
+fn run_plain(cases: &[Case], plain: &Path, lib: &Path) -> Result<(), Error> {
     let topology = root().join(TOPOLOGY);
     let sock = plain.join("vm.sock");
     let sock_s = sock.to_string_lossy().into_owned();
-    let frames = run_cases(&cases, &plain, &topology, &["--qemu-stream", &sock_s], &lib)?;
+    let frames = run_cases(cases, plain, &topology, &["--qemu-stream", &sock_s], lib)?;
     let mac = mac_of(VM_IP);
-    let from_vm = frames.iter().filter(|f| f.0 == mac).count();
+    let from_vm = frames.iter().filter(|f| f.src == mac).count();
     eprintln!(
         "xtask interop: capture {}: no malformed frame; {} RoCE frames, {from_vm} from the VM's MAC {mac}",
         plain.join("fabric.pcap").display(),
         frames.len()
     );
-    check_icrc(&plain.join("fabric.pcap"), v4, v6)?;
+    check_icrc(&plain.join("fabric.pcap"), vm_sends(cases))
+}
 
+/// The lossy run: `case` on a fabric that loses 2% of the frames to the VM and to h1;
+/// both stacks must have sent data packets again.
+fn run_lossy(case: &Case, dir: &Path, lib: &Path) -> Result<(), Error> {
+    let mac = mac_of(VM_IP);
     let lossy = dir.join("lossy");
     create_dir(&lossy)?;
     let lossy_sock = lossy.join("vm.sock");
@@ -290,20 +388,15 @@ pub fn run() -> Result<(), Error> {
         LOSSY_TOPOLOGY.replace("@SOCK@", &lossy_sock.to_string_lossy()),
     )
     .map_err(|e| format!("cannot write {}: {e}", lossy_topology.display()))?;
-    let mut case = cases::pingpong("ibv_rc_pingpong", 1, Server::Emulated, 4096);
-    case.name = "rc-lossy-emulated-server".into();
     let frames = run_cases(
-        std::slice::from_ref(&case),
+        std::slice::from_ref(case),
         &lossy,
         &lossy_topology,
         &["--seed", "7"],
-        &lib,
+        lib,
     )?;
     let h1_mac = mac_of(HOST_IP);
-    let (vm_again, h1_again) = (
-        capture::resent(&frames, &mac),
-        capture::resent(&frames, &h1_mac),
-    );
+    let (vm_again, h1_again) = (resent(&frames, &mac), resent(&frames, &h1_mac));
     eprintln!(
         "xtask interop: lossy capture: {} RoCE frames; data packets sent again: {vm_again} by rxe in the VM, {h1_again} by the emulated h1",
         frames.len()
@@ -314,11 +407,48 @@ pub fn run() -> Result<(), Error> {
         ));
     }
     // A lost frame is lost whole: every captured one must verify, the VM's 400 at least.
-    check_icrc(&lossy.join("fabric.pcap"), case.vm_frames, 0)?;
-    eprintln!(
-        "xtask interop: {} cases passed in {:.0} s",
-        cases.len() + 1,
-        start.elapsed().as_secs_f64()
-    );
-    Ok(())
+    check_icrc(
+        &lossy.join("fabric.pcap"),
+        capture::Sent {
+            v4: case.vm_frames,
+            ..capture::Sent::default()
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vm_must_send_what_the_link_local_cases_need() {
+        let cases = [
+            cases::pingpong("ibv_ud_pingpong", Gid::LinkLocal, Server::Vm, 1000),
+            cases::pingpong("ibv_rc_pingpong", Gid::Ipv4, Server::Vm, 4096),
+            cm_cases::rping(Gid::LinkLocal, Server::Emulated),
+            cm_cases::rping(Gid::Ipv4, Server::Emulated),
+        ];
+        assert_eq!(
+            vm_sends(&cases),
+            capture::Sent {
+                v4: 400 + 20,
+                v6: 100 + 20,
+                v6_ud: 100,
+                v6_mads: 2,
+                bad: 0
+            }
+        );
+        let all = plain_cases();
+        assert_eq!(all.len(), 25);
+        let names = case_names();
+        assert_eq!(names.len(), 30);
+        assert_eq!(names[29], "rc-lossy-emulated-server");
+        assert_eq!(case_name("ud-ll-vm-server"), Ok("ud-ll-vm-server".into()));
+        let e = case_name("ud-ll").unwrap_err();
+        assert!(
+            e.starts_with("no interop case `ud-ll`; the cases: rc-emulated-server, "),
+            "{e}"
+        );
+        assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 12);
+    }
 }

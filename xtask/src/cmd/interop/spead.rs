@@ -65,6 +65,14 @@ fn reference_heaps(tools: &Path, dir: &Path) -> Result<Vec<String>, Error> {
 /// documentation advises for a receiving host.
 const VM_RMEM: &str = "sysctl -q -w net.core.rmem_max=8388608 &&";
 
+/// The names of [`cases`]' cases, in their order.
+pub const NAMES: [&str; 4] = [
+    "spead-tools-to-vm",
+    "spead-tools-from-vm",
+    "spead2-to-vm",
+    "spead2-from-vm",
+];
+
 /// The four SPEAD cases; `tools` holds spead-send and spead-recv (built with `hw`).
 ///
 /// # Errors
@@ -82,7 +90,7 @@ pub fn cases(tools: &Path, dir: &Path) -> Result<Vec<Case>, Error> {
     let ibv = ["--backend", "hw", "--ibv-interface", SPEAD_HOST_IP];
 
     let to_vm_tools = Case {
-        name: "spead-tools-to-vm".into(),
+        name: NAMES[0].into(),
         first: Server::Vm,
         emulated: SPEAD_HOST,
         netns_ip: Some(SPEAD_HOST_IP),
@@ -108,7 +116,7 @@ pub fn cases(tools: &Path, dir: &Path) -> Result<Vec<Case>, Error> {
         vm_frames: 0,
     };
     let from_vm_tools = Case {
-        name: "spead-tools-from-vm".into(),
+        name: NAMES[1].into(),
         first: Server::Emulated,
         emulated: SPEAD_HOST,
         netns_ip: Some(SPEAD_HOST_IP),
@@ -150,7 +158,7 @@ pub fn cases(tools: &Path, dir: &Path) -> Result<Vec<Case>, Error> {
     };
     let ready = Ready::Line(r#"{"ready": true}"#.into());
     let to_vm_spead2 = Case {
-        name: "spead2-to-vm".into(),
+        name: NAMES[2].into(),
         first: Server::Vm,
         emulated: SPEAD_HOST,
         netns_ip: Some(SPEAD_HOST_IP),
@@ -171,7 +179,7 @@ pub fn cases(tools: &Path, dir: &Path) -> Result<Vec<Case>, Error> {
         vm_frames: 0,
     };
     let from_vm_spead2 = Case {
-        name: "spead2-from-vm".into(),
+        name: NAMES[3].into(),
         first: Server::Emulated,
         emulated: SPEAD_HOST,
         netns_ip: Some(SPEAD_HOST_IP),
