@@ -9,13 +9,12 @@
 //! The emulated ids are the communication ids on the wire, and the remote side's
 //! communication id is its id as the emulated CM sees it. The bridge remembers, per
 //! remote communication id, the remote QP number (a DREQ names it: the kernel's
-//! `cm_dreq_handler` drops a DREQ whose QPN is not its QP's), the transaction id of its
-//! REQ (the REP answers with it, as `cm_format_rep` does) and the last MAD sent to it,
-//! which it sends again when the kernel repeats the message it answers (`cm.c`
-//! retransmits a REQ, REP or DREQ whose answer it has not seen; `cm_dup_req_handler`,
-//! `cm_dup_rep_handler`). MRAs (the RDMA CM sends one for a REQ its program has not
-//! answered yet and for each REP, `cma_ib_handler`, `cma_ib_req_handler`) are taken and
-//! dropped: the emulated CM waits without a timeout.
+//! `cm_dreq_handler` drops a DREQ whose QPN is not its QP's) and the transaction id of its
+//! REQ (the REP answers with it, as `cm_format_rep` does), until the connection is
+//! forgotten ([`Bridge::forget`]). What the kernel's CM does besides translating (its
+//! resends, its answers to repeats, MRAs) is [`super::cm_resend`]'s, which sees every MAD
+//! before the bridge takes it; an MRA that reaches the bridge is dropped (the emulated CM
+//! waits without a timeout).
 //!
 //! The values a REQ or REP carries beyond the emulated messages' are those the kernel's
 //! rxe put in the REQ captured from the VM (`cm_format_req` for a RoCE v2 path of
@@ -62,8 +61,6 @@ struct Remote {
     tid: Option<u64>,
     /// Whether it sent the REQ (then a REJ rejects its REQ, else its REP).
     requester: bool,
-    /// The last frame sent to it, and the attribute it answered.
-    last: Option<(u16, Vec<u8>)>,
 }
 
 /// An emulated host: its address and its port's MAC.
@@ -85,10 +82,7 @@ pub enum FromWire {
         /// The message ([`m::encode`]).
         body: Vec<u8>,
     },
-    /// A repeated message: send this frame (the answer) again from the host's port.
-    Again(Vec<u8>),
-    /// A CM MAD taken and dropped (an MRA, a repeat with no answer yet, a MAD this
-    /// bridge does not read).
+    /// A CM MAD taken and dropped (an MRA, a MAD this bridge does not read).
     Dropped,
 }
 
@@ -99,9 +93,7 @@ pub struct BridgeStats {
     pub out: u64,
     /// MADs taken in as messages.
     pub in_: u64,
-    /// MADs sent again for a repeat.
-    pub again: u64,
-    /// MADs dropped (MRAs, repeats, unreadable).
+    /// MADs dropped (MRAs, unreadable).
     pub dropped: u64,
 }
 
@@ -269,21 +261,34 @@ impl Bridge {
                 return Err("SIDR is not translated".into())
             }
         };
-        let attr = match &msg {
-            Msg::Rep(_) => cm_mad::attr::REQ,
-            Msg::Rej(_) if remote.requester => cm_mad::attr::REQ,
-            Msg::Drep(..) => cm_mad::attr::DREQ,
-            Msg::Rtu(..) => cm_mad::attr::REP,
-            _ => 0,
-        };
-        let mad = Mad { tid, msg }.encode();
-        let frame = cm_frame::frame((from.mac, from.ip), (mac_of(to), to), self.psn, &mad);
-        self.psn = self.psn.wrapping_add(1) & 0x00ff_ffff;
-        if let Some(p) = peer {
-            self.ids.entry((to, p)).or_default().last = Some((attr, frame.clone()));
-        }
+        let frame = self.frame(from, to, &Mad { tid, msg });
         self.stats.out += 1;
         Ok(frame)
+    }
+
+    /// `mad` as the frame emulated host `from` sends to remote host `to` (the next PSN
+    /// of the emulated hosts' QP1).
+    pub fn frame(&mut self, from: Host, to: Ipv4Addr, mad: &Mad) -> Vec<u8> {
+        let frame = cm_frame::frame(
+            (from.mac, from.ip),
+            (mac_of(to), to),
+            self.psn,
+            &mad.encode(),
+        );
+        self.psn = self.psn.wrapping_add(1) & 0x00ff_ffff;
+        frame
+    }
+
+    /// Forgets what it knew of remote host `remote`'s communication id `id` (its
+    /// connection ended, see [`super::cm_resend::Resend::take_forgotten`]).
+    pub fn forget(&mut self, remote: Ipv4Addr, id: u32) {
+        self.ids.remove(&(remote, id));
+    }
+
+    /// How many remote communication ids it knows.
+    #[must_use]
+    pub fn known(&self) -> usize {
+        self.ids.len()
     }
 
     /// What to do with `frame`, which reached emulated host `host`'s port: `None` if it
@@ -299,18 +304,9 @@ impl Bridge {
         };
         match &r {
             FromWire::Forward { .. } => self.stats.in_ += 1,
-            FromWire::Again(_) => self.stats.again += 1,
             FromWire::Dropped => self.stats.dropped += 1,
         }
         Some(r)
-    }
-
-    /// A repeat of a message of attribute `attr` from `key`: its answer again, if sent.
-    fn again(&self, key: (Ipv4Addr, u32), attr: u16) -> FromWire {
-        match self.ids.get(&key).and_then(|r| r.last.as_ref()) {
-            Some((a, frame)) if *a == attr => FromWire::Again(frame.clone()),
-            _ => FromWire::Dropped,
-        }
     }
 
     fn take(&mut self, host: Host, src: Ipv4Addr, mad: Mad) -> FromWire {
@@ -318,9 +314,6 @@ impl Bridge {
         let (to, from, msg) = match mad.msg {
             Msg::Req(r) => {
                 let key = (src, r.local_comm_id);
-                if self.ids.contains_key(&key) {
-                    return self.again(key, cm_mad::attr::REQ);
-                }
                 let Ok(hdr) = CmaHdr::decode(&r.private_data) else {
                     return FromWire::Dropped;
                 };
@@ -335,7 +328,6 @@ impl Bridge {
                         qpn: r.local_qpn,
                         tid: Some(mad.tid),
                         requester: true,
-                        last: None,
                     },
                 );
                 let port = (r.service_id & 0xffff) as u16;
@@ -365,11 +357,7 @@ impl Bridge {
                 (Address::Service(service), r.local_comm_id, msg)
             }
             Msg::Rep(r) => {
-                let key = (src, r.local_comm_id);
-                if self.ids.get(&key).is_some_and(|x| x.last.is_some()) {
-                    return self.again(key, cm_mad::attr::REP);
-                }
-                let e = self.ids.entry(key).or_default();
+                let e = self.ids.entry((src, r.local_comm_id)).or_default();
                 e.qpn = r.local_qpn;
                 let data = ConnData {
                     qpn: r.local_qpn,
@@ -402,13 +390,7 @@ impl Bridge {
                     msg,
                 )
             }
-            Msg::Dreq(l, r, _) => {
-                let key = (src, l);
-                if let FromWire::Again(f) = self.again(key, cm_mad::attr::DREQ) {
-                    return FromWire::Again(f);
-                }
-                (Address::Endpoint(at(r)), l, Message::Dreq)
-            }
+            Msg::Dreq(l, r, _) => (Address::Endpoint(at(r)), l, Message::Dreq),
             Msg::Drep(l, r) => (Address::Endpoint(at(r)), l, Message::Drep),
             Msg::Mra(..) => return FromWire::Dropped,
         };
@@ -473,9 +455,9 @@ mod tests {
     }
 
     /// The VM's REQ reaches h1's process as the emulated REQ to its service; h1's REP goes
-    /// back with the REQ's transaction id, and the REQ repeated gets the same REP again.
+    /// back with the REQ's transaction id (repeats are `cm_resend`'s).
     #[test]
-    fn the_vms_req_becomes_the_emulated_req_and_its_repeat_gets_the_rep_again() {
+    fn the_vms_req_becomes_the_emulated_req_and_h1s_rep_answers_its_tid() {
         let mut b = Bridge::new(vec![vm()]);
         let req = vm_req();
         let Some(FromWire::Forward { from, body: got }) = b.from_wire(h1(), &req) else {
@@ -502,8 +484,6 @@ mod tests {
             m::decode(&got).unwrap(),
             (Address::Service(service), kernel, want)
         );
-        // Repeated before h1 answered: nothing to send.
-        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Dropped));
         let rep = body(
             Address::Endpoint(kernel),
             Endpoint {
@@ -529,7 +509,6 @@ mod tests {
         );
         assert_eq!(r.local_ca_guid, 0x0000_0aff_fe64_0001);
         assert_eq!(r.target_ack_delay, 15);
-        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Again(frame)));
         // The VM's MRA is taken and dropped.
         let mra = Mad {
             tid: 1,
@@ -542,8 +521,7 @@ mod tests {
             BridgeStats {
                 out: 1,
                 in_: 1,
-                again: 1,
-                dropped: 2
+                dropped: 1
             }
         );
     }

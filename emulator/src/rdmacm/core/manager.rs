@@ -17,6 +17,7 @@ use crate::rdmacm::core::event_queue::{ChannelShared, KEvent, Queued, UdData};
 use crate::rdmacm::core::id_state::{CmId, Conn, IdInner, IdShared, Peer, State};
 use crate::rdmacm::core::messages::{
     Address, ConnData, Endpoint, Message, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, REJ_TIMEOUT,
+    SEND_TIMEOUT,
     SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
 };
 use crate::rdmacm::core::network::{Network, Outside};
@@ -346,14 +347,16 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
             let rejectable = matches!(g.conn, Conn::ReqSent | Conn::RepSent | Conn::RepRcvd);
             if g.state == State::Connect && rejectable {
                 g.conn = Conn::Closed;
-                post(
-                    &g.channel,
-                    ep,
+                let ev = if reason == SEND_TIMEOUT {
+                    // cma.c `cma_ib_handler`: IB_CM_REQ_ERROR, IB_CM_REP_ERROR.
+                    KEvent::Unreachable(SEND_TIMEOUT)
+                } else {
                     KEvent::Rejected {
                         reason,
                         private_data,
-                    },
-                );
+                    }
+                };
+                post(&g.channel, ep, ev);
             }
         }
         Message::Dreq => match g.conn {
