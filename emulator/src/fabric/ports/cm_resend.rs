@@ -287,8 +287,7 @@ impl Resend {
                     remote,
                     remote_id: None,
                     state: State::ReqSent,
-                    timeout: 2 * convert(PACKET_LIFE_TIME)
-                        + convert(r.remote_cm_response_timeout),
+                    timeout: 2 * convert(PACKET_LIFE_TIME) + convert(r.remote_cm_response_timeout),
                     retries: r.max_cm_retries,
                     av_timeout: PACKET_LIFE_TIME + 1,
                     tid: mad.tid,
@@ -462,10 +461,7 @@ impl Resend {
                 };
                 let c = &mut self.conns[i];
                 match c.state {
-                    State::RepSent
-                    | State::MraRepRcvd
-                    | State::Established
-                    | State::DreqSent => {
+                    State::RepSent | State::MraRepRcvd | State::Established | State::DreqSent => {
                         c.state = State::DreqRcvd;
                         c.pending = None;
                         Verdict::Pass

@@ -124,7 +124,7 @@ impl Server {
     }
 
     /// The summary's clause on the CM MADs (empty without ports): `; CM MADs: 3 sent, 3
-    /// taken in, 1 resent, 0 duplicates, 0 timed out, 0 stray; 1 connection live`.
+    /// taken in, 1 resent, 0 duplicates, 0 timed out, 0 stray; CM connections live: 1`.
     pub(super) fn cm_summary(&self) -> String {
         if self.ports.is_empty() {
             return String::new();
@@ -132,7 +132,7 @@ impl Server {
         let (b, r) = (self.cm_bridge.stats, self.cm_resend.stats);
         format!(
             "; CM MADs: {} sent, {} taken in, {} resent, {} duplicates, {} timed out, {} \
-             stray; {} connections live",
+             stray; CM connections live: {}",
             b.out,
             b.in_,
             r.resent,

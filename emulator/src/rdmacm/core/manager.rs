@@ -17,8 +17,7 @@ use crate::rdmacm::core::event_queue::{ChannelShared, KEvent, Queued, UdData};
 use crate::rdmacm::core::id_state::{CmId, Conn, IdInner, IdShared, Peer, State};
 use crate::rdmacm::core::messages::{
     Address, ConnData, Endpoint, Message, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, REJ_TIMEOUT,
-    SEND_TIMEOUT,
-    SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
+    SEND_TIMEOUT, SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
 };
 use crate::rdmacm::core::network::{Network, Outside};
 use crate::rdmacm::core::sockaddr as addr;
