@@ -20,8 +20,9 @@
 //!   DISCONNECTED (a DREP here).
 //! - Duplicates are answered as cm.c answers them: a REQ repeated while its REP is not
 //!   sent yet, or after, is dropped (`cm_dup_req_handler` answers only in MRA_REQ_SENT,
-//!   which the bridge never enters, and in TIMEWAIT, with a REJ of reason stale
-//!   connection); a REP repeated after the RTU gets the RTU again
+//!   which the bridge never enters; a connection in timewait is out of the remote id
+//!   table, `cm_enter_timewait`, so a REQ then is a new one); a REP repeated after the
+//!   RTU gets the RTU again
 //!   (`cm_dup_rep_handler`); a DREQ in timewait, or for a connection not known, gets a
 //!   DREP (`cm_dreq_handler`, `cm_issue_drep`); a repeated RTU, DREP or MRA is dropped.
 //!   A MAD that matches no connection (a REP, RTU, DREP, REJ or MRA for an id `cm.c`
@@ -47,10 +48,9 @@ use crate::rdmacm::core::route::PACKET_LIFE_TIME;
 const REJ_TIMEOUT: u16 = 4;
 /// `IB_CM_REJ_STALE_CONN`.
 const REJ_STALE_CONN: u16 = 10;
-/// `CM_MSG_RESPONSE_REQ`, `CM_MSG_RESPONSE_REP`, `CM_MSG_RESPONSE_OTHER`.
+/// `CM_MSG_RESPONSE_REQ`, `CM_MSG_RESPONSE_REP`.
 const RESPONSE_REQ: u8 = 0;
 const RESPONSE_REP: u8 = 1;
-const RESPONSE_OTHER: u8 = 2;
 
 /// `cm_convert_to_ms` (4.096 µs x 2^`iba_time`, approximated) in nanoseconds.
 #[must_use]
@@ -367,25 +367,12 @@ impl Resend {
         match mad.msg {
             Msg::Req(r) => {
                 if let Some(i) = self.by_remote(remote, r.local_comm_id) {
-                    self.stats.duplicates += 1;
-                    let c = &self.conns[i];
-                    return match (c.state, c.local) {
-                        (State::Timewait, Some(local)) => Verdict::Reply {
-                            to: remote,
-                            mad: Mad {
-                                tid: c.tid,
-                                msg: Msg::Rej(Rej {
-                                    local_comm_id: local,
-                                    remote_comm_id: r.local_comm_id,
-                                    message_rejected: RESPONSE_OTHER,
-                                    reason: REJ_STALE_CONN,
-                                    ari: Vec::new(),
-                                    private_data: Vec::new(),
-                                }),
-                            },
-                        },
-                        _ => Verdict::Drop,
-                    };
+                    if self.conns[i].state != State::Timewait {
+                        return self.dup();
+                    }
+                    // cm_enter_timewait took the connection out of the remote id
+                    // table: the REQ is a new one.
+                    self.forget(i);
                 }
                 // cm_format_paths_from_req: the packet life time is the REQ's local
                 // ACK timeout less one; the ACK timeout one more.

@@ -91,7 +91,7 @@ impl Server {
     /// Does what the CM's clock calls for by now: sends MADs again, tells the emulated
     /// ids whose retries are spent.
     pub(super) fn cm_timers(&mut self) {
-        if self.cm_resend.next_due().is_none_or(|t| t > self.now()) {
+        if self.ports.is_empty() || self.cm_resend.next_due().is_none_or(|t| t > self.now()) {
             return;
         }
         let now = self.now();
@@ -113,6 +113,9 @@ impl Server {
 
     /// When [`Server::cm_timers`] has something to do next.
     pub(super) fn cm_due(&self) -> Option<Nanos> {
+        if self.ports.is_empty() {
+            return None;
+        }
         self.cm_resend.next_due()
     }
 
