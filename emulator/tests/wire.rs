@@ -445,9 +445,8 @@ fn rping_across(
 /// The number before `what` in a summary.
 fn count_before(summary: &str, what: &str) -> u64 {
     summary
-        .split(what)
-        .next()
-        .and_then(|h| h.rsplit(' ').next())
+        .find(what)
+        .and_then(|at| summary[..at].rsplit(' ').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no {what:?} in {summary}"))
 }

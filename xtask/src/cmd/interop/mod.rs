@@ -25,8 +25,11 @@
 //!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
 //!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
 //!   `-cpu max` for spead2's numpy);
-//! - `ibv_rc_pingpong` again on a second fabric whose topology loses 2% of the frames the
-//!   switch sends to the VM and to h1, so that both stacks retransmit.
+//! - `ibv_rc_pingpong` and `rping` (server on h1) again on a second fabric whose topology
+//!   loses 2% of the frames the switch sends to the VM and to h1, so that both stacks
+//!   retransmit, and whose VM port also drops the first CM MAD it would send (h1's REP):
+//!   the fabric sends it again on the kernel CM's timeout
+//!   (emulator/src/fabric/ports/cm_resend.rs), which its summary must show.
 //!
 //! Each case checks both exit codes and what each side prints ([`check`]: result lines,
 //! the peer's GID; heaps). Each capture is then checked ([`capture`]): tshark decodes it
@@ -127,14 +130,14 @@ fn stop_fabric(fabric: FabricProcess, stderr: &Path) -> Result<String, Error> {
 }
 
 /// Runs `cases` on one fabric (its capture `dir/fabric.pcap`); checks the capture with
-/// tshark and returns its RoCE frames.
+/// tshark and returns its RoCE frames and the fabric's summary.
 fn run_cases(
     cases: &[Case],
     dir: &Path,
     topology: &Path,
     flags: &[&str],
     lib: &Path,
-) -> Result<Vec<capture::RoceFrame>, Error> {
+) -> Result<(Vec<capture::RoceFrame>, String), Error> {
     let pcap = dir.join("fabric.pcap");
     let sock = dir.join("vm.sock");
     let _ = std::fs::remove_file(&sock);
@@ -179,7 +182,7 @@ fn run_cases(
         ));
     }
     capture::no_malformed(&pcap)?;
-    capture::roce_frames(&pcap)
+    Ok((capture::roce_frames(&pcap)?, summary))
 }
 
 /// Checks the ICRC of every RoCE frame of `pcap` with netwire: none bad, and the VM's
@@ -271,7 +274,7 @@ pub fn run() -> Result<(), Error> {
     let topology = root().join(TOPOLOGY);
     let sock = plain.join("vm.sock");
     let sock_s = sock.to_string_lossy().into_owned();
-    let frames = run_cases(&cases, &plain, &topology, &["--qemu-stream", &sock_s], &lib)?;
+    let (frames, _) = run_cases(&cases, &plain, &topology, &["--qemu-stream", &sock_s], &lib)?;
     let mac = mac_of(VM_IP);
     let from_vm = frames.iter().filter(|f| f.0 == mac).count();
     eprintln!(
@@ -285,20 +288,34 @@ pub fn run() -> Result<(), Error> {
     create_dir(&lossy)?;
     let lossy_sock = lossy.join("vm.sock");
     let lossy_topology = lossy.join("topology.toml");
+    // The port's table is the last: the line goes into it.
     std::fs::write(
         &lossy_topology,
-        LOSSY_TOPOLOGY.replace("@SOCK@", &lossy_sock.to_string_lossy()),
+        format!(
+            "{}drop_cm_mads = 1\n",
+            LOSSY_TOPOLOGY.replace("@SOCK@", &lossy_sock.to_string_lossy())
+        ),
     )
     .map_err(|e| format!("cannot write {}: {e}", lossy_topology.display()))?;
-    let mut case = cases::pingpong("ibv_rc_pingpong", 1, Server::Emulated, 4096);
-    case.name = "rc-lossy-emulated-server".into();
-    let frames = run_cases(
-        std::slice::from_ref(&case),
+    let mut rc = cases::pingpong("ibv_rc_pingpong", 1, Server::Emulated, 4096);
+    rc.name = "rc-lossy-emulated-server".into();
+    let mut rping = cases::rping(Server::Emulated);
+    rping.name = "rping-lossy-emulated-server".into();
+    let lossy_cases = [rc, rping];
+    let (frames, summary) = run_cases(
+        &lossy_cases,
         &lossy,
         &lossy_topology,
         &["--seed", "7"],
         &lib,
     )?;
+    // h1's REP, dropped at the VM's port, went again (ibv_rc_pingpong sends no CM MAD).
+    let resent = count_before(&summary, " resent");
+    if !summary.contains(", 1 CM MADs dropped") || resent.is_none_or(|n| n == 0) {
+        return Err(format!(
+            "the lossy fabric should have dropped one CM MAD and sent it again: {summary}"
+        ));
+    }
     let h1_mac = mac_of(HOST_IP);
     let (vm_again, h1_again) = (
         capture::resent(&frames, &mac),
@@ -313,12 +330,35 @@ pub fn run() -> Result<(), Error> {
             "with 2% loss both stacks should have retransmitted: the VM {vm_again}, h1 {h1_again}"
         ));
     }
-    // A lost frame is lost whole: every captured one must verify, the VM's 400 at least.
-    check_icrc(&lossy.join("fabric.pcap"), case.vm_frames, 0)?;
+    // A lost frame is lost whole: every captured one must verify, the VM's at least.
+    let vm_frames = lossy_cases.iter().map(|c| c.vm_frames).sum();
+    check_icrc(&lossy.join("fabric.pcap"), vm_frames, 0)?;
     eprintln!(
         "xtask interop: {} cases passed in {:.0} s",
-        cases.len() + 1,
+        cases.len() + lossy_cases.len(),
         start.elapsed().as_secs_f64()
     );
     Ok(())
+}
+
+/// The number just before `what` in a fabric's summary (`1 resent`).
+fn count_before(summary: &str, what: &str) -> Option<u64> {
+    let before = &summary[..summary.find(what)?];
+    before.rsplit(' ').next().and_then(|n| n.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_before;
+
+    #[test]
+    fn a_count_is_read_before_its_words_and_missing_words_give_none() {
+        let s = "port qemu-stream /x: 9 frames in, 8 out, 0 malformed, 0 unsent, 1 CM MADs \
+                 dropped; CM MADs: 2 sent, 3 taken in, 1 resent, 0 duplicates; CM \
+                 connections live: 1\n";
+        assert_eq!(count_before(s, " CM MADs dropped"), Some(1));
+        assert_eq!(count_before(s, " resent"), Some(1));
+        assert_eq!(count_before(s, " taken in"), Some(3));
+        assert_eq!(count_before(s, " timed out"), None);
+    }
 }
