@@ -463,7 +463,7 @@ fn rping_connects_across_two_fabrics_with_cm_mads() {
     let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
     let (sa, sb) = rping_across(&dir, &ns, a, b);
     for s in [&sa, &sb] {
-        assert_eq!(count_before(s, " resent"), 0, "{s}");
+        assert_eq!(count_before(s, " timed out"), 0, "{s}");
     }
 }
 
