@@ -285,12 +285,6 @@ impl Bridge {
         self.ids.remove(&(remote, id));
     }
 
-    /// How many remote communication ids it knows.
-    #[must_use]
-    pub fn known(&self) -> usize {
-        self.ids.len()
-    }
-
     /// What to do with `frame`, which reached emulated host `host`'s port: `None` if it
     /// is no CM MAD for the host (the host's NIC takes it).
     pub fn from_wire(&mut self, host: Host, frame: &[u8]) -> Option<FromWire> {
