@@ -392,8 +392,8 @@ impl Server {
             s.joined,
             s.refused,
             s.bad_messages,
-            self.ports.summary(),
             self.cm_summary(),
+            self.ports.summary(),
         )
     }
 
