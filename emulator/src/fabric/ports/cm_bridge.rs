@@ -39,7 +39,7 @@ const QPT_RC: u32 = 2;
 const QPT_UC: u32 = 3;
 /// `IB_CM_REJ_TIMEOUT` (include/rdma/ib_cm.h), which the kernel sends when its
 /// requester gives up; the emulated CM's own [`REJ_TIMEOUT`] differs.
-const WIRE_REJ_TIMEOUT: u16 = 4;
+pub const WIRE_REJ_TIMEOUT: u16 = 4;
 /// The CM response timeouts of the kernel's REQ (`CMA_CM_RESPONSE_TIMEOUT`, cma.c).
 const CM_RESPONSE_TIMEOUT: u8 = 20;
 /// `CMA_MAX_CM_RETRIES`.

@@ -22,9 +22,9 @@
 //!   sent yet, or after, is dropped (`cm_dup_req_handler` answers only in MRA_REQ_SENT,
 //!   which the bridge never enters; a connection in timewait is out of the remote id
 //!   table, `cm_enter_timewait`, so a REQ then is a new one); a REP repeated after the
-//!   RTU gets the RTU again
-//!   (`cm_dup_rep_handler`); a DREQ in timewait, or for a connection not known, gets a
-//!   DREP (`cm_dreq_handler`, `cm_issue_drep`); a repeated RTU, DREP or MRA is dropped.
+//!   RTU gets the RTU again, before it nothing (`cm_dup_rep_handler`); a DREQ in
+//!   timewait, or for a connection not known, gets a DREP (`cm_dreq_handler`,
+//!   `cm_issue_drep`); a repeated RTU, DREP or MRA is dropped.
 //!   A MAD that matches no connection (a REP, RTU, DREP, REJ or MRA for an id `cm.c`
 //!   would not find) is dropped too.
 //! - A connection is forgotten when it ends: at once when it goes back to idle (a REJ
@@ -39,13 +39,12 @@ use std::net::Ipv4Addr;
 
 use backend_sim::Nanos;
 
+use super::cm_bridge::WIRE_REJ_TIMEOUT as REJ_TIMEOUT;
 use super::cm_frame;
 use super::cm_mad::{Mad, Msg, Rej, CLASS_CM};
 use crate::rdmacm::core::messages::{self as m, Address, Endpoint, Message, SEND_TIMEOUT};
 use crate::rdmacm::core::route::PACKET_LIFE_TIME;
 
-/// `IB_CM_REJ_TIMEOUT`.
-const REJ_TIMEOUT: u16 = 4;
 /// `IB_CM_REJ_STALE_CONN`.
 const REJ_STALE_CONN: u16 = 10;
 /// `CM_MSG_RESPONSE_REQ`, `CM_MSG_RESPONSE_REP`.
