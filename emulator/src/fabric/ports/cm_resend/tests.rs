@@ -348,3 +348,49 @@ fn a_rejected_request_is_forgotten_and_a_req_in_timewait_is_a_new_one() {
     assert_eq!(r.next_due(), None);
     assert_eq!(r.stats, ResendStats::default());
 }
+
+/// h1's DREQ never answered: 15 resends (6144 ms apart, the REQ's timeout), then h1's id
+/// gets a DREP (its CM reports DISCONNECTED, as cma.c does for IB_CM_DREQ_ERROR) and the
+/// connection waits out its timewait before it is forgotten.
+#[test]
+fn a_dreq_never_answered_ends_in_a_drep_for_the_emulated_id_and_timewait() {
+    let mut r = Resend::default();
+    r.sent(0, &h1s_req());
+    r.received(MS, h1().1, &inc(1, rep(0x77, 1)));
+    r.sent(MS, &out(1, Msg::Rtu(1, 0x77)));
+    let dreq = out(1, Msg::Dreq(1, 0x77, 0x11));
+    r.sent(0, &dreq);
+    let mut actions = Vec::new();
+    while r.state(h1().1, 1) == Some(State::DreqSent) {
+        let now = r.next_due().expect("something due");
+        actions.extend(r.poll(now).into_iter().map(|a| (now, a)));
+    }
+    assert_eq!(actions.len(), 16);
+    for (k, (t, a)) in actions[..15].iter().enumerate() {
+        assert_eq!((*t, a), ((k as u64 + 1) * REQ_WAIT, &resend(&dreq)));
+    }
+    let (t, Action::Tell { host, from, body }) = &actions[15] else {
+        panic!("the id told: {:?}", actions[15])
+    };
+    assert_eq!((*t, *host, *from), (16 * REQ_WAIT, h1().1, vm().1));
+    assert_eq!(
+        m::decode(body).unwrap(),
+        (
+            Address::Endpoint(Endpoint {
+                host: h1().1,
+                id: 1
+            }),
+            Endpoint {
+                host: vm().1,
+                id: 0x77
+            },
+            Message::Drep
+        )
+    );
+    // cm_rep_handler's ACK timeout: cm_ack_timeout(15, 19 - 1) = 19, 2048 ms.
+    assert_eq!(r.state(h1().1, 1), Some(State::Timewait));
+    assert_eq!(r.next_due(), Some(16 * REQ_WAIT + 2048 * MS));
+    assert_eq!(r.poll(16 * REQ_WAIT + 2048 * MS), vec![]);
+    assert_eq!(r.take_forgotten(), vec![(vm().1, 0x77)]);
+    assert_eq!((r.live(), r.stats.resent, r.stats.timed_out), (0, 15, 1));
+}
