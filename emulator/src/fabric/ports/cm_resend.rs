@@ -12,12 +12,12 @@
 //!   answers (`cm_req_handler`), a DREQ's that of the connection's REQ or REP
 //!   (`cm_send_dreq_locked`), each `cm_convert_to_ms`; an MRA makes the wait its service
 //!   timeout plus the path's ACK timeout (`cm_mra_handler`).
-//! - When the retries are spent (`cm_process_send_error`) the emulated id is told: a REQ
-//!   or REP unanswered is `IB_CM_REQ_ERROR` / `IB_CM_REP_ERROR`, which cma.c reports as
-//!   `RDMA_CM_EVENT_UNREACHABLE` with status -ETIMEDOUT (a REJ of reason
-//!   [`SEND_TIMEOUT`], which only this module sends and the emulated CM turns into that
-//!   event); a DREQ unanswered is `IB_CM_DREQ_ERROR`, which cma.c reports as
-//!   DISCONNECTED (a DREP here).
+//! - When the retries are spent (`cm_process_send_error`) the emulated id is told with a
+//!   REJ of reason [`SEND_TIMEOUT`], which only this module sends: a REQ or REP
+//!   unanswered is `IB_CM_REQ_ERROR` / `IB_CM_REP_ERROR`, which cma.c reports as
+//!   `RDMA_CM_EVENT_UNREACHABLE` with status -ETIMEDOUT, and a DREQ unanswered
+//!   `IB_CM_DREQ_ERROR`, DISCONNECTED with status -ETIMEDOUT; the emulated CM turns the
+//!   REJ into that event.
 //! - Duplicates are answered as cm.c answers them: a REQ repeated while its REP is not
 //!   sent yet, or after, is dropped (`cm_dup_req_handler` answers only in MRA_REQ_SENT,
 //!   which the bridge never enters; a connection in timewait is out of the remote id
@@ -599,12 +599,9 @@ impl Resend {
     /// (`cm_process_send_error`).
     fn give_up(&self, i: usize) -> Action {
         let c = &self.conns[i];
-        let msg = match c.state {
-            State::DreqSent => Message::Drep,
-            _ => Message::Rej {
-                reason: SEND_TIMEOUT,
-                private_data: Vec::new(),
-            },
+        let msg = Message::Rej {
+            reason: SEND_TIMEOUT,
+            private_data: Vec::new(),
         };
         let mut body = Vec::new();
         m::encode(

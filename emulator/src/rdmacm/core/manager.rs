@@ -340,6 +340,14 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
             }
         }
         Message::Rej {
+            reason: SEND_TIMEOUT,
+            ..
+        } if g.conn == Conn::DreqSent => {
+            // cma.c `cma_ib_handler`: IB_CM_DREQ_ERROR is DISCONNECTED, -ETIMEDOUT.
+            g.conn = Conn::Closed;
+            disconnected(&mut g, ep, SEND_TIMEOUT);
+        }
+        Message::Rej {
             reason,
             private_data,
         } => {
@@ -363,7 +371,7 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
                 if g.conn != Conn::DreqSent {
                     g.conn = Conn::DreqRcvd;
                 }
-                disconnected(&mut g, ep);
+                disconnected(&mut g, ep, 0);
             }
             // A DREQ to a connection already over is answered at once (cm.c
             // `cm_dreq_handler` for an id in timewait).
@@ -373,7 +381,7 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
         Message::Drep => {
             if g.conn == Conn::DreqSent {
                 g.conn = Conn::Closed;
-                disconnected(&mut g, ep);
+                disconnected(&mut g, ep, 0);
             }
         }
         Message::SidrRep {
@@ -404,11 +412,11 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
 }
 
 /// The connection is down: one DISCONNECTED event per id (cma.c moves CONNECT to
-/// DISCONNECT once).
-fn disconnected(g: &mut IdInner, ep: Endpoint) {
+/// DISCONNECT once), of status `status`.
+fn disconnected(g: &mut IdInner, ep: Endpoint, status: i32) {
     if g.state == State::Connect {
         g.state = State::Disconnect;
-        post(&g.channel, ep, KEvent::Disconnected);
+        post(&g.channel, ep, KEvent::Disconnected(status));
     }
 }
 

@@ -350,8 +350,9 @@ fn a_rejected_request_is_forgotten_and_a_req_in_timewait_is_a_new_one() {
 }
 
 /// h1's DREQ never answered: 15 resends (6144 ms apart, the REQ's timeout), then h1's id
-/// gets a DREP (its CM reports DISCONNECTED, as cma.c does for IB_CM_DREQ_ERROR) and the
-/// connection waits out its timewait before it is forgotten.
+/// is told (a REJ of reason SEND_TIMEOUT: its CM reports DISCONNECTED, -ETIMEDOUT, as
+/// cma.c does for IB_CM_DREQ_ERROR) and the connection waits out its timewait before it
+/// is forgotten.
 #[test]
 fn a_dreq_never_answered_ends_in_a_drep_for_the_emulated_id_and_timewait() {
     let mut r = Resend::default();
@@ -384,7 +385,10 @@ fn a_dreq_never_answered_ends_in_a_drep_for_the_emulated_id_and_timewait() {
                 host: vm().1,
                 id: 0x77
             },
-            Message::Drep
+            Message::Rej {
+                reason: SEND_TIMEOUT,
+                private_data: Vec::new()
+            }
         )
     );
     // cm_rep_handler's ACK timeout: cm_ack_timeout(15, 19 - 1) = 19, 2048 ms.
