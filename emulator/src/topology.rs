@@ -50,6 +50,9 @@ pub struct PortSpec {
     pub kind: PortKind,
     /// Faults on the frames the switch sends out of the port (as a host's `faults`).
     pub faults: LinkFaults,
+    /// How many of the first CM MADs the port would send it drops (`drop_cm_mads`: a
+    /// fault that picks its frames, for tests of the CM's resends).
+    pub drop_cm_mads: u32,
 }
 
 /// The kinds of [`PortSpec`].
@@ -108,6 +111,8 @@ struct FilePort {
     path: Option<PathBuf>,
     #[serde(default)]
     faults: Option<FileFaults>,
+    #[serde(default)]
+    drop_cm_mads: u32,
 }
 
 impl FilePort {
@@ -139,7 +144,11 @@ impl FilePort {
                 ))
             }
         };
-        Ok(PortSpec { kind, faults })
+        Ok(PortSpec {
+            kind,
+            faults,
+            drop_cm_mads: self.drop_cm_mads,
+        })
     }
 }
 
@@ -184,6 +193,7 @@ pub fn parse_vxlan_flag(s: &str) -> Result<PortSpec, String> {
     Ok(PortSpec {
         kind,
         faults: LinkFaults::default(),
+        drop_cm_mads: 0,
     })
 }
 
@@ -585,6 +595,7 @@ mod tests {
              [[host]]\nname = \"b\"\nip = \"10.1.0.2\"\nremote = true\n\
              [[port]]\nkind = \"vxlan\"\nlocal = \"127.0.0.1:4789\"\n\
              remote = \"127.0.0.1:4790\"\nvni = 42\nfaults = { loss = 0.5 }\n\
+             drop_cm_mads = 2\n\
              [[port]]\nkind = \"qemu-stream\"\npath = \"/tmp/vm.sock\"\n",
         )
         .unwrap();
@@ -599,12 +610,14 @@ mod tests {
                         vni: 42,
                     },
                     faults: LinkFaults::loss(0.5),
+                    drop_cm_mads: 2,
                 },
                 PortSpec {
                     kind: PortKind::QemuStream {
                         path: "/tmp/vm.sock".into()
                     },
                     faults: LinkFaults::default(),
+                    drop_cm_mads: 0,
                 },
             ]
         );
@@ -656,6 +669,7 @@ mod tests {
                     vni: 42,
                 },
                 faults: LinkFaults::default(),
+                drop_cm_mads: 0,
             }
         );
         assert_eq!(

@@ -374,16 +374,14 @@ fn two_fabrics_joined_by_vxlan_carry_rc_pingpong_between_their_hosts() {
     }
 }
 
-/// `rping` between the hosts of two fabrics joined by VXLAN: the connection manager's
-/// messages cross the tunnel as CM MADs (each fabric turns its host's message to the
-/// other's host into a MAD, and the MAD arriving for its host into the message; see
-/// `emulator/src/fabric/ports/cm_bridge.rs`), and 10 pings carry their data each way.
-#[test]
-fn rping_connects_across_two_fabrics_with_cm_mads() {
-    need_root();
-    let dir = scratch("wire-rping");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+/// `rping -v -C 10` with its server on fabric A's h1 and its client on fabric B's h2:
+/// both succeed and print the 10 pings' data exactly. Returns the fabrics' summaries.
+fn rping_across(
+    dir: &Path,
+    ns: &Netns,
+    a: (Fabric, PathBuf),
+    b: (Fabric, PathBuf),
+) -> (String, String) {
     let rping = require("rping", "rdmacm-utils");
     let stdbuf = require("stdbuf", "coreutils");
     let args = ["-v", "-C", "10", "-a", "10.100.0.1", "-p", "18600"];
@@ -394,11 +392,11 @@ fn rping_connects_across_two_fabrics_with_cm_mads() {
         .arg(&rping)
         .args(["-s", "-d"])
         .args(args);
-    let server = start(ns.wrap(&s), &dir, "rping-server");
+    let server = start(ns.wrap(&s), dir, "rping-server");
     wait_for(&dir.join("rping-server.out"), "rdma_listen");
     let mut c = b.0.program(&rping, "h2");
     c.env("VERBS_EMU_TOPOLOGY", &b.1).arg("-c").args(args);
-    let client = start(ns.wrap(&c), &dir, "rping-client").finish();
+    let client = start(ns.wrap(&c), dir, "rping-client").finish();
     let server = server.finish();
     let (sa, sb) = (a.0.stop(), b.0.stop());
     // librdmacm/examples/rping.c: `rdma-ping-N: ` and letters from 'A' + N, 63 bytes.
@@ -440,6 +438,51 @@ fn rping_connects_across_two_fabrics_with_cm_mads() {
             .and_then(|h| h.rsplit(' ').next())
             .and_then(|n| n.parse::<u64>().ok());
         assert!(forwarded.is_some_and(|n| n >= 3), "{s}");
+    }
+    (sa, sb)
+}
+
+/// The number before `what` in a summary.
+fn count_before(summary: &str, what: &str) -> u64 {
+    summary
+        .find(what)
+        .and_then(|at| summary[..at].rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {what:?} in {summary}"))
+}
+
+/// `rping` between the hosts of two fabrics joined by VXLAN: the connection manager's
+/// messages cross the tunnel as CM MADs (each fabric turns its host's message to the
+/// other's host into a MAD, and the MAD arriving for its host into the message; see
+/// `emulator/src/fabric/ports/cm_bridge.rs`), and 10 pings carry their data each way.
+#[test]
+fn rping_connects_across_two_fabrics_with_cm_mads() {
+    need_root();
+    let dir = scratch("wire-rping");
+    let ns = Netns::new();
+    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let (sa, sb) = rping_across(&dir, &ns, a, b);
+    for s in [&sa, &sb] {
+        assert_eq!(count_before(s, " timed out"), 0, "{s}");
+    }
+}
+
+/// The same `rping` over ports that each drop the first CM MAD they would send (the
+/// ports' `drop_cm_mads = 1`): B's REQ and A's REP are lost on the tunnel, each fabric
+/// sends its MAD again after the kernel CM's timeout for it (`cm_resend.rs`: 6.1 s for
+/// the REQ, 4.1 s for the REP), and the pings complete exactly as without loss.
+#[test]
+fn rping_completes_when_the_ports_lose_cm_mads() {
+    need_root();
+    let dir = scratch("wire-rping-lost");
+    let ns = Netns::new();
+    let (a, b) = two_fabrics(&dir, &ns, "drop_cm_mads = 1", "1", "");
+    let (sa, sb) = rping_across(&dir, &ns, a, b);
+    for s in [&sa, &sb] {
+        assert_eq!(count_before(s, " CM MADs dropped"), 1, "{s}");
+        // Only the resend of the lost MAD reaches the other side.
+        assert!(count_before(s, " resent") >= 1, "{s}");
+        assert_eq!(count_before(s, " timed out"), 0, "{s}");
     }
 }
 

@@ -71,6 +71,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 a.ports.push(PortSpec {
                     kind: PortKind::QemuStream { path: path.into() },
                     faults: backend_sim::LinkFaults::default(),
+                    drop_cm_mads: 0,
                 });
             }
             "--die-with-parent" => a.die_with_parent = true,

@@ -22,6 +22,7 @@ use backend_sim::{CaptureFilter, Fabric, FabricStats, Nanos, Output, PortConfig,
 
 use super::direct::{DirectCounts, Pair, PairNews};
 use super::ports::cm_bridge::Bridge;
+use super::ports::cm_resend::Resend;
 use super::ports::{arp, nd, Ports};
 use super::ring::{Consumer, Producer, RingError};
 use super::sys::{self};
@@ -220,6 +221,8 @@ pub struct Server {
     finished_direct: DirectCounts,
     /// CM messages to and from the hosts beyond them, as CM MADs (see `remote_cm`).
     cm_bridge: Bridge,
+    /// The kernel CM's resends and answers to repeats around those MADs.
+    cm_resend: Resend,
 }
 
 impl Server {
@@ -300,6 +303,7 @@ impl Server {
             paused: false,
             ports,
             cm_bridge,
+            cm_resend: Resend::default(),
             moved: (0, 0),
             active: Instant::now(),
             direct: config.direct,
@@ -373,7 +377,7 @@ impl Server {
         format!(
             "{} frames from hosts, {} delivered, lost: {}; {} duplicated, {} corrupted in \
              the switch{paused}{direct}; {} CM messages forwarded, {} returned{cm_lost}; {} processes \
-             joined, {} refused, {} hung up on for bad messages{}",
+             joined, {} refused, {} hung up on for bad messages{}{}",
             f.transmitted + d.sent,
             f.delivered + d.delivered,
             if lost.is_empty() {
@@ -388,6 +392,7 @@ impl Server {
             s.joined,
             s.refused,
             s.bad_messages,
+            self.cm_summary(),
             self.ports.summary(),
         )
     }
@@ -408,10 +413,12 @@ impl Server {
             self.release_cm();
             self.release_pairs();
             self.tell_gone();
-            let mut timeout = self
-                .fabric
-                .next_event_time()
-                .map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
+            self.cm_timers();
+            let next = match (self.fabric.next_event_time(), self.cm_due()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let mut timeout = next.map(|t| Duration::from_nanos(t.saturating_sub(self.now())));
             let wall = Instant::now();
             let mut pause = false;
             for c in self.conns.iter_mut().flatten() {

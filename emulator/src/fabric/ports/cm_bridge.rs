@@ -9,13 +9,12 @@
 //! The emulated ids are the communication ids on the wire, and the remote side's
 //! communication id is its id as the emulated CM sees it. The bridge remembers, per
 //! remote communication id, the remote QP number (a DREQ names it: the kernel's
-//! `cm_dreq_handler` drops a DREQ whose QPN is not its QP's), the transaction id of its
-//! REQ (the REP answers with it, as `cm_format_rep` does) and the last MAD sent to it,
-//! which it sends again when the kernel repeats the message it answers (`cm.c`
-//! retransmits a REQ, REP or DREQ whose answer it has not seen; `cm_dup_req_handler`,
-//! `cm_dup_rep_handler`). MRAs (the RDMA CM sends one for a REQ its program has not
-//! answered yet and for each REP, `cma_ib_handler`, `cma_ib_req_handler`) are taken and
-//! dropped: the emulated CM waits without a timeout.
+//! `cm_dreq_handler` drops a DREQ whose QPN is not its QP's) and the transaction id of its
+//! REQ (the REP answers with it, as `cm_format_rep` does), until the connection is
+//! forgotten ([`Bridge::forget`]). What the kernel's CM does besides translating (its
+//! resends, its answers to repeats, MRAs) is [`super::cm_resend`]'s, which sees every MAD
+//! before the bridge takes it; an MRA that reaches the bridge is dropped (the emulated CM
+//! waits without a timeout).
 //!
 //! The values a REQ or REP carries beyond the emulated messages' are those the kernel's
 //! rxe put in the REQ captured from the VM (`cm_format_req` for a RoCE v2 path of
@@ -48,7 +47,7 @@ const QPT_RC: u32 = 2;
 const QPT_UC: u32 = 3;
 /// `IB_CM_REJ_TIMEOUT` (include/rdma/ib_cm.h), which the kernel sends when its
 /// requester gives up; the emulated CM's own [`REJ_TIMEOUT`] differs.
-const WIRE_REJ_TIMEOUT: u16 = 4;
+pub const WIRE_REJ_TIMEOUT: u16 = 4;
 /// The CM response timeouts of the kernel's REQ (`CMA_CM_RESPONSE_TIMEOUT`, cma.c).
 const CM_RESPONSE_TIMEOUT: u8 = 20;
 /// `CMA_MAX_CM_RETRIES`.
@@ -70,8 +69,6 @@ struct Remote {
     tid: Option<u64>,
     /// Whether it sent the REQ (then a REJ rejects its REQ, else its REP).
     requester: bool,
-    /// The last frame sent to it, and the attribute it answered.
-    last: Option<(u16, Vec<u8>)>,
     /// Whether its MADs travel over IPv6 (between the link-local addresses: a connection
     /// of link-local addresses, whose path GIDs are those addresses).
     v6: bool,
@@ -96,10 +93,7 @@ pub enum FromWire {
         /// The message ([`m::encode`]).
         body: Vec<u8>,
     },
-    /// A repeated message: send this frame (the answer) again from the host's port.
-    Again(Vec<u8>),
-    /// A CM MAD taken and dropped (an MRA, a repeat with no answer yet, a MAD this
-    /// bridge does not read).
+    /// A CM MAD taken and dropped (an MRA, a MAD this bridge does not read).
     Dropped,
 }
 
@@ -110,9 +104,7 @@ pub struct BridgeStats {
     pub out: u64,
     /// MADs taken in as messages.
     pub in_: u64,
-    /// MADs sent again for a repeat.
-    pub again: u64,
-    /// MADs dropped (MRAs, repeats, unreadable).
+    /// MADs dropped (MRAs, unreadable).
     pub dropped: u64,
 }
 
@@ -321,26 +313,28 @@ impl Bridge {
                 return Err("SIDR is not translated".into())
             }
         };
-        let attr = match &msg {
-            Msg::Rep(_) => cm_mad::attr::REQ,
-            Msg::Rej(_) if remote.requester => cm_mad::attr::REQ,
-            Msg::Drep(..) => cm_mad::attr::DREQ,
-            Msg::Rtu(..) => cm_mad::attr::REP,
-            _ => 0,
-        };
-        let mad = Mad { tid, msg }.encode();
-        let frame = cm_frame::frame(
-            wire_addr(from.mac, from.ip, over_v6),
-            wire_addr(mac_of(to), to, over_v6),
-            self.psn,
-            &mad,
-        );
-        self.psn = self.psn.wrapping_add(1) & 0x00ff_ffff;
-        if let Some(p) = peer {
-            self.ids.entry((to, p)).or_default().last = Some((attr, frame.clone()));
-        }
+        let frame = self.frame(from, to, &Mad { tid, msg }, over_v6);
         self.stats.out += 1;
         Ok(frame)
+    }
+
+    /// `mad` as the frame emulated host `from` sends to remote host `to` (the next PSN
+    /// of the emulated hosts' QP1).
+    pub fn frame(&mut self, from: Host, to: Ipv4Addr, mad: &Mad, v6: bool) -> Vec<u8> {
+        let frame = cm_frame::frame(
+            wire_addr(from.mac, from.ip, v6),
+            wire_addr(mac_of(to), to, v6),
+            self.psn,
+            &mad.encode(),
+        );
+        self.psn = self.psn.wrapping_add(1) & 0x00ff_ffff;
+        frame
+    }
+
+    /// Forgets what it knew of remote host `remote`'s communication id `id` (its
+    /// connection ended, see [`super::cm_resend::Resend::take_forgotten`]).
+    pub fn forget(&mut self, remote: Ipv4Addr, id: u32) {
+        self.ids.remove(&(remote, id));
     }
 
     /// What to do with `frame`, which reached emulated host `host`'s port: `None` if it
@@ -357,7 +351,6 @@ impl Bridge {
         };
         match &r {
             FromWire::Forward { .. } => self.stats.in_ += 1,
-            FromWire::Again(_) => self.stats.again += 1,
             FromWire::Dropped => self.stats.dropped += 1,
         }
         Some(r)
@@ -388,22 +381,11 @@ impl Bridge {
         }
     }
 
-    /// A repeat of a message of attribute `attr` from `key`: its answer again, if sent.
-    fn again(&self, key: (Ipv4Addr, u32), attr: u16) -> FromWire {
-        match self.ids.get(&key).and_then(|r| r.last.as_ref()) {
-            Some((a, frame)) if *a == attr => FromWire::Again(frame.clone()),
-            _ => FromWire::Dropped,
-        }
-    }
-
     fn take(&mut self, host: Host, src: Ipv4Addr, v6: bool, mad: Mad) -> FromWire {
         let at = |id: u32| Endpoint { host: host.ip, id };
         let (to, from, msg) = match mad.msg {
             Msg::Req(r) => {
                 let key = (src, r.local_comm_id);
-                if self.ids.contains_key(&key) {
-                    return self.again(key, cm_mad::attr::REQ);
-                }
                 let Ok(hdr) = CmaHdr::decode(&r.private_data) else {
                     return FromWire::Dropped;
                 };
@@ -421,7 +403,6 @@ impl Bridge {
                         qpn: r.local_qpn,
                         tid: Some(mad.tid),
                         requester: true,
-                        last: None,
                         v6,
                     },
                 );
@@ -452,11 +433,7 @@ impl Bridge {
                 (Address::Service(service), r.local_comm_id, msg)
             }
             Msg::Rep(r) => {
-                let key = (src, r.local_comm_id);
-                if self.ids.get(&key).is_some_and(|x| x.last.is_some()) {
-                    return self.again(key, cm_mad::attr::REP);
-                }
-                let e = self.ids.entry(key).or_default();
+                let e = self.ids.entry((src, r.local_comm_id)).or_default();
                 e.qpn = r.local_qpn;
                 e.v6 = v6;
                 let data = ConnData {
@@ -490,13 +467,7 @@ impl Bridge {
                     msg,
                 )
             }
-            Msg::Dreq(l, r, _) => {
-                let key = (src, l);
-                if let FromWire::Again(f) = self.again(key, cm_mad::attr::DREQ) {
-                    return FromWire::Again(f);
-                }
-                (Address::Endpoint(at(r)), l, Message::Dreq)
-            }
+            Msg::Dreq(l, r, _) => (Address::Endpoint(at(r)), l, Message::Dreq),
             Msg::Drep(l, r) => (Address::Endpoint(at(r)), l, Message::Drep),
             Msg::Mra(..) => return FromWire::Dropped,
         };
@@ -587,9 +558,9 @@ mod tests {
     }
 
     /// The VM's REQ reaches h1's process as the emulated REQ to its service; h1's REP goes
-    /// back with the REQ's transaction id, and the REQ repeated gets the same REP again.
+    /// back with the REQ's transaction id (repeats are `cm_resend`'s).
     #[test]
-    fn the_vms_req_becomes_the_emulated_req_and_its_repeat_gets_the_rep_again() {
+    fn the_vms_req_becomes_the_emulated_req_and_h1s_rep_answers_its_tid() {
         let mut b = Bridge::new(vec![vm()]);
         let req = vm_req();
         let Some(FromWire::Forward { from, body: got }) = b.from_wire(h1(), &req) else {
@@ -616,8 +587,6 @@ mod tests {
             m::decode(&got).unwrap(),
             (Address::Service(service), kernel, want)
         );
-        // Repeated before h1 answered: nothing to send.
-        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Dropped));
         let rep = body(
             Address::Endpoint(kernel),
             Endpoint {
@@ -643,7 +612,6 @@ mod tests {
         );
         assert_eq!(r.local_ca_guid, 0x0000_0aff_fe64_0001);
         assert_eq!(r.target_ack_delay, 15);
-        assert_eq!(b.from_wire(h1(), &req), Some(FromWire::Again(frame)));
         // The VM's MRA is taken and dropped.
         let mra = Mad {
             tid: 1,
@@ -661,8 +629,7 @@ mod tests {
             BridgeStats {
                 out: 1,
                 in_: 1,
-                again: 1,
-                dropped: 2
+                dropped: 1
             }
         );
     }

@@ -156,6 +156,28 @@ pub fn parse_frame(frame: &[u8]) -> Option<(Mac, IpAddr, IpAddr, &[u8])> {
     Some((Mac(view.eth.src.0), src, dst, packet.payload))
 }
 
+/// The IPv4 address a CM datagram's address stands for: an IPv4 address itself; a
+/// link-local IPv6 address of a MAC the fabric gives hosts (`02:00:` and the host's IPv4
+/// address, `spacing::mac_of`) that host's address. Anything else: `None`.
+#[must_use]
+pub fn host_of(addr: IpAddr) -> Option<Ipv4Addr> {
+    match addr {
+        IpAddr::V4(v4) => Some(v4),
+        IpAddr::V6(v6) => {
+            let mac = netwire::ipv6::link_local_mac(&v6)?;
+            (mac[..2] == [0x02, 0x00]).then(|| Ipv4Addr::new(mac[2], mac[3], mac[4], mac[5]))
+        }
+    }
+}
+
+/// [`parse_frame`] with both addresses as the hosts' IPv4 addresses ([`host_of`]), and
+/// whether the datagram came over IPv6.
+#[must_use]
+pub fn parse_hosts(frame: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr, bool, &[u8])> {
+    let (_, src, dst, payload) = parse_frame(frame)?;
+    Some((host_of(src)?, host_of(dst)?, src.is_ipv6(), payload))
+}
+
 /// Captured frames for the tests of this module and of [`super::cm_bridge`].
 #[cfg(test)]
 pub mod captured {

@@ -7,12 +7,15 @@
 //! a host sends). What arrives malformed is counted and dropped. The fabric answers ARP
 //! for its hosts ([`arp`]) and IPv6 neighbour solicitations ([`nd`]), and speaks the
 //! connection manager's MADs for them to the hosts beyond its ports ([`cm_mad`],
-//! [`cm_frame`], [`cm_bridge`]).
+//! [`cm_frame`], [`cm_bridge`]), resending them as the kernel's CM does ([`cm_resend`]).
+//! A port's `drop_cm_mads` drops the first CM MADs it would send (a fault that picks
+//! its frames, for the tests of those resends).
 
 pub mod arp;
 pub mod cm_bridge;
 pub mod cm_frame;
 pub mod cm_mad;
+pub mod cm_resend;
 pub mod nd;
 pub mod qemu_stream;
 pub mod vxlan;
@@ -38,6 +41,8 @@ pub struct PortStats {
     pub malformed: u64,
     /// Frames for the network that could not be sent (a full socket, no peer).
     pub unsent: u64,
+    /// CM MADs dropped by the port's `drop_cm_mads`.
+    pub cm_dropped: u64,
 }
 
 #[derive(Debug)]
@@ -52,6 +57,8 @@ struct Port {
     name: String,
     io: Io,
     stats: PortStats,
+    /// CM MADs still to drop (`drop_cm_mads`), and whether there were any.
+    drop_cm: (u32, bool),
 }
 
 /// The fabric's ports to real networks.
@@ -121,6 +128,7 @@ impl Ports {
                 name,
                 io,
                 stats: PortStats::default(),
+                drop_cm: (spec.drop_cm_mads, spec.drop_cm_mads > 0),
             });
         }
         Ok((
@@ -145,11 +153,17 @@ impl Ports {
         self.ports.iter().any(|p| p.id == port)
     }
 
-    /// Sends `frame`, which the switch sent out of `port`, to the network.
+    /// Sends `frame`, which the switch sent out of `port`, to the network (unless the
+    /// port's `drop_cm_mads` takes it).
     pub fn send(&mut self, port: PortId, frame: &[u8]) {
         let Some(p) = self.ports.iter_mut().find(|p| p.id == port) else {
             return;
         };
+        if p.drop_cm.0 > 0 && is_cm_mad(frame) {
+            p.drop_cm.0 -= 1;
+            p.stats.cm_dropped += 1;
+            return;
+        }
         let sent = match &mut p.io {
             Io::Vxlan(v) => v.send(frame).is_ok(),
             Io::Stream(s) => s.send(frame),
@@ -223,7 +237,7 @@ impl Ports {
 
     /// One clause per port for the fabric's summary (empty without ports): `; port
     /// vxlan 127.0.0.1:4789 -> 127.0.0.1:4790 vni 42: 10 frames in, 12 out, 0 malformed,
-    /// 0 unsent`.
+    /// 0 unsent` (and `, 1 CM MADs dropped` for a port with `drop_cm_mads`).
     #[must_use]
     pub fn summary(&self) -> String {
         let mut s = String::new();
@@ -234,6 +248,9 @@ impl Ports {
                 "; port {}: {} frames in, {} out, {} malformed, {} unsent",
                 p.name, t.frames_in, t.frames_out, t.malformed, t.unsent
             );
+            if p.drop_cm.1 {
+                let _ = write!(s, ", {} CM MADs dropped", t.cm_dropped);
+            }
             if let Io::Stream(q) = &p.io {
                 let _ = write!(
                     s,
@@ -244,4 +261,9 @@ impl Ports {
         }
         s
     }
+}
+
+/// Whether `frame` is a CM MAD (a RoCE v2 datagram to QP1 of management class 0x07).
+fn is_cm_mad(frame: &[u8]) -> bool {
+    cm_frame::parse_frame(frame).is_some_and(|(_, _, _, mad)| mad.get(1) == Some(&cm_mad::CLASS_CM))
 }

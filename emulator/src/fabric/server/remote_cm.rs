@@ -1,24 +1,29 @@
 //! The fabric's connection manager toward hosts beyond its ports: the emulated CM's
 //! messages to a remote host leave the sender's port as CM MADs, and CM MADs that reach
 //! an emulated host's port go to its process as messages (see
-//! [`crate::fabric::ports::cm_bridge`]). Between processes each message travels in an
-//! envelope ([`crate::rdmacm::core::envelope`]: the sender's gap since its last frame);
-//! the envelope is opened before a message becomes a MAD, and a message from a MAD goes
-//! in one that asks for no hold (the remote sender's frames do not pass the fabric's
-//! clock).
+//! [`crate::fabric::ports::cm_bridge`]); what the kernel's CM does around them (resends
+//! on a timeout, answers to repeats, timewait) is [`crate::fabric::ports::cm_resend`]'s,
+//! on the fabric's clock (the wall clock since it started). Between processes each
+//! message travels in an envelope ([`crate::rdmacm::core::envelope`]: the sender's gap
+//! since its last frame); the envelope is opened before a message becomes a MAD, and a
+//! message from a MAD goes in one that asks for no hold (the remote sender's frames do
+//! not pass the fabric's clock).
 
 use std::net::Ipv4Addr;
 
-use backend_sim::PortId;
+use backend_sim::{Nanos, PortId};
 
 use super::Server;
 use crate::fabric::ports::cm_bridge::{FromWire, Host};
+use crate::fabric::ports::cm_frame;
+use crate::fabric::ports::cm_resend::{Action, Verdict};
 use crate::rdmacm::core::envelope;
 
 impl Server {
     /// Takes `frame`, which the switch sends to host port `port`, if it is a CM MAD for
-    /// the host: its message goes to the host's process, a repeat gets its answer again.
-    /// True if taken (the host's NIC, which has no QP1, does not get it).
+    /// the host: a repeat is answered or dropped as the kernel's CM would, and anything
+    /// else goes to the host's process as its message. True if taken (the host's NIC,
+    /// which has no QP1, does not get it).
     pub(super) fn cm_mad_in(&mut self, port: PortId, frame: &[u8]) -> bool {
         let Some(slot) = self.slots.get(port.0 as usize) else {
             return false;
@@ -27,15 +32,28 @@ impl Server {
             ip: slot.ip,
             mac: slot.mac,
         };
+        let now = self.now();
+        match self.cm_resend.received(now, host.ip, frame) {
+            None => return false,
+            Some(Verdict::Pass) => {}
+            Some(Verdict::Drop) => {
+                self.cm_forget();
+                return true;
+            }
+            Some(Verdict::Reply { to, mad }) => {
+                // Over the IP version the repeat came by (a link-local connection's IPv6).
+                let v6 = cm_frame::parse_hosts(frame).is_some_and(|(_, _, v6, _)| v6);
+                let reply = self.cm_bridge.frame(host, to, &mad, v6);
+                // A frame of the port's own host, well under its maximum.
+                let _ = self.fabric.transmit(port, reply);
+                return true;
+            }
+        }
+        self.cm_forget();
         match self.cm_bridge.from_wire(host, frame) {
             None => false,
             Some(FromWire::Forward { from, body }) => {
                 self.forward_cm(from, host.ip, &envelope::seal(None, &body));
-                true
-            }
-            Some(FromWire::Again(reply)) => {
-                // A frame of the port's own host, well under its maximum.
-                let _ = self.fabric.transmit(port, reply);
                 true
             }
             Some(FromWire::Dropped) => true,
@@ -63,8 +81,71 @@ impl Server {
             return false;
         };
         match self.cm_bridge.to_wire(host, to, message) {
-            Ok(frame) => self.fabric.transmit(port, frame).is_ok(),
+            Ok(frame) => {
+                let now = self.now();
+                self.cm_resend.sent(now, &frame);
+                self.cm_forget();
+                self.fabric.transmit(port, frame).is_ok()
+            }
             Err(_) => false,
         }
+    }
+
+    /// Does what the CM's clock calls for by now: sends MADs again, tells the emulated
+    /// ids whose retries are spent.
+    pub(super) fn cm_timers(&mut self) {
+        if self.ports.is_empty() || self.cm_resend.next_due().is_none_or(|t| t > self.now()) {
+            return;
+        }
+        let now = self.now();
+        for a in self.cm_resend.poll(now) {
+            match a {
+                Action::Resend { host, frame } => {
+                    if let Some(s) = self.slots.iter().find(|s| s.ip == host) {
+                        // A frame the port sent before.
+                        let _ = self.fabric.transmit(s.port, frame);
+                    }
+                }
+                Action::Tell { host, from, body } => {
+                    self.forward_cm(from, host, &envelope::seal(None, &body));
+                }
+            }
+        }
+        self.cm_forget();
+    }
+
+    /// When [`Server::cm_timers`] has something to do next.
+    pub(super) fn cm_due(&self) -> Option<Nanos> {
+        if self.ports.is_empty() {
+            return None;
+        }
+        self.cm_resend.next_due()
+    }
+
+    /// The bridge forgets the connections the resend table forgot.
+    fn cm_forget(&mut self) {
+        for (remote, id) in self.cm_resend.take_forgotten() {
+            self.cm_bridge.forget(remote, id);
+        }
+    }
+
+    /// The summary's clause on the CM MADs (empty without ports): `; CM MADs: 3 sent, 3
+    /// taken in, 1 resent, 0 duplicates, 0 timed out, 0 stray; CM connections live: 1`.
+    pub(super) fn cm_summary(&self) -> String {
+        if self.ports.is_empty() {
+            return String::new();
+        }
+        let (b, r) = (self.cm_bridge.stats, self.cm_resend.stats);
+        format!(
+            "; CM MADs: {} sent, {} taken in, {} resent, {} duplicates, {} timed out, {} \
+             stray; CM connections live: {}",
+            b.out,
+            b.in_,
+            r.resent,
+            r.duplicates,
+            r.timed_out,
+            r.stray,
+            self.cm_resend.live()
+        )
     }
 }

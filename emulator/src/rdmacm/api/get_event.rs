@@ -259,11 +259,12 @@ fn process(
             ev.raw.event = ffi::RDMA_CM_EVENT_UNREACHABLE;
             ev.raw.status = status;
         }
-        KEvent::Disconnected => {
+        KEvent::Disconnected(status) => {
             if g.connect_error {
                 return None;
             }
             ev.raw.event = ffi::RDMA_CM_EVENT_DISCONNECTED;
+            ev.raw.status = status;
         }
         KEvent::MulticastJoin { mc, ud } => {
             let m = g.multicast.iter_mut().find(|m| m.handle == mc)?;

@@ -79,8 +79,9 @@ pub enum KEvent {
     },
     /// No usable answer (a SIDR REP with an error status).
     Unreachable(c_int),
-    /// The connection is down.
-    Disconnected,
+    /// The connection is down (the event's status: 0, or -ETIMEDOUT when a DREQ went
+    /// unanswered, cma.c's IB_CM_DREQ_ERROR).
+    Disconnected(c_int),
     /// A multicast join finished.
     MulticastJoin {
         /// The join (its handle in the id's list).
@@ -232,11 +233,11 @@ mod tests {
         });
         ch.push(Queued {
             id: ep(1),
-            event: KEvent::Disconnected,
+            event: KEvent::Disconnected(0),
         });
         let taken = ch.take_events_of(ep(1));
         assert_eq!(taken.len(), 2);
-        assert!(matches!(taken[1].event, KEvent::Disconnected));
+        assert!(matches!(taken[1].event, KEvent::Disconnected(0)));
         let q = ch.pop().unwrap();
         assert_eq!(q.id, ep(2));
         // The taken events' counts left with them: nothing makes the descriptor readable.

@@ -17,7 +17,7 @@ use crate::rdmacm::core::event_queue::{ChannelShared, KEvent, Queued, UdData};
 use crate::rdmacm::core::id_state::{CmId, Conn, IdInner, IdShared, Peer, State};
 use crate::rdmacm::core::messages::{
     Address, ConnData, Endpoint, Message, REJ_CONSUMER_DEFINED, REJ_PRIVATE_DATA, REJ_TIMEOUT,
-    SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
+    SEND_TIMEOUT, SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
 };
 use crate::rdmacm::core::network::{Network, Outside};
 use crate::rdmacm::core::sockaddr as addr;
@@ -340,20 +340,30 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
             }
         }
         Message::Rej {
+            reason: SEND_TIMEOUT,
+            ..
+        } if g.conn == Conn::DreqSent => {
+            // cma.c `cma_ib_handler`: IB_CM_DREQ_ERROR is DISCONNECTED, -ETIMEDOUT.
+            g.conn = Conn::Closed;
+            disconnected(&mut g, ep, SEND_TIMEOUT);
+        }
+        Message::Rej {
             reason,
             private_data,
         } => {
             let rejectable = matches!(g.conn, Conn::ReqSent | Conn::RepSent | Conn::RepRcvd);
             if g.state == State::Connect && rejectable {
                 g.conn = Conn::Closed;
-                post(
-                    &g.channel,
-                    ep,
+                let ev = if reason == SEND_TIMEOUT {
+                    // cma.c `cma_ib_handler`: IB_CM_REQ_ERROR, IB_CM_REP_ERROR.
+                    KEvent::Unreachable(SEND_TIMEOUT)
+                } else {
                     KEvent::Rejected {
                         reason,
                         private_data,
-                    },
-                );
+                    }
+                };
+                post(&g.channel, ep, ev);
             }
         }
         Message::Dreq => match g.conn {
@@ -361,7 +371,7 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
                 if g.conn != Conn::DreqSent {
                     g.conn = Conn::DreqRcvd;
                 }
-                disconnected(&mut g, ep);
+                disconnected(&mut g, ep, 0);
             }
             // A DREQ to a connection already over is answered at once (cm.c
             // `cm_dreq_handler` for an id in timewait).
@@ -371,7 +381,7 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
         Message::Drep => {
             if g.conn == Conn::DreqSent {
                 g.conn = Conn::Closed;
-                disconnected(&mut g, ep);
+                disconnected(&mut g, ep, 0);
             }
         }
         Message::SidrRep {
@@ -402,11 +412,11 @@ pub fn deliver(to: u32, from: Endpoint, msg: Message) -> bool {
 }
 
 /// The connection is down: one DISCONNECTED event per id (cma.c moves CONNECT to
-/// DISCONNECT once).
-fn disconnected(g: &mut IdInner, ep: Endpoint) {
+/// DISCONNECT once), of status `status`.
+fn disconnected(g: &mut IdInner, ep: Endpoint, status: i32) {
     if g.state == State::Connect {
         g.state = State::Disconnect;
-        post(&g.channel, ep, KEvent::Disconnected);
+        post(&g.channel, ep, KEvent::Disconnected(status));
     }
 }
 

@@ -115,6 +115,12 @@ pub const REJ_INVALID_SERVICE_ID: i32 = 8;
 pub const REJ_CONSUMER_DEFINED: i32 = 28;
 /// `IB_CM_REJ_TIMEOUT`: the requester gave up (destroyed its id) before the reply.
 pub const REJ_TIMEOUT: i32 = 1;
+/// Not a reason a REJ carries on a wire: the fabric's CM bridge tells an emulated id
+/// that its REQ, REP or DREQ went unanswered through all its resends (cm.c's
+/// `IB_CM_REQ_ERROR` / `IB_CM_REP_ERROR`, which cma.c reports as
+/// `RDMA_CM_EVENT_UNREACHABLE` with status -ETIMEDOUT, and `IB_CM_DREQ_ERROR`,
+/// DISCONNECTED with status -ETIMEDOUT; see `emulator/src/fabric/ports/cm_resend.rs`).
+pub const SEND_TIMEOUT: i32 = -libc::ETIMEDOUT;
 /// `IB_SIDR_UNSUPPORTED`: no listener for a SIDR REQ's service (`enum ib_cm_sidr_status`
 /// in include/rdma/ib_cm.h: SUCCESS, UNSUPPORTED, REJECT, NO_QP, REDIRECT,
 /// UNSUPPORTED_VERSION).

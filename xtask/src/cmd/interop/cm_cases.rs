@@ -157,10 +157,23 @@ mod tests {
     /// (run here with a stand-in `rdma` that reports a listener).
     #[test]
     fn the_vms_listening_wrapper_waits_and_keeps_the_exit_code() {
+        // A fake `rdma` that lists a listening id only once the server made `listening`:
+        // the marker comes after that, whenever the shells run (no order of the two
+        // programs' lines is asserted, since both print after it). A server that ends
+        // without listening ends the wait too, its exit code kept.
         let dir = std::env::temp_dir().join(format!("interop-listen-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let rdma = dir.join("rdma");
-        std::fs::write(&rdma, "#!/bin/sh\necho 'link rxe0/1 state LISTEN ps TCP'\n").unwrap();
+        let flag = dir.join("listening");
+        let log = dir.join("marker-after-listening");
+        std::fs::write(
+            &rdma,
+            format!(
+                "#!/bin/sh\n[ -e {f} ] && echo 'link rxe0/1 state LISTEN ps TCP'\nexit 0\n",
+                f = flag.display()
+            ),
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&rdma, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = format!(
@@ -168,18 +181,46 @@ mod tests {
             dir.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let out = std::process::Command::new("sh")
-            .args([
-                "-c",
-                &listening_in_vm("sh -c 'sleep 0.2; echo served; exit 3'"),
-            ])
-            .env("PATH", path)
-            .output()
-            .unwrap();
+        let run = |server: &str| {
+            // After the wrapper's marker: whether the flag existed when it was printed.
+            let check = format!(
+                "; if [ -e {f} ]; then echo yes > {l}; else echo no > {l}; fi",
+                f = flag.display(),
+                l = log.display()
+            );
+            let script = listening_in_vm(server).replace("; wait $P", &format!("{check}; wait $P"));
+            let out = std::process::Command::new("sh")
+                .args(["-c", &script])
+                .env("PATH", &path)
+                .output()
+                .unwrap();
+            let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(String::from)
+                .collect();
+            lines.sort();
+            (
+                out.status.code(),
+                lines,
+                std::fs::read_to_string(&log).unwrap(),
+            )
+        };
+        // The server listens after 0.2 s, then serves until the marker was printed.
+        let listens = format!(
+            "sh -c 'sleep 0.2; touch {f}; echo served; exit 3'",
+            f = flag.display()
+        );
+        let (code, lines, seen) = run(&listens);
+        assert_eq!(code, Some(3));
+        assert_eq!(lines, [CM_LISTENING.to_owned(), "served".to_owned()]);
+        assert_eq!(seen, "yes\n");
+        std::fs::remove_file(&flag).unwrap();
+        // A server that fails at once: the marker (the wait is over), its code.
+        let (code, lines, seen) = run("sh -c 'exit 5'");
         std::fs::remove_dir_all(&dir).unwrap();
-        assert_eq!(out.status.code(), Some(3));
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(text, format!("{CM_LISTENING}\nserved\n"));
+        assert_eq!(code, Some(5));
+        assert_eq!(lines, [CM_LISTENING.to_owned()]);
+        assert_eq!(seen, "no\n");
     }
 
     #[test]

@@ -28,8 +28,11 @@
 //!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
 //!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
 //!   `-cpu max` for spead2's numpy);
-//! - `ibv_rc_pingpong` again on a second fabric whose topology loses 2% of the frames the
-//!   switch sends to the VM and to h1, so that both stacks retransmit.
+//! - `ibv_rc_pingpong` and `rping` (server on h1) again on a second fabric whose topology
+//!   loses 2% of the frames the switch sends to the VM and to h1, so that both stacks
+//!   retransmit, and whose VM port also drops the first CM MAD it would send (h1's REP):
+//!   the fabric sends it again on the kernel CM's timeout
+//!   (emulator/src/fabric/ports/cm_resend.rs), which its summary must show.
 //!
 //! `cargo xtask test --wire --interop --case NAME` (repeatable) runs only the cases named
 //! (their captures checked for what those cases send).
@@ -143,7 +146,7 @@ fn run_cases(
     topology: &Path,
     flags: &[&str],
     lib: &Path,
-) -> Result<Vec<RoceFrame>, Error> {
+) -> Result<(Vec<RoceFrame>, String), Error> {
     let pcap = dir.join("fabric.pcap");
     let sock = dir.join("vm.sock");
     let _ = std::fs::remove_file(&sock);
@@ -188,7 +191,7 @@ fn run_cases(
         ));
     }
     capture::no_malformed(&pcap)?;
-    roce_frames(&pcap)
+    Ok((roce_frames(&pcap)?, summary))
 }
 
 /// Checks the ICRC of every RoCE frame of `pcap` with netwire: none bad, and the VM's
@@ -282,17 +285,18 @@ pub fn run(only: &[String]) -> Result<(), Error> {
     create_dir(&plain)?;
     let mut cases = plain_cases();
     cases.extend(spead::cases(&root().join("target/debug"), &plain)?);
-    let lossy_case = lossy_case();
+    let mut lossy = lossy_cases();
     let chosen = |name: &str| only.is_empty() || only.iter().any(|n| n == name);
     cases.retain(|c| chosen(&c.name));
+    lossy.retain(|c| chosen(&c.name));
     let mut ran = 0;
     if !cases.is_empty() {
         run_plain(&cases, &plain, &lib)?;
         ran += cases.len();
     }
-    if chosen(&lossy_case.name) {
-        run_lossy(&lossy_case, &dir, &lib)?;
-        ran += 1;
+    if !lossy.is_empty() {
+        run_lossy(&lossy, &dir, &lib)?;
+        ran += lossy.len();
     }
     eprintln!(
         "xtask interop: {ran} cases passed in {:.0} s",
@@ -331,7 +335,7 @@ pub fn case_names() -> Vec<String> {
         .into_iter()
         .map(|c| c.name)
         .chain(spead::NAMES.map(String::from))
-        .chain([lossy_case().name])
+        .chain(lossy_cases().into_iter().map(|c| c.name))
         .collect()
 }
 
@@ -351,11 +355,13 @@ pub fn case_name(name: &str) -> Result<String, Error> {
     }
 }
 
-/// The lossy run's case: the RC pingpong with h1 as the server.
-fn lossy_case() -> Case {
-    let mut case = cases::pingpong("ibv_rc_pingpong", Gid::Ipv4, Server::Emulated, 4096);
-    case.name = "rc-lossy-emulated-server".into();
-    case
+/// The lossy run's cases: the RC pingpong and rping, each with h1 as the server.
+fn lossy_cases() -> Vec<Case> {
+    let mut rc = cases::pingpong("ibv_rc_pingpong", Gid::Ipv4, Server::Emulated, 4096);
+    rc.name = "rc-lossy-emulated-server".into();
+    let mut rping = cm_cases::rping(Gid::Ipv4, Server::Emulated);
+    rping.name = "rping-lossy-emulated-server".into();
+    vec![rc, rping]
 }
 
 /// The plain run: `cases` on the topology's fabric with a QEMU port, then the capture's
@@ -364,7 +370,7 @@ fn run_plain(cases: &[Case], plain: &Path, lib: &Path) -> Result<(), Error> {
     let topology = root().join(TOPOLOGY);
     let sock = plain.join("vm.sock");
     let sock_s = sock.to_string_lossy().into_owned();
-    let frames = run_cases(cases, plain, &topology, &["--qemu-stream", &sock_s], lib)?;
+    let (frames, _) = run_cases(cases, plain, &topology, &["--qemu-stream", &sock_s], lib)?;
     let mac = mac_of(VM_IP);
     let from_vm = frames.iter().filter(|f| f.src == mac).count();
     eprintln!(
@@ -375,26 +381,35 @@ fn run_plain(cases: &[Case], plain: &Path, lib: &Path) -> Result<(), Error> {
     check_icrc(&plain.join("fabric.pcap"), vm_sends(cases))
 }
 
-/// The lossy run: `case` on a fabric that loses 2% of the frames to the VM and to h1;
-/// both stacks must have sent data packets again.
-fn run_lossy(case: &Case, dir: &Path, lib: &Path) -> Result<(), Error> {
+/// The lossy run: `cases` on a fabric that loses 2% of the frames to the VM and to h1,
+/// its VM port also dropping the first CM MAD it would send; both stacks must have sent
+/// data packets again, and the fabric the dropped MAD (when rping ran: the pingpong sends
+/// no CM MAD).
+fn run_lossy(cases: &[Case], dir: &Path, lib: &Path) -> Result<(), Error> {
     let mac = mac_of(VM_IP);
     let lossy = dir.join("lossy");
     create_dir(&lossy)?;
     let lossy_sock = lossy.join("vm.sock");
     let lossy_topology = lossy.join("topology.toml");
+    // The port's table is the last: the line goes into it.
     std::fs::write(
         &lossy_topology,
-        LOSSY_TOPOLOGY.replace("@SOCK@", &lossy_sock.to_string_lossy()),
+        format!(
+            "{}drop_cm_mads = 1\n",
+            LOSSY_TOPOLOGY.replace("@SOCK@", &lossy_sock.to_string_lossy())
+        ),
     )
     .map_err(|e| format!("cannot write {}: {e}", lossy_topology.display()))?;
-    let frames = run_cases(
-        std::slice::from_ref(case),
-        &lossy,
-        &lossy_topology,
-        &["--seed", "7"],
-        lib,
-    )?;
+    let (frames, summary) = run_cases(cases, &lossy, &lossy_topology, &["--seed", "7"], lib)?;
+    if cases.iter().any(|c| c.name.starts_with("rping-")) {
+        // h1's REP, dropped at the VM's port, went again.
+        let resent = count_before(&summary, " resent");
+        if !summary.contains(", 1 CM MADs dropped") || resent.is_none_or(|n| n == 0) {
+            return Err(format!(
+                "the lossy fabric should have dropped one CM MAD and sent it again: {summary}"
+            ));
+        }
+    }
     let h1_mac = mac_of(HOST_IP);
     let (vm_again, h1_again) = (resent(&frames, &mac), resent(&frames, &h1_mac));
     eprintln!(
@@ -406,14 +421,20 @@ fn run_lossy(case: &Case, dir: &Path, lib: &Path) -> Result<(), Error> {
             "with 2% loss both stacks should have retransmitted: the VM {vm_again}, h1 {h1_again}"
         ));
     }
-    // A lost frame is lost whole: every captured one must verify, the VM's 400 at least.
+    // A lost frame is lost whole: every captured one must verify, the VM's at least.
     check_icrc(
         &lossy.join("fabric.pcap"),
         capture::Sent {
-            v4: case.vm_frames,
+            v4: cases.iter().map(|c| c.vm_frames).sum(),
             ..capture::Sent::default()
         },
     )
+}
+
+/// The number just before `what` in a fabric's summary (`1 resent`).
+fn count_before(summary: &str, what: &str) -> Option<u64> {
+    let before = &summary[..summary.find(what)?];
+    before.rsplit(' ').next().and_then(|n| n.parse().ok())
 }
 
 #[cfg(test)]
@@ -441,8 +462,9 @@ mod tests {
         let all = plain_cases();
         assert_eq!(all.len(), 25);
         let names = case_names();
-        assert_eq!(names.len(), 30);
+        assert_eq!(names.len(), 31);
         assert_eq!(names[29], "rc-lossy-emulated-server");
+        assert_eq!(names[30], "rping-lossy-emulated-server");
         assert_eq!(case_name("ud-ll-vm-server"), Ok("ud-ll-vm-server".into()));
         let e = case_name("ud-ll").unwrap_err();
         assert!(
@@ -450,5 +472,16 @@ mod tests {
             "{e}"
         );
         assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 12);
+    }
+
+    #[test]
+    fn a_count_is_read_before_its_words_and_missing_words_give_none() {
+        let s = "port qemu-stream /x: 9 frames in, 8 out, 0 malformed, 0 unsent, 1 CM MADs \
+                 dropped; CM MADs: 2 sent, 3 taken in, 1 resent, 0 duplicates; CM \
+                 connections live: 1\n";
+        assert_eq!(count_before(s, " CM MADs dropped"), Some(1));
+        assert_eq!(count_before(s, " resent"), Some(1));
+        assert_eq!(count_before(s, " taken in"), Some(3));
+        assert_eq!(count_before(s, " timed out"), None);
     }
 }
