@@ -134,8 +134,13 @@ impl Nic for TestNic {
     fn untake_recv(&mut self, w: RecvWqe) {
         self.rq.push_front(w);
     }
-    fn transmit(&mut self, h: RoceHeaders, payload: &[u8]) {
+    fn transmit(&mut self, h: RoceHeaders, payload: &[u8]) -> usize {
         self.out.push((h, payload.to_vec()));
+        // Ethernet, IPv4, UDP, BTH and ICRC around the payload (the AETH not counted).
+        payload.len() + 58
+    }
+    fn wire_ns(&self, bytes: usize) -> Nanos {
+        crate::fabric::link::LinkConfig::default().serialization_ns(bytes)
     }
     fn complete_send(&mut self, wc: Completion) {
         self.send_cq.push(wc);
