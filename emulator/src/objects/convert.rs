@@ -60,6 +60,14 @@ pub fn device_attr_ex(a: &DeviceAttr) -> ffi::ibv_device_attr_ex {
         orig_attr: device_attr(a),
         device_cap_flags_ex: a.device_cap_flags.bits(),
         raw_packet_caps: a.raw_packet_caps.bits(),
+        rss_caps: ffi::ibv_rss_caps {
+            supported_qpts: a.rss_caps.supported_qpts,
+            max_rwq_indirection_tables: a.rss_caps.max_rwq_indirection_tables,
+            max_rwq_indirection_table_size: a.rss_caps.max_rwq_indirection_table_size,
+            rx_hash_fields_mask: a.rss_caps.rx_hash_fields_mask.bits(),
+            rx_hash_function: a.rss_caps.rx_hash_function,
+        },
+        max_wq_type_rq: a.max_wq_type_rq,
         // The kernel reports the port count here too (`rdma_end_port`), for devices with
         // more than 255 ports as for those with fewer.
         phys_port_cnt_ex: u32::from(a.phys_port_cnt),

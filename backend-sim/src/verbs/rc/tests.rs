@@ -42,10 +42,6 @@ struct TestNic {
 }
 
 impl TestNic {
-    fn new(end: usize, uc: bool, attr: QpAttr) -> Self {
-        Self::with_memory(end, uc, attr, 65536)
-    }
-
     /// An end with `bytes` of registered memory.
     fn with_memory(end: usize, uc: bool, attr: QpAttr, bytes: usize) -> Self {
         let mem: Box<[Cell<u8>]> = (0..bytes).map(|_| Cell::new(0)).collect();

@@ -19,7 +19,7 @@ fn big_pair(mem: usize, len: usize) -> (Pair, Vec<u8>) {
         path_mtu: Mtu::Mtu4096,
         ..attr(2, 0)
     };
-    let mut p = Pair::with_memory(false, a, mem);
+    let p = Pair::with_memory(false, a, mem);
     let data = pattern(len);
     p.nic(1).write(0, &data);
     (p, data)
