@@ -98,6 +98,8 @@ impl Member {
     /// fabric put in the ring before it, as on a wire. Two turns of the simulation's
     /// lock: a program polling a CQ in a loop takes it all the time.
     ///
+    /// A round moves virtual time on by [`MAX_STEP`] at most; the rest counts as a pause.
+    ///
     /// While frames the NIC sent still wait for room in the ring (the fabric paused this
     /// host: see `PAUSE_BYTES` in the fabric's server), virtual time stands still: the
     /// NIC sends nothing new and its timers wait, as a NIC paused by its switch, and what
