@@ -132,6 +132,9 @@ fn perftest_variants_on_both_personalities_and_gids() {
     }
 }
 
+/// A perftest program, its options, and the client's rows: (#bytes, #iterations).
+type Case<'a> = (&'a str, &'a [&'a str], Vec<(u64, u64)>);
+
 /// READs of every size up to 8 MiB and on four QPs (issue 22): an 8 MiB READ is 2048
 /// responses, which the responder sends as the link takes them; with 16 (mlx5) or 20
 /// (rxe, `-n 20` caps perftest's depth) of them outstanding, and on a loaded machine
@@ -144,7 +147,7 @@ fn large_reads_on_both_personalities() {
     require("ib_read_bw", "perftest");
     // 2, 4, ..., 8388608 bytes, 20 iterations each.
     let every_size: Vec<(u64, u64)> = (1..=23).map(|k| (1u64 << k, 20)).collect();
-    let cases: [(&str, &[&str], Vec<(u64, u64)>); 3] = [
+    let cases: [Case<'_>; 3] = [
         (
             "ib_read_bw",
             &["-x", "1", "-a", "-n", "20"],
