@@ -266,6 +266,34 @@ mod tests {
     }
 
     #[test]
+    fn rss_caps_and_max_wq_type_rq_reach_the_extended_attributes() {
+        let a = DeviceAttr {
+            rss_caps: verbs_api::RssCaps {
+                supported_qpts: 1 << 8,
+                max_rwq_indirection_tables: 524_288,
+                max_rwq_indirection_table_size: 2048,
+                rx_hash_fields_mask: verbs_api::RxHashFields::from_bits_retain(0x8000_00ff),
+                rx_hash_function: 1,
+            },
+            max_wq_type_rq: 1 << 23,
+            ..DeviceAttr::default()
+        };
+        let c = device_attr_ex(&a);
+        let r = c.rss_caps;
+        assert_eq!(
+            (
+                r.supported_qpts,
+                r.max_rwq_indirection_tables,
+                r.max_rwq_indirection_table_size,
+                r.rx_hash_fields_mask,
+                r.rx_hash_function,
+                c.max_wq_type_rq
+            ),
+            (1 << 8, 524_288, 2048, 0x8000_00ff, 1, 1 << 23)
+        );
+    }
+
+    #[test]
     fn bad_qp_attr_values_are_einval() {
         let mut c = qp_attr_to_c(&QpAttr::default());
         c.qp_state = 9;

@@ -9,13 +9,65 @@ mod read_reply;
 use super::nic::{Count, Nic, QpView};
 use super::psn::{psn_add, psn_cmp, PSN_MASK};
 use super::requester::{enter_error, Requester};
+use crate::clock::Nanos;
 use crate::frame::roce::{opcode as op, syndrome, Aeth, Bth, Reth, RoceHeaders, RocePacket};
 use crate::verbs::memory::{self, Span};
 use crate::verbs::personality::Personality;
 use crate::verbs::wqe::{completion, RecvWqe};
-use read_reply::{ReadReply, Turn};
 use std::collections::VecDeque;
 use verbs_api::{AccessFlags, Completion, EventType, QpState, WcFlags, WcOpcode, WcStatus};
+
+/// Most READ response packets one turn of the responder sends.
+const READ_BATCH: usize = 16;
+
+/// A READ being answered (rxe's `struct resp_res`, `read` part, while `qp->resp.res`
+/// points at it).
+#[derive(Debug, Clone, Copy)]
+struct ReadReply {
+    /// The PSN of the next response.
+    psn: u32,
+    /// The next address to read, in the rkey's address space.
+    va: u64,
+    rkey: u32,
+    /// Bytes still to send.
+    left: u64,
+    /// No response of it has gone yet (the next is FIRST or ONLY).
+    fresh: bool,
+}
+
+impl ReadReply {
+    /// The reply to a READ request at `psn` for `len` bytes at `va` (checked already).
+    pub fn new(psn: u32, va: u64, rkey: u32, len: u64) -> Self {
+        ReadReply {
+            psn,
+            va,
+            rkey,
+            left: len,
+            fresh: true,
+        }
+    }
+
+    /// The number of response packets for `len` bytes at path MTU `mtu`.
+    pub fn packets(len: u64, mtu: usize) -> u32 {
+        len.div_ceil(mtu as u64).max(1) as u32
+    }
+}
+
+/// What one turn of the responder may still send, and the wire time of what it sent.
+#[derive(Debug, Clone, Copy)]
+struct Turn {
+    budget: usize,
+    wire: Nanos,
+}
+
+impl Default for Turn {
+    fn default() -> Self {
+        Turn {
+            budget: READ_BATCH,
+            wire: 0,
+        }
+    }
+}
 
 /// A SEND message being reassembled.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@
 //! in request order. A duplicate READ (`duplicate_request`) is answered again from the
 //! PSN it names, when its turn comes.
 //!
-//! Here a turn sends at most [`READ_BATCH`] responses, then the machine asks for the next
+//! Here a turn sends at most `READ_BATCH` (16) responses, then the machine asks for the next
 //! turn once the link has had the time to put them on the wire (their serialization time
 //! at the port's bandwidth, [`Nic::wire_ns`]) in the simulation's virtual time. A READ of
 //! 8 MiB (2048 packets of 4096 bytes) thus leaves 16 packets at a time instead of all at
@@ -18,63 +18,10 @@
 use super::super::nic::{Nic, Timer};
 use super::super::psn::psn_add;
 use super::super::requester::Requester;
-use super::Responder;
-use crate::clock::Nanos;
+use super::{ReadReply, Responder, Turn};
 use crate::frame::roce::{opcode as op, syndrome, Aeth, Bth, RoceHeaders, RocePacket};
 use crate::verbs::memory;
 use verbs_api::{AccessFlags, QpState};
-
-/// Most READ response packets one turn of the responder sends.
-pub(crate) const READ_BATCH: usize = 16;
-
-/// A READ being answered (rxe's `struct resp_res`, `read` part, while `qp->resp.res`
-/// points at it).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct ReadReply {
-    /// The PSN of the next response.
-    psn: u32,
-    /// The next address to read, in the rkey's address space.
-    va: u64,
-    rkey: u32,
-    /// Bytes still to send.
-    left: u64,
-    /// No response of it has gone yet (the next is FIRST or ONLY).
-    fresh: bool,
-}
-
-impl ReadReply {
-    /// The reply to a READ request at `psn` for `len` bytes at `va` (checked already).
-    pub fn new(psn: u32, va: u64, rkey: u32, len: u64) -> Self {
-        ReadReply {
-            psn,
-            va,
-            rkey,
-            left: len,
-            fresh: true,
-        }
-    }
-
-    /// The number of response packets for `len` bytes at path MTU `mtu`.
-    pub fn packets(len: u64, mtu: usize) -> u32 {
-        len.div_ceil(mtu as u64).max(1) as u32
-    }
-}
-
-/// What one turn of the responder may still send, and the wire time of what it sent.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Turn {
-    budget: usize,
-    wire: Nanos,
-}
-
-impl Default for Turn {
-    fn default() -> Self {
-        Turn {
-            budget: READ_BATCH,
-            wire: 0,
-        }
-    }
-}
 
 impl Responder {
     /// Starts answering a READ (the access was checked for the whole length): within the

@@ -1,5 +1,5 @@
 //! Large READs: the responses leave as the link takes them (a turn of
-//! [`READ_BATCH`](crate::verbs::rc::responder) packets at a time), so an 8 MiB READ fits a
+//! `READ_BATCH`, 16, packets at a time), so an 8 MiB READ fits a
 //! receiver's small ring; responses lost in the middle are asked for again from the first
 //! missing PSN, and the duplicate request is answered from there; the requests after a
 //! READ wait for its last response.
