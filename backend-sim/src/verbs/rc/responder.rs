@@ -187,10 +187,23 @@ impl Responder {
     }
 
     /// A request packet: handled now, or, while a READ is being answered, queued behind
-    /// it (see [`read_reply`]).
+    /// it (see [`read_reply`]). A READ request the same as one still queued (a requester's
+    /// retry, sent again before the responder reached the first) is not queued twice:
+    /// the first is answered whole, and the second would only send the same responses
+    /// again. rxe answers each (its request queue keeps both); the emulated NIC's links
+    /// are slow enough (tens of MB/s in a debug build) that a retry of 16 reads of 8 MiB
+    /// queued twice over would hold the link for seconds.
     pub fn on_request(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>, req: &mut Requester) {
         if self.reading.is_some() || !self.waiting.is_empty() {
-            self.waiting.push_back((pkt.headers, pkt.payload.to_vec()));
+            let h = pkt.headers;
+            let same_read = |w: &(RoceHeaders, Vec<u8>)| {
+                w.0.bth.opcode == h.bth.opcode && w.0.bth.psn == h.bth.psn && w.0.reth == h.reth
+            };
+            if h.bth.opcode & 0x1f == op::READ_REQUEST && self.waiting.iter().any(same_read) {
+                nic.count(Count::OutOfSequence);
+                return;
+            }
+            self.waiting.push_back((h, pkt.payload.to_vec()));
             return;
         }
         self.handle(nic, pkt, req);

@@ -141,3 +141,44 @@ fn requests_after_a_read_wait_for_its_last_response() {
     assert!(p.nic(0).read(0, 64 << 10) == data, "bytes read");
     assert_eq!(p.nic(1).read(192 << 10, 7), b"written");
 }
+
+#[test]
+fn a_read_request_the_same_as_one_queued_is_answered_once() {
+    // READ 1 of 64 KiB (64 responses at MTU 1024, four turns) and READ 2 of 4 KiB; while
+    // READ 1 is being answered, READ 2's request comes three times (the first and two
+    // copies, as two retries would send it before the responder reached it): it is
+    // queued once and answered once, 4 responses, not 12. (Two reads outstanding.)
+    let a = QpAttr {
+        max_rd_atomic: 2,
+        max_dest_rd_atomic: 2,
+        ..attr(2, 0)
+    };
+    let mut p = Pair::with_memory(false, a, 256 << 10);
+    let data = pattern(68 << 10);
+    p.nic(1).write(0, &data);
+    p.post(0, read(&p, 1, 0, 64 << 10, 0));
+    p.post(0, read(&p, 2, 128 << 10, 4 << 10, 64 << 10));
+    let copy = p
+        .wire
+        .back()
+        .cloned()
+        .expect("READ 2's request on the wire");
+    assert_eq!(copy.2.bth.opcode, op::READ_REQUEST);
+    p.wire.push_back(copy.clone());
+    p.wire.push_back(copy);
+    p.run();
+    assert_eq!(read_counts(&p), (2, 64 + 4));
+    assert_eq!(p.nic(1).out_of_sequence, 2);
+    assert_eq!(
+        statuses(&p, 0),
+        [(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    assert!(
+        p.nic(0).read(0, 64 << 10) == data[..64 << 10],
+        "READ 1's bytes"
+    );
+    assert!(
+        p.nic(0).read(128 << 10, 4 << 10) == data[64 << 10..],
+        "READ 2's bytes"
+    );
+}
