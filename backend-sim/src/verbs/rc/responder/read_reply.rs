@@ -5,7 +5,8 @@
 //! queue until its last response has gone, so the requests after it wait their turn
 //! (`get_req` returns READ_REPLY while `qp->resp.res` is set) and every response leaves
 //! in request order. A duplicate READ (`duplicate_request`) is answered again from the
-//! PSN it names, when its turn comes.
+//! PSN it names, when its turn comes (one the same as a request still queued is not
+//! queued again: see `Responder::on_request`).
 //!
 //! Here a turn sends at most `READ_BATCH` (16) responses, then the machine asks for the next
 //! turn once the link has had the time to put them on the wire (their serialization time
