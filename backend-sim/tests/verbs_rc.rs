@@ -6,8 +6,8 @@ use backend_sim::verbs::SimQp;
 use backend_sim::{Direction, FaultPlan, LinkFaults, Personality, Sim};
 use common::*;
 use verbs_api::{
-    AccessFlags, AhAttr, Context, Gid, MemoryRegion, Mtu, QpInitAttr, QpModify, QpState, QpType,
-    QueuePair, QueuePairExt, SendFlags, SendWr, Sge, WcFlags, WcOpcode, WcStatus,
+    AccessFlags, AhAttr, Context, ErrorKind, Gid, MemoryRegion, Mtu, QpInitAttr, QpModify, QpState,
+    QpType, QueuePair, QueuePairExt, SendFlags, SendWr, Sge, WcFlags, WcOpcode, WcStatus,
 };
 
 struct Link {
@@ -594,4 +594,59 @@ fn sqd_drains_notifies_and_holds_new_work_until_rts() {
     qa.modify_with(&QpModify::to(QpState::Rts)).unwrap();
     assert_eq!(wait(&sim, &b.cq, 1)[0].wr_id, 2);
     assert_eq!(wait(&sim, &a.cq, 1)[0].wr_id, 3);
+}
+
+/// `ibv_modify_qp` takes max_rd_atomic and max_dest_rd_atomic up to the device's
+/// max_qp_rd_atom and refuses more with EINVAL: 16 on mlx5 (the kernel's
+/// `mlx5_ib_modify_qp` against 1 << log_max_ra_res_qp / log_max_ra_req_qp), 128 on rxe
+/// (`rxe_qp_chk_attr`).
+#[test]
+fn rd_atomic_depths_above_the_devices_are_einval() {
+    let sim = Sim::new(5);
+    for (p, most) in [(Personality::Mlx5, 16u8), (Personality::Rxe, 128)] {
+        let n = node(&sim, if p == Personality::Mlx5 { 1 } else { 2 }, p);
+        assert_eq!(
+            n.ctx.query_device().unwrap().max_qp_rd_atom,
+            u32::from(most)
+        );
+        let q = qp(&n, QpType::Rc);
+        q.modify_with(
+            &QpModify::to(QpState::Init)
+                .port(1)
+                .pkey_index(0)
+                .access(AccessFlags::REMOTE_READ),
+        )
+        .unwrap();
+        let rtr = || {
+            QpModify::to(QpState::Rtr)
+                .av(AhAttr::roce(Gid::from_ipv4(ip(3)), 1, 1))
+                .path_mtu(Mtu::Mtu1024)
+                .dest_qpn(0x99)
+                .rq_psn(0)
+                .min_rnr_timer(1)
+        };
+        let e = q
+            .modify_with(&rtr().max_dest_rd_atomic(most + 1))
+            .unwrap_err();
+        assert_eq!(
+            (e.kind(), e.errno()),
+            (ErrorKind::InvalidArgument, Some(22))
+        );
+        assert_eq!(q.state().unwrap(), QpState::Init, "{p:?}");
+        q.modify_with(&rtr().max_dest_rd_atomic(most)).unwrap();
+        let rts = || {
+            QpModify::to(QpState::Rts)
+                .sq_psn(0)
+                .timeout(14)
+                .retry_cnt(7)
+                .rnr_retry(7)
+        };
+        let e = q.modify_with(&rts().max_rd_atomic(most + 1)).unwrap_err();
+        assert_eq!(
+            (e.kind(), e.errno()),
+            (ErrorKind::InvalidArgument, Some(22))
+        );
+        q.modify_with(&rts().max_rd_atomic(most)).unwrap();
+        assert_eq!(q.state().unwrap(), QpState::Rts, "{p:?}");
+    }
 }

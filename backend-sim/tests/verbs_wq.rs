@@ -195,3 +195,22 @@ fn a_bad_lkey_fails_with_a_protection_error() {
     assert_eq!((got[0].wr_id, got[0].status), (5, WcStatus::LocProtErr));
     assert_eq!(r.wq.state().unwrap(), WqState::Err);
 }
+
+/// An indirection table of up to `rss_caps.max_rwq_indirection_table_size` WQs (2048 on
+/// the emulated mlx5); a larger one is EINVAL (the kernel's
+/// `mlx5_ib_create_rwq_ind_table` against log_max_rqt_size).
+#[test]
+fn an_indirection_table_beyond_the_devices_size_is_einval() {
+    let sim = Sim::new(3);
+    let n = node(&sim, 2, Personality::Mlx5);
+    let attr = n.ctx.query_device().unwrap();
+    assert_eq!(attr.rss_caps.max_rwq_indirection_table_size, 2048);
+    let q = wq(&n, None);
+    let most = vec![&q; 2048];
+    assert!(n.ctx.create_rwq_ind_table(&most).is_ok());
+    let e = n.ctx.create_rwq_ind_table(&vec![&q; 4096]).unwrap_err();
+    assert_eq!(
+        (e.kind(), e.errno()),
+        (ErrorKind::InvalidArgument, Some(22))
+    );
+}

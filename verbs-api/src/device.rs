@@ -4,6 +4,7 @@ use bitflags::bitflags;
 
 use crate::c_fields::c_mirrored;
 use crate::macros::verbs_enum;
+use crate::wq::RssCaps;
 
 verbs_enum! {
     /// `enum ibv_node_type`.
@@ -215,6 +216,10 @@ c_mirrored! { $
         /// Raw packet capabilities (`ibv_device_attr_ex.raw_packet_caps`).
         pub raw_packet_caps: RawPacketCaps => u32,
         rust_only:
+        /// Receive-side scaling (`ibv_device_attr_ex.rss_caps`).
+        pub rss_caps: RssCaps,
+        /// Most receive work queues (`ibv_device_attr_ex.max_wq_type_rq`).
+        pub max_wq_type_rq: u32,
         /// Maximum inline data a send work request may carry.
         pub max_inline_data: u32,
         /// Number of completion vectors (`ibv_context.num_comp_vectors`).

@@ -102,7 +102,7 @@ pub use traits::{
 };
 pub use wc::{Completion, WcFlags, WcOpcode, WcStatus};
 pub use wq::{
-    RxHashConf, RxHashFields, StridingRqAttr, WqInitAttr, WqState, RX_HASH_FUNC_TOEPLITZ,
+    RssCaps, RxHashConf, RxHashFields, StridingRqAttr, WqInitAttr, WqState, RX_HASH_FUNC_TOEPLITZ,
 };
 pub use wr::{MwBind, MwBindInfo, RecvWr, SendFlags, SendOpcode, SendWr, Sge, WrDetail};
 

@@ -136,6 +136,23 @@ bitflags! {
 /// `IBV_RX_HASH_FUNC_TOEPLITZ`, the only function verbs.h defines.
 pub const RX_HASH_FUNC_TOEPLITZ: u8 = 1;
 
+/// `struct ibv_rss_caps` (in `ibv_device_attr_ex`): what receive-side scaling a device
+/// offers; all zero on a device without it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RssCaps {
+    /// The QP types that can spread packets over an indirection table, a bit per
+    /// `enum ibv_qp_type` value (`1 << IBV_QPT_RAW_PACKET`).
+    pub supported_qpts: u32,
+    /// Most receive WQ indirection tables.
+    pub max_rwq_indirection_tables: u32,
+    /// Most entries of one table (`1 << log_ind_tbl_size` may not exceed it).
+    pub max_rwq_indirection_table_size: u32,
+    /// The header fields the hash can cover.
+    pub rx_hash_fields_mask: RxHashFields,
+    /// The hash functions offered (bits of `enum ibv_rx_hash_function_flags`).
+    pub rx_hash_function: u8,
+}
+
 /// `struct ibv_rx_hash_conf`: how an RSS QP spreads packets over the WQs of its table.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct RxHashConf {

@@ -55,6 +55,9 @@ pub(crate) fn device_attr(r: &ffi::shim_device_attr, num_comp_vectors: u32) -> D
         local_ca_ack_delay: r.local_ca_ack_delay,
         phys_port_cnt: r.phys_port_cnt,
         raw_packet_caps: RawPacketCaps::from_bits_retain(r.raw_packet_caps),
+        // The shim reads `struct ibv_device_attr` and the raw packet caps only.
+        rss_caps: verbs_api::RssCaps::default(),
+        max_wq_type_rq: 0,
         max_inline_data: 0,
         num_comp_vectors,
     }

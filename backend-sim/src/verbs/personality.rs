@@ -1,7 +1,10 @@
 //! Driver personalities: where rxe (Soft-RoCE) and mlx5 (ConnectX) behave differently, the
 //! device's personality picks the behaviour (see SOFT-ROCE.md for the rxe divergences).
 
-use verbs_api::{AtomicCap, DeviceAttr, DeviceCapFlags, Mtu, QpCap, RawPacketCaps};
+use verbs_api::{
+    AtomicCap, DeviceAttr, DeviceCapFlags, Mtu, QpCap, QpType, RawPacketCaps, RssCaps,
+    RxHashFields, RX_HASH_FUNC_TOEPLITZ,
+};
 
 /// The network header a RoCE packet arrived with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,6 +226,19 @@ impl Personality {
         }
     }
 
+    /// Most READs and atomics a QP keeps outstanding, each way (`max_qp_rd_atom`,
+    /// `max_qp_init_rd_atom`), and the most `ibv_modify_qp` takes for max_rd_atomic and
+    /// max_dest_rd_atomic (more is EINVAL): 128 on rxe (rxe_param.h; `rxe_qp_chk_attr`),
+    /// 16 on mlx5 (1 << `log_max_ra_req_qp` / `log_max_ra_res_qp`, 4 on ConnectX-4 .. 6;
+    /// the kernel's `mlx5_ib_modify_qp` checks both against them).
+    #[must_use]
+    pub fn max_rd_atom(self) -> u8 {
+        match self {
+            Personality::Rxe => 128,
+            Personality::Mlx5 => 16,
+        }
+    }
+
     /// The max_rd_atomic or max_dest_rd_atomic a QP keeps for `n` asked: rxe rounds up
     /// to a power of two (`rxe_qp_from_attr`); mlx5 keeps `n`.
     #[must_use]
@@ -270,9 +286,9 @@ impl Personality {
             max_cq: 1 << 16,
             max_mr: 1 << 20,
             max_pd: 1 << 16,
-            max_qp_rd_atom: 128,
+            max_qp_rd_atom: u32::from(self.max_rd_atom()),
             max_res_rd_atom: 1 << 20,
-            max_qp_init_rd_atom: 128,
+            max_qp_init_rd_atom: u32::from(self.max_rd_atom()),
             atomic_cap: AtomicCap::Hca,
             max_mcast_grp: 8192,
             max_mcast_qp_attach: 56,
@@ -317,11 +333,9 @@ impl Personality {
             Personality::Mlx5 => DeviceAttr {
                 vendor_id: 0x02c9,
                 vendor_part_id: 4123,
-                // 1 << log_max_ra_res_qp / log_max_ra_req_qp, 4 on ConnectX-4 .. 6, and
-                // their product with max_qp (the kernel's mlx5_ib_query_device): perftest
-                // keeps as many reads outstanding as max_qp_rd_atom says.
-                max_qp_rd_atom: 16,
-                max_qp_init_rd_atom: 16,
+                // max_rd_atom (16) and its product with max_qp (the kernel's
+                // mlx5_ib_query_device): perftest keeps as many reads outstanding as
+                // max_qp_rd_atom says.
                 max_res_rd_atom: 16 << 18,
                 max_qp: 1 << 18,
                 max_qp_wr: 32768,
@@ -345,6 +359,22 @@ impl Personality {
                     | DeviceCapFlags::MANAGED_FLOW_STEERING,
                 max_mw: 1 << 24,
                 max_raw_ethy_qp: 1 << 18,
+                // The kernel's mlx5_ib_query_device (drivers/infiniband/hw/mlx5/main.c),
+                // on an Ethernet port with raw packet support: 1 << log_max_rqt,
+                // 1 << log_max_rqt_size, RAW_PACKET QPs, 1 << log_max_rq; the hash
+                // fields and function from its mlx5 response (the eight IPv4/IPv6/TCP/
+                // UDP fields and INNER, Toeplitz), which libmlx5 copies in. The firmware
+                // capabilities are those `ibv_devinfo -v` printed for a ConnectX-6 Dx
+                // (fw 22.36): 524288 tables of up to 2048 entries, 8388608 RQs,
+                // rx_hash_fields_mask 0x800000FF, rx_hash_function 0x1.
+                rss_caps: RssCaps {
+                    supported_qpts: 1 << QpType::RawPacket.as_raw(),
+                    max_rwq_indirection_tables: 1 << 19,
+                    max_rwq_indirection_table_size: 2048,
+                    rx_hash_fields_mask: RxHashFields::from_bits_retain(0x8000_00ff),
+                    rx_hash_function: RX_HASH_FUNC_TOEPLITZ,
+                },
+                max_wq_type_rq: 1 << 23,
                 raw_packet_caps: RawPacketCaps::CVLAN_STRIPPING
                     | RawPacketCaps::SCATTER_FCS
                     | RawPacketCaps::IP_CSUM
@@ -368,5 +398,23 @@ mod tests {
         );
         let r = Personality::Rxe.device_attr(0);
         assert_eq!((r.max_qp_rd_atom, r.max_qp_init_rd_atom), (128, 128));
+    }
+
+    #[test]
+    fn rss_caps_are_the_kernels_on_mlx5_and_empty_on_rxe() {
+        let m = Personality::Mlx5.device_attr(0);
+        assert_eq!(
+            m.rss_caps,
+            RssCaps {
+                supported_qpts: 1 << 8,
+                max_rwq_indirection_tables: 524_288,
+                max_rwq_indirection_table_size: 2048,
+                rx_hash_fields_mask: RxHashFields::from_bits_retain(0x8000_00ff),
+                rx_hash_function: 1,
+            }
+        );
+        assert_eq!(m.max_wq_type_rq, 8_388_608);
+        let r = Personality::Rxe.device_attr(0);
+        assert_eq!((r.rss_caps, r.max_wq_type_rq), (RssCaps::default(), 0));
     }
 }

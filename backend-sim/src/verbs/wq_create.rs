@@ -90,8 +90,23 @@ impl SimContext {
                 "a table of a power of two of WQs",
             ));
         }
-        let nums: Vec<u32> = wqs.iter().map(|q| q.res.id).collect();
         let mut w = self.world();
+        let d = &w.devices[self.dev];
+        // The kernel's mlx5_ib_create_rwq_ind_table: a log_ind_tbl_size above
+        // log_max_rqt_size is EINVAL.
+        let most = d
+            .personality
+            .device_attr(d.guid)
+            .rss_caps
+            .max_rwq_indirection_table_size;
+        if wqs.len() > most as usize {
+            return Err(err(
+                ErrorKind::InvalidArgument,
+                OP,
+                format!("at most {most} WQs in a table (max_rwq_indirection_table_size)"),
+            ));
+        }
+        let nums: Vec<u32> = wqs.iter().map(|q| q.res.id).collect();
         let id = w.handle();
         w.ind_tables.insert(id, IndTable { wqs: nums.clone() });
         drop(w);

@@ -10,6 +10,15 @@ use super::client::{Receiver, Sender};
 /// Most frames taken from the ring in one round (the rest wait for the next).
 const RECV_BATCH: usize = 256;
 
+/// Most virtual time one round moves on (nanoseconds). A round that comes later than that
+/// after the last (the process was not scheduled for a while, on a loaded machine) counts
+/// the rest as a pause, as [`Member::pump`] counts a full ring: what arrived meanwhile is
+/// handled first, so the NIC's timers do not fire for the time its process did not run
+/// (an RC requester descheduled for longer than its ACK timeout would otherwise retry
+/// although the responses sat in its ring), and a NIC sending at its link's rate sends
+/// after a stall what the link takes in MAX_STEP, not all it would have sent meanwhile.
+const MAX_STEP: Nanos = 250_000;
+
 /// Frames injected before the simulation runs, within a round: the NIC frees each
 /// frame's buffer once it has handled it, so the allocator hands the same memory to the
 /// next chunk; injecting a whole batch first grew the heap by up to a megabyte and gave
@@ -89,6 +98,8 @@ impl Member {
     /// fabric put in the ring before it, as on a wire. Two turns of the simulation's
     /// lock: a program polling a CQ in a loop takes it all the time.
     ///
+    /// A round moves virtual time on by [`MAX_STEP`] at most; the rest counts as a pause.
+    ///
     /// While frames the NIC sent still wait for room in the ring (the fabric paused this
     /// host: see `PAUSE_BYTES` in the fabric's server), virtual time stands still: the
     /// NIC sends nothing new and its timers wait, as a NIC paused by its switch, and what
@@ -132,9 +143,21 @@ impl Member {
         let target = now.saturating_sub(self.lag);
         let port = self.port;
         let rx = &mut self.rx;
-        sim.with_fabric(|f| {
-            f.set_horizon(Some(if clear { target.max(f.now()) } else { f.now() }));
+        let horizon = sim.with_fabric(|f| {
+            let from = f.now();
+            let horizon = if clear {
+                target.clamp(from, from + MAX_STEP)
+            } else {
+                from
+            };
+            f.set_horizon(Some(horizon));
+            horizon
         });
+        // A round that comes late (the process was not scheduled) moves virtual time on by
+        // MAX_STEP at most: the rest counts as a pause.
+        if clear {
+            self.lag += target.saturating_sub(horizon);
+        }
         let mut taken = 0;
         loop {
             let got = sim.with_fabric(|f| {

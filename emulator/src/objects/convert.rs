@@ -60,6 +60,14 @@ pub fn device_attr_ex(a: &DeviceAttr) -> ffi::ibv_device_attr_ex {
         orig_attr: device_attr(a),
         device_cap_flags_ex: a.device_cap_flags.bits(),
         raw_packet_caps: a.raw_packet_caps.bits(),
+        rss_caps: ffi::ibv_rss_caps {
+            supported_qpts: a.rss_caps.supported_qpts,
+            max_rwq_indirection_tables: a.rss_caps.max_rwq_indirection_tables,
+            max_rwq_indirection_table_size: a.rss_caps.max_rwq_indirection_table_size,
+            rx_hash_fields_mask: a.rss_caps.rx_hash_fields_mask.bits(),
+            rx_hash_function: a.rss_caps.rx_hash_function,
+        },
+        max_wq_type_rq: a.max_wq_type_rq,
         // The kernel reports the port count here too (`rdma_end_port`), for devices with
         // more than 255 ports as for those with fewer.
         phys_port_cnt_ex: u32::from(a.phys_port_cnt),
@@ -255,6 +263,34 @@ mod tests {
         };
         let c = device_attr_ex(&a);
         assert_eq!((c.orig_attr.phys_port_cnt, c.phys_port_cnt_ex), (1, 1));
+    }
+
+    #[test]
+    fn rss_caps_and_max_wq_type_rq_reach_the_extended_attributes() {
+        let a = DeviceAttr {
+            rss_caps: verbs_api::RssCaps {
+                supported_qpts: 1 << 8,
+                max_rwq_indirection_tables: 524_288,
+                max_rwq_indirection_table_size: 2048,
+                rx_hash_fields_mask: verbs_api::RxHashFields::from_bits_retain(0x8000_00ff),
+                rx_hash_function: 1,
+            },
+            max_wq_type_rq: 1 << 23,
+            ..DeviceAttr::default()
+        };
+        let c = device_attr_ex(&a);
+        let r = c.rss_caps;
+        assert_eq!(
+            (
+                r.supported_qpts,
+                r.max_rwq_indirection_tables,
+                r.max_rwq_indirection_table_size,
+                r.rx_hash_fields_mask,
+                r.rx_hash_function,
+                c.max_wq_type_rq
+            ),
+            (1 << 8, 524_288, 2048, 0x8000_00ff, 1, 1 << 23)
+        );
     }
 
     #[test]

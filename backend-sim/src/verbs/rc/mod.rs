@@ -44,7 +44,7 @@ impl RcState {
     /// RESET: back to the initial state (stale timers are recognised by their generation).
     pub fn reset(&mut self) {
         self.req.reset();
-        self.resp = Responder::default();
+        self.resp.reset();
     }
 
     /// INIT -> RTR: the expected request PSN.
@@ -98,7 +98,11 @@ impl RcState {
 
     /// A timer set through [`Nic::set_timer`] came due.
     pub fn on_timer(&mut self, nic: &mut impl Nic, kind: u64, gen: u32) {
-        self.req.on_timer(nic, kind, gen);
+        if kind == Timer::ReadReply as u64 {
+            self.resp.on_read_timer(nic, &mut self.req, gen);
+        } else {
+            self.req.on_timer(nic, kind, gen);
+        }
     }
 
     /// A packet for this QP: responses go to the requester, requests to the responder.

@@ -50,6 +50,8 @@ pub(crate) enum Timer {
     Ack = 1,
     /// The wait after an RNR NAK.
     Rnr = 2,
+    /// The responder's next turn of READ responses.
+    ReadReply = 3,
 }
 
 /// What the machine needs from the NIC around it: its inputs (time, the QP's attributes,
@@ -72,8 +74,10 @@ pub(crate) trait Nic {
     /// Puts back a receive WQE that could not be used.
     fn untake_recv(&mut self, w: RecvWqe);
     /// Sends a packet to the connected peer (the NIC fills in the destination QP, P_Key
-    /// and addresses).
-    fn transmit(&mut self, h: RoceHeaders, payload: &[u8]);
+    /// and addresses); the length of the frame it made, in bytes.
+    fn transmit(&mut self, h: RoceHeaders, payload: &[u8]) -> usize;
+    /// How long the port's link takes to put a frame of `bytes` on the wire.
+    fn wire_ns(&self, bytes: usize) -> Nanos;
     /// A send WQE leaves the queue with a completion on the send CQ.
     fn complete_send(&mut self, wc: Completion);
     /// A send WQE leaves the queue without a completion (an unsignaled success).

@@ -2,6 +2,13 @@
 //! go-back-N retransmission, RNR waits, and the responses (ACK, NAK, READ data, atomic
 //! results) that complete WQEs in order.
 //!
+//! Every response that comes, taken or not (a duplicate READ response after a retry, one
+//! past a response lost), starts the ACK timer again while something is outstanding, as
+//! rxe's completer does each time it has handled the packets that came (rxe_comp.c,
+//! `COMPST_EXIT`: `reset_retry_timer` / `mod_timer(&qp->retrans_timer, ...)`): a
+//! responder still answering is alive, and the timer fires only when the responses
+//! stop.
+//!
 //! Retransmission starts where the responder stopped, as rxe's does (rxe_req.c
 //! `req_retry`, from the completer's PSN `comp.psn`): inside the oldest outstanding
 //! message at the first packet not acknowledged (the PSN a sequence-error NAK names), a
@@ -396,7 +403,7 @@ impl Requester {
         }
     }
 
-    fn arm_timer(&mut self, nic: &mut impl Nic) {
+    pub(super) fn arm_timer(&mut self, nic: &mut impl Nic) {
         let now = nic.now();
         let t = ack_timeout_ns(nic.qp().attr.timeout);
         let outstanding = self.sq.iter().any(SendWqe::outstanding);
@@ -535,6 +542,7 @@ impl Requester {
                                 if rxe && self.retrying {
                                     // Not another retry while one is under way.
                                     self.complete_done(nic);
+                                    self.arm_timer(nic);
                                     return;
                                 }
                                 if !self.take_retry(nic) {
@@ -569,6 +577,8 @@ impl Requester {
                     .iter_mut()
                     .find(|w| w.outstanding() && w.wr.opcode.is_atomic() && w.first_psn == bth.psn)
                 else {
+                    // A duplicate: the responder is alive, the timer starts again.
+                    self.arm_timer(nic);
                     return;
                 };
                 let orig = pkt.headers.atomic_ack.unwrap_or(0);
@@ -608,10 +618,14 @@ impl Requester {
                         && psn_cmp(bth.psn, w.first_psn) >= 0
                         && psn_cmp(bth.psn, w.last_psn()) <= 0
                 }) else {
+                    self.arm_timer(nic);
                     return;
                 };
                 if psn_add(w.first_psn, w.read_next) != bth.psn {
-                    return; // a response went missing: the ACK timer will ask again
+                    // A duplicate, or one past a response that went missing: not taken
+                    // (rxe_comp.c `check_psn`: COMPST_DONE), the ACK timer asks again.
+                    self.arm_timer(nic);
+                    return;
                 }
                 w.read_next += 1;
                 w.data.extend_from_slice(pkt.payload);

@@ -1,16 +1,73 @@
 //! The responder: the expected PSN and the MSN, SEND reassembly into a receive WQE, RDMA
-//! WRITE into registered memory, READ responses, atomics with their replay cache,
-//! duplicates answered without executing again, and the ACKs and NAKs that report it all.
+//! WRITE into registered memory, READ responses (sent as the link takes them, the
+//! requests after a READ waiting their turn: [`read_reply`]), atomics with their replay
+//! cache, duplicates answered without executing again, and the ACKs and NAKs that report
+//! it all.
+
+mod read_reply;
 
 use super::nic::{Count, Nic, QpView};
 use super::psn::{psn_add, psn_cmp, PSN_MASK};
 use super::requester::{enter_error, Requester};
+use crate::clock::Nanos;
 use crate::frame::roce::{opcode as op, syndrome, Aeth, Bth, Reth, RoceHeaders, RocePacket};
 use crate::verbs::memory::{self, Span};
 use crate::verbs::personality::Personality;
 use crate::verbs::wqe::{completion, RecvWqe};
 use std::collections::VecDeque;
 use verbs_api::{AccessFlags, Completion, EventType, QpState, WcFlags, WcOpcode, WcStatus};
+
+/// Most READ response packets one turn of the responder sends.
+const READ_BATCH: usize = 16;
+
+/// A READ being answered (rxe's `struct resp_res`, `read` part, while `qp->resp.res`
+/// points at it).
+#[derive(Debug, Clone, Copy)]
+struct ReadReply {
+    /// The PSN of the next response.
+    psn: u32,
+    /// The next address to read, in the rkey's address space.
+    va: u64,
+    rkey: u32,
+    /// Bytes still to send.
+    left: u64,
+    /// No response of it has gone yet (the next is FIRST or ONLY).
+    fresh: bool,
+}
+
+impl ReadReply {
+    /// The reply to a READ request at `psn` for `len` bytes at `va` (checked already).
+    pub fn new(psn: u32, va: u64, rkey: u32, len: u64) -> Self {
+        ReadReply {
+            psn,
+            va,
+            rkey,
+            left: len,
+            fresh: true,
+        }
+    }
+
+    /// The number of response packets for `len` bytes at path MTU `mtu`.
+    pub fn packets(len: u64, mtu: usize) -> u32 {
+        len.div_ceil(mtu as u64).max(1) as u32
+    }
+}
+
+/// What one turn of the responder may still send, and the wire time of what it sent.
+#[derive(Debug, Clone, Copy)]
+struct Turn {
+    budget: usize,
+    wire: Nanos,
+}
+
+impl Default for Turn {
+    fn default() -> Self {
+        Turn {
+            budget: READ_BATCH,
+            wire: 0,
+        }
+    }
+}
 
 /// A SEND message being reassembled.
 #[derive(Debug, Clone)]
@@ -41,6 +98,18 @@ pub(super) struct Responder {
     atomic_cache: VecDeque<(u32, u64, u32)>,
     /// A SEND_WITH_INV's invalidation failed: ERR once the message is acknowledged.
     inv_failed: bool,
+    /// The READ being answered, if any.
+    reading: Option<ReadReply>,
+    /// Requests that came while a READ was being answered, in order (rxe's `req_pkts`).
+    waiting: VecDeque<(RoceHeaders, Vec<u8>)>,
+    /// Generation of the READ reply's turn timer (a newer turn or a reset makes old ones
+    /// stale).
+    read_gen: u32,
+    /// A timer's turn is under way, with what is left of it.
+    in_turn: bool,
+    turn: Option<Turn>,
+    /// The buffer a response's payload is read into.
+    read_buf: Vec<u8>,
 }
 
 /// Whether a request opcode starts a message.
@@ -109,7 +178,38 @@ impl Responder {
         self.epsn = psn & PSN_MASK;
     }
 
+    /// RESET: back to the initial state; a READ turn's timer still due is stale.
+    pub fn reset(&mut self) {
+        *self = Responder {
+            read_gen: self.read_gen.wrapping_add(1),
+            ..Responder::default()
+        };
+    }
+
+    /// A request packet: handled now, or, while a READ is being answered, queued behind
+    /// it (see [`read_reply`]). A READ request the same as one still queued (a requester's
+    /// retry, sent again before the responder reached the first) is not queued twice:
+    /// the first is answered whole, and the second would only send the same responses
+    /// again. rxe answers each (its request queue keeps both); the emulated NIC's links
+    /// are slow enough (tens of MB/s in a debug build) that a retry of 16 reads of 8 MiB
+    /// queued twice over would hold the link for seconds.
     pub fn on_request(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>, req: &mut Requester) {
+        if self.reading.is_some() || !self.waiting.is_empty() {
+            let h = pkt.headers;
+            let same_read = |w: &(RoceHeaders, Vec<u8>)| {
+                w.0.bth.opcode == h.bth.opcode && w.0.bth.psn == h.bth.psn && w.0.reth == h.reth
+            };
+            if h.bth.opcode & 0x1f == op::READ_REQUEST && self.waiting.iter().any(same_read) {
+                nic.count(Count::OutOfSequence);
+                return;
+            }
+            self.waiting.push_back((h, pkt.payload.to_vec()));
+            return;
+        }
+        self.handle(nic, pkt, req);
+    }
+
+    fn handle(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>, req: &mut Requester) {
         let bth = pkt.headers.bth;
         let o = bth.opcode & 0x1f;
         let qp = nic.qp();
@@ -118,7 +218,7 @@ impl Responder {
             self.comm_est = true;
             nic.event(EventType::CommEst);
         }
-        if !self.in_sequence(nic, pkt, qp.uc) {
+        if !self.in_sequence(nic, pkt, qp.uc, req) {
             return;
         }
         self.nak_sent = false;
@@ -143,7 +243,7 @@ impl Responder {
             | op::WRITE_LAST_IMM => self.on_write(nic, pkt, req),
             op::READ_REQUEST => {
                 let reth = pkt.headers.reth.unwrap_or_default();
-                if !self.read_respond(nic, bth.psn, reth) {
+                if !self.read_respond(nic, req, bth.psn, reth) {
                     self.nak(nic, req, bth.psn, syndrome::NAK_REMOTE_ACCESS_ERROR);
                 }
                 Handled::Answered
@@ -168,7 +268,13 @@ impl Responder {
 
     /// The PSN check: true if the packet is the expected one (or, on UC, starts a new
     /// message after a gap). Duplicates are answered again, a gap NAKed once.
-    fn in_sequence(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>, uc: bool) -> bool {
+    fn in_sequence(
+        &mut self,
+        nic: &mut impl Nic,
+        pkt: &RocePacket<'_>,
+        uc: bool,
+        req: &mut Requester,
+    ) -> bool {
         let bth = pkt.headers.bth;
         let d = psn_cmp(bth.psn, self.epsn);
         if uc && d != 0 {
@@ -182,7 +288,7 @@ impl Responder {
             self.epsn = bth.psn;
         } else if d < 0 {
             nic.count(Count::OutOfSequence);
-            self.duplicate(nic, pkt);
+            self.duplicate(nic, pkt, req);
             return false;
         } else if d > 0 {
             let first_nak = !self.nak_sent;
@@ -500,64 +606,50 @@ impl Responder {
         nic.transmit(h, &[]);
     }
 
-    /// Answers a READ request at `psn`; false on an access error.
-    fn read_respond(&mut self, nic: &mut impl Nic, psn: u32, reth: Reth) -> bool {
+    /// Answers a READ request at `psn`: checks the access for the whole length, then
+    /// starts the responses (see [`read_reply`]); false on an access error.
+    fn read_respond(
+        &mut self,
+        nic: &mut impl Nic,
+        req: &mut Requester,
+        psn: u32,
+        reth: Reth,
+    ) -> bool {
         let qp = nic.qp();
-        let span = if qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_READ) {
-            nic.mrs().check_remote_at(
-                qp.remote_at(),
-                reth.rkey,
-                reth.va,
-                u64::from(reth.dma_len),
-                AccessFlags::REMOTE_READ,
-            )
-        } else {
-            None
-        };
-        let Some(span) = span else { return false };
-        let mut data = Vec::with_capacity(span.len);
-        // SAFETY: checked against the key table with REMOTE_READ for the whole length.
-        unsafe { memory::read_span(span, &mut data) };
-        let mtu = nic.path_mtu();
-        let n = data.len().div_ceil(mtu).max(1);
+        let len = u64::from(reth.dma_len);
+        let ok = qp.attr.qp_access_flags.contains(AccessFlags::REMOTE_READ)
+            && nic
+                .mrs()
+                .check_remote_at(
+                    qp.remote_at(),
+                    reth.rkey,
+                    reth.va,
+                    len,
+                    AccessFlags::REMOTE_READ,
+                )
+                .is_some();
+        if !ok {
+            return false;
+        }
         if psn_cmp(psn, self.epsn) >= 0 {
+            // A new READ: C9-148, the MSN counts it now; the expected PSN moves past
+            // its responses.
             self.msn = psn_add(self.msn, 1);
-            self.epsn = psn_add(psn, n as u32);
+            let n = ReadReply::packets(len, nic.path_mtu());
+            self.epsn = psn_add(psn, n);
         }
-        for k in 0..n {
-            let chunk = &data[(k * mtu).min(data.len())..((k + 1) * mtu).min(data.len())];
-            let opc = match (k == 0, k + 1 == n) {
-                (true, true) => op::READ_RESPONSE_ONLY,
-                (true, false) => op::READ_RESPONSE_FIRST,
-                (false, false) => op::READ_RESPONSE_MIDDLE,
-                (false, true) => op::READ_RESPONSE_LAST,
-            };
-            let aeth = (k == 0 || k + 1 == n).then_some(Aeth {
-                syndrome: syndrome::ACK_NO_CREDITS,
-                msn: self.msn,
-            });
-            let h = RoceHeaders {
-                bth: Bth {
-                    opcode: opc,
-                    psn: psn_add(psn, k as u32),
-                    ..Bth::default()
-                },
-                aeth,
-                ..RoceHeaders::default()
-            };
-            nic.transmit(h, chunk);
-        }
+        self.start_read(nic, req, ReadReply::new(psn, reth.va, reth.rkey, len));
         true
     }
 
     /// A request PSN below the expected one: answer again without executing again
     /// (reads are re-read, atomics answered from the cache, the rest re-ACKed).
-    fn duplicate(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>) {
+    fn duplicate(&mut self, nic: &mut impl Nic, pkt: &RocePacket<'_>, req: &mut Requester) {
         let bth = pkt.headers.bth;
         match bth.opcode & 0x1f {
             op::READ_REQUEST => {
                 let reth = pkt.headers.reth.unwrap_or_default();
-                self.read_respond(nic, bth.psn, reth);
+                self.read_respond(nic, req, bth.psn, reth);
             }
             op::COMPARE_SWAP | op::FETCH_ADD => {
                 let hit = self.atomic_cache.iter().find(|c| c.0 == bth.psn).copied();

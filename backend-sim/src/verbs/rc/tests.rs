@@ -3,6 +3,8 @@
 //! [`TestNic`] with its own registered memory, receive queue and CQs; packets cross with a
 //! fixed latency and can be lost on purpose; timers fire when nothing is in flight.
 
+mod read_stream;
+
 use super::*;
 use crate::clock::Nanos;
 use crate::frame::roce::RoceHeaders;
@@ -40,8 +42,9 @@ struct TestNic {
 }
 
 impl TestNic {
-    fn new(end: usize, uc: bool, attr: QpAttr) -> Self {
-        let mem: Box<[Cell<u8>]> = (0..65536).map(|_| Cell::new(0)).collect();
+    /// An end with `bytes` of registered memory.
+    fn with_memory(end: usize, uc: bool, attr: QpAttr, bytes: usize) -> Self {
+        let mem: Box<[Cell<u8>]> = (0..bytes).map(|_| Cell::new(0)).collect();
         let mut mrs = MrTable::default();
         let key = mrs.register(MrEntry {
             pd: 1,
@@ -134,8 +137,13 @@ impl Nic for TestNic {
     fn untake_recv(&mut self, w: RecvWqe) {
         self.rq.push_front(w);
     }
-    fn transmit(&mut self, h: RoceHeaders, payload: &[u8]) {
+    fn transmit(&mut self, h: RoceHeaders, payload: &[u8]) -> usize {
         self.out.push((h, payload.to_vec()));
+        // Ethernet, IPv4, UDP, BTH and ICRC around the payload (the AETH not counted).
+        payload.len() + 58
+    }
+    fn wire_ns(&self, bytes: usize) -> Nanos {
+        crate::fabric::link::LinkConfig::default().serialization_ns(bytes)
     }
     fn complete_send(&mut self, wc: Completion) {
         self.send_cq.push(wc);
@@ -183,6 +191,12 @@ struct Pair {
     lose: Vec<usize>,
     /// (end, BTH PSN, BTH opcode) of every packet sent, lost or not, in send order.
     log: Vec<(usize, u32, u8)>,
+    /// Most packets the wire holds toward one end (the receiver's ring); what comes
+    /// beyond is dropped and counted in `overflowed`.
+    ring: usize,
+    overflowed: usize,
+    /// Most packets the wire held at once.
+    deepest: usize,
 }
 
 fn attr(retry: u8, rnr: u8) -> QpAttr {
@@ -201,12 +215,17 @@ fn attr(retry: u8, rnr: u8) -> QpAttr {
 
 impl Pair {
     fn new(uc: bool, attr: QpAttr) -> Self {
+        Self::with_memory(uc, attr, 65536)
+    }
+
+    /// A pair whose ends have `bytes` of registered memory each.
+    fn with_memory(uc: bool, attr: QpAttr, bytes: usize) -> Self {
         let end = |i: usize| {
             let mut rc = RcState::default();
             rc.set_rq_psn(100 * i as u32);
             rc.set_sq_psn(100 * (1 - i) as u32);
             rc.set_retries(attr.retry_cnt, attr.rnr_retry);
-            (rc, TestNic::new(i, uc, attr))
+            (rc, TestNic::with_memory(i, uc, attr, bytes))
         };
         Pair {
             now: 0,
@@ -215,6 +234,9 @@ impl Pair {
             sent: 0,
             lose: Vec::new(),
             log: Vec::new(),
+            ring: usize::MAX,
+            overflowed: 0,
+            deepest: 0,
         }
     }
 
@@ -238,8 +260,12 @@ impl Pair {
         for from in 0..2 {
             for (h, p) in std::mem::take(&mut self.ends[from].1.out) {
                 self.log.push((from, h.bth.psn, h.bth.opcode));
-                if !self.lose.contains(&self.sent) {
+                let queued = self.wire.iter().filter(|w| w.1 == 1 - from).count();
+                if queued >= self.ring {
+                    self.overflowed += 1;
+                } else if !self.lose.contains(&self.sent) {
                     self.wire.push_back((self.now + LATENCY, 1 - from, h, p));
+                    self.deepest = self.deepest.max(self.wire.len());
                 }
                 self.sent += 1;
             }
@@ -285,7 +311,7 @@ impl Pair {
     }
 
     fn run(&mut self) {
-        for _ in 0..10_000 {
+        for _ in 0..100_000 {
             if !self.step() {
                 return;
             }

@@ -75,10 +75,15 @@ impl World {
         if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
             return inval("the ACK timeout is a 5-bit value (at most 31)");
         }
-        if (mask.contains(M::MAX_QP_RD_ATOMIC) && attr.max_rd_atomic > 128)
-            || (mask.contains(M::MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic > 128)
-        {
-            return inval("at most 128 outstanding RDMA READs and atomics");
+        if let Some(p) = self.qps.get(&qpn).map(|q| self.devices[q.dev].personality) {
+            let most = p.max_rd_atom();
+            if (mask.contains(M::MAX_QP_RD_ATOMIC) && attr.max_rd_atomic > most)
+                || (mask.contains(M::MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic > most)
+            {
+                return inval(&format!(
+                    "at most {most} outstanding RDMA READs and atomics (max_qp_rd_atom)"
+                ));
+            }
         }
         let now = self.fabric.now();
         let Some(qp) = self.qps.get_mut(&qpn) else {

@@ -148,16 +148,26 @@ impl rc::Nic for QpNic<'_> {
         self.w.untake_recv(self.qpn, w);
     }
 
-    fn transmit(&mut self, mut h: RoceHeaders, payload: &[u8]) {
+    fn transmit(&mut self, mut h: RoceHeaders, payload: &[u8]) -> usize {
         let route = self.peer_route(h.bth.psn);
         let qp = self.qp();
         let (dev, dest) = (qp.dev, qp.attr.dest_qp_num);
         h.bth.dest_qp = dest;
         h.bth.pkey = roce::DEFAULT_PKEY;
         let frame = build_roce_frame(&route, &h, payload);
+        let len = frame.len();
         self.w.sniff(dev, &frame, false);
         let port = self.w.devices[dev].port;
         let _ = self.w.fabric.transmit(port, frame);
+        len
+    }
+
+    fn wire_ns(&self, bytes: usize) -> Nanos {
+        let port = self.w.devices[self.qp().dev].port;
+        self.w
+            .fabric
+            .port_config(port)
+            .map_or(0, |c| c.link.serialization_ns(bytes))
     }
 
     fn complete_send(&mut self, wc: Completion) {

@@ -142,6 +142,7 @@ impl Requester {
     pub(super) fn response_past_a_missing_one(&mut self, nic: &mut impl Nic) {
         let rxe = nic.qp().personality == Personality::Rxe;
         if rxe && self.retrying {
+            self.arm_timer(nic);
             return;
         }
         let Some(i) = self.sq.iter().position(SendWqe::outstanding) else {
