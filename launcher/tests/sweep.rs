@@ -177,7 +177,7 @@ fn large_reads_on_both_personalities() {
 }
 
 /// `ibv_devinfo -v`'s receive-side scaling lines: the emulated mlx5 reports what the
-/// kernel's `mlx5_ib_query_device` fills in (docs/divergences.md, row 99), rxe none.
+/// kernel's `mlx5_ib_query_device` fills in (docs/divergences.md, row 110), rxe none.
 #[test]
 fn devinfo_shows_rss_caps_on_mlx5_and_none_on_rxe() {
     let _one = one_test_at_a_time();
