@@ -605,6 +605,7 @@ impl Resend {
         };
         let mut body = Vec::new();
         m::encode(
+            None,
             Address::Endpoint(Endpoint {
                 host: c.host,
                 id: c.local.unwrap_or(0),

@@ -3,11 +3,10 @@
 //! an emulated host's port go to its process as messages (see
 //! [`crate::fabric::ports::cm_bridge`]); what the kernel's CM does around them (resends
 //! on a timeout, answers to repeats, timewait) is [`crate::fabric::ports::cm_resend`]'s,
-//! on the fabric's clock (the wall clock since it started). Between processes each
-//! message travels in an envelope ([`crate::rdmacm::core::envelope`]: the sender's gap
-//! since its last frame); the envelope is opened before a message becomes a MAD, and a
-//! message from a MAD goes in one that asks for no hold (the remote sender's frames do
-//! not pass the fabric's clock).
+//! on the fabric's clock (the wall clock since it started). Each message carries its
+//! sender's gap since its last frame ([`crate::rdmacm::core::request_hold`]); a MAD does
+//! not keep it, and a message from a MAD has none, which asks for no hold (the remote
+//! sender's frames do not pass the fabric's clock).
 
 use std::net::Ipv4Addr;
 
@@ -17,7 +16,6 @@ use super::Server;
 use crate::fabric::ports::cm_bridge::{FromWire, Host};
 use crate::fabric::ports::cm_frame;
 use crate::fabric::ports::cm_resend::{Action, Verdict};
-use crate::rdmacm::core::envelope;
 
 impl Server {
     /// Takes `frame`, which the switch sends to host port `port`, if it is a CM MAD for
@@ -53,7 +51,7 @@ impl Server {
         match self.cm_bridge.from_wire(host, frame) {
             None => false,
             Some(FromWire::Forward { from, body }) => {
-                self.forward_cm(from, host.ip, &envelope::seal(None, &body));
+                self.forward_cm(from, host.ip, &body);
                 true
             }
             Some(FromWire::Dropped) => true,
@@ -77,10 +75,7 @@ impl Server {
                 mac: slot.mac,
             },
         );
-        let Ok((_, message)) = envelope::open(body) else {
-            return false;
-        };
-        match self.cm_bridge.to_wire(host, to, message) {
+        match self.cm_bridge.to_wire(host, to, body) {
             Ok(frame) => {
                 let now = self.now();
                 self.cm_resend.sent(now, &frame);
@@ -107,7 +102,7 @@ impl Server {
                     }
                 }
                 Action::Tell { host, from, body } => {
-                    self.forward_cm(from, host, &envelope::seal(None, &body));
+                    self.forward_cm(from, host, &body);
                 }
             }
         }

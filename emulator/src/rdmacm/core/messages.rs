@@ -1,8 +1,10 @@
 //! The connection manager's messages: the IB CM's REQ, REP, RTU, REJ, DREQ and DREP
 //! (and SIDR for UD), where they go (a listening service or an id), and their bytes on
-//! the fabric's socket ([`encode`], [`decode`]).
+//! the fabric's socket ([`encode`], [`decode`]), with the sender's gap since its last
+//! frame ([`crate::rdmacm::core::request_hold`]).
 
 use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
 
 /// `IB_CM_REJ_PRIVATE_DATA_SIZE`.
 pub const REJ_PRIVATE_DATA: usize = 148;
@@ -141,6 +143,12 @@ pub enum Address {
 /// are the most the CM sends).
 const MAX_WIRE_PRIVATE: usize = 256;
 
+/// What the gap's four bytes say when the sender had sent no frame.
+const NO_FRAME: u32 = u32::MAX;
+
+/// A decoded message: its destination, its sender and itself.
+pub type Decoded = (Address, Endpoint, Message);
+
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_be_bytes());
 }
@@ -186,11 +194,24 @@ fn put_conn(out: &mut Vec<u8>, d: &ConnData) {
 }
 
 /// Writes message `msg` from `from` to `to` into `out` (cleared first), for another
-/// host's process: the destination (`S` service: address, port, port space; `E` id:
-/// address, number), the sender (address, number), then the message (a tag and its
-/// fields, big-endian, private data with a 2-byte length).
-pub fn encode(to: Address, from: Endpoint, msg: &Message, out: &mut Vec<u8>) {
+/// host's process: how long before it the sending host's NIC sent its last frame
+/// (`gap`, microseconds, little-endian, 4 bytes: `u32::MAX` when `None`, the NIC has sent
+/// nothing or the sender is the fabric's CM bridge; beyond 71 minutes the largest there
+/// is), the destination (`S` service: address, port, port space; `E` id: address,
+/// number), the sender (address, number), then the message (a tag and its fields,
+/// big-endian, private data with a 2-byte length).
+pub fn encode(
+    gap: Option<Duration>,
+    to: Address,
+    from: Endpoint,
+    msg: &Message,
+    out: &mut Vec<u8>,
+) {
     out.clear();
+    let us = gap.map_or(NO_FRAME, |g| {
+        u32::try_from(g.as_micros()).unwrap_or(NO_FRAME - 1)
+    });
+    out.extend_from_slice(&us.to_le_bytes());
     match to {
         Address::Service(s) => {
             out.push(b'S');
@@ -351,13 +372,16 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Reads a message [`encode`] wrote: `(to, from, msg)`.
+/// Reads a message [`encode`] wrote: the sender's gap and `(to, from, msg)`.
 ///
 /// # Errors
 /// What is wrong with it, as the end of a sentence ("is cut short", "has an unknown
 /// message tag 0x5a" ...).
-pub fn decode(body: &[u8]) -> Result<(Address, Endpoint, Message), String> {
+pub fn decode(body: &[u8]) -> Result<(Option<Duration>, Decoded), String> {
     let mut r = Reader(body);
+    let b = r.take(4)?;
+    let us = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    let gap = (us != NO_FRAME).then(|| Duration::from_micros(u64::from(us)));
     let to = match r.u8()? {
         b'S' => Address::Service(r.service()?),
         b'E' => Address::Endpoint(Endpoint {
@@ -403,5 +427,44 @@ pub fn decode(body: &[u8]) -> Result<(Address, Endpoint, Message), String> {
     if !r.0.is_empty() {
         return Err(format!("has {} bytes too many", r.0.len()));
     }
-    Ok((to, from, msg))
+    Ok((gap, (to, from, msg)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gap_travels_with_the_message() {
+        let to = Address::Endpoint(Endpoint {
+            host: Ipv4Addr::new(10, 100, 0, 2),
+            id: 5,
+        });
+        let from = Endpoint {
+            host: Ipv4Addr::new(10, 100, 0, 1),
+            id: 7,
+        };
+        let mut buf = Vec::new();
+        for gap in [
+            None,
+            Some(Duration::ZERO),
+            Some(Duration::from_micros(3300)),
+        ] {
+            encode(gap, to, from, &Message::Rtu, &mut buf);
+            assert_eq!(decode(&buf), Ok((gap, (to, from, Message::Rtu))));
+        }
+        // Beyond 71 minutes the gap is told as the largest there is.
+        encode(
+            Some(Duration::from_secs(10_000)),
+            to,
+            from,
+            &Message::Rtu,
+            &mut buf,
+        );
+        assert_eq!(
+            decode(&buf).unwrap().0,
+            Some(Duration::from_micros(4_294_967_294))
+        );
+        assert_eq!(decode(b"abc").unwrap_err(), "is cut short");
+    }
 }

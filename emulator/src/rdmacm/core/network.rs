@@ -16,11 +16,11 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 
 use crate::base::sync::lock;
-use crate::rdmacm::core::envelope;
 use crate::rdmacm::core::messages::{
     decode, encode, Address, Endpoint, Message, Service, REJ_INVALID_SERVICE_ID, REJ_PRIVATE_DATA,
     SIDR_REP_PRIVATE_DATA, SIDR_UNSUPPORTED,
 };
+use crate::rdmacm::core::request_hold;
 
 /// How a network hands a message to an id of this process: `(to, from, msg)`; false when
 /// the id does not exist (any more).
@@ -55,7 +55,7 @@ impl Outside for crate::fabric::client::CmLink {
 enum Job {
     /// A message from an id of this process.
     Send(Address, Endpoint, Message),
-    /// A sealed message from the process of another host (its address), when this
+    /// An encoded message from the process of another host (its address), when this
     /// process last took a frame of that host, and when the message arrived.
     Arrived(
         Ipv4Addr,
@@ -63,7 +63,7 @@ enum Job {
         Option<crate::fabric::spacing::Taken>,
         std::time::Instant,
     ),
-    /// A sealed message this process sent, returned: no process is its host.
+    /// An encoded message this process sent, returned: no process is its host.
     Returned(Vec<u8>),
     /// A call, once every message queued before it has been handled.
     Then(fn(Ipv4Addr), Ipv4Addr),
@@ -124,8 +124,7 @@ impl Shared {
         if !self.is_here(dest) {
             if let Some(out) = self.outside {
                 let mut body = Vec::new();
-                encode(to, from, &msg, &mut body);
-                let body = envelope::seal(out.since_last_frame(), &body);
+                encode(out.since_last_frame(), to, from, &msg, &mut body);
                 match out.send(dest, &body) {
                     Ok(()) => return,
                     Err(why) => dropped(&format!("to {dest}: {why}")),
@@ -178,7 +177,7 @@ impl Shared {
     fn run(&self, job: Job) {
         match job {
             Job::Send(to, from, msg) => self.route(to, from, msg),
-            Job::Arrived(host, body, frames_taken, arrived) => match open_and_decode(&body) {
+            Job::Arrived(host, body, frames_taken, arrived) => match decode(&body) {
                 Ok((gap, (to, from, msg))) => {
                     if from.host != host {
                         dropped(&format!("host {host} sent one from {}", from.host));
@@ -186,14 +185,14 @@ impl Shared {
                         dropped(&format!("host {host} sent one for {}", to_host(to)));
                     } else {
                         if matches!(msg, Message::Req { .. } | Message::SidrReq { .. }) {
-                            envelope::hold_request(frames_taken, gap, arrived);
+                            request_hold::hold_request(frames_taken, gap, arrived);
                         }
                         self.route(to, from, msg);
                     }
                 }
                 Err(why) => dropped(&format!("host {host} sent one that {why}")),
             },
-            Job::Returned(body) => match open_and_decode(&body).map(|(_, m)| m) {
+            Job::Returned(body) => match decode(&body).map(|(_, m)| m) {
                 Ok((to, from, msg)) if self.is_here(from.host) => self.answer(to, from, msg),
                 Ok(_) => dropped("the fabric returned one this host did not send"),
                 Err(why) => dropped(&format!("the fabric returned one that {why}")),
@@ -201,15 +200,6 @@ impl Shared {
             Job::Then(f, host) => f(host),
         }
     }
-}
-
-/// A decoded message: its destination, its sender and itself.
-type Decoded = (Address, Endpoint, Message);
-
-/// The gap and the message of a sealed message.
-fn open_and_decode(body: &[u8]) -> Result<(Option<std::time::Duration>, Decoded), String> {
-    let (gap, message) = envelope::open(body)?;
-    Ok((gap, decode(message)?))
 }
 
 fn to_host(to: Address) -> Ipv4Addr {
@@ -316,10 +306,10 @@ impl Network {
         self.push(Job::Send(to, from, msg));
     }
 
-    /// A sealed message ([`envelope`]) from the process of host `from` arrived (the
-    /// fabric brought it); this process last took a frame of that host at
-    /// `frames_taken`. A request waits on the network's thread until it is as far
-    /// behind those frames as it was sent after them ([`envelope::hold`]).
+    /// An [`encode`]d message from the process of host `from` arrived (the fabric brought
+    /// it); this process last took a frame of that host at `frames_taken`. A request
+    /// waits on the network's thread until it is as far behind those frames as it was
+    /// sent after them ([`request_hold::hold`]).
     pub fn arrived(
         &self,
         from: Ipv4Addr,
@@ -330,7 +320,7 @@ impl Network {
         self.push(Job::Arrived(from, body.to_vec(), frames_taken, now));
     }
 
-    /// A sealed message this host sent came back: no process is its destination host,
+    /// A message this host sent came back: no process is its destination host,
     /// so nobody takes it.
     pub fn returned(&self, body: &[u8]) {
         self.push(Job::Returned(body.to_vec()));
@@ -472,9 +462,9 @@ mod tests {
         };
         let mut buf = Vec::new();
         for m in every_message() {
-            encode(to, from, &m, &mut buf);
+            encode(None, to, from, &m, &mut buf);
             assert!(buf.len() <= crate::fabric::wire::MAX_CM, "{m:?}");
-            assert_eq!(decode(&buf), Ok((to, from, m.clone())));
+            assert_eq!(decode(&buf), Ok((None, (to, from, m.clone()))));
             // Every shorter prefix is refused, and so is a byte too many.
             for n in 0..buf.len() {
                 assert!(decode(&buf[..n]).is_err(), "{m:?} cut at {n}");
@@ -482,17 +472,17 @@ mod tests {
             buf.push(0);
             assert_eq!(decode(&buf).unwrap_err(), "has 1 bytes too many");
         }
-        encode(to, from, &Message::Rtu, &mut buf);
-        buf[0] = b'x';
+        encode(None, to, from, &Message::Rtu, &mut buf);
+        buf[4] = b'x';
         assert_eq!(
             decode(&buf).unwrap_err(),
             "has an unknown destination tag 0x78"
         );
-        encode(to, from, &Message::Rtu, &mut buf);
+        encode(None, to, from, &Message::Rtu, &mut buf);
         let last = buf.len() - 1;
         buf[last] = b'?';
         assert_eq!(decode(&buf).unwrap_err(), "has an unknown message tag 0x3f");
-        encode(to, from, &Message::Rep(ConnData::default()), &mut buf);
+        encode(None, to, from, &Message::Rep(ConnData::default()), &mut buf);
         let at = buf.len() - 3;
         buf[at] = 2;
         assert_eq!(decode(&buf).unwrap_err(), "has a flag of 2");
@@ -544,15 +534,11 @@ mod tests {
         net.send(Address::Service(svc), me, req.clone());
         let (host, body) = wire.recv().unwrap();
         assert_eq!(host, h2);
-        assert_eq!(
-            open_and_decode(&body),
-            Ok((None, (Address::Service(svc), me, req)))
-        );
+        assert_eq!(decode(&body), Ok((None, (Address::Service(svc), me, req))));
         // h2's REP arrives for id 1.
         let mut rep = Vec::new();
         let rep_msg = Message::Rep(ConnData::default());
-        encode(Address::Endpoint(me), peer, &rep_msg, &mut rep);
-        let rep = envelope::seal(None, &rep);
+        encode(None, Address::Endpoint(me), peer, &rep_msg, &mut rep);
         net.arrived(h2, &rep, None);
         assert_eq!(seen.recv().unwrap(), (1, peer, rep_msg));
         // The fabric returns the REQ (no process is h2): REJ 8, as h2's CM would answer.
@@ -569,16 +555,17 @@ mod tests {
         // A DREQ from h2 for a gone id here: the DREP goes back to h2.
         let mut dreq = Vec::new();
         encode(
+            None,
             Address::Endpoint(Endpoint { host: h1, id: 9 }),
             peer,
             &Message::Dreq,
             &mut dreq,
         );
-        net.arrived(h2, &envelope::seal(None, &dreq), None);
+        net.arrived(h2, &dreq, None);
         let (host, body) = wire.recv().unwrap();
         assert_eq!(host, h2);
         assert_eq!(
-            open_and_decode(&body),
+            decode(&body),
             Ok((
                 None,
                 (

@@ -237,7 +237,7 @@ fn spent_retries_tell_the_emulated_id_it_is_unreachable() {
             }
             Action::Tell { host, from, body } => {
                 assert_eq!((*host, *from), (h1().1, vm().1));
-                break m::decode(body).unwrap();
+                break m::decode(body).unwrap().1;
             }
         }
     };
@@ -394,7 +394,7 @@ fn a_dreq_never_answered_ends_in_a_drep_for_the_emulated_id_and_timewait() {
     };
     assert_eq!((*t, *host, *from), (16 * REQ_WAIT, h1().1, vm().1));
     assert_eq!(
-        m::decode(body).unwrap(),
+        m::decode(body).unwrap().1,
         (
             Address::Endpoint(Endpoint {
                 host: h1().1,

@@ -1,8 +1,9 @@
-//! The envelope of a connection-manager message between processes: the encoded message
-//! ([`crate::rdmacm::core::messages`]) behind how long before it the sending host's NIC
-//! sent its last frame, so that the receiver can keep the spacing the two had on the
-//! sender's side (see [`crate::fabric::spacing`]): a request is handled no sooner after
-//! the frames before it than it was sent after them, as on one wire.
+//! How long a connection-manager request from another host's process is held: a message
+//! carries how long before it the sending host's NIC sent its last frame (its gap,
+//! [`crate::rdmacm::core::messages::encode`]), so that the receiver can keep the spacing
+//! the two had on the sender's side (see [`crate::fabric::spacing`]): a request is
+//! handled no sooner after the frames before it than it was sent after them, as on one
+//! wire.
 //!
 //! Why a request: its outcome depends on the receiver's timing. perftest's `-R` server
 //! (4.5-0.17) listens for its data connection only once the send of its last handshake
@@ -22,34 +23,6 @@ use crate::fabric::spacing::{polls, Taken};
 /// wait when the frames the receiver took last were sent after the request (not before
 /// it, as the hold assumes).
 pub const MAX_HOLD: Duration = Duration::from_millis(100);
-
-/// What the first four bytes say when the sender had sent no frame.
-const NO_FRAME: u32 = u32::MAX;
-
-/// Puts the gap (`None`: the sender's NIC has sent nothing) before `message`.
-#[must_use]
-pub fn seal(gap: Option<Duration>, message: &[u8]) -> Vec<u8> {
-    let us = gap.map_or(NO_FRAME, |g| {
-        u32::try_from(g.as_micros()).unwrap_or(NO_FRAME - 1)
-    });
-    let mut out = Vec::with_capacity(4 + message.len());
-    out.extend_from_slice(&us.to_le_bytes());
-    out.extend_from_slice(message);
-    out
-}
-
-/// The gap and the message of an envelope.
-///
-/// # Errors
-/// It is shorter than the gap's four bytes.
-pub fn open(body: &[u8]) -> Result<(Option<Duration>, &[u8]), String> {
-    let (head, message) = body
-        .split_first_chunk::<4>()
-        .ok_or_else(|| format!("has {} bytes, too few for an envelope", body.len()))?;
-    let us = u32::from_le_bytes(*head);
-    let gap = (us != NO_FRAME).then(|| Duration::from_micros(u64::from(us)));
-    Ok((gap, message))
-}
 
 /// How long, from `now`, a request must wait: until `gap` (at most [`MAX_HOLD`]) after
 /// the receiver took the sender's frames (`frames_taken`). Nothing to wait without
@@ -92,25 +65,6 @@ pub fn hold_request(frames_taken: Option<Taken>, gap: Option<Duration>, arrived:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_gap_travels_with_the_message() {
-        for gap in [
-            None,
-            Some(Duration::ZERO),
-            Some(Duration::from_micros(3300)),
-        ] {
-            let e = seal(gap, b"REQ");
-            assert_eq!(open(&e), Ok((gap, &b"REQ"[..])));
-        }
-        // Beyond 71 minutes the gap is told as the largest there is.
-        let e = seal(Some(Duration::from_secs(10_000)), b"");
-        assert_eq!(
-            open(&e).unwrap().0,
-            Some(Duration::from_micros(4_294_967_294))
-        );
-        assert!(open(b"abc").is_err());
-    }
 
     #[test]
     fn a_request_waits_for_the_rest_of_its_senders_gap() {
