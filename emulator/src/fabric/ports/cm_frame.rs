@@ -178,9 +178,12 @@ pub fn parse_hosts(frame: &[u8]) -> Option<(Ipv4Addr, Ipv4Addr, bool, &[u8])> {
     Some((host_of(src)?, host_of(dst)?, src.is_ipv6(), payload))
 }
 
-/// Captured frames for the tests of this module and of [`super::cm_bridge`].
+/// Captured frames for the tests of this module and of [`super::cm_bridge`], and a REP
+/// from the VM's side for those of [`super::cm_bridge`] and [`super::cm_resend`].
 #[cfg(test)]
 pub mod captured {
+    use crate::fabric::ports::cm_mad::{private, Rep};
+
     /// The first REQ of `rping -c -a 10.100.0.1 -p 18600` in the Soft-RoCE VM (Linux 6.1's
     /// rxe, QP 0x11), to h1, as the fabric captured it (frame 10 of the capture).
     const VM_REQ: &[&str] = &[
@@ -228,6 +231,27 @@ pub mod captured {
 
     pub fn vm_req_ll() -> Vec<u8> {
         bytes(VM_REQ_LL)
+    }
+
+    /// A REP of the VM's rping (QP 0x11, PSN 0x42, the VM's CA GUID) from communication
+    /// id `local` to `remote`.
+    pub fn vm_rep(local: u32, remote: u32) -> Rep {
+        Rep {
+            local_comm_id: local,
+            remote_comm_id: remote,
+            local_qkey: 0,
+            local_qpn: 0x11,
+            starting_psn: 0x42,
+            responder_resources: 1,
+            initiator_depth: 1,
+            target_ack_delay: 15,
+            failover_accepted: 0,
+            flow_control: false,
+            rnr_retry_count: 7,
+            srq: false,
+            local_ca_guid: 0x0000_0aff_fe64_0014,
+            private_data: vec![0; private::REP],
+        }
     }
 }
 

@@ -333,6 +333,7 @@ mod tests {
     use crate::rdmacm::core::messages::{ConnData, REJ_CONSUMER_DEFINED};
     use std::sync::mpsc::{sync_channel, SyncSender};
     use std::sync::OnceLock;
+    use std::time::Duration;
 
     static SEEN: OnceLock<Mutex<SyncSender<(u32, Endpoint, Message)>>> = OnceLock::new();
 
@@ -471,6 +472,17 @@ mod tests {
             }
             buf.push(0);
             assert_eq!(decode(&buf).unwrap_err(), "has 1 bytes too many");
+        }
+        // The sender's gap travels with the message; beyond 71 minutes it is told as the
+        // largest there is.
+        let us = Duration::from_micros;
+        for (gap, told) in [
+            (us(0), us(0)),
+            (us(3300), us(3300)),
+            (Duration::from_secs(10_000), us(4_294_967_294)),
+        ] {
+            encode(Some(gap), to, from, &Message::Rtu, &mut buf);
+            assert_eq!(decode(&buf), Ok((Some(told), (to, from, Message::Rtu))));
         }
         encode(None, to, from, &Message::Rtu, &mut buf);
         buf[4] = b'x';

@@ -1,7 +1,7 @@
 //! Unit tests of the CM bridge: captured and built MADs turned into emulated CM messages and back.
 
 use super::*;
-use crate::fabric::ports::cm_frame::captured::{vm_req, vm_req_ll};
+use crate::fabric::ports::cm_frame::captured::{vm_rep, vm_req, vm_req_ll};
 use crate::fabric::ports::cm_mad::private;
 
 fn ip(s: &str) -> Ipv4Addr {
@@ -47,27 +47,32 @@ fn conn(qpn: u32, psn: u32, private: usize) -> ConnData {
 /// The VM kernel's REP (communication id 0x7777, QP 0x11, PSN 0x42) to h1's id 1, a
 /// frame from `src` to `dst` (the VM's and h1's addresses, IPv4 or link-local).
 fn kernel_rep(src: IpAddr, dst: IpAddr) -> Vec<u8> {
-    let rep = Rep {
-        local_comm_id: 0x7777,
-        remote_comm_id: 1,
-        local_qkey: 0,
-        local_qpn: 0x11,
-        starting_psn: 0x42,
-        responder_resources: 1,
-        initiator_depth: 1,
-        target_ack_delay: 15,
-        failover_accepted: 0,
-        flow_control: false,
-        rnr_retry_count: 7,
-        srq: false,
-        local_ca_guid: 0x0000_0aff_fe64_0014,
-        private_data: vec![0; private::REP],
-    };
     let mad = Mad {
         tid: 9,
-        msg: Msg::Rep(rep),
+        msg: Msg::Rep(vm_rep(0x7777, 1)),
     };
     cm_frame::frame((mac_of(vm()), src), (h1().mac, dst), 0, &mad.encode())
+}
+
+/// The service of `rping -s -p 18600` on host `ip`.
+fn rping_service(ip: Ipv4Addr) -> Service {
+    Service {
+        ip,
+        port: 18600,
+        ps: 0x0106,
+    }
+}
+
+/// h1's REP from its id 3 (QP 0x12, PSN 0xabc) to the VM's id `kernel`.
+fn h1s_rep(kernel: Endpoint) -> Vec<u8> {
+    body(
+        Address::Endpoint(kernel),
+        Endpoint {
+            host: h1().ip,
+            id: 3,
+        },
+        &Message::Rep(conn(0x12, 0xabc, private::REP)),
+    )
 }
 
 /// The VM's REQ reaches h1's process as the emulated REQ to its service; h1's REP goes
@@ -80,11 +85,7 @@ fn the_vms_req_becomes_the_emulated_req_and_h1s_rep_answers_its_tid() {
         panic!("forwarded")
     };
     assert_eq!(from, vm());
-    let service = Service {
-        ip: ip("10.100.0.1"),
-        port: 18600,
-        ps: 0x0106,
-    };
+    let service = rping_service(h1().ip);
     let kernel = Endpoint {
         host: vm(),
         id: 0xbac9_7c30,
@@ -100,14 +101,7 @@ fn the_vms_req_becomes_the_emulated_req_and_h1s_rep_answers_its_tid() {
         m::decode(&got).unwrap(),
         (None, (Address::Service(service), kernel, want))
     );
-    let rep = body(
-        Address::Endpoint(kernel),
-        Endpoint {
-            host: h1().ip,
-            id: 3,
-        },
-        &Message::Rep(conn(0x12, 0x00_0abc, private::REP)),
-    );
+    let rep = h1s_rep(kernel);
     let frame = b.to_wire(h1(), vm(), &rep).unwrap();
     let mad = mad_of(&frame);
     assert_eq!(mad.tid, 0x0000_0002_307c_c9ba);
@@ -152,11 +146,7 @@ fn the_vms_req_becomes_the_emulated_req_and_h1s_rep_answers_its_tid() {
 #[test]
 fn h1s_req_leaves_as_a_mad_and_its_dreq_names_the_peers_qp() {
     let mut b = Bridge::new(vec![vm()]);
-    let service = Service {
-        ip: vm(),
-        port: 18600,
-        ps: 0x0106,
-    };
+    let service = rping_service(vm());
     let me = Endpoint {
         host: h1().ip,
         id: 1,
@@ -285,11 +275,7 @@ fn link_local_connections_travel_over_ipv6_both_ways() {
         panic!("forwarded")
     };
     assert_eq!(from, vm());
-    let service = Service {
-        ip: h1().ip,
-        port: 18600,
-        ps: 0x0106,
-    };
+    let service = rping_service(h1().ip);
     let kernel = Endpoint {
         host: vm(),
         id: req.local_comm_id,
@@ -305,14 +291,7 @@ fn link_local_connections_travel_over_ipv6_both_ways() {
         m::decode(&got).unwrap(),
         (None, (Address::Service(service), kernel, want))
     );
-    let rep = body(
-        Address::Endpoint(kernel),
-        Endpoint {
-            host: h1().ip,
-            id: 3,
-        },
-        &Message::Rep(conn(0x12, 0xabc, private::REP)),
-    );
+    let rep = h1s_rep(kernel);
     let out = b.to_wire(h1(), vm(), &rep).unwrap();
     let (mac, src, dst, _) = cm_frame::parse_frame(&out).unwrap();
     assert_eq!(
@@ -327,11 +306,7 @@ fn link_local_connections_travel_over_ipv6_both_ways() {
         host: h1().ip,
         id: 1,
     };
-    let to_vm = Service {
-        ip: vm(),
-        port: 18600,
-        ps: 0x0106,
-    };
+    let to_vm = rping_service(vm());
     let req = Message::Req {
         service: to_vm,
         src: SocketAddr::new(h1_ll.into(), 40000),

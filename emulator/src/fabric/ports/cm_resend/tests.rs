@@ -7,8 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use backend_sim::frame::eth::Mac;
 
 use super::*;
-use crate::fabric::ports::cm_frame::captured::vm_req;
-use crate::fabric::ports::cm_mad::Rep;
+use crate::fabric::ports::cm_frame::captured::{vm_rep, vm_req};
 
 const MS: Nanos = 1_000_000;
 /// The REQ's timeout: 2 x `cm_convert_to_ms(18)` + `cm_convert_to_ms(20)`.
@@ -75,22 +74,7 @@ fn h1s_req() -> Vec<u8> {
 }
 
 fn rep(local: u32, remote: u32) -> Msg {
-    Msg::Rep(Rep {
-        local_comm_id: local,
-        remote_comm_id: remote,
-        local_qkey: 0,
-        local_qpn: 0x11,
-        starting_psn: 0x42,
-        responder_resources: 1,
-        initiator_depth: 1,
-        target_ack_delay: 15,
-        failover_accepted: 0,
-        flow_control: false,
-        rnr_retry_count: 7,
-        srq: false,
-        local_ca_guid: 1,
-        private_data: Vec::new(),
-    })
+    Msg::Rep(vm_rep(local, remote))
 }
 
 fn resend(frame: &[u8]) -> Action {
