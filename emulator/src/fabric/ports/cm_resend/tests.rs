@@ -73,6 +73,24 @@ fn h1s_req() -> Vec<u8> {
     out(1, Msg::Req(r))
 }
 
+/// What h1's id 1 is told when its retries toward the VM's id `remote` are spent.
+fn timed_out(remote: u32) -> m::Decoded {
+    (
+        Address::Endpoint(Endpoint {
+            host: h1().1,
+            id: 1,
+        }),
+        Endpoint {
+            host: vm().1,
+            id: remote,
+        },
+        Message::Rej {
+            reason: SEND_TIMEOUT,
+            private_data: Vec::new(),
+        },
+    )
+}
+
 fn rep(local: u32, remote: u32) -> Msg {
     Msg::Rep(vm_rep(local, remote))
 }
@@ -227,23 +245,7 @@ fn spent_retries_tell_the_emulated_id_it_is_unreachable() {
     };
     assert_eq!(resent, 15);
     assert_eq!(now, 16 * REQ_WAIT);
-    assert_eq!(
-        told,
-        (
-            Address::Endpoint(Endpoint {
-                host: h1().1,
-                id: 1
-            }),
-            Endpoint {
-                host: vm().1,
-                id: 0
-            },
-            Message::Rej {
-                reason: SEND_TIMEOUT,
-                private_data: Vec::new()
-            }
-        )
-    );
+    assert_eq!(told, timed_out(0));
     assert_eq!((r.live(), r.next_due()), (0, None));
     assert_eq!(r.stats.timed_out, 1);
     // A late REP matches no connection: dropped as cm.c drops it.
@@ -377,23 +379,7 @@ fn a_dreq_never_answered_ends_in_a_drep_for_the_emulated_id_and_timewait() {
         panic!("the id told: {:?}", actions[15])
     };
     assert_eq!((*t, *host, *from), (16 * REQ_WAIT, h1().1, vm().1));
-    assert_eq!(
-        m::decode(body).unwrap().1,
-        (
-            Address::Endpoint(Endpoint {
-                host: h1().1,
-                id: 1
-            }),
-            Endpoint {
-                host: vm().1,
-                id: 0x77
-            },
-            Message::Rej {
-                reason: SEND_TIMEOUT,
-                private_data: Vec::new()
-            }
-        )
-    );
+    assert_eq!(m::decode(body).unwrap().1, timed_out(0x77));
     // cm_rep_handler's ACK timeout: cm_ack_timeout(15, 19 - 1) = 19, 2048 ms.
     assert_eq!(r.state(h1().1, 1), Some(State::Timewait));
     assert_eq!(r.next_due(), Some(16 * REQ_WAIT + 2048 * MS));
