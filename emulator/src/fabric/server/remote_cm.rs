@@ -4,9 +4,10 @@
 //! [`crate::fabric::ports::cm_bridge`]); what the kernel's CM does around them (resends
 //! on a timeout, answers to repeats, timewait) is [`crate::fabric::ports::cm_resend`]'s,
 //! on the fabric's clock (the wall clock since it started). Each message carries its
-//! sender's gap since its last frame ([`crate::rdmacm::core::request_hold`]); a MAD does
-//! not keep it, and a message from a MAD has none, which asks for no hold (the remote
-//! sender's frames do not pass the fabric's clock).
+//! sender's gap since its last frame ([`crate::rdmacm::core::messages::encode`], for
+//! [`crate::rdmacm::core::request_hold`]); a MAD does not keep it, and a message from a
+//! MAD has none, which asks for no hold (the remote sender's frames do not pass the
+//! fabric's clock).
 
 use std::net::Ipv4Addr;
 
