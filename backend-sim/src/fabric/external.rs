@@ -57,8 +57,10 @@ impl Fabric {
         out.append(&mut self.external.outbox);
     }
 
-    /// Gives a frame buffer back (one that [`Fabric::take_external`] handed out, or
-    /// one [`Fabric::spare_frame`] gave that was not used) for reuse.
+    /// Gives a frame buffer back for reuse (one [`Fabric::take_external`] handed out,
+    /// one [`Fabric::spare_frame`] gave that was not used, or a frame the layer above
+    /// is done with): the pool the NICs build frames in and [`Fabric::inject`]'s
+    /// callers fill.
     pub fn recycle_frame(&mut self, frame: Vec<u8>) {
         if self.external.spare.len() < MAX_SPARE {
             self.external.spare.push(frame);
@@ -82,6 +84,32 @@ impl Fabric {
     /// [`FabricError::UnknownPort`] or [`FabricError::FrameTooShort`]; nothing is
     /// scheduled then (the buffer is kept for reuse).
     pub fn inject(&mut self, to: PortId, frame: Vec<u8>, index: u64) -> Result<(), FabricError> {
+        self.inject_frame(to, frame, index, false)
+    }
+
+    /// [`Fabric::inject`] of a frame its sending NIC sealed ([`Output::Frame`]`::sealed`:
+    /// its checksums and, RoCEv2 over IPv4, its ICRC are right by construction) and
+    /// that reached this port through shared memory, where no bit of it can change: it
+    /// arrives sealed, and the port does not sum it again.
+    ///
+    /// # Errors
+    /// As [`Fabric::inject`].
+    pub fn inject_sealed(
+        &mut self,
+        to: PortId,
+        frame: Vec<u8>,
+        index: u64,
+    ) -> Result<(), FabricError> {
+        self.inject_frame(to, frame, index, true)
+    }
+
+    fn inject_frame(
+        &mut self,
+        to: PortId,
+        frame: Vec<u8>,
+        index: u64,
+        sealed: bool,
+    ) -> Result<(), FabricError> {
         let refused = match self.topo.port(to) {
             Err(e) => Some(e),
             Ok(_) if frame.len() < 14 => Some(FabricError::FrameTooShort(frame.len())),
@@ -98,8 +126,8 @@ impl Fabric {
                 to,
                 frame,
                 index,
-                // Nothing vouches for a frame from outside.
-                sealed: false,
+                // Nothing vouches for a frame from outside but the caller.
+                sealed,
             },
         );
         Ok(())
@@ -161,7 +189,14 @@ mod tests {
         f.take_external(&mut out);
         assert_eq!(
             out,
-            VecDeque::from([(a, ExternalMsg::Frame { frame, index: 0 })])
+            VecDeque::from([(
+                a,
+                ExternalMsg::Frame {
+                    frame,
+                    index: 0,
+                    sealed: false,
+                }
+            )])
         );
         f.take_external(&mut out);
         assert_eq!(out.len(), 1);
@@ -221,7 +256,11 @@ mod tests {
             ExternalMsg::LeaveMac(gm),
             ExternalMsg::LeaveGroup(g),
             ExternalMsg::JoinGroup(g),
-            ExternalMsg::Frame { frame, index: 0 },
+            ExternalMsg::Frame {
+                frame,
+                index: 0,
+                sealed: false,
+            },
         ];
         assert_eq!(out.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), want);
     }
@@ -296,7 +335,14 @@ mod tests {
         assert_eq!(
             *seen.lock().unwrap(),
             vec![
-                (a, ExternalMsg::Frame { frame, index: 0 }),
+                (
+                    a,
+                    ExternalMsg::Frame {
+                        frame,
+                        index: 0,
+                        sealed: false,
+                    }
+                ),
                 (a, ExternalMsg::JoinGroup(g))
             ]
         );

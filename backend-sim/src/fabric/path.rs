@@ -35,10 +35,11 @@ impl Fabric {
         self.send_frame(from, frame, true, false)
     }
 
-    /// [`Fabric::transmit`] of a frame whose IPv4 header checksum and UDP checksum the
-    /// caller vouches for (a sending NIC's checksum offload filled them, see
-    /// [`crate::frame::offload_checksums`]): it arrives [`Output::Frame`]`::sealed`
-    /// unless a fault flips one of its bits.
+    /// [`Fabric::transmit`] of a frame whose IPv4 header checksum and UDP checksum (and,
+    /// a RoCEv2 frame, its ICRC) the caller vouches for (a sending NIC's checksum offload
+    /// filled them, see [`crate::frame::offload_checksums`], or the NIC built the RoCEv2
+    /// frame over IPv4): it arrives [`Output::Frame`]`::sealed` unless a fault flips one
+    /// of its bits, and the receiving port does not sum it again.
     ///
     /// # Errors
     /// As [`Fabric::transmit`].
@@ -139,8 +140,14 @@ impl Fabric {
         }
         if self.external.owns(from) {
             // The link leads outside: its switch takes it from there.
-            self.external
-                .tell(from, ExternalMsg::Frame { frame, index });
+            self.external.tell(
+                from,
+                ExternalMsg::Frame {
+                    frame,
+                    index,
+                    sealed,
+                },
+            );
             return Ok(index);
         }
         let verdict = self.topo.ports[from.idx()].up.send(now, frame.len());
@@ -386,9 +393,9 @@ impl Fabric {
             frame: &frame,
         });
         let port = &mut self.topo.ports[to.idx()];
-        if let Some(reason) = port
-            .config
-            .verify_checksums
+        // A sealed frame passes the checks unsummed: its sender made them right and no
+        // bit of it changed on the way.
+        if let Some(reason) = (port.config.verify_checksums && !sealed)
             .then(|| corruption::roce_drop(&frame))
             .flatten()
         {

@@ -2,15 +2,16 @@
 //! UDP checksums filled in when it asks for the offload); a receive takes the frame as it
 //! arrived, in the states that receive, with the checksum flag the NIC reports.
 
-use crate::fabric::ip_checksums_verify;
+use crate::fabric::{ip_checksums_verify, is_roce};
 use crate::frame::offload_checksums;
 use verbs_api::{QpState, SendFlags, WcFlags};
 
 /// Prepares a frame the application gathered for the wire: with IP_CSUM the NIC fills
 /// its checksums. True when that sealed the frame ([`offload_checksums`]): the receiving
-/// NIC's check is then known to pass while no bit of it changes.
+/// NIC's check is then known to pass while no bit of it changes. A RoCEv2 frame is never
+/// sealed: the offload makes no ICRC, which the receiving NIC checks.
 pub(crate) fn prepare_send(frame: &mut [u8], flags: SendFlags) -> bool {
-    flags.contains(SendFlags::IP_CSUM) && offload_checksums(frame)
+    flags.contains(SendFlags::IP_CSUM) && offload_checksums(frame) && !is_roce(frame)
 }
 
 /// Whether a RAW_PACKET QP in `state` takes frames.

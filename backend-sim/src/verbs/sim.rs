@@ -252,11 +252,7 @@ impl Sim {
                 "the verbs objects alive are not the ones alive at the snapshot",
             ));
         }
-        let spare = std::mem::take(&mut w.free_frames);
         *w = snapshot.world.duplicate().map_err(SnapshotError)?;
-        // The spare frame buffers stay: they are handed out cleared, so which ones there
-        // are changes nothing but how often a frame needs a new allocation.
-        w.free_frames = spare;
         for (span, bytes) in &snapshot.memory {
             // SAFETY: the same region (key, address, length) is registered now, checked
             // above, and its memory is valid while registered.

@@ -166,11 +166,13 @@ impl Inbound {
     }
 
     /// Takes the next frame from an open pair into `buf` (pairs in turn); `fabric_tail` is
-    /// how far the ring from the fabric is read. `Ok(None)` when none has one.
+    /// how far the ring from the fabric is read. Its index for the trace (the pair's
+    /// count of frames) and whether the sender marked it sealed; `Ok(None)` when none has
+    /// one.
     ///
     /// # Errors
     /// The id of a pair whose ring is corrupt (the caller drops it, [`Inbound::drop_pair`]).
-    pub fn pop(&mut self, fabric_tail: u64, buf: &mut Vec<u8>) -> Result<Option<u64>, u32> {
+    pub fn pop(&mut self, fabric_tail: u64, buf: &mut Vec<u8>) -> Result<Option<(u64, bool)>, u32> {
         let n = self.peers.len();
         for k in 0..n {
             let i = (self.next + k) % n;
@@ -178,11 +180,11 @@ impl Inbound {
             if p.gate.is_none_or(|g| fabric_tail < g) {
                 continue;
             }
-            match p.rx.pop(buf) {
-                Ok(Some(_)) => {
+            match p.rx.pop_record(buf) {
+                Ok(Some((_, sealed))) => {
                     self.next = (i + 1) % n;
                     // The trace's index: the pair's count of frames.
-                    return Ok(Some(p.rx.taken()));
+                    return Ok(Some((p.rx.taken(), sealed)));
                 }
                 Ok(None) => {}
                 Err(_) => return Err(p.id),
@@ -370,11 +372,12 @@ mod tests {
             Ok(None),
             "gated on the fabric's ring"
         );
-        assert_eq!(bin.pop(100, &mut buf), Ok(Some(1)));
+        assert_eq!(bin.pop(100, &mut buf), Ok(Some((1, false))));
         assert_eq!(buf, [1; 60]);
-        btx.tx.push(&[2; 70], 0).unwrap();
+        // A frame its NIC sealed comes out sealed.
+        btx.tx.push_record(&[2; 70], 0, true).unwrap();
         ain.open(9, 0);
-        assert_eq!(ain.pop(0, &mut buf), Ok(Some(1)));
+        assert_eq!(ain.pop(0, &mut buf), Ok(Some((1, true))));
         assert_eq!(buf, [2; 70]);
         assert_eq!(made.region.counts(ways(true).0), (1, 1));
         assert_eq!(made.region.counts(ways(false).0), (1, 1));
@@ -424,7 +427,7 @@ mod tests {
         assert_eq!(bin.finished(), Vec::<u32>::new());
         let mut buf = Vec::new();
         for i in 0..3u8 {
-            assert_eq!(bin.pop(0, &mut buf), Ok(Some(u64::from(i) + 1)));
+            assert_eq!(bin.pop(0, &mut buf), Ok(Some((u64::from(i) + 1, false))));
             assert_eq!(buf, [i; 64]);
         }
         assert!(bin.passed(&barrier));

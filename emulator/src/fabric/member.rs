@@ -3,6 +3,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use backend_sim::fabric::ExternalMsg;
 use backend_sim::{Nanos, PortId, Sim};
 
 use super::client::{Receiver, Sender};
@@ -45,7 +46,7 @@ impl Member {
         sim.with_fabric(|f| {
             f.set_external(port)?;
             f.set_horizon(Some(f.now()));
-            f.set_external_sink(Some(Box::new(move |_, msg| {
+            f.set_external_sink(Some(Box::new(move |_, msg: &mut ExternalMsg| {
                 sink.lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .send(msg);
@@ -140,12 +141,16 @@ impl Member {
             let got = sim.with_fabric(|f| {
                 for n in 0..INJECT_CHUNK {
                     let mut buf = f.spare_frame();
-                    let Some(index) = rx.pop(&mut buf) else {
+                    let Some((index, sealed)) = rx.pop(&mut buf) else {
                         f.recycle_frame(buf);
                         return n;
                     };
                     // The ring checked the length: the port refuses nothing else.
-                    let _ = f.inject(port, buf, index);
+                    let _ = if sealed {
+                        f.inject_sealed(port, buf, index)
+                    } else {
+                        f.inject(port, buf, index)
+                    };
                 }
                 INJECT_CHUNK
             });

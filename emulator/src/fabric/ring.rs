@@ -5,8 +5,9 @@
 //! A ring is a 128-byte header (the producer's `head` and count of frames written on one
 //! cache line, the consumer's `tail`, `waiting` flag and count of frames read on another)
 //! and a data area of `cap` bytes, a power of two.
-//! A record is 16 bytes (frame length `u32`, zero `u32`, the fabric's index `u64`, all
-//! little-endian), then the frame, padded to 8 bytes; a record never wraps: when it does
+//! A record is 16 bytes (frame length `u32`, flags `u32`, the fabric's index `u64`, all
+//! little-endian), then the frame, padded to 8 bytes; the one flag, [`SEALED`], says the
+//! sending NIC sealed the frame (see [`Producer::push_record`]); a record never wraps: when it does
 //! not fit before the end, a length of `u32::MAX` there says "go on at the start".
 //! Positions are byte counts that only grow.
 //!
@@ -42,6 +43,9 @@ const READ_AT: usize = 80;
 const RECORD: usize = 16;
 /// The length that marks "go on at the start of the data area".
 const WRAP: u32 = u32::MAX;
+/// A record's flag: the sending NIC sealed the frame (backend-sim's
+/// `Output::Frame::sealed`: its checksums and ICRC are right by construction).
+const SEALED: u32 = 1;
 
 /// The data area of each ring by default: 4 MiB, some 460 jumbo frames.
 pub const DEFAULT_CAP: usize = 4 << 20;
@@ -202,6 +206,22 @@ impl Region {
         };
     }
 
+    /// Replaces `out`'s contents with the `len` bytes of the region at `at`, in one copy
+    /// (no zeroing first: a frame a round, the receive path's only copy out of the ring).
+    fn read_into(&self, at: usize, len: usize, out: &mut Vec<u8>) {
+        assert!(at + len <= self.len, "a ring read past its region");
+        out.clear();
+        out.reserve(len);
+        // SAFETY: the range is inside the mapping (checked) and `out` has room for `len`
+        // bytes (reserved), which the copy initialises before `set_len` claims them; a
+        // peer writing the range meanwhile can only make the bytes garbage, which the
+        // caller validates.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(at), out.as_mut_ptr(), len);
+            out.set_len(len);
+        }
+    }
+
     /// Copies the region's bytes at `at` into `dst`.
     fn read(&self, at: usize, dst: &mut [u8]) {
         assert!(at + dst.len() <= self.len, "a ring read past its region");
@@ -282,6 +302,20 @@ impl Producer {
     /// [`RingError::Full`], or [`RingError::Corrupt`] when the consumer's tail is
     /// impossible. A frame of a bad length is the caller's bug: it is refused as corrupt.
     pub fn push(&mut self, frame: &[u8], index: u64) -> Result<bool, RingError> {
+        self.push_record(frame, index, false)
+    }
+
+    /// [`Producer::push`] of a frame its sending NIC `sealed` (the flag goes with it: the
+    /// consumer may hand it on sealed, unsummed, as shared memory changes no bit of it).
+    ///
+    /// # Errors
+    /// As [`Producer::push`].
+    pub fn push_record(
+        &mut self,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> Result<bool, RingError> {
         if !(MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
             return Err(RingError::Corrupt("a frame of an impossible length"));
         }
@@ -306,6 +340,9 @@ impl Producer {
         let at = data + (self.head % cap) as usize;
         let mut hdr = [0u8; RECORD];
         hdr[..4].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        if sealed {
+            hdr[4..8].copy_from_slice(&SEALED.to_le_bytes());
+        }
         hdr[8..].copy_from_slice(&index.to_le_bytes());
         r.write(at, &hdr);
         r.write(at + RECORD, frame);
@@ -385,6 +422,15 @@ impl Consumer {
     /// [`RingError::Corrupt`] when the producer wrote something impossible; the ring is
     /// unusable then.
     pub fn pop(&mut self, out: &mut Vec<u8>) -> Result<Option<u64>, RingError> {
+        Ok(self.pop_record(out)?.map(|(index, _)| index))
+    }
+
+    /// [`Consumer::pop`] that also says whether the producer marked the frame sealed
+    /// ([`Producer::push_record`]; the producer's word, as every byte of the ring is).
+    ///
+    /// # Errors
+    /// As [`Consumer::pop`].
+    pub fn pop_record(&mut self, out: &mut Vec<u8>) -> Result<Option<(u64, bool)>, RingError> {
         let r = &*self.region;
         let cap = r.cap as u64;
         let data = self.base + HEADER;
@@ -421,15 +467,15 @@ impl Consumer {
             r.read(data + pos as usize, &mut hdr);
             let mut index = [0u8; 8];
             index.copy_from_slice(&hdr[8..]);
-            out.resize(len, 0);
-            r.read(data + pos as usize + RECORD, out);
+            let sealed = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]) & SEALED != 0;
+            r.read_into(data + pos as usize + RECORD, len, out);
             self.tail += need;
             self.frames += 1;
             r.u64_at(self.base + READ_AT)
                 .store(self.frames, Ordering::Relaxed);
             r.u64_at(self.base + TAIL_AT)
                 .store(self.tail, Ordering::SeqCst);
-            return Ok(Some(u64::from_le_bytes(index)));
+            return Ok(Some((u64::from_le_bytes(index), sealed)));
         }
     }
 

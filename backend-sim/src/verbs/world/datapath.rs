@@ -5,7 +5,7 @@ use super::World;
 use super::{vtag, Posted, WrCopy};
 use crate::fabric::is_roce;
 use crate::frame::ipv6::link_local_of_mac;
-use crate::frame::roce::{build_roce_frame, opcode, RocePacket};
+use crate::frame::roce::{build_roce_frame_into, opcode, RoceIps, RocePacket, RoceRoute};
 use crate::frame::{roce, FrameView};
 use crate::ids::PortId;
 use crate::verbs::personality::RoceL3;
@@ -162,9 +162,16 @@ impl World {
             Ok(x) => x,
             Err(status) => return status,
         };
-        let frame = build_roce_frame(&route, &h, payload);
-        self.sniff(dev, &frame, false);
-        match self.fabric.transmit(port, frame) {
+        let mut frame = self.frame_buffer();
+        build_roce_frame_into(&mut frame, &route, &h, payload);
+        let sealed = sealed_by_nic(&route);
+        self.sniff(dev, &frame, sealed);
+        let sent = if sealed {
+            self.fabric.transmit_sealed(port, frame)
+        } else {
+            self.fabric.transmit(port, frame)
+        };
+        match sent {
             Ok(_) => WcStatus::Success,
             Err(_) => WcStatus::LocLenErr,
         }
@@ -262,4 +269,13 @@ impl World {
         let flags = raw::receive_flags(frame, sealed);
         self.deliver(qpn, &[frame], WcOpcode::Recv, (0, 0), None, flags, false);
     }
+}
+
+/// True if a RoCE frame the NIC builds on `route` is sealed
+/// ([`crate::fabric::Output::Frame`]`::sealed`): RoCEv2 over IPv4, whose header checksum
+/// `build_roce_frame` fills, whose UDP checksum is 0 (none, RoCEv2 senders leave it so)
+/// and whose ICRC it computes. The IPv6 ones are not: a RAW_PACKET receive reports no
+/// IP_CSUM_OK for them, which a sealed frame would get.
+pub(super) fn sealed_by_nic(route: &RoceRoute) -> bool {
+    matches!(route.ips, RoceIps::V4(..))
 }
