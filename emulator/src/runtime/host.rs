@@ -7,6 +7,7 @@
 //! to that fabric instead ([`crate::fabric`]), and the progress thread also moves frames
 //! between the two.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -78,6 +79,9 @@ struct Joined {
     member: Mutex<Member>,
     /// Where the connection manager sends its messages to other hosts.
     cm: CmLink,
+    /// When a program's thread last polled the fabric ([`Emu::poll_fabric`]), in
+    /// [`wall_ns`]; 0: never.
+    polled: AtomicU64,
 }
 
 // SAFETY: the raw `ibv_device` structs hold only inline arrays and plain values (the
@@ -188,6 +192,7 @@ impl Emu {
         let joined = Joined {
             member: Mutex::new(member),
             cm,
+            polled: AtomicU64::new(0),
         };
         Emu::with_sim(topology, me, sim, host, Some(joined))
     }
@@ -288,10 +293,12 @@ impl Emu {
         let Some(j) = &self.member else {
             return false;
         };
+        let now = wall_ns();
+        j.polled.store(now, Ordering::Relaxed);
         let Ok(mut member) = j.member.try_lock() else {
             return false;
         };
-        member.pump_frames(&self.sim, wall_ns());
+        member.pump_frames(&self.sim, now);
         true
     }
 
@@ -456,6 +463,10 @@ const PROGRESS_SPIN: u64 = 100_000;
 /// How often the progress thread looks, at most.
 const PROGRESS_TICK: Duration = Duration::from_micros(200);
 
+/// How long after a program's thread last polled the fabric the progress thread leaves
+/// the frames to it (see `Joined::wait`), and how long it sleeps meanwhile.
+const PROGRAM_POLLING: Duration = Duration::from_micros(50);
+
 /// Starts the thread that runs the simulation on the wall clock. It needs `&'static Emu`,
 /// which exists once the OnceLock holds it: it waits for that, then runs for the life of
 /// the process.
@@ -491,6 +502,21 @@ impl Joined {
     /// has passed (timers of the simulation are due at most that late, and completion
     /// channels are signalled at least that often).
     fn wait(&self) {
+        let polled = self.polled.load(Ordering::Relaxed);
+        if polled != 0 && wall_ns().saturating_sub(polled) < PROGRAM_POLLING.as_nanos() as u64 {
+            // A program's thread polls a CQ in a loop and takes the frames itself
+            // (`Emu::poll_fabric`): this thread neither spins nor asks for doorbells, and
+            // leaves the cores to the pollers (on two cores, two programs polling and two
+            // progress threads spinning took turns, each poller getting half a core). It
+            // looks again when the fabric's socket has a message, an eventfd rings, or
+            // the program has stopped polling for a moment.
+            let mut fds = Vec::with_capacity(4);
+            lock(&self.member).poll_fds(&mut fds);
+            if sys::poll(&mut fds, Some(PROGRAM_POLLING)).is_err() {
+                std::thread::sleep(PROGRAM_POLLING);
+            }
+            return;
+        }
         let member = lock(&self.member);
         if member.took_frames_within(wall_ns(), PROGRESS_SPIN) {
             // Frames came a moment ago: more are likely (a stream). Looking again at
