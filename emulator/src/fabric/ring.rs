@@ -352,7 +352,10 @@ impl Producer {
             .store(self.frames, Ordering::Relaxed);
         r.u64_at(self.base + HEAD_AT)
             .store(self.head, Ordering::SeqCst);
-        Ok(r.u32_at(self.base + WAITING_AT).swap(0, Ordering::SeqCst) != 0)
+        // Read before clearing: a swap would take the consumer's cache line for writing
+        // on every frame; a load shares it. Only this side clears the flag.
+        let waiting = r.u32_at(self.base + WAITING_AT);
+        Ok(waiting.load(Ordering::SeqCst) != 0 && waiting.swap(0, Ordering::SeqCst) != 0)
     }
 
     /// How far the consumer has read (its tail, a byte count that only grows; clamped to
