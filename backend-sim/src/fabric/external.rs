@@ -133,6 +133,29 @@ impl Fabric {
         Ok(())
     }
 
+    /// A frame from outside reaches `to` now, at the end of its link, and is checked
+    /// there as [`Fabric::inject`]'s frames are (`sealed` as [`Fabric::inject_sealed`]),
+    /// without the event queue: true if it passes, and the caller hands it to the layer
+    /// above at once, where it lies (the emulator's NIC reads a frame in the shared ring,
+    /// `World::receive_now`).
+    ///
+    /// # Errors
+    /// As [`Fabric::inject`]; nothing is counted then.
+    pub fn arrive_now(
+        &mut self,
+        to: PortId,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> Result<bool, FabricError> {
+        self.topo.port(to)?;
+        if frame.len() < 14 {
+            return Err(FabricError::FrameTooShort(frame.len()));
+        }
+        let now = self.clock.now();
+        Ok(self.admit(now, to, frame, index, sealed))
+    }
+
     /// Caps virtual time: no step takes an event later than `horizon`, and a step that
     /// finds nothing due by then moves the clock to it, not beyond (`None`: no cap, the
     /// closed fabric's behaviour). The clock never moves back: under a horizon in the

@@ -381,22 +381,41 @@ impl Fabric {
         index: u64,
         sealed: bool,
     ) -> Option<Output> {
+        self.admit(now, to, &frame, index, sealed)
+            .then_some(Output::Frame {
+                port: to,
+                frame,
+                index,
+                sealed,
+            })
+    }
+
+    /// A frame at the end of its link at port `to` now: the port's checks and counts (a
+    /// drop is counted and traced). True if it goes up to the layer above.
+    pub(super) fn admit(
+        &mut self,
+        now: Nanos,
+        to: PortId,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> bool {
         let port = &mut self.topo.ports[to.idx()];
         if frame.len() > port.config.max_frame {
             self.drop(DropReason::TooLong, now, to, index);
-            return None;
+            return false;
         }
         self.taps.seen(Seen::Arrive {
             now,
             port: to,
             index,
-            frame: &frame,
+            frame,
         });
         let port = &mut self.topo.ports[to.idx()];
         // A sealed frame passes the checks unsummed: its sender made them right and no
         // bit of it changed on the way.
         if let Some(reason) = (port.config.verify_checksums && !sealed)
-            .then(|| corruption::roce_drop(&frame))
+            .then(|| corruption::roce_drop(frame))
             .flatten()
         {
             let s = &mut port.stats;
@@ -406,7 +425,7 @@ impl Fabric {
                 _ => s.rx_icrc_errors += 1,
             }
             self.drop(reason, now, to, index);
-            return None;
+            return false;
         }
         port.stats.rx_frames += 1;
         port.stats.rx_bytes += frame.len() as u64;
@@ -414,20 +433,15 @@ impl Fabric {
         if !self.switch_flipped.is_empty()
             && (self.switch_flipped.contains(&(index, None))
                 || self.switch_flipped.contains(&(index, Some(to))))
-            && corruption::passes_checks(&frame)
+            && corruption::passes_checks(frame)
         {
             self.undetected.push(UndetectedCorruption {
                 index,
                 port: to,
-                frame: frame.clone(),
+                frame: frame.to_vec(),
             });
         }
-        Some(Output::Frame {
-            port: to,
-            frame,
-            index,
-            sealed,
-        })
+        true
     }
 
     fn replay_next(&mut self, now: Nanos, id: usize) {

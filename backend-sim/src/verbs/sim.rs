@@ -170,6 +170,19 @@ impl Sim {
         while w.advance(deadline) {}
     }
 
+    /// Hands frames from outside to the NICs where they lie: `f` gets a function that
+    /// takes a frame arriving at a port now (its port, bytes, trace index and seal, as
+    /// [`Fabric::inject`] and [`Fabric::inject_sealed`] take them) and has its NIC handle
+    /// it at once, without the event queue, so the frame is never copied into a buffer
+    /// of the simulation. What the NIC starts (completions, replies) runs at the next
+    /// [`Sim::run_for`]. A frame the port refuses (too short, an unknown port) is dropped.
+    pub fn receive<R>(&self, f: impl FnOnce(&mut dyn FnMut(PortId, &[u8], u64, bool)) -> R) -> R {
+        let mut w = lock(&self.world);
+        f(&mut |port, frame, index, sealed| {
+            let _ = w.receive_now(port, frame, index, sealed);
+        })
+    }
+
     /// Virtual time now.
     #[must_use]
     pub fn now(&self) -> Nanos {

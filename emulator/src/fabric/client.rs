@@ -358,6 +358,23 @@ impl Sender {
     }
 }
 
+/// The next frame of an open pair, handed to `f` ([`Inbound::take`]); a pair whose ring is
+/// corrupt is dropped, saying so.
+fn take_pairs<R>(
+    inbound: &mut Inbound,
+    fabric_tail: u64,
+    f: impl FnOnce(&[u8], u64, bool) -> R,
+) -> Option<R> {
+    match inbound.take(fabric_tail, f) {
+        Ok(got) => got,
+        Err(id) => {
+            eprintln!("verbs-emu: dropped direct pair {id}: its ring is corrupt");
+            inbound.drop_pair(id);
+            None
+        }
+    }
+}
+
 /// A frame the NIC sent that waits for room in its ring.
 #[derive(Debug)]
 struct Waiting {
@@ -544,49 +561,50 @@ impl Receiver {
         self.release_held();
     }
 
-    /// Takes the next frame from the fabric or a pair (in turn) into `buf` (the one copy
-    /// out of the shared memory) and returns its index, and whether its sending NIC
-    /// sealed it (only a pair's frame is: it came through nothing but shared memory);
-    /// `None` when there is none (or the ring broke).
+    /// Takes the next frame from the fabric or a pair (in turn) into `buf` and returns its
+    /// index, and whether its sending NIC sealed it (only a pair's frame is: it came
+    /// through nothing but shared memory); `None` when there is none (or the ring broke).
     pub fn pop(&mut self, buf: &mut Vec<u8>) -> Option<(u64, bool)> {
+        self.take(|frame, index, sealed| {
+            buf.clear();
+            buf.extend_from_slice(frame);
+            (index, sealed)
+        })
+    }
+
+    /// [`Receiver::pop`] that hands the frame to `f` where it lies in the shared memory
+    /// (with its index and seal), without copying it out: the receiving NIC parses it and
+    /// writes its payload to memory from there.
+    pub fn take<R>(&mut self, f: impl FnOnce(&[u8], u64, bool) -> R) -> Option<R> {
         if self.is_gone() {
             return None;
         }
         self.turn = !self.turn;
+        let taken = &mut self.taken;
+        let mut f = Some(f);
+        let mut hand = |frame: &[u8], index: u64, sealed: bool| {
+            taken.frame(frame);
+            f.take().map(|f| f(frame, index, sealed))
+        };
         if self.turn && !self.inbound.is_empty() {
-            if let Some(ix) = self.pop_pairs(buf) {
-                self.taken.frame(buf);
-                return Some(ix);
+            if let Some(r) = take_pairs(&mut self.inbound, self.rx.tail(), &mut hand) {
+                return r;
             }
         }
-        let got = match self.rx.pop(buf) {
-            Ok(Some(ix)) => Some((ix, false)),
-            Ok(None) => self.pop_pairs(buf),
+        // The fabric's ring carries no seal (its links may have faults).
+        match self.rx.take(|frame, index, _| hand(frame, index, false)) {
+            Ok(Some(r)) => r,
+            Ok(None) => take_pairs(&mut self.inbound, self.rx.tail(), &mut hand).flatten(),
             Err(e) => {
                 self.shared.lost(&e);
                 None
             }
-        };
-        if got.is_some() {
-            self.taken.frame(buf);
         }
-        got
     }
 
     /// The frames [`Receiver::pop`] gave since the last call were all taken now.
     pub fn round_done(&mut self) {
         self.taken.round_done();
-    }
-
-    fn pop_pairs(&mut self, buf: &mut Vec<u8>) -> Option<(u64, bool)> {
-        match self.inbound.pop(self.rx.tail(), buf) {
-            Ok(got) => got,
-            Err(id) => {
-                eprintln!("verbs-emu: dropped direct pair {id}: its ring is corrupt");
-                self.inbound.drop_pair(id);
-                None
-            }
-        }
     }
 
     /// Before sleeping on [`Receiver::poll_fds`]: asks for a doorbell when frames come.

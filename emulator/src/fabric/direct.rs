@@ -173,18 +173,39 @@ impl Inbound {
     /// # Errors
     /// The id of a pair whose ring is corrupt (the caller drops it, [`Inbound::drop_pair`]).
     pub fn pop(&mut self, fabric_tail: u64, buf: &mut Vec<u8>) -> Result<Option<(u64, bool)>, u32> {
+        self.take(fabric_tail, |frame, index, sealed| {
+            buf.clear();
+            buf.extend_from_slice(frame);
+            (index, sealed)
+        })
+    }
+
+    /// [`Inbound::pop`] that hands the frame to `f` where it lies in the pair's ring
+    /// (with its index and seal) instead of copying it out.
+    ///
+    /// # Errors
+    /// As [`Inbound::pop`].
+    pub fn take<R>(
+        &mut self,
+        fabric_tail: u64,
+        f: impl FnOnce(&[u8], u64, bool) -> R,
+    ) -> Result<Option<R>, u32> {
         let n = self.peers.len();
+        let mut f = Some(f);
         for k in 0..n {
             let i = (self.next + k) % n;
             let p = &mut self.peers[i];
             if p.gate.is_none_or(|g| fabric_tail < g) {
                 continue;
             }
-            match p.rx.pop_record(buf) {
-                Ok(Some((_, sealed))) => {
+            // The trace's index: the pair's count of frames, this one included.
+            let index = p.rx.taken() + 1;
+            let got =
+                p.rx.take(|frame, _, sealed| f.take().map(|f| f(frame, index, sealed)));
+            match got {
+                Ok(Some(r)) => {
                     self.next = (i + 1) % n;
-                    // The trace's index: the pair's count of frames.
-                    return Ok(Some((p.rx.taken(), sealed)));
+                    return Ok(r);
                 }
                 Ok(None) => {}
                 Err(_) => return Err(p.id),

@@ -11,11 +11,8 @@ use super::client::{Receiver, Sender};
 /// Most frames taken from the ring in one round (the rest wait for the next).
 const RECV_BATCH: usize = 256;
 
-/// Frames injected before the simulation runs, within a round: the NIC frees each
-/// frame's buffer once it has handled it, so the allocator hands the same memory to the
-/// next chunk; injecting a whole batch first grew the heap by up to a megabyte and gave
-/// it back every round (a page fault per received frame, the most of the receiving
-/// thread's time in `ib_write_bw`).
+/// Frames the NIC takes from the rings (where they lie, `Sim::receive`) before the
+/// simulation runs what they started (completions, replies), within a round.
 const INJECT_CHUNK: usize = 16;
 
 /// The process's host as a member of the fabric: its external port and what the fabric
@@ -136,25 +133,23 @@ impl Member {
         sim.with_fabric(|f| {
             f.set_horizon(Some(if clear { target.max(f.now()) } else { f.now() }));
         });
+        // Everything due by the horizon first (timers, what the NIC started), then the
+        // frames, each at the time it is taken.
+        sim.run_for(Nanos::MAX);
         let mut taken = 0;
         loop {
-            let got = sim.with_fabric(|f| {
+            let got = sim.receive(|deliver| {
                 for n in 0..INJECT_CHUNK {
-                    let mut buf = f.spare_frame();
-                    let Some((index, sealed)) = rx.pop(&mut buf) else {
-                        f.recycle_frame(buf);
+                    // The NIC reads the frame where it lies in the ring (the ring checked
+                    // its length: the port refuses nothing else).
+                    let took = rx.take(|frame, index, sealed| deliver(port, frame, index, sealed));
+                    if took.is_none() {
                         return n;
-                    };
-                    // The ring checked the length: the port refuses nothing else.
-                    let _ = if sealed {
-                        f.inject_sealed(port, buf, index)
-                    } else {
-                        f.inject(port, buf, index)
-                    };
+                    }
                 }
                 INJECT_CHUNK
             });
-            // Everything due by the horizon: the frames just injected, timers.
+            // What the frames started: completions, replies, and timers now due.
             sim.run_for(Nanos::MAX);
             taken += got;
             if got < INJECT_CHUNK || taken >= RECV_BATCH {

@@ -222,6 +222,21 @@ impl Region {
         }
     }
 
+    /// The region's `len` bytes at `at`, where they lie.
+    ///
+    /// # Safety
+    /// The caller owns the range by the ring's protocol while the slice lives, as a
+    /// consumer owns a record from reading the producer's head until it publishes its
+    /// tail past it (a producer that keeps to the protocol writes none of it meanwhile).
+    unsafe fn slice(&self, at: usize, len: usize) -> &[u8] {
+        assert!(at + len <= self.len, "a ring read past its region");
+        // SAFETY: the range is inside the mapping (checked), which lives as long as
+        // `self`; the caller owns it by the protocol (this function's contract). A peer
+        // that breaks the protocol and writes it meanwhile can change the bytes under the
+        // reader, never their length or place: the reader validates what it reads.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(at), len) }
+    }
+
     /// Copies the region's bytes at `at` into `dst`.
     fn read(&self, at: usize, dst: &mut [u8]) {
         assert!(at + dst.len() <= self.len, "a ring read past its region");
@@ -376,6 +391,17 @@ impl Producer {
     }
 }
 
+/// A record a consumer found: where its frame lies in the region, its length, the bytes
+/// it takes in the ring, its index and seal.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    at: usize,
+    len: usize,
+    need: u64,
+    index: u64,
+    sealed: bool,
+}
+
 /// The reading end of one ring.
 #[derive(Debug)]
 pub struct Consumer {
@@ -434,6 +460,37 @@ impl Consumer {
     /// # Errors
     /// As [`Consumer::pop`].
     pub fn pop_record(&mut self, out: &mut Vec<u8>) -> Result<Option<(u64, bool)>, RingError> {
+        let Some(rec) = self.next_record()? else {
+            return Ok(None);
+        };
+        self.region.read_into(rec.at, rec.len, out);
+        self.consume(rec.need);
+        Ok(Some((rec.index, rec.sealed)))
+    }
+
+    /// Hands the next frame to `f` where it lies in the shared memory, with its index and
+    /// seal, and takes it off the ring once `f` returns: no copy. `None` when the ring is
+    /// empty.
+    ///
+    /// # Errors
+    /// As [`Consumer::pop`].
+    pub fn take<R>(
+        &mut self,
+        f: impl FnOnce(&[u8], u64, bool) -> R,
+    ) -> Result<Option<R>, RingError> {
+        let Some(rec) = self.next_record()? else {
+            return Ok(None);
+        };
+        // SAFETY: the record is this consumer's until `consume` publishes the tail past
+        // it, which happens after `f` has returned and the slice is gone.
+        let frame = unsafe { self.region.slice(rec.at, rec.len) };
+        let r = f(frame, rec.index, rec.sealed);
+        self.consume(rec.need);
+        Ok(Some(r))
+    }
+
+    /// The next record, checked (passing a wrap mark), not taken yet.
+    fn next_record(&mut self) -> Result<Option<Record>, RingError> {
         let r = &*self.region;
         let cap = r.cap as u64;
         let data = self.base + HEADER;
@@ -470,16 +527,26 @@ impl Consumer {
             r.read(data + pos as usize, &mut hdr);
             let mut index = [0u8; 8];
             index.copy_from_slice(&hdr[8..]);
-            let sealed = u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]) & SEALED != 0;
-            r.read_into(data + pos as usize + RECORD, len, out);
-            self.tail += need;
-            self.frames += 1;
-            r.u64_at(self.base + READ_AT)
-                .store(self.frames, Ordering::Relaxed);
-            r.u64_at(self.base + TAIL_AT)
-                .store(self.tail, Ordering::SeqCst);
-            return Ok(Some((u64::from_le_bytes(index), sealed)));
+            return Ok(Some(Record {
+                at: data + pos as usize + RECORD,
+                len,
+                need,
+                index: u64::from_le_bytes(index),
+                sealed: u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]) & SEALED != 0,
+            }));
         }
+    }
+
+    /// Takes the record of `need` bytes at the tail off the ring (the producer may write
+    /// there again).
+    fn consume(&mut self, need: u64) {
+        let r = &*self.region;
+        self.tail += need;
+        self.frames += 1;
+        r.u64_at(self.base + READ_AT)
+            .store(self.frames, Ordering::Relaxed);
+        r.u64_at(self.base + TAIL_AT)
+            .store(self.tail, Ordering::SeqCst);
     }
 
     /// Before sleeping: says so, then looks again. True if something is there after all
@@ -524,6 +591,26 @@ mod tests {
         assert_eq!(c.pop(&mut out), Ok(Some(8)));
         assert_eq!(out, frame(9014, 2));
         assert_eq!(c.pop(&mut out), Ok(None));
+    }
+
+    #[test]
+    fn take_hands_the_frame_in_place_then_frees_its_room() {
+        let (mut p, mut c, r) = pair();
+        assert_eq!(c.take(|_, _, _| ()), Ok(None));
+        p.push_record(&frame(3000, 5), 11, true).unwrap();
+        p.push(&frame(60, 6), 12).unwrap();
+        let before = p.queued();
+        let got = c.take(|f, index, sealed| {
+            // Still the consumer's: the producer sees its room taken until `take` returns.
+            assert_eq!(p.queued(), before);
+            (f.to_vec(), index, sealed)
+        });
+        assert_eq!(got, Ok(Some((frame(3000, 5), 11, true))));
+        assert_eq!(p.queued(), before - padded(3000) as u64);
+        let mut out = Vec::new();
+        assert_eq!(c.pop_record(&mut out), Ok(Some((12, false))));
+        assert_eq!(out, frame(60, 6));
+        assert_eq!(r.counts(Way::ToFabric), (2, 2));
     }
 
     #[test]

@@ -69,23 +69,49 @@ impl World {
 
     /// A frame at `port` (`sealed`: see [`crate::fabric::Output::Frame`]).
     pub(super) fn on_frame(&mut self, port: PortId, frame: Vec<u8>, sealed: bool) {
+        self.on_frame_at(port, &frame, sealed);
+        self.recycle(frame);
+    }
+
+    /// A frame from outside at `port` now, handled at once where it lies (see
+    /// [`crate::fabric::Fabric::arrive_now`]); the completers' work left before it runs
+    /// first, as [`World::advance`] runs it before the next event.
+    ///
+    /// # Errors
+    /// As [`crate::fabric::Fabric::inject`].
+    pub fn receive_now(
+        &mut self,
+        port: PortId,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> Result<(), crate::fabric::FabricError> {
+        while !self.due.is_empty() {
+            self.run_completers();
+        }
+        if self.fabric.arrive_now(port, frame, index, sealed)? {
+            self.on_frame_at(port, frame, sealed);
+        }
+        Ok(())
+    }
+
+    fn on_frame_at(&mut self, port: PortId, frame: &[u8], sealed: bool) {
         let Some(dev) = self.port_owner.get(port.0 as usize).copied().flatten() else {
             return;
         };
-        if is_roce(&frame) {
-            let Ok(view) = FrameView::parse(&frame) else {
+        if is_roce(frame) {
+            let Ok(view) = FrameView::parse(frame) else {
                 self.devices[dev].stats.rx_malformed += 1;
                 return;
             };
-            self.sniff(dev, &frame, sealed);
-            self.roce_rx(dev, &frame, &view);
+            self.sniff(dev, frame, sealed);
+            self.roce_rx(dev, frame, &view);
         } else if self.devices[dev].personality.raw_packet() {
-            self.steer(dev, &frame, sealed);
+            self.steer(dev, frame, sealed);
         } else {
             // rxe: the kernel's network stack takes it; no verbs consumer sees it.
             self.devices[dev].stats.rx_unclaimed += 1;
         }
-        self.recycle(frame);
     }
 
     pub(super) fn roce_rx(&mut self, dev: usize, frame: &[u8], view: &FrameView) {
