@@ -84,32 +84,6 @@ impl Fabric {
     /// [`FabricError::UnknownPort`] or [`FabricError::FrameTooShort`]; nothing is
     /// scheduled then (the buffer is kept for reuse).
     pub fn inject(&mut self, to: PortId, frame: Vec<u8>, index: u64) -> Result<(), FabricError> {
-        self.inject_frame(to, frame, index, false)
-    }
-
-    /// [`Fabric::inject`] of a frame its sending NIC sealed ([`Output::Frame`]`::sealed`:
-    /// its checksums and, RoCEv2 over IPv4, its ICRC are right by construction) and
-    /// that reached this port through shared memory, where no bit of it can change: it
-    /// arrives sealed, and the port does not sum it again.
-    ///
-    /// # Errors
-    /// As [`Fabric::inject`].
-    pub fn inject_sealed(
-        &mut self,
-        to: PortId,
-        frame: Vec<u8>,
-        index: u64,
-    ) -> Result<(), FabricError> {
-        self.inject_frame(to, frame, index, true)
-    }
-
-    fn inject_frame(
-        &mut self,
-        to: PortId,
-        frame: Vec<u8>,
-        index: u64,
-        sealed: bool,
-    ) -> Result<(), FabricError> {
         let refused = match self.topo.port(to) {
             Err(e) => Some(e),
             Ok(_) if frame.len() < 14 => Some(FabricError::FrameTooShort(frame.len())),
@@ -126,16 +100,17 @@ impl Fabric {
                 to,
                 frame,
                 index,
-                // Nothing vouches for a frame from outside but the caller.
-                sealed,
+                // Nothing vouches for a frame from outside.
+                sealed: false,
             },
         );
         Ok(())
     }
 
     /// A frame from outside reaches `to` now, at the end of its link, and is checked
-    /// there as [`Fabric::inject`]'s frames are (`sealed` as [`Fabric::inject_sealed`]),
-    /// without the event queue: true if it passes, and the caller hands it to the layer
+    /// there as [`Fabric::inject`]'s frames are, without the event queue (`sealed`: its
+    /// sending NIC sealed it and it came through shared memory, where no bit of it can
+    /// change, so the port does not sum it again): true if it passes, and the caller hands it to the layer
     /// above at once, where it lies (the emulator's NIC reads a frame in the shared ring,
     /// `World::receive_now`).
     ///
@@ -319,6 +294,29 @@ mod tests {
             f.inject(PortId(9), frame, 79),
             Err(FabricError::UnknownPort(_))
         ));
+    }
+
+    #[test]
+    fn frames_arriving_now_pass_the_ports_checks_without_the_queue() {
+        let (mut f, a, _, ma, mb) = two_hosts();
+        f.set_external(a).unwrap();
+        let frame = frame_to(ma, mb, 80);
+        assert!(f.arrive_now(a, &frame, 77, false).unwrap());
+        assert_eq!(f.pending_events(), 0);
+        assert_eq!(f.port_stats(a).unwrap().rx_frames, 1);
+        assert_eq!(f.stats().delivered, 1);
+        // Too long for the port: dropped on arrival, as from a link.
+        assert!(!f.arrive_now(a, &[0u8; 9015], 78, true).unwrap());
+        assert_eq!(f.stats().dropped_too_long, 1);
+        assert!(matches!(
+            f.arrive_now(a, &frame[..13], 79, false),
+            Err(FabricError::FrameTooShort(13))
+        ));
+        assert!(matches!(
+            f.arrive_now(PortId(9), &frame, 79, false),
+            Err(FabricError::UnknownPort(_))
+        ));
+        assert_eq!(f.port_stats(a).unwrap().rx_frames, 1);
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub enum Output {
         /// The global index the frame got when it was transmitted.
         index: u64,
         /// The frame came in through [`Fabric::transmit_sealed`] (or
-        /// [`Fabric::inject_sealed`]) and no fault changed a bit of it on the way: its
+        /// [`Fabric::arrive_now`]) and no fault changed a bit of it on the way: its
         /// IPv4 and UDP checksums (and a RoCEv2 frame's ICRC) verify, as its sender
         /// vouched, without being summed again.
         sealed: bool,

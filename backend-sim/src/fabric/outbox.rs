@@ -19,7 +19,7 @@ pub enum ExternalMsg {
         index: u64,
         /// Its sender sealed it ([`Output::Frame`](super::Output)`::sealed`): a receiver
         /// that gets its bytes unchanged may take it sealed
-        /// ([`Fabric::inject_sealed`](super::Fabric::inject_sealed)).
+        /// ([`Fabric::arrive_now`](super::Fabric::arrive_now)).
         sealed: bool,
     },
     /// The port joined an IPv4 multicast group (one more reference).

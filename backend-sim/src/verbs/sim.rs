@@ -172,7 +172,7 @@ impl Sim {
 
     /// Hands frames from outside to the NICs where they lie: `f` gets a function that
     /// takes a frame arriving at a port now (its port, bytes, trace index and seal, as
-    /// [`Fabric::inject`] and [`Fabric::inject_sealed`] take them) and has its NIC handle
+    /// [`Fabric::arrive_now`] takes them) and has its NIC handle
     /// it at once, without the event queue, so the frame is never copied into a buffer
     /// of the simulation. What the NIC starts (completions, replies) runs at the next
     /// [`Sim::run_for`]. A frame the port refuses (too short, an unknown port) is dropped.
