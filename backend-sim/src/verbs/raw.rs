@@ -64,6 +64,29 @@ mod tests {
     }
 
     #[test]
+    fn a_rocev2_frame_sent_raw_is_never_sealed() {
+        use crate::frame::roce::{build_roce_frame, opcode, Bth, RoceHeaders, RoceRoute};
+        let route = RoceRoute::new(
+            (Mac([2, 0, 10, 0, 0, 1]), Ipv4Addr::new(10, 0, 0, 1)),
+            (Mac([2, 0, 10, 0, 0, 2]), Ipv4Addr::new(10, 0, 0, 2)),
+        );
+        let headers = RoceHeaders {
+            bth: Bth {
+                opcode: opcode::RC | opcode::SEND_ONLY,
+                dest_qp: 0x11,
+                ..Bth::default()
+            },
+            ..RoceHeaders::default()
+        };
+        let mut frame = build_roce_frame(&route, &headers, b"message");
+        // Its ICRC broken: a sealed frame would pass the receiving NIC unchecked.
+        let last = frame.len() - 1;
+        frame[last] ^= 1;
+        assert!(!prepare_send(&mut frame, SendFlags::IP_CSUM));
+        assert_eq!(check_integrity(&frame), Integrity::BadIcrc);
+    }
+
+    #[test]
     fn the_flag_is_set_only_when_the_checksums_really_verify() {
         let mut spec = UdpFrameSpec::new(
             Mac([2, 0, 10, 0, 0, 1]),
