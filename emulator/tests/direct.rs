@@ -58,9 +58,10 @@ impl Host {
     }
 
     fn send(&mut self, to: u8, me: u8, fill: u8) {
-        self.tx.send(&ExternalMsg::Frame {
+        self.tx.send(&mut ExternalMsg::Frame {
             frame: frame(mac_of(to), mac_of(me), fill),
             index: 0,
+            sealed: false,
         });
     }
 

@@ -683,9 +683,10 @@ fn arbitrary_verbs_call_sequences_never_crash_a_program_or_the_fabric() {
     let (mut h1, _h1_rx) = client::join(&fabric.socket, "h1", mac_of(1), ip_of(1)).expect("h1");
     let (_h2, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
     let to_h2 = frame(mac_of(2), mac_of(1), 0x77);
-    h1.send(&ExternalMsg::Frame {
+    h1.send(&mut ExternalMsg::Frame {
         frame: to_h2.clone(),
         index: 0,
+        sealed: false,
     });
     assert_eq!(next_frame(&mut h2), to_h2);
     drop((h1, _h1_rx, _h2, h2));

@@ -106,9 +106,10 @@ fn h1_sent_to_slow_h2(
     let (h2_tx, mut h2) = client::join(&fabric.socket, "h2", mac_of(2), ip_of(2)).expect("h2");
     h2.set_cm_handler(handler);
     for k in 0..SENT {
-        h1.send(&ExternalMsg::Frame {
+        h1.send(&mut ExternalMsg::Frame {
             frame: frame(mac_of(2), mac_of(1), k),
             index: 0,
+            sealed: false,
         });
     }
     (fabric, (h1, h1_rx), (h2_tx, h2))
@@ -329,13 +330,14 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
         "{again}"
     );
     let to_h2 = frame(mac_of(2), mac_of(1), 0x5a);
-    h1.send(&ExternalMsg::Frame {
+    h1.send(&mut ExternalMsg::Frame {
         frame: to_h2.clone(),
         index: 0,
+        sealed: false,
     });
     assert_eq!(next_frame(&mut h2), to_h2);
     let group = Ipv4Addr::new(239, 1, 1, 1);
-    h3.send(&ExternalMsg::JoinGroup(group));
+    h3.send(&mut ExternalMsg::JoinGroup(group));
     let mut mc = frame(Mac([0x01, 0x00, 0x5e, 1, 1, 1]), mac_of(1), 0);
     mc[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
     mc[30..34].copy_from_slice(&group.octets());
@@ -343,14 +345,16 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
     // first in a round, so once a frame h3 sent after its join has arrived, the fabric
     // has the membership.
     let from_h3 = frame(mac_of(2), mac_of(3), 0x33);
-    h3.send(&ExternalMsg::Frame {
+    h3.send(&mut ExternalMsg::Frame {
         frame: from_h3.clone(),
         index: 0,
+        sealed: false,
     });
     assert_eq!(next_frame(&mut h2), from_h3);
-    h1.send(&ExternalMsg::Frame {
+    h1.send(&mut ExternalMsg::Frame {
         frame: mc.clone(),
         index: 0,
+        sealed: false,
     });
     assert_eq!(next_frame(&mut h3_rx), mc);
     // Garbage frames of every length a ring carries: runts, broadcast and multicast
@@ -382,15 +386,17 @@ fn garbage_on_the_socket_leaves_the_fabric_serving() {
         garbage.push(f);
     }
     for f in &garbage {
-        h1.send(&ExternalMsg::Frame {
+        h1.send(&mut ExternalMsg::Frame {
             frame: f.clone(),
             index: 0,
+            sealed: false,
         });
     }
     let after = frame(mac_of(2), mac_of(1), 0xa5);
-    h1.send(&ExternalMsg::Frame {
+    h1.send(&mut ExternalMsg::Frame {
         frame: after.clone(),
         index: 0,
+        sealed: false,
     });
     // What did not fit h1's queue waits in its sender (the fabric pauses h1 while h2 has
     // not taken its frames): flushed meanwhile, as a NIC's progress thread does.

@@ -473,9 +473,10 @@ fn frames_wait_for_a_process_whose_ring_is_full() {
         f
     };
     for k in 0..n {
-        h1.send(&ExternalMsg::Frame {
+        h1.send(&mut ExternalMsg::Frame {
             frame: frame(k),
             index: 0,
+            sealed: false,
         });
     }
     // What h1's ring had no room for (the fabric pauses h1 once h2's backlog passes

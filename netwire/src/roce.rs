@@ -515,6 +515,18 @@ impl RoceRoute {
 /// (`prepare_udp_hdr`).
 #[must_use]
 pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    build_roce_frame_into(&mut out, route, headers, payload);
+    out
+}
+
+/// [`build_roce_frame`] into `out` (cleared first), so that a caller can reuse a buffer.
+pub fn build_roce_frame_into(
+    out: &mut Vec<u8>,
+    route: &RoceRoute,
+    headers: &RoceHeaders,
+    payload: &[u8],
+) {
     let pad = (4 - payload.len() % 4) % 4;
     let mut h = *headers;
     h.bth.pad_count = pad as u8;
@@ -530,9 +542,10 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
         |l| l.ext_len(),
     );
     let udp_payload_len = BTH_LEN + ext + payload.len() + pad + ICRC_LEN;
-    let mut out = Vec::with_capacity(14 + IPV6_HEADER_LEN + UDP_HEADER_LEN + udp_payload_len);
+    out.clear();
+    out.reserve(14 + IPV6_HEADER_LEN + UDP_HEADER_LEN + udp_payload_len);
     if let RoceIps::V1(src, dst) = route.ips {
-        EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_ROCE_V1, &mut out);
+        EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_ROCE_V1, out);
         Ipv6Header {
             traffic_class: route.tos,
             flow_label: 0,
@@ -542,19 +555,19 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
             src,
             dst,
         }
-        .write(&mut out);
-        h.write(&mut out);
+        .write(out);
+        h.write(out);
         out.extend_from_slice(payload);
         out.resize(out.len() + pad, 0);
         let icrc = compute_icrc(&out[14..]);
         out.extend_from_slice(&icrc.to_le_bytes());
-        return out;
+        return;
     }
     match route.ips {
         RoceIps::V4(src, dst) => {
-            EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV4, &mut out);
+            EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV4, out);
             Ipv4Header::write(
-                &mut out,
+                out,
                 route.tos,
                 UDP_HEADER_LEN + udp_payload_len,
                 route.ip_id,
@@ -566,7 +579,7 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
             );
         }
         RoceIps::V6(src, dst) | RoceIps::V1(src, dst) => {
-            EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV6, &mut out);
+            EthHeader::write_untagged(route.dst_mac, route.src_mac, ETHERTYPE_IPV6, out);
             Ipv6Header {
                 traffic_class: route.tos,
                 flow_label: 0,
@@ -576,16 +589,15 @@ pub fn build_roce_frame(route: &RoceRoute, headers: &RoceHeaders, payload: &[u8]
                 src,
                 dst,
             }
-            .write(&mut out);
+            .write(out);
         }
     }
-    UdpHeader::write(&mut out, route.src_port, ROCEV2_UDP_PORT, udp_payload_len);
-    h.write(&mut out);
+    UdpHeader::write(out, route.src_port, ROCEV2_UDP_PORT, udp_payload_len);
+    h.write(out);
     out.extend_from_slice(payload);
     out.resize(out.len() + pad, 0);
     let icrc = compute_icrc(&out[14..]);
     out.extend_from_slice(&icrc.to_le_bytes());
-    out
 }
 
 /// Computes the ICRC of a RoCE datagram `ip` (IPv4 or IPv6 header through pad, without

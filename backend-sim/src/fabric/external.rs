@@ -57,8 +57,10 @@ impl Fabric {
         out.append(&mut self.external.outbox);
     }
 
-    /// Gives a frame buffer back (one that [`Fabric::take_external`] handed out, or
-    /// one [`Fabric::spare_frame`] gave that was not used) for reuse.
+    /// Gives a frame buffer back for reuse (one [`Fabric::take_external`] handed out,
+    /// one [`Fabric::spare_frame`] gave that was not used, or a frame the layer above
+    /// is done with): the pool the NICs build frames in and [`Fabric::inject`]'s
+    /// callers fill.
     pub fn recycle_frame(&mut self, frame: Vec<u8>) {
         if self.external.spare.len() < MAX_SPARE {
             self.external.spare.push(frame);
@@ -103,6 +105,30 @@ impl Fabric {
             },
         );
         Ok(())
+    }
+
+    /// A frame from outside reaches `to` now, at the end of its link, and is checked
+    /// there as [`Fabric::inject`]'s frames are, without the event queue (`sealed`: its
+    /// sending NIC sealed it and it came through shared memory, where no bit of it can
+    /// change, so the port does not sum it again): true if it passes, and the caller hands it to the layer
+    /// above at once, where it lies (the emulator's NIC reads a frame in the shared ring,
+    /// `World::receive_now`).
+    ///
+    /// # Errors
+    /// As [`Fabric::inject`]; nothing is counted then.
+    pub fn arrive_now(
+        &mut self,
+        to: PortId,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> Result<bool, FabricError> {
+        self.topo.port(to)?;
+        if frame.len() < 14 {
+            return Err(FabricError::FrameTooShort(frame.len()));
+        }
+        let now = self.clock.now();
+        Ok(self.admit(now, to, frame, index, sealed))
     }
 
     /// Caps virtual time: no step takes an event later than `horizon`, and a step that
@@ -161,7 +187,14 @@ mod tests {
         f.take_external(&mut out);
         assert_eq!(
             out,
-            VecDeque::from([(a, ExternalMsg::Frame { frame, index: 0 })])
+            VecDeque::from([(
+                a,
+                ExternalMsg::Frame {
+                    frame,
+                    index: 0,
+                    sealed: false,
+                }
+            )])
         );
         f.take_external(&mut out);
         assert_eq!(out.len(), 1);
@@ -221,7 +254,11 @@ mod tests {
             ExternalMsg::LeaveMac(gm),
             ExternalMsg::LeaveGroup(g),
             ExternalMsg::JoinGroup(g),
-            ExternalMsg::Frame { frame, index: 0 },
+            ExternalMsg::Frame {
+                frame,
+                index: 0,
+                sealed: false,
+            },
         ];
         assert_eq!(out.into_iter().map(|(_, m)| m).collect::<Vec<_>>(), want);
     }
@@ -257,6 +294,29 @@ mod tests {
             f.inject(PortId(9), frame, 79),
             Err(FabricError::UnknownPort(_))
         ));
+    }
+
+    #[test]
+    fn frames_arriving_now_pass_the_ports_checks_without_the_queue() {
+        let (mut f, a, _, ma, mb) = two_hosts();
+        f.set_external(a).unwrap();
+        let frame = frame_to(ma, mb, 80);
+        assert!(f.arrive_now(a, &frame, 77, false).unwrap());
+        assert_eq!(f.pending_events(), 0);
+        assert_eq!(f.port_stats(a).unwrap().rx_frames, 1);
+        assert_eq!(f.stats().delivered, 1);
+        // Too long for the port: dropped on arrival, as from a link.
+        assert!(!f.arrive_now(a, &[0u8; 9015], 78, true).unwrap());
+        assert_eq!(f.stats().dropped_too_long, 1);
+        assert!(matches!(
+            f.arrive_now(a, &frame[..13], 79, false),
+            Err(FabricError::FrameTooShort(13))
+        ));
+        assert!(matches!(
+            f.arrive_now(PortId(9), &frame, 79, false),
+            Err(FabricError::UnknownPort(_))
+        ));
+        assert_eq!(f.port_stats(a).unwrap().rx_frames, 1);
     }
 
     #[test]
@@ -296,7 +356,14 @@ mod tests {
         assert_eq!(
             *seen.lock().unwrap(),
             vec![
-                (a, ExternalMsg::Frame { frame, index: 0 }),
+                (
+                    a,
+                    ExternalMsg::Frame {
+                        frame,
+                        index: 0,
+                        sealed: false,
+                    }
+                ),
                 (a, ExternalMsg::JoinGroup(g))
             ]
         );

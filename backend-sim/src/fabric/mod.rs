@@ -64,8 +64,9 @@ pub enum Output {
         frame: Vec<u8>,
         /// The global index the frame got when it was transmitted.
         index: u64,
-        /// The frame came in through [`Fabric::transmit_sealed`] and no fault changed a
-        /// bit of it on the way: its IPv4 and UDP checksums verify, as its sender
+        /// The frame came in through [`Fabric::transmit_sealed`] (or
+        /// [`Fabric::arrive_now`]) and no fault changed a bit of it on the way: its
+        /// IPv4 and UDP checksums (and a RoCEv2 frame's ICRC) verify, as its sender
         /// vouched, without being summed again.
         sealed: bool,
     },

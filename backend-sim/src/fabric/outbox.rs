@@ -17,6 +17,10 @@ pub enum ExternalMsg {
         frame: Vec<u8>,
         /// Its index ([`FabricStats::transmitted`](super::FabricStats) before it).
         index: u64,
+        /// Its sender sealed it ([`Output::Frame`](super::Output)`::sealed`): a receiver
+        /// that gets its bytes unchanged may take it sealed
+        /// ([`Fabric::arrive_now`](super::Fabric::arrive_now)).
+        sealed: bool,
     },
     /// The port joined an IPv4 multicast group (one more reference).
     JoinGroup(Ipv4Addr),
@@ -31,8 +35,9 @@ pub enum ExternalMsg {
 /// Takes each message of an external port as it happens, instead of the outbox (the
 /// layer above sends it on at once: a frame a NIC sent is then on its way before the send
 /// completes, as on a wire). It runs inside the simulation's call, so it must not call
-/// back into the simulation. A frame's buffer is kept for reuse afterwards.
-pub type ExternalSink = Box<dyn FnMut(PortId, &ExternalMsg) + Send>;
+/// back into the simulation. It may take a frame's buffer (`std::mem::take`, to keep the
+/// frame without a copy); a buffer it leaves is kept for reuse afterwards.
+pub type ExternalSink = Box<dyn FnMut(PortId, &mut ExternalMsg) + Send>;
 
 /// The fabric's external ports and their outbox.
 #[derive(Default)]
@@ -90,9 +95,10 @@ impl External {
         match &mut self.sink {
             None => self.outbox.push_back((port, msg)),
             Some(sink) => {
-                sink(port, &msg);
+                let mut msg = msg;
+                sink(port, &mut msg);
                 if let ExternalMsg::Frame { frame, .. } = msg {
-                    if self.spare.len() < MAX_SPARE {
+                    if frame.capacity() > 0 && self.spare.len() < MAX_SPARE {
                         self.spare.push(frame);
                     }
                 }

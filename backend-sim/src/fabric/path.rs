@@ -35,10 +35,11 @@ impl Fabric {
         self.send_frame(from, frame, true, false)
     }
 
-    /// [`Fabric::transmit`] of a frame whose IPv4 header checksum and UDP checksum the
-    /// caller vouches for (a sending NIC's checksum offload filled them, see
-    /// [`crate::frame::offload_checksums`]): it arrives [`Output::Frame`]`::sealed`
-    /// unless a fault flips one of its bits.
+    /// [`Fabric::transmit`] of a frame whose IPv4 header checksum and UDP checksum (and,
+    /// a RoCEv2 frame, its ICRC) the caller vouches for (a sending NIC's checksum offload
+    /// filled them, see [`crate::frame::offload_checksums`], or the NIC built the RoCEv2
+    /// frame over IPv4): it arrives [`Output::Frame`]`::sealed` unless a fault flips one
+    /// of its bits, and the receiving port does not sum it again.
     ///
     /// # Errors
     /// As [`Fabric::transmit`].
@@ -139,8 +140,14 @@ impl Fabric {
         }
         if self.external.owns(from) {
             // The link leads outside: its switch takes it from there.
-            self.external
-                .tell(from, ExternalMsg::Frame { frame, index });
+            self.external.tell(
+                from,
+                ExternalMsg::Frame {
+                    frame,
+                    index,
+                    sealed,
+                },
+            );
             return Ok(index);
         }
         let verdict = self.topo.ports[from.idx()].up.send(now, frame.len());
@@ -374,22 +381,41 @@ impl Fabric {
         index: u64,
         sealed: bool,
     ) -> Option<Output> {
+        self.admit(now, to, &frame, index, sealed)
+            .then_some(Output::Frame {
+                port: to,
+                frame,
+                index,
+                sealed,
+            })
+    }
+
+    /// A frame at the end of its link at port `to` now: the port's checks and counts (a
+    /// drop is counted and traced). True if it goes up to the layer above.
+    pub(super) fn admit(
+        &mut self,
+        now: Nanos,
+        to: PortId,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> bool {
         let port = &mut self.topo.ports[to.idx()];
         if frame.len() > port.config.max_frame {
             self.drop(DropReason::TooLong, now, to, index);
-            return None;
+            return false;
         }
         self.taps.seen(Seen::Arrive {
             now,
             port: to,
             index,
-            frame: &frame,
+            frame,
         });
         let port = &mut self.topo.ports[to.idx()];
-        if let Some(reason) = port
-            .config
-            .verify_checksums
-            .then(|| corruption::roce_drop(&frame))
+        // A sealed frame passes the checks unsummed: its sender made them right and no
+        // bit of it changed on the way.
+        if let Some(reason) = (port.config.verify_checksums && !sealed)
+            .then(|| corruption::roce_drop(frame))
             .flatten()
         {
             let s = &mut port.stats;
@@ -399,7 +425,7 @@ impl Fabric {
                 _ => s.rx_icrc_errors += 1,
             }
             self.drop(reason, now, to, index);
-            return None;
+            return false;
         }
         port.stats.rx_frames += 1;
         port.stats.rx_bytes += frame.len() as u64;
@@ -407,20 +433,15 @@ impl Fabric {
         if !self.switch_flipped.is_empty()
             && (self.switch_flipped.contains(&(index, None))
                 || self.switch_flipped.contains(&(index, Some(to))))
-            && corruption::passes_checks(&frame)
+            && corruption::passes_checks(frame)
         {
             self.undetected.push(UndetectedCorruption {
                 index,
                 port: to,
-                frame: frame.clone(),
+                frame: frame.to_vec(),
             });
         }
-        Some(Output::Frame {
-            port: to,
-            frame,
-            index,
-            sealed,
-        })
+        true
     }
 
     fn replay_next(&mut self, now: Nanos, id: usize) {

@@ -2,15 +2,16 @@
 //! UDP checksums filled in when it asks for the offload); a receive takes the frame as it
 //! arrived, in the states that receive, with the checksum flag the NIC reports.
 
-use crate::fabric::ip_checksums_verify;
+use crate::fabric::{ip_checksums_verify, is_roce};
 use crate::frame::offload_checksums;
 use verbs_api::{QpState, SendFlags, WcFlags};
 
 /// Prepares a frame the application gathered for the wire: with IP_CSUM the NIC fills
 /// its checksums. True when that sealed the frame ([`offload_checksums`]): the receiving
-/// NIC's check is then known to pass while no bit of it changes.
+/// NIC's check is then known to pass while no bit of it changes. A RoCEv2 frame is never
+/// sealed: the offload makes no ICRC, which the receiving NIC checks.
 pub(crate) fn prepare_send(frame: &mut [u8], flags: SendFlags) -> bool {
-    flags.contains(SendFlags::IP_CSUM) && offload_checksums(frame)
+    flags.contains(SendFlags::IP_CSUM) && offload_checksums(frame) && !is_roce(frame)
 }
 
 /// Whether a RAW_PACKET QP in `state` takes frames.
@@ -60,6 +61,29 @@ mod tests {
         prepare_send(&mut frame, SendFlags::IP_CSUM);
         assert_eq!(check_integrity(&frame), Integrity::Ok);
         assert_eq!(receive_flags(&frame, false), WcFlags::IP_CSUM_OK);
+    }
+
+    #[test]
+    fn a_rocev2_frame_sent_raw_is_never_sealed() {
+        use crate::frame::roce::{build_roce_frame, opcode, Bth, RoceHeaders, RoceRoute};
+        let route = RoceRoute::new(
+            (Mac([2, 0, 10, 0, 0, 1]), Ipv4Addr::new(10, 0, 0, 1)),
+            (Mac([2, 0, 10, 0, 0, 2]), Ipv4Addr::new(10, 0, 0, 2)),
+        );
+        let headers = RoceHeaders {
+            bth: Bth {
+                opcode: opcode::RC | opcode::SEND_ONLY,
+                dest_qp: 0x11,
+                ..Bth::default()
+            },
+            ..RoceHeaders::default()
+        };
+        let mut frame = build_roce_frame(&route, &headers, b"message");
+        // Its ICRC broken: a sealed frame would pass the receiving NIC unchecked.
+        let last = frame.len() - 1;
+        frame[last] ^= 1;
+        assert!(!prepare_send(&mut frame, SendFlags::IP_CSUM));
+        assert_eq!(check_integrity(&frame), Integrity::BadIcrc);
     }
 
     #[test]

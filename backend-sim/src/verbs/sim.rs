@@ -170,6 +170,19 @@ impl Sim {
         while w.advance(deadline) {}
     }
 
+    /// Hands frames from outside to the NICs where they lie: `f` gets a function that
+    /// takes a frame arriving at a port now (its port, bytes, trace index and seal, as
+    /// [`Fabric::arrive_now`] takes them) and has its NIC handle
+    /// it at once, without the event queue, so the frame is never copied into a buffer
+    /// of the simulation. What the NIC starts (completions, replies) runs at the next
+    /// [`Sim::run_for`]. A frame the port refuses (too short, an unknown port) is dropped.
+    pub fn receive<R>(&self, f: impl FnOnce(&mut dyn FnMut(PortId, &[u8], u64, bool)) -> R) -> R {
+        let mut w = lock(&self.world);
+        f(&mut |port, frame, index, sealed| {
+            let _ = w.receive_now(port, frame, index, sealed);
+        })
+    }
+
     /// Virtual time now.
     #[must_use]
     pub fn now(&self) -> Nanos {
@@ -252,11 +265,7 @@ impl Sim {
                 "the verbs objects alive are not the ones alive at the snapshot",
             ));
         }
-        let spare = std::mem::take(&mut w.free_frames);
         *w = snapshot.world.duplicate().map_err(SnapshotError)?;
-        // The spare frame buffers stay: they are handed out cleared, so which ones there
-        // are changes nothing but how often a frame needs a new allocation.
-        w.free_frames = spare;
         for (span, bytes) in &snapshot.memory {
             // SAFETY: the same region (key, address, length) is registered now, checked
             // above, and its memory is valid while registered.

@@ -197,7 +197,7 @@ pub struct Sender {
     /// Frames sent while their ring was full (the fabric paused this host, or is slow to
     /// drain it, or a pair's peer is), in order, each with its way (`None`: the fabric,
     /// else a pair's id), for [`Sender::flush`].
-    waiting: VecDeque<(Option<u32>, Vec<u8>)>,
+    waiting: VecDeque<Waiting>,
     /// The direct pairs' writing halves.
     peers: Vec<PeerTx>,
 }
@@ -226,14 +226,14 @@ impl Sender {
 
     /// Tells the fabric what the port did: a frame goes into the ring (or, while the
     /// ring is full or holds [`QUEUE_LIMIT`] bytes, waits here for [`Sender::flush`]:
-    /// sending never blocks), the rest on the socket. Nothing is sent once the fabric is
-    /// gone.
-    pub fn send(&mut self, msg: &ExternalMsg) {
+    /// sending never blocks; a frame that waits is kept, its buffer taken from `msg`
+    /// without a copy), the rest on the socket. Nothing is sent once the fabric is gone.
+    pub fn send(&mut self, msg: &mut ExternalMsg) {
         if self.shared.is_gone() {
             return;
         }
         match msg {
-            ExternalMsg::Frame { frame, .. } => self.push(frame),
+            ExternalMsg::Frame { frame, sealed, .. } => self.push(frame, *sealed),
             ExternalMsg::JoinGroup(g) => self.control(ToFabric::Join(*g)),
             ExternalMsg::LeaveGroup(g) => self.control(ToFabric::Leave(*g)),
             ExternalMsg::JoinMac(m) => self.control(ToFabric::JoinMac(*m)),
@@ -241,12 +241,12 @@ impl Sender {
         }
     }
 
-    fn push(&mut self, frame: &[u8]) {
+    fn push(&mut self, frame: &mut Vec<u8>, sealed: bool) {
         self.shared.last_frame.sent();
         let clear = self.flush();
         let way = self.way(frame, clear);
         if clear && self.queued(way) < QUEUE_LIMIT {
-            match self.push_on(way, frame) {
+            match self.push_on(way, frame, sealed) {
                 Ok(()) => return,
                 // Make sure the fabric is awake to drain it (a pair's peer polls its ring).
                 Err(RingError::Full) if way.is_none() => self.control(ToFabric::Doorbell),
@@ -254,7 +254,11 @@ impl Sender {
                 Err(e) => return self.shared.lost(&e),
             }
         }
-        self.waiting.push_back((way, frame.to_vec()));
+        self.waiting.push_back(Waiting {
+            way,
+            frame: std::mem::take(frame),
+            sealed,
+        });
     }
 
     /// The way of a frame: the pair of the host it is for, if any (`clear`: no frame
@@ -282,10 +286,11 @@ impl Sender {
     }
 
     /// Puts a frame in the ring of `way` (the fabric's if the pair is gone), ringing its
-    /// reader if it sleeps.
-    fn push_on(&mut self, way: Option<u32>, frame: &[u8]) -> Result<(), RingError> {
+    /// reader if it sleeps. A pair's ring carries the NIC's `sealed` with the frame (no
+    /// bit of it changes on the way); the fabric's does not (its links may).
+    fn push_on(&mut self, way: Option<u32>, frame: &[u8], sealed: bool) -> Result<(), RingError> {
         if let Some(k) = way.and_then(|id| self.peers.iter().position(|p| p.id == id)) {
-            match self.peers[k].tx.push(frame, 0) {
+            match self.peers[k].tx.push_record(frame, 0, sealed) {
                 Ok(ring) => {
                     if ring {
                         self.peers[k].ring();
@@ -310,19 +315,19 @@ impl Sender {
     /// to [`QUEUE_LIMIT`] queued), in order. True if none waits any more (also once the
     /// fabric is gone: they go nowhere).
     pub fn flush(&mut self) -> bool {
-        while let Some((way, frame)) = self.waiting.pop_front() {
+        while let Some(w) = self.waiting.pop_front() {
             if self.shared.is_gone() {
                 self.waiting.clear();
                 break;
             }
-            if self.queued(way) >= QUEUE_LIMIT {
-                self.waiting.push_front((way, frame));
+            if self.queued(w.way) >= QUEUE_LIMIT {
+                self.waiting.push_front(w);
                 break;
             }
-            match self.push_on(way, &frame) {
+            match self.push_on(w.way, &w.frame, w.sealed) {
                 Ok(()) => {}
                 Err(RingError::Full) => {
-                    self.waiting.push_front((way, frame));
+                    self.waiting.push_front(w);
                     break;
                 }
                 Err(e) => {
@@ -351,6 +356,33 @@ impl Sender {
             }
         }
     }
+}
+
+/// The next frame of an open pair, handed to `f` ([`Inbound::take`]); a pair whose ring is
+/// corrupt is dropped, saying so.
+fn take_pairs<R>(
+    inbound: &mut Inbound,
+    fabric_tail: u64,
+    f: impl FnOnce(&[u8], u64, bool) -> R,
+) -> Option<R> {
+    match inbound.take(fabric_tail, f) {
+        Ok(got) => got,
+        Err(id) => {
+            eprintln!("verbs-emu: dropped direct pair {id}: its ring is corrupt");
+            inbound.drop_pair(id);
+            None
+        }
+    }
+}
+
+/// A frame the NIC sent that waits for room in its ring.
+#[derive(Debug)]
+struct Waiting {
+    /// `None`: the fabric's ring; else a pair's id.
+    way: Option<u32>,
+    frame: Vec<u8>,
+    /// The NIC sealed it (see [`Sender::push_on`]).
+    sealed: bool,
 }
 
 /// What the receiver learned about pairs, for the sender ([`Sender::apply`]).
@@ -529,48 +561,50 @@ impl Receiver {
         self.release_held();
     }
 
-    /// Takes the next frame from the fabric or a pair (in turn) into `buf` (the one copy
-    /// out of the shared memory) and returns its index; `None` when there is none (or the
-    /// ring broke).
-    pub fn pop(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
+    /// Takes the next frame from the fabric or a pair (in turn) into `buf` and returns its
+    /// index, and whether its sending NIC sealed it (only a pair's frame is: it came
+    /// through nothing but shared memory); `None` when there is none (or the ring broke).
+    pub fn pop(&mut self, buf: &mut Vec<u8>) -> Option<(u64, bool)> {
+        self.take(|frame, index, sealed| {
+            buf.clear();
+            buf.extend_from_slice(frame);
+            (index, sealed)
+        })
+    }
+
+    /// [`Receiver::pop`] that hands the frame to `f` where it lies in the shared memory
+    /// (with its index and seal), without copying it out: the receiving NIC parses it and
+    /// writes its payload to memory from there.
+    pub fn take<R>(&mut self, f: impl FnOnce(&[u8], u64, bool) -> R) -> Option<R> {
         if self.is_gone() {
             return None;
         }
         self.turn = !self.turn;
+        let taken = &mut self.taken;
+        let mut f = Some(f);
+        let mut hand = |frame: &[u8], index: u64, sealed: bool| {
+            taken.frame(frame);
+            f.take().map(|f| f(frame, index, sealed))
+        };
         if self.turn && !self.inbound.is_empty() {
-            if let Some(ix) = self.pop_pairs(buf) {
-                self.taken.frame(buf);
-                return Some(ix);
+            if let Some(r) = take_pairs(&mut self.inbound, self.rx.tail(), &mut hand) {
+                return r;
             }
         }
-        let got = match self.rx.pop(buf) {
-            Ok(Some(ix)) => Some(ix),
-            Ok(None) => self.pop_pairs(buf),
+        // The fabric's ring carries no seal (its links may have faults).
+        match self.rx.take(|frame, index, _| hand(frame, index, false)) {
+            Ok(Some(r)) => r,
+            Ok(None) => take_pairs(&mut self.inbound, self.rx.tail(), &mut hand).flatten(),
             Err(e) => {
                 self.shared.lost(&e);
                 None
             }
-        };
-        if got.is_some() {
-            self.taken.frame(buf);
         }
-        got
     }
 
     /// The frames [`Receiver::pop`] gave since the last call were all taken now.
     pub fn round_done(&mut self) {
         self.taken.round_done();
-    }
-
-    fn pop_pairs(&mut self, buf: &mut Vec<u8>) -> Option<u64> {
-        match self.inbound.pop(self.rx.tail(), buf) {
-            Ok(got) => got,
-            Err(id) => {
-                eprintln!("verbs-emu: dropped direct pair {id}: its ring is corrupt");
-                self.inbound.drop_pair(id);
-                None
-            }
-        }
     }
 
     /// Before sleeping on [`Receiver::poll_fds`]: asks for a doorbell when frames come.

@@ -166,23 +166,46 @@ impl Inbound {
     }
 
     /// Takes the next frame from an open pair into `buf` (pairs in turn); `fabric_tail` is
-    /// how far the ring from the fabric is read. `Ok(None)` when none has one.
+    /// how far the ring from the fabric is read. Its index for the trace (the pair's
+    /// count of frames) and whether the sender marked it sealed; `Ok(None)` when none has
+    /// one.
     ///
     /// # Errors
     /// The id of a pair whose ring is corrupt (the caller drops it, [`Inbound::drop_pair`]).
-    pub fn pop(&mut self, fabric_tail: u64, buf: &mut Vec<u8>) -> Result<Option<u64>, u32> {
+    pub fn pop(&mut self, fabric_tail: u64, buf: &mut Vec<u8>) -> Result<Option<(u64, bool)>, u32> {
+        self.take(fabric_tail, |frame, index, sealed| {
+            buf.clear();
+            buf.extend_from_slice(frame);
+            (index, sealed)
+        })
+    }
+
+    /// [`Inbound::pop`] that hands the frame to `f` where it lies in the pair's ring
+    /// (with its index and seal) instead of copying it out.
+    ///
+    /// # Errors
+    /// As [`Inbound::pop`].
+    pub fn take<R>(
+        &mut self,
+        fabric_tail: u64,
+        f: impl FnOnce(&[u8], u64, bool) -> R,
+    ) -> Result<Option<R>, u32> {
         let n = self.peers.len();
+        let mut f = Some(f);
         for k in 0..n {
             let i = (self.next + k) % n;
             let p = &mut self.peers[i];
             if p.gate.is_none_or(|g| fabric_tail < g) {
                 continue;
             }
-            match p.rx.pop(buf) {
-                Ok(Some(_)) => {
+            // The trace's index: the pair's count of frames, this one included.
+            let index = p.rx.taken() + 1;
+            let got =
+                p.rx.take(|frame, _, sealed| f.take().map(|f| f(frame, index, sealed)));
+            match got {
+                Ok(Some(r)) => {
                     self.next = (i + 1) % n;
-                    // The trace's index: the pair's count of frames.
-                    return Ok(Some(p.rx.taken()));
+                    return Ok(r);
                 }
                 Ok(None) => {}
                 Err(_) => return Err(p.id),
@@ -370,11 +393,12 @@ mod tests {
             Ok(None),
             "gated on the fabric's ring"
         );
-        assert_eq!(bin.pop(100, &mut buf), Ok(Some(1)));
+        assert_eq!(bin.pop(100, &mut buf), Ok(Some((1, false))));
         assert_eq!(buf, [1; 60]);
-        btx.tx.push(&[2; 70], 0).unwrap();
+        // A frame its NIC sealed comes out sealed.
+        btx.tx.push_record(&[2; 70], 0, true).unwrap();
         ain.open(9, 0);
-        assert_eq!(ain.pop(0, &mut buf), Ok(Some(1)));
+        assert_eq!(ain.pop(0, &mut buf), Ok(Some((1, true))));
         assert_eq!(buf, [2; 70]);
         assert_eq!(made.region.counts(ways(true).0), (1, 1));
         assert_eq!(made.region.counts(ways(false).0), (1, 1));
@@ -424,7 +448,7 @@ mod tests {
         assert_eq!(bin.finished(), Vec::<u32>::new());
         let mut buf = Vec::new();
         for i in 0..3u8 {
-            assert_eq!(bin.pop(0, &mut buf), Ok(Some(u64::from(i) + 1)));
+            assert_eq!(bin.pop(0, &mut buf), Ok(Some((u64::from(i) + 1, false))));
             assert_eq!(buf, [i; 64]);
         }
         assert!(bin.passed(&barrier));

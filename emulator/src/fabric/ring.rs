@@ -5,8 +5,9 @@
 //! A ring is a 128-byte header (the producer's `head` and count of frames written on one
 //! cache line, the consumer's `tail`, `waiting` flag and count of frames read on another)
 //! and a data area of `cap` bytes, a power of two.
-//! A record is 16 bytes (frame length `u32`, zero `u32`, the fabric's index `u64`, all
-//! little-endian), then the frame, padded to 8 bytes; a record never wraps: when it does
+//! A record is 16 bytes (frame length `u32`, flags `u32`, the fabric's index `u64`, all
+//! little-endian), then the frame, padded to 8 bytes; the one flag, [`SEALED`], says the
+//! sending NIC sealed the frame (see [`Producer::push_record`]); a record never wraps: when it does
 //! not fit before the end, a length of `u32::MAX` there says "go on at the start".
 //! Positions are byte counts that only grow.
 //!
@@ -42,6 +43,9 @@ const READ_AT: usize = 80;
 const RECORD: usize = 16;
 /// The length that marks "go on at the start of the data area".
 const WRAP: u32 = u32::MAX;
+/// A record's flag: the sending NIC sealed the frame (backend-sim's
+/// `Output::Frame::sealed`: its checksums and ICRC are right by construction).
+const SEALED: u32 = 1;
 
 /// The data area of each ring by default: 4 MiB, some 460 jumbo frames.
 pub const DEFAULT_CAP: usize = 4 << 20;
@@ -202,6 +206,37 @@ impl Region {
         };
     }
 
+    /// Replaces `out`'s contents with the `len` bytes of the region at `at`, in one copy
+    /// (no zeroing first: a frame a round, the receive path's only copy out of the ring).
+    fn read_into(&self, at: usize, len: usize, out: &mut Vec<u8>) {
+        assert!(at + len <= self.len, "a ring read past its region");
+        out.clear();
+        out.reserve(len);
+        // SAFETY: the range is inside the mapping (checked) and `out` has room for `len`
+        // bytes (reserved), which the copy initialises before `set_len` claims them; a
+        // peer writing the range meanwhile can only make the bytes garbage, which the
+        // caller validates.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.base.as_ptr().add(at), out.as_mut_ptr(), len);
+            out.set_len(len);
+        }
+    }
+
+    /// The region's `len` bytes at `at`, where they lie.
+    ///
+    /// # Safety
+    /// The caller owns the range by the ring's protocol while the slice lives, as a
+    /// consumer owns a record from reading the producer's head until it publishes its
+    /// tail past it (a producer that keeps to the protocol writes none of it meanwhile).
+    unsafe fn slice(&self, at: usize, len: usize) -> &[u8] {
+        assert!(at + len <= self.len, "a ring read past its region");
+        // SAFETY: the range is inside the mapping (checked), which lives as long as
+        // `self`; the caller owns it by the protocol (this function's contract). A peer
+        // that breaks the protocol and writes it meanwhile can change the bytes under the
+        // reader, never their length or place: the reader validates what it reads.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().add(at), len) }
+    }
+
     /// Copies the region's bytes at `at` into `dst`.
     fn read(&self, at: usize, dst: &mut [u8]) {
         assert!(at + dst.len() <= self.len, "a ring read past its region");
@@ -282,6 +317,20 @@ impl Producer {
     /// [`RingError::Full`], or [`RingError::Corrupt`] when the consumer's tail is
     /// impossible. A frame of a bad length is the caller's bug: it is refused as corrupt.
     pub fn push(&mut self, frame: &[u8], index: u64) -> Result<bool, RingError> {
+        self.push_record(frame, index, false)
+    }
+
+    /// [`Producer::push`] of a frame its sending NIC `sealed` (the flag goes with it: the
+    /// consumer may hand it on sealed, unsummed, as shared memory changes no bit of it).
+    ///
+    /// # Errors
+    /// As [`Producer::push`].
+    pub fn push_record(
+        &mut self,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> Result<bool, RingError> {
         if !(MIN_FRAME..=MAX_FRAME).contains(&frame.len()) {
             return Err(RingError::Corrupt("a frame of an impossible length"));
         }
@@ -306,6 +355,9 @@ impl Producer {
         let at = data + (self.head % cap) as usize;
         let mut hdr = [0u8; RECORD];
         hdr[..4].copy_from_slice(&(frame.len() as u32).to_le_bytes());
+        if sealed {
+            hdr[4..8].copy_from_slice(&SEALED.to_le_bytes());
+        }
         hdr[8..].copy_from_slice(&index.to_le_bytes());
         r.write(at, &hdr);
         r.write(at + RECORD, frame);
@@ -315,7 +367,10 @@ impl Producer {
             .store(self.frames, Ordering::Relaxed);
         r.u64_at(self.base + HEAD_AT)
             .store(self.head, Ordering::SeqCst);
-        Ok(r.u32_at(self.base + WAITING_AT).swap(0, Ordering::SeqCst) != 0)
+        // Read before clearing: a swap would take the consumer's cache line for writing
+        // on every frame; a load shares it. Only this side clears the flag.
+        let waiting = r.u32_at(self.base + WAITING_AT);
+        Ok(waiting.load(Ordering::SeqCst) != 0 && waiting.swap(0, Ordering::SeqCst) != 0)
     }
 
     /// How far the consumer has read (its tail, a byte count that only grows; clamped to
@@ -334,6 +389,17 @@ impl Producer {
     pub fn queued(&self) -> u64 {
         self.head - self.consumed()
     }
+}
+
+/// A record a consumer found: where its frame lies in the region, its length, the bytes
+/// it takes in the ring, its index and seal.
+#[derive(Debug, Clone, Copy)]
+struct Record {
+    at: usize,
+    len: usize,
+    need: u64,
+    index: u64,
+    sealed: bool,
 }
 
 /// The reading end of one ring.
@@ -385,6 +451,46 @@ impl Consumer {
     /// [`RingError::Corrupt`] when the producer wrote something impossible; the ring is
     /// unusable then.
     pub fn pop(&mut self, out: &mut Vec<u8>) -> Result<Option<u64>, RingError> {
+        Ok(self.pop_record(out)?.map(|(index, _)| index))
+    }
+
+    /// [`Consumer::pop`] that also says whether the producer marked the frame sealed
+    /// ([`Producer::push_record`]; the producer's word, as every byte of the ring is).
+    ///
+    /// # Errors
+    /// As [`Consumer::pop`].
+    pub fn pop_record(&mut self, out: &mut Vec<u8>) -> Result<Option<(u64, bool)>, RingError> {
+        let Some(rec) = self.next_record()? else {
+            return Ok(None);
+        };
+        self.region.read_into(rec.at, rec.len, out);
+        self.consume(rec.need);
+        Ok(Some((rec.index, rec.sealed)))
+    }
+
+    /// Hands the next frame to `f` where it lies in the shared memory, with its index and
+    /// seal, and takes it off the ring once `f` returns: no copy. `None` when the ring is
+    /// empty.
+    ///
+    /// # Errors
+    /// As [`Consumer::pop`].
+    pub fn take<R>(
+        &mut self,
+        f: impl FnOnce(&[u8], u64, bool) -> R,
+    ) -> Result<Option<R>, RingError> {
+        let Some(rec) = self.next_record()? else {
+            return Ok(None);
+        };
+        // SAFETY: the record is this consumer's until `consume` publishes the tail past
+        // it, which happens after `f` has returned and the slice is gone.
+        let frame = unsafe { self.region.slice(rec.at, rec.len) };
+        let r = f(frame, rec.index, rec.sealed);
+        self.consume(rec.need);
+        Ok(Some(r))
+    }
+
+    /// The next record, checked (passing a wrap mark), not taken yet.
+    fn next_record(&mut self) -> Result<Option<Record>, RingError> {
         let r = &*self.region;
         let cap = r.cap as u64;
         let data = self.base + HEADER;
@@ -421,16 +527,26 @@ impl Consumer {
             r.read(data + pos as usize, &mut hdr);
             let mut index = [0u8; 8];
             index.copy_from_slice(&hdr[8..]);
-            out.resize(len, 0);
-            r.read(data + pos as usize + RECORD, out);
-            self.tail += need;
-            self.frames += 1;
-            r.u64_at(self.base + READ_AT)
-                .store(self.frames, Ordering::Relaxed);
-            r.u64_at(self.base + TAIL_AT)
-                .store(self.tail, Ordering::SeqCst);
-            return Ok(Some(u64::from_le_bytes(index)));
+            return Ok(Some(Record {
+                at: data + pos as usize + RECORD,
+                len,
+                need,
+                index: u64::from_le_bytes(index),
+                sealed: u32::from_le_bytes([hdr[4], hdr[5], hdr[6], hdr[7]]) & SEALED != 0,
+            }));
         }
+    }
+
+    /// Takes the record of `need` bytes at the tail off the ring (the producer may write
+    /// there again).
+    fn consume(&mut self, need: u64) {
+        let r = &*self.region;
+        self.tail += need;
+        self.frames += 1;
+        r.u64_at(self.base + READ_AT)
+            .store(self.frames, Ordering::Relaxed);
+        r.u64_at(self.base + TAIL_AT)
+            .store(self.tail, Ordering::SeqCst);
     }
 
     /// Before sleeping: says so, then looks again. True if something is there after all
@@ -444,179 +560,4 @@ impl Consumer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const CAP: usize = 32 << 10;
-
-    fn frame(len: usize, fill: u8) -> Vec<u8> {
-        vec![fill; len]
-    }
-
-    fn pair() -> (Producer, Consumer, Arc<Region>) {
-        let (_fd, r) = Region::create(CAP).unwrap();
-        let r = Arc::new(r);
-        (
-            Producer::new(r.clone(), Way::ToFabric),
-            Consumer::new(r.clone(), Way::ToFabric),
-            r,
-        )
-    }
-
-    #[test]
-    fn frames_come_out_in_order_with_their_indices() {
-        let (mut p, mut c, _) = pair();
-        let mut out = Vec::new();
-        assert_eq!(c.pop(&mut out), Ok(None));
-        assert_eq!(p.push(&frame(60, 1), 7), Ok(false));
-        assert_eq!(p.push(&frame(9014, 2), 8), Ok(false));
-        assert_eq!(c.pop(&mut out), Ok(Some(7)));
-        assert_eq!(out, frame(60, 1));
-        assert_eq!(c.pop(&mut out), Ok(Some(8)));
-        assert_eq!(out, frame(9014, 2));
-        assert_eq!(c.pop(&mut out), Ok(None));
-    }
-
-    #[test]
-    fn a_full_ring_refuses_and_wraps_once_drained() {
-        let (mut p, mut c, _) = pair();
-        let mut out = Vec::new();
-        // 1000-byte frames take 1016 bytes each: 32 fit in 32 KiB.
-        for i in 0..32 {
-            assert_eq!(p.push(&frame(1000, i), u64::from(i)), Ok(false), "{i}");
-        }
-        assert_eq!(p.push(&frame(1000, 99), 99), Err(RingError::Full));
-        // Round and round: every record comes out whole, in order, across the wraps.
-        let (mut pushed, mut popped) = (32u64, 0u64);
-        while pushed < 2000 {
-            let len = 1000 + (pushed as usize % 7) * 8;
-            match p.push(&frame(len, pushed as u8), pushed) {
-                Ok(_) => pushed += 1,
-                Err(RingError::Full) => {
-                    assert_eq!(c.pop(&mut out), Ok(Some(popped)));
-                    assert_eq!(
-                        out.len(),
-                        if popped < 32 {
-                            1000
-                        } else {
-                            1000 + (popped as usize % 7) * 8
-                        }
-                    );
-                    assert!(out.iter().all(|&b| b == popped as u8));
-                    popped += 1;
-                }
-                Err(e) => panic!("{e}"),
-            }
-        }
-        while let Some(ix) = c.pop(&mut out).unwrap() {
-            assert_eq!(ix, popped);
-            popped += 1;
-        }
-        assert_eq!(popped, 2000);
-    }
-
-    #[test]
-    fn a_sleeping_consumer_is_rung_for_once() {
-        let (mut p, mut c, _) = pair();
-        assert!(!c.sleep_or_not());
-        assert_eq!(p.push(&frame(64, 0), 0), Ok(true));
-        assert_eq!(p.push(&frame(64, 0), 1), Ok(false));
-        assert!(c.sleep_or_not());
-        let mut out = Vec::new();
-        assert_eq!(c.pop(&mut out), Ok(Some(0)));
-    }
-
-    #[test]
-    fn garbage_in_the_shared_memory_is_an_error_not_a_crash() {
-        let (mut p, mut c, r) = pair();
-        let mut out = Vec::new();
-        p.push(&frame(64, 0), 0).unwrap();
-        // A length no frame has.
-        r.write(HEADER, &5u32.to_le_bytes());
-        assert_eq!(
-            c.pop(&mut out),
-            Err(RingError::Corrupt("a frame of an impossible length"))
-        );
-        // A head that ran away.
-        let (_, mut c, r) = pair();
-        r.u64_at(HEAD_AT).store(u64::MAX, Ordering::SeqCst);
-        assert_eq!(
-            c.pop(&mut out),
-            Err(RingError::Corrupt("the producer's head is out of range"))
-        );
-        // A record longer than what was published.
-        let (mut p, mut c, r) = pair();
-        p.push(&frame(64, 0), 0).unwrap();
-        r.write(HEADER, &1000u32.to_le_bytes());
-        assert_eq!(
-            c.pop(&mut out),
-            Err(RingError::Corrupt(
-                "a record past the head or the ring's end"
-            ))
-        );
-        // A tail ahead of the head.
-        let (mut p, _, r) = pair();
-        r.u64_at(TAIL_AT).store(5, Ordering::SeqCst);
-        assert_eq!(
-            p.push(&frame(64, 0), 0),
-            Err(RingError::Corrupt("the consumer's tail is out of range"))
-        );
-        assert_eq!(
-            p.push(&frame(3, 0), 0),
-            Err(RingError::Corrupt("a frame of an impossible length"))
-        );
-    }
-
-    #[test]
-    fn the_memfd_is_sealed_and_maps_again() {
-        let (fd, r) = Region::create(CAP).unwrap();
-        // SAFETY: ftruncate takes no pointers.
-        assert_ne!(unsafe { libc::ftruncate(fd.as_raw_fd(), 0) }, 0);
-        let again = Arc::new(Region::map(fd.as_fd(), CAP).unwrap());
-        let mut p = Producer::new(Arc::new(r), Way::FromFabric);
-        let mut c = Consumer::new(again, Way::FromFabric);
-        p.push(&frame(100, 3), 42).unwrap();
-        let mut out = Vec::new();
-        assert_eq!(c.pop(&mut out), Ok(Some(42)));
-        assert_eq!(out, frame(100, 3));
-        assert_eq!(
-            Region::map(fd.as_fd(), CAP * 2).unwrap_err().kind(),
-            io::ErrorKind::InvalidData
-        );
-        assert_eq!(
-            Region::create(1000).unwrap_err().kind(),
-            io::ErrorKind::InvalidInput
-        );
-    }
-
-    #[test]
-    fn two_threads_move_every_frame_once() {
-        let (mut p, mut c, _) = pair();
-        const N: u64 = 20_000;
-        let t = std::thread::spawn(move || {
-            let mut i = 0;
-            while i < N {
-                let len = 14 + (i as usize * 37) % 3000;
-                match p.push(&frame(len, i as u8), i) {
-                    Ok(_) => i += 1,
-                    Err(RingError::Full) => std::thread::yield_now(),
-                    Err(e) => panic!("{e}"),
-                }
-            }
-        });
-        let mut out = Vec::new();
-        let mut want = 0;
-        while want < N {
-            match c.pop(&mut out).unwrap() {
-                Some(ix) => {
-                    assert_eq!(ix, want);
-                    assert_eq!(out.len(), 14 + (want as usize * 37) % 3000);
-                    assert!(out.iter().all(|&b| b == want as u8));
-                    want += 1;
-                }
-                None => std::thread::yield_now(),
-            }
-        }
-        t.join().unwrap();
-    }
-}
+mod tests;

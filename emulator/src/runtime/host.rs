@@ -7,6 +7,8 @@
 //! to that fabric instead ([`crate::fabric`]), and the progress thread also moves frames
 //! between the two.
 
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -78,6 +80,12 @@ struct Joined {
     member: Mutex<Member>,
     /// Where the connection manager sends its messages to other hosts.
     cm: CmLink,
+    /// When a program's thread last polled the fabric ([`Emu::poll_fabric`]), in
+    /// [`wall_ns`]; 0: never, or the program has armed a CQ since ([`Emu::program_waits`]).
+    polled: AtomicU64,
+    /// Rung when a program that polled arms a CQ: the progress thread takes the frames
+    /// over at once.
+    takeover: OwnedFd,
 }
 
 // SAFETY: the raw `ibv_device` structs hold only inline arrays and plain values (the
@@ -188,6 +196,9 @@ impl Emu {
         let joined = Joined {
             member: Mutex::new(member),
             cm,
+            polled: AtomicU64::new(0),
+            takeover: sys::eventfd()
+                .map_err(|e| format!("an eventfd for the progress thread: {e}"))?,
         };
         Emu::with_sim(topology, me, sim, host, Some(joined))
     }
@@ -288,11 +299,24 @@ impl Emu {
         let Some(j) = &self.member else {
             return false;
         };
+        let now = wall_ns();
+        j.polled.store(now, Ordering::Relaxed);
         let Ok(mut member) = j.member.try_lock() else {
             return false;
         };
-        member.pump_frames(&self.sim, wall_ns());
+        member.pump_frames(&self.sim, now);
         true
+    }
+
+    /// For a program that arms a CQ (`ibv_req_notify_cq`) to wait for its event: if it
+    /// polled the fabric a moment ago, the progress thread, which left the frames to it,
+    /// takes them over now instead of at its next look (`Joined::wait`).
+    pub fn program_waits(&self) {
+        if let Some(j) = &self.member {
+            if j.polled.swap(0, Ordering::Relaxed) != 0 {
+                sys::ring_event(j.takeover.as_fd());
+            }
+        }
     }
 
     /// One round of progress: runs the simulation up to `virtual_now` and hands every
@@ -456,6 +480,16 @@ const PROGRESS_SPIN: u64 = 100_000;
 /// How often the progress thread looks, at most.
 const PROGRESS_TICK: Duration = Duration::from_micros(200);
 
+/// How long after a program's thread last polled the fabric the progress thread leaves
+/// the frames to it (see `Joined::wait`).
+const PROGRAM_POLLING: Duration = Duration::from_micros(50);
+
+/// How long the progress thread sleeps at a time while a program polls (unless the
+/// fabric's socket has a message, or the program arms a CQ, [`Emu::program_waits`]):
+/// each wakeup takes a core from a poller for a moment; a program that stops polling
+/// otherwise (to sleep, or to compute) leaves its frames in the rings at most this long.
+const POLLING_SLEEP: Duration = Duration::from_millis(1);
+
 /// Starts the thread that runs the simulation on the wall clock. It needs `&'static Emu`,
 /// which exists once the OnceLock holds it: it waits for that, then runs for the life of
 /// the process.
@@ -491,6 +525,23 @@ impl Joined {
     /// has passed (timers of the simulation are due at most that late, and completion
     /// channels are signalled at least that often).
     fn wait(&self) {
+        let polled = self.polled.load(Ordering::Relaxed);
+        if polled != 0 && wall_ns().saturating_sub(polled) < PROGRAM_POLLING.as_nanos() as u64 {
+            // A program's thread polls a CQ in a loop and takes the frames itself
+            // (`Emu::poll_fabric`): this thread neither spins nor asks for doorbells, and
+            // leaves the cores to the pollers (on two cores, two programs polling and two
+            // progress threads spinning took turns, each poller getting half a core). It
+            // looks again when the fabric's socket has a message, an eventfd rings, the
+            // program arms a CQ to wait, or after POLLING_SLEEP.
+            let mut fds = Vec::with_capacity(5);
+            lock(&self.member).poll_fds(&mut fds);
+            fds.push(sys::pollin(self.takeover.as_raw_fd()));
+            if sys::poll(&mut fds, Some(POLLING_SLEEP)).is_err() {
+                std::thread::sleep(PROGRAM_POLLING);
+            }
+            sys::clear_event(self.takeover.as_fd());
+            return;
+        }
         let member = lock(&self.member);
         if member.took_frames_within(wall_ns(), PROGRESS_SPIN) {
             // Frames came a moment ago: more are likely (a stream). Looking again at

@@ -325,6 +325,9 @@ pub(crate) unsafe extern "C" fn req_notify_cq(
     boundary(ReturnsErrno, move || {
         // SAFETY: the inline caller passes a live CQ of ours.
         let c: &EmuCq = unsafe { emu(cq) };
+        if let Ok(e) = crate::runtime::host::emu() {
+            e.program_waits();
+        }
         c.cq.req_notify(solicited_only != 0)
             .map_or_else(|e| errno_of(&e), |()| 0)
     })

@@ -5,7 +5,7 @@ use super::World;
 use super::{vtag, Posted, WrCopy};
 use crate::fabric::is_roce;
 use crate::frame::ipv6::link_local_of_mac;
-use crate::frame::roce::{build_roce_frame, opcode, RocePacket};
+use crate::frame::roce::{build_roce_frame_into, opcode, RoceIps, RocePacket, RoceRoute};
 use crate::frame::{roce, FrameView};
 use crate::ids::PortId;
 use crate::verbs::personality::RoceL3;
@@ -69,23 +69,49 @@ impl World {
 
     /// A frame at `port` (`sealed`: see [`crate::fabric::Output::Frame`]).
     pub(super) fn on_frame(&mut self, port: PortId, frame: Vec<u8>, sealed: bool) {
+        self.on_frame_at(port, &frame, sealed);
+        self.recycle(frame);
+    }
+
+    /// A frame from outside at `port` now, handled at once where it lies (see
+    /// [`crate::fabric::Fabric::arrive_now`]); the completers' work left before it runs
+    /// first, as [`World::advance`] runs it before the next event.
+    ///
+    /// # Errors
+    /// As [`crate::fabric::Fabric::inject`].
+    pub fn receive_now(
+        &mut self,
+        port: PortId,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> Result<(), crate::fabric::FabricError> {
+        while !self.due.is_empty() {
+            self.run_completers();
+        }
+        if self.fabric.arrive_now(port, frame, index, sealed)? {
+            self.on_frame_at(port, frame, sealed);
+        }
+        Ok(())
+    }
+
+    fn on_frame_at(&mut self, port: PortId, frame: &[u8], sealed: bool) {
         let Some(dev) = self.port_owner.get(port.0 as usize).copied().flatten() else {
             return;
         };
-        if is_roce(&frame) {
-            let Ok(view) = FrameView::parse(&frame) else {
+        if is_roce(frame) {
+            let Ok(view) = FrameView::parse(frame) else {
                 self.devices[dev].stats.rx_malformed += 1;
                 return;
             };
-            self.sniff(dev, &frame, sealed);
-            self.roce_rx(dev, &frame, &view);
+            self.sniff(dev, frame, sealed);
+            self.roce_rx(dev, frame, &view);
         } else if self.devices[dev].personality.raw_packet() {
-            self.steer(dev, &frame, sealed);
+            self.steer(dev, frame, sealed);
         } else {
             // rxe: the kernel's network stack takes it; no verbs consumer sees it.
             self.devices[dev].stats.rx_unclaimed += 1;
         }
-        self.recycle(frame);
     }
 
     pub(super) fn roce_rx(&mut self, dev: usize, frame: &[u8], view: &FrameView) {
@@ -162,9 +188,16 @@ impl World {
             Ok(x) => x,
             Err(status) => return status,
         };
-        let frame = build_roce_frame(&route, &h, payload);
-        self.sniff(dev, &frame, false);
-        match self.fabric.transmit(port, frame) {
+        let mut frame = self.frame_buffer();
+        build_roce_frame_into(&mut frame, &route, &h, payload);
+        let sealed = sealed_by_nic(&route);
+        self.sniff(dev, &frame, sealed);
+        let sent = if sealed {
+            self.fabric.transmit_sealed(port, frame)
+        } else {
+            self.fabric.transmit(port, frame)
+        };
+        match sent {
             Ok(_) => WcStatus::Success,
             Err(_) => WcStatus::LocLenErr,
         }
@@ -262,4 +295,13 @@ impl World {
         let flags = raw::receive_flags(frame, sealed);
         self.deliver(qpn, &[frame], WcOpcode::Recv, (0, 0), None, flags, false);
     }
+}
+
+/// True if a RoCE frame the NIC builds on `route` is sealed
+/// ([`crate::fabric::Output::Frame`]`::sealed`): RoCEv2 over IPv4, whose header checksum
+/// `build_roce_frame` fills, whose UDP checksum is 0 (none, RoCEv2 senders leave it so)
+/// and whose ICRC it computes. The IPv6 ones are not: a RAW_PACKET receive reports no
+/// IP_CSUM_OK for them, which a sealed frame would get.
+pub(super) fn sealed_by_nic(route: &RoceRoute) -> bool {
+    matches!(route.ips, RoceIps::V4(..))
 }

@@ -69,7 +69,6 @@ pub(crate) struct World {
     scratch: Vec<u8>,
     steer_scratch: Vec<u32>,
     sniff_scratch: Vec<u32>,
-    pub(crate) free_frames: Vec<Vec<u8>>,
     /// QPs whose completer has work for the next step (sends completed after the post).
     due: Vec<u32>,
     due_scratch: Vec<u32>,
@@ -96,7 +95,6 @@ impl World {
             scratch: Vec::new(),
             steer_scratch: Vec::new(),
             sniff_scratch: Vec::new(),
-            free_frames: Vec::new(),
             due: Vec::new(),
             due_scratch: Vec::new(),
         }
@@ -125,7 +123,6 @@ impl World {
             scratch: self.scratch.clone(),
             steer_scratch: self.steer_scratch.clone(),
             sniff_scratch: self.sniff_scratch.clone(),
-            free_frames: Vec::new(),
             due: self.due.clone(),
             due_scratch: self.due_scratch.clone(),
         })
@@ -201,15 +198,17 @@ impl World {
         self.devices.len() - 1
     }
 
+    /// An empty frame buffer: a used one from the fabric's pool when there is one (the
+    /// pool of frames received and sent, [`crate::fabric::Fabric::spare_frame`]).
     pub fn frame_buffer(&mut self) -> Vec<u8> {
-        let mut v = self.free_frames.pop().unwrap_or_default();
-        v.clear();
-        v
+        self.fabric.spare_frame()
     }
 
+    /// Gives a frame buffer back to the fabric's pool: the next frame built or taken in
+    /// reuses it (a host that receives most of its frames builds few, and the reverse).
     pub fn recycle(&mut self, v: Vec<u8>) {
-        if self.free_frames.len() < 1024 && v.capacity() <= 16384 {
-            self.free_frames.push(v);
+        if v.capacity() <= 16384 {
+            self.fabric.recycle_frame(v);
         }
     }
 

@@ -5,7 +5,9 @@ use super::World;
 use super::{completion, Qp, RecvWqe, WrCopy};
 use crate::clock::Nanos;
 use crate::frame::roce;
-use crate::frame::roce::{build_roce_frame, opcode, RoceHeaders, RoceIps, RocePacket, RoceRoute};
+use crate::frame::roce::{
+    build_roce_frame_into, opcode, RoceHeaders, RoceIps, RocePacket, RoceRoute,
+};
 use crate::verbs::memory::MrTable;
 use crate::verbs::rc;
 use crate::verbs::rc::{Count, QpView, RcState};
@@ -154,11 +156,17 @@ impl rc::Nic for QpNic<'_> {
         let (dev, dest) = (qp.dev, qp.attr.dest_qp_num);
         h.bth.dest_qp = dest;
         h.bth.pkey = roce::DEFAULT_PKEY;
-        let frame = build_roce_frame(&route, &h, payload);
+        let mut frame = self.w.frame_buffer();
+        build_roce_frame_into(&mut frame, &route, &h, payload);
         let len = frame.len();
-        self.w.sniff(dev, &frame, false);
+        let sealed = super::datapath::sealed_by_nic(&route);
+        self.w.sniff(dev, &frame, sealed);
         let port = self.w.devices[dev].port;
-        let _ = self.w.fabric.transmit(port, frame);
+        let _ = if sealed {
+            self.w.fabric.transmit_sealed(port, frame)
+        } else {
+            self.w.fabric.transmit(port, frame)
+        };
         len
     }
 
