@@ -18,7 +18,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::bench_spead2::{self, PairRun, Spead2};
-use super::common::{cargo, root, Error};
+use super::common::{root, Error};
 use super::fabric::FabricProcess;
 use crate::vm;
 
@@ -54,19 +54,9 @@ struct Run {
 pub fn run(runs: u32) -> Result<(), Error> {
     vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES, vm::packages::BENCH_PACKAGES])?;
     let spead2 = Spead2::new()?;
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
-        "emulator",
-        "-p",
-        "verbs-emu",
-    ]);
-    super::common::run(
-        build,
-        "building the emulated libraries, the fabric and the launcher (release)",
+    super::common::build_release(
+        &["-p", "emulator", "-p", "verbs-emu"],
+        "the emulated libraries, the fabric and the launcher",
     )?;
     let release = root().join("target/release");
     let lib = super::common::link_emulated_libraries(

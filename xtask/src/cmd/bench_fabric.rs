@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::common::{cargo, root, Error};
+use super::common::{root, Error};
 use super::fabric::FabricProcess;
 use crate::vm;
 
@@ -63,22 +63,17 @@ impl Run {
 /// A build, a program or a check failing, named.
 pub fn run(pairs: &[usize], runs: u32) -> Result<(), Error> {
     vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
-        "emulator",
-        "-p",
-        "spead-tools",
-        "--features",
-        "spead-tools/hw",
-        "--bins",
-    ]);
-    super::common::run(
-        build,
-        "building the emulated library, the fabric and the SPEAD tools (release)",
+    super::common::build_release(
+        &[
+            "-p",
+            "emulator",
+            "-p",
+            "spead-tools",
+            "--features",
+            "spead-tools/hw",
+            "--bins",
+        ],
+        "the emulated library, the fabric and the SPEAD tools",
     )?;
     let release = root().join("target/release");
     let lib = super::common::link_emulated_libraries(

@@ -32,6 +32,17 @@ pub fn run(mut c: Command, what: &str) -> Result<(), Error> {
     }
 }
 
+/// Builds `args` (packages and features) with `cargo build --release --quiet`, saying
+/// `what` is built.
+///
+/// # Errors
+/// The build failing, named.
+pub fn build_release(args: &[&str], what: &str) -> Result<(), Error> {
+    let mut build = cargo();
+    build.args(["build", "--release", "--quiet"]).args(args);
+    run(build, &format!("building {what} (release)"))
+}
+
 /// Runs a command, echoing it first, and returns its exit status (128 + the signal when
 /// a signal ended it).
 pub fn exit_status(mut c: Command, what: &str) -> Result<i32, Error> {

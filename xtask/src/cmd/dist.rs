@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::common::{cargo, root, run, Error};
+use super::common::{root, run, Error};
 use crate::vm;
 
 /// The folder name inside the tarball (and the tarball's name without `.tar.gz`).
@@ -77,19 +77,9 @@ In a CI job (Debian 12 or later with the programs to test, e.g. ibverbs-utils):
 /// A build, copy or `tar` failure, named.
 pub fn make() -> Result<PathBuf, Error> {
     vm::packages::ensure_installed(&[vm::packages::EMU_PACKAGES])?;
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--quiet",
-        "-p",
-        "emulator",
-        "-p",
-        "verbs-emu",
-    ]);
-    run(
-        build,
-        "building the emulated libraries and the fabric (release)",
+    super::common::build_release(
+        &["-p", "emulator", "-p", "verbs-emu"],
+        "the emulated libraries and the fabric",
     )?;
     let release = root().join("target/release");
     let out = root().join("target/dist");

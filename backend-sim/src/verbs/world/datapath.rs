@@ -44,13 +44,7 @@ impl World {
                 let mut frame = payload;
                 payload = Vec::new();
                 let sealed = raw::prepare_send(&mut frame, wr.flags);
-                self.sniff(dev, &frame, sealed);
-                let sent = if sealed {
-                    self.fabric.transmit_sealed(port, frame)
-                } else {
-                    self.fabric.transmit(port, frame)
-                };
-                match sent {
+                match self.send_out(dev, port, frame, sealed) {
                     Ok(_) => WcStatus::Success,
                     Err(_) => WcStatus::LocLenErr,
                 }
@@ -191,13 +185,7 @@ impl World {
         let mut frame = self.frame_buffer();
         build_roce_frame_into(&mut frame, &route, &h, payload);
         let sealed = sealed_by_nic(&route);
-        self.sniff(dev, &frame, sealed);
-        let sent = if sealed {
-            self.fabric.transmit_sealed(port, frame)
-        } else {
-            self.fabric.transmit(port, frame)
-        };
-        match sent {
+        match self.send_out(dev, port, frame, sealed) {
             Ok(_) => WcStatus::Success,
             Err(_) => WcStatus::LocLenErr,
         }
@@ -241,6 +229,29 @@ impl World {
             WcFlags::GRH,
             pkt.headers.bth.solicited,
         );
+    }
+
+    /// Sends `frame` out of device `dev`'s port `port`, its sniffer QPs seeing it first;
+    /// `sealed`: its checksums and ICRC right by construction ([`Fabric::transmit_sealed`]).
+    ///
+    /// # Errors
+    /// As [`Fabric::transmit`].
+    ///
+    /// [`Fabric::transmit_sealed`]: crate::fabric::Fabric::transmit_sealed
+    /// [`Fabric::transmit`]: crate::fabric::Fabric::transmit
+    pub(super) fn send_out(
+        &mut self,
+        dev: usize,
+        port: PortId,
+        frame: Vec<u8>,
+        sealed: bool,
+    ) -> Result<u64, crate::fabric::FabricError> {
+        self.sniff(dev, &frame, sealed);
+        if sealed {
+            self.fabric.transmit_sealed(port, frame)
+        } else {
+            self.fabric.transmit(port, frame)
+        }
     }
 
     /// Copies a frame a port sends to its sniffer QPs (mlx5 sniffer rules see both ways).

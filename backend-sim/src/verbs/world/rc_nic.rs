@@ -160,13 +160,8 @@ impl rc::Nic for QpNic<'_> {
         build_roce_frame_into(&mut frame, &route, &h, payload);
         let len = frame.len();
         let sealed = super::datapath::sealed_by_nic(&route);
-        self.w.sniff(dev, &frame, sealed);
         let port = self.w.devices[dev].port;
-        let _ = if sealed {
-            self.w.fabric.transmit_sealed(port, frame)
-        } else {
-            self.w.fabric.transmit(port, frame)
-        };
+        let _ = self.w.send_out(dev, port, frame, sealed);
         len
     }
 
