@@ -21,6 +21,7 @@ use backend_sim::frame::eth::Mac;
 use super::direct::{self, Barrier, Inbound, PeerTx};
 use super::ring::{Consumer, Producer, Region, RingError, Way};
 use super::spacing::{LastFrame, TakenFrom};
+use super::stall::Mark;
 use super::sys::{self, Recv};
 use super::wire::{FromFabric, ToFabric, MAX_CM, MAX_MSG};
 
@@ -337,6 +338,18 @@ impl Sender {
             }
         }
         self.waiting.is_empty()
+    }
+
+    /// Where the reader of each ring this sender writes stands: the fabric's ring and
+    /// each direct pair's (for [`super::stall::StallWatch`]).
+    pub fn marks(&self) -> impl Iterator<Item = Mark> + '_ {
+        let mark = |way, tx: &Producer| Mark {
+            way,
+            consumed: tx.consumed(),
+            queued: tx.queued(),
+        };
+        std::iter::once(mark(None, &self.tx))
+            .chain(self.peers.iter().map(move |p| mark(Some(p.id), &p.tx)))
     }
 
     /// How many frames wait for room.

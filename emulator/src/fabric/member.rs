@@ -7,6 +7,7 @@ use backend_sim::fabric::ExternalMsg;
 use backend_sim::{Nanos, PortId, Sim};
 
 use super::client::{Receiver, Sender};
+use super::stall::StallWatch;
 
 /// Most frames taken from the ring in one round (the rest wait for the next).
 const RECV_BATCH: usize = 256;
@@ -37,6 +38,8 @@ pub struct Member {
     last: Nanos,
     /// When a [`Member::pump`] last took frames.
     took_at: Option<Nanos>,
+    /// Whether a reader of this host's rings stopped reading.
+    stalls: StallWatch,
 }
 
 impl Member {
@@ -67,6 +70,7 @@ impl Member {
             lag: 0,
             last: 0,
             took_at: None,
+            stalls: StallWatch::default(),
         })
     }
 
@@ -99,11 +103,14 @@ impl Member {
     /// A round moves virtual time on by [`MAX_STEP`] at most; the rest counts as a pause.
     ///
     /// While frames the NIC sent still wait for room in the ring (the fabric paused this
-    /// host: see `PAUSE_BYTES` in the fabric's server), virtual time stands still: the
-    /// NIC sends nothing new and its timers wait, as a NIC paused by its switch, and what
-    /// comes in is still taken and handled at the current virtual time. Afterwards
-    /// virtual time goes on from where it stood (it stays behind the wall clock by the
-    /// time spent paused), so that no timer fires for the pause.
+    /// host: see `PAUSE_BYTES` in the fabric's server), or a ring's reader has left
+    /// frames in it unread for [`super::stall::STALL`] (the peer's process or the fabric
+    /// did not run: [`StallWatch`]), virtual time stands still: the NIC sends nothing
+    /// new and its timers wait, as a NIC paused by its switch, and what comes in is still
+    /// taken and handled at the current virtual time. Afterwards virtual time goes on
+    /// from where it stood (it stays behind the wall clock by the time spent paused), so
+    /// that no timer fires for the pause: an RC requester does not give up on a peer
+    /// whose process was stopped while the requests waited for it.
     pub fn pump(&mut self, sim: &Sim, now: Nanos) {
         if self.advance(sim, now) > 0 {
             self.took_at = Some(now);
@@ -129,11 +136,12 @@ impl Member {
     /// Injects what the ring holds and runs the simulation up to `now` (see
     /// [`Member::pump`]); how many frames it took.
     fn advance(&mut self, sim: &Sim, now: Nanos) -> usize {
-        let clear = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .flush();
+        let clear = {
+            let mut tx = self.tx.lock().unwrap_or_else(PoisonError::into_inner);
+            // Not `&&`: the watch sees every round's marks.
+            let flushed = tx.flush();
+            !self.stalls.stalled(now, tx.marks()) & flushed
+        };
         if !clear {
             self.lag += now.saturating_sub(self.last);
         }

@@ -28,6 +28,7 @@ pub mod ports;
 pub mod ring;
 pub mod server;
 pub mod spacing;
+pub mod stall;
 pub mod sys;
 pub mod wire;
 
