@@ -341,15 +341,18 @@ impl Sender {
     }
 
     /// Where the reader of each ring this sender writes stands: the fabric's ring and
-    /// each direct pair's (for [`super::stall::StallWatch`]).
+    /// each direct pair's (for [`super::stall::StallWatch`]); none once the fabric is
+    /// gone (nothing reads them any more, and the host's timers must still run).
     pub fn marks(&self) -> impl Iterator<Item = Mark> + '_ {
         let mark = |way, tx: &Producer| Mark {
             way,
             consumed: tx.consumed(),
             queued: tx.queued(),
         };
+        let rings = if self.shared.is_gone() { 0 } else { usize::MAX };
         std::iter::once(mark(None, &self.tx))
             .chain(self.peers.iter().map(move |p| mark(Some(p.id), &p.tx)))
+            .take(rings)
     }
 
     /// How many frames wait for room.
