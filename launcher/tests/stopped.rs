@@ -41,6 +41,25 @@ fn signal(pid: u32, sig: libc::c_int) {
     );
 }
 
+/// The state letter of `/proc/PID/stat` once it is no longer `R`/`S`/`D` (a SIGSTOP
+/// just sent lands when the kernel next schedules the process): `T` if it stopped, `Z`
+/// if it had already ended; after 10 s still running, its running state letter.
+fn state_once_stopped(pid: u32) -> char {
+    for _ in 0..10_000 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its stat");
+        // The state follows the command name in parentheses.
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .expect("a state letter");
+        if !matches!(state, 'R' | 'S' | 'D') {
+            return state;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    'R'
+}
+
 /// perftest's result rows: (#bytes, #iterations) of each row under the `#bytes` header.
 fn rows(out: &str) -> Vec<(u64, u64)> {
     out.lines()
@@ -89,17 +108,23 @@ fn run_stopping(test: &str, program: &str, args: &[&str], stop_server: bool) -> 
         }
         text
     });
-    // No header (the client ended first): nothing is stopped, and the asserts below say
-    // what the client printed.
-    if header.recv().is_ok() {
+    // No header (the client ended first): nothing is stopped, and the test fails below
+    // with what the client printed.
+    let header_seen = header.recv().is_ok();
+    let mut stopped_state = None;
+    if header_seen {
         let who = if stop_server { s.id() } else { c.id() };
         let pid = program_under(who, program);
         signal(pid, libc::SIGSTOP);
+        stopped_state = Some(state_once_stopped(pid));
         std::thread::sleep(STOPPED_FOR);
         signal(pid, libc::SIGCONT);
     }
     let mut c = finish_or_kill(c, "the client");
     c.out = reader.join().expect("the client's stdout reader");
+    assert!(header_seen, "the client printed no #bytes header: {c:?}");
+    // The program was alive and stopped (not already a zombie) when the stop landed.
+    assert_eq!(stopped_state, Some('T'), "client: {c:?}");
     let s = finish_or_kill(s, "the server");
     assert!(c.status.success(), "client: {c:?}\nserver: {s:?}");
     assert!(s.status.success(), "server: {s:?}\nclient: {c:?}");
