@@ -225,15 +225,15 @@ fn h1s_req_leaves_as_a_mad_and_its_dreq_names_the_peers_qp() {
         )
         .unwrap();
     assert_eq!(mad_of(&dreq).msg, Msg::Dreq(1, 0x7777, 0x11));
-    // SIDR has no MAD here: the caller returns it.
-    let sidr = Message::SidrReq {
-        service,
-        src: "10.100.0.1:1".parse().unwrap(),
-        dst: "10.100.0.20:2".parse().unwrap(),
+    // A SIDR REP to a SIDR REQ the bridge did not see has no MAD: the caller returns it.
+    let sidr = Message::SidrRep {
+        status: 0,
+        qpn: 0x12,
+        qkey: 0x0123_4567,
         private_data: vec![],
     };
     assert!(b
-        .to_wire(h1(), vm(), &body(Address::Service(service), me, &sidr))
+        .to_wire(h1(), vm(), &body(Address::Endpoint(peer), me, &sidr))
         .is_err());
     assert!(b.is_remote(vm()) && !b.is_remote(h1().ip));
 }
