@@ -467,6 +467,75 @@ fn rping_connects_across_two_fabrics_with_cm_mads() {
     }
 }
 
+/// `udaddy -C 4` (UD through the RDMA CM: SIDR) with its server on fabric A's h1 and its
+/// client on fabric B's h2: the SIDR REQ and SIDR REP cross the tunnel as CM MADs
+/// (`emulator/src/fabric/ports/cm_sidr.rs`), and four datagrams go each way. Until the
+/// server listens its CM answers IB_SIDR_UNSUPPORTED (udaddy: an UNREACHABLE event of
+/// error 1, status 1), and the client is started again.
+#[test]
+fn udaddy_resolves_across_two_fabrics_with_sidr_mads() {
+    need_root();
+    let dir = scratch("wire-udaddy");
+    let ns = Netns::new();
+    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let udaddy = require("udaddy", "rdmacm-utils");
+    let mut s = a.0.program(&udaddy, "h1");
+    s.env("VERBS_EMU_TOPOLOGY", &a.1)
+        .args(["-b", "10.100.0.1", "-C", "4"]);
+    let mut server = start(ns.wrap(&s), &dir, "udaddy-server");
+    let begin = Instant::now();
+    let mut tries = 0;
+    let client = loop {
+        tries += 1;
+        let mut c = b.0.program(&udaddy, "h2");
+        c.env("VERBS_EMU_TOPOLOGY", &b.1)
+            .args(["-s", "10.100.0.1", "-b", "10.100.0.2", "-C", "4"]);
+        let r = start(ns.wrap(&c), &dir, &format!("udaddy-client-{tries}")).finish();
+        let unsupported = r.status.code() == Some(1)
+            && r.out
+                .contains("udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\n");
+        if !unsupported {
+            break r;
+        }
+        assert!(
+            begin.elapsed() < DEADLINE && !server.exited(),
+            "the server never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let server = server.finish();
+    let (sa, sb) = (a.0.stop(), b.0.stop());
+    assert!(client.status.success(), "{client:?}\n{sa}\n{sb}");
+    assert_eq!(
+        client.out,
+        "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
+         receiving data transfers\ndata transfers complete\ntest complete\n\
+         return status 0\n"
+    );
+    assert_eq!(client.err, "");
+    assert!(server.status.success(), "{server:?}");
+    assert_eq!(
+        server.out,
+        "udaddy: starting server\nreceiving data transfers\nsending replies\n\
+         data transfers complete\ntest complete\nreturn status 0\n"
+    );
+    assert_eq!(server.err, "");
+    // B sent the SIDR REQ of every try as a MAD and A took each in; A answered each with
+    // a SIDR REP MAD that B took in (at least one each per try); none was stray, none
+    // timed out, and no SIDR state is left.
+    let mads = |s: &str| (count_before(s, " sent, "), count_before(s, " taken in"));
+    let (a_out, a_in) = mads(&sa);
+    let (b_out, b_in) = mads(&sb);
+    assert!(b_out >= tries && a_out >= tries, "{sa}\n{sb}");
+    assert_eq!((a_in, b_in), (b_out, a_out), "{sa}\n{sb}");
+    for s in [&sa, &sb] {
+        assert!(s.contains("lost: none;"), "{s}");
+        assert_eq!(count_before(s, " timed out"), 0, "{s}");
+        assert_eq!(count_before(s, " stray"), 0, "{s}");
+        assert!(s.contains("CM connections live: 0;"), "{s}");
+    }
+}
+
 /// The same `rping` over ports that each drop the first CM MAD they would send (the
 /// ports' `drop_cm_mads = 1`): B's REQ and A's REP are lost on the tunnel, each fabric
 /// sends its MAD again after the kernel CM's timeout for it (`cm_resend.rs`: 6.1 s for

@@ -332,14 +332,18 @@ impl Bridge {
                 private_data,
             } => {
                 let request_id = need_peer()?;
-                let asked = self
-                    .sidr
-                    .get(&(to, request_id))
-                    .copied()
-                    .ok_or_else(|| format!("a SIDR REP to {to}'s request {request_id}, not asked"))?;
+                let asked = self.sidr.get(&(to, request_id)).copied().ok_or_else(|| {
+                    format!("a SIDR REP to {to}'s request {request_id}, not asked")
+                })?;
                 over_v6 = asked.v6;
-                let rep =
-                    cm_sidr::rep(request_id, asked.service_id, status, qpn, qkey, private_data)?;
+                let rep = cm_sidr::rep(
+                    request_id,
+                    asked.service_id,
+                    status,
+                    qpn,
+                    qkey,
+                    private_data,
+                )?;
                 self.sidr.remove(&(to, request_id));
                 (asked.tid, Msg::SidrRep(rep))
             }

@@ -208,7 +208,14 @@ impl Sidr {
     }
 
     /// Emulated host `host` sent SIDR REQ `r` to `remote` in `frame` at `now`.
-    pub fn sent_req(&mut self, now: Nanos, host: Ipv4Addr, remote: Ipv4Addr, r: &SidrReq, frame: &[u8]) {
+    pub fn sent_req(
+        &mut self,
+        now: Nanos,
+        host: Ipv4Addr,
+        remote: Ipv4Addr,
+        r: &SidrReq,
+        frame: &[u8],
+    ) {
         self.waiting
             .retain(|w| !(w.host == host && w.request_id == r.request_id));
         self.waiting.push(Waiting {
