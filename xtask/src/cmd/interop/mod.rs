@@ -20,10 +20,11 @@
 //!   address with the scope of the side's interface (`fe80::aff:fe64:1%1` on h1,
 //!   `%` and rxe0's netdev in the VM); and `ib_read_lat -R` with the server on h1 (the
 //!   parameters exchanged over the CM too; with the server in the VM its client races the
-//!   server's second listen):
-//!   the fabric translates between the emulated CM's messages and the kernel's CM MADs,
+//!   server's second listen); and librdmacm-utils' `udaddy -C 4` over IPv4, each side as
+//!   the server (UD through the RDMA CM: SIDR REQ and SIDR REP; each side's lines
+//!   exactly): the fabric translates between the emulated CM's messages and the kernel's CM MADs,
 //!   over IPv6 for the link-local addresses (emulator/src/fabric/ports/cm_bridge.rs;
-//!   docs/divergences.md rows 85, 103);
+//!   cm_sidr.rs; docs/divergences.md rows 85, 103);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
 //!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
 //!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
@@ -320,6 +321,7 @@ fn plain_cases() -> Vec<Case> {
                 cm_cases::rping(gid, server),
             ]);
         }
+        cases.push(cm_cases::udaddy(server));
     }
     // perftest -R with its server in the VM is not run: its client's data connection does
     // not wait for the server's second listen (REJECTED, invalid service id, when the VM
