@@ -474,7 +474,7 @@ type Side<'a> = (&'a (Fabric, PathBuf), &'a str, &'a str);
 /// its client on `client`'s: both print exactly udaddy's lines of a good run. Until the
 /// server listens its CM answers IB_SIDR_UNSUPPORTED (udaddy: an UNREACHABLE event of
 /// error 1, status 1), and the client is started again. Returns the number of tries.
-fn udaddy_across(dir: &Path, ns: &Netns, server: Side, client: Side) -> u64 {
+fn udaddy_across(dir: &Path, ns: &Netns, server: Side<'_>, client: Side<'_>) -> u64 {
     let udaddy = require("udaddy", "rdmacm-utils");
     let mut s = server.0 .0.program(&udaddy, server.1);
     s.env("VERBS_EMU_TOPOLOGY", &server.0 .1)
