@@ -150,6 +150,30 @@ pub fn read_latency_cm(server: Server) -> Case {
     )
 }
 
+/// perftest's `ib_send_lat -c UD -R` with the server on h1: the UD QPs' numbers and Q_Keys
+/// exchanged by SIDR through the RDMA CM (emulator/src/fabric/ports/cm_sidr.rs), then 200
+/// SENDs of 2 bytes each way (both sides print the result line). An emulated server prints its `Waiting for client to
+/// connect` banner (stdout line-buffered) just before it listens.
+pub fn send_latency_ud_cm() -> Case {
+    let args = format!("-F -R -c UD -x 1 -n 200 -p {PORT}");
+    let split = |c: &str| c.split(' ').map(String::from).collect::<Vec<_>>();
+    Case::on_h1(
+        "send-lat-ud-cm-emulated-server".into(),
+        Server::Emulated,
+        Ready::Line("Waiting for client to connect".into()),
+        (
+            split(&format!("stdbuf -oL ib_send_lat {args}")),
+            format!("ib_send_lat -d {} {args} {HOST_IP}", vm::RXE_DEVICE),
+        ),
+        Check::Verbs {
+            client: vec![(" 2       200 ".into(), "")],
+            server: vec![(" 2       200 ".into(), "")],
+            gid: Gid::Ipv4,
+        },
+        200,
+    )
+}
+
 /// The lines `udaddy -C 4` prints (librdmacm/examples/udaddy.c) as the client and as the
 /// server, in order.
 pub fn udaddy_lines() -> (Vec<String>, Vec<String>) {

@@ -22,7 +22,8 @@
 //!   parameters exchanged over the CM too; with the server in the VM its client races the
 //!   server's second listen); and librdmacm-utils' `udaddy -C 4` over IPv4, each side as
 //!   the server (UD through the RDMA CM: SIDR REQ and SIDR REP; each side's lines
-//!   exactly): the fabric translates between the emulated CM's messages and the kernel's CM MADs,
+//!   exactly), and `ib_send_lat -c UD -R` with the server on h1 (the UD QPs found by
+//!   SIDR): the fabric translates between the emulated CM's messages and the kernel's CM MADs,
 //!   over IPv6 for the link-local addresses (emulator/src/fabric/ports/cm_bridge.rs;
 //!   cm_sidr.rs; docs/divergences.md rows 85, 103);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
@@ -328,6 +329,7 @@ fn plain_cases() -> Vec<Case> {
     // is slower), and perftest 4.5-0.17's retry then passes rdma_resolve_addr an id it
     // has destroyed (see docs/divergences.md row 85).
     cases.push(cm_cases::read_latency_cm(Server::Emulated));
+    cases.push(cm_cases::send_latency_ud_cm());
     cases
 }
 
@@ -462,11 +464,18 @@ mod tests {
             }
         );
         let all = plain_cases();
-        assert_eq!(all.len(), 25);
+        assert_eq!(all.len(), 28);
         let names = case_names();
-        assert_eq!(names.len(), 31);
-        assert_eq!(names[29], "rc-lossy-emulated-server");
-        assert_eq!(names[30], "rping-lossy-emulated-server");
+        assert_eq!(names.len(), 34);
+        assert_eq!(names[32], "rc-lossy-emulated-server");
+        assert_eq!(names[33], "rping-lossy-emulated-server");
+        for n in [
+            "udaddy-emulated-server",
+            "udaddy-vm-server",
+            "send-lat-ud-cm-emulated-server",
+        ] {
+            assert_eq!(case_name(n), Ok(n.into()));
+        }
         assert_eq!(case_name("ud-ll-vm-server"), Ok("ud-ll-vm-server".into()));
         let e = case_name("ud-ll").unwrap_err();
         assert!(
