@@ -586,6 +586,41 @@ fn udaddy_completes_when_the_sidr_req_is_lost() {
     }
 }
 
+/// `udaddy`'s SIDR REQ to fabric A's h1, where no process runs: A answers as the kernel's
+/// CM of a host without the listener (a SIDR REP of IB_SIDR_UNSUPPORTED,
+/// `remote_cm.rs` `answer_remote`) and the client ends at once with udaddy's UNREACHABLE
+/// line of error 1, its SIDR REQ never sent again.
+#[test]
+fn a_sidr_req_for_a_host_without_a_process_gets_sidr_unsupported() {
+    need_root();
+    let dir = scratch("wire-udaddy-nobody");
+    let ns = Netns::new();
+    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let udaddy = require("udaddy", "rdmacm-utils");
+    let mut c = b.0.program(&udaddy, "h2");
+    c.env("VERBS_EMU_TOPOLOGY", &b.1)
+        .args(["-s", "10.100.0.1", "-b", "10.100.0.2", "-C", "1"]);
+    let r = start(ns.wrap(&c), &dir, "udaddy-client").finish();
+    let (sa, sb) = (a.0.stop(), b.0.stop());
+    assert_eq!(r.status.code(), Some(1), "{r:?}");
+    assert_eq!(
+        r.out,
+        "udaddy: starting client\nudaddy: connecting\n\
+         udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\ntest complete\n\
+         return status 1\n"
+    );
+    // A took the SIDR REQ in, returned it (no process) and sent the SIDR REP; B sent
+    // the one SIDR REQ and took the SIDR REP in.
+    assert_eq!(mads(&sa), (1, 1), "{sa}");
+    assert_eq!(mads(&sb), (1, 1), "{sb}");
+    assert_eq!(count_before(&sa, " returned"), 1, "{sa}");
+    for s in [&sa, &sb] {
+        assert_eq!(count_before(s, " resent"), 0, "{s}");
+        assert_eq!(count_before(s, " timed out"), 0, "{s}");
+        assert!(s.contains("CM connections live: 0;"), "{s}");
+    }
+}
+
 /// The same `rping` over ports that each drop the first CM MAD they would send (the
 /// ports' `drop_cm_mads = 1`): B's REQ and A's REP are lost on the tunnel, each fabric
 /// sends its MAD again after the kernel CM's timeout for it (`cm_resend.rs`: 6.1 s for
