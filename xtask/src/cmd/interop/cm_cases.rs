@@ -205,36 +205,39 @@ pub fn udaddy_lines() -> (Vec<String>, Vec<String>) {
     (v(&client), v(&server))
 }
 
-/// librdmacm-utils' `udaddy -C 4` over IPv4 (UD through the RDMA CM: the client's SIDR REQ
-/// and the server's SIDR REP cross between the VM's kernel and the fabric, see
+/// librdmacm-utils' `udaddy -C 4` to the server's address of `gid`'s kind (UD through the
+/// RDMA CM: the client's SIDR REQ and the server's SIDR REP cross between the VM's kernel
+/// and the fabric, over IPv6 between link-local addresses, see
 /// emulator/src/fabric/ports/cm_sidr.rs; then four datagrams each way to the QP number
 /// and Q_Key of the SIDR REP). Both sides' stdout is line-buffered (`stdbuf -oL`) so the
 /// lines come in order; an emulated server's `udaddy: starting server` comes just before
 /// it listens, which the VM's boot of seconds follows; the VM's server is ready when its
 /// kernel lists it listening (its [`CM_LISTENING`] line, after `udaddy: starting
-/// server`, is among the lines checked).
-pub fn udaddy(server: Server) -> Case {
+/// server`, is among the lines checked). The server binds the address the client is
+/// given (`-b`); the client binds none.
+pub fn udaddy(gid: Gid, server: Server) -> Case {
     let (client_lines, mut server_lines) = udaddy_lines();
+    let (on_host, on_vm) = server_address(gid, server);
     let split = |c: &str| c.split(' ').map(String::from).collect::<Vec<_>>();
     let tool = "stdbuf -oL udaddy -C 4";
     let (host, vm, ready) = match server {
         Server::Emulated => (
-            split(&format!("{tool} -b {HOST_IP}")),
-            format!("{tool} -s {HOST_IP} -b {VM_IP}"),
+            split(&format!("{tool} -b {on_host}")),
+            format!("{tool} -s {on_vm}"),
             "udaddy: starting server",
         ),
         Server::Vm => {
             server_lines.insert(1, CM_LISTENING.to_owned());
             (
-                split(&format!("{tool} -s {VM_IP} -b {HOST_IP}")),
-                listening_in_vm(&format!("{tool} -b {VM_IP}")),
+                split(&format!("{tool} -s {on_host}")),
+                listening_in_vm(&format!("{tool} -b {on_vm}")),
                 CM_LISTENING,
             )
         }
     };
     // Four datagrams from the VM, and its SIDR REQ or SIDR REP.
     Case::on_h1(
-        format!("udaddy-{}", side_name(server)),
+        format!("udaddy{}-{}", gid.tag(), side_name(server)),
         server,
         Ready::Line(ready.into()),
         (host, vm),

@@ -20,9 +20,9 @@
 //!   address with the scope of the side's interface (`fe80::aff:fe64:1%1` on h1,
 //!   `%` and rxe0's netdev in the VM); and `ib_read_lat -R` with the server on h1 (the
 //!   parameters exchanged over the CM too; with the server in the VM its client races the
-//!   server's second listen); and librdmacm-utils' `udaddy -C 4` over IPv4, each side as
-//!   the server (UD through the RDMA CM: SIDR REQ and SIDR REP; each side's lines
-//!   exactly), and `ib_send_lat -c UD -R` with the server on h1 (the UD QPs found by
+//!   server's second listen); and librdmacm-utils' `udaddy -C 4`, each side as the
+//!   server, to its IPv4 and to its link-local address (UD through the RDMA CM: SIDR REQ
+//!   and SIDR REP; each side's lines exactly), and `ib_send_lat -c UD -R` with the server on h1 (the UD QPs found by
 //!   SIDR): the fabric translates between the emulated CM's messages and the kernel's CM MADs,
 //!   over IPv6 for the link-local addresses (emulator/src/fabric/ports/cm_bridge.rs;
 //!   cm_sidr.rs; docs/divergences.md rows 85, 103);
@@ -320,9 +320,9 @@ fn plain_cases() -> Vec<Case> {
                 cases::bandwidth("ib_write_bw", gid, server),
                 cases::read_latency(gid, server),
                 cm_cases::rping(gid, server),
+                cm_cases::udaddy(gid, server),
             ]);
         }
-        cases.push(cm_cases::udaddy(server));
     }
     // perftest -R with its server in the VM is not run: its client's data connection does
     // not wait for the server's second listen (REJECTED, invalid service id, when the VM
@@ -464,14 +464,16 @@ mod tests {
             }
         );
         let all = plain_cases();
-        assert_eq!(all.len(), 28);
+        assert_eq!(all.len(), 30);
         let names = case_names();
-        assert_eq!(names.len(), 34);
-        assert_eq!(names[32], "rc-lossy-emulated-server");
-        assert_eq!(names[33], "rping-lossy-emulated-server");
+        assert_eq!(names.len(), 36);
+        assert_eq!(names[34], "rc-lossy-emulated-server");
+        assert_eq!(names[35], "rping-lossy-emulated-server");
         for n in [
             "udaddy-emulated-server",
             "udaddy-vm-server",
+            "udaddy-ll-emulated-server",
+            "udaddy-ll-vm-server",
             "send-lat-ud-cm-emulated-server",
         ] {
             assert_eq!(case_name(n), Ok(n.into()));
@@ -482,7 +484,7 @@ mod tests {
             e.starts_with("no interop case `ud-ll`; the cases: rc-emulated-server, "),
             "{e}"
         );
-        assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 12);
+        assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 14);
     }
 
     #[test]
