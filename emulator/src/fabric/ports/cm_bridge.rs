@@ -28,6 +28,11 @@
 //! over IPv6 (as the kernel sends them: the VM's REQ of the interop case
 //! `rping-ll-emulated-server`); a remote host's link-local address is the modified EUI-64
 //! of its MAC, the emulator's of its IPv4 address. Other IPv6 addresses are not.
+//!
+//! SIDR (UD through the RDMA CM) is translated with [`super::cm_sidr`]'s MADs: a remote
+//! SIDR REQ is remembered (its transaction id, service id, IP version) until the
+//! emulated listener's SIDR REP answers it; a SIDR REP has no communication id of its
+//! responder, so it reaches the requesting id from id 0.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
