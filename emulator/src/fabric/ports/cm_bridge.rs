@@ -28,6 +28,11 @@
 //! over IPv6 (as the kernel sends them: the VM's REQ of the interop case
 //! `rping-ll-emulated-server`); a remote host's link-local address is the modified EUI-64
 //! of its MAC, the emulator's of its IPv4 address. Other IPv6 addresses are not.
+//!
+//! SIDR (UD through the RDMA CM) is translated with [`super::cm_sidr`]'s MADs: a remote
+//! SIDR REQ is remembered (its transaction id, service id, IP version) until the
+//! emulated listener's SIDR REP answers it; a SIDR REP has no communication id of its
+//! responder, so it reaches the requesting id from id 0.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -38,6 +43,7 @@ use netwire::ipv6::is_link_local;
 
 use super::cm_frame::{self, CmaHdr, CMA_HDR_LEN};
 use super::cm_mad::{self, Mad, Msg, Rej, Rep, Req, PKEY};
+use super::cm_sidr;
 use crate::rdmacm::core::messages::{
     self as m, Address, ConnData, Endpoint, Message, Service, REJ_TIMEOUT,
 };
@@ -115,6 +121,8 @@ pub struct Bridge {
     remote: Vec<Ipv4Addr>,
     /// By (remote host, its communication id).
     ids: HashMap<(Ipv4Addr, u32), Remote>,
+    /// The remote SIDR REQs not answered yet, by (remote host, request id).
+    sidr: HashMap<(Ipv4Addr, u32), cm_sidr::Asked>,
     /// The next PSN of the emulated hosts' QP1 datagrams.
     psn: u32,
     /// Counters.
@@ -205,7 +213,8 @@ impl Bridge {
     /// from its port.
     ///
     /// # Errors
-    /// The message cannot be read or has no MAD here (SIDR, IPv6 addresses).
+    /// The message cannot be read or has no MAD here (IPv6 addresses other than
+    /// link-local ones, a SIDR REP to a request the bridge did not see).
     pub fn to_wire(&mut self, from: Host, to: Ipv4Addr, body: &[u8]) -> Result<Vec<u8>, String> {
         let (_, (dest, sender, msg)) =
             m::decode(body).map_err(|e| format!("a message that {e}"))?;
@@ -310,8 +319,38 @@ impl Bridge {
             }
             Message::Dreq => (u64::from(local), Msg::Dreq(local, need_peer()?, remote.qpn)),
             Message::Drep => (u64::from(local), Msg::Drep(local, need_peer()?)),
-            Message::SidrReq { .. } | Message::SidrRep { .. } => {
-                return Err("SIDR is not translated".into())
+            Message::SidrReq {
+                service,
+                src,
+                dst,
+                private_data,
+            } => {
+                let (hdr, v6) = cma_hdr_of(src, dst)?;
+                over_v6 = v6;
+                let req = cm_sidr::req(local, service, &hdr, &private_data);
+                (u64::from(local), Msg::SidrReq(req))
+            }
+            Message::SidrRep {
+                status,
+                qpn,
+                qkey,
+                private_data,
+            } => {
+                let request_id = need_peer()?;
+                let asked = self.sidr.get(&(to, request_id)).copied().ok_or_else(|| {
+                    format!("a SIDR REP to {to}'s request {request_id}, not asked")
+                })?;
+                over_v6 = asked.v6;
+                let rep = cm_sidr::rep(
+                    request_id,
+                    asked.service_id,
+                    status,
+                    qpn,
+                    qkey,
+                    private_data,
+                )?;
+                self.sidr.remove(&(to, request_id));
+                (asked.tid, Msg::SidrRep(rep))
             }
         };
         let frame = self.frame(from, to, &Mad { tid, msg }, over_v6);
@@ -471,6 +510,27 @@ impl Bridge {
             Msg::Dreq(l, r, _) => (Address::Endpoint(at(r)), l, Message::Dreq),
             Msg::Drep(l, r) => (Address::Endpoint(at(r)), l, Message::Drep),
             Msg::Mra(..) => return FromWire::Dropped,
+            Msg::SidrReq(r) => {
+                let Some((service, msg)) =
+                    cm_sidr::req_message(&r, |hdr| Self::service_ip(host, hdr.dst))
+                else {
+                    return FromWire::Dropped;
+                };
+                self.sidr.insert(
+                    (src, r.request_id),
+                    cm_sidr::Asked {
+                        tid: mad.tid,
+                        service_id: r.service_id,
+                        v6,
+                    },
+                );
+                (Address::Service(service), r.request_id, msg)
+            }
+            Msg::SidrRep(r) => (
+                Address::Endpoint(at(r.request_id)),
+                0,
+                cm_sidr::rep_message(r),
+            ),
         };
         let mut body = Vec::new();
         m::encode(

@@ -1,5 +1,5 @@
 //! The connection manager's MADs as a real RDMA stack sends them (IBTA vol. 1 chapter
-//! 12): REQ, MRA, REJ, REP, RTU, DREQ and DREP, each a 256-byte MAD of management class
+//! 12): REQ, MRA, REJ, REP, RTU, DREQ, DREP, SIDR REQ and SIDR REP, each a 256-byte MAD of management class
 //! 0x07 (in a RoCE v2 UD datagram to QP1, see [`super::cm_frame`]). The layouts are
 //! the kernel's `include/rdma/ibta_vol1_c12.h`: a field is at a byte offset after the
 //! 24-byte MAD header, from a bit offset counted from the byte's most significant bit,
@@ -36,6 +36,10 @@ pub mod attr {
     pub const DREQ: u16 = 0x0015;
     /// DisconnectReply.
     pub const DREP: u16 = 0x0016;
+    /// ServiceIDResolutionRequest.
+    pub const SIDR_REQ: u16 = 0x0017;
+    /// ServiceIDResolutionResponse.
+    pub const SIDR_REP: u16 = 0x0018;
 }
 
 /// Private data sizes (`IB_CM_*_PRIVATE_DATA_SIZE`, include/rdma/ib_cm.h).
@@ -52,6 +56,10 @@ pub mod private {
     pub const RTU: usize = 224;
     /// DREQ.
     pub const DREQ: usize = 220;
+    /// SIDR REQ.
+    pub const SIDR_REQ: usize = 216;
+    /// SIDR REP.
+    pub const SIDR_REP: usize = 136;
 }
 
 /// Where a field is: byte offset after the MAD header, bit offset from the byte's most
@@ -171,6 +179,24 @@ const REMOTE_COMM_ID: Field = (4, 0, 32);
 // Tables 111-113: RTU, DREQ, DREP.
 const DREQ_REMOTE_QPN_EECN: Field = (8, 0, 24);
 
+// Table 119 SIDR_REQ (`CM_SIDR_REQ_*`).
+const SIDR_REQ_REQUESTID: Field = (0, 0, 32);
+const SIDR_REQ_PARTITION_KEY: Field = (4, 0, 16);
+const SIDR_REQ_SERVICEID: Field = (8, 0, 64);
+const SIDR_REQ_PRIVATE_DATA: usize = 16;
+
+// Table 120 SIDR_REP (`CM_SIDR_REP_*`).
+const SIDR_REP_REQUESTID: Field = (0, 0, 32);
+const SIDR_REP_STATUS: Field = (4, 0, 8);
+const SIDR_REP_ADDITIONAL_INFORMATION_LENGTH: Field = (5, 0, 8);
+const SIDR_REP_QPN: Field = (8, 0, 24);
+const SIDR_REP_SERVICEID: Field = (12, 0, 64);
+const SIDR_REP_Q_KEY: Field = (20, 0, 32);
+const SIDR_REP_ADDITIONAL_INFORMATION: usize = 24;
+/// The additional information's room (576 bits).
+const SIDR_REP_INFO_LEN: usize = 72;
+const SIDR_REP_PRIVATE_DATA: usize = 96;
+
 /// A REQ's fields (alternate path: none).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Req {
@@ -286,6 +312,38 @@ pub struct Rej {
     pub private_data: Vec<u8>,
 }
 
+/// A SIDR REQ's fields (`cm_format_sidr_req`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidrReq {
+    /// The requester's id.
+    pub request_id: u32,
+    /// The path's P_Key.
+    pub pkey: u16,
+    /// The service asked for.
+    pub service_id: u64,
+    /// The private data (216 bytes).
+    pub private_data: Vec<u8>,
+}
+
+/// A SIDR REP's fields (`cm_format_sidr_rep`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SidrRep {
+    /// The requester's id (the SIDR REQ's).
+    pub request_id: u32,
+    /// `IB_SIDR_*` (0 success).
+    pub status: u8,
+    /// The responder's QP number.
+    pub qpn: u32,
+    /// The service (the SIDR REQ's).
+    pub service_id: u64,
+    /// The responder's Q_Key.
+    pub qkey: u32,
+    /// Additional information (its length is the field's).
+    pub info: Vec<u8>,
+    /// The private data (136 bytes).
+    pub private_data: Vec<u8>,
+}
+
 /// A connection-manager message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Msg {
@@ -304,6 +362,10 @@ pub enum Msg {
     Dreq(u32, u32, u32),
     /// DisconnectReply: (local, remote comm id).
     Drep(u32, u32),
+    /// ServiceIDResolutionRequest.
+    SidrReq(SidrReq),
+    /// ServiceIDResolutionResponse.
+    SidrRep(SidrRep),
 }
 
 /// A MAD: its transaction id and message.
@@ -369,6 +431,39 @@ impl Mad {
                 set(&mut m, REMOTE_COMM_ID, u64::from(*r));
                 attr::DREP
             }
+            Msg::SidrReq(r) => {
+                set(&mut m, SIDR_REQ_REQUESTID, u64::from(r.request_id));
+                set(&mut m, SIDR_REQ_PARTITION_KEY, u64::from(r.pkey));
+                set(&mut m, SIDR_REQ_SERVICEID, r.service_id);
+                set_private(
+                    &mut m,
+                    SIDR_REQ_PRIVATE_DATA,
+                    private::SIDR_REQ,
+                    &r.private_data,
+                );
+                attr::SIDR_REQ
+            }
+            Msg::SidrRep(r) => {
+                set(&mut m, SIDR_REP_REQUESTID, u64::from(r.request_id));
+                set(&mut m, SIDR_REP_STATUS, u64::from(r.status));
+                let info = &r.info[..r.info.len().min(SIDR_REP_INFO_LEN)];
+                set(
+                    &mut m,
+                    SIDR_REP_ADDITIONAL_INFORMATION_LENGTH,
+                    info.len() as u64,
+                );
+                set(&mut m, SIDR_REP_QPN, u64::from(r.qpn));
+                set(&mut m, SIDR_REP_SERVICEID, r.service_id);
+                set(&mut m, SIDR_REP_Q_KEY, u64::from(r.qkey));
+                set_bytes(&mut m, SIDR_REP_ADDITIONAL_INFORMATION, info);
+                set_private(
+                    &mut m,
+                    SIDR_REP_PRIVATE_DATA,
+                    private::SIDR_REP,
+                    &r.private_data,
+                );
+                attr::SIDR_REP
+            }
         };
         m[16..18].copy_from_slice(&id.to_be_bytes());
         m
@@ -378,7 +473,7 @@ impl Mad {
     ///
     /// # Errors
     /// What is wrong with it: another class, version or method, an attribute this
-    /// module does not read (LAP, APR, SIDR), a length other than 256.
+    /// module does not read (LAP, APR), a length other than 256.
     pub fn decode(b: &[u8]) -> Result<Mad, String> {
         let m: &[u8; MAD_LEN] = b
             .try_into()
@@ -426,6 +521,25 @@ impl Mad {
             attr::DREP => {
                 let (l, r) = ids();
                 Msg::Drep(l, r)
+            }
+            attr::SIDR_REQ => Msg::SidrReq(SidrReq {
+                request_id: get(m, SIDR_REQ_REQUESTID) as u32,
+                pkey: get(m, SIDR_REQ_PARTITION_KEY) as u16,
+                service_id: get(m, SIDR_REQ_SERVICEID),
+                private_data: get_private(m, SIDR_REQ_PRIVATE_DATA, private::SIDR_REQ),
+            }),
+            attr::SIDR_REP => {
+                let n = (get(m, SIDR_REP_ADDITIONAL_INFORMATION_LENGTH) as usize)
+                    .min(SIDR_REP_INFO_LEN);
+                Msg::SidrRep(SidrRep {
+                    request_id: get(m, SIDR_REP_REQUESTID) as u32,
+                    status: get(m, SIDR_REP_STATUS) as u8,
+                    qpn: get(m, SIDR_REP_QPN) as u32,
+                    service_id: get(m, SIDR_REP_SERVICEID),
+                    qkey: get(m, SIDR_REP_Q_KEY) as u32,
+                    info: get_private(m, SIDR_REP_ADDITIONAL_INFORMATION, n),
+                    private_data: get_private(m, SIDR_REP_PRIVATE_DATA, private::SIDR_REP),
+                })
             }
             a => return Err(format!("a CM MAD of attribute 0x{a:04x}")),
         };
@@ -556,69 +670,4 @@ fn decode_rep(m: &[u8; MAD_LEN]) -> Rep {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_message_survives_the_round_trip() {
-        let rep = Rep {
-            local_comm_id: 7,
-            remote_comm_id: 0xbac9_7c30,
-            local_qkey: 0,
-            local_qpn: 0x123456,
-            starting_psn: 0xabcdef,
-            responder_resources: 16,
-            initiator_depth: 4,
-            target_ack_delay: 15,
-            failover_accepted: 0,
-            flow_control: true,
-            rnr_retry_count: 6,
-            srq: true,
-            local_ca_guid: 0x0000_0aff_fe64_0001,
-            private_data: (0..private::REP as u8).collect(),
-        };
-        let rej = Rej {
-            local_comm_id: 3,
-            remote_comm_id: 9,
-            message_rejected: 2,
-            reason: 28,
-            ari: vec![1, 2, 3, 4, 5, 6, 7, 8],
-            private_data: vec![0xee; private::REJ],
-        };
-        for msg in [
-            Msg::Rep(rep),
-            Msg::Rej(rej),
-            Msg::Mra(1, 2, 1, 23),
-            Msg::Rtu(5, 6),
-            Msg::Dreq(8, 9, 0x11),
-            Msg::Drep(10, 11),
-        ] {
-            let mad = Mad { tid: 42, msg };
-            let b = mad.encode();
-            assert_eq!(&b[..4], &[1, 0x07, 2, 3]);
-            assert_eq!(Mad::decode(&b).unwrap(), mad);
-        }
-        let rtu = Mad {
-            tid: 1,
-            msg: Msg::Rtu(0x0102_0304, 0x0506_0708),
-        }
-        .encode();
-        assert_eq!(&rtu[16..18], &[0x00, 0x14]);
-        assert_eq!(&rtu[24..32], &[1, 2, 3, 4, 5, 6, 7, 8]);
-    }
-
-    #[test]
-    fn other_mads_and_headers_are_refused() {
-        assert!(Mad::decode(&[0u8; 100]).is_err());
-        let mut b = Mad {
-            tid: 0,
-            msg: Msg::Rtu(1, 2),
-        }
-        .encode();
-        b[1] = 0x81;
-        assert!(Mad::decode(&b).is_err());
-        b[1] = CLASS_CM;
-        b[16..18].copy_from_slice(&0x0019u16.to_be_bytes());
-        assert_eq!(Mad::decode(&b).unwrap_err(), "a CM MAD of attribute 0x0019");
-    }
-}
+mod tests;

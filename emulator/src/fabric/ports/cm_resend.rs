@@ -32,6 +32,8 @@
 //!   path's ACK timeout, `cm_convert_to_ms`) when a DREQ/DREP or a REJ after the REP
 //!   closed it.
 //!
+//! - SIDR (a SIDR REQ resent on its timeout, repeats dropped) is [`cm_sidr::Sidr`]'s.
+//!
 //! The clock is the fabric's: the wall clock since the fabric started (the fabric runs in
 //! real time), in nanoseconds.
 
@@ -42,6 +44,7 @@ use backend_sim::Nanos;
 use super::cm_bridge::WIRE_REJ_TIMEOUT as REJ_TIMEOUT;
 use super::cm_frame;
 use super::cm_mad::{Mad, Msg, Rej, CLASS_CM};
+use super::cm_sidr::{self, Due, Seen, Sidr};
 use crate::rdmacm::core::messages::{self as m, Address, Endpoint, Message, SEND_TIMEOUT};
 use crate::rdmacm::core::route::PACKET_LIFE_TIME;
 
@@ -189,6 +192,8 @@ pub struct Resend {
     /// (remote host, its communication id) of the connections forgotten since
     /// [`Resend::take_forgotten`].
     forgotten: Vec<(Ipv4Addr, u32)>,
+    /// SIDR ([`cm_sidr`]).
+    sidr: Sidr,
     /// Counters.
     pub stats: ResendStats,
 }
@@ -197,7 +202,7 @@ impl Resend {
     /// Connections known (an entry each until it ends).
     #[must_use]
     pub fn live(&self) -> usize {
-        self.conns.len()
+        self.conns.len() + self.sidr.live()
     }
 
     /// The state of emulated host `host`'s connection of id `local`.
@@ -222,6 +227,7 @@ impl Resend {
                 (None, State::Timewait) => Some(c.timewait_end),
                 _ => None,
             })
+            .chain(self.sidr.next_due())
             .min()
     }
 
@@ -335,6 +341,8 @@ impl Resend {
                 }
             }
             Msg::Mra(..) => {}
+            Msg::SidrReq(r) => self.sidr.sent_req(now, host, remote, &r, frame),
+            Msg::SidrRep(r) => self.sidr.sent_rep(remote, r.request_id),
         }
     }
 
@@ -355,6 +363,14 @@ impl Resend {
     fn dup(&mut self) -> Verdict {
         self.stats.duplicates += 1;
         Verdict::Drop
+    }
+
+    fn seen(&mut self, seen: Seen) -> Verdict {
+        match seen {
+            Seen::New => Verdict::Pass,
+            Seen::Duplicate => self.dup(),
+            Seen::Stray => self.stray(),
+        }
     }
 
     fn stray(&mut self) -> Verdict {
@@ -478,6 +494,14 @@ impl Resend {
                 }
             }
             Msg::Rej(r) => self.rejected(now, host, remote, &r),
+            Msg::SidrReq(r) => {
+                let seen = self.sidr.received_req(host, remote, &r);
+                self.seen(seen)
+            }
+            Msg::SidrRep(r) => {
+                let seen = self.sidr.received_rep(host, remote, &r);
+                self.seen(seen)
+            }
             Msg::Mra(l, r, what, service_timeout) => {
                 // cm_acquire_mraed_id: an MRA of a REQ names no remote id yet.
                 let i = match what {
@@ -546,6 +570,22 @@ impl Resend {
     /// spent; timewaits that ended are forgotten.
     pub fn poll(&mut self, now: Nanos) -> Vec<Action> {
         let mut out = Vec::new();
+        for due in self.sidr.poll(now) {
+            out.push(match due {
+                Due::Again { host, frame } => {
+                    self.stats.resent += 1;
+                    Action::Resend { host, frame }
+                }
+                Due::GaveUp {
+                    host,
+                    request_id,
+                    remote,
+                } => {
+                    self.stats.timed_out += 1;
+                    tell(host, request_id, remote, 0, &cm_sidr::timed_out())
+                }
+            });
+        }
         let mut i = 0;
         while i < self.conns.len() {
             let c = &self.conns[i];
@@ -603,25 +643,34 @@ impl Resend {
             reason: SEND_TIMEOUT,
             private_data: Vec::new(),
         };
-        let mut body = Vec::new();
-        m::encode(
-            None,
-            Address::Endpoint(Endpoint {
-                host: c.host,
-                id: c.local.unwrap_or(0),
-            }),
-            Endpoint {
-                host: c.remote,
-                id: c.remote_id.unwrap_or(0),
-            },
+        tell(
+            c.host,
+            c.local.unwrap_or(0),
+            c.remote,
+            c.remote_id.unwrap_or(0),
             &msg,
-            &mut body,
-        );
-        Action::Tell {
-            host: c.host,
-            from: c.remote,
-            body,
-        }
+        )
+    }
+}
+
+/// Emulated host `host`'s id `local` is told `msg` from remote host `remote`'s id
+/// `remote_id`.
+fn tell(host: Ipv4Addr, local: u32, remote: Ipv4Addr, remote_id: u32, msg: &Message) -> Action {
+    let mut body = Vec::new();
+    m::encode(
+        None,
+        Address::Endpoint(Endpoint { host, id: local }),
+        Endpoint {
+            host: remote,
+            id: remote_id,
+        },
+        msg,
+        &mut body,
+    );
+    Action::Tell {
+        host,
+        from: remote,
+        body,
     }
 }
 

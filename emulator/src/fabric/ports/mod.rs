@@ -7,7 +7,8 @@
 //! a host sends). What arrives malformed is counted and dropped. The fabric answers ARP
 //! for its hosts ([`arp`]) and IPv6 neighbour solicitations ([`nd`]), and speaks the
 //! connection manager's MADs for them to the hosts beyond its ports ([`cm_mad`],
-//! [`cm_frame`], [`cm_bridge`]), resending them as the kernel's CM does ([`cm_resend`]).
+//! [`cm_frame`], [`cm_bridge`], SIDR in [`cm_sidr`]), resending them as the kernel's CM
+//! does ([`cm_resend`]).
 //! A port's `drop_cm_mads` drops the first CM MADs it would send (a fault that picks
 //! its frames, for the tests of those resends).
 
@@ -16,6 +17,7 @@ pub mod cm_bridge;
 pub mod cm_frame;
 pub mod cm_mad;
 pub mod cm_resend;
+pub mod cm_sidr;
 pub mod nd;
 pub mod qemu_stream;
 pub mod vxlan;

@@ -188,6 +188,9 @@ impl Server {
     pub(super) fn return_cm(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
         FromFabric::CmReturned { to, body }.encode(&mut self.out);
         let Some(me) = self.process_of(from) else {
+            // A remote host's message: its kernel gets the answer of a CM without the id
+            // or listener (`remote_cm`).
+            self.answer_remote(from, to, body);
             self.stats.cm_returned += 1;
             return;
         };

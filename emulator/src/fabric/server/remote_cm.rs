@@ -17,6 +17,8 @@ use super::Server;
 use crate::fabric::ports::cm_bridge::{FromWire, Host};
 use crate::fabric::ports::cm_frame;
 use crate::fabric::ports::cm_resend::{Action, Verdict};
+use crate::rdmacm::core::messages::{self as m, Address, Endpoint};
+use crate::rdmacm::core::network::answer_to;
 
 impl Server {
     /// Takes `frame`, which the switch sends to host port `port`, if it is a CM MAD for
@@ -84,6 +86,35 @@ impl Server {
                 self.fabric.transmit(port, frame).is_ok()
             }
             Err(_) => false,
+        }
+    }
+
+    /// Answers remote host `from`'s message `body` to emulated host `to`, which no process
+    /// took (the host's process has not joined yet, or has gone), as the kernel's CM of a
+    /// host without the listener or id answers
+    /// ([`crate::rdmacm::core::network::answer_to`]): a REQ with a REJ (invalid service
+    /// id), a SIDR REQ with a SIDR REP (unsupported), a DREQ with a DREP. Without it the
+    /// remote side's resends would be dropped as repeats until its retries are spent.
+    pub(super) fn answer_remote(&mut self, from: Ipv4Addr, to: Ipv4Addr, body: &[u8]) {
+        if !self.cm_bridge.is_remote(from) {
+            return;
+        }
+        let Ok((_, (_, sender, msg))) = m::decode(body) else {
+            return;
+        };
+        let Some(answer) = answer_to(&msg) else {
+            return;
+        };
+        let mut out = Vec::new();
+        m::encode(
+            None,
+            Address::Endpoint(sender),
+            Endpoint { host: to, id: 0 },
+            &answer,
+            &mut out,
+        );
+        if self.cm_mad_out(to, from, &out) {
+            self.stats.cm_forwarded += 1;
         }
     }
 

@@ -152,19 +152,8 @@ impl Shared {
             host: to_host(to),
             id: 0,
         };
-        let answer = match msg {
-            Message::Req { .. } => Message::Rej {
-                reason: REJ_INVALID_SERVICE_ID,
-                private_data: vec![0; REJ_PRIVATE_DATA],
-            },
-            Message::SidrReq { .. } => Message::SidrRep {
-                status: SIDR_UNSUPPORTED,
-                qpn: 0,
-                qkey: 0,
-                private_data: vec![0; SIDR_REP_PRIVATE_DATA],
-            },
-            Message::Dreq => Message::Drep,
-            _ => return,
+        let Some(answer) = answer_to(&msg) else {
+            return;
         };
         if self.is_here(from.host) {
             (self.deliver)(from.id, here, answer);
@@ -325,6 +314,27 @@ impl Network {
     pub fn returned(&self, body: &[u8]) {
         self.push(Job::Returned(body.to_vec()));
     }
+}
+
+/// What the kernel's CM answers a message no id takes (drivers/infiniband/core/cm.c): a
+/// REQ with REJ (invalid service id), a SIDR REQ with SIDR REP (unsupported), a DREQ for
+/// a gone id with a DREP; `None` for anything else (dropped).
+#[must_use]
+pub fn answer_to(msg: &Message) -> Option<Message> {
+    Some(match msg {
+        Message::Req { .. } => Message::Rej {
+            reason: REJ_INVALID_SERVICE_ID,
+            private_data: vec![0; REJ_PRIVATE_DATA],
+        },
+        Message::SidrReq { .. } => Message::SidrRep {
+            status: SIDR_UNSUPPORTED,
+            qpn: 0,
+            qkey: 0,
+            private_data: vec![0; SIDR_REP_PRIVATE_DATA],
+        },
+        Message::Dreq => Message::Drep,
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -153,7 +153,7 @@ pub fn summary(case: &Case, side: &Side) -> String {
                 .lines()
                 .filter(|l| l.starts_with(client.0) || l.starts_with(server.0))
                 .count();
-            format!("{n} ping data lines")
+            format!("{n} checked lines")
         }
         Check::Heaps { .. } | Check::HeapsAsSent { .. } => {
             format!("{} heaps", heap_lines(&side.stdout).len())
@@ -211,7 +211,7 @@ mod tests {
             .collect();
         let (host, vm) = (side(0, &client), side(0, &format!("x\n{server}")));
         assert_eq!(check(&c, &host, &vm), Ok(()));
-        assert_eq!(summary(&c, &host), "10 ping data lines");
+        assert_eq!(summary(&c, &host), "10 checked lines");
         let nine: String = client.lines().take(9).map(|l| format!("{l}\n")).collect();
         let e = check(&c, &side(0, &nine), &vm).unwrap_err();
         assert!(

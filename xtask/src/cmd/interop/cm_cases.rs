@@ -1,5 +1,6 @@
-//! The interop cases through the RDMA CM: `rping` and perftest's `ib_read_lat -R`, whose
-//! connection manager MADs the fabric translates (emulator/src/fabric/ports/cm_bridge.rs),
+//! The interop cases through the RDMA CM: `rping`, perftest's `ib_read_lat -R` and
+//! `udaddy` (UD, by SIDR), whose connection manager MADs the fabric translates
+//! (emulator/src/fabric/ports/cm_bridge.rs, cm_sidr.rs),
 //! and how the VM's side shows that its server listens.
 
 use super::addresses::{link_local_of, HOST_IP, PORT, VM_IP};
@@ -146,6 +147,105 @@ pub fn read_latency_cm(server: Server) -> Case {
             gid: Gid::Ipv4,
         },
         200,
+    )
+}
+
+/// perftest's `ib_send_lat -c UD -R` with the server on h1: the UD QPs' numbers and Q_Keys
+/// exchanged by SIDR through the RDMA CM (emulator/src/fabric/ports/cm_sidr.rs), then 200
+/// SENDs of 2 bytes each way (both sides print the result line). An emulated server prints its `Waiting for client to
+/// connect` banner (stdout line-buffered) just before it listens.
+pub fn send_latency_ud_cm() -> Case {
+    let args = format!("-F -R -c UD -x 1 -n 200 -p {PORT}");
+    let split = |c: &str| c.split(' ').map(String::from).collect::<Vec<_>>();
+    Case::on_h1(
+        "send-lat-ud-cm-emulated-server".into(),
+        Server::Emulated,
+        Ready::Line("Waiting for client to connect".into()),
+        (
+            split(&format!("stdbuf -oL ib_send_lat {args}")),
+            format!("ib_send_lat -d {} {args} {HOST_IP}", vm::RXE_DEVICE),
+        ),
+        Check::Verbs {
+            client: vec![(" 2       200 ".into(), "")],
+            server: vec![(" 2       200 ".into(), "")],
+            gid: Gid::Ipv4,
+        },
+        200,
+    )
+}
+
+/// The lines `udaddy -C 4` prints (librdmacm/examples/udaddy.c) as the client and as the
+/// server, in order.
+pub fn udaddy_lines() -> (Vec<String>, Vec<String>) {
+    let v = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let end = [
+        "data transfers complete",
+        "test complete",
+        "return status 0",
+    ];
+    let client = [
+        &[
+            "udaddy: starting client",
+            "udaddy: connecting",
+            "initiating data transfers",
+            "receiving data transfers",
+        ][..],
+        &end,
+    ]
+    .concat();
+    let server = [
+        &[
+            "udaddy: starting server",
+            "receiving data transfers",
+            "sending replies",
+        ][..],
+        &end,
+    ]
+    .concat();
+    (v(&client), v(&server))
+}
+
+/// librdmacm-utils' `udaddy -C 4` to the server's address of `gid`'s kind (UD through the
+/// RDMA CM: the client's SIDR REQ and the server's SIDR REP cross between the VM's kernel
+/// and the fabric, over IPv6 between link-local addresses, see
+/// emulator/src/fabric/ports/cm_sidr.rs; then four datagrams each way to the QP number
+/// and Q_Key of the SIDR REP). Both sides' stdout is line-buffered (`stdbuf -oL`) so the
+/// lines come in order; an emulated server's `udaddy: starting server` comes just before
+/// it listens, which the VM's boot of seconds follows; the VM's server is ready when its
+/// kernel lists it listening (its [`CM_LISTENING`] line, after `udaddy: starting
+/// server`, is among the lines checked). The server binds the address the client is
+/// given (`-b`); the client binds none.
+pub fn udaddy(gid: Gid, server: Server) -> Case {
+    let (client_lines, mut server_lines) = udaddy_lines();
+    let (on_host, on_vm) = server_address(gid, server);
+    let split = |c: &str| c.split(' ').map(String::from).collect::<Vec<_>>();
+    let tool = "stdbuf -oL udaddy -C 4";
+    let (host, vm, ready) = match server {
+        Server::Emulated => (
+            split(&format!("{tool} -b {on_host}")),
+            format!("{tool} -s {on_vm}"),
+            "udaddy: starting server",
+        ),
+        Server::Vm => {
+            server_lines.insert(1, CM_LISTENING.to_owned());
+            (
+                split(&format!("{tool} -s {on_host}")),
+                listening_in_vm(&format!("{tool} -b {on_vm}")),
+                CM_LISTENING,
+            )
+        }
+    };
+    // Four datagrams from the VM, and its SIDR REQ or SIDR REP.
+    Case::on_h1(
+        format!("udaddy{}-{}", gid.tag(), side_name(server)),
+        server,
+        Ready::Line(ready.into()),
+        (host, vm),
+        Check::Lines {
+            client: ("", client_lines),
+            server: ("", server_lines),
+        },
+        5,
     )
 }
 

@@ -20,10 +20,12 @@
 //!   address with the scope of the side's interface (`fe80::aff:fe64:1%1` on h1,
 //!   `%` and rxe0's netdev in the VM); and `ib_read_lat -R` with the server on h1 (the
 //!   parameters exchanged over the CM too; with the server in the VM its client races the
-//!   server's second listen):
-//!   the fabric translates between the emulated CM's messages and the kernel's CM MADs,
+//!   server's second listen); and librdmacm-utils' `udaddy -C 4`, each side as the
+//!   server, to its IPv4 and to its link-local address (UD through the RDMA CM: SIDR REQ
+//!   and SIDR REP; each side's lines exactly), and `ib_send_lat -c UD -R` with the server on h1 (the UD QPs found by
+//!   SIDR): the fabric translates between the emulated CM's messages and the kernel's CM MADs,
 //!   over IPv6 for the link-local addresses (emulator/src/fabric/ports/cm_bridge.rs;
-//!   docs/divergences.md rows 85, 103);
+//!   cm_sidr.rs; docs/divergences.md rows 85, 103);
 //! - SPEAD multicast between h2's RAW_PACKET QPs and the VM's kernel UDP sockets, each
 //!   way, with our tools and with spead2 ([`spead`]; h2's programs in a network
 //!   namespace whose interface holds 10.100.0.2, as spead2 looks for it; the VM with
@@ -318,6 +320,7 @@ fn plain_cases() -> Vec<Case> {
                 cases::bandwidth("ib_write_bw", gid, server),
                 cases::read_latency(gid, server),
                 cm_cases::rping(gid, server),
+                cm_cases::udaddy(gid, server),
             ]);
         }
     }
@@ -326,6 +329,7 @@ fn plain_cases() -> Vec<Case> {
     // is slower), and perftest 4.5-0.17's retry then passes rdma_resolve_addr an id it
     // has destroyed (see docs/divergences.md row 85).
     cases.push(cm_cases::read_latency_cm(Server::Emulated));
+    cases.push(cm_cases::send_latency_ud_cm());
     cases
 }
 
@@ -460,18 +464,27 @@ mod tests {
             }
         );
         let all = plain_cases();
-        assert_eq!(all.len(), 25);
+        assert_eq!(all.len(), 30);
         let names = case_names();
-        assert_eq!(names.len(), 31);
-        assert_eq!(names[29], "rc-lossy-emulated-server");
-        assert_eq!(names[30], "rping-lossy-emulated-server");
+        assert_eq!(names.len(), 36);
+        assert_eq!(names[34], "rc-lossy-emulated-server");
+        assert_eq!(names[35], "rping-lossy-emulated-server");
+        for n in [
+            "udaddy-emulated-server",
+            "udaddy-vm-server",
+            "udaddy-ll-emulated-server",
+            "udaddy-ll-vm-server",
+            "send-lat-ud-cm-emulated-server",
+        ] {
+            assert_eq!(case_name(n), Ok(n.into()));
+        }
         assert_eq!(case_name("ud-ll-vm-server"), Ok("ud-ll-vm-server".into()));
         let e = case_name("ud-ll").unwrap_err();
         assert!(
             e.starts_with("no interop case `ud-ll`; the cases: rc-emulated-server, "),
             "{e}"
         );
-        assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 12);
+        assert_eq!(all.iter().filter(|c| cases::over_ipv6(&c.name)).count(), 14);
     }
 
     #[test]

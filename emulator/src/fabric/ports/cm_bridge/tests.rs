@@ -225,15 +225,15 @@ fn h1s_req_leaves_as_a_mad_and_its_dreq_names_the_peers_qp() {
         )
         .unwrap();
     assert_eq!(mad_of(&dreq).msg, Msg::Dreq(1, 0x7777, 0x11));
-    // SIDR has no MAD here: the caller returns it.
-    let sidr = Message::SidrReq {
-        service,
-        src: "10.100.0.1:1".parse().unwrap(),
-        dst: "10.100.0.20:2".parse().unwrap(),
+    // A SIDR REP to a SIDR REQ the bridge did not see has no MAD: the caller returns it.
+    let sidr = Message::SidrRep {
+        status: 0,
+        qpn: 0x12,
+        qkey: 0x0123_4567,
         private_data: vec![],
     };
     assert!(b
-        .to_wire(h1(), vm(), &body(Address::Service(service), me, &sidr))
+        .to_wire(h1(), vm(), &body(Address::Endpoint(peer), me, &sidr))
         .is_err());
     assert!(b.is_remote(vm()) && !b.is_remote(h1().ip));
 }
@@ -366,4 +366,230 @@ fn link_local_connections_travel_over_ipv6_both_ways() {
     assert!(b
         .to_wire(h1(), vm(), &body(Address::Service(to_vm), me, &mapped))
         .is_err());
+}
+
+/// The service of `udaddy` (port 7174, RDMA_PS_UDP) on host `ip`.
+fn udaddy_service(ip: Ipv4Addr) -> Service {
+    Service {
+        ip,
+        port: 7174,
+        ps: 0x0111,
+    }
+}
+
+/// h1 as the SIDR client: its SIDR REQ leaves as `cm_format_sidr_req`'s MAD (its id the
+/// request id and transaction id, P_Key 0xffff, the service id, a `struct cma_hdr`
+/// first), and the kernel's SIDR REP reaches h1's id with the QP number and Q_Key.
+#[test]
+fn h1s_sidr_req_leaves_as_a_mad_and_the_sidr_rep_comes_back() {
+    let mut b = Bridge::new(vec![vm()]);
+    let service = udaddy_service(vm());
+    let me = Endpoint {
+        host: h1().ip,
+        id: 4,
+    };
+    let req = Message::SidrReq {
+        service,
+        src: "10.100.0.1:41000".parse().unwrap(),
+        dst: "10.100.0.20:7174".parse().unwrap(),
+        private_data: vec![0x33; private::SIDR_REQ - CMA_HDR_LEN],
+    };
+    let frame = b
+        .to_wire(h1(), vm(), &body(Address::Service(service), me, &req))
+        .unwrap();
+    let (mac, src, dst, _) = cm_frame::parse_frame(&frame).unwrap();
+    assert_eq!((mac, src, dst), (h1().mac, h1().ip.into(), vm().into()));
+    let mad = mad_of(&frame);
+    assert_eq!(mad.tid, 4);
+    let Msg::SidrReq(r) = mad.msg else {
+        panic!("a SIDR REQ: {mad:?}")
+    };
+    assert_eq!(
+        (r.request_id, r.pkey, r.service_id),
+        (4, 0xffff, 0x0111_1c06)
+    );
+    assert_eq!(
+        CmaHdr::decode(&r.private_data).unwrap(),
+        CmaHdr {
+            src: "10.100.0.1:41000".parse().unwrap(),
+            dst: vm().into(),
+        }
+    );
+    assert_eq!(&r.private_data[CMA_HDR_LEN..], &[0x33; 180][..]);
+    // The kernel's SIDR REP (cma_send_sidr_rep: RDMA_UDP_QKEY).
+    let rep = Mad {
+        tid: 4,
+        msg: Msg::SidrRep(cm_mad::SidrRep {
+            request_id: 4,
+            status: 0,
+            qpn: 0x11,
+            service_id: 0x0111_1c06,
+            qkey: 0x0123_4567,
+            info: vec![],
+            private_data: vec![0; private::SIDR_REP],
+        }),
+    };
+    let f = cm_frame::frame(
+        (mac_of(vm()), vm().into()),
+        (h1().mac, h1().ip.into()),
+        0,
+        &rep.encode(),
+    );
+    let Some(FromWire::Forward { from, body: got }) = b.from_wire(h1(), &f) else {
+        panic!("forwarded")
+    };
+    assert_eq!(from, vm());
+    assert_eq!(
+        m::decode(&got).unwrap(),
+        (
+            None,
+            (
+                Address::Endpoint(me),
+                Endpoint { host: vm(), id: 0 },
+                Message::SidrRep {
+                    status: 0,
+                    qpn: 0x11,
+                    qkey: 0x0123_4567,
+                    private_data: vec![0; private::SIDR_REP],
+                }
+            )
+        )
+    );
+}
+
+/// h1 as the SIDR server: the kernel's SIDR REQ reaches h1's listener as the emulated
+/// SIDR REQ, and h1's answer leaves as the SIDR REP with the REQ's transaction id,
+/// request id and service id; a second answer to the same request has no MAD.
+#[test]
+fn the_kernels_sidr_req_reaches_h1_and_h1s_sidr_rep_answers_it() {
+    let mut b = Bridge::new(vec![vm()]);
+    let hdr = CmaHdr {
+        src: "10.100.0.20:52000".parse().unwrap(),
+        dst: h1().ip.into(),
+    };
+    let service = udaddy_service(h1().ip);
+    let req = Mad {
+        tid: 0x0000_0003_1234_5678,
+        msg: Msg::SidrReq(cm_sidr::req(0x5678_9abc, service, &hdr, &[7; 10])),
+    };
+    let f = cm_frame::frame(
+        (mac_of(vm()), vm().into()),
+        (h1().mac, h1().ip.into()),
+        0,
+        &req.encode(),
+    );
+    let Some(FromWire::Forward { body: got, .. }) = b.from_wire(h1(), &f) else {
+        panic!("forwarded")
+    };
+    let kernel = Endpoint {
+        host: vm(),
+        id: 0x5678_9abc,
+    };
+    let mut data = vec![7; 10];
+    data.resize(private::SIDR_REQ - CMA_HDR_LEN, 0);
+    assert_eq!(
+        m::decode(&got).unwrap(),
+        (
+            None,
+            (
+                Address::Service(service),
+                kernel,
+                Message::SidrReq {
+                    service,
+                    src: "10.100.0.20:52000".parse().unwrap(),
+                    dst: "10.100.0.1:7174".parse().unwrap(),
+                    private_data: data,
+                }
+            )
+        )
+    );
+    let answer = Message::SidrRep {
+        status: 0,
+        qpn: 0x12,
+        qkey: 0x0123_4567,
+        private_data: vec![9; 4],
+    };
+    let me = Endpoint {
+        host: h1().ip,
+        id: 2,
+    };
+    let frame = b
+        .to_wire(h1(), vm(), &body(Address::Endpoint(kernel), me, &answer))
+        .unwrap();
+    let mad = mad_of(&frame);
+    assert_eq!(mad.tid, 0x0000_0003_1234_5678);
+    let Msg::SidrRep(r) = mad.msg else {
+        panic!("a SIDR REP: {mad:?}")
+    };
+    assert_eq!(
+        (r.request_id, r.status, r.qpn, r.service_id, r.qkey),
+        (0x5678_9abc, 0, 0x12, 0x0111_1c06, 0x0123_4567)
+    );
+    assert_eq!(&r.private_data[..5], &[9, 9, 9, 9, 0]);
+    assert!(b
+        .to_wire(h1(), vm(), &body(Address::Endpoint(kernel), me, &answer))
+        .is_err());
+}
+
+/// Between link-local addresses the SIDR REQ and its SIDR REP travel over IPv6, the
+/// `struct cma_hdr` of IP version 6.
+#[test]
+fn a_link_local_sidr_goes_over_ipv6_both_ways() {
+    let mut b = Bridge::new(vec![vm()]);
+    let (h1_ll, vm_ll) = (link_local(h1().mac), link_local(mac_of(vm())));
+    let service = udaddy_service(vm());
+    let me = Endpoint {
+        host: h1().ip,
+        id: 6,
+    };
+    let req = Message::SidrReq {
+        service,
+        src: SocketAddr::new(h1_ll.into(), 41000),
+        dst: SocketAddr::new(vm_ll.into(), 7174),
+        private_data: vec![],
+    };
+    let frame = b
+        .to_wire(h1(), vm(), &body(Address::Service(service), me, &req))
+        .unwrap();
+    let (_, src, dst, _) = cm_frame::parse_frame(&frame).unwrap();
+    assert_eq!((src, dst), (h1_ll.into(), vm_ll.into()));
+    let Msg::SidrReq(r) = mad_of(&frame).msg else {
+        panic!("a SIDR REQ")
+    };
+    assert_eq!(r.private_data[1] >> 4, 6, "cma_hdr IP version 6");
+    // The VM's SIDR REQ to h1's link-local address reaches h1's service of its IPv4
+    // address, and h1's SIDR REP goes back over IPv6.
+    let hdr = CmaHdr {
+        src: SocketAddr::new(vm_ll.into(), 52000),
+        dst: h1_ll.into(),
+    };
+    let service = udaddy_service(h1().ip);
+    let req = Mad {
+        tid: 11,
+        msg: Msg::SidrReq(cm_sidr::req(0x99, service, &hdr, &[])),
+    };
+    let f = cm_frame::frame(
+        (mac_of(vm()), vm_ll.into()),
+        (h1().mac, h1_ll.into()),
+        0,
+        &req.encode(),
+    );
+    let Some(FromWire::Forward { from, body: got }) = b.from_wire(h1(), &f) else {
+        panic!("forwarded")
+    };
+    assert_eq!(from, vm());
+    let (_, (to, kernel, _)) = m::decode(&got).unwrap();
+    assert_eq!(to, Address::Service(service));
+    let answer = Message::SidrRep {
+        status: 0,
+        qpn: 0x12,
+        qkey: 0x0123_4567,
+        private_data: vec![],
+    };
+    let frame = b
+        .to_wire(h1(), vm(), &body(Address::Endpoint(kernel), me, &answer))
+        .unwrap();
+    let (_, src, dst, _) = cm_frame::parse_frame(&frame).unwrap();
+    assert_eq!((src, dst), (h1_ll.into(), vm_ll.into()));
+    assert_eq!(mad_of(&frame).tid, 11);
 }

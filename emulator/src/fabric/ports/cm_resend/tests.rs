@@ -415,3 +415,54 @@ fn a_link_local_connections_mads_over_ipv6_are_tracked_as_its_hosts() {
     assert_eq!(r.state(h1().1, 1), Some(State::RepRcvd));
     assert_eq!(r.next_due(), None);
 }
+
+/// h1's SIDR REQ goes again every 4096 ms, 15 times (cma.c's SIDR timeout and
+/// `CMA_MAX_CM_RETRIES`); then h1's id is told with a SIDR REP of status -ETIMEDOUT
+/// (`IB_CM_SIDR_REQ_ERROR`). The VM's SIDR REQ repeated before h1 answers is dropped.
+#[test]
+fn a_sidr_req_is_resent_then_times_out_and_a_repeated_one_is_dropped() {
+    use crate::fabric::ports::cm_frame::CmaHdr;
+    use crate::fabric::ports::cm_sidr;
+    use crate::rdmacm::core::messages::Service;
+    let service = Service {
+        ip: vm().1,
+        port: 7174,
+        ps: 0x0111,
+    };
+    let hdr = CmaHdr {
+        src: "10.100.0.1:41000".parse().unwrap(),
+        dst: vm().1.into(),
+    };
+    let frame = out(4, Msg::SidrReq(cm_sidr::req(4, service, &hdr, &[])));
+    let mut r = Resend::default();
+    r.sent(0, &frame);
+    assert_eq!((r.live(), r.next_due()), (1, Some(4096 * MS)));
+    for n in 1..=15 {
+        assert_eq!(
+            r.poll(n * 4096 * MS),
+            vec![Action::Resend {
+                host: h1().1,
+                frame: frame.clone()
+            }]
+        );
+    }
+    let [Action::Tell { host, from, body }] = &r.poll(16 * 4096 * MS)[..] else {
+        panic!("told")
+    };
+    assert_eq!((*host, *from), (h1().1, vm().1));
+    let (_, (to, _, msg)) = m::decode(body).unwrap();
+    assert_eq!(
+        to,
+        Address::Endpoint(Endpoint {
+            host: h1().1,
+            id: 4
+        })
+    );
+    assert_eq!(msg, cm_sidr::timed_out());
+    assert_eq!((r.stats.resent, r.stats.timed_out, r.live()), (15, 1, 0));
+    // The VM's SIDR REQ, twice.
+    let theirs = inc(9, Msg::SidrReq(cm_sidr::req(0x77, service, &hdr, &[])));
+    assert_eq!(r.received(0, h1().1, &theirs), Some(Verdict::Pass));
+    assert_eq!(r.received(1, h1().1, &theirs), Some(Verdict::Drop));
+    assert_eq!(r.stats.duplicates, 1);
+}
