@@ -10,16 +10,15 @@
 //! interfaces touch nothing of the machine's: this needs root, as CI runs; without it
 //! the tests fail saying so.
 //!
-//! One file of about 740 lines on purpose: the namespace holders, the vxlan peer's set-up
-//! and the two-fabric topologies are shared by every test here and by nothing else, and
-//! each test reads as one scenario from set-up to exact checks (the SPEAD tools' heaps and
-//! checks are in `common/spead.rs`, shared with `spead_tools.rs`).
+//! The connection manager across two fabrics (rping, udaddy; CM MADs lost and resent) is in
+//! `wire_cm.rs`; the namespace holders and the two-fabric topologies both use are in
+//! `common/wire.rs`, the SPEAD tools' heaps and checks in `common/spead.rs`.
 
 mod common;
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::fabric::{scratch, start, Fabric, DEADLINE};
@@ -28,93 +27,15 @@ use common::spead::{
     assert_all_delivered, assert_heaps, nic_ready, on_nic, packets_sent, reference_heaps, wait_for,
     HEAP_ARGS,
 };
+use common::wire::{need_root, two_fabrics, Netns};
 use common::{require, run, stderr};
 
-/// Fails with the reason unless the test runs as root.
-fn need_root() {
-    // SAFETY: geteuid takes nothing and cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    assert_eq!(
-        uid, 0,
-        "the wire tests make network namespaces, veth and vxlan interfaces: run them as root \
-         (CI does)"
-    );
-}
-
-/// A network namespace of this test, held by a `sleep` that `unshare -n` started in it;
-/// loopback is up. Dropping it ends the holder (and the namespace with the last process
-/// in it).
-struct Netns {
-    holder: Child,
-    pid: String,
-}
-
-impl Netns {
-    fn new() -> Netns {
-        let unshare = require("unshare", "util-linux");
-        require("nsenter", "util-linux");
-        require("ip", "iproute2");
-        let holder = Command::new(unshare)
-            .args(["-n", "sleep", "3600"])
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("start unshare -n sleep");
-        let pid = holder.id().to_string();
-        let mine = std::fs::read_link("/proc/self/ns/net").expect("our network namespace");
-        let theirs = Path::new("/proc").join(&pid).join("ns/net");
-        let begin = Instant::now();
-        // The holder is in a namespace of its own once unshare has made it.
-        while std::fs::read_link(&theirs).map_or(true, |l| l == mine) {
-            assert!(begin.elapsed() < DEADLINE, "unshare -n made no namespace");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let ns = Netns { holder, pid };
-        ns.ip("link set lo up");
-        ns
-    }
-
-    /// `nsenter` into this namespace, then the rest.
-    fn prefix(&self) -> [&str; 5] {
-        ["nsenter", "-t", &self.pid, "-n", "--"]
-    }
-
-    /// `c` (program, arguments and environment) run in this namespace.
-    fn wrap(&self, c: &Command) -> Command {
-        let mut w = Command::new("nsenter");
-        w.args(["-t", &self.pid, "-n", "--"])
-            .arg(c.get_program())
-            .args(c.get_args());
-        for (k, v) in c.get_envs() {
-            match v {
-                Some(v) => w.env(k, v),
-                None => w.env_remove(k),
-            };
-        }
-        w
-    }
-
-    /// Runs `ip ARGS` here; fails the test if it fails.
-    fn ip(&self, args: &str) {
-        self.sh(&format!("ip {args}"));
-    }
-
-    /// Runs a bash command here; fails the test if it fails. Returns its stdout.
-    fn sh(&self, script: &str) -> String {
-        let mut c = Command::new("nsenter");
-        c.args(["-t", &self.pid, "-n", "--", "bash", "-c", script]);
-        let o = run(c);
-        assert!(o.status.success(), "{script}: {}", stderr(&o));
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = self.holder.kill();
-        let _ = self.holder.wait();
-    }
-}
-
+/// A Linux vxlan interface in a namespace of its own and the emulated hosts of a fabric
+/// exchange SPEAD both ways: the kernel's UDP socket receives the multicast heaps that
+/// h1's RAW_PACKET QP sends, and h2's RAW_PACKET QP (a flow rule on its own address)
+/// receives the unicast heaps a kernel socket sends it, after the kernel's ARP request
+/// for 10.100.0.2 got the fabric's reply. The heaps are exactly those of a file; the
+/// port counts a garbage datagram as malformed.
 /// The fabric's namespace `f` joined by a veth pair (MTU 9000) to the kernel peer's `k`:
 /// 10.200.0.1 in `f`, 10.200.0.2 in `k`, where `vx0` is a Linux vxlan interface (VNI 42,
 /// UDP 4789, to 10.200.0.1) holding 10.100.0.9/24 on the emulated hosts' subnet, with
@@ -172,12 +93,6 @@ fn captured(pcap: &Path, port: u16, mac: [u8; 6]) -> (u64, u64) {
     (udp, arp)
 }
 
-/// A Linux vxlan interface in a namespace of its own and the emulated hosts of a fabric
-/// exchange SPEAD both ways: the kernel's UDP socket receives the multicast heaps that
-/// h1's RAW_PACKET QP sends, and h2's RAW_PACKET QP (a flow rule on its own address)
-/// receives the unicast heaps a kernel socket sends it, after the kernel's ARP request
-/// for 10.100.0.2 got the fabric's reply. The heaps are exactly those of a file; the
-/// port counts a garbage datagram as malformed.
 #[test]
 fn a_linux_vxlan_interface_and_emulated_hosts_exchange_spead_both_ways() {
     need_root();
@@ -261,46 +176,6 @@ fn a_linux_vxlan_interface_and_emulated_hosts_exchange_spead_both_ways() {
     assert!(arp >= 1, "no ARP reply for h2 in the capture");
 }
 
-/// A topology of hosts h1 and h2 on 10.100.0.0/24 where `here` is this fabric's and the
-/// other is `remote`, and a VXLAN port from `local` to `remote` (both `127.0.0.1:PORT`)
-/// with `faults`, plus `extra` (more `[[port]]` tables).
-fn half(dir: &Path, here: &str, local: u16, remote: u16, faults: &str, extra: &str) -> PathBuf {
-    let host = |name: &str, ip: &str| {
-        let remote = if name == here { "" } else { "remote = true\n" };
-        format!("[[host]]\nname = \"{name}\"\nip = \"{ip}\"\n{remote}\n")
-    };
-    let text = format!(
-        "{}{}[[port]]\nkind = \"vxlan\"\nlocal = \"127.0.0.1:{local}\"\n\
-         remote = \"127.0.0.1:{remote}\"\nvni = 42\n{faults}\n{extra}",
-        host("h1", "10.100.0.1"),
-        host("h2", "10.100.0.2"),
-    );
-    let path = dir.join(format!("{here}.toml"));
-    std::fs::write(&path, text).expect("write the topology");
-    path
-}
-
-/// Two fabric processes in namespace `ns`, as two machines: A has h1, B has h2, joined
-/// by VXLAN over loopback (A at 4789, B at 4790), with `faults` on both ports and
-/// `seed`; A's topology has `extra_a` too.
-fn two_fabrics(
-    dir: &Path,
-    ns: &Netns,
-    faults: &str,
-    seed: &str,
-    extra_a: &str,
-) -> ((Fabric, PathBuf), (Fabric, PathBuf)) {
-    let ta = half(dir, "h1", 4789, 4790, faults, extra_a);
-    let tb = half(dir, "h2", 4790, 4789, faults, "");
-    let start_one = |name: &str, t: &Path| {
-        let t = t.to_str().expect("a UTF-8 path");
-        Fabric::start_named(dir, name, &ns.prefix(), &["--topology", t, "--seed", seed])
-    };
-    let a = start_one("-a", &ta);
-    let b = start_one("-b", &tb);
-    ((a, ta), (b, tb))
-}
-
 /// `ibv_rc_pingpong -g 1` server on fabric A's h1, client on fabric B's h2 (in `ns`):
 /// both succeed and print the bytes of 100 iterations of 4096 bytes both ways.
 fn pingpong_across(dir: &Path, ns: &Netns, a: &(Fabric, PathBuf), b: &(Fabric, PathBuf)) {
@@ -371,272 +246,6 @@ fn two_fabrics_joined_by_vxlan_carry_rc_pingpong_between_their_hosts() {
     assert_eq!((pa.2, pa.3, pb.2, pb.3), (0, 0, 0, 0), "{sa}\n{sb}");
     for s in [&sa, &sb] {
         assert!(s.contains("lost: none"), "{s}");
-    }
-}
-
-/// `rping -v -C 10` with its server on fabric A's h1 and its client on fabric B's h2:
-/// both succeed and print the 10 pings' data exactly. Returns the fabrics' summaries.
-fn rping_across(
-    dir: &Path,
-    ns: &Netns,
-    a: (Fabric, PathBuf),
-    b: (Fabric, PathBuf),
-) -> (String, String) {
-    let rping = require("rping", "rdmacm-utils");
-    let stdbuf = require("stdbuf", "coreutils");
-    let args = ["-v", "-C", "10", "-a", "10.100.0.1", "-p", "18600"];
-    // The server's stdout line-buffered: `-d` prints `rdma_listen` as it listens.
-    let mut s = a.0.program(&stdbuf, "h1");
-    s.env("VERBS_EMU_TOPOLOGY", &a.1)
-        .arg("-oL")
-        .arg(&rping)
-        .args(["-s", "-d"])
-        .args(args);
-    let server = start(ns.wrap(&s), dir, "rping-server");
-    wait_for(&dir.join("rping-server.out"), "rdma_listen");
-    let mut c = b.0.program(&rping, "h2");
-    c.env("VERBS_EMU_TOPOLOGY", &b.1).arg("-c").args(args);
-    let client = start(ns.wrap(&c), dir, "rping-client").finish();
-    let server = server.finish();
-    let (sa, sb) = (a.0.stop(), b.0.stop());
-    // librdmacm/examples/rping.c: `rdma-ping-N: ` and letters from 'A' + N, 63 bytes.
-    let data: Vec<String> = (0..10u8)
-        .map(|n| {
-            let mut t = format!("rdma-ping-{n}: ");
-            let mut ch = b'A' + n;
-            while t.len() < 63 {
-                t.push(char::from(ch));
-                ch = if ch == b'z' { b'A' } else { ch + 1 };
-            }
-            t
-        })
-        .collect();
-    for (who, r, prefix) in [
-        ("server", &server, "server ping data: "),
-        ("client", &client, "ping data: "),
-    ] {
-        assert!(
-            r.status.success(),
-            "{who} ({}): {}{}",
-            r.status,
-            r.out,
-            r.err
-        );
-        let got: Vec<&str> = r
-            .out
-            .lines()
-            .filter_map(|l| l.strip_prefix(prefix))
-            .collect();
-        assert_eq!(got, data, "{who}: {}\n{sa}\n{sb}", r.out);
-    }
-    // Each fabric forwarded at least the REQ (or REP), the RTU (or REP) and the DREQ
-    // its side sent or received as MADs (a DREP may find its client gone: `returned`).
-    for s in [&sa, &sb] {
-        let forwarded = s
-            .split(" CM messages forwarded")
-            .next()
-            .and_then(|h| h.rsplit(' ').next())
-            .and_then(|n| n.parse::<u64>().ok());
-        assert!(forwarded.is_some_and(|n| n >= 3), "{s}");
-    }
-    (sa, sb)
-}
-
-/// The number before `what` in a summary.
-fn count_before(summary: &str, what: &str) -> u64 {
-    summary
-        .find(what)
-        .and_then(|at| summary[..at].rsplit(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {what:?} in {summary}"))
-}
-
-/// `rping` between the hosts of two fabrics joined by VXLAN: the connection manager's
-/// messages cross the tunnel as CM MADs (each fabric turns its host's message to the
-/// other's host into a MAD, and the MAD arriving for its host into the message; see
-/// `emulator/src/fabric/ports/cm_bridge.rs`), and 10 pings carry their data each way.
-#[test]
-fn rping_connects_across_two_fabrics_with_cm_mads() {
-    need_root();
-    let dir = scratch("wire-rping");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
-    let (sa, sb) = rping_across(&dir, &ns, a, b);
-    for s in [&sa, &sb] {
-        assert_eq!(count_before(s, " timed out"), 0, "{s}");
-    }
-}
-
-/// One side of a two-fabric run: the fabric, its topology, its host's name and address.
-type Side<'a> = (&'a (Fabric, PathBuf), &'a str, &'a str);
-
-/// `udaddy -C 4` (UD through the RDMA CM: SIDR) with its server on `server`'s host and
-/// its client on `client`'s: both print exactly udaddy's lines of a good run. Until the
-/// server listens its CM answers IB_SIDR_UNSUPPORTED (udaddy: an UNREACHABLE event of
-/// error 1, status 1), and the client is started again. Returns the number of tries.
-fn udaddy_across(dir: &Path, ns: &Netns, server: Side<'_>, client: Side<'_>) -> u64 {
-    let udaddy = require("udaddy", "rdmacm-utils");
-    let mut s = server.0 .0.program(&udaddy, server.1);
-    s.env("VERBS_EMU_TOPOLOGY", &server.0 .1)
-        .args(["-b", server.2, "-C", "4"]);
-    let mut running = start(ns.wrap(&s), dir, "udaddy-server");
-    let begin = Instant::now();
-    let mut tries = 0;
-    let ran = loop {
-        tries += 1;
-        let mut c = client.0 .0.program(&udaddy, client.1);
-        c.env("VERBS_EMU_TOPOLOGY", &client.0 .1)
-            .args(["-s", server.2, "-b", client.2, "-C", "4"]);
-        let r = start(ns.wrap(&c), dir, &format!("udaddy-client-{tries}")).finish();
-        let unsupported = r.status.code() == Some(1)
-            && r.out
-                .contains("udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\n");
-        if !unsupported {
-            break r;
-        }
-        assert!(
-            begin.elapsed() < DEADLINE && !running.exited(),
-            "the server never listened"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let server = running.finish();
-    assert!(ran.status.success(), "{ran:?}");
-    assert_eq!(
-        ran.out,
-        "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
-         receiving data transfers\ndata transfers complete\ntest complete\n\
-         return status 0\n"
-    );
-    assert_eq!(ran.err, "");
-    assert!(server.status.success(), "{server:?}");
-    assert_eq!(
-        server.out,
-        "udaddy: starting server\nreceiving data transfers\nsending replies\n\
-         data transfers complete\ntest complete\nreturn status 0\n"
-    );
-    assert_eq!(server.err, "");
-    tries
-}
-
-/// The CM MADs a fabric's summary counts: (sent, taken in).
-fn mads(s: &str) -> (u64, u64) {
-    (count_before(s, " sent, "), count_before(s, " taken in"))
-}
-
-/// `udaddy` with its server on fabric A's h1 and its client on fabric B's h2: the SIDR
-/// REQ and SIDR REP cross the tunnel as CM MADs (`emulator/src/fabric/ports/cm_sidr.rs`),
-/// and four datagrams go each way.
-#[test]
-fn udaddy_resolves_across_two_fabrics_with_sidr_mads() {
-    need_root();
-    let dir = scratch("wire-udaddy");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
-    let tries = udaddy_across(
-        &dir,
-        &ns,
-        (&a, "h1", "10.100.0.1"),
-        (&b, "h2", "10.100.0.2"),
-    );
-    let (sa, sb) = (a.0.stop(), b.0.stop());
-    // B sent the SIDR REQ of every try as a MAD and A took each in; A answered each with
-    // a SIDR REP MAD that B took in (at least one each per try); none was stray, none
-    // timed out, and no SIDR state is left.
-    let (a_out, a_in) = mads(&sa);
-    let (b_out, b_in) = mads(&sb);
-    assert!(b_out >= tries && a_out >= tries, "{sa}\n{sb}");
-    assert_eq!((a_in, b_in), (b_out, a_out), "{sa}\n{sb}");
-    for s in [&sa, &sb] {
-        assert!(s.contains("lost: none;"), "{s}");
-        assert_eq!(count_before(s, " timed out"), 0, "{s}");
-        assert_eq!(count_before(s, " stray"), 0, "{s}");
-        assert!(s.contains("CM connections live: 0;"), "{s}");
-    }
-}
-
-/// `udaddy` with its client on fabric A's h1, whose port drops the first CM MAD it would
-/// send (`drop_cm_mads = 1`): the SIDR REQ is lost on the tunnel, A sends it again after
-/// cma.c's SIDR timeout (4096 ms, `cm_sidr.rs`), and the run completes as without loss.
-#[test]
-fn udaddy_completes_when_the_sidr_req_is_lost() {
-    need_root();
-    let dir = scratch("wire-udaddy-lost");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "drop_cm_mads = 1");
-    let tries = udaddy_across(
-        &dir,
-        &ns,
-        (&b, "h2", "10.100.0.2"),
-        (&a, "h1", "10.100.0.1"),
-    );
-    let (sa, sb) = (a.0.stop(), b.0.stop());
-    assert_eq!(count_before(&sa, " CM MADs dropped"), 1, "{sa}");
-    let resent = count_before(&sa, " resent");
-    assert!(resent >= 1, "{sa}");
-    let (a_out, a_in) = mads(&sa);
-    let (b_out, b_in) = mads(&sb);
-    // A's MADs and resends less the one its port dropped reached B.
-    assert_eq!((b_in, a_in), (a_out + resent - 1, b_out), "{sa}\n{sb}");
-    assert!(b_out >= tries, "{sb}");
-    for s in [&sa, &sb] {
-        assert_eq!(count_before(s, " timed out"), 0, "{s}");
-        assert_eq!(count_before(s, " stray"), 0, "{s}");
-        assert!(s.contains("CM connections live: 0;"), "{s}");
-    }
-}
-
-/// `udaddy`'s SIDR REQ to fabric A's h1, where no process runs: A answers as the kernel's
-/// CM of a host without the listener (a SIDR REP of IB_SIDR_UNSUPPORTED,
-/// `remote_cm.rs` `answer_remote`) and the client ends at once with udaddy's UNREACHABLE
-/// line of error 1, its SIDR REQ never sent again.
-#[test]
-fn a_sidr_req_for_a_host_without_a_process_gets_sidr_unsupported() {
-    need_root();
-    let dir = scratch("wire-udaddy-nobody");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
-    let udaddy = require("udaddy", "rdmacm-utils");
-    let mut c = b.0.program(&udaddy, "h2");
-    c.env("VERBS_EMU_TOPOLOGY", &b.1)
-        .args(["-s", "10.100.0.1", "-b", "10.100.0.2", "-C", "1"]);
-    let r = start(ns.wrap(&c), &dir, "udaddy-client").finish();
-    let (sa, sb) = (a.0.stop(), b.0.stop());
-    assert_eq!(r.status.code(), Some(1), "{r:?}");
-    assert_eq!(
-        r.out,
-        "udaddy: starting client\nudaddy: connecting\n\
-         udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1\ntest complete\n\
-         return status 1\n"
-    );
-    // A took the SIDR REQ in, returned it (no process) and sent the SIDR REP; B sent
-    // the one SIDR REQ and took the SIDR REP in.
-    assert_eq!(mads(&sa), (1, 1), "{sa}");
-    assert_eq!(mads(&sb), (1, 1), "{sb}");
-    assert_eq!(count_before(&sa, " returned"), 1, "{sa}");
-    for s in [&sa, &sb] {
-        assert_eq!(count_before(s, " resent"), 0, "{s}");
-        assert_eq!(count_before(s, " timed out"), 0, "{s}");
-        assert!(s.contains("CM connections live: 0;"), "{s}");
-    }
-}
-
-/// The same `rping` over ports that each drop the first CM MAD they would send (the
-/// ports' `drop_cm_mads = 1`): B's REQ and A's REP are lost on the tunnel, each fabric
-/// sends its MAD again after the kernel CM's timeout for it (`cm_resend.rs`: 6.1 s for
-/// the REQ, 4.1 s for the REP), and the pings complete exactly as without loss.
-#[test]
-fn rping_completes_when_the_ports_lose_cm_mads() {
-    need_root();
-    let dir = scratch("wire-rping-lost");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "drop_cm_mads = 1", "1", "");
-    let (sa, sb) = rping_across(&dir, &ns, a, b);
-    for s in [&sa, &sb] {
-        assert_eq!(count_before(s, " CM MADs dropped"), 1, "{s}");
-        // Only the resend of the lost MAD reaches the other side.
-        assert!(count_before(s, " resent") >= 1, "{s}");
-        assert_eq!(count_before(s, " timed out"), 0, "{s}");
     }
 }
 

@@ -117,9 +117,9 @@ enum Command {
         #[arg(long)]
         vm: bool,
         /// Only the fabric's ports to real networks (VXLAN, QEMU's -netdev stream): their
-        /// unit tests, emulator/tests/wire.rs (needs root for its network namespaces), then
-        /// the interop step: real rxe in the Soft-RoCE VM against the emulated NIC, and the
-        /// split conformance cases.
+        /// unit tests, emulator/tests/wire.rs and wire_cm.rs (root, for their network
+        /// namespaces), then the interop step: real rxe in the Soft-RoCE VM against the
+        /// emulated NIC, and the split conformance cases.
         #[arg(long, conflicts_with_all = ["backend", "vm"])]
         wire: bool,
         /// With --wire: only its interop step (real rxe in the Soft-RoCE VM on the fabric's

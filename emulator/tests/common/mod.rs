@@ -7,6 +7,7 @@
 
 pub mod fabric;
 pub mod spead;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

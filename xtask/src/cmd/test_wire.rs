@@ -17,8 +17,9 @@ pub const WIRE_PACKAGES: &[vm::packages::Package] = &[
 ];
 
 /// `cargo xtask test --wire [-- TEST-ARGS]`: the VXLAN and QEMU-stream ports (unit tests,
-/// the switch's uplinks in backend-sim) and `emulator/tests/wire.rs` (a Linux vxlan peer
-/// in a network namespace, two fabrics joined by VXLAN, a lossy port, a real QEMU NIC),
+/// the switch's uplinks in backend-sim), `emulator/tests/wire.rs` (a Linux vxlan peer in
+/// a network namespace, two fabrics joined by VXLAN, a lossy port, a real QEMU NIC) and
+/// `emulator/tests/wire_cm.rs` (rping and udaddy across two fabrics, CM MADs lost),
 /// then the interop step (`super::interop`): the Soft-RoCE VM on the fabric's QEMU port,
 /// real rxe against the emulated NIC, and the split conformance cases (`super::split`).
 /// The namespace tests need root.
@@ -34,11 +35,13 @@ pub fn test_wire(rest: &[String]) -> Result<(), Error> {
     uplink.args(["test", "-p", "backend-sim", "--test", "fabric", "uplink"]);
     run(uplink, "the simulated switch's uplinks")?;
     let mut wire = cargo();
-    wire.args(["test", "-p", "emulator", "--test", "wire"]);
+    wire.args([
+        "test", "-p", "emulator", "--test", "wire", "--test", "wire_cm",
+    ]);
     if !rest.is_empty() {
         wire.arg("--").args(rest);
     }
-    run(wire, "the wire tests (emulator/tests/wire.rs)")?;
+    run(wire, "the wire tests (emulator/tests/wire.rs, wire_cm.rs)")?;
     eprintln!("xtask: the interop step: real rxe in the VM against the emulated NIC");
     super::interop::run(&[])?;
     eprintln!("xtask: the split conformance cases: one QP on rxe in the VM, one emulated");
