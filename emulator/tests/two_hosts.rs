@@ -14,7 +14,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
-use common::fabric::{flush_in_background, next_frame, scratch, start, Fabric, Ran, DEADLINE};
+use common::fabric::{
+    assert_udaddy_ran, flush_in_background, next_frame, scratch, start, Fabric, Ran, DEADLINE,
+};
 use common::require;
 use ibverbs::fabric::client;
 use ibverbs::fabric::ring::DEFAULT_CAP;
@@ -346,21 +348,7 @@ fn udaddy_exchanges_datagrams_after_sidr_between_two_hosts() {
         },
     );
     let summary = fabric.stop();
-    assert!(client.status.success(), "{client:?}");
-    assert_eq!(
-        client.out,
-        "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
-         receiving data transfers\ndata transfers complete\ntest complete\n\
-         return status 0\n"
-    );
-    assert_eq!(client.err, "");
-    assert!(server.status.success(), "{server:?}");
-    assert_eq!(
-        server.out,
-        "udaddy: starting server\nreceiving data transfers\nsending replies\n\
-         data transfers complete\ntest complete\nreturn status 0\n"
-    );
-    assert_eq!(server.err, "");
+    assert_udaddy_ran(&client, &server);
     // Four datagrams each way, and nothing else on the wire.
     assert!(
         summary.starts_with("8 frames from hosts, 8 delivered, lost: none;"),

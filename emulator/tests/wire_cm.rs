@@ -10,7 +10,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::fabric::{scratch, start, Fabric, DEADLINE};
+use common::fabric::{assert_udaddy_ran, scratch, start, Fabric, DEADLINE};
 use common::require;
 use common::spead::wait_for;
 use common::wire::{count_before, need_root, two_fabrics, Netns};
@@ -133,21 +133,7 @@ fn udaddy_across(dir: &Path, ns: &Netns, server: Side<'_>, client: Side<'_>) -> 
         std::thread::sleep(Duration::from_millis(50));
     };
     let server = running.finish();
-    assert!(ran.status.success(), "{ran:?}");
-    assert_eq!(
-        ran.out,
-        "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
-         receiving data transfers\ndata transfers complete\ntest complete\n\
-         return status 0\n"
-    );
-    assert_eq!(ran.err, "");
-    assert!(server.status.success(), "{server:?}");
-    assert_eq!(
-        server.out,
-        "udaddy: starting server\nreceiving data transfers\nsending replies\n\
-         data transfers complete\ntest complete\nreturn status 0\n"
-    );
-    assert_eq!(server.err, "");
+    assert_udaddy_ran(&ran, &server);
     tries
 }
 

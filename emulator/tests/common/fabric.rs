@@ -262,3 +262,23 @@ pub fn frame(dst: Mac, src: Mac, fill: u8) -> Vec<u8> {
     f[12..14].copy_from_slice(&0x88b5u16.to_be_bytes());
     f
 }
+
+/// `udaddy` (librdmacm's UD example through the RDMA CM) ran well on both sides: each
+/// prints exactly the lines of a good run (`librdmacm/examples/udaddy.c`) and exits 0.
+pub fn assert_udaddy_ran(client: &Ran, server: &Ran) {
+    assert!(client.status.success(), "{client:?}");
+    assert_eq!(
+        client.out,
+        "udaddy: starting client\nudaddy: connecting\ninitiating data transfers\n\
+         receiving data transfers\ndata transfers complete\ntest complete\n\
+         return status 0\n"
+    );
+    assert_eq!(client.err, "");
+    assert!(server.status.success(), "{server:?}");
+    assert_eq!(
+        server.out,
+        "udaddy: starting server\nreceiving data transfers\nsending replies\n\
+         data transfers complete\ntest complete\nreturn status 0\n"
+    );
+    assert_eq!(server.err, "");
+}
