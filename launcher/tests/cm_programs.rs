@@ -175,29 +175,6 @@ fn positive(v: &str) -> f64 {
     n
 }
 
-/// Runs a qperf client on h2 against the server on h1. qperf 0.4.11 (Debian's) sends its
-/// client the connection manager's port before it listens on it (fixed upstream by
-/// qperf commit 118a571, "Fix rdmacm race", not in 0.4.11): a client whose REQ comes
-/// first is rejected, as the kernel's CM rejects a REQ nobody listens for, and fails
-/// (`unexpected event from RDMA CM: Event rejected`, exit status 1; qperf's error sends
-/// its server an urgent message, on which the server's side of that test ends); such a
-/// client is started again, at most 100 times. On this 2-core machine at load average
-/// 15 it happened in 2 of 5 runs of this test.
-fn qperf_client(f: &str, args: &[&str], what: &str) -> Ran {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        let c = finish_or_kill(start(run(f, "h2", args), "start the client"), what);
-        let rejected = !c.status.success()
-            && c.out
-                .contains("unexpected event from RDMA CM: Event rejected\n");
-        if !rejected || tries == 100 {
-            assert!(c.status.success(), "{what}: {c:?}");
-            return c;
-        }
-    }
-}
-
 /// qperf (Debian's `qperf`, 0.4.11): its server on h1, two clients on h2 naming
 /// 10.100.0.1, each through the connection manager (`-cm1`): `rc_bw` of 1000 messages
 /// of 64 KiB (both sides count 1000 messages and 65.5 MB), then `rc_rdma_write_bw` and

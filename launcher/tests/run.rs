@@ -752,9 +752,8 @@ fn qperf_between_two_launched_hosts() {
     let f = fabric("qperf");
     let mut server = run(&f, "h1", &[prog]).spawn().expect("start the server");
     wait_listening(&mut server, 19765);
-    let client = ran(&mut run(
+    let client = qperf_client(
         &f,
-        "h2",
         &[
             prog,
             "10.100.0.1",
@@ -765,7 +764,8 @@ fn qperf_between_two_launched_hosts() {
             "tcp_lat",
             "quit",
         ],
-    ));
+        "the qperf client",
+    );
     let server = finish(server);
     assert!(client.status.success(), "client: {client:?}");
     assert!(server.status.success(), "server: {server:?}");

@@ -134,14 +134,43 @@ impl From<Output> for Ran {
     }
 }
 
-/// Runs `c` to the end.
+/// Runs `c` to the end, its output captured and no stdin (as `Command::output`), under
+/// the hang watch ([`finish_or_kill`]: a command still running after [`HANG`] is ended and
+/// fails the test).
 pub fn ran(c: &mut Command) -> Ran {
-    c.output().expect("start verbs-emu").into()
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    finish_or_kill(c.spawn().expect("start verbs-emu"), "the launcher")
 }
 
-/// Waits for a started command.
+/// Waits for a started command, under the hang watch ([`finish_or_kill`]).
 pub fn finish(child: Child) -> Ran {
-    child.wait_with_output().expect("wait for verbs-emu").into()
+    finish_or_kill(child, "the launcher")
+}
+
+/// Runs a qperf client on h2 against the server on h1. qperf 0.4.11 (Debian's) sends its
+/// client the connection manager's port before it listens on it (fixed upstream by
+/// qperf commit 118a571, "Fix rdmacm race", not in 0.4.11): a client whose REQ comes
+/// first is rejected, as the kernel's CM rejects a REQ nobody listens for, and fails
+/// (`unexpected event from RDMA CM: Event rejected`, exit status 1; qperf's error sends
+/// its server an urgent message, on which the server's side of that test ends); such a
+/// client is started again, at most 100 times. On this 2-core machine at load average
+/// 15 it happened in 2 of 5 runs of `cm_programs.rs`'s qperf test, and once in a run of
+/// `run.rs`'s.
+pub fn qperf_client(f: &str, args: &[&str], what: &str) -> Ran {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let c = finish_or_kill(start(run(f, "h2", args), "start the client"), what);
+        let rejected = !c.status.success()
+            && c.out
+                .contains("unexpected event from RDMA CM: Event rejected\n");
+        if !rejected || tries == 100 {
+            assert!(c.status.success(), "{what}: {c:?}");
+            return c;
+        }
+    }
 }
 
 /// Reads the rest of a child's stderr (after it ended).
