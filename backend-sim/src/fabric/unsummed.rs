@@ -58,3 +58,98 @@ impl Fabric {
         self.taps.capture.is_some()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fabric::{CaptureFilter, ExternalMsg};
+    use crate::fault::{Direction, LinkFaults};
+    use crate::frame::eth::Mac;
+    use crate::frame::roce::{
+        build_roce_frame_into, build_roce_frame_unsummed_into, fill_icrc, opcode, RoceHeaders,
+        RoceRoute,
+    };
+    use std::net::Ipv4Addr;
+    use std::sync::{Arc, Mutex};
+
+    const A: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
+    const B: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+
+    fn frame(src: Mac, dst: Mac, payload: usize, sum: bool) -> Vec<u8> {
+        let mut h = RoceHeaders::default();
+        h.bth.opcode = opcode::SEND_ONLY;
+        let route = RoceRoute::new((src, A), (dst, B));
+        let mut f = Vec::new();
+        if sum {
+            build_roce_frame_into(&mut f, &route, &h, &vec![7; payload]);
+        } else {
+            build_roce_frame_unsummed_into(&mut f, &route, &h, &vec![7; payload]);
+        }
+        f
+    }
+
+    /// A fabric whose port `a` leads outside through a sink that keeps what it gets.
+    fn open() -> (Fabric, PortId, Mac, Mac, Arc<Mutex<Vec<Vec<u8>>>>) {
+        let mut f = Fabric::new(3);
+        let (_, a) = f.add_host_with_port("a", A).unwrap();
+        let (_, b) = f.add_host_with_port("b", B).unwrap();
+        let (ma, mb) = (f.port_config(a).unwrap().mac, f.port_config(b).unwrap().mac);
+        f.set_external(a).unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let keep = Arc::clone(&got);
+        f.set_external_sink(Some(Box::new(move |_, msg: &mut ExternalMsg| {
+            if let ExternalMsg::Frame { frame, .. } = msg {
+                keep.lock().unwrap().push(frame.clone());
+            }
+        })));
+        (f, a, ma, mb, got)
+    }
+
+    #[test]
+    fn writing_the_icrc_later_gives_the_frame_built_whole() {
+        let (ma, mb) = (Mac([2, 0, 0, 0, 0, 1]), Mac([2, 0, 0, 0, 0, 2]));
+        for payload in [0, 1, 3, 4096] {
+            let mut f = frame(ma, mb, payload, false);
+            assert!(icrc_maybe_unwritten(&f, true));
+            assert!(!icrc_maybe_unwritten(&f, false), "only a sealed frame");
+            fill_icrc(&mut f);
+            assert_eq!(f, frame(ma, mb, payload, true));
+            let again = f.clone();
+            fill_icrc(&mut f);
+            assert_eq!(f, again, "writing it twice changes nothing");
+        }
+    }
+
+    #[test]
+    fn the_icrc_is_left_only_where_nothing_here_reads_it() {
+        let (f, a, ma, mb, _) = open();
+        assert!(f.may_leave_icrc(a, &frame(ma, mb, 4096, false)));
+        // Its last bytes in the trace's hash.
+        assert!(!f.may_leave_icrc(a, &frame(ma, mb, 0, false)));
+        // NIC loopback and multicast stay (partly) inside.
+        assert!(!f.may_leave_icrc(a, &frame(ma, ma, 4096, false)));
+        let group = Mac([0x01, 0x00, 0x5e, 1, 2, 3]);
+        assert!(!f.may_leave_icrc(a, &frame(ma, group, 4096, false)));
+
+        let (mut f, a, ma, mb, _) = open();
+        f.capture_to_memory(CaptureFilter::All).unwrap();
+        assert!(!f.may_leave_icrc(a, &frame(ma, mb, 4096, false)));
+        assert!(f.reads_sealed_icrc());
+
+        let (mut f, a, ma, mb, _) = open();
+        let faults = LinkFaults {
+            corrupt_payload: 0.5,
+            ..LinkFaults::default()
+        };
+        f.set_link_faults(a, Direction::ToSwitch, faults).unwrap();
+        assert!(!f.may_leave_icrc(a, &frame(ma, mb, 4096, false)));
+
+        let (mut f, a, ma, mb, _) = open();
+        f.set_external_sink(None);
+        assert!(
+            !f.may_leave_icrc(a, &frame(ma, mb, 4096, false)),
+            "the outbox"
+        );
+        assert!(!f.reads_sealed_icrc());
+    }
+}
