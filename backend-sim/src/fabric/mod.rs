@@ -29,7 +29,7 @@ mod switch;
 mod tap;
 mod topology;
 mod tracer;
-mod unsummed;
+pub mod unsummed;
 
 pub use capture::CaptureFilter;
 pub(crate) use corruption::{ip_checksums_verify, is_roce};
@@ -39,7 +39,6 @@ pub use outbox::{ExternalMsg, ExternalSink};
 pub use port::{Host, PortConfig};
 pub use replay::{ReplayOptions, ReplaySummary};
 pub use stats::{FabricStats, PortStats};
-pub use unsummed::icrc_maybe_unwritten;
 
 use crate::clock::{Clock, Nanos};
 use crate::frame::eth::Mac;

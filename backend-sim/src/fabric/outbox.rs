@@ -40,7 +40,7 @@ pub enum ExternalMsg {
 /// RoCEv2 frame may reach it with its ICRC unwritten (four zero bytes, when nothing in the
 /// simulation could read it: [`Fabric::may_leave_icrc`](super::Fabric::may_leave_icrc)):
 /// the sink writes it ([`crate::frame::roce::fill_icrc`]) before the frame goes anywhere
-/// but to a simulation that takes it sealed ([`super::icrc_maybe_unwritten`]).
+/// but to a simulation that takes it sealed ([`super::unsummed::icrc_maybe_unwritten`]).
 pub type ExternalSink = Box<dyn FnMut(PortId, &mut ExternalMsg) + Send>;
 
 /// The fabric's external ports and their outbox.

@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use backend_sim::fabric::{icrc_maybe_unwritten, ExternalMsg};
+use backend_sim::fabric::unsummed::icrc_maybe_unwritten;
+use backend_sim::fabric::ExternalMsg;
 use backend_sim::frame::eth::Mac;
 use backend_sim::frame::roce::fill_icrc;
 

@@ -3,7 +3,8 @@
 
 use super::World;
 use super::{vtag, Posted, WrCopy};
-use crate::fabric::{icrc_maybe_unwritten, is_roce};
+use crate::fabric::is_roce;
+use crate::fabric::unsummed::icrc_maybe_unwritten;
 use crate::frame::ipv6::link_local_of_mac;
 use crate::frame::roce::{
     build_roce_frame_into, build_roce_frame_unsummed_into, fill_icrc, opcode, RoceHeaders, RoceIps,
@@ -227,7 +228,7 @@ impl World {
     /// sealed frame ([`sealed_by_nic`]) leaves with its ICRC unwritten when nothing in
     /// this simulation can read it ([`crate::fabric::Fabric::may_leave_icrc`] and no
     /// sniffer on the device): whoever reads it later writes it first (see
-    /// [`crate::fabric::icrc_maybe_unwritten`]).
+    /// [`crate::fabric::unsummed::icrc_maybe_unwritten`]).
     pub(super) fn send_roce(
         &mut self,
         dev: usize,
