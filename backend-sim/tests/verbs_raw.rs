@@ -406,3 +406,34 @@ fn a_sniffer_sees_roce_traffic_both_ways() {
         assert_eq!(&f[36..38], &4791u16.to_be_bytes(), "RoCEv2 UDP port");
     }
 }
+
+/// A sealed frame whose sender left its ICRC unwritten (four zero bytes: nothing in the
+/// sender's simulation could read it) reaches a sniffer with its ICRC written, and only
+/// the ICRC differs from the frame as sent.
+#[test]
+fn a_sniffer_sees_an_unwritten_icrc_written() {
+    use backend_sim::frame::roce::{
+        build_roce_frame_into, build_roce_frame_unsummed_into, opcode, RoceHeaders, RoceRoute,
+    };
+    let sim = Sim::new(1);
+    let (a, _b) = mlx5_nodes(&sim);
+    let sniffer = raw_qp(&a);
+    let _s = steer(&a, &sniffer, &rule(FlowRuleType::Sniffer));
+    post_recvs(&a, &sniffer, 0..1);
+    let port = sim.port_of(a.host).unwrap();
+    let mac_a = sim.with_fabric(|f| f.mac_of_ip(ip(1))).unwrap();
+    let mut h = RoceHeaders::default();
+    h.bth.opcode = opcode::SEND_ONLY;
+    h.bth.dest_qp = 0x99;
+    let route = RoceRoute::new((mac(2), ip(2)), (mac_a, ip(1)));
+    let (mut unwritten, mut whole) = (Vec::new(), Vec::new());
+    build_roce_frame_unsummed_into(&mut unwritten, &route, &h, &[5; 200]);
+    build_roce_frame_into(&mut whole, &route, &h, &[5; 200]);
+    assert!(unwritten.ends_with(&[0; 4]) && !whole.ends_with(&[0; 4]));
+    sim.receive(|deliver| deliver(port, &unwritten, 0, true));
+    sim.run_until_idle();
+    let got = wait(&sim, &a.cq, 1);
+    assert_eq!(got[0].qp_num, sniffer.qp_num());
+    assert_eq!(got[0].byte_len as usize, whole.len());
+    assert_eq!(read_slot(&a, got[0].wr_id as usize, whole.len()), whole);
+}

@@ -527,6 +527,48 @@ pub fn build_roce_frame_into(
     headers: &RoceHeaders,
     payload: &[u8],
 ) {
+    build_into(out, route, headers, payload, true);
+}
+
+/// [`build_roce_frame_into`] that leaves the ICRC four zero bytes, for a sender that
+/// writes it later with [`fill_icrc`] (or never, where nothing reads it).
+pub fn build_roce_frame_unsummed_into(
+    out: &mut Vec<u8>,
+    route: &RoceRoute,
+    headers: &RoceHeaders,
+    payload: &[u8],
+) {
+    build_into(out, route, headers, payload, false);
+}
+
+/// Writes the ICRC of a RoCE frame as [`build_roce_frame_into`] lays it out (an untagged
+/// Ethernet header, the datagram through its pad, four bytes of ICRC) into its last four
+/// bytes, over what the frame holds before them. A frame shorter than an Ethernet header
+/// and an ICRC is left as it is.
+pub fn fill_icrc(frame: &mut [u8]) {
+    let n = frame.len();
+    if n < 14 + ICRC_LEN {
+        return;
+    }
+    let icrc = compute_icrc(&frame[14..n - ICRC_LEN]);
+    frame[n - ICRC_LEN..].copy_from_slice(&icrc.to_le_bytes());
+}
+
+fn icrc_of(out: &[u8], sum: bool) -> u32 {
+    if sum {
+        compute_icrc(&out[14..])
+    } else {
+        0
+    }
+}
+
+fn build_into(
+    out: &mut Vec<u8>,
+    route: &RoceRoute,
+    headers: &RoceHeaders,
+    payload: &[u8],
+    sum: bool,
+) {
     let pad = (4 - payload.len() % 4) % 4;
     let mut h = *headers;
     h.bth.pad_count = pad as u8;
@@ -559,7 +601,7 @@ pub fn build_roce_frame_into(
         h.write(out);
         out.extend_from_slice(payload);
         out.resize(out.len() + pad, 0);
-        let icrc = compute_icrc(&out[14..]);
+        let icrc = icrc_of(out, sum);
         out.extend_from_slice(&icrc.to_le_bytes());
         return;
     }
@@ -596,7 +638,7 @@ pub fn build_roce_frame_into(
     h.write(out);
     out.extend_from_slice(payload);
     out.resize(out.len() + pad, 0);
-    let icrc = compute_icrc(&out[14..]);
+    let icrc = icrc_of(out, sum);
     out.extend_from_slice(&icrc.to_le_bytes());
 }
 

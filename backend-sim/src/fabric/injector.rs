@@ -190,6 +190,12 @@ impl<L: Link> FaultInjector<L> {
         self.faults = faults;
     }
 
+    /// True if [`FaultInjector::payload_flip`] can ever corrupt a frame here (it draws
+    /// nothing to say so).
+    pub fn may_flip_payload(&self) -> bool {
+        self.direction == Direction::ToSwitch && self.faults.corrupt_payload > 0.0
+    }
+
     /// The sender's payload corruption of the next frame it makes: a uniform draw the
     /// fabric maps to a bit of the frame's payload, or `None`. Only a port's transmit side
     /// makes frames.

@@ -29,6 +29,7 @@ mod switch;
 mod tap;
 mod topology;
 mod tracer;
+pub mod unsummed;
 
 pub use capture::CaptureFilter;
 pub(crate) use corruption::{ip_checksums_verify, is_roce};

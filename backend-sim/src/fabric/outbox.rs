@@ -36,7 +36,11 @@ pub enum ExternalMsg {
 /// layer above sends it on at once: a frame a NIC sent is then on its way before the send
 /// completes, as on a wire). It runs inside the simulation's call, so it must not call
 /// back into the simulation. It may take a frame's buffer (`std::mem::take`, to keep the
-/// frame without a copy); a buffer it leaves is kept for reuse afterwards.
+/// frame without a copy); a buffer it leaves is kept for reuse afterwards. A sealed
+/// RoCEv2 frame may reach it with its ICRC unwritten (four zero bytes, when nothing in the
+/// simulation could read it: [`Fabric::may_leave_icrc`](super::Fabric::may_leave_icrc)):
+/// the sink writes it ([`crate::frame::roce::fill_icrc`]) before the frame goes anywhere
+/// but to a simulation that takes it sealed ([`super::unsummed::icrc_maybe_unwritten`]).
 pub type ExternalSink = Box<dyn FnMut(PortId, &mut ExternalMsg) + Send>;
 
 /// The fabric's external ports and their outbox.

@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use backend_sim::fabric::unsummed::icrc_maybe_unwritten;
 use backend_sim::fabric::ExternalMsg;
 use backend_sim::frame::eth::Mac;
+use backend_sim::frame::roce::fill_icrc;
 
 use super::direct::{self, Barrier, Inbound, PeerTx};
 use super::ring::{Consumer, Producer, Region, RingError, Way};
@@ -288,8 +290,17 @@ impl Sender {
 
     /// Puts a frame in the ring of `way` (the fabric's if the pair is gone), ringing its
     /// reader if it sleeps. A pair's ring carries the NIC's `sealed` with the frame (no
-    /// bit of it changes on the way); the fabric's does not (its links may).
-    fn push_on(&mut self, way: Option<u32>, frame: &[u8], sealed: bool) -> Result<(), RingError> {
+    /// bit of it changes on the way), and the frame as the NIC made it: a sealed frame's
+    /// ICRC may be unwritten ([`icrc_maybe_unwritten`]), which the receiving simulation
+    /// writes if it has something that reads it. The fabric's ring carries no seal (its
+    /// links may change bits) and the fabric checks and captures what it gets, so a frame
+    /// for it gets its ICRC written here.
+    fn push_on(
+        &mut self,
+        way: Option<u32>,
+        frame: &mut [u8],
+        sealed: bool,
+    ) -> Result<(), RingError> {
         if let Some(k) = way.and_then(|id| self.peers.iter().position(|p| p.id == id)) {
             match self.peers[k].tx.push_record(frame, 0, sealed) {
                 Ok(ring) => {
@@ -306,6 +317,9 @@ impl Sender {
                 }
             }
         }
+        if icrc_maybe_unwritten(frame, sealed) {
+            fill_icrc(frame);
+        }
         if self.tx.push(frame, 0)? {
             self.control(ToFabric::Doorbell);
         }
@@ -316,7 +330,7 @@ impl Sender {
     /// to [`QUEUE_LIMIT`] queued), in order. True if none waits any more (also once the
     /// fabric is gone: they go nowhere).
     pub fn flush(&mut self) -> bool {
-        while let Some(w) = self.waiting.pop_front() {
+        while let Some(mut w) = self.waiting.pop_front() {
             if self.shared.is_gone() {
                 self.waiting.clear();
                 break;
@@ -325,7 +339,7 @@ impl Sender {
                 self.waiting.push_front(w);
                 break;
             }
-            match self.push_on(w.way, &w.frame, w.sealed) {
+            match self.push_on(w.way, &mut w.frame, w.sealed) {
                 Ok(()) => {}
                 Err(RingError::Full) => {
                     self.waiting.push_front(w);

@@ -4,8 +4,12 @@
 use super::World;
 use super::{vtag, Posted, WrCopy};
 use crate::fabric::is_roce;
+use crate::fabric::unsummed::icrc_maybe_unwritten;
 use crate::frame::ipv6::link_local_of_mac;
-use crate::frame::roce::{build_roce_frame_into, opcode, RoceIps, RocePacket, RoceRoute};
+use crate::frame::roce::{
+    build_roce_frame_into, build_roce_frame_unsummed_into, fill_icrc, opcode, RoceHeaders, RoceIps,
+    RocePacket, RoceRoute,
+};
 use crate::frame::{roce, FrameView};
 use crate::ids::PortId;
 use crate::verbs::personality::RoceL3;
@@ -83,10 +87,41 @@ impl World {
         while !self.due.is_empty() {
             self.run_completers();
         }
+        // A sender may have left a sealed frame's ICRC unwritten; a capture here or a
+        // sniffer on the device would read the frame whole, so it gets it written.
+        if icrc_maybe_unwritten(frame, sealed)
+            && (self.fabric.reads_sealed_icrc() || self.sniffs(port))
+        {
+            let mut whole = self.frame_buffer();
+            whole.extend_from_slice(frame);
+            fill_icrc(&mut whole);
+            let r = self.arrive_at(port, &whole, index, sealed);
+            self.recycle(whole);
+            return r;
+        }
+        self.arrive_at(port, frame, index, sealed)
+    }
+
+    fn arrive_at(
+        &mut self,
+        port: PortId,
+        frame: &[u8],
+        index: u64,
+        sealed: bool,
+    ) -> Result<(), crate::fabric::FabricError> {
         if self.fabric.arrive_now(port, frame, index, sealed)? {
             self.on_frame_at(port, frame, sealed);
         }
         Ok(())
+    }
+
+    /// True if the device of `port` has flow rules (sniffers among them may see a frame).
+    fn sniffs(&self, port: PortId) -> bool {
+        self.port_owner
+            .get(port.0 as usize)
+            .copied()
+            .flatten()
+            .is_some_and(|dev| !self.devices[dev].flows.is_empty())
     }
 
     fn on_frame_at(&mut self, port: PortId, frame: &[u8], sealed: bool) {
@@ -182,13 +217,38 @@ impl World {
             Ok(x) => x,
             Err(status) => return status,
         };
-        let mut frame = self.frame_buffer();
-        build_roce_frame_into(&mut frame, &route, &h, payload);
-        let sealed = sealed_by_nic(&route);
-        match self.send_out(dev, port, frame, sealed) {
+        match self.send_roce(dev, port, &route, &h, payload).1 {
             Ok(_) => WcStatus::Success,
             Err(_) => WcStatus::LocLenErr,
         }
+    }
+
+    /// Builds the RoCE frame of `h` and `payload` on `route` and sends it out of device
+    /// `dev`'s port `port` ([`World::send_out`]); its length, and what the port did. A
+    /// sealed frame ([`sealed_by_nic`]) leaves with its ICRC unwritten when nothing in
+    /// this simulation can read it ([`crate::fabric::Fabric::may_leave_icrc`] and no
+    /// sniffer on the device): whoever reads it later writes it first (see
+    /// [`crate::fabric::unsummed::icrc_maybe_unwritten`]).
+    pub(super) fn send_roce(
+        &mut self,
+        dev: usize,
+        port: PortId,
+        route: &RoceRoute,
+        h: &RoceHeaders,
+        payload: &[u8],
+    ) -> (usize, Result<u64, crate::fabric::FabricError>) {
+        let sealed = sealed_by_nic(route);
+        let mut frame = self.frame_buffer();
+        if sealed {
+            build_roce_frame_unsummed_into(&mut frame, route, h, payload);
+            if !self.devices[dev].flows.is_empty() || !self.fabric.may_leave_icrc(port, &frame) {
+                fill_icrc(&mut frame);
+            }
+        } else {
+            build_roce_frame_into(&mut frame, route, h, payload);
+        }
+        let len = frame.len();
+        (len, self.send_out(dev, port, frame, sealed))
     }
 
     pub(super) fn ud_deliver(

@@ -5,9 +5,7 @@ use super::World;
 use super::{completion, Qp, RecvWqe, WrCopy};
 use crate::clock::Nanos;
 use crate::frame::roce;
-use crate::frame::roce::{
-    build_roce_frame_into, opcode, RoceHeaders, RoceIps, RocePacket, RoceRoute,
-};
+use crate::frame::roce::{opcode, RoceHeaders, RoceIps, RocePacket, RoceRoute};
 use crate::verbs::memory::MrTable;
 use crate::verbs::rc;
 use crate::verbs::rc::{Count, QpView, RcState};
@@ -156,13 +154,8 @@ impl rc::Nic for QpNic<'_> {
         let (dev, dest) = (qp.dev, qp.attr.dest_qp_num);
         h.bth.dest_qp = dest;
         h.bth.pkey = roce::DEFAULT_PKEY;
-        let mut frame = self.w.frame_buffer();
-        build_roce_frame_into(&mut frame, &route, &h, payload);
-        let len = frame.len();
-        let sealed = super::datapath::sealed_by_nic(&route);
         let port = self.w.devices[dev].port;
-        let _ = self.w.send_out(dev, port, frame, sealed);
-        len
+        self.w.send_roce(dev, port, &route, &h, payload).0
     }
 
     fn wire_ns(&self, bytes: usize) -> Nanos {
