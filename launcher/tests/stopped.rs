@@ -60,21 +60,6 @@ fn state_once_stopped(pid: u32) -> char {
     'R'
 }
 
-/// perftest's result rows: (#bytes, #iterations) of each row under the `#bytes` header.
-fn rows(out: &str) -> Vec<(u64, u64)> {
-    out.lines()
-        .skip_while(|l| !l.trim_start().starts_with("#bytes"))
-        .skip(1)
-        .map_while(|l| {
-            let mut cols = l.split_whitespace().map(str::parse::<u64>);
-            match (cols.next(), cols.next()) {
-                (Some(Ok(bytes)), Some(Ok(iters))) => Some((bytes, iters)),
-                _ => None,
-            }
-        })
-        .collect()
-}
-
 /// Runs `program ARGS` as server on h1 and client on h2 (line-buffered through `stdbuf`,
 /// so that its header is seen as it is printed), stops the server's program (`stop_server`)
 /// or the client's for [`STOPPED_FOR`] once the client printed its `#bytes` header, and
@@ -140,8 +125,8 @@ fn ib_read_bw_completes_with_its_responder_stopped_for_2_s() {
     let _reaper = Reaper;
     let args = ["-s", "65536", "-n", "20000", "-x", "1"];
     let (s, c) = run_stopping("stop-read", "ib_read_bw", &args, true);
-    assert_eq!(rows(&c.out), [(65536, 20000)], "{}", c.out);
-    assert_eq!(rows(&s.out), [(65536, 20000)], "{}", s.out);
+    assert_eq!(perftest_rows(&c.out), [(65536, 20000)], "{}", c.out);
+    assert_eq!(perftest_rows(&s.out), [(65536, 20000)], "{}", s.out);
 }
 
 /// `ib_write_bw`: the client is the sender (the RC requester); stopped, its NIC sends
@@ -152,6 +137,6 @@ fn ib_write_bw_completes_with_its_sender_stopped_for_2_s() {
     let _reaper = Reaper;
     let args = ["-s", "65536", "-n", "20000", "-x", "1"];
     let (s, c) = run_stopping("stop-write", "ib_write_bw", &args, false);
-    assert_eq!(rows(&c.out), [(65536, 20000)], "{}", c.out);
-    assert_eq!(rows(&s.out), [(65536, 20000)], "{}", s.out);
+    assert_eq!(perftest_rows(&c.out), [(65536, 20000)], "{}", c.out);
+    assert_eq!(perftest_rows(&s.out), [(65536, 20000)], "{}", s.out);
 }

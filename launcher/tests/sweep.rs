@@ -49,19 +49,23 @@ fn pair(f: &str, options: &[String], server: &[&str], client: &[&str]) -> (Ran, 
     (s, c)
 }
 
-/// perftest's result rows: (#bytes, #iterations) of each row under the `#bytes` header.
-fn perftest_rows(out: &str) -> Vec<(u64, u64)> {
-    out.lines()
-        .skip_while(|l| !l.trim_start().starts_with("#bytes"))
-        .skip(1)
-        .map_while(|l| {
-            let mut cols = l.split_whitespace().map(str::parse::<u64>);
-            match (cols.next(), cols.next()) {
-                (Some(Ok(bytes)), Some(Ok(iters))) => Some((bytes, iters)),
-                _ => None,
-            }
-        })
-        .collect()
+/// `program -d DEV ARGS` as server on a new fabric's h1 and with h1's address as client
+/// on h2 ([`pair`]): the fabric (named `TAG-PROGRAM-DEV`), both runs, and what ran, for
+/// the messages.
+fn program_pair(
+    tag: &str,
+    dev: &str,
+    options: &[String],
+    program: &str,
+    args: &[&str],
+) -> (String, Ran, Ran, String) {
+    let f = fabric(&format!("{tag}-{program}-{dev}"));
+    let mut server = vec![program, "-d", dev];
+    server.extend_from_slice(args);
+    let mut client = server.clone();
+    client.push("10.100.0.1");
+    let (s, c) = pair(&f, options, &server, &client);
+    (f, s, c, format!("{program} {args:?} on {dev}"))
 }
 
 #[test]
@@ -104,13 +108,7 @@ fn perftest_variants_on_both_personalities_and_gids() {
     ];
     for (dev, options) in personalities() {
         for (program, args, want) in cases {
-            let f = fabric(&format!("pt-{program}-{dev}"));
-            let mut server = vec![program, "-d", dev];
-            server.extend_from_slice(args);
-            let mut client = server.clone();
-            client.push("10.100.0.1");
-            let (s, c) = pair(&f, &options, &server, &client);
-            let what = format!("{program} {args:?} on {dev}");
+            let (f, s, c, what) = program_pair("pt", dev, &options, program, args);
             assert_eq!(
                 perftest_rows(&c.out),
                 [want],
@@ -163,13 +161,7 @@ fn large_reads_on_both_personalities() {
     ];
     for (dev, options) in personalities() {
         for (program, args, want) in &cases {
-            let f = fabric(&format!("reads-{program}-{dev}"));
-            let mut server = vec![*program, "-d", dev];
-            server.extend_from_slice(args);
-            let mut client = server.clone();
-            client.push("10.100.0.1");
-            let (s, c) = pair(&f, &options, &server, &client);
-            let what = format!("{program} {args:?} on {dev}");
+            let (f, s, c, what) = program_pair("reads", dev, &options, program, args);
             assert_eq!(&perftest_rows(&c.out), want, "{what}: {c:?}\nserver: {s:?}");
             wait_fabric_gone(&f);
         }
@@ -264,13 +256,7 @@ fn pingpongs_on_both_personalities() {
     ];
     for (dev, options) in personalities() {
         for (program, args, want) in cases {
-            let f = fabric(&format!("pp-{program}-{dev}"));
-            let mut server = vec![program, "-d", dev];
-            server.extend_from_slice(args);
-            let mut client = server.clone();
-            client.push("10.100.0.1");
-            let (s, c) = pair(&f, &options, &server, &client);
-            let what = format!("{program} {args:?} on {dev}");
+            let (f, s, c, what) = program_pair("pp", dev, &options, program, args);
             assert_eq!(pingpong_totals(&c.out), Some(want), "{what}: {c:?}");
             assert_eq!(pingpong_totals(&s.out), Some(want), "{what}: {s:?}");
             wait_fabric_gone(&f);

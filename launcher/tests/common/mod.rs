@@ -149,6 +149,21 @@ pub fn finish(child: Child) -> Ran {
     finish_or_kill(child, "the launcher")
 }
 
+/// perftest's result rows: (#bytes, #iterations) of each row under the `#bytes` header.
+pub fn perftest_rows(out: &str) -> Vec<(u64, u64)> {
+    out.lines()
+        .skip_while(|l| !l.trim_start().starts_with("#bytes"))
+        .skip(1)
+        .map_while(|l| {
+            let mut cols = l.split_whitespace().map(str::parse::<u64>);
+            match (cols.next(), cols.next()) {
+                (Some(Ok(bytes)), Some(Ok(iters))) => Some((bytes, iters)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// Runs a qperf client on h2 against the server on h1. qperf 0.4.11 (Debian's) sends its
 /// client the connection manager's port before it listens on it (fixed upstream by
 /// qperf commit 118a571, "Fix rdmacm race", not in 0.4.11): a client whose REQ comes
