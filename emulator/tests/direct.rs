@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
 use common::fabric::{
-    frame, free_port, ip_of, listening, mac_of, scratch, start, Fabric, Ran, DEADLINE,
+    frame, free_port, ip_of, listening, mac_of, scratch, start, summary_counts, Fabric, Ran,
+    DEADLINE,
 };
 use common::require;
 use ibverbs::fabric::client::{self, News, Receiver, Sender};
@@ -200,29 +201,13 @@ fn check(who: &str, r: &Ran) {
     );
 }
 
-/// The summary's counts: frames from hosts, delivered, and lost to random loss.
-fn counts(summary: &str) -> (u64, u64, u64) {
-    let words: Vec<&str> = summary.split_whitespace().collect();
-    let num = |i: usize| -> u64 {
-        words
-            .get(i)
-            .and_then(|w| w.trim_end_matches([',', ';']).parse().ok())
-            .unwrap_or_else(|| panic!("no number at word {i} of {summary:?}"))
-    };
-    let loss = words
-        .iter()
-        .position(|w| *w == "loss")
-        .map_or(0, |i| num(i + 1));
-    (num(0), num(4), loss)
-}
-
 #[test]
 fn pingpong_counts_are_exact_through_a_pair_the_fabric_a_lossy_link_and_a_capture() {
     // At least 10 frames an iteration (4 packets and an ACK each way); more when a
     // descheduled process made RC time out and send again.
     let n = 10 * u64::from(ITERS);
     let lossless = |summary: &str| {
-        let (sent, delivered, lost) = counts(summary);
+        let (sent, delivered, lost) = summary_counts(summary);
         assert!(
             sent >= n && sent == delivered && lost == 0 && summary.contains(" lost: none;"),
             "{summary}"
@@ -264,7 +249,7 @@ fn pingpong_counts_are_exact_through_a_pair_the_fabric_a_lossy_link_and_a_captur
     let fabric = Fabric::start(&dir, &["--topology", t, "--seed", "5"]);
     rc_pingpong(&fabric, &dir, Some(&topo));
     let summary = fabric.stop();
-    let (sent, delivered, lost) = counts(&summary);
+    let (sent, delivered, lost) = summary_counts(&summary);
     assert!(lost > 0, "the seed lost nothing: {summary}");
     assert_eq!(sent, delivered + lost, "{summary}");
     assert!(!summary.contains("directly"), "{summary}");

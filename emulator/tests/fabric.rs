@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use backend_sim::fabric::ExternalMsg;
 use common::fabric::{
-    frame, free_port, ip_of, listening, mac_of, next_frame, scratch, start, wait, Fabric, Ran,
-    Running, DEADLINE,
+    frame, free_port, ip_of, listening, mac_of, next_frame, scratch, start, summary_counts, wait,
+    Fabric, Ran, Running, DEADLINE,
 };
 use common::{emulated, require};
 use ibverbs::fabric::client;
@@ -233,23 +233,6 @@ fn srq_pingpong_between_two_hosts() {
     run_pingpong("srq", "ibv_srq_pingpong", &[], 16, ",", 4096, true);
 }
 
-/// The fabric's counts of frames from hosts, delivered, and lost to random loss, from
-/// its summary line (`S frames from hosts, D delivered, lost: loss L; ...`).
-fn counts(summary: &str) -> (u64, u64, u64) {
-    let words: Vec<&str> = summary.split_whitespace().collect();
-    let num = |i: usize| -> u64 {
-        words
-            .get(i)
-            .and_then(|w| w.trim_end_matches([',', ';']).parse().ok())
-            .unwrap_or_else(|| panic!("no number at word {i} of {summary:?}"))
-    };
-    let loss = words
-        .iter()
-        .position(|w| *w == "loss")
-        .map_or(0, |i| num(i + 1));
-    (num(0), num(4), loss)
-}
-
 #[test]
 fn rc_recovers_from_loss_on_the_fabric() {
     let prog = require("ibv_rc_pingpong", "ibverbs-utils");
@@ -274,7 +257,7 @@ fn rc_recovers_from_loss_on_the_fabric() {
     );
     let summary = fabric.stop();
     assert_pair(&server, &client, 1, ",", 4096 * u64::from(ITERS) * 2, ITERS);
-    let (sent, delivered, lost) = counts(&summary);
+    let (sent, delivered, lost) = summary_counts(&summary);
     // Every message arrived, so the lost frames were sent again: more frames than the
     // lossless run's 10 per iteration (4 packets and an ACK each way).
     assert!(lost > 0, "the seed lost nothing: {summary}");

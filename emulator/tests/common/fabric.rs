@@ -282,3 +282,20 @@ pub fn assert_udaddy_ran(client: &Ran, server: &Ran) {
     );
     assert_eq!(server.err, "");
 }
+
+/// The fabric's counts of frames from hosts, delivered, and lost to random loss, from
+/// its summary line (`S frames from hosts, D delivered, lost: loss L; ...`).
+pub fn summary_counts(summary: &str) -> (u64, u64, u64) {
+    let words: Vec<&str> = summary.split_whitespace().collect();
+    let num = |i: usize| -> u64 {
+        words
+            .get(i)
+            .and_then(|w| w.trim_end_matches([',', ';']).parse().ok())
+            .unwrap_or_else(|| panic!("no number at word {i} of {summary:?}"))
+    };
+    let loss = words
+        .iter()
+        .position(|w| *w == "loss")
+        .map_or(0, |i| num(i + 1));
+    (num(0), num(4), loss)
+}
