@@ -27,7 +27,7 @@ use common::spead::{
     assert_all_delivered, assert_heaps, nic_ready, on_nic, packets_sent, reference_heaps, wait_for,
     HEAP_ARGS,
 };
-use common::wire::{need_root, two_fabrics, Netns};
+use common::wire::{need_root, two_fabrics, Netns, TwoFabrics};
 use common::{require, run, stderr};
 
 /// A Linux vxlan interface in a namespace of its own and the emulated hosts of a fabric
@@ -230,10 +230,7 @@ fn pingpong_across(dir: &Path, ns: &Netns, a: &(Fabric, PathBuf), b: &(Fabric, P
 /// from one's host to the other's, losing nothing.
 #[test]
 fn two_fabrics_joined_by_vxlan_carry_rc_pingpong_between_their_hosts() {
-    need_root();
-    let dir = scratch("wire-two");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let TwoFabrics { dir, ns, a, b } = TwoFabrics::new("wire-two", "", "1", "");
     pingpong_across(&dir, &ns, &a, &b);
     let (sa, sb) = (a.0.stop(), b.0.stop());
     let pa = port_counts(&sa, "vxlan 127.0.0.1:4789 -> 127.0.0.1:4790 vni 42");
@@ -253,10 +250,8 @@ fn two_fabrics_joined_by_vxlan_carry_rc_pingpong_between_their_hosts() {
 /// retransmits and the pingpong completes.
 #[test]
 fn rc_completes_over_a_lossy_vxlan_port() {
-    need_root();
-    let dir = scratch("wire-lossy");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "faults = { loss = 0.02 }", "5", "");
+    let TwoFabrics { dir, ns, a, b } =
+        TwoFabrics::new("wire-lossy", "faults = { loss = 0.02 }", "5", "");
     pingpong_across(&dir, &ns, &a, &b);
     let (sa, sb) = (a.0.stop(), b.0.stop());
     let lost = |s: &str| {

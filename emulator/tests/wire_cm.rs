@@ -10,10 +10,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::fabric::{assert_udaddy_ran, scratch, start, Fabric, DEADLINE};
+use common::fabric::{assert_udaddy_ran, start, Fabric, DEADLINE};
 use common::require;
 use common::spead::wait_for;
-use common::wire::{count_before, need_root, two_fabrics, Netns};
+use common::wire::{count_before, Netns, TwoFabrics};
 
 /// `rping -v -C 10` with its server on fabric A's h1 and its client on fabric B's h2:
 /// both succeed and print the 10 pings' data exactly. Returns the fabrics' summaries.
@@ -89,10 +89,7 @@ fn rping_across(
 /// `emulator/src/fabric/ports/cm_bridge.rs`), and 10 pings carry their data each way.
 #[test]
 fn rping_connects_across_two_fabrics_with_cm_mads() {
-    need_root();
-    let dir = scratch("wire-rping");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let TwoFabrics { dir, ns, a, b } = TwoFabrics::new("wire-rping", "", "1", "");
     let (sa, sb) = rping_across(&dir, &ns, a, b);
     for s in [&sa, &sb] {
         assert_eq!(count_before(s, " timed out"), 0, "{s}");
@@ -147,10 +144,7 @@ fn mads(s: &str) -> (u64, u64) {
 /// and four datagrams go each way.
 #[test]
 fn udaddy_resolves_across_two_fabrics_with_sidr_mads() {
-    need_root();
-    let dir = scratch("wire-udaddy");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let TwoFabrics { dir, ns, a, b } = TwoFabrics::new("wire-udaddy", "", "1", "");
     let tries = udaddy_across(
         &dir,
         &ns,
@@ -178,10 +172,8 @@ fn udaddy_resolves_across_two_fabrics_with_sidr_mads() {
 /// cma.c's SIDR timeout (4096 ms, `cm_sidr.rs`), and the run completes as without loss.
 #[test]
 fn udaddy_completes_when_the_sidr_req_is_lost() {
-    need_root();
-    let dir = scratch("wire-udaddy-lost");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "drop_cm_mads = 1");
+    let TwoFabrics { dir, ns, a, b } =
+        TwoFabrics::new("wire-udaddy-lost", "", "1", "drop_cm_mads = 1");
     let tries = udaddy_across(
         &dir,
         &ns,
@@ -210,10 +202,7 @@ fn udaddy_completes_when_the_sidr_req_is_lost() {
 /// line of error 1, its SIDR REQ never sent again.
 #[test]
 fn a_sidr_req_for_a_host_without_a_process_gets_sidr_unsupported() {
-    need_root();
-    let dir = scratch("wire-udaddy-nobody");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "", "1", "");
+    let TwoFabrics { dir, ns, a, b } = TwoFabrics::new("wire-udaddy-nobody", "", "1", "");
     let udaddy = require("udaddy", "rdmacm-utils");
     let mut c = b.0.program(&udaddy, "h2");
     c.env("VERBS_EMU_TOPOLOGY", &b.1)
@@ -245,10 +234,8 @@ fn a_sidr_req_for_a_host_without_a_process_gets_sidr_unsupported() {
 /// the REQ, 4.1 s for the REP), and the pings complete exactly as without loss.
 #[test]
 fn rping_completes_when_the_ports_lose_cm_mads() {
-    need_root();
-    let dir = scratch("wire-rping-lost");
-    let ns = Netns::new();
-    let (a, b) = two_fabrics(&dir, &ns, "drop_cm_mads = 1", "1", "");
+    let TwoFabrics { dir, ns, a, b } =
+        TwoFabrics::new("wire-rping-lost", "drop_cm_mads = 1", "1", "");
     let (sa, sb) = rping_across(&dir, &ns, a, b);
     for s in [&sa, &sb] {
         assert_eq!(count_before(s, " CM MADs dropped"), 1, "{s}");

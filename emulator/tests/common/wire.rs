@@ -135,6 +135,27 @@ pub fn two_fabrics(
     ((a, ta), (b, tb))
 }
 
+/// A wire test's set-up (after checking it runs as root): its scratch folder `test`, a
+/// namespace of its own and [`two_fabrics`] in it with `faults`, `seed` and `extra_a`.
+/// Bind it as `let TwoFabrics { dir, ns, a, b } = ...` so that the fabrics drop before
+/// the namespace, as bindings drop in the reverse of their order.
+pub struct TwoFabrics {
+    pub a: (Fabric, PathBuf),
+    pub b: (Fabric, PathBuf),
+    pub ns: Netns,
+    pub dir: PathBuf,
+}
+
+impl TwoFabrics {
+    pub fn new(test: &str, faults: &str, seed: &str, extra_a: &str) -> TwoFabrics {
+        need_root();
+        let dir = super::fabric::scratch(test);
+        let ns = Netns::new();
+        let (a, b) = two_fabrics(&dir, &ns, faults, seed, extra_a);
+        TwoFabrics { a, b, ns, dir }
+    }
+}
+
 /// The number before `what` in a summary.
 pub fn count_before(summary: &str, what: &str) -> u64 {
     summary
