@@ -37,6 +37,9 @@ pub struct StallWatch {
     /// Per ring: its mark when last seen, and the wall-clock time since which its reader
     /// has not moved while frames waited.
     seen: Vec<(Mark, Nanos)>,
+    /// The next round's `seen` while it is made (kept, so that a round, which runs at
+    /// every poll of a CQ, allocates nothing once the rings are known).
+    next: Vec<(Mark, Nanos)>,
 }
 
 impl StallWatch {
@@ -44,7 +47,8 @@ impl StallWatch {
     /// has left frames unread for [`STALL`] or longer (it has not read since, and its
     /// ring was not empty).
     pub fn stalled(&mut self, now: Nanos, marks: impl IntoIterator<Item = Mark>) -> bool {
-        let mut seen = Vec::with_capacity(self.seen.len());
+        let mut next = std::mem::take(&mut self.next);
+        next.clear();
         let mut stalled = false;
         for m in marks {
             let before = self.seen.iter().find(|(b, _)| b.way == m.way);
@@ -56,9 +60,9 @@ impl StallWatch {
             if m.queued > 0 && now.saturating_sub(since) >= STALL {
                 stalled = true;
             }
-            seen.push((m, since));
+            next.push((m, since));
         }
-        self.seen = seen;
+        self.next = std::mem::replace(&mut self.seen, next);
         stalled
     }
 }
